@@ -1,0 +1,73 @@
+"""The ``rooftop`` command: shared options, subcommand dispatch, errors as one line.
+
+Each subcommand module exposes ``register(subparsers)``; the parser it adds sets
+``func`` to a function ``(args) -> Output``. This module prints the Output as JSON
+(``--json``) or as rich tables, and turns every RooftopError into one line on stderr
+with exit code 2 (a traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rooftop import __version__
+from rooftop.cli import chips as chips_cmd
+from rooftop.cli import matmul as matmul_cmd
+from rooftop.cli import roofline as roofline_cmd
+from rooftop.cli.common import Output, emit
+from rooftop.errors import RooftopError
+
+COMMANDS = [chips_cmd, matmul_cmd, roofline_cmd]
+
+
+def _optional_commands() -> list[object]:
+    """Subcommands added by later modules; each is imported if present."""
+    import importlib
+
+    mods = []
+    for name in ("collective", "shard", "models", "train", "serve", "hlo", "profile", "calibrate"):
+        try:
+            mods.append(importlib.import_module(f"rooftop.cli.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"rooftop.cli.{name}":
+                raise
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rooftop",
+        description="Roofline numbers for LLM training and serving: ops, collectives, models, plans, profiles.",
+    )
+    parser.add_argument("--version", action="version", version=f"rooftop {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for mod in [*COMMANDS, *_optional_commands()]:
+        mod.register(sub)  # type: ignore[attr-defined]
+    return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        out: Output = args.func(args)
+        emit(out, args)
+    except RooftopError as err:
+        if getattr(args, "debug", False):
+            raise
+        print(f"rooftop {args.command}: error: {err.one_line()}", file=sys.stderr)
+        return err.exit_code
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Load, validate and look up chips from TOML files (package data or the user's own).
+
+Lookup is case-insensitive over canonical names and aliases; an unknown name raises
+UnknownNameError with close matches. A file path (``mychip.toml``) or a directory
+given with ``--catalog`` adds chips of the same schema.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.hardware.chip import Chip, Figure, TopologySpec
+from rooftop.units import parse_number
+
+_REQUIRED = ("name", "vendor", "kind", "matrix_flops_per_s", "memory.hbm_bytes", "memory.hbm_bytes_per_s",
+             "links.count", "links.bytes_per_s", "topology.kind")
+_KINDS = ("tpu", "gpu", "cpu", "custom")
+
+
+class _Reader:
+    """Reads fields of one parsed TOML file, naming the file and field on error."""
+
+    def __init__(self, data: Mapping[str, Any], path: str) -> None:
+        self.data = data
+        self.path = path
+        self.sources: dict[str, Figure] = {}
+
+    def fail(self, field: str, why: str) -> InvalidConfigError:
+        return InvalidConfigError(f"chip file {self.path}: field {field!r} {why}")
+
+    def raw(self, dotted: str) -> Any:
+        node: Any = self.data
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def figure(self, dotted: str, required: bool = True, default: float | None = None) -> float | None:
+        node = self.raw(dotted)
+        if node is None:
+            if required:
+                raise self.fail(dotted, "is missing")
+            return default
+        if not isinstance(node, Mapping) or "value" not in node:
+            raise self.fail(dotted, "must be a table {value = ..., source = \"...\"}")
+        source = node.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise self.fail(dotted, "has no source (every figure needs one)")
+        try:
+            value = parse_number(node["value"]) if isinstance(node["value"], (int, float)) else _parse(node["value"])
+        except Exception as exc:  # noqa: BLE001 - any unreadable value is the file's fault
+            raise self.fail(dotted, f"has an unreadable value {node['value']!r} ({exc})") from None
+        if value < 0:
+            raise self.fail(dotted, f"must be >= 0, got {value}")
+        self.sources[dotted] = Figure(value, source, str(node.get("note", "")))
+        return value
+
+    def table(self, dotted: str, required: bool = True) -> dict[str, float]:
+        node = self.raw(dotted)
+        if node is None:
+            if required:
+                raise self.fail(dotted, "is missing")
+            return {}
+        if not isinstance(node, Mapping):
+            raise self.fail(dotted, "must be a table")
+        return {key: float(self.figure(f"{dotted}.{key}")) for key in node}  # type: ignore[arg-type]
+
+
+def _parse(value: Any) -> float:
+    from rooftop.units import parse_bytes, parse_rate
+
+    text = str(value)
+    if "/s" in text:
+        return parse_rate(text)
+    if text.rstrip().endswith("B"):
+        return parse_bytes(text)
+    return parse_number(text)
+
+
+def _topology(r: _Reader) -> TopologySpec:
+    t = r.raw("topology")
+    if not isinstance(t, Mapping):
+        raise r.fail("topology", "is missing")
+    kind = t.get("kind")
+    if kind not in ("torus", "switched"):
+        raise r.fail("topology.kind", f"must be 'torus' or 'switched', got {kind!r}")
+    try:
+        spec = TopologySpec(
+            kind=kind,
+            max_dims=tuple(int(x) for x in t.get("max_dims", ())),
+            max_chips=int(t.get("max_chips", 0)),
+            wraparound=str(t.get("wraparound", "none")),
+            wrap_length=int(t.get("wrap_length", 0)),
+            cube=tuple(int(x) for x in t.get("cube", ())),
+            domain_sizes=tuple(int(x) for x in t.get("domain_sizes", ())),
+            source=str(t.get("source", "")),
+            note=str(t.get("note", "")),
+        )
+    except (TypeError, ValueError) as exc:
+        raise r.fail("topology", f"has a malformed value ({exc})") from None
+    if spec.wraparound not in ("none", "full-axis", "whole-cubes"):
+        raise r.fail("topology.wraparound", f"must be none, full-axis or whole-cubes, got {spec.wraparound!r}")
+    if kind == "switched" and not spec.domain_sizes:
+        raise r.fail("topology.domain_sizes", "is required for a switched (GPU) topology")
+    if kind == "torus" and not spec.max_dims:
+        raise r.fail("topology.max_dims", "is required for a torus (TPU) topology")
+    if not spec.source:
+        raise r.fail("topology.source", "is missing (every figure needs a source)")
+    return spec
+
+
+def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
+    """Build and validate a Chip from parsed TOML; errors name the file and field."""
+    r = _Reader(data, path)
+    for key in ("name", "vendor", "kind"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise r.fail(key, "is missing or not a string")
+    if data["kind"] not in _KINDS:
+        raise r.fail("kind", f"must be one of {', '.join(_KINDS)}, got {data['kind']!r}")
+    matrix = r.table("matrix_flops_per_s")
+    if not matrix:
+        raise r.fail("matrix_flops_per_s", "needs at least one dtype")
+    aliases = data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise r.fail("aliases", "must be a list of strings")
+    kwargs = dict(
+        name=data["name"], vendor=data["vendor"], kind=data["kind"],
+        matrix_flops_per_s=MappingProxyType(matrix),
+        vector_flops_per_s=MappingProxyType(r.table("vector_flops_per_s", required=False)),
+        hbm_bytes=r.figure("memory.hbm_bytes"),
+        hbm_bytes_per_s=r.figure("memory.hbm_bytes_per_s"),
+        on_chip_bytes=MappingProxyType(r.table("on_chip_bytes", required=False)),
+        link_count=int(r.figure("links.count") or 0),
+        link_bytes_per_s=r.figure("links.bytes_per_s"),
+        link_latency_s=r.figure("links.hop_latency_s", required=False, default=1e-6),
+        link_kind=str(r.raw("links.kind") or "ici"),
+        host_bytes_per_s=r.figure("host.bytes_per_s", required=False, default=0.0),
+        dcn_bytes_per_s=r.figure("dcn.bytes_per_s", required=False, default=0.0),
+        scaleout_latency_s=r.figure("dcn.latency_s", required=False, default=5e-6),
+        price_usd_per_hour=r.figure("price.usd_per_chip_hour", required=False),
+        topology=_topology(r),
+        aliases=tuple(aliases),
+        description=str(data.get("description", "")),
+        path=path,
+    )
+    if kwargs["hbm_bytes_per_s"] == 0:
+        raise r.fail("memory.hbm_bytes_per_s", "must be > 0")
+    return Chip(**kwargs, sources=MappingProxyType(r.sources))  # type: ignore[arg-type]
+
+
+def load_chip_file(path: str | Path) -> Chip:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidConfigError(f"chip file {p} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidConfigError(f"chip file {p}: not valid TOML ({exc})") from None
+    return chip_from_dict(data, str(p))
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> tuple[Chip, ...]:
+    folder = resources.files("rooftop.catalog") / "chips"
+    chips = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            data = tomllib.loads(entry.read_text(encoding="utf-8"))
+            chips.append(chip_from_dict(data, f"catalog/chips/{entry.name}"))
+    return tuple(chips)
+
+
+def load_chips(extra: str | Path | None = None) -> tuple[Chip, ...]:
+    """Built-in chips plus those in ``extra`` (a .toml file or a directory of them);
+    a user chip with a built-in's name replaces it."""
+    chips = {c.name: c for c in _builtin()}
+    if extra is not None:
+        p = Path(extra)
+        files = sorted(p.glob("*.toml")) if p.is_dir() else [p]
+        if p.is_dir() and not files:
+            raise InvalidConfigError(f"catalog directory {p} has no .toml chip files")
+        for f in files:
+            c = load_chip_file(f)
+            chips[c.name] = c
+    return tuple(chips.values())
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def get_chip(name: str, catalog: str | Path | None = None) -> Chip:
+    """Look up a chip by canonical name or alias (case, spaces and dashes ignored), or
+    load it from a path ending in .toml (e.g. a file written by ``rooftop calibrate``)."""
+    if name.endswith(".toml"):
+        return load_chip_file(name)
+    chips = load_chips(catalog)
+    key = _norm(name)
+    for chip in chips:
+        if key == _norm(chip.name) or any(key == _norm(a) for a in chip.aliases):
+            return chip
+    raise UnknownNameError("chip", name, [c.name for c in chips])

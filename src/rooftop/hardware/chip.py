@@ -1,0 +1,122 @@
+"""The Chip: every hardware figure rooftop uses, each with its source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from rooftop.dtypes import canonical_dtype
+from rooftop.errors import InvalidConfigError, UnknownNameError
+
+Unit = Literal["matrix", "vector"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number and where it came from."""
+
+    value: float
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """How a chip's slices are built.
+
+    kind "torus": TPU ICI torus; ``max_dims`` is the full pod, ``wraparound`` the
+    generation's rule ("full-axis": an axis wraps only at length ``wrap_length``;
+    "whole-cubes": every axis wraps when the slice is built of whole ``cube`` blocks).
+    kind "switched": GPU NVLink domains of ``domain_sizes`` joined by a scale-out fabric.
+    """
+
+    kind: Literal["torus", "switched"]
+    max_dims: tuple[int, ...] = ()
+    max_chips: int = 0
+    wraparound: str = "none"
+    wrap_length: int = 0
+    cube: tuple[int, ...] = ()
+    domain_sizes: tuple[int, ...] = ()
+    source: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A chip's peak figures in SI units (FLOPs/s, bytes, bytes/s, s, USD/h).
+
+    ``matrix_flops_per_s`` / ``vector_flops_per_s`` map a dtype to dense peak FLOPs/s
+    (vendor sparsity figures are halved in the catalog). Link bandwidth is per link,
+    each way.
+    """
+
+    name: str
+    vendor: str
+    kind: Literal["tpu", "gpu", "cpu", "custom"]
+    matrix_flops_per_s: MappingProxyType[str, float]
+    vector_flops_per_s: MappingProxyType[str, float]
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    link_count: int
+    link_bytes_per_s: float
+    link_latency_s: float
+    link_kind: str
+    host_bytes_per_s: float
+    dcn_bytes_per_s: float
+    topology: TopologySpec = field(repr=False)
+    on_chip_bytes: MappingProxyType[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    price_usd_per_hour: float | None = None
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    scaleout_latency_s: float = 5e-6
+    sources: MappingProxyType[str, Figure] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    path: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if self.hbm_bytes_per_s <= 0:
+            raise InvalidConfigError(f"chip {self.name}: hbm_bytes_per_s must be > 0, got {self.hbm_bytes_per_s}")
+        if not self.matrix_flops_per_s:
+            raise InvalidConfigError(f"chip {self.name}: needs at least one matrix_flops_per_s entry")
+
+    def flops_per_s(self, dtype: str, unit: Unit = "matrix") -> float:
+        """Peak dense FLOPs/s for a dtype on a unit. A dtype the unit lacks falls back
+        to the nearest wider dtype it has (fp8 on a chip without fp8 runs as bf16):
+        that is what compilers do, and the estimate says so in its formula."""
+        return self.flops_rate(dtype, unit)[1]
+
+    def flops_rate(self, dtype: str, unit: Unit = "matrix") -> tuple[str, float]:
+        """(dtype actually used, FLOPs/s) for ``dtype`` on ``unit``."""
+        table = self.matrix_flops_per_s if unit == "matrix" else self.vector_flops_per_s
+        if unit not in ("matrix", "vector"):
+            raise UnknownNameError("compute unit", unit, ["matrix", "vector"])
+        if not table:
+            table = self.matrix_flops_per_s
+        d = canonical_dtype(dtype)
+        for candidate in _WIDEN.get(d, (d,)):
+            if candidate in table:
+                return candidate, table[candidate]
+        raise UnknownNameError(f"dtype on {self.name}'s {unit} unit", dtype, list(table))
+
+    def critical_intensity(self, dtype: str = "bf16", unit: Unit = "matrix") -> float:
+        """FLOPs per HBM byte at which compute time equals memory time (the ridge point)."""
+        return self.flops_per_s(dtype, unit) / self.hbm_bytes_per_s
+
+    @property
+    def ici_bytes_per_s(self) -> float:
+        """Total one-way chip-to-chip bandwidth (all links)."""
+        return self.link_count * self.link_bytes_per_s
+
+
+#: fall-back order when a unit has no peak for a dtype: the next wider precision.
+_WIDEN: dict[str, tuple[str, ...]] = {
+    "int4": ("int4", "int8", "fp8", "bf16"),
+    "fp4": ("fp4", "fp8", "int8", "bf16"),
+    "int8": ("int8", "fp8", "bf16"),
+    "fp8": ("fp8", "int8", "bf16"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"),
+    "fp32": ("fp32", "bf16"),
+    "int32": ("int32", "fp32", "bf16"),
+    "fp64": ("fp64", "fp32"),
+}

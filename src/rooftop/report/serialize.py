@@ -1,0 +1,76 @@
+"""Stable JSON: raw SI numbers, a schema_version, no infinities (they become null)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from rooftop.cost.roofline import Estimate
+from rooftop.hardware.chip import Chip
+
+#: bumped when a key is removed or changes meaning (adding keys does not bump it).
+SCHEMA_VERSION = 1
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _clean({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+    return obj
+
+
+def to_json(payload: Mapping[str, Any]) -> str:
+    body = {"schema_version": SCHEMA_VERSION, **payload}
+    return json.dumps(_clean(body), indent=2, allow_nan=False)
+
+
+def estimate_dict(est: Estimate) -> dict[str, Any]:
+    """The roofline keys every command shares."""
+    return {
+        "chip": est.chip,
+        "flops": est.flops,
+        "hbm_bytes": est.hbm_bytes,
+        "arithmetic_intensity": est.arithmetic_intensity,
+        "critical_intensity": est.critical_intensity,
+        "compute_s": est.compute_s,
+        "memory_s": est.memory_s,
+        "network_s": est.network_s,
+        "lower_bound_s": est.lower_bound_s,
+        "upper_bound_s": est.upper_bound_s,
+        "bound": est.bound,
+        "terms": [{"name": t.name, "seconds": t.seconds, "formula": t.formula} for t in est.terms],
+    }
+
+
+def chip_dict(chip: Chip) -> dict[str, Any]:
+    topo = chip.topology
+    return {
+        "name": chip.name,
+        "vendor": chip.vendor,
+        "kind": chip.kind,
+        "aliases": list(chip.aliases),
+        "description": chip.description,
+        "matrix_flops_per_s": dict(chip.matrix_flops_per_s),
+        "vector_flops_per_s": dict(chip.vector_flops_per_s),
+        "hbm_bytes": chip.hbm_bytes,
+        "hbm_bytes_per_s": chip.hbm_bytes_per_s,
+        "on_chip_bytes": dict(chip.on_chip_bytes),
+        "links": {"kind": chip.link_kind, "count": chip.link_count, "bytes_per_s_per_link": chip.link_bytes_per_s,
+                  "hop_latency_s": chip.link_latency_s},
+        "host_bytes_per_s": chip.host_bytes_per_s,
+        "dcn_bytes_per_s": chip.dcn_bytes_per_s,
+        "price_usd_per_chip_hour": chip.price_usd_per_hour,
+        "critical_intensity_bf16": chip.critical_intensity("bf16"),
+        "topology": {"kind": topo.kind, "max_dims": list(topo.max_dims), "max_chips": topo.max_chips,
+                     "wraparound": topo.wraparound, "domain_sizes": list(topo.domain_sizes), "source": topo.source},
+        "sources": {k: {"value": f.value, "source": f.source, "note": f.note} for k, f in chip.sources.items()},
+        "file": chip.path,
+    }

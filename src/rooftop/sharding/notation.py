@@ -1,0 +1,133 @@
+"""The sharding notation of the scaling literature (How to Scale Your Model, Part 3):
+
+    A[I_X, J] @ B[J, K_Y] -> C[I_X, K_Y]
+
+Each tensor lists its named dims; ``I_X`` says dim I is sharded over mesh axis X,
+``I_XY`` over X and Y together; a trailing ``{U_X}`` marks partial sums still to be
+reduced over X. The output is optional: when omitted it is inferred (dims in both
+inputs are contracted, the rest kept in order of appearance, einsum's implicit rule).
+Multi-letter axis names (``B_data``) are resolved against the mesh's axis names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rooftop.errors import ParseError, ShardingError
+
+_TENSOR = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_']*)?\s*\[([^\]]*)\]\s*(\{\s*U_([A-Za-z0-9_,]+)\s*\})?\s*$")
+_DIM = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:_([A-Za-z0-9_{},]+))?$")
+
+
+@dataclass(frozen=True)
+class Dim:
+    name: str
+    axes_text: str = ""  # raw subscript after "_", resolved against a mesh by resolve_axes
+
+    def __str__(self) -> str:
+        return f"{self.name}_{self.axes_text}" if self.axes_text else self.name
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dims: tuple[Dim, ...]
+    unreduced_text: str = ""
+
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.dims)
+
+    def __str__(self) -> str:
+        u = f"{{U_{self.unreduced_text}}}" if self.unreduced_text else ""
+        return f"{self.name}[{', '.join(map(str, self.dims))}]{u}"
+
+
+@dataclass(frozen=True)
+class MatmulExpr:
+    lhs: Tensor
+    rhs: Tensor
+    out: Tensor
+    out_given: bool
+
+    def __str__(self) -> str:
+        return f"{self.lhs} @ {self.rhs} -> {self.out}"
+
+
+def parse_tensor(text: str, default_name: str = "T") -> Tensor:
+    """"A[I_X, J]" -> Tensor("A", (Dim("I", "X"), Dim("J"))); "[B_data]{U_model}" works too."""
+    m = _TENSOR.match(text)
+    if not m:
+        raise ParseError(f"cannot read tensor {text.strip()!r}: expected NAME[DIM, DIM_AXES, ...], e.g. A[I_X, J]")
+    dims = []
+    for part in (p.strip() for p in m.group(2).split(",")):
+        if not part:
+            raise ParseError(f"empty dim in tensor {text.strip()!r}")
+        dm = _DIM.match(part)
+        if not dm:
+            raise ParseError(f"cannot read dim {part!r} in {text.strip()!r}: expected NAME or NAME_AXES, e.g. I_X")
+        dims.append(Dim(dm.group(1), (dm.group(2) or "").strip("{}")))
+    names = [d.name for d in dims]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ParseError(f"tensor {text.strip()!r} repeats dim {sorted(dup)[0]!r}")
+    return Tensor(m.group(1) or default_name, tuple(dims), m.group(4) or "")
+
+
+def parse_matmul(text: str) -> MatmulExpr:
+    """Parse ``LHS @ RHS [-> OUT]`` (``*`` or ``x`` also accepted for ``@``)."""
+    if "->" in text:
+        inputs, out_text = text.split("->", 1)
+    else:
+        inputs, out_text = text, ""
+    parts = re.split(r"\]\s*(?:@|\*|·|\bx\b)\s*", inputs, maxsplit=1)
+    if len(parts) != 2:
+        raise ParseError(f"cannot read matmul {text!r}: expected 'A[I, J] @ B[J, K]' with an optional '-> C[I, K]'")
+    lhs = parse_tensor(parts[0] + "]", "A")
+    rhs = parse_tensor(parts[1], "B")
+    if out_text.strip():
+        out = parse_tensor(out_text, "C")
+        for d in out.dims:
+            if d.name not in lhs.dim_names and d.name not in rhs.dim_names:
+                raise ParseError(f"output dim {d.name!r} of {text!r} appears in neither input")
+        return MatmulExpr(lhs, rhs, out, True)
+    return MatmulExpr(lhs, rhs, _infer_output(lhs, rhs), False)
+
+
+def _infer_output(lhs: Tensor, rhs: Tensor) -> Tensor:
+    kept = [d for d in lhs.dims if d.name not in rhs.dim_names]
+    kept += [d for d in rhs.dims if d.name not in lhs.dim_names]
+    return Tensor("C", tuple(kept))
+
+
+def resolve_axes(text: str, axis_names: Sequence[str]) -> tuple[str, ...]:
+    """Split a subscript into mesh axis names: "XY" -> ("X", "Y"), "data" -> ("data",),
+    "datamodel" -> ("data", "model"); commas may separate names ("data,model")."""
+    if not text:
+        return ()
+    if "," in text:
+        parts = tuple(p for p in text.split(",") if p)
+        for p in parts:
+            if p not in axis_names:
+                raise ShardingError(f"unknown mesh axis {p!r} in subscript {text!r} (mesh axes: {', '.join(axis_names)})")
+        return parts
+    found = _split_names(text, tuple(sorted(axis_names, key=len, reverse=True)))
+    if found is None:
+        raise ShardingError(
+            f"subscript {text!r} is not made of mesh axis names (mesh axes: {', '.join(axis_names) or 'none'})")
+    if len(set(found)) != len(found):
+        raise ShardingError(f"subscript {text!r} names a mesh axis twice")
+    return found
+
+
+def _split_names(text: str, names: tuple[str, ...]) -> tuple[str, ...] | None:
+    if not text:
+        return ()
+    for n in names:
+        if text.startswith(n):
+            rest = _split_names(text[len(n):], names)
+            if rest is not None:
+                return (n, *rest)
+    return None

@@ -1,0 +1,139 @@
+"""Parsing and formatting of quantities. The only module that converts units: every
+number inside rooftop is a float in SI base units (s, bytes, FLOPs, bytes/s, FLOPs/s,
+dollars), and this module turns human strings into those floats and back.
+
+Conventions: decimal prefixes (k, M, G, T, P, E) are powers of 1000, binary prefixes
+(Ki, Mi, Gi, Ti, Pi) are powers of 1024, as in IEC 80000-13. "B" is bytes; a bare
+count ("4M", "15T") is a plain number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rooftop.errors import InvalidConfigError
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+KIB = 2.0**10
+MIB = 2.0**20
+GIB = 2.0**30
+TIB = 2.0**40
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86400.0
+
+_NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+_QTY = re.compile(rf"^\s*{_NUM}\s*([A-Za-zµ/]*)\s*$")
+
+
+def _split(text: str, what: str) -> tuple[float, str]:
+    m = _QTY.match(str(text))
+    if not m:
+        raise InvalidConfigError(f"cannot read {what} {text!r}: expected a number with an optional unit")
+    return float(m.group(1)), m.group(2)
+
+
+def _prefix(suffix: str, text: str, what: str) -> float:
+    if suffix in _BINARY:
+        return _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return _DECIMAL[suffix]
+    valid = ", ".join(k for k in [*_DECIMAL, *_BINARY] if k)
+    raise InvalidConfigError(f"cannot read {what} {text!r}: unknown prefix {suffix!r} (valid: {valid})")
+
+
+def parse_number(text: str | float | int) -> float:
+    """A plain count with an optional SI or binary prefix: "4M" -> 4e6, "15T" -> 1.5e13, "1.5e12"."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    value, suffix = _split(text, "number")
+    return value * _prefix(suffix, text, "number")
+
+
+def parse_bytes(text: str | float | int) -> float:
+    """Bytes: "80GiB" -> 80 * 2**30, "16 GB" -> 16e9, "4096" -> 4096."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    value, suffix = _split(text, "byte size")
+    if suffix.endswith("B"):
+        suffix = suffix[:-1]
+    return value * _prefix(suffix, text, "byte size")
+
+
+def parse_rate(text: str | float | int) -> float:
+    """A rate per second: "819 GB/s" -> 8.19e11 bytes/s, "197 TFLOP/s" -> 1.97e14."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    value, suffix = _split(text, "rate")
+    for tail in ("B/s", "FLOP/s", "FLOPS", "/s", "Bps"):
+        if suffix.endswith(tail):
+            suffix = suffix[: -len(tail)]
+            break
+    return value * _prefix(suffix, text, "rate")
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds: "50ms" -> 0.05, "3us" -> 3e-6, "2h" -> 7200; a bare number is seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    value, suffix = _split(text, "duration")
+    if suffix not in _TIME and suffix != "":
+        raise InvalidConfigError(f"cannot read duration {text!r}: unknown unit {suffix!r} (valid: {', '.join(_TIME)})")
+    return value * _TIME.get(suffix, 1.0)
+
+
+def _scaled(value: float, steps: list[tuple[float, str]], unit: str, digits: int) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {unit}".strip()
+    mag = abs(value)
+    for scale, prefix in steps:
+        if mag >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}".strip()
+    scale, prefix = steps[-1]
+    return f"{value / scale:.{digits}g} {prefix}{unit}".strip()
+
+
+_DEC_STEPS = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_BIN_STEPS = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
+
+
+def format_number(value: float, unit: str = "", digits: int = 3) -> str:
+    """4.1e9 -> "4.1 G" (decimal prefixes); with unit "FLOP/s" -> "4.1 GFLOP/s"."""
+    return _scaled(value, _DEC_STEPS, unit, digits)
+
+
+def format_bytes(value: float, digits: int = 3, binary: bool = True) -> str:
+    """85899345920 -> "80 GiB"; decimal with binary=False."""
+    return _scaled(value, _BIN_STEPS if binary else _DEC_STEPS, "B", digits)
+
+
+def format_rate(value: float, unit: str = "B/s", digits: int = 3) -> str:
+    return _scaled(value, _DEC_STEPS, unit, digits)
+
+
+def format_duration(seconds: float, digits: int = 3) -> str:
+    """Seconds in the most readable unit: 2.3e-5 -> "23 us", 5400 -> "1.5 h"."""
+    if not math.isfinite(seconds):
+        return f"{seconds}"
+    mag = abs(seconds)
+    if mag >= SECONDS_PER_DAY:
+        return f"{seconds / SECONDS_PER_DAY:.{digits}g} d"
+    if mag >= SECONDS_PER_HOUR:
+        return f"{seconds / SECONDS_PER_HOUR:.{digits}g} h"
+    if mag >= 60:
+        return f"{seconds / 60:.{digits}g} min"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        if mag >= scale:
+            return f"{seconds / scale:.{digits}g} {unit}"
+    return f"{seconds / 1e-9:.{digits}g} ns" if seconds else "0 s"
+
+
+def hours(seconds: float) -> float:
+    return seconds / SECONDS_PER_HOUR
+
+
+def days(seconds: float) -> float:
+    return seconds / SECONDS_PER_DAY

@@ -9,7 +9,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import pytest  # noqa: E402
+import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 THIRD_PARTY = SHARED / "data" / "third_party_profiles"

@@ -27,7 +27,9 @@ def run(args: argparse.Namespace) -> Output:
 
         def render(console: Console) -> None:
             console.print(f"[bold]{chip.name}[/bold] ({chip.vendor}) {chip.description}")
-            rows = [(k, f"{f.value:.4g}", f.source + (f" [{f.note}]" if f.note else "")) for k, f in chip.sources.items()]
+            rows = [
+                (k, f"{f.value:.4g}", f.source + (f" [{f.note}]" if f.note else "")) for k, f in chip.sources.items()
+            ]
             rows.append(("topology", chip.topology.kind, chip.topology.source))
             console.print(table(f"{chip.name}: figures and sources", ["figure", "value (SI)", "source"], rows))
 
@@ -39,10 +41,24 @@ def run(args: argparse.Namespace) -> Output:
         for c in chips:
             bf16 = c.flops_per_s("bf16")
             price = f"${c.price_usd_per_hour:.2f}" if c.price_usd_per_hour is not None else "-"
-            rows.append((c.name, c.vendor, format_rate(bf16, "FLOP/s"), format_bytes(c.hbm_bytes),
-                         format_rate(c.hbm_bytes_per_s), f"{c.critical_intensity('bf16'):.0f}",
-                         f"{c.link_count} x {format_rate(c.link_bytes_per_s)}", price))
-        console.print(table("chip catalog (dense peaks; links per direction)",
-                            ["chip", "vendor", "bf16", "HBM", "HBM BW", "FLOP/B", "links", "$/chip-h"], rows))
+            rows.append(
+                (
+                    c.name,
+                    c.vendor,
+                    format_rate(bf16, "FLOP/s"),
+                    format_bytes(c.hbm_bytes),
+                    format_rate(c.hbm_bytes_per_s),
+                    f"{c.critical_intensity('bf16'):.0f}",
+                    f"{c.link_count} x {format_rate(c.link_bytes_per_s)}",
+                    price,
+                )
+            )
+        console.print(
+            table(
+                "chip catalog (dense peaks; links per direction)",
+                ["chip", "vendor", "bf16", "HBM", "HBM BW", "FLOP/B", "links", "$/chip-h"],
+                rows,
+            )
+        )
 
     return Output({"chips": [chip_dict(c) for c in chips]}, render_all)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,8 +29,12 @@ def add_common(p: argparse.ArgumentParser, chip: bool = True, chip_required: boo
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     p.add_argument("--catalog", metavar="PATH", help="extra chip catalog: a .toml file or a directory of them")
     if chip:
-        p.add_argument("--chip", required=chip_required, metavar="NAME|FILE.toml",
-                       help="chip from the catalog (see `rooftop chips`) or a chip file")
+        p.add_argument(
+            "--chip",
+            required=chip_required,
+            metavar="NAME|FILE.toml",
+            help="chip from the catalog (see `rooftop chips`) or a chip file",
+        )
 
 
 def chip_from_args(args: argparse.Namespace) -> Chip:
@@ -39,7 +42,7 @@ def chip_from_args(args: argparse.Namespace) -> Chip:
 
 
 def parse_kv_ints(text: str, what: str) -> dict[str, int]:
-    """"B=4096,D=8192" -> {"B": 4096, "D": 8192}; values accept "4k", "1M"."""
+    """ "B=4096,D=8192" -> {"B": 4096, "D": 8192}; values accept "4k", "1M"."""
     from rooftop.units import parse_number
 
     out: dict[str, int] = {}
@@ -64,10 +67,7 @@ def emit(out: Output, args: argparse.Namespace) -> None:
     else:
         from rich.console import Console
 
-        out.render(Console())
+        console = Console() if sys.stdout.isatty() else Console(width=140)
+        out.render(console)
         if plot:
-            Console().print(f"plot written to {plot}")
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj)
+            console.print(f"plot written to {plot}")

@@ -32,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def dtypes_from_args(args: argparse.Namespace) -> Dtypes:
-    return Dtypes(args.lhs_dtype or args.dtype, args.rhs_dtype or args.dtype, args.out_dtype or args.dtype,
-                  args.compute_dtype)
+    return Dtypes(
+        args.lhs_dtype or args.dtype, args.rhs_dtype or args.dtype, args.out_dtype or args.dtype, args.compute_dtype
+    )
 
 
 def run(args: argparse.Namespace) -> Output:
@@ -53,8 +54,7 @@ def run(args: argparse.Namespace) -> Output:
     payload = {
         "expr": str(expr),
         "dims": sizes,
-        "dtypes": {"lhs": dtypes.lhs, "rhs": dtypes.rhs, "out": dtypes.out,
-                   "compute": compute},
+        "dtypes": {"lhs": dtypes.lhs, "rhs": dtypes.rhs, "out": dtypes.out, "compute": compute},
         **estimate_dict(est),
     }
 

@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> Output:
     chip = chip_from_args(args)
     cost = explicit(parse_number(args.flops), parse_bytes(args.nbytes), args.dtype, args.unit)
     est = roofline(cost, chip)
-    payload = {"op": {"flops": cost.flops, "bytes": cost.hbm_bytes, "dtype": args.dtype, "unit": args.unit},
-               **estimate_dict(est)}
+    payload = {
+        "op": {"flops": cost.flops, "bytes": cost.hbm_bytes, "dtype": args.dtype, "unit": args.unit},
+        **estimate_dict(est),
+    }
 
     def render(console: Console) -> None:
         print_estimate(console, f"op on {chip.name} ({args.unit} unit, {args.dtype})", est)

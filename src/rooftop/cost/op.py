@@ -52,9 +52,7 @@ def matmul_flops(lhs: Operand, rhs: Operand, out: Operand, sizes: Mapping[str, i
     return 2.0 * math.prod(float(_size(sizes, d)) for d in dims)
 
 
-def matmul(
-    lhs: Operand, rhs: Operand, out: Operand, sizes: Mapping[str, int], compute: str | None = None
-) -> Cost:
+def matmul(lhs: Operand, rhs: Operand, out: Operand, sizes: Mapping[str, int], compute: str | None = None) -> Cost:
     """Cost of ``out = lhs @ rhs`` as an einsum on the matrix unit.
 
     FLOPs = 2 * prod(all dims); HBM bytes = lhs + rhs + out, each in its own dtype

@@ -77,8 +77,9 @@ class Estimate:
     @property
     def bound(self) -> str:
         """Which term dominates: "compute", "memory" or "network" (ties go to compute)."""
-        best = max(("compute", self.compute_s), ("memory", self.memory_s), ("network", self.network_s),
-                   key=lambda kv: kv[1])
+        best = max(
+            ("compute", self.compute_s), ("memory", self.memory_s), ("network", self.network_s), key=lambda kv: kv[1]
+        )
         return best[0]
 
     @property
@@ -93,9 +94,14 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
         factor = eff.matrix if unit == "matrix" else eff.vector
         note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
         eff_txt = f" x {factor:g}" if factor != 1 else ""
-        terms.append(Term(f"compute {unit} {dtype}", flops / (rate * factor),
-                          f"{format_number(flops, 'FLOP')} / ({chip.name} {unit} {used} "
-                          f"{format_rate(rate, 'FLOP/s')}{eff_txt}){note}"))
+        terms.append(
+            Term(
+                f"compute {unit} {dtype}",
+                flops / (rate * factor),
+                f"{format_number(flops, 'FLOP')} / ({chip.name} {unit} {used} "
+                f"{format_rate(rate, 'FLOP/s')}{eff_txt}){note}",
+            )
+        )
     return terms
 
 
@@ -105,8 +111,13 @@ def roofline(cost: Cost, chip: Chip, mesh: Mesh | None = None, efficiency: Effic
     compute_s = sum(t.seconds for t in terms)
     memory_s = cost.hbm_bytes / (chip.hbm_bytes_per_s * efficiency.hbm)
     eff_txt = f" x {efficiency.hbm:g}" if efficiency.hbm != 1 else ""
-    terms.append(Term("memory hbm", memory_s, f"{format_bytes(cost.hbm_bytes)} / ({chip.name} HBM "
-                                              f"{format_rate(chip.hbm_bytes_per_s)}{eff_txt})"))
+    terms.append(
+        Term(
+            "memory hbm",
+            memory_s,
+            f"{format_bytes(cost.hbm_bytes)} / ({chip.name} HBM {format_rate(chip.hbm_bytes_per_s)}{eff_txt})",
+        )
+    )
     network_s = 0.0
     if cost.comms:
         if mesh is None:

@@ -19,8 +19,17 @@ from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.chip import Chip, Figure, TopologySpec
 from rooftop.units import parse_number
 
-_REQUIRED = ("name", "vendor", "kind", "matrix_flops_per_s", "memory.hbm_bytes", "memory.hbm_bytes_per_s",
-             "links.count", "links.bytes_per_s", "topology.kind")
+_REQUIRED = (
+    "name",
+    "vendor",
+    "kind",
+    "matrix_flops_per_s",
+    "memory.hbm_bytes",
+    "memory.hbm_bytes_per_s",
+    "links.count",
+    "links.bytes_per_s",
+    "topology.kind",
+)
 _KINDS = ("tpu", "gpu", "cpu", "custom")
 
 
@@ -50,13 +59,13 @@ class _Reader:
                 raise self.fail(dotted, "is missing")
             return default
         if not isinstance(node, Mapping) or "value" not in node:
-            raise self.fail(dotted, "must be a table {value = ..., source = \"...\"}")
+            raise self.fail(dotted, 'must be a table {value = ..., source = "..."}')
         source = node.get("source")
         if not isinstance(source, str) or not source.strip():
             raise self.fail(dotted, "has no source (every figure needs one)")
         try:
             value = parse_number(node["value"]) if isinstance(node["value"], (int, float)) else _parse(node["value"])
-        except Exception as exc:  # noqa: BLE001 - any unreadable value is the file's fault
+        except Exception as exc:
             raise self.fail(dotted, f"has an unreadable value {node['value']!r} ({exc})") from None
         if value < 0:
             raise self.fail(dotted, f"must be >= 0, got {value}")
@@ -132,7 +141,9 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise r.fail("aliases", "must be a list of strings")
     kwargs = dict(
-        name=data["name"], vendor=data["vendor"], kind=data["kind"],
+        name=data["name"],
+        vendor=data["vendor"],
+        kind=data["kind"],
         matrix_flops_per_s=MappingProxyType(matrix),
         vector_flops_per_s=MappingProxyType(r.table("vector_flops_per_s", required=False)),
         hbm_bytes=r.figure("memory.hbm_bytes"),

@@ -110,10 +110,10 @@ class Chip:
 
 #: fall-back order when a unit has no peak for a dtype: the next wider precision.
 _WIDEN: dict[str, tuple[str, ...]] = {
-    "int4": ("int4", "int8", "fp8", "bf16"),
-    "fp4": ("fp4", "fp8", "int8", "bf16"),
-    "int8": ("int8", "fp8", "bf16"),
-    "fp8": ("fp8", "int8", "bf16"),
+    "int4": ("int4", "int8", "bf16"),
+    "fp4": ("fp4", "fp8", "bf16"),
+    "int8": ("int8", "bf16"),
+    "fp8": ("fp8", "bf16"),
     "bf16": ("bf16", "fp16", "fp32"),
     "fp16": ("fp16", "bf16", "fp32"),
     "fp32": ("fp32", "bf16"),

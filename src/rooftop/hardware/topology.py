@@ -91,16 +91,18 @@ def _check_torus(chip: Chip, dims: tuple[int, ...], text: str) -> None:
             if d > 4 and d % 4:
                 raise InvalidConfigError(
                     f"{chip.name} slice {text!r}: dim {d} is not a whole number of 4-chip cube edges "
-                    f"(slices larger than a cube are built of 4x4x4 cubes; use 1, 2, 4 or a multiple of 4)")
+                    f"(slices larger than a cube are built of 4x4x4 cubes; use 1, 2, 4 or a multiple of 4)"
+                )
     elif spec.wraparound == "full-axis":
         for d in dims:
             if d & (d - 1):
                 raise InvalidConfigError(
-                    f"{chip.name} slice {text!r}: dim {d} is not a power of two (valid: 1, 2, 4, 8, 16)")
+                    f"{chip.name} slice {text!r}: dim {d} is not a power of two (valid: 1, 2, 4, 8, 16)"
+                )
 
 
 def parse_topology(chip: Chip, text: str) -> Topology:
-    """"4x4x4", "16x20x28", "2*16x16" (2 slices over DCN) for TPUs; "16x8" (16 NVLink
+    """ "4x4x4", "16x20x28", "2*16x16" (2 slices over DCN) for TPUs; "16x8" (16 NVLink
     domains of 8 GPUs) or "8" for GPUs. Shapes the chip cannot have raise with the maximum."""
     text = text.strip()
     slices = 1
@@ -136,7 +138,8 @@ def _switched(chip: Chip, dims: tuple[int, ...], slices: int, text: str) -> Topo
     valid = chip.topology.domain_sizes
     if domain > max(valid) or (nodes > 1 and domain not in valid):
         raise InvalidConfigError(
-            f"{chip.name} NVLink domain of {domain} GPUs is not available (valid: {', '.join(map(str, valid))})")
+            f"{chip.name} NVLink domain of {domain} GPUs is not available (valid: {', '.join(map(str, valid))})"
+        )
     if chip.topology.max_chips and nodes * domain > chip.topology.max_chips:
         raise InvalidConfigError(f"{nodes * domain} {chip.name} GPUs exceed the maximum {chip.topology.max_chips}")
     return Topology(chip, (PhysDim(nodes, "fabric"), PhysDim(domain, "nvlink")), f"{nodes}x{domain}")
@@ -219,7 +222,7 @@ class Mesh:
 
 
 def parse_mesh_spec(text: str) -> dict[str, int]:
-    """"X=4,Y=4,Z=4" -> {"X": 4, "Y": 4, "Z": 4} (order kept: outermost first)."""
+    """ "X=4,Y=4,Z=4" -> {"X": 4, "Y": 4, "Z": 4} (order kept: outermost first)."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)", part)
@@ -247,7 +250,8 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
     if total != topology.num_chips:
         raise ShardingError(
             f"mesh {','.join(f'{k}={v}' for k, v in axes.items())} has {total} devices but topology "
-            f"{topology.spec} has {topology.num_chips} chips; e.g. {_suggest(topology)}")
+            f"{topology.spec} has {topology.num_chips} chips; e.g. {_suggest(topology)}"
+        )
     remaining = [d.size for d in topology.dims]  # chips left (outer factor) per dim
     placed = []
     dim = 0
@@ -264,11 +268,13 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
                 raise ShardingError(
                     f"mesh axis {name}={size} cannot be laid on topology {topology.spec}: {need} does not divide "
                     f"the {avail} chips left on dim {dim}; axes must take whole factors of the dims in order "
-                    f"(e.g. {_suggest(topology)})")
+                    f"(e.g. {_suggest(topology)})"
+                )
             if take != need and take != avail:
                 raise ShardingError(
                     f"mesh axis {name}={size} cannot be laid on topology {topology.spec}: it would take {take} of "
-                    f"the {avail} chips of dim {dim} and continue on the next dim; e.g. {_suggest(topology)}")
+                    f"the {avail} chips of dim {dim} and continue on the next dim; e.g. {_suggest(topology)}"
+                )
             pd = topology.dims[dim]
             stride = avail // take  # inner factor of a dim: the axis takes the outer part
             wrap = pd.wrap and take == pd.size

@@ -48,8 +48,13 @@ def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (label, peak) in enumerate(ceilings):
         c = colors[i % len(colors)]
-        ax.plot(xs, [min(peak, x * bw) for x in xs], color=c, lw=2,
-                label=f"{label}: {format_rate(peak, 'FLOP/s')}, ridge {peak / bw:.0f} FLOP/B")
+        ax.plot(
+            xs,
+            [min(peak, x * bw) for x in xs],
+            color=c,
+            lw=2,
+            label=f"{label}: {format_rate(peak, 'FLOP/s')}, ridge {peak / bw:.0f} FLOP/B",
+        )
         ax.axvline(peak / bw, color=c, ls=":", lw=1)
         ax.plot([peak / bw], [peak], "o", color=c)
     ax.plot(xs, [x * bw for x in xs], color="grey", lw=0.8, ls="--", label=f"HBM {format_rate(bw)}")
@@ -58,11 +63,17 @@ def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
             continue
         attained = est.flops / est.lower_bound_s
         ax.plot([est.arithmetic_intensity], [attained], "*", ms=14, color="black", zorder=5)
-        ax.annotate(f"{label}\n{est.bound}-bound, {format_rate(attained, 'FLOP/s')}",
-                    (est.arithmetic_intensity, attained), textcoords="offset points", xytext=(8, -28), fontsize=8)
+        ax.annotate(
+            f"{label}\n{est.bound}-bound, {format_rate(attained, 'FLOP/s')}",
+            (est.arithmetic_intensity, attained),
+            textcoords="offset points",
+            xytext=(8, -28),
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
+    ax.set_ylim(top=max(f for _, f in ceilings) * 3)
     ax.set_xlabel("arithmetic intensity (FLOPs per HBM byte)")
     ax.set_ylabel("attainable FLOPs/s")
     ax.set_title(f"Roofline of {chip.name} (dense peaks)")

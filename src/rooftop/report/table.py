@@ -41,8 +41,11 @@ def estimate_table(title: str, est: Estimate) -> Table:
 
 
 def terms_table(est: Estimate) -> Table:
-    return table("where the numbers come from", ["term", "time", "formula"],
-                 [(t.name, format_duration(t.seconds), t.formula) for t in est.terms])
+    return table(
+        "where the numbers come from",
+        ["term", "time", "formula"],
+        [(t.name, format_duration(t.seconds), t.formula) for t in est.terms],
+    )
 
 
 def print_estimate(console: Console, title: str, est: Estimate) -> None:

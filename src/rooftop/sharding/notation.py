@@ -57,7 +57,7 @@ class MatmulExpr:
 
 
 def parse_tensor(text: str, default_name: str = "T") -> Tensor:
-    """"A[I_X, J]" -> Tensor("A", (Dim("I", "X"), Dim("J"))); "[B_data]{U_model}" works too."""
+    """ "A[I_X, J]" -> Tensor("A", (Dim("I", "X"), Dim("J"))); "[B_data]{U_model}" works too."""
     m = _TENSOR.match(text)
     if not m:
         raise ParseError(f"cannot read tensor {text.strip()!r}: expected NAME[DIM, DIM_AXES, ...], e.g. A[I_X, J]")
@@ -111,12 +111,15 @@ def resolve_axes(text: str, axis_names: Sequence[str]) -> tuple[str, ...]:
         parts = tuple(p for p in text.split(",") if p)
         for p in parts:
             if p not in axis_names:
-                raise ShardingError(f"unknown mesh axis {p!r} in subscript {text!r} (mesh axes: {', '.join(axis_names)})")
+                raise ShardingError(
+                    f"unknown mesh axis {p!r} in subscript {text!r} (mesh axes: {', '.join(axis_names)})"
+                )
         return parts
     found = _split_names(text, tuple(sorted(axis_names, key=len, reverse=True)))
     if found is None:
         raise ShardingError(
-            f"subscript {text!r} is not made of mesh axis names (mesh axes: {', '.join(axis_names) or 'none'})")
+            f"subscript {text!r} is not made of mesh axis names (mesh axes: {', '.join(axis_names) or 'none'})"
+        )
     if len(set(found)) != len(found):
         raise ShardingError(f"subscript {text!r} names a mesh axis twice")
     return found
@@ -127,7 +130,7 @@ def _split_names(text: str, names: tuple[str, ...]) -> tuple[str, ...] | None:
         return ()
     for n in names:
         if text.startswith(n):
-            rest = _split_names(text[len(n):], names)
+            rest = _split_names(text[len(n) :], names)
             if rest is not None:
                 return (n, *rest)
     return None

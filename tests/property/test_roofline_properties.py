@@ -1,0 +1,46 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rooftop.cost.op import explicit
+from rooftop.cost.roofline import Efficiency, roofline
+from rooftop.hardware.catalog import get_chip
+
+flops = st.floats(min_value=0, max_value=1e18, allow_nan=False)
+nbytes = st.floats(min_value=1, max_value=1e13, allow_nan=False)
+frac = st.floats(min_value=0.05, max_value=1.0)
+CHIPS = [get_chip(n) for n in ("tpu-v5e", "h100", "tpu-v5p")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(flops, nbytes, flops, nbytes)
+def test_cost_addition_is_commutative_and_additive(f1: float, b1: float, f2: float, b2: float) -> None:
+    a, b = explicit(f1, b1), explicit(f2, b2, unit="vector")
+    assert a + b == b + a
+    assert (a + b).flops == f1 + f2
+    assert (a + b).hbm_bytes == b1 + b2
+
+
+@settings(max_examples=200, deadline=None)
+@given(flops, nbytes, st.sampled_from(CHIPS))
+def test_lower_le_upper_le_twice_lower(f: float, b: float, chip) -> None:  # type: ignore[no-untyped-def]
+    est = roofline(explicit(f, b), chip)
+    assert est.lower_bound_s <= est.upper_bound_s <= 2 * est.lower_bound_s * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(flops, nbytes, frac, frac, st.sampled_from(CHIPS))
+def test_more_bandwidth_or_flops_is_never_slower(f: float, b: float, e1: float, e2: float, chip) -> None:  # type: ignore[no-untyped-def]
+    lo, hi = sorted([e1, e2])
+    cost = explicit(f, b)
+    slow = roofline(cost, chip, efficiency=Efficiency(matrix=lo, hbm=lo))
+    fast = roofline(cost, chip, efficiency=Efficiency(matrix=hi, hbm=hi))
+    assert fast.lower_bound_s <= slow.lower_bound_s * (1 + 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(flops, nbytes, st.floats(min_value=1, max_value=100))
+def test_scaling_a_cost_scales_time(f: float, b: float, k: float) -> None:
+    chip = CHIPS[0]
+    one = roofline(explicit(f, b), chip)
+    many = roofline(k * explicit(f, b), chip)
+    assert abs(many.upper_bound_s - k * one.upper_bound_s) <= 1e-9 * max(1.0, many.upper_bound_s)

@@ -1,0 +1,100 @@
+"""Every chip file loads, every figure has a source, values are plausible."""
+
+from pathlib import Path
+
+import pytest
+
+from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.hardware.catalog import get_chip, load_chip_file, load_chips
+
+CANONICAL = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h200", "b200"]
+
+
+def test_all_nine_chips_present() -> None:
+    assert sorted(c.name for c in load_chips()) == sorted(CANONICAL)
+
+
+@pytest.mark.parametrize("name", CANONICAL)
+def test_figures_have_sources_and_plausible_values(name: str) -> None:
+    chip = get_chip(name)
+    assert chip.sources, "no figures recorded"
+    for key, fig in chip.sources.items():
+        assert fig.source.strip(), f"{name}: {key} has no source"
+    assert 1e14 <= chip.flops_per_s("bf16") <= 5e15
+    assert 1e10 <= chip.hbm_bytes <= 3e11
+    assert 5e11 <= chip.hbm_bytes_per_s <= 1e13
+    assert 1e10 <= chip.link_bytes_per_s <= 2e11
+    assert 1 <= chip.link_count <= 18
+    assert 50 <= chip.critical_intensity("bf16") <= 700
+    assert chip.topology.source
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"), [("v5e", "tpu-v5e"), ("TPU v5e", "tpu-v5e"), ("H100 SXM", "h100"), ("trillium", "tpu-v6e")]
+)
+def test_aliases_case_insensitive(alias: str, name: str) -> None:
+    assert get_chip(alias).name == name
+
+
+def test_unknown_chip_suggests_close_names() -> None:
+    with pytest.raises(UnknownNameError, match="unknown chip 'tpu-v9'; did you mean"):
+        get_chip("tpu-v9")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "mychip.toml"
+    p.write_text(text)
+    return p
+
+
+GOOD = """
+name = "mychip"
+vendor = "me"
+kind = "custom"
+[matrix_flops_per_s]
+bf16 = { value = 1e14, source = "measured" }
+[memory]
+hbm_bytes = { value = "8 GiB", source = "spec" }
+hbm_bytes_per_s = { value = "500 GB/s", source = "spec" }
+[links]
+count = { value = 2, source = "spec" }
+bytes_per_s = { value = 1e10, source = "spec" }
+[topology]
+kind = "switched"
+domain_sizes = [4]
+source = "spec"
+"""
+
+
+def test_user_chip_file_loads(tmp_path: Path) -> None:
+    chip = load_chip_file(_write(tmp_path, GOOD))
+    assert chip.hbm_bytes == 8 * 2**30
+    assert chip.hbm_bytes_per_s == 500e9
+    assert get_chip(str(tmp_path / "mychip.toml")).name == "mychip"
+    assert "mychip" in [c.name for c in load_chips(tmp_path)]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "message"),
+    [
+        (
+            ('bf16 = { value = 1e14, source = "measured" }', "bf16 = { value = 1e14 }"),
+            "'matrix_flops_per_s.bf16' has no source",
+        ),
+        (('hbm_bytes_per_s = { value = "500 GB/s", source = "spec" }', ""), "'memory.hbm_bytes_per_s' is missing"),
+        (('kind = "custom"', 'kind = "fpga"'), "'kind' must be one of"),
+        (("[topology]", "[topology]\nwraparound = 'sometimes'"), "'topology.wraparound'"),
+        (('"8 GiB"', '"eight"'), "'memory.hbm_bytes' has an unreadable value"),
+    ],
+)
+def test_bad_chip_file_names_file_and_field(tmp_path: Path, mutation: tuple[str, str], message: str) -> None:
+    path = _write(tmp_path, GOOD.replace(*mutation))
+    with pytest.raises(InvalidConfigError) as info:
+        load_chip_file(path)
+    assert str(path) in str(info.value)
+    assert message in str(info.value)
+
+
+def test_not_toml(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfigError, match="not valid TOML"):
+        load_chip_file(_write(tmp_path, "name = [unclosed"))

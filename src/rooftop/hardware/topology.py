@@ -277,7 +277,7 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
                 )
             pd = topology.dims[dim]
             stride = avail // take  # inner factor of a dim: the axis takes the outer part
-            wrap = pd.wrap and take == pd.size
+            wrap = pd.wrap and take * stride == pd.size
             segs.append(Segment(dim, take, stride, pd.link, wrap))
             remaining[dim] //= take
             need //= take

@@ -1,14 +1,21 @@
-"""Matmuls written in the sharding notation, priced through cost/op.py."""
+"""Matmuls written in the sharding notation, priced through cost/op.py; sharded ones get
+their collectives from the Part 3 cases and their times from cost/roofline.py."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rooftop.cost.cost import Cost
+from rooftop.cost.collectives import collective_time
+from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.op import Operand, matmul
-from rooftop.errors import InvalidConfigError
+from rooftop.cost.roofline import Estimate, roofline
+from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.hardware.chip import Chip
+from rooftop.hardware.topology import Mesh
 from rooftop.sharding.notation import MatmulExpr, Tensor
+from rooftop.sharding.shard import Sharding, resolve_sharding
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,9 @@ def check_sizes(expr: MatmulExpr, sizes: Mapping[str, int]) -> None:
     if missing:
         raise InvalidConfigError(
             f"--dims gives no size for {', '.join(missing)} (needed: {', '.join(names)}; e.g. --dims "
-            + ",".join(f"{n}=1024" for n in names) + ")")
+            + ",".join(f"{n}=1024" for n in names)
+            + ")"
+        )
     extra = [n for n in sizes if n not in names]
     if extra:
         raise InvalidConfigError(f"--dims names {', '.join(extra)}, which the expression does not use")
@@ -38,10 +47,413 @@ def operand(t: Tensor, dtype: str) -> Operand:
 def local_matmul_cost(expr: MatmulExpr, sizes: Mapping[str, int], dtypes: Dtypes = Dtypes()) -> Cost:
     """Cost of the whole (unsharded) matmul on one chip."""
     check_sizes(expr, sizes)
-    return matmul(operand(expr.lhs, dtypes.lhs), operand(expr.rhs, dtypes.rhs), operand(expr.out, dtypes.out),
-                  sizes, dtypes.compute)
+    return matmul(
+        operand(expr.lhs, dtypes.lhs),
+        operand(expr.rhs, dtypes.rhs),
+        operand(expr.out, dtypes.out),
+        sizes,
+        dtypes.compute,
+    )
 
 
 def is_sharded(expr: MatmulExpr) -> bool:
     return any(d.axes_text for t in (expr.lhs, expr.rhs, expr.out) for d in t.dims) or bool(
-        expr.lhs.unreduced_text or expr.rhs.unreduced_text or expr.out.unreduced_text)
+        expr.lhs.unreduced_text or expr.rhs.unreduced_text or expr.out.unreduced_text
+    )
+
+
+# --- Sharded matmuls: How to Scale Your Model, Part 3, "Computation With Sharded Arrays" ---
+#
+# Case 1: no input is sharded on a contracting dim -> multiply local blocks, no communication.
+# Case 2: one input is sharded on a contracting dim -> all-gather that input's dim first, or
+#         (the book's Question 4/9 alternative) slice the other input to the same axes for free
+#         and reduce the partial sums afterwards.
+# Case 3: both inputs are sharded the same way on the contracting dim -> local matmul gives
+#         partial sums {U_X}; all-reduce them, or reduce-scatter onto the output dim the
+#         requested output shards over X, or keep {U_X} when the output asks for it.
+# Case 4: both inputs shard a non-contracting dim over the same axis -> one side must be
+#         all-gathered first (two choices).
+# Every choice is enumerated; each strategy is priced with the same roofline (local matmul
+# on the chip + each collective by cost/collectives.py) and the fastest is picked (lowest
+# overlapped lower bound, then serial upper bound). A requested output dim sharded over an
+# axis the inputs replicate is obtained by slicing the input before the matmul (fewer FLOPs);
+# an axis that must move between output dims is an all-to-all; one that must go is gathered
+# before the matmul or after it (both are tried). Without a requested output, the output is
+# the local result with its partial sums all-reduced, so case 4's two choices report two
+# different output shardings. Axis order inside one subscript matters when the two inputs'
+# blocks must match (J_XY is not J_YX); the final output is compared per dim as a set of axes
+# (the permutation that would reorder them is not priced).
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a strategy: a collective (``bytes`` as in Comm) or the local matmul (HBM bytes)."""
+
+    kind: str
+    axes: tuple[str, ...]
+    bytes: float
+    what: str
+    tensor: str = ""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A way to compute a sharded matmul: the operands as multiplied, the steps, the output."""
+
+    name: str
+    steps: tuple[Step, ...]
+    lhs: Sharding
+    rhs: Sharding
+    output: Sharding
+    local_sizes: Mapping[str, int]
+    matmul_cost: Cost
+    cost: Cost
+    slices: tuple[str, ...] = ()
+
+
+class _Invalid(Exception):
+    """A combination of choices that cannot produce the requested output."""
+
+
+def _prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _ax(axes: tuple[str, ...] | list[str]) -> str:
+    return "".join(axes)
+
+
+class _Planner:
+    """Builds one strategy from one combination of choices."""
+
+    def __init__(
+        self, expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes
+    ) -> None:
+        self.expr, self.sizes, self.mesh_shape, self.dtypes = expr, sizes, mesh_shape, dtypes
+        self.steps: list[Step] = []
+        self.slices: list[str] = []
+
+    def nbytes(self, t: Sharding, dtype: str) -> float:
+        return t.local_bytes(self.sizes, self.mesh_shape, dtype)
+
+    def gather(self, t: Sharding, dim: str, axes: list[str], dtype: str) -> Sharding:
+        new = t.with_axes(dim, tuple(a for a in t.axes_of(dim) if a not in axes))
+        self.steps.append(
+            Step(
+                "all-gather",
+                tuple(axes),
+                self.nbytes(new, dtype),
+                f"all-gather {t.notation()} over {_ax(axes)} -> {new.notation()}",
+                t.name,
+            )
+        )
+        return new
+
+    def slice(self, t: Sharding, dim: str, axes: tuple[str, ...]) -> Sharding:
+        clash = [a for a in axes if a in t.used or a in t.unreduced]
+        if clash:
+            raise _Invalid(f"{t.notation()} cannot also shard {dim} over {clash[0]} (axis already used)")
+        new = t.with_axes(dim, t.axes_of(dim) + axes)
+        self.slices.append(f"slice {t.notation()} -> {new.notation()} (local, free)")
+        return new
+
+    def prepare(
+        self,
+        lhs: Sharding,
+        rhs: Sharding,
+        aligned: list[str],
+        targets: tuple[tuple[str, ...], ...],
+        conflicts: list[str],
+        sides: tuple[str, ...],
+        early: list[tuple[str, str, tuple[str, ...]]],
+    ) -> tuple[Sharding, Sharding]:
+        remove: dict[tuple[str, str], list[str]] = {}
+        add: dict[tuple[str, str], tuple[str, ...]] = {}
+        ts = {"lhs": lhs, "rhs": rhs}
+        for side, dim, axes in early:
+            remove.setdefault((side, dim), []).extend(axes)
+        for u, side in zip(conflicts, sides, strict=True):
+            t = ts[side]
+            dim = next(d for d, ax in zip(t.dims, t.axes, strict=True) if u in ax)
+            remove.setdefault((side, dim), []).append(u)
+        for dim, target in zip(aligned, targets, strict=True):
+            for side, t in ts.items():
+                cur = t.axes_of(dim)
+                p = _prefix(cur, target)
+                remove.setdefault((side, dim), []).extend(cur[p:])
+                add[(side, dim)] = target[p:]
+        dt = {"lhs": self.dtypes.lhs, "rhs": self.dtypes.rhs}
+        for side in ("lhs", "rhs"):
+            for dim in ts[side].dims:
+                if remove.get((side, dim)):
+                    ts[side] = self.gather(ts[side], dim, list(dict.fromkeys(remove[(side, dim)])), dt[side])
+        for (side, dim), axes in add.items():
+            if axes:
+                ts[side] = self.slice(ts[side], dim, axes)
+        return ts["lhs"], ts["rhs"]
+
+    def finish(self, res: Sharding, want: Sharding) -> Sharding:
+        """Collectives after the local matmul: reduce, move axes between dims, gather, slice."""
+        d_out = self.dtypes.out
+        missing_u = [a for a in want.unreduced if a not in res.unreduced]
+        if missing_u:
+            raise _Invalid(
+                f"the output asks for {{U_{_ax(missing_u)}}} but this way leaves no partial sums over {_ax(missing_u)}"
+            )
+        reduce = [a for a in res.unreduced if a not in want.unreduced]
+        scatter: dict[str, list[str]] = {}
+        for u in reduce:
+            dim = next((d for d in res.dims if u in want.axes_of(d) and u not in res.axes_of(d)), None)
+            if dim is not None:
+                scatter.setdefault(dim, []).append(u)
+        for dim, axes in scatter.items():
+            before = res
+            res = Sharding(
+                res.name,
+                res.dims,
+                res.with_axes(dim, res.axes_of(dim) + tuple(axes)).axes,
+                tuple(a for a in res.unreduced if a not in axes),
+            )
+            self.steps.append(
+                Step(
+                    "reduce-scatter",
+                    tuple(axes),
+                    self.nbytes(before, d_out),
+                    f"reduce-scatter {before.notation()} over {_ax(axes)} -> {res.notation()}",
+                    res.name,
+                )
+            )
+        all_reduce = [a for a in reduce if a in res.unreduced]
+        if all_reduce:
+            before = res
+            res = Sharding(res.name, res.dims, res.axes, tuple(a for a in res.unreduced if a not in all_reduce))
+            self.steps.append(
+                Step(
+                    "all-reduce",
+                    tuple(all_reduce),
+                    self.nbytes(before, d_out),
+                    f"all-reduce {before.notation()} over {_ax(all_reduce)} -> {res.notation()}",
+                    res.name,
+                )
+            )
+        for dim in res.dims:
+            gather = []
+            for u in [a for a in res.axes_of(dim) if a not in want.axes_of(dim)]:
+                dest = next(
+                    (d for d in res.dims if d != dim and u in want.axes_of(d) and u not in res.axes_of(d)), None
+                )
+                if dest is None:
+                    gather.append(u)
+                    continue
+                before = res
+                res = res.with_axes(dim, tuple(a for a in res.axes_of(dim) if a != u))
+                res = res.with_axes(dest, res.axes_of(dest) + (u,))
+                self.steps.append(
+                    Step(
+                        "all-to-all",
+                        (u,),
+                        self.nbytes(before, d_out),
+                        f"all-to-all {before.notation()} over {u} -> {res.notation()}",
+                        res.name,
+                    )
+                )
+            if gather:
+                res = self.gather(res, dim, gather, d_out)
+        for dim in res.dims:
+            extra = tuple(a for a in want.axes_of(dim) if a not in res.axes_of(dim))
+            if extra:
+                res = self.slice(res, dim, extra)
+        if any(set(res.axes_of(d)) != set(want.axes_of(d)) for d in res.dims):
+            raise _Invalid(f"cannot reach {want.notation()} from {res.notation()}")
+        return want
+
+
+def _unique(options: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    return list(dict.fromkeys(options))
+
+
+def _conflicts(lhs: Sharding, rhs: Sharding) -> list[str]:
+    free_l = {a for d, ax in zip(lhs.dims, lhs.axes, strict=True) if d not in rhs.dims for a in ax}
+    free_r = {a for d, ax in zip(rhs.dims, rhs.axes, strict=True) if d not in lhs.dims for a in ax}
+    return sorted(free_l & free_r)
+
+
+def _late_gathers(lhs: Sharding, rhs: Sharding, target: Sharding | None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Free input dims sharded over axes the requested output does not shard them over: those
+    axes can be gathered before the matmul (on the input) or after (on the output)."""
+    if target is None:
+        return []
+    out = []
+    for side, t, other in (("lhs", lhs, rhs), ("rhs", rhs, lhs)):
+        for d, ax in zip(t.dims, t.axes, strict=True):
+            if d in target.dims and d not in other.dims:
+                extra = tuple(a for a in ax if a not in target.axes_of(d))
+                if extra:
+                    out.append((side, d, extra))
+    return out
+
+
+def plan_sharded_matmul(
+    expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes = Dtypes()
+) -> list[Strategy]:
+    """Every strategy (collectives + local matmul) for ``expr`` on a mesh of ``mesh_shape``.
+
+    Choices enumerated: for each dim in both inputs, the sharding both sides use when they
+    multiply (unsharded, the lhs's or the rhs's: gather the rest, slice replicated copies
+    for free); for each axis sharding a free dim of both inputs (case 4), which side is
+    gathered. The output is the requested one, or, when omitted, the local result with
+    its partial sums all-reduced."""
+    check_sizes(expr, sizes)
+    lhs, rhs = resolve_sharding(expr.lhs, mesh_shape), resolve_sharding(expr.rhs, mesh_shape)
+    for t in (lhs, rhs):
+        if t.unreduced:
+            raise ShardingError(
+                f"input {t.notation()} is unreduced over {_ax(t.unreduced)}: reduce it first "
+                f"(all-reduce or reduce-scatter); inputs must hold full sums"
+            )
+        t.local_sizes(sizes, mesh_shape)
+    target = resolve_sharding(expr.out, mesh_shape) if expr.out_given else None
+    if target is not None:
+        target.local_sizes(sizes, mesh_shape)
+    out_dims = expr.out.dim_names
+    aligned = [d for d in lhs.dims if d in rhs.dims]
+    contracting = [d for d in aligned if d not in out_dims]
+    conflicts = _conflicts(lhs, rhs)
+    choices = [_unique([lhs.axes_of(d), rhs.axes_of(d), ()]) for d in aligned]
+    late = _late_gathers(lhs, rhs, target)
+    found: dict[tuple[object, ...], Strategy] = {}
+    reasons: list[str] = []
+    for targets, sides, pick in itertools.product(
+        itertools.product(*choices),
+        itertools.product(("lhs", "rhs"), repeat=len(conflicts)),
+        itertools.product((False, True), repeat=len(late)),
+    ):
+        early = [g for g, p in zip(late, pick, strict=True) if p]
+        try:
+            s = _build(
+                expr,
+                sizes,
+                mesh_shape,
+                dtypes,
+                (lhs, rhs),
+                aligned,
+                contracting,
+                targets,
+                (conflicts, sides, early),
+                target,
+            )
+        except _Invalid as err:
+            reasons.append(str(err))
+            continue
+        key = (tuple((st.kind, st.axes, round(st.bytes)) for st in s.steps), s.output.axes, s.output.unreduced)
+        found.setdefault(key, s)
+    if not found:
+        raise ShardingError(f"no way to compute {expr}: {reasons[0] if reasons else 'no valid strategy'}")
+    return list(found.values())
+
+
+def _build(
+    expr: MatmulExpr,
+    sizes: Mapping[str, int],
+    mesh_shape: Mapping[str, int],
+    dtypes: Dtypes,
+    inputs: tuple[Sharding, Sharding],
+    aligned: list[str],
+    contracting: list[str],
+    targets: tuple[tuple[str, ...], ...],
+    gathers: tuple[list[str], tuple[str, ...], list[tuple[str, str, tuple[str, ...]]]],
+    target: Sharding | None,
+) -> Strategy:
+    p = _Planner(expr, sizes, mesh_shape, dtypes)
+    lhs, rhs = p.prepare(inputs[0], inputs[1], aligned, targets, *gathers)
+    out_dims = expr.out.dim_names
+    unreduced = tuple(a for d in contracting for a in lhs.axes_of(d))
+
+    def axes(d: str) -> tuple[str, ...]:
+        return lhs.axes_of(d) if d in lhs.dims else rhs.axes_of(d)
+
+    if target is not None:  # shard output dims by slicing replicated inputs first: fewer FLOPs
+        for d in out_dims:
+            cur, want = axes(d), target.axes_of(d)
+            extra = want[len(cur) :]
+            if extra and want[: len(cur)] == cur and not set(extra) & set(lhs.used + rhs.used):
+                lhs = p.slice(lhs, d, extra) if d in lhs.dims else lhs
+                rhs = p.slice(rhs, d, extra) if d in rhs.dims else rhs
+    res = Sharding(expr.out.name, out_dims, tuple(axes(d) for d in out_dims), unreduced)
+    flat = [*res.used, *res.unreduced]
+    dup = sorted({a for a in flat if flat.count(a) > 1})
+    if dup:
+        raise _Invalid(f"the local product would use mesh axis {dup[0]} twice ({res.notation()})")
+    local = {**lhs.local_sizes(sizes, mesh_shape), **rhs.local_sizes(sizes, mesh_shape)}
+    mm = matmul(
+        operand_s(lhs, dtypes.lhs), operand_s(rhs, dtypes.rhs), Operand(out_dims, dtypes.out), local, dtypes.compute
+    )
+    p.steps.append(
+        Step("matmul", (), mm.hbm_bytes, f"local matmul {lhs.notation()} @ {rhs.notation()} -> {res.notation()}")
+    )
+    want = target if target is not None else Sharding(res.name, res.dims, res.axes, ())
+    output = p.finish(res, want)
+    comms = tuple(Comm(s.kind, s.axes, s.bytes, label=s.what) for s in p.steps if s.kind != "matmul")
+    name = " -> ".join(f"{s.kind} {s.tensor} over {_ax(s.axes)}" if s.kind != "matmul" else "matmul" for s in p.steps)
+    return Strategy(name, tuple(p.steps), lhs, rhs, output, local, mm, mm.with_comm(*comms), tuple(p.slices))
+
+
+def operand_s(t: Sharding, dtype: str) -> Operand:
+    return Operand(t.dims, dtype)
+
+
+@dataclass(frozen=True)
+class TimedStrategy:
+    """A strategy on hardware: the roofline Estimate of its per-device cost and each step's time."""
+
+    strategy: Strategy
+    estimate: Estimate
+    step_times_s: tuple[float, ...]
+    step_formulas: tuple[str, ...]
+
+    @property
+    def comm_s(self) -> float:
+        return self.estimate.network_s
+
+
+@dataclass(frozen=True)
+class ShardedMatmul:
+    """The fastest strategy for a sharded matmul and the alternatives, slowest last."""
+
+    expr: MatmulExpr
+    sizes: Mapping[str, int]
+    dtypes: Dtypes
+    best: TimedStrategy
+    alternatives: tuple[TimedStrategy, ...]
+    total_flops: float
+    inputs: tuple[Sharding, Sharding]
+
+
+def analyze_sharded_matmul(
+    expr: MatmulExpr, sizes: Mapping[str, int], mesh: Mesh, chip: Chip | None = None, dtypes: Dtypes = Dtypes()
+) -> ShardedMatmul:
+    """Plan every strategy, time each with the roofline (cost/roofline.py, cost/collectives.py)
+    and rank them by overlapped lower bound, then serial upper bound."""
+    chip = chip or mesh.topology.chip
+    strategies = plan_sharded_matmul(expr, sizes, mesh.shape, dtypes)
+    timed = []
+    for s in strategies:
+        est = roofline(s.cost, chip, mesh)
+        times, formulas = [], []
+        mm = roofline(s.matmul_cost, chip)
+        for step in s.steps:
+            if step.kind == "matmul":
+                times.append(max(mm.compute_s, mm.memory_s))
+                formulas.append("; ".join(t.formula for t in mm.terms))
+            else:
+                ct = collective_time(Comm(step.kind, step.axes, step.bytes), mesh, chip)
+                times.append(ct.time_s)
+                formulas.append(ct.formula)
+        timed.append(TimedStrategy(s, est, tuple(times), tuple(formulas)))
+    timed.sort(key=lambda t: (t.estimate.lower_bound_s, t.estimate.upper_bound_s, len(t.strategy.steps)))
+    total = local_matmul_cost(expr, sizes, dtypes).flops
+    inputs = (resolve_sharding(expr.lhs, mesh.shape), resolve_sharding(expr.rhs, mesh.shape))
+    return ShardedMatmul(expr, dict(sizes), dtypes, timed[0], tuple(timed[1:]), total, inputs)

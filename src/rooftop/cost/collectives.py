@@ -1,0 +1,429 @@
+"""Collective times on a mesh: one rule set shared by every collective and every fabric.
+
+A collective over mesh axes runs over *groups*: the segments of those axes on the
+physical dims (an axis may span several dims, e.g. X=16 over a 4x4 plane, or
+fabric x nvlink on GPUs). Segments of one collective on the same physical dim are
+merged (X=2,Y=2 on one ring of 4 is that ring). Each group is one of three shapes:
+
+- ring   ICI dim with wraparound. Every chip has 2 inbound links of W bytes/s (each way).
+- line   ICI dim without wraparound (v5e/v6e dims shorter than 16, sub-cube v4/v5p
+         slices, or part of a dim). The end chip has 1 inbound link on the dim.
+- switch NVLink through NVSwitch (per GPU B = link_count x link_bytes_per_s each way),
+         the GPU scale-out fabric (a fat tree with full bisection, dcn_bytes_per_s per
+         GPU NIC) or the data-center network between TPU slices (dcn_bytes_per_s per chip).
+
+A segment taking the outer factor of a dim has neighbours ``stride`` chips apart: its
+logical hop is ``stride`` physical hops and ``stride`` such sub-rings share every ICI
+link, so it sees W / stride. Switched links have no such sharing.
+
+Bandwidth term of an all-gather whose gathered per-device size is V over N chips
+(shard S = V / N) on ONE group of n = N chips (How to Scale Your Model, Part 3,
+"How is an AllGather actually performed?"): every chip must receive n - 1 shards.
+  ring   ceil((n-1)/2) x S / W   shards flow both ways; = V / (2W) for even n
+  line   (n-1) x S / W           the end chip receives all n-1 shards over its one link
+  switch (n-1) x S / B           = (n-1)/n x V / B (Part 12, "Intra-node collectives")
+
+Several groups of the same link kind (several axes at once, or one axis over several
+dims) work together. Two lower bounds hold and the larger is taken:
+  ingress: the worst-placed chip receives N - 1 shards through all its links,
+           (N-1) x S / sum(inbound), inbound = 2W (ring), W (line), B (switch);
+  slab:    for each group, the chips sharing one coordinate of it need the N(n-1)/n
+           shards of the other coordinates through that group's links alone, which
+           is the single-group time above with the same S.
+On a torus of k equal rings the ingress bound is (N-1)/N x V / (2W k): Part 3's
+multi-axis rule "bytes / (bidirectional bandwidth x num_axes)" with its (N-1)/N.
+
+Groups of different link kinds are *levels* of a hierarchy (dcn x ici on TPU, fabric
+x nvlink on GPU). The collective is staged (Part 12, "Cross-node collectives"): an
+all-gather gathers over the slowest level first, with shard S, then the next level
+with the shards it just gathered (S x n_level), ...; a reduce-scatter runs the same
+stages in reverse (same bytes per level); an all-reduce is the hierarchical
+reduce-scatter (in-node over NVLink, then cross-node) followed by the all-gather, i.e.
+in-node RS, cross-node AR, in-node AG. Stages are pipelined over disjoint links, so
+the bandwidth time is the max over levels (Part 12: "a ring reduction at each layer in
+the network, which we can mostly overlap"), while latencies add.
+
+reduce-scatter = all-gather with V the input size (Part 3: same cost); all-reduce =
+reduce-scatter + all-gather, 2x the bandwidth term and 2x the hops. With in-network
+reduction (``sharp``: NVLink SHARP / InfiniBand SHARP) each switched level's all-reduce
+moves n x S once instead of 2(n-1) x S: V / B for one level (Part 12, "In network
+reductions"), and takes 2 steps (up to the switch, multicast down).
+
+all-to-all of a per-device buffer V (each chip sends a chunk c = V / N to every other
+chip) from link loads, routes dimension by dimension (a group of n carries N / n chunks
+per destination-in-group): on a ring of n, each directed link carries
+floor(n^2/4) / 2 chunks, time floor(n^2/4) x c / (2W); on a line the middle link carries
+floor(n^2/4) chunks one way, twice the ring; on a switch (n-1) x c / B. Reconciling with
+Part 3 ("an AllToAll is 1/4 of an AllGather on a bidirectional ring"): the book compares
+arrays of the same *global* size G; all-gather of a gathered G costs G/(2W) and
+all-to-all of G (V = G/N per device, even n) costs n x V / (8W) = G/(8W), a quarter.
+Across levels all-to-all is not hierarchical: the max over groups (Part 12:
+B (M-1) / (M^2 W_node) across M nodes).
+
+permute (a shift by one along the axis, as in a collective matmul) sends V over one
+link: V / W (ring, line: W / stride), V / B (switch); 1 hop, except a line whose
+wrap-around message walks n - 1 hops (on links the shift leaves idle).
+
+Latency term: sequential hops x hop latency (~1 us per ICI hop, Part 3 "A note on ICI
+latency"): ring floor(n/2) x stride hops, line (n-1) x stride, switched ceil(log2 n)
+steps (recursive doubling/halving or Bruck's all-to-all; Thakur, Rabenseifner & Gropp
+2005) of link_latency_s (NVLink) or scaleout_latency_s (fabric, dcn). Groups' hops add
+(the longest path, Part 3: sum_i |X_i| / 2). time_s = max(bandwidth, latency) and
+``bound`` names the larger: small arrays are latency-bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rooftop.cost.cost import Comm
+from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.hardware.chip import Chip
+from rooftop.hardware.topology import Mesh, Segment
+from rooftop.units import format_bytes, format_duration, format_rate
+
+SHARP_LINKS = ("nvlink", "fabric")
+_SWITCHED = ("nvlink", "fabric", "dcn")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Chips talking over one kind of link in one collective (see the module docstring)."""
+
+    axes: tuple[str, ...]
+    dim: int
+    size: int
+    link: str
+    shape: str  # "ring" | "line" | "switch"
+    wrap: bool
+    stride: int
+    link_bytes_per_s: float  # one path to one peer, one way, as this group sees it
+    inbound_bytes_per_s: float  # what the worst-placed chip receives per second from this group
+    hop_latency_s: float
+    why: str
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """The axes it carries; "X@dim1" when an axis spans several dims."""
+        return self.label or "+".join(self.axes)
+
+    @property
+    def hops(self) -> int:
+        """Sequential hops (ICI) or steps (switched) to reach every peer."""
+        if self.shape == "ring":
+            return (self.size // 2) * self.stride
+        if self.shape == "line":
+            return (self.size - 1) * self.stride
+        return math.ceil(math.log2(self.size)) if self.size > 1 else 0
+
+    @property
+    def gather_units(self) -> int:
+        """Shards the busiest inbound path carries in a one-group all-gather."""
+        return math.ceil((self.size - 1) / 2) if self.shape == "ring" else self.size - 1
+
+    @property
+    def gather_bytes_per_s(self) -> float:
+        return self.inbound_bytes_per_s if self.shape == "switch" else self.link_bytes_per_s
+
+    def gather_s(self, shard_bytes: float) -> float:
+        """One-group all-gather bandwidth term: ring ceil((n-1)/2) S / W, line (n-1) S / W,
+        switch (n-1) S / B (module docstring; How to Scale Your Model Parts 3 and 12)."""
+        return self.gather_units * shard_bytes / self.gather_bytes_per_s
+
+    def all_to_all_s(self, chunk_bytes: float) -> float:
+        """All-to-all with ``chunk_bytes`` per (source, destination) pair: the busiest directed
+        link carries floor(n^2/4)/2 chunks on a ring, floor(n^2/4) on a line (the middle link);
+        a switch port carries n - 1 (module docstring)."""
+        n = self.size
+        if self.shape == "ring":
+            return (n * n // 4) * chunk_bytes / (2 * self.link_bytes_per_s)
+        if self.shape == "line":
+            return (n * n // 4) * chunk_bytes / self.link_bytes_per_s
+        return (n - 1) * chunk_bytes / self.inbound_bytes_per_s
+
+    def describe_gather(self, shard_bytes: float) -> str:
+        units = f"ceil(({self.size}-1)/2)" if self.shape == "ring" else f"({self.size}-1)"
+        return (
+            f"{self.name} {self.shape} of {self.size}: {units} x {format_bytes(shard_bytes)} / "
+            f"{format_rate(self.gather_bytes_per_s)} = {format_duration(self.gather_s(shard_bytes))}"
+        )
+
+
+@dataclass(frozen=True)
+class GroupTerm:
+    """One group's share of a collective: its own bandwidth term and its hops."""
+
+    group: Group
+    bandwidth_time_s: float
+    hops: int
+    latency_time_s: float
+
+
+@dataclass(frozen=True)
+class CollectiveTime:
+    """The time of one collective and every figure it came from."""
+
+    kind: str
+    axes: tuple[str, ...]
+    bytes_per_device: float
+    devices: int
+    bandwidth_time_s: float
+    latency_time_s: float
+    hops: int
+    formula: str
+    why: str
+    groups: tuple[GroupTerm, ...] = ()
+    sharp: bool = False
+
+    @property
+    def time_s(self) -> float:
+        return max(self.bandwidth_time_s, self.latency_time_s)
+
+    @property
+    def bound(self) -> str:
+        """ "bandwidth" or "latency": the larger term (ties go to bandwidth)."""
+        return "bandwidth" if self.bandwidth_time_s >= self.latency_time_s else "latency"
+
+
+def _wrap_rule(chip: Chip) -> str:
+    spec = chip.topology
+    if spec.wraparound == "full-axis":
+        return f"{chip.name} dims wrap only at the full length {spec.wrap_length}"
+    if spec.wraparound == "whole-cubes":
+        cube = "x".join(map(str, spec.cube or (4, 4, 4)))
+        return f"{chip.name} slices wrap only when built of whole {cube} cubes"
+    return f"{chip.name} has no wraparound links"
+
+
+def _make_group(mesh: Mesh, chip: Chip, axes: tuple[str, ...], segs: list[Segment], name: str) -> Group:
+    dim = segs[0].dim
+    pd = mesh.topology.dims[dim]
+    size = math.prod(s.size for s in segs)
+    stride = min(s.stride for s in segs)
+    if pd.link in _SWITCHED:
+        if pd.link == "nvlink":
+            bw, lat = chip.link_count * chip.link_bytes_per_s, chip.link_latency_s
+            why = (
+                f"{name}: {size} GPUs on the NVLink switch, {chip.link_count} links x "
+                f"{format_rate(chip.link_bytes_per_s)} = {format_rate(bw)} per GPU each way"
+            )
+        elif pd.link == "fabric":
+            bw, lat = chip.dcn_bytes_per_s, chip.scaleout_latency_s
+            why = (
+                f"{name}: {size} nodes over the scale-out fabric (fat tree, full bisection), "
+                f"one {format_rate(bw)} NIC per GPU"
+            )
+        else:
+            bw, lat = chip.dcn_bytes_per_s, chip.scaleout_latency_s
+            why = f"{name}: {size} TPU slices over the data-center network, {format_rate(bw)} per chip"
+        if bw <= 0:
+            raise InvalidConfigError(
+                f"chip {chip.name} gives no {pd.link} bandwidth (got {bw}); "
+                f"add it to the chip file to time collectives over {name}"
+            )
+        return Group(axes, dim, size, pd.link, "switch", False, stride, bw, bw, lat, why, name)
+    if chip.link_bytes_per_s <= 0:
+        raise InvalidConfigError(
+            f"chip {chip.name} gives no link bandwidth (links.bytes_per_s = "
+            f"{chip.link_bytes_per_s}); add it to time collectives over {name}"
+        )
+    wrap = pd.wrap and size * stride == pd.size
+    w = chip.link_bytes_per_s / stride
+    share = (
+        (
+            f"; neighbours are {stride} chips apart, so {stride} such groups share each link "
+            f"({format_rate(chip.link_bytes_per_s)} / {stride})"
+        )
+        if stride > 1
+        else ""
+    )
+    if wrap:
+        why = f"{name}: ring of {size} {pd.link.upper()} chips with wraparound (dim {dim}), shards flow both ways"
+        return Group(axes, dim, size, pd.link, "ring", True, stride, w, 2 * w, chip.link_latency_s, why + share, name)
+    if pd.wrap and size * stride != pd.size:
+        reason = f"it uses {size} of the {pd.size} chips of dim {dim}"
+    elif pd.size == 2:
+        reason = "a dim of 2 has a single link between its chips"
+    else:
+        reason = _wrap_rule(chip)
+    why = (
+        f"no wraparound on {name}: line of {size} ({reason}), so edge shards travel {size - 1} "
+        f"hop{'' if size == 2 else 's'} over one-way links"
+    )
+    return Group(axes, dim, size, pd.link, "line", False, stride, w, w, chip.link_latency_s, why + share, name)
+
+
+def mesh_groups(mesh: Mesh, axes: tuple[str, ...], chip: Chip | None = None) -> tuple[Group, ...]:
+    """The groups a collective over ``axes`` runs on (segments merged per physical dim)."""
+    chip = chip or mesh.topology.chip
+    if not axes:
+        raise ShardingError(f"a collective needs at least one mesh axis (mesh axes: {mesh.spec()})")
+    if len(set(axes)) != len(axes):
+        raise ShardingError(f"collective axes {','.join(axes)} name an axis twice")
+    by_dim: dict[int, tuple[list[str], list[Segment]]] = {}
+    for name in axes:
+        for seg in mesh.axis(name).segments:
+            names, segs = by_dim.setdefault(seg.dim, ([], []))
+            if name not in names:
+                names.append(name)
+            segs.append(seg)
+    spans = {a: sum(a in names for names, _ in by_dim.values()) for a in axes}
+    out = []
+    for dim, (names, segs) in sorted(by_dim.items()):
+        label = "+".join(names) + (f"@dim{dim}" if any(spans[a] > 1 for a in names) else "")
+        out.append(_make_group(mesh, chip, tuple(names), segs, label))
+    return tuple(out)
+
+
+def _levels(groups: tuple[Group, ...]) -> list[list[Group]]:
+    """Groups by link kind, slowest level (least inbound bandwidth per chip) first."""
+    kinds: dict[str, list[Group]] = {}
+    for g in groups:
+        kinds.setdefault(g.link, []).append(g)
+    return sorted(kinds.values(), key=lambda gs: sum(g.inbound_bytes_per_s for g in gs))
+
+
+def _level_gather(level: list[Group], shard: float) -> tuple[float, str]:
+    """max(ingress bound, each group's own time) for one level with shard ``shard``."""
+    n = math.prod(g.size for g in level)
+    inbound = sum(g.inbound_bytes_per_s for g in level)
+    ingress = (n - 1) * shard / inbound
+    own = max(level, key=lambda g: g.gather_s(shard))
+    if own.gather_s(shard) >= ingress:
+        return own.gather_s(shard), own.describe_gather(shard)
+    names = ",".join(g.name for g in level)
+    return ingress, (
+        f"{names} together ({level[0].link}, {n} chips): ({n}-1) x {format_bytes(shard)} / "
+        f"{format_rate(inbound)} inbound = {format_duration(ingress)}"
+    )
+
+
+def _gather_family(comm: Comm, groups: tuple[Group, ...], sharp: bool) -> tuple[float, list[str], dict[Group, float]]:
+    n_total = math.prod(g.size for g in groups)
+    shard = comm.bytes / n_total
+    factor = 2.0 if comm.kind == "all-reduce" else 1.0
+    best, parts, per_group = 0.0, [], {}
+    for level in _levels(groups):
+        n = math.prod(g.size for g in level)
+        if comm.kind == "all-reduce" and sharp:
+            inbound = sum(g.inbound_bytes_per_s for g in level)
+            t = n * shard / inbound
+            text = (
+                f"{','.join(g.name for g in level)} in-network all-reduce: {n} x {format_bytes(shard)} / "
+                f"{format_rate(inbound)} = {format_duration(t)}"
+            )
+            per_group.update({g: g.size * shard / g.inbound_bytes_per_s for g in level})
+        else:
+            t, text = _level_gather(level, shard)
+            t *= factor
+            text = f"2 x ({text})" if factor != 1 else text
+            per_group.update({g: factor * g.gather_s(shard) for g in level})
+        parts.append(text)
+        best = max(best, t)
+        shard *= n
+    return best, parts, per_group
+
+
+def _all_to_all(comm: Comm, groups: tuple[Group, ...]) -> tuple[float, list[str], dict[Group, float]]:
+    n_total = math.prod(g.size for g in groups)
+    chunk = comm.bytes / n_total
+    per_group = {g: g.all_to_all_s(chunk * n_total / g.size) for g in groups}
+    parts = []
+    for g, t in per_group.items():
+        load = {
+            "ring": f"floor({g.size}^2/4) x {{c}} / (2 x {format_rate(g.link_bytes_per_s)})",
+            "line": f"floor({g.size}^2/4) x {{c}} / {format_rate(g.link_bytes_per_s)}",
+            "switch": f"({g.size}-1) x {{c}} / {format_rate(g.inbound_bytes_per_s)}",
+        }[g.shape]
+        c = format_bytes(chunk * n_total / g.size)
+        parts.append(f"{g.name} {g.shape} of {g.size}: {load.format(c=c)} = {format_duration(t)}")
+    egress = (n_total - 1) * chunk / sum(g.inbound_bytes_per_s for g in groups)
+    best = max([egress, *per_group.values()])
+    if egress >= max(per_group.values()):
+        parts.append(f"egress ({n_total}-1) x {format_bytes(chunk)} / all links = {format_duration(egress)}")
+    return best, parts, per_group
+
+
+def _permute(comm: Comm, groups: tuple[Group, ...]) -> tuple[float, list[str], dict[Group, float]]:
+    per_group = {g: comm.bytes / g.link_bytes_per_s for g in groups}
+    parts = [
+        f"{g.name}: {format_bytes(comm.bytes)} / {format_rate(g.link_bytes_per_s)} = {format_duration(t)}"
+        for g, t in per_group.items()
+    ]
+    return max(per_group.values()), parts, per_group
+
+
+def _latency_hops(kind: str, g: Group, sharp: bool) -> int:
+    if kind == "permute":
+        return (g.size - 1) * g.stride if g.shape == "line" else (g.stride if g.shape == "ring" else 1)
+    if kind == "all-reduce":
+        return 2 if (sharp and g.shape == "switch") else 2 * g.hops
+    return g.hops
+
+
+def collective_time(comm: Comm, mesh: Mesh, chip: Chip | None = None, *, sharp: bool = False) -> CollectiveTime:
+    """Time one ``comm`` (count 1) on ``mesh``; figures from ``chip`` (default: the mesh's).
+
+    See the module docstring for every rule and its derivation. ``sharp`` enables
+    in-network reduction for all-reduces over NVLink / fabric axes."""
+    chip = chip or mesh.topology.chip
+    groups = mesh_groups(mesh, tuple(comm.axes), chip)
+    if sharp:
+        bad = [g for g in groups if g.link not in SHARP_LINKS]
+        if bad:
+            raise InvalidConfigError(
+                f"--sharp (in-network reduction) needs switched NVLink or fabric axes; {bad[0].name} runs over "
+                f"{bad[0].link} on {chip.name} (drop --sharp, or use a GPU topology such as 16x8)"
+            )
+    devices = math.prod(g.size for g in groups)
+    axes_txt = ",".join(comm.axes)
+    head = f"{comm.kind} of {format_bytes(comm.bytes)} per device over {axes_txt} ({devices} devices)"
+    if devices == 1:
+        return CollectiveTime(
+            comm.kind,
+            tuple(comm.axes),
+            comm.bytes,
+            1,
+            0.0,
+            0.0,
+            0,
+            f"{head}: nothing moves",
+            f"axes {axes_txt} have size 1: nothing moves",
+            (),
+            sharp,
+        )
+    if comm.kind in ("all-gather", "reduce-scatter", "all-reduce"):
+        bw, parts, per_group = _gather_family(comm, groups, sharp)
+    elif comm.kind == "all-to-all":
+        bw, parts, per_group = _all_to_all(comm, groups)
+    else:
+        bw, parts, per_group = _permute(comm, groups)
+    terms = []
+    for g in groups:
+        hops = _latency_hops(comm.kind, g, sharp)
+        terms.append(GroupTerm(g, per_group[g], hops, hops * g.hop_latency_s))
+    if comm.kind == "permute":
+        worst = max(terms, key=lambda t: t.latency_time_s)
+        hops, lat = worst.hops, worst.latency_time_s
+    else:
+        hops, lat = sum(t.hops for t in terms), sum(t.latency_time_s for t in terms)
+    lat_txt = " + ".join(f"{t.hops} x {format_duration(t.group.hop_latency_s)}" for t in terms if t.hops)
+    bw_txt = parts[0] if len(parts) == 1 else "max(" + "; ".join(parts) + f") = {format_duration(bw)}"
+    ct = CollectiveTime(comm.kind, tuple(comm.axes), comm.bytes, devices, bw, lat, hops, "", "", tuple(terms), sharp)
+    formula = (
+        f"{head}: bandwidth {bw_txt}; latency {hops} hop{'' if hops == 1 else 's'} ({lat_txt or '0'}) = "
+        f"{format_duration(lat)}; "
+        f"{ct.bound}-bound"
+    )
+    why = "; ".join(g.why for g in groups)
+    if sharp and comm.kind != "all-reduce":
+        why += "; in-network reduction (SHARP) changes only all-reduces"
+    elif sharp:
+        why += "; in-network reduction (SHARP): the switch sums, so each GPU sends and receives V once"
+    if len({g.link for g in groups}) > 1 and comm.kind != "all-to-all" and comm.kind != "permute":
+        why += "; hierarchical: slowest links first with the smallest shards, stages pipelined (max of levels)"
+    return CollectiveTime(
+        comm.kind, tuple(comm.axes), comm.bytes, devices, bw, lat, hops, formula, why, tuple(terms), sharp
+    )

@@ -1,0 +1,350 @@
+"""Model catalog: load and look up TransformerConfigs from data files.
+
+- Built-in models: ``catalog/models/*.toml`` (one model per file: name, aliases, the source
+  of the architecture, published figures with their sources, and an ``[architecture]``
+  table of TransformerConfig fields).
+- A Hugging Face ``config.json`` (any path ending in .json): imported through the
+  ``HF_ARCHITECTURES`` table below; read with ``json.load`` only, nothing is executed.
+- A user TOML of the catalog schema (any path ending in .toml).
+
+Lookup is case-insensitive over names and aliases (spaces, dots and dashes ignored); an
+unknown name raises UnknownNameError with close matches.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig, config_from_dict
+
+
+@dataclass(frozen=True)
+class PublishedFigure:
+    """A published number about a model (e.g. its parameter count) and where it is stated."""
+
+    value: float
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One catalog model: its config plus what the catalog says about it."""
+
+    config: TransformerConfig
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    published: Mapping[str, PublishedFigure] = field(default_factory=lambda: MappingProxyType({}))
+    path: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def _published(data: Any, where: str) -> dict[str, PublishedFigure]:
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise InvalidConfigError(f"{where}: [published] must be a table")
+    out = {}
+    for key, node in data.items():
+        if not isinstance(node, Mapping) or "value" not in node or not str(node.get("source", "")).strip():
+            raise InvalidConfigError(f'{where}: published.{key} must be {{value = ..., source = "..."}}')
+        out[key] = PublishedFigure(float(node["value"]), str(node["source"]), str(node.get("note", "")))
+    return out
+
+
+def entry_from_dict(data: Mapping[str, Any], where: str = "<model>") -> ModelEntry:
+    """Build and validate a ModelEntry from a parsed catalog TOML; errors name the file and field."""
+    for key in ("name", "source"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise InvalidConfigError(f"{where}: field {key!r} is missing or not a string (every model needs one)")
+    arch = data.get("architecture")
+    if not isinstance(arch, Mapping):
+        raise InvalidConfigError(f"{where}: table [architecture] is missing")
+    aliases = data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise InvalidConfigError(f"{where}: field 'aliases' must be a list of strings")
+    cfg = config_from_dict(arch, data["name"], data["source"], where)
+    return ModelEntry(
+        cfg,
+        tuple(aliases),
+        str(data.get("description", "")),
+        MappingProxyType(_published(data.get("published"), where)),
+        where,
+    )
+
+
+def load_model_file(path: str | Path) -> ModelEntry:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidConfigError(f"model file {p} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidConfigError(f"model file {p}: not valid TOML ({exc})") from None
+    return entry_from_dict(data, str(p))
+
+
+@lru_cache(maxsize=1)
+def load_models() -> tuple[ModelEntry, ...]:
+    """Every built-in model, in file-name order."""
+    folder = resources.files("rooftop.catalog") / "models"
+    entries = []
+    for item in sorted(folder.iterdir(), key=lambda e: e.name):
+        if item.name.endswith(".toml"):
+            entries.append(
+                entry_from_dict(tomllib.loads(item.read_text(encoding="utf-8")), f"catalog/models/{item.name}")
+            )
+    return tuple(entries)
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def get_entry(name: str) -> ModelEntry:
+    """A catalog entry by name or alias; a path ending in .toml is loaded as one."""
+    if name.endswith(".toml"):
+        return load_model_file(name)
+    key = _norm(name)
+    entries = load_models()
+    for entry in entries:
+        if key == _norm(entry.name) or any(key == _norm(a) for a in entry.aliases):
+            return entry
+    raise UnknownNameError("model", name, [e.name for e in entries])
+
+
+def get_model(name: str) -> TransformerConfig:
+    """A TransformerConfig from a catalog name or alias, a catalog-schema .toml file or a
+    Hugging Face config.json (a path ending in .json)."""
+    if name.endswith(".json"):
+        return load_hf_config(name)
+    return get_entry(name).config
+
+
+# ---------------------------------------------------------------- Hugging Face config.json
+
+#: hidden_act of a gated MLP -> our kind (Llama/Mistral/Qwen2 "silu"; Gemma "gelu_pytorch_tanh").
+_GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
+
+
+@dataclass(frozen=True)
+class HFArchitecture:
+    """How one ``architectures[0]`` of a Hugging Face config.json maps onto TransformerConfig.
+
+    ``required``: our field <- HF key (missing is an error naming the HF key); ``optional``:
+    our field <- (HF key, default when absent or null); ``fixed``: our field = value;
+    ``features``: readers for the parts that are not one key each (see ``_FEATURES``)."""
+
+    required: Mapping[str, str]
+    optional: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    features: tuple[str, ...] = ()
+
+
+_BASE = {
+    "vocab_size": "vocab_size",
+    "d_model": "hidden_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "d_ff": "intermediate_size",
+}
+_OPT = {
+    "n_kv_heads": ("num_key_value_heads", 0),
+    "head_dim": ("head_dim", 0),
+    "max_seq_len": ("max_position_embeddings", 4096),
+    "tied_embeddings": ("tie_word_embeddings", False),
+}
+_GEMMA_OPT = {**_OPT, "tied_embeddings": ("tie_word_embeddings", True)}
+_GEMMA_REQ = {**_BASE, "head_dim": "head_dim"}
+
+#: Supported architectures. HF defaults follow transformers' configuration classes
+#: (e.g. LlamaConfig: tie_word_embeddings=False, num_key_value_heads=num_attention_heads).
+HF_ARCHITECTURES: dict[str, HFArchitecture] = {
+    "LlamaForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "llama_bias")),
+    "MistralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all")),
+    "Qwen2ForCausalLM": HFArchitecture(_BASE, _OPT, {"qkv_bias": True}, ("gated_act", "qwen_window")),
+    "Gemma2ForCausalLM": HFArchitecture(
+        _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4}, ("gemma_act", "gemma2_pattern")
+    ),
+    "Gemma3ForCausalLM": HFArchitecture(
+        _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4, "qk_norm": True}, ("gemma_act", "gemma3_pattern")
+    ),
+    "MixtralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all", "mixtral_moe")),
+    "DeepseekV3ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "deepseek_moe", "mla")),
+}
+#: multimodal wrappers whose ``text_config`` is read as the named text-only architecture.
+HF_TEXT_WRAPPERS = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
+
+
+class _HF:
+    """Reads fields of one config.json, naming the file and the HF key on error."""
+
+    def __init__(self, data: Mapping[str, Any], where: str) -> None:
+        self.data = data
+        self.where = where
+
+    def fail(self, key: str, why: str) -> InvalidConfigError:
+        return InvalidConfigError(f"{self.where}: field {key!r} {why}")
+
+    def get(self, key: str, default: Any = ..., kind: type | None = None) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            if default is ...:
+                raise self.fail(key, "is missing (needed for this architecture)")
+            return default
+        if kind is int and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value)):
+            raise self.fail(key, f"must be an integer, got {value!r}")
+        return int(value) if kind is int else value
+
+
+def _gated_act(r: _HF, out: dict[str, Any], key: str = "hidden_act") -> None:
+    act = r.get(key, "silu")
+    if act not in _GATED_ACT:
+        raise r.fail(key, f"has unsupported activation {act!r} (supported: {', '.join(_GATED_ACT)})")
+    out["mlp"] = _GATED_ACT[act]
+
+
+def _gemma_act(r: _HF, out: dict[str, Any]) -> None:
+    _gated_act(r, out, "hidden_activation" if "hidden_activation" in r.data else "hidden_act")
+
+
+def _llama_bias(r: _HF, out: dict[str, Any]) -> None:
+    out["qkv_bias"] = out["out_bias"] = bool(r.get("attention_bias", False))
+    out["mlp_bias"] = bool(r.get("mlp_bias", False))
+
+
+def _sliding_all(r: _HF, out: dict[str, Any]) -> None:
+    window = r.get("sliding_window", 0, int)
+    if window:
+        out["sliding_window"], out["attention_pattern"] = window, ("local",)
+
+
+def _qwen_window(r: _HF, out: dict[str, Any]) -> None:
+    if r.get("use_sliding_window", False):
+        raise r.fail("use_sliding_window", "is true; Qwen2 sliding-window layers are not supported (set it false)")
+
+
+def _gemma2_pattern(r: _HF, out: dict[str, Any]) -> None:
+    # transformers Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2) -> even layers local.
+    out["sliding_window"], out["attention_pattern"] = r.get("sliding_window", ..., int), ("local", "global")
+
+
+def _gemma3_pattern(r: _HF, out: dict[str, Any]) -> None:
+    out["sliding_window"] = r.get("sliding_window", ..., int)
+    types = r.get("layer_types", None)
+    if types is not None:
+        kinds = {"sliding_attention": "local", "full_attention": "global"}
+        if not isinstance(types, list) or any(t not in kinds for t in types):
+            raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer")
+        out["attention_pattern"] = tuple(kinds[t] for t in types)
+        return
+    # transformers Gemma3 (before layer_types): is_sliding = bool((layer_idx + 1) % sliding_window_pattern).
+    period = r.get("sliding_window_pattern", 6, int)
+    out["attention_pattern"] = ("local",) * (period - 1) + ("global",)
+
+
+def _mixtral_moe(r: _HF, out: dict[str, Any]) -> None:
+    out["moe"] = MoEConfig(
+        n_experts=r.get("num_local_experts", ..., int),
+        top_k=r.get("num_experts_per_tok", ..., int),
+        d_ff_expert=out["d_ff"],
+    )
+
+
+def _deepseek_moe(r: _HF, out: dict[str, Any]) -> None:
+    if r.get("moe_layer_freq", 1, int) != 1:
+        raise r.fail("moe_layer_freq", "other than 1 is not supported")
+    out["moe"] = MoEConfig(
+        n_experts=r.get("n_routed_experts", ..., int),
+        top_k=r.get("num_experts_per_tok", ..., int),
+        d_ff_expert=r.get("moe_intermediate_size", ..., int),
+        n_shared_experts=r.get("n_shared_experts", 0, int),
+        first_dense_layers=r.get("first_k_dense_replace", 0, int),
+        router_bias=r.get("topk_method", "noaux_tc") == "noaux_tc",  # e_score_correction_bias (DeepSeek-V3)
+    )
+
+
+def _mla(r: _HF, out: dict[str, Any]) -> None:
+    out["mla"] = MLAConfig(
+        kv_lora_rank=r.get("kv_lora_rank", ..., int),
+        qk_nope_head_dim=r.get("qk_nope_head_dim", ..., int),
+        qk_rope_head_dim=r.get("qk_rope_head_dim", ..., int),
+        v_head_dim=r.get("v_head_dim", ..., int),
+        q_lora_rank=r.get("q_lora_rank", 0, int),
+    )
+    out["n_kv_heads"] = out["n_heads"]  # MLA has per-head keys/values; num_key_value_heads is unused
+    out["head_dim"] = out["mla"].qk_nope_head_dim + out["mla"].qk_rope_head_dim
+
+
+_FEATURES = {
+    "gated_act": _gated_act,
+    "gemma_act": _gemma_act,
+    "llama_bias": _llama_bias,
+    "sliding_all": _sliding_all,
+    "qwen_window": _qwen_window,
+    "gemma2_pattern": _gemma2_pattern,
+    "gemma3_pattern": _gemma3_pattern,
+    "mixtral_moe": _mixtral_moe,
+    "deepseek_moe": _deepseek_moe,
+    "mla": _mla,
+}
+
+
+def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json") -> TransformerConfig:
+    """TransformerConfig from a parsed Hugging Face config.json (``architectures[0]``
+    picks the mapping in ``HF_ARCHITECTURES``). DeepSeek-V3's multi-token-prediction
+    module (``num_nextn_predict_layers``) is not part of the model counted."""
+    if not isinstance(data, Mapping):
+        raise InvalidConfigError(f"{where}: expected a JSON object")
+    archs = data.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise InvalidConfigError(
+            f"{where}: field 'architectures' is missing or empty (supported: {', '.join(HF_ARCHITECTURES)})"
+        )
+    arch = archs[0]
+    if arch in HF_TEXT_WRAPPERS:
+        if not isinstance(data.get("text_config"), Mapping):
+            raise InvalidConfigError(f"{where}: field 'text_config' is missing (needed for {arch})")
+        data, arch = data["text_config"], HF_TEXT_WRAPPERS[arch]
+    if arch not in HF_ARCHITECTURES:
+        raise UnknownNameError(
+            f"Hugging Face architecture (field 'architectures' of {where})",
+            arch,
+            [*HF_ARCHITECTURES, *HF_TEXT_WRAPPERS],
+        )
+    spec, r = HF_ARCHITECTURES[arch], _HF(data, where)
+    out: dict[str, Any] = {ours: r.get(key, ..., int) for ours, key in spec.required.items()}
+    for ours, (key, default) in spec.optional.items():
+        out.setdefault(ours, r.get(key, default, int if type(default) is int else None))
+    out["tied_embeddings"] = bool(out["tied_embeddings"])
+    out.update(spec.fixed)
+    for feature in spec.features:
+        _FEATURES[feature](r, out)
+    return TransformerConfig(name=name, source=f"Hugging Face config.json ({where}, {arch})", **out)
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConfig:
+    """Read a config.json with ``json.load`` (nothing in it is executed) and import it;
+    the model is named after the file's folder unless ``name`` is given."""
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise InvalidConfigError(f"config file {p} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidConfigError(f"config file {p}: not valid JSON ({exc})") from None
+    stem = p.stem if p.stem != "config" else (p.resolve().parent.name or "config")
+    return config_from_hf(data, name or stem, str(p))

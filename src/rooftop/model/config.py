@@ -1,0 +1,419 @@
+"""TransformerConfig: the architecture of a decoder-only transformer as validated data,
+read from a catalog TOML table or imported from a Hugging Face ``config.json``.
+
+One dataclass covers today's dense and mixture-of-experts decoders:
+
+- attention: multi-head, grouped-query and multi-query (``n_kv_heads`` = ``n_heads``, a
+  divisor of it, or 1), a ``head_dim`` free of ``d_model / n_heads`` (Gemma), optional
+  q/k/v and output biases (Qwen2, GPT-3), q/k norms (Gemma 3), sliding-window layers in a
+  repeating pattern (Mistral 7B v0.1, Gemma 2/3), and multi-head latent attention
+  (``MLAConfig``, DeepSeek-V2/V3) whose KV cache is the compressed latent;
+- MLP: gated (SwiGLU, GeGLU; three matrices) or plain (GELU/ReLU; two matrices), dense or
+  mixture-of-experts (``MoEConfig``: routed top-k experts, shared experts, first dense layers);
+- positions: rotary (no parameters), learned (``max_seq_len x d_model``) or none;
+- norms: RMSNorm or LayerNorm (with or without bias), 1 (parallel layers), 2 (pre-norm)
+  or 4 (Gemma 2's pre- and post-norms) per layer; tied or separate unembedding.
+
+Also here: ``Workload`` (what the ops are priced for), ``Dtypes`` (weights, activations,
+KV cache) and the remat-policy table, since both transformer.py and memory.py read them.
+
+Catalog files and Hugging Face ``config.json`` files are read by model/catalog.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rooftop.dtypes import canonical_dtype
+from rooftop.errors import InvalidConfigError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class MlpKind:
+    """An MLP activation: gated (``act(x W_gate) * (x W_up)``, three matrices) or not,
+    and the vector FLOPs per hidden element (one per arithmetic op, a transcendental as one;
+    an estimate: fused kernels vary)."""
+
+    gated: bool
+    flops_per_element: float
+    description: str
+
+
+#: MLP activations. SwiGLU/GeGLU: Shazeer 2020 "GLU Variants Improve Transformer".
+MLP_KINDS: dict[str, MlpKind] = {
+    "swiglu": MlpKind(True, 5.0, "silu(x W_gate) * (x W_up): sigmoid (exp, add, divide), multiply, gate multiply"),
+    "geglu": MlpKind(True, 9.0, "gelu_tanh(x W_gate) * (x W_up): ~8 ops for the tanh GELU, gate multiply"),
+    "gelu": MlpKind(False, 8.0, "gelu_tanh(x W_up): ~8 ops for the tanh approximation"),
+    "relu": MlpKind(False, 1.0, "max(0, x W_up)"),
+}
+
+
+@dataclass(frozen=True)
+class NormKind:
+    """A normalization layer: parameters per element of d_model (scale, plus bias for a
+    LayerNorm with bias) and vector FLOPs per element normalized (estimate)."""
+
+    flops_per_element: float
+    description: str
+
+
+NORM_KINDS: dict[str, NormKind] = {
+    "rmsnorm": NormKind(4.0, "square, sum, scale by 1/rms, multiply by weight (Zhang & Sennrich 2019)"),
+    "layernorm": NormKind(7.0, "mean, subtract, square, sum, scale, weight, bias (Ba et al. 2016)"),
+}
+
+POSITIONS = ("rotary", "learned", "none")
+ATTENTION_KINDS = ("global", "local")
+PHASES = ("train", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class RematPolicy:
+    """What a rematerialization policy keeps for the backward pass, and what it recomputes.
+
+    ``saves``: categories of per-layer activation tensors kept (memory.py lists each tensor
+    with its category); ``recompute``: categories of forward ops run again in the backward
+    pass (transformer.OP_CATEGORY tags each op). Tensor categories: block_input (the layer's
+    input), matmul (outputs of parameter matmuls the backward reads), dot_output (matmul
+    outputs only "dots" keeps, to recompute what follows them), attention_internal (scores /
+    probabilities), attention_output (probabilities x values), elementwise (norm, activation,
+    residual outputs)."""
+
+    saves: frozenset[str]
+    recompute: frozenset[str]
+    description: str
+
+
+_ALL_TENSORS = frozenset({"block_input", "matmul", "attention_internal", "attention_output", "elementwise"})
+#: Remat policies. Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+#: Transformer Models": section 4.1 for what a layer keeps, section 5 for selective
+#: recomputation. "dots": JAX ``jax.checkpoint_policies``. "How to Scale Your Model" Part 4
+#: (gradient checkpointing): block remat turns 6ND into ~8ND; "big matmuls only" still
+#: recomputes the activation functions and parts of attention.
+REMAT_POLICIES: dict[str, RematPolicy] = {
+    "none": RematPolicy(_ALL_TENSORS, frozenset(), "keep every activation the backward pass reads"),
+    "selective": RematPolicy(
+        _ALL_TENSORS - {"attention_internal"},
+        frozenset({"attention"}),
+        "drop attention scores/probabilities, recompute QK^T, softmax and AV (Korthikanti 2022 section 5)",
+    ),
+    "dots": RematPolicy(
+        frozenset({"block_input", "matmul", "dot_output"}),
+        frozenset({"attention", "elementwise"}),
+        "save parameter-matmul outputs only (jax.checkpoint_policies.dots_with_no_batch_dims_saveable): "
+        "recompute attention core, norms, rope, activations",
+    ),
+    "full": RematPolicy(
+        frozenset({"block_input"}),
+        frozenset({"matmul", "attention", "elementwise"}),
+        "save only each layer's input, recompute the whole layer forward (Chen et al. 2016; Korthikanti 2022 full)",
+    ),
+}
+
+
+def remat_policy(name: str) -> RematPolicy:
+    if name not in REMAT_POLICIES:
+        raise UnknownNameError("remat policy", name, REMAT_POLICIES)
+    return REMAT_POLICIES[name]
+
+
+def _positive(owner: str, **values: int) -> None:
+    for key, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidConfigError(f"{owner}: {key}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """Mixture of experts in the MLP: ``n_experts`` routed experts of hidden width
+    ``d_ff_expert``, ``top_k`` per token, ``n_shared_experts`` always active (DeepSeekMoE),
+    the first ``first_dense_layers`` layers with a dense MLP of the model's ``d_ff``."""
+
+    n_experts: int
+    top_k: int
+    d_ff_expert: int
+    n_shared_experts: int = 0
+    first_dense_layers: int = 0
+    router_bias: bool = False
+
+    def __post_init__(self) -> None:
+        _positive("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff_expert=self.d_ff_expert)
+        if self.top_k > self.n_experts:
+            raise InvalidConfigError(f"moe: top_k={self.top_k} exceeds n_experts={self.n_experts}")
+        if self.n_shared_experts < 0 or self.first_dense_layers < 0:
+            raise InvalidConfigError("moe: n_shared_experts and first_dense_layers must be >= 0")
+
+
+@dataclass(frozen=True)
+class MLAConfig:
+    """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024, section 2.1): queries
+    through a ``q_lora_rank`` bottleneck (0: a plain projection), keys and values from a
+    ``kv_lora_rank`` latent plus one shared rotary key of ``qk_rope_head_dim``; the cache
+    holds only that latent and rotary key per token per layer."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0
+
+    def __post_init__(self) -> None:
+        _positive(
+            "mla",
+            kv_lora_rank=self.kv_lora_rank,
+            qk_nope_head_dim=self.qk_nope_head_dim,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            v_head_dim=self.v_head_dim,
+        )
+        if self.q_lora_rank < 0:
+            raise InvalidConfigError(f"mla: q_lora_rank={self.q_lora_rank} must be >= 0 (0: no query compression)")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A decoder-only transformer. Dims use the glossary of docs/concepts.md: D =
+    ``d_model``, F = ``d_ff``, N = ``n_heads``, K = ``n_kv_heads``, H = ``head_dim``,
+    L = ``n_layers``, V = ``vocab_size``. ``n_kv_heads`` defaults to ``n_heads`` and
+    ``head_dim`` to ``d_model // n_heads``. Layer ``i`` uses
+    ``attention_pattern[i % len(attention_pattern)]`` ("global" or "local": a causal
+    window of ``sliding_window`` keys)."""
+
+    name: str
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    n_kv_heads: int = 0
+    head_dim: int = 0
+    mlp: str = "swiglu"
+    norm: str = "rmsnorm"
+    norm_bias: bool = False
+    norms_per_layer: int = 2
+    positions: str = "rotary"
+    max_seq_len: int = 4096
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    parallel_layers: bool = False
+    sliding_window: int = 0
+    attention_pattern: tuple[str, ...] = ("global",)
+    moe: MoEConfig | None = None
+    mla: MLAConfig | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        owner = f"model {self.name!r}"
+        if not self.name:
+            raise InvalidConfigError("a model needs a name")
+        if not self.n_kv_heads:  # MLA: per-head keys and values (the cache is the latent, see MLAConfig)
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        if not self.head_dim and self.mla is not None:
+            object.__setattr__(self, "head_dim", self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
+        if not self.head_dim and isinstance(self.n_heads, int) and self.n_heads > 0:
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        object.__setattr__(self, "attention_pattern", tuple(self.attention_pattern))
+        _positive(
+            owner,
+            vocab_size=self.vocab_size,
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            n_kv_heads=self.n_kv_heads,
+            head_dim=self.head_dim,
+            max_seq_len=self.max_seq_len,
+        )
+        if self.n_heads % self.n_kv_heads:
+            valid = [k for k in range(1, self.n_heads + 1) if self.n_heads % k == 0]
+            raise InvalidConfigError(
+                f"{owner}: n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads};"
+                f" valid: {', '.join(map(str, valid))}"
+            )
+        if self.mlp not in MLP_KINDS:
+            raise UnknownNameError("mlp activation", self.mlp, MLP_KINDS)
+        if self.norm not in NORM_KINDS:
+            raise UnknownNameError("norm", self.norm, NORM_KINDS)
+        if self.positions not in POSITIONS:
+            raise UnknownNameError("position encoding", self.positions, POSITIONS)
+        if self.norms_per_layer not in (1, 2, 4):
+            raise InvalidConfigError(
+                f"{owner}: norms_per_layer={self.norms_per_layer} must be 1 (parallel layers),"
+                " 2 (pre-norm) or 4 (pre- and post-norm)"
+            )
+        self._check_attention(owner)
+        if self.moe is not None and self.moe.first_dense_layers > self.n_layers:
+            raise InvalidConfigError(
+                f"{owner}: moe.first_dense_layers={self.moe.first_dense_layers} exceeds n_layers={self.n_layers}"
+            )
+
+    def _check_attention(self, owner: str) -> None:
+        if not self.attention_pattern:
+            raise InvalidConfigError(f"{owner}: attention_pattern is empty (e.g. ['global'] or ['local', 'global'])")
+        for kind in self.attention_pattern:
+            if kind not in ATTENTION_KINDS:
+                raise UnknownNameError("attention kind", kind, ATTENTION_KINDS)
+        if self.sliding_window < 0:
+            raise InvalidConfigError(f"{owner}: sliding_window={self.sliding_window} must be >= 0 (0: none)")
+        if "local" in self.attention_pattern and not self.sliding_window:
+            raise InvalidConfigError(
+                f"{owner}: attention_pattern has 'local' layers but sliding_window is 0; give the window in tokens"
+            )
+        if self.mla is not None and "local" in self.attention_pattern:
+            raise InvalidConfigError(f"{owner}: sliding-window layers with MLA are not supported")
+
+    @property
+    def mlp_kind(self) -> MlpKind:
+        return MLP_KINDS[self.mlp]
+
+    @property
+    def norm_kind(self) -> NormKind:
+        return NORM_KINDS[self.norm]
+
+    @property
+    def norm_params(self) -> int:
+        """Parameters of one norm over d_model: a scale, plus a bias for LayerNorm with bias."""
+        return self.d_model * (2 if self.norm == "layernorm" and self.norm_bias else 1)
+
+    def layer_attention(self, index: int) -> str:
+        return self.attention_pattern[index % len(self.attention_pattern)]
+
+    def layer_is_moe(self, index: int) -> bool:
+        return self.moe is not None and index >= self.moe.first_dense_layers
+
+    def layer_window(self, index: int) -> int:
+        """Keys a query of layer ``index`` may attend to at most (0: unlimited)."""
+        return self.sliding_window if self.layer_attention(index) == "local" else 0
+
+    def with_name(self, name: str, source: str | None = None) -> TransformerConfig:
+        return dataclasses.replace(self, name=name, source=self.source if source is None else source)
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """``count`` identical layers: MoE or dense MLP, sliding ``window`` (0: global attention)."""
+
+    name: str
+    count: int
+    moe: bool
+    window: int
+    first: int  # index of the first layer of the group
+
+
+def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
+    """Runs of identical layers, in order of first appearance; names are "dense"/"moe", with
+    "-local"/"-global" appended when the model has sliding-window layers."""
+    mixed = "local" in cfg.attention_pattern
+    found: dict[tuple[bool, int], list[int]] = {}
+    for i in range(cfg.n_layers):
+        found.setdefault((cfg.layer_is_moe(i), cfg.layer_window(i)), []).append(i)
+    groups = []
+    for (moe, window), idx in found.items():
+        name = ("moe" if moe else "dense") + (("-local" if window else "-global") if mixed else "")
+        groups.append(LayerGroup(name, len(idx), moe, window, idx[0]))
+    return tuple(groups)
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Element types of the weights, the activations and the KV cache."""
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for f in ("weights", "activations", "kv_cache"):
+            object.__setattr__(self, f, canonical_dtype(getattr(self, f)))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the ops are priced for. ``batch`` sequences of ``seq_len`` new (query) tokens
+    each, attending to ``kv_len`` keys (the new tokens included). Phases:
+
+    - ``train``: forward + backward over ``seq_len`` tokens (kv_len = seq_len);
+    - ``prefill``: forward over a prompt of ``seq_len`` tokens, writing the KV cache; a
+      ``kv_len`` above ``seq_len`` is a chunk after ``kv_len - seq_len`` cached tokens;
+    - ``decode``: one new token per sequence (seq_len = 1) at context ``kv_len``.
+
+    ``causal=False`` counts every (query, key) pair, as an unmasked kernel computes them."""
+
+    phase: str
+    batch: int
+    seq_len: int = 1
+    kv_len: int = 0
+    causal: bool = True
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise UnknownNameError("phase", self.phase, PHASES)
+        if not self.kv_len:
+            if self.phase == "decode":
+                raise InvalidConfigError("a decode workload needs kv_len (the context length it attends to)")
+            object.__setattr__(self, "kv_len", self.seq_len)
+        _positive("workload", batch=self.batch, seq_len=self.seq_len, kv_len=self.kv_len)
+        if self.kv_len < self.seq_len:
+            raise InvalidConfigError(
+                f"workload: kv_len={self.kv_len} is below seq_len={self.seq_len}; the keys include the new tokens"
+            )
+        if self.phase == "decode" and self.seq_len != 1:
+            raise InvalidConfigError(f"decode workload: seq_len={self.seq_len} must be 1 (one new token)")
+        if self.phase == "train" and self.kv_len != self.seq_len:
+            raise InvalidConfigError(f"train workload: kv_len={self.kv_len} must equal seq_len={self.seq_len}")
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq_len
+
+
+# ---------------------------------------------------------------- from a TOML table
+
+_SCALARS = {f.name for f in dataclasses.fields(TransformerConfig)} - {"moe", "mla", "name", "source"}
+
+
+def _sub(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise InvalidConfigError(f"{where}: must be a table")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise InvalidConfigError(f"{where}: unknown field(s) {', '.join(unknown)} (valid: {', '.join(sorted(names))})")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise InvalidConfigError(f"{where}: {exc}") from None
+
+
+def config_from_dict(data: Mapping[str, Any], name: str, source: str = "", where: str = "<model>") -> TransformerConfig:
+    """Build a TransformerConfig from a plain table (a catalog file's ``[architecture]``);
+    unknown keys are errors, so a typo never falls back to a default silently."""
+    unknown = sorted(set(data) - _SCALARS - {"moe", "mla"})
+    if unknown:
+        raise InvalidConfigError(
+            f"{where}: unknown architecture field(s) {', '.join(unknown)}"
+            f" (valid: {', '.join(sorted(_SCALARS | {'moe', 'mla'}))})"
+        )
+    kwargs = {k: v for k, v in data.items() if k in _SCALARS}
+    if "attention_pattern" in kwargs:
+        kwargs["attention_pattern"] = tuple(kwargs["attention_pattern"])
+    moe = _sub(MoEConfig, data["moe"], f"{where}: [moe]") if "moe" in data else None
+    mla = _sub(MLAConfig, data["mla"], f"{where}: [mla]") if "mla" in data else None
+    try:
+        return TransformerConfig(name=name, source=source, moe=moe, mla=mla, **kwargs)
+    except TypeError as exc:
+        raise InvalidConfigError(f"{where}: {exc}") from None
+
+
+def config_to_dict(cfg: TransformerConfig) -> dict[str, Any]:
+    """The inverse of ``config_from_dict`` (for JSON output): every field, sub-tables as dicts."""
+    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in ("moe", "mla")}
+    out["attention_pattern"] = list(cfg.attention_pattern)
+    out["moe"] = dataclasses.asdict(cfg.moe) if cfg.moe else None
+    out["mla"] = dataclasses.asdict(cfg.mla) if cfg.mla else None
+    return out

@@ -1,0 +1,465 @@
+"""What a transformer stores: its weights (shapes and the parameter tree), KV cache,
+training state, and activations per remat policy. (What it computes is transformer.py,
+which prices the same weights, described once here as ``Part``s, through cost/op.py.)
+
+- ``attention_parts(cfg)``, ``mlp_parts(cfg, moe)``: every weight and norm of a layer with
+  its named dims (``dim_sizes``); ``param_tree(cfg) -> ParamTree``: parameters total, active
+  per token and multiplied in matmuls (the N of 6N), as a tree: embedding, layers by group
+  (attention q/k/v/o or MLA's q_a/q_b/kv_a/kv_b/o, norms; MLP gate/up/down, or router,
+  experts, shared experts), final norm, unembedding. ``params_total``, ``params_active``,
+  ``params_matmul_active``.
+- ``kv_cache_bytes_per_token(cfg, kv_dtype)`` and ``kv_cache_bytes(cfg, batch, context_len,
+  kv_dtype)``: keys and values of every layer, 2 K H per token per layer (MLA: the latent
+  and rotary key, R_kv + H_rope); sliding-window layers keep at most ``sliding_window``.
+  LLaMA-3-70B in bf16: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes per token.
+  Quantized caches (int8, fp8) are counted at 1 byte per element; their scales are ignored.
+- ``training_bytes_per_param(precision)`` and ``training_state_bytes(cfg, precision)``:
+  weights + gradients + fp32 master copy + optimizer moments. Mixed-precision Adam is
+  2 + 2 + 4 + 4 + 4 = 16 bytes per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1).
+- ``activation_tensors(cfg, seq_len, group)``, ``activation_bytes_per_token(cfg, seq_len,
+  remat, dtype)``: what each layer keeps for the backward pass per token, by remat policy
+  (config.REMAT_POLICIES). The accounting follows Korthikanti et al. 2022 ("Reducing
+  Activation Recomputation in Large Transformer Models", section 4.1), which finds 34 s b h +
+  5 a s^2 b bytes per layer for GPT in 16-bit with dropout; without dropout (as today's LLMs
+  train) that is 32 s b h + 2 a s^2 b, per token 32 D + 2 N T bytes: what this module gives
+  for a GPT-shaped config under "none"; "selective" drops the 2 N T attention term, "full"
+  keeps only the layer input (2 D). The recompute FLOPs of each policy are
+  ``transformer.recompute_flops_per_token``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rooftop.dtypes import canonical_dtype, dtype_bytes
+from rooftop.errors import UnknownNameError
+from rooftop.model.config import REMAT_POLICIES, LayerGroup, TransformerConfig, layer_groups, remat_policy
+
+# ---------------------------------------------------------------- weights
+
+
+@dataclass(frozen=True)
+class Part:
+    """One parametric piece of a layer: a weight applied as ``x[..., *dims_in] @
+    W[*dims_in, *dims_out]`` (a norm has no dims_in: a scale over dims_out), with an
+    optional bias over dims_out, ``copies`` instances of which ``active`` run per token."""
+
+    name: str
+    dims_in: tuple[str, ...]
+    dims_out: tuple[str, ...]
+    bias: bool = False
+    copies: int = 1
+    active: float = 1.0
+
+    @property
+    def is_norm(self) -> bool:
+        return not self.dims_in
+
+    def params(self, sizes: dict[str, int]) -> float:
+        out = math.prod(sizes[d] for d in self.dims_out)
+        return float(math.prod(sizes[d] for d in self.dims_in) * out + (out if self.bias else 0))
+
+
+def dim_sizes(cfg: TransformerConfig) -> dict[str, int]:
+    """Sizes of the named dims (docs/concepts.md glossary; R_* and H_* for MLA, F_e for experts)."""
+    s = {
+        "D": cfg.d_model,
+        "F": cfg.d_ff,
+        "N": cfg.n_heads,
+        "K": cfg.n_kv_heads,
+        "H": cfg.head_dim,
+        "G": cfg.n_heads // cfg.n_kv_heads,
+        "V": cfg.vocab_size,
+        "P": cfg.max_seq_len,
+    }
+    if cfg.moe:
+        s |= {"E": cfg.moe.n_experts, "F_e": cfg.moe.d_ff_expert}
+    if cfg.mla:
+        m = cfg.mla
+        s |= {
+            "R_q": m.q_lora_rank,
+            "R_kv": m.kv_lora_rank,
+            "R_kvr": m.kv_lora_rank + m.qk_rope_head_dim,
+            "H_nope": m.qk_nope_head_dim,
+            "H_rope": m.qk_rope_head_dim,
+            "H_v": m.v_head_dim,
+            "H_qk": m.qk_nope_head_dim + m.qk_rope_head_dim,
+            "H_kv": m.qk_nope_head_dim + m.v_head_dim,
+        }
+    return s
+
+
+def attention_parts(cfg: TransformerConfig) -> dict[str, Part]:
+    """Attention weights and norms of one layer (norm = the pre-norm; post_norm for 4 norms)."""
+    nb = cfg.norm == "layernorm" and cfg.norm_bias
+    parts = [Part("norm", (), ("D",), nb)]
+    if cfg.mla is None:
+        parts += [
+            Part("q", ("D",), ("N", "H"), cfg.qkv_bias),
+            Part("k", ("D",), ("K", "H"), cfg.qkv_bias),
+            Part("v", ("D",), ("K", "H"), cfg.qkv_bias),
+        ]
+        if cfg.qk_norm:
+            parts += [Part("q_norm", (), ("H",)), Part("k_norm", (), ("H",))]
+        parts.append(Part("o", ("N", "H"), ("D",), cfg.out_bias))
+    else:
+        if cfg.mla.q_lora_rank:
+            parts += [
+                Part("q_a", ("D",), ("R_q",)),
+                Part("q_a_norm", (), ("R_q",)),
+                Part("q_b", ("R_q",), ("N", "H_qk")),
+            ]
+        else:
+            parts.append(Part("q", ("D",), ("N", "H_qk")))
+        parts += [
+            Part("kv_a", ("D",), ("R_kvr",)),
+            Part("kv_a_norm", (), ("R_kv",)),
+            Part("kv_b", ("R_kv",), ("N", "H_kv")),
+            Part("o", ("N", "H_v"), ("D",), cfg.out_bias),
+        ]
+    if cfg.norms_per_layer == 4:
+        parts.append(Part("post_norm", (), ("D",), nb))
+    return {p.name: p for p in parts}
+
+
+def mlp_parts(cfg: TransformerConfig, moe: bool) -> dict[str, Part]:
+    """MLP weights and norms of one layer; for MoE the router, the routed experts
+    (``experts/gate`` ...: E copies, top_k active) and the shared experts (``shared/...``)."""
+    nb = cfg.norm == "layernorm" and cfg.norm_bias
+    parts = [Part("norm", (), ("D",), nb)] if cfg.norms_per_layer >= 2 else []
+
+    def ffn(prefix: str, f: str, copies: int = 1, active: float = 1.0) -> list[Part]:
+        gate = [Part(prefix + "gate", ("D",), (f,), cfg.mlp_bias, copies, active)] if cfg.mlp_kind.gated else []
+        return [
+            *gate,
+            Part(prefix + "up", ("D",), (f,), cfg.mlp_bias, copies, active),
+            Part(prefix + "down", (f,), ("D",), cfg.mlp_bias, copies, active),
+        ]
+
+    if moe and cfg.moe:
+        parts.append(Part("router", ("D",), ("E",), cfg.moe.router_bias))
+        parts += ffn("experts/", "F_e", cfg.moe.n_experts, cfg.moe.top_k)
+        if cfg.moe.n_shared_experts:
+            n = cfg.moe.n_shared_experts
+            parts += ffn("shared/", "F_e", n, n)
+    else:
+        parts += ffn("", "F")
+    if cfg.norms_per_layer == 4:
+        parts.append(Part("post_norm", (), ("D",), nb))
+    return {p.name: p for p in parts}
+
+
+def kv_cache_elements_per_token(cfg: TransformerConfig) -> int:
+    """Cached elements per token per layer: keys and values, 2 K H; for MLA the latent and
+    the shared rotary key, R_kv + H_rope (DeepSeek-V2 section 2.1.2)."""
+    if cfg.mla is not None:
+        return cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim
+    return 2 * cfg.n_kv_heads * cfg.head_dim
+
+
+# ---------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class ParamTree:
+    """Parameters as a tree. ``params``: stored; ``active``: used by one token (routed
+    experts count top_k of E; embedding tables count whole, the convention of the published
+    "active" figures, e.g. Mixtral's 12.9B); ``matmul``: multiplied by one token in a
+    matmul, the N of the 2N / 6N rule (no embedding lookup, no norms or biases; a tied
+    unembedding counts here although it stores nothing). ``count``: layers in a group."""
+
+    name: str
+    params: float
+    active: float
+    matmul: float
+    kind: str = "group"
+    count: int = 1
+    children: tuple[ParamTree, ...] = ()
+
+    @staticmethod
+    def node(name: str, children: Iterable[ParamTree], count: int = 1) -> ParamTree:
+        kids = tuple(c.scaled(count) for c in children)
+        return ParamTree(
+            name,
+            sum(c.params for c in kids),
+            sum(c.active for c in kids),
+            sum(c.matmul for c in kids),
+            "group",
+            count,
+            kids,
+        )
+
+    def scaled(self, k: int) -> ParamTree:
+        if k == 1:
+            return self
+        kids = tuple(c.scaled(k) for c in self.children)
+        return ParamTree(self.name, self.params * k, self.active * k, self.matmul * k, self.kind, self.count, kids)
+
+    def find(self, path: str) -> ParamTree:
+        node = self
+        for part in path.split("/"):
+            match = [c for c in node.children if c.name == part]
+            if not match:
+                names = ", ".join(c.name for c in node.children)
+                raise KeyError(f"no {part!r} under {node.name!r} (children: {names})")
+            node = match[0]
+        return node
+
+
+def _part_leaf(part: Part, sizes: dict[str, int]) -> ParamTree:
+    per = part.params(sizes)
+    frac = part.active / part.copies
+    matmul_params = 0.0 if part.is_norm else (per - (math.prod(sizes[d] for d in part.dims_out) if part.bias else 0))
+    return ParamTree(
+        part.name.split("/")[-1],
+        per * part.copies,
+        per * part.copies * frac,
+        matmul_params * part.copies * frac,
+        "norm" if part.is_norm else "matmul",
+    )
+
+
+def _parts_tree(name: str, parts: dict[str, Part], sizes: dict[str, int]) -> ParamTree:
+    top: list[ParamTree] = []
+    subs: dict[str, list[ParamTree]] = {}
+    for key, part in parts.items():
+        if "/" in key:
+            sub = key.split("/")[0]
+            if sub not in subs:
+                subs[sub] = []
+                top.append(ParamTree(sub, 0, 0, 0))  # placeholder keeps the order
+            subs[sub].append(_part_leaf(part, sizes))
+        else:
+            top.append(_part_leaf(part, sizes))
+    return ParamTree.node(name, [ParamTree.node(t.name, subs[t.name]) if t.name in subs else t for t in top])
+
+
+def param_tree(cfg: TransformerConfig) -> ParamTree:
+    """The parameter tree (see ParamTree). DeepSeek-V3's multi-token-prediction module is not
+    part of a TransformerConfig, so it is not counted (671B main model, DeepSeek-V3 report)."""
+    s = dim_sizes(cfg)
+    vd = float(cfg.vocab_size * cfg.d_model)
+    kids = [ParamTree("embedding", vd, vd, 0.0, "embedding")]
+    if cfg.positions == "learned":
+        pd = float(cfg.max_seq_len * cfg.d_model)
+        kids.append(ParamTree("positions", pd, pd, 0.0, "embedding"))
+    groups = []
+    for g in layer_groups(cfg):
+        layer = [
+            _parts_tree("attention", attention_parts(cfg), s),
+            _parts_tree("moe" if g.moe else "mlp", mlp_parts(cfg, g.moe), s),
+        ]
+        groups.append(ParamTree.node(g.name, layer, g.count))
+    kids.append(ParamTree.node("layers", groups))
+    fn = float(cfg.norm_params)
+    kids.append(ParamTree("final_norm", fn, fn, 0.0, "norm"))
+    kids.append(
+        ParamTree("unembedding", 0.0 if cfg.tied_embeddings else vd, 0.0 if cfg.tied_embeddings else vd, vd, "matmul")
+    )
+    return ParamTree.node("model", kids)
+
+
+def params_total(cfg: TransformerConfig) -> float:
+    return param_tree(cfg).params
+
+
+def params_active(cfg: TransformerConfig) -> float:
+    return param_tree(cfg).active
+
+
+def params_matmul_active(cfg: TransformerConfig) -> float:
+    """N of the 6N rule: weights one token multiplies (see ParamTree.matmul)."""
+    return param_tree(cfg).matmul
+
+
+# ---------------------------------------------------------------- KV cache
+
+
+def kv_cache_bytes_per_token(cfg: TransformerConfig, kv_dtype: str = "bf16") -> float:
+    """Bytes one more token adds to the cache of one sequence, all layers: n_layers x
+    kv_cache_elements_per_token x dtype bytes (sliding-window layers too: the per-token
+    figure before any window is full; see kv_cache_bytes for the capped total)."""
+    return float(cfg.n_layers * kv_cache_elements_per_token(cfg) * dtype_bytes(kv_dtype))
+
+
+def kv_cache_bytes(cfg: TransformerConfig, batch: int, context_len: int, kv_dtype: str = "bf16") -> float:
+    """Cache bytes of ``batch`` sequences at ``context_len`` tokens: sum over layers of
+    min(context_len, window) x kv_cache_elements_per_token x dtype bytes, times batch."""
+    per = kv_cache_elements_per_token(cfg) * dtype_bytes(kv_dtype)
+    tokens = sum(g.count * (min(context_len, g.window) if g.window else context_len) for g in layer_groups(cfg))
+    return float(batch * tokens * per)
+
+
+# ---------------------------------------------------------------- training state
+
+
+@dataclass(frozen=True)
+class OptimizerKind:
+    states_per_param: int
+    description: str
+
+
+OPTIMIZERS: dict[str, OptimizerKind] = {
+    "adam": OptimizerKind(2, "first and second moments (Kingma & Ba 2015)"),
+    "adamw": OptimizerKind(2, "first and second moments, decoupled weight decay (Loshchilov & Hutter 2019)"),
+    "lion": OptimizerKind(1, "momentum only (Chen et al. 2023)"),
+    "sgd-momentum": OptimizerKind(1, "momentum"),
+    "sgd": OptimizerKind(0, "no state"),
+}
+
+
+@dataclass(frozen=True)
+class TrainingPrecision:
+    """Element types of the training state. ``master``: dtype of a separate master copy of
+    the weights the optimizer updates (None: the weights are updated in place)."""
+
+    params: str = "bf16"
+    grads: str = "bf16"
+    master: str | None = "fp32"
+    optimizer: str = "adam"
+    optimizer_state: str = "fp32"
+
+    def __post_init__(self) -> None:
+        for f in ("params", "grads", "optimizer_state"):
+            object.__setattr__(self, f, canonical_dtype(getattr(self, f)))
+        if self.master is not None:
+            object.__setattr__(self, "master", canonical_dtype(self.master))
+        if self.optimizer not in OPTIMIZERS:
+            raise UnknownNameError("optimizer", self.optimizer, OPTIMIZERS)
+
+
+def training_bytes_per_param(precision: TrainingPrecision | None = None) -> dict[str, float]:
+    """Bytes per parameter of weights, gradients, master copy and optimizer state, and their
+    total (default: bf16 weights and grads, fp32 master, fp32 Adam moments = 2+2+4+8 = 16)."""
+    p = precision or TrainingPrecision()
+    out = {
+        "weights": dtype_bytes(p.params),
+        "grads": dtype_bytes(p.grads),
+        "master": dtype_bytes(p.master) if p.master else 0.0,
+        "optimizer": OPTIMIZERS[p.optimizer].states_per_param * dtype_bytes(p.optimizer_state),
+    }
+    out["total"] = sum(out.values())
+    return out
+
+
+def training_state_bytes(cfg: TransformerConfig, precision: TrainingPrecision | None = None) -> dict[str, float]:
+    """Unsharded training state of the whole model: params_total x each per-parameter figure."""
+    n = params_total(cfg)
+    return {k: n * v for k, v in training_bytes_per_param(precision).items()}
+
+
+# ---------------------------------------------------------------- activations
+
+
+@dataclass(frozen=True)
+class ActivationTensor:
+    """A tensor one layer keeps for its backward pass: elements per token and its category
+    (config.RematPolicy: which policies keep it)."""
+
+    name: str
+    elements_per_token: float
+    category: str
+
+
+def _attention_tensors(cfg: TransformerConfig, ctx: int) -> list[ActivationTensor]:
+    a = ActivationTensor
+    n, h, k = cfg.n_heads, cfg.head_dim, cfg.n_kv_heads
+    out = [a("input", cfg.d_model, "block_input"), a("attention/norm", cfg.d_model, "elementwise")]
+    if cfg.mla is None:
+        out += [a("attention/q", n * h, "matmul"), a("attention/k", k * h, "matmul"), a("attention/v", k * h, "matmul")]
+        v_dim = h
+    else:
+        m = cfg.mla
+        if m.q_lora_rank:
+            out += [a("attention/q_a", m.q_lora_rank, "matmul"), a("attention/q_a_norm", m.q_lora_rank, "elementwise")]
+        out += [
+            a("attention/q", n * (m.qk_nope_head_dim + m.qk_rope_head_dim), "matmul"),
+            a("attention/kv_a", m.kv_lora_rank + m.qk_rope_head_dim, "matmul"),
+            a("attention/kv_a_norm", m.kv_lora_rank, "elementwise"),
+            a("attention/kv_b", n * (m.qk_nope_head_dim + m.v_head_dim), "matmul"),
+        ]
+        v_dim = m.v_head_dim
+    out += [a("attention/probs", n * ctx, "attention_internal"), a("attention/values", n * v_dim, "attention_output")]
+    post = cfg.norms_per_layer == 4  # the post-norm reads the projection output
+    out.append(a("attention/o", cfg.d_model, "matmul" if post else "dot_output"))
+    if cfg.norms_per_layer >= 2:
+        out.append(a("attention/residual", cfg.d_model, "elementwise"))
+    return out
+
+
+def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
+    a = ActivationTensor
+    out = [a("mlp/norm", cfg.d_model, "elementwise")] if cfg.norms_per_layer >= 2 else []
+    gated = cfg.mlp_kind.gated
+
+    def ffn(prefix: str, f: float) -> list[ActivationTensor]:
+        up = [a(prefix + "gate", f, "matmul")] if gated else []
+        return [*up, a(prefix + "up", f, "matmul"), a(prefix + "act", f, "elementwise")]
+
+    if moe and cfg.moe:
+        e = cfg.moe
+        out += [a("moe/router", e.n_experts, "matmul"), a("moe/experts/input", e.top_k * cfg.d_model, "elementwise")]
+        out += ffn("moe/experts/", e.top_k * e.d_ff_expert)
+        out.append(a("moe/experts/down", e.top_k * cfg.d_model, "matmul"))  # combine weights' gradient reads it
+        if e.n_shared_experts:
+            out += ffn("moe/shared/", e.n_shared_experts * e.d_ff_expert)
+    else:
+        out += ffn("mlp/", cfg.d_ff)
+    if cfg.norms_per_layer == 4:
+        out.append(a("mlp/down", cfg.d_model, "matmul"))
+    return out
+
+
+def activation_tensors(cfg: TransformerConfig, seq_len: int, group: LayerGroup | None = None) -> list[ActivationTensor]:
+    """Per-token tensors one layer of ``group`` (default: the first) keeps with no remat.
+    The attention probabilities are a materialized N x T matrix per sequence, N T per token
+    (a sliding-window layer: N x min(T, window)); dropout masks are not counted."""
+    g = group or layer_groups(cfg)[0]
+    ctx = min(seq_len, g.window) if g.window else seq_len
+    return _attention_tensors(cfg, ctx) + _mlp_tensors(cfg, g.moe)
+
+
+def activation_bytes_per_token_layer(
+    cfg: TransformerConfig, seq_len: int, remat: str = "none", dtype: str = "bf16", group: LayerGroup | None = None
+) -> float:
+    """Bytes one layer keeps per token under ``remat``: sum of the kept tensors x dtype bytes."""
+    saves = remat_policy(remat).saves
+    kept = sum(t.elements_per_token for t in activation_tensors(cfg, seq_len, group) if t.category in saves)
+    return kept * dtype_bytes(dtype)
+
+
+def activation_bytes_per_token(cfg: TransformerConfig, seq_len: int, remat: str = "none", dtype: str = "bf16") -> float:
+    """Bytes all layers keep per token of a training sequence of ``seq_len`` under ``remat``
+    (the output head's logits are separate: ``logits_bytes_per_token``)."""
+    return sum(g.count * activation_bytes_per_token_layer(cfg, seq_len, remat, dtype, g) for g in layer_groups(cfg))
+
+
+def activation_bytes_by_policy(cfg: TransformerConfig, seq_len: int, dtype: str = "bf16") -> dict[str, float]:
+    """``activation_bytes_per_token`` for every remat policy."""
+    return {name: activation_bytes_per_token(cfg, seq_len, name, dtype) for name in REMAT_POLICIES}
+
+
+def logits_bytes_per_token(cfg: TransformerConfig, dtype: str = "fp32") -> float:
+    """The output logits of one token (kept for the loss's backward unless the loss is chunked)."""
+    return float(cfg.vocab_size * dtype_bytes(dtype))
+
+
+def training_memory_bytes(
+    cfg: TransformerConfig,
+    batch: int,
+    seq_len: int,
+    remat: str = "none",
+    precision: TrainingPrecision | None = None,
+    activation_dtype: str = "bf16",
+) -> dict[str, float]:
+    """Unsharded training memory: the training state plus the activations of ``batch``
+    sequences of ``seq_len`` (layers under ``remat``, plus fp32 logits). Planners divide
+    each term by how it is sharded."""
+    out = {k: v for k, v in training_state_bytes(cfg, precision).items() if k != "total"}
+    tokens = batch * seq_len
+    out["activations"] = tokens * activation_bytes_per_token(cfg, seq_len, remat, activation_dtype)
+    out["logits"] = tokens * logits_bytes_per_token(cfg)
+    out["total"] = sum(out.values())
+    return out

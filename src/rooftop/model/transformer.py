@@ -1,0 +1,438 @@
+"""Transformer math: parameters, and the per-layer ops of a Workload priced through cost/op.py.
+
+This is the one place transformer FLOP and byte formulas live (the weights' shapes and the
+parameter tree are in memory.py, re-exported here). Planners (training, serving) and the CLI call:
+
+- ``param_tree(cfg) -> ParamTree`` and ``params_total/params_active/params_matmul_active``.
+- ``layer_groups(cfg) -> tuple[LayerGroup, ...]`` (config.py): runs of identical layers
+  (dense vs MoE, global vs sliding-window attention) and how many of each.
+- ``layer_costs(cfg, workload, dtypes, group) -> CostTree``: one layer's forward ops, e.g.
+  ``layer/attention/q``, ``layer/attention/scores``, ``layer/mlp/down``, ``layer/moe/experts/up``.
+- ``model_costs(cfg, workload, dtypes, remat) -> CostTree``: the whole model. For prefill and
+  decode: ``model/{embedding, layers/<group>/..., final_norm, unembedding}`` (each group's
+  Cost is already multiplied by its layer count). For train: ``model/{forward, backward,
+  recompute}``, each with that structure (backward = 2 x forward; recompute per remat policy).
+- per-token summaries derived from those trees: ``flops_per_token_forward``,
+  ``flops_per_token_train``, ``attention_flops_per_token``, ``prefill_flops``,
+  ``decode_flops_per_token`` (matrix-unit FLOPs: the "model FLOPs" convention).
+
+Conventions (and sources):
+
+- A matmul of an (M x K) by a (K x N) matrix is 2MKN FLOPs (cost/op.py), so a token costs
+  2 FLOPs per weight it multiplies in the forward pass and 4 more in the backward pass (one
+  matmul for the input gradient, one for the weight gradient): training = 6N + attention
+  (Kaplan et al. 2020 section 2.1; Chinchilla, Hoffmann et al. 2022 appendix F; PaLM,
+  Chowdhery et al. 2022 appendix B). The input-embedding lookup is a gather: 0 FLOPs.
+- Attention per layer per (query, key) pair: QK^T 2 N H_qk and AV 2 N H_v FLOPs (N heads).
+  We count only the pairs a causal mask keeps: a query at position i sees i keys (at most the
+  sliding window), so a training sequence of T tokens has T(T+1)/2 pairs, (T+1)/2 per token
+  (``attended_pairs``): what a kernel that skips masked blocks does, and the FlashAttention
+  benchmarks' convention (Dao et al. 2022: 4 B T^2 N H / 2 forward FLOPs when causal). PaLM
+  appendix B (12 L H Q T per token, forward + backward), Megatron (Narayanan et al. 2021) and
+  "How to Scale Your Model" Part 4 (12 B T^2 N H per layer) count the full T per token:
+  ``Workload(causal=False)`` gives that count (tests/golden reproduces PaLM's).
+- Vector-unit FLOPs (norms, rotary embedding, softmax, activations, residual adds) are
+  kept under the "vector" unit with per-element counts from config.py (estimates); they are
+  excluded from the per-token "model FLOPs" summaries, as in the 6N convention.
+- Bytes: each matmul reads its input and weight and writes its output (cost/op.py);
+  attention is priced as one fused (flash-style) kernel whose scores never reach HBM;
+  elementwise ops read and write their operands once. The backward pass is priced as twice
+  the forward (FLOPs and bytes).
+- Multi-head latent attention: naive form (keys/values up-projected) for train and prefill;
+  the absorbed form for decode (W_UK applied to the query, attention over the cached latent,
+  W_UV after it: DeepSeek-V2, Liu et al. 2024, section 2.1.2), which keeps the matmul FLOPs
+  at 2 x params(kv_b) per token and makes the attention FLOPs per pair 2N(R_kv + H_rope) + 2N R_kv.
+- Mixture of experts: each token's top_k experts (plus shared ones) run; expert weights read
+  per step are those of the expected number of distinct experts touched by uniform routing,
+  E(1 - (1 - k/E)^tokens). Capacity-factor padding and token dropping are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooftop.cost.cost import Cost, CostTree, total
+from rooftop.cost.op import Operand, elementwise, explicit, matmul
+from rooftop.dtypes import dtype_bytes
+from rooftop.model.config import (
+    Dtypes,
+    LayerGroup,
+    MLAConfig,
+    TransformerConfig,
+    Workload,
+    layer_groups,
+    remat_policy,
+)
+from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
+    ParamTree,
+    Part,
+    attention_parts,
+    dim_sizes,
+    kv_cache_elements_per_token,
+    mlp_parts,
+    param_tree,
+    params_active,
+    params_matmul_active,
+    params_total,
+)
+
+__all__ = [
+    "OP_CATEGORY",
+    "LayerGroup",
+    "ParamTree",
+    "attended_pairs",
+    "attention_flops_per_token",
+    "decode_flops_per_token",
+    "flops_per_token_forward",
+    "flops_per_token_train",
+    "layer_costs",
+    "layer_groups",
+    "matrix_flops",
+    "model_costs",
+    "param_tree",
+    "params_active",
+    "params_matmul_active",
+    "params_total",
+    "prefill_flops",
+    "recompute_flops_per_token",
+    "vector_flops_per_token_forward",
+]
+
+SOFTMAX_FLOPS_PER_ELEMENT = 5.0  # max, subtract, exp, sum, divide
+ROPE_FLOPS_PER_ELEMENT = 3.0  # x cos + rotate(x) sin
+ROUTING_FLOPS_PER_EXPERT = 5.0  # softmax/sigmoid over the router logits, top-k selection
+LOSS_FLOPS_PER_LOGIT = 5.0  # log-softmax over the vocabulary
+MLA_ABSORBED_PHASES = ("decode",)
+
+#: The op category of each leaf name (what a remat policy recomputes; config.REMAT_POLICIES).
+OP_CATEGORY: dict[str, str] = {
+    **dict.fromkeys(
+        ("q", "k", "v", "o", "q_a", "q_b", "kv_a", "kv_b", "q_absorb", "v_up", "gate", "up", "down", "router"), "matmul"
+    ),
+    **dict.fromkeys(("scores", "softmax", "values"), "attention"),
+    **dict.fromkeys(
+        (
+            "norm",
+            "post_norm",
+            "q_norm",
+            "k_norm",
+            "q_a_norm",
+            "kv_a_norm",
+            "rope",
+            "act",
+            "residual",
+            "routing",
+            "combine",
+        ),
+        "elementwise",
+    ),
+    "kv_cache_write": "io",
+}
+
+
+# ---------------------------------------------------------------- ops of one layer
+
+
+def attended_pairs(q_len: int, kv_len: int, window: int = 0, causal: bool = True) -> float:
+    """(query, key) pairs attention computes for ``q_len`` new tokens at the end of
+    ``kv_len`` keys. Causal: the query at key position j (1-based) sees min(j, window) keys,
+    so pairs = S(kv_len) - S(kv_len - q_len) with S(n) = sum_{j<=n} min(j, w): T(T+1)/2 for a
+    training sequence, kv_len for one decode step. Not causal: q_len x kv_len (capped by window)."""
+    if not causal:
+        return float(q_len * (min(kv_len, window) if window else kv_len))
+
+    def s(n: int) -> float:
+        if not window or n <= window:
+            return n * (n + 1) / 2
+        return window * (window + 1) / 2 + (n - window) * window
+
+    return s(kv_len) - s(kv_len - q_len)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    cfg: TransformerConfig
+    w: Workload
+    dt: Dtypes
+    sizes: dict[str, int]
+    rows: tuple[str, ...]
+
+    @property
+    def tokens(self) -> float:
+        return float(self.w.tokens)
+
+    def proj(self, part: Part, rows: tuple[str, ...] | None = None, touched: float = 1.0) -> Cost:
+        rows = self.rows if rows is None else rows
+        lhs = Operand((*rows, *part.dims_in), self.dt.activations)
+        rhs = Operand((*part.dims_in, *part.dims_out), self.dt.weights)
+        out = Operand((*rows, *part.dims_out), self.dt.activations)
+        cost = matmul(lhs, rhs, out, self.sizes)
+        if part.bias:
+            cost += explicit(out.elements(self.sizes), 0.0, self.dt.activations, "vector")
+        if touched != 1.0:
+            cost += explicit(0.0, rhs.nbytes(self.sizes) * (touched - 1.0), self.dt.weights)
+        return cost
+
+    def einsum(self, lhs: tuple[str, ...], rhs: tuple[str, ...], out: tuple[str, ...]) -> Cost:
+        """A weight matmul that is not a plain projection (e.g. per-head weights)."""
+        a, w = self.dt.activations, self.dt.weights
+        return matmul(Operand(lhs, a), Operand(rhs, w), Operand(out, a), self.sizes)
+
+    def norm(self, width: float) -> Cost:
+        return elementwise(self.tokens * width, self.dt.activations, self.cfg.norm_kind.flops_per_element)
+
+    def vec(self, elements: float, flops_per_element: float, inputs: int = 1) -> Cost:
+        return elementwise(elements, self.dt.activations, flops_per_element, inputs)
+
+
+def _attention_core(c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v_bytes: float) -> list:
+    """scores (QK^T), softmax, values (AV) as one fused kernel: FLOPs over the attended
+    pairs; bytes = Q read, K and V read once (``k_bytes``/``v_bytes``), O written."""
+    w, n = c.w, c.cfg.n_heads
+    pairs = w.batch * attended_pairs(w.seq_len, w.kv_len, window, w.causal)
+    act = dtype_bytes(c.dt.activations)
+    return [
+        ("scores", explicit(2.0 * pairs * n * qk, c.tokens * n * qk * act + k_bytes, c.dt.activations)),
+        ("softmax", explicit(SOFTMAX_FLOPS_PER_ELEMENT * pairs * n, 0.0, c.dt.activations, "vector")),
+        ("values", explicit(2.0 * pairs * n * v, v_bytes + c.tokens * n * v * act, c.dt.activations)),
+    ]
+
+
+def _kv_read_tokens(w: Workload, window: int) -> float:
+    return float(w.batch * (min(w.kv_len, window + w.seq_len - 1) if window else w.kv_len))
+
+
+def _kv_dtype(c: _Ctx) -> str:
+    return c.dt.activations if c.w.phase == "train" else c.dt.kv_cache
+
+
+def _kv_write(c: _Ctx) -> list:
+    if c.w.phase == "train":
+        return []
+    nbytes = c.tokens * kv_cache_elements_per_token(c.cfg) * dtype_bytes(c.dt.kv_cache)
+    return [("kv_cache_write", explicit(0.0, nbytes, c.dt.kv_cache))]
+
+
+def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
+    cfg = c.cfg
+    ops = [(name, c.proj(p[name])) for name in ("q", "k", "v")]
+    ops += [
+        (name, c.norm(cfg.head_dim * (cfg.n_heads if name == "q_norm" else cfg.n_kv_heads)))
+        for name in ("q_norm", "k_norm")
+        if name in p
+    ]
+    if cfg.positions == "rotary":
+        ops.append(("rope", c.vec(c.tokens * (cfg.n_heads + cfg.n_kv_heads) * cfg.head_dim, ROPE_FLOPS_PER_ELEMENT)))
+    kv = _kv_read_tokens(c.w, window) * cfg.n_kv_heads * cfg.head_dim * dtype_bytes(_kv_dtype(c))
+    return ops + _kv_write(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
+
+
+def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list:
+    n = c.cfg.n_heads
+    q = ["q_a", "q_a_norm", "q_b"] if m.q_lora_rank else ["q"]
+    ops = [(x, c.norm(m.q_lora_rank) if x == "q_a_norm" else c.proj(p[x])) for x in q]
+    ops += [("kv_a", c.proj(p["kv_a"])), ("kv_a_norm", c.norm(m.kv_lora_rank))]
+    rope = c.vec(c.tokens * (n + 1) * m.qk_rope_head_dim, ROPE_FLOPS_PER_ELEMENT)
+    cached = _kv_read_tokens(c.w, 0) * dtype_bytes(_kv_dtype(c))
+    if c.w.phase in MLA_ABSORBED_PHASES:  # attention over the latent: one shared "key head" of R_kv + H_rope
+        # W_UK (key half of kv_b) applied to the query, W_UV (value half) after attention:
+        # together 2 N R_kv (H_nope + H_v) FLOPs per token = 2 x params(kv_b).
+        ops += [
+            ("q_absorb", c.einsum(("B", "T", "N", "H_nope"), ("N", "H_nope", "R_kv"), ("B", "T", "N", "R_kv"))),
+            ("rope", rope),
+            *_kv_write(c),
+        ]
+        ops += _attention_core(
+            c,
+            0,
+            m.kv_lora_rank + m.qk_rope_head_dim,
+            m.kv_lora_rank,
+            cached * (m.kv_lora_rank + m.qk_rope_head_dim),
+            0.0,
+        )
+        return [*ops, ("v_up", c.einsum(("B", "T", "N", "R_kv"), ("N", "R_kv", "H_v"), ("B", "T", "N", "H_v")))]
+    kv_rows = ("B", "S") if c.w.phase == "prefill" else c.rows  # prefill up-projects a cached prefix too
+    ops += [("kv_b", c.proj(p["kv_b"], kv_rows)), ("rope", rope), *_kv_write(c)]
+    act = dtype_bytes(c.dt.activations)
+    k_bytes = _kv_read_tokens(c.w, 0) * n * (m.qk_nope_head_dim + m.qk_rope_head_dim) * act
+    v_bytes = _kv_read_tokens(c.w, 0) * n * m.v_head_dim * act
+    return ops + _attention_core(c, 0, m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim, k_bytes, v_bytes)
+
+
+def _attention(c: _Ctx, window: int) -> CostTree:
+    p = attention_parts(c.cfg)
+    ops = [("norm", c.norm(c.cfg.d_model))]
+    ops += _gqa_ops(c, p, window) if c.cfg.mla is None else _mla_ops(c, p, c.cfg.mla)
+    ops += [("o", c.proj(p["o"])), ("residual", c.vec(c.tokens * c.cfg.d_model, 1.0, 2))]
+    if "post_norm" in p:
+        ops.append(("post_norm", c.norm(c.cfg.d_model)))
+    return CostTree.node("attention", (CostTree(n, cost) for n, cost in ops))
+
+
+def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float) -> list:
+    """gate/up, activation, down of one (possibly expert) MLP over ``elems`` hidden elements."""
+    names = [n for n in ("gate", "up") if prefix + n in p]
+    ops = [(n, c.proj(p[prefix + n], rows, touched)) for n in names]
+    mk = c.cfg.mlp_kind
+    ops.append(("act", c.vec(elems, mk.flops_per_element, 2 if mk.gated else 1)))
+    return [*ops, ("down", c.proj(p[prefix + "down"], rows, touched))]
+
+
+def _mlp(c: _Ctx, moe: bool) -> CostTree:
+    cfg, p = c.cfg, mlp_parts(c.cfg, moe)
+    kids: list[CostTree] = [CostTree("norm", c.norm(cfg.d_model))] if "norm" in p else []
+    if moe and cfg.moe:
+        e = cfg.moe
+        assign = {**c.sizes, "A": int(c.tokens * e.top_k)}
+        touched = e.n_experts * (1.0 - (1.0 - e.top_k / e.n_experts) ** c.tokens)
+        cx = _Ctx(cfg, c.w, c.dt, assign, ("A",))
+        kids += [
+            CostTree("router", c.proj(p["router"])),
+            CostTree("routing", c.vec(c.tokens * e.n_experts, ROUTING_FLOPS_PER_EXPERT)),
+            CostTree.node(
+                "experts",
+                (CostTree(n, x) for n, x in _ffn(cx, p, "experts/", ("A",), assign["A"] * e.d_ff_expert, touched)),
+            ),
+        ]
+        if e.n_shared_experts:
+            sh = {**c.sizes, "A": int(c.tokens * e.n_shared_experts)}
+            cs = _Ctx(cfg, c.w, c.dt, sh, ("A",))
+            kids.append(
+                CostTree.node(
+                    "shared",
+                    (
+                        CostTree(n, x)
+                        for n, x in _ffn(cs, p, "shared/", ("A",), sh["A"] * e.d_ff_expert, e.n_shared_experts)
+                    ),
+                )
+            )
+        kids.append(CostTree("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
+    else:
+        kids += [CostTree(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
+    kids.append(CostTree("residual", c.vec(c.tokens * cfg.d_model, 1.0, 2)))
+    if "post_norm" in p:
+        kids.append(CostTree("post_norm", c.norm(cfg.d_model)))
+    return CostTree.node("moe" if moe else "mlp", kids)
+
+
+def _ctx(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) -> _Ctx:
+    sizes = {**dim_sizes(cfg), "B": workload.batch, "T": workload.seq_len, "S": workload.kv_len}
+    return _Ctx(cfg, workload, dtypes, sizes, ("B", "T"))
+
+
+def layer_costs(
+    cfg: TransformerConfig, workload: Workload, dtypes: Dtypes | None = None, group: LayerGroup | None = None
+) -> CostTree:
+    """Forward ops of ONE layer of ``group`` (default: the first group) for ``workload``:
+    ``layer/attention/{norm, q, k, v, rope, kv_cache_write, scores, softmax, values, o,
+    residual}`` (MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b; decode: q_absorb, v_up) and
+    ``layer/mlp/{norm, gate, up, act, down, residual}`` or ``layer/moe/{norm, router, routing,
+    experts/{gate, up, act, down}, shared/{...}, combine, residual}``. Every leaf is a Cost
+    for all ``workload.batch x workload.seq_len`` tokens; multiply by ``group.count`` for the
+    group (model_costs does). For a train workload these are the forward ops only: the
+    backward pass is 2 x these, and a remat policy re-runs the leaves whose ``OP_CATEGORY``
+    is in its ``recompute`` set (model_costs builds both). Planners shard by dividing the
+    workload (batch, seq_len) or by pricing the same leaves with sharded dims."""
+    c = _ctx(cfg, workload, dtypes or Dtypes())
+    g = group or layer_groups(cfg)[0]
+    return CostTree.node("layer", [_attention(c, g.window), _mlp(c, g.moe)])
+
+
+def _renamed(tree: CostTree, name: str) -> CostTree:
+    return CostTree(name, tree.cost, tree.children)
+
+
+def _forward(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, name: str) -> CostTree:
+    c = _ctx(cfg, workload, dtypes)
+    w_bytes, a_bytes = dtype_bytes(dtypes.weights), dtype_bytes(dtypes.activations)
+    kids = [CostTree("embedding", explicit(0.0, c.tokens * cfg.d_model * (w_bytes + a_bytes), dtypes.activations))]
+    if cfg.positions == "learned":
+        kids.append(CostTree("positions", c.vec(c.tokens * cfg.d_model, 1.0, 2)))
+    groups = [_renamed(layer_costs(cfg, workload, dtypes, g).scaled(g.count), g.name) for g in layer_groups(cfg)]
+    kids += [CostTree.node("layers", groups), CostTree("final_norm", c.norm(cfg.d_model))]
+    head_rows = ("B", "T") if workload.phase == "train" else ("B",)  # inference needs only the last logits
+    kids.append(CostTree("unembedding", c.proj(Part("unembedding", ("D",), ("V",)), head_rows)))
+    if workload.phase == "train":
+        kids.append(CostTree("loss", c.vec(c.tokens * cfg.vocab_size, LOSS_FLOPS_PER_LOGIT)))
+    return CostTree.node(name, kids)
+
+
+def _select(tree: CostTree, categories: frozenset[str]) -> CostTree:
+    """The leaves of ``tree`` whose OP_CATEGORY is in ``categories`` (same structure)."""
+    if not tree.children:
+        return tree if OP_CATEGORY.get(tree.name) in categories else CostTree(tree.name)
+    return CostTree.node(tree.name, [_select(ch, categories) for ch in tree.children])
+
+
+def model_costs(
+    cfg: TransformerConfig, workload: Workload, dtypes: Dtypes | None = None, remat: str = "none"
+) -> CostTree:
+    """Every op of the model for ``workload`` (see the module docstring for the tree).
+    Train: ``forward``; ``backward`` = 2 x forward (the input- and weight-gradient matmuls,
+    Kaplan 2020 section 2.1); ``recompute`` = the forward ops of every layer that the remat
+    policy runs again (config.REMAT_POLICIES: none, selective, dots, full)."""
+    dtypes = dtypes or Dtypes()
+    if workload.phase != "train":
+        return _forward(cfg, workload, dtypes, "model")
+    policy = remat_policy(remat)
+    fwd = _forward(cfg, workload, dtypes, "forward")
+    layers = next(ch for ch in fwd.children if ch.name == "layers")
+    recompute = _renamed(_select(layers, policy.recompute), "recompute")
+    return CostTree.node("model", [fwd, _renamed(fwd.scaled(2.0), "backward"), recompute])
+
+
+# ---------------------------------------------------------------- per-token summaries
+
+
+def matrix_flops(tree: CostTree) -> float:
+    """FLOPs on the matrix unit (the "model FLOPs" of MFU)."""
+    return sum(v for (unit, _), v in tree.cost.flops_by.items() if unit == "matrix")
+
+
+def _leaves(tree: CostTree, names: tuple[str, ...]) -> Cost:
+    return total(t.cost for _, t in tree.walk() if not t.children and t.name in names)
+
+
+def _train_forward(cfg: TransformerConfig, seq_len: int, causal: bool) -> CostTree:
+    return _forward(cfg, Workload("train", 1, seq_len, causal=causal), Dtypes(), "forward")
+
+
+def flops_per_token_forward(cfg: TransformerConfig, seq_len: int, causal: bool = True) -> float:
+    """Matrix FLOPs of a forward pass per token over sequences of ``seq_len``:
+    2 x params_matmul_active + attention_flops_per_token."""
+    return matrix_flops(_train_forward(cfg, seq_len, causal)) / seq_len
+
+
+def vector_flops_per_token_forward(cfg: TransformerConfig, seq_len: int, causal: bool = True) -> float:
+    """Vector-unit FLOPs (norms, rope, softmax, activations, residuals, loss) per token, forward."""
+    tree = _train_forward(cfg, seq_len, causal)
+    return (tree.cost.flops - matrix_flops(tree)) / seq_len
+
+
+def flops_per_token_train(cfg: TransformerConfig, seq_len: int, remat: str = "none", causal: bool = True) -> float:
+    """Matrix FLOPs of a training step per token: 3 x forward (6N + 3 x attention) plus the
+    remat policy's recompute (full: + one forward of the layers)."""
+    return matrix_flops(model_costs(cfg, Workload("train", 1, seq_len, causal=causal), remat=remat)) / seq_len
+
+
+def recompute_flops_per_token(cfg: TransformerConfig, seq_len: int, remat: str) -> float:
+    """Matrix FLOPs per token that the remat policy adds (forward ops run again)."""
+    tree = model_costs(cfg, Workload("train", 1, seq_len), remat=remat)
+    return matrix_flops(next(ch for ch in tree.children if ch.name == "recompute")) / seq_len
+
+
+def attention_flops_per_token(cfg: TransformerConfig, seq_len: int, causal: bool = True) -> float:
+    """Forward QK^T + AV FLOPs per token over a sequence of ``seq_len`` (all layers):
+    sum over layers of 2 N (H_qk + H_v) x attended_pairs / seq_len; causal global layers
+    give 2 N (H_qk + H_v) (T + 1) / 2 each."""
+    return _leaves(_train_forward(cfg, seq_len, causal), ("scores", "values")).flops / seq_len
+
+
+def prefill_flops(cfg: TransformerConfig, prompt_len: int, batch: int = 1) -> float:
+    """Matrix FLOPs to prefill ``batch`` prompts of ``prompt_len`` (logits of the last token only)."""
+    return matrix_flops(model_costs(cfg, Workload("prefill", batch, prompt_len)))
+
+
+def decode_flops_per_token(cfg: TransformerConfig, context_len: int) -> float:
+    """Matrix FLOPs to generate one token attending to ``context_len`` keys (itself included)."""
+    return matrix_flops(model_costs(cfg, Workload("decode", 1, 1, context_len)))

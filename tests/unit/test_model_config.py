@@ -1,0 +1,170 @@
+"""TransformerConfig validation, catalog lookup and the Hugging Face config.json import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.model.catalog import config_from_hf, get_entry, get_model, load_hf_config, load_models
+from rooftop.model.config import MoEConfig, TransformerConfig, Workload, config_from_dict, config_to_dict
+
+HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
+BASE = dict(name="m", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, d_ff=688)
+
+
+def test_defaults_kv_heads_and_head_dim() -> None:
+    cfg = TransformerConfig(**BASE)
+    assert (cfg.n_kv_heads, cfg.head_dim) == (8, 256 // 8)
+
+
+def test_kv_heads_must_divide_heads_and_the_error_lists_valid_values() -> None:
+    with pytest.raises(InvalidConfigError, match=r"n_kv_heads=3 does not divide n_heads=8; valid: 1, 2, 4, 8"):
+        TransformerConfig(**BASE, n_kv_heads=3)
+
+
+def test_unknown_activation_suggests_close_match() -> None:
+    with pytest.raises(UnknownNameError, match="did you mean swiglu"):
+        TransformerConfig(**BASE, mlp="swiglue")
+
+
+def test_bad_values_are_named() -> None:
+    with pytest.raises(InvalidConfigError, match="d_model=0"):
+        TransformerConfig(**{**BASE, "d_model": 0})
+    with pytest.raises(InvalidConfigError, match="sliding_window is 0"):
+        TransformerConfig(**BASE, attention_pattern=("local",))
+    with pytest.raises(InvalidConfigError, match="top_k=3 exceeds n_experts=2"):
+        MoEConfig(n_experts=2, top_k=3, d_ff_expert=64)
+
+
+def test_toml_table_rejects_unknown_fields() -> None:
+    with pytest.raises(InvalidConfigError, match="unknown architecture field.*n_layer"):
+        config_from_dict({**{k: v for k, v in BASE.items() if k != "name"}, "n_layer": 3}, "m")
+    with pytest.raises(InvalidConfigError, match=r"\[moe\]: unknown field.*topk"):
+        config_from_dict(
+            {
+                "vocab_size": 10,
+                "d_model": 8,
+                "n_layers": 1,
+                "n_heads": 1,
+                "d_ff": 8,
+                "moe": {"n_experts": 2, "topk": 1, "d_ff_expert": 8},
+            },
+            "m",
+        )
+
+
+def test_config_round_trips_through_dict() -> None:
+    for entry in load_models():
+        d = config_to_dict(entry.config)
+        d = {k: v for k, v in d.items() if v is not None and k not in ("name", "source")}
+        assert config_from_dict(d, entry.name, entry.config.source) == entry.config
+
+
+def test_workload_validation() -> None:
+    assert Workload("prefill", 2, 128).kv_len == 128
+    with pytest.raises(InvalidConfigError, match="needs kv_len"):
+        Workload("decode", 8)
+    with pytest.raises(InvalidConfigError, match="kv_len=10 is below seq_len=20"):
+        Workload("prefill", 1, 20, 10)
+    with pytest.raises(UnknownNameError, match="did you mean train"):
+        Workload("trian", 1, 8)
+
+
+def test_catalog_has_the_required_models_with_sources() -> None:
+    names = {e.name for e in load_models()}
+    required = {
+        "llama-2-7b",
+        "llama-2-13b",
+        "llama-2-70b",
+        "llama-3-8b",
+        "llama-3-70b",
+        "llama-3.1-405b",
+        "mistral-7b",
+        "mixtral-8x7b",
+        "mixtral-8x22b",
+        "gemma-2-27b",
+        "qwen2.5-72b",
+        "deepseek-v3",
+        "gpt-3-175b",
+        "palm-540b",
+    }
+    assert required <= names
+    for e in load_models():
+        assert e.config.source.strip()
+        assert all(f.source.strip() for f in e.published.values())
+
+
+def test_lookup_by_alias_and_close_matches() -> None:
+    assert get_entry("Meta-Llama-3-70B").name == "llama-3-70b"
+    assert get_model("mixtral 8x7b").name == "mixtral-8x7b"
+    with pytest.raises(UnknownNameError, match="did you mean llama-3-70b"):
+        get_model("llama-3-7b")
+
+
+def test_hf_import_matches_catalog_configs() -> None:
+    for name in ("llama-3-70b", "mistral-7b", "qwen2.5-72b", "gemma-2-27b", "mixtral-8x7b", "deepseek-v3"):
+        imported = load_hf_config(HF / f"{name}.json")
+        catalog = get_model(name)
+        assert imported.with_name(name, catalog.source) == catalog, name
+
+
+def test_hf_gemma3_text_config_and_local_global_pattern() -> None:
+    cfg = load_hf_config(HF / "gemma-3-like.json")
+    assert cfg.attention_pattern == ("local",) * 5 + ("global",)
+    assert (cfg.sliding_window, cfg.head_dim, cfg.qk_norm, cfg.tied_embeddings) == (512, 128, True, True)
+    data = json.loads((HF / "gemma-3-like.json").read_text())["text_config"]
+    types = ["sliding_attention", "full_attention"] * 6
+    cfg2 = config_from_hf({**data, "architectures": ["Gemma3ForCausalLM"], "layer_types": types}, "g")
+    assert cfg2.attention_pattern == ("local", "global") * 6
+
+
+def test_hf_missing_field_and_unknown_architecture_are_named() -> None:
+    with pytest.raises(InvalidConfigError, match="missing-field.json: field 'intermediate_size' is missing"):
+        load_hf_config(HF / "missing-field.json")
+    with pytest.raises(UnknownNameError, match="MambaForCausalLM"):
+        load_hf_config(HF / "unknown-arch.json")
+    with pytest.raises(InvalidConfigError, match="field 'architectures' is missing"):
+        config_from_hf({"hidden_size": 8}, "x")
+    with pytest.raises(InvalidConfigError, match="field 'num_local_experts' is missing"):
+        config_from_hf(
+            {
+                "architectures": ["MixtralForCausalLM"],
+                "hidden_size": 8,
+                "intermediate_size": 8,
+                "num_attention_heads": 2,
+                "num_hidden_layers": 1,
+                "vocab_size": 10,
+            },
+            "x",
+        )
+    with pytest.raises(InvalidConfigError, match="'hidden_size' must be an integer"):
+        config_from_hf(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "hidden_size": "8",
+                "intermediate_size": 8,
+                "num_attention_heads": 2,
+                "num_hidden_layers": 1,
+                "vocab_size": 10,
+            },
+            "x",
+        )
+
+
+def test_hf_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidConfigError, match="not valid JSON"):
+        load_hf_config(bad)
+    with pytest.raises(InvalidConfigError, match="does not exist"):
+        load_hf_config(tmp_path / "nope.json")
+
+
+def test_model_named_after_folder_of_config_json(tmp_path: Path) -> None:
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text((HF / "tiny-llama.json").read_text())
+    assert load_hf_config(folder / "config.json").name == "my-model"

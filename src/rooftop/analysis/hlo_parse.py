@@ -1,0 +1,794 @@
+"""XLA HLO text -> ``HloModule``: computations of instructions with shapes, operands and raw attributes.
+
+Reads what XLA prints today: ``jax.jit(f).lower(x).compile().as_text()`` (with the FileNames /
+FunctionNames / FileLocations / StackFrames tables and ``stack_frame_id`` metadata), XLA dump files
+(``*.before_optimizations.txt``, ``*.after_optimizations.txt``) and the short form without ``%`` and
+without operand shapes. Line-oriented: one compiled regex match per instruction line on the common path,
+shapes cached by their text, attributes split with a regex and checked for balance only where needed;
+an instruction spanning several lines (a multi-line constant literal) is joined before it is parsed.
+
+Attribute values stay raw strings; the ``Instruction`` properties decode them on demand. The text format
+is described in the XLA documentation (operation semantics, shapes and layout, tiled layout).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rooftop.analysis.hlo_shapes import Shape, ShapeReader, device_groups, int_list, parse_window
+from rooftop.errors import ParseError, UnknownNameError
+
+_NAME = r"[^\s=%(){},\"]+"
+_FAST_RE = re.compile(
+    r"\s*(ROOT\s+)?%?(" + _NAME + r")\s*=\s*([a-z][a-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?)\s+([a-z][a-z0-9_\-]*)\("
+)
+_HEAD_RE = re.compile(r"\s*(ROOT\s+)?%?(" + _NAME + r")\s*=\s*")
+_OPCODE_RE = re.compile(r"\s*([a-z][a-z0-9_\-]*)\(")
+_NAME_RE = re.compile(_NAME)
+_ATTR_RE = re.compile(r",\s*(?=[A-Za-z_][\w.\-]*=)")
+_STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|"|[(){}\[\],]')
+_META_RE = re.compile(r'([\w.\-]+)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|([^\s}]*+))')
+_STR = r'"(?:[^"\\]++|\\.)*+"'
+_BRACES = r"\{(?:[^{}\"]++|" + _STR + r")*+\}"
+for _ in range(5):  # balanced braces nested up to 6 deep (JSON backend configs), strings skipped
+    _BRACES = r"\{(?:[^{}\"]++|" + _STR + "|" + _BRACES + r")*+\}"
+_ATOM = "(?:" + _STR + "|" + _BRACES + r'|\[[^\[\]"]*+\]|\([^()"]*+\)|[^,{}\[\]()"]++)'
+_ATTR_FAST_RE = re.compile(r",\s*([A-Za-z_][\w.\-]*)=(" + _ATOM + "*+)")
+_CLOSE_RE = re.compile(r"\)(?=\s*(?:,\s*[A-Za-z_][\w.\-]*=|$))")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+_COMPUTATION_RE = re.compile(r"(ENTRY\b\s*)?%?(" + _NAME + r")?\s*(\(.*\)\s*->.*?)?\s*\{")
+_INT_RE = re.compile(r"\s*-?[0-9]+\s*")
+_TABLE_ROW_RE = re.compile(r"(\d+)\s+(.*)")
+_TABLE_HEAD_RE = re.compile(r"[A-Z][A-Za-z]*")
+_CALL_KEYS = frozenset(
+    "calls to_apply condition body branch_computations true_computation false_computation "
+    "called_computations select scatter".split()
+)
+intern = sys.intern
+_LITERAL_MAX_CHARS = 1024
+_MAX_JOINED_CHARS = 64 << 20
+_MAX_RETRIES = 8
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Instruction:
+    """One HLO instruction. ``attributes`` holds the raw text of every attribute after the operand list
+    (except ``metadata``, decoded into ``metadata``); the parser adds ``literal`` for constants (payloads up
+    to 1024 characters, else ``literal_chars``) and ``parameter_number`` for parameters. Treat the dicts as
+    read-only. ``operand_shapes`` come from the text or, in the short form, from the defining instructions
+    of the same computation (None when unknown)."""
+
+    name: str
+    opcode: str
+    shape: Shape
+    operands: tuple[str, ...]
+    operand_shapes: tuple[Shape | None, ...]
+    attributes: dict[str, str]
+    metadata: dict[str, str]
+    called_computations: tuple[str, ...]
+    is_root: bool
+    line: int
+
+    def _decode(self, key: str, decoder: Any) -> Any:
+        raw = self.attributes.get(key)
+        if raw is None:
+            return None
+        try:
+            return decoder(raw)
+        except (ParseError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError) as exc:
+            raise ParseError(f"{self.name}: bad {key}={raw[:80]}: {exc}", line=self.line) from None
+
+    @property
+    def fusion_kind(self) -> str | None:
+        """kLoop / kInput / kOutput / kCustom for fusions, else None."""
+        return self.attributes.get("kind") if self.opcode == "fusion" else None
+
+    @property
+    def replica_groups(self) -> list[list[int]] | None:
+        """Device ids per group (explicit, iota and mesh forms expanded); [] for ``{}``; None if absent."""
+        return self._decode("replica_groups", device_groups)
+
+    @property
+    def source_target_pairs(self) -> list[tuple[int, int]] | None:
+        pairs = self._decode("source_target_pairs", device_groups)
+        if pairs is not None and any(len(p) != 2 for p in pairs):
+            raise ParseError(f"{self.name}: source_target_pairs must be pairs", line=self.line)
+        return None if pairs is None else [(p[0], p[1]) for p in pairs]
+
+    @property
+    def dot_dims(self) -> dict[str, tuple[int, ...]]:
+        """lhs/rhs batch and contracting dims of a dot, or of a cuBLAS gemm custom-call's backend_config."""
+        keys = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
+        if not any(k in self.attributes for k in keys) and self.opcode == "custom-call":
+            numbers = _dig(self.backend_config, "gemm_backend_config", "dot_dimension_numbers")
+            if isinstance(numbers, dict):
+                return {k: _ints(numbers.get(k.replace("_dims", "_dimensions"), []), self) for k in keys}
+        return {k: self._decode(k, int_list) or () for k in keys}
+
+    @property
+    def dimensions(self) -> tuple[int, ...] | None:
+        return self._decode("dimensions", int_list)
+
+    @property
+    def channel_id(self) -> int | None:
+        return self._decode("channel_id", _one_int)
+
+    @property
+    def tuple_index(self) -> int | None:
+        return self._decode("index", _one_int)
+
+    @property
+    def parameter_number(self) -> int | None:
+        return self._decode("parameter_number", _one_int)
+
+    @property
+    def feature_group_count(self) -> int:
+        return self._decode("feature_group_count", _one_int) or 1
+
+    @property
+    def batch_group_count(self) -> int:
+        return self._decode("batch_group_count", _one_int) or 1
+
+    @property
+    def window(self) -> dict[str, tuple[int, ...]] | None:
+        """Convolution / reduce-window window: size, stride, pad_low, pad_high, lhs_dilate, rhs_dilate."""
+        return self._decode("window", parse_window)
+
+    @property
+    def dim_labels(self) -> tuple[str, str, str] | None:
+        """``b01f_01io->b01f`` -> ("b01f", "01io", "b01f"): lhs, kernel and output dim labels."""
+        raw = self.attributes.get("dim_labels")
+        match = re.fullmatch(r"\s*(\w+)_(\w+)->(\w+)\s*", raw or "")
+        if raw is not None and match is None:
+            raise ParseError(f"{self.name}: expected dim_labels like b01f_01io->b01f, got {raw!r}", line=self.line)
+        return None if match is None else (match.group(1), match.group(2), match.group(3))
+
+    @property
+    def custom_call_target(self) -> str | None:
+        return self._decode("custom_call_target", unquote)
+
+    @property
+    def frontend_attributes(self) -> dict[str, str]:
+        return self._decode("frontend_attributes", decode_fields) or {}
+
+    @property
+    def backend_config(self) -> dict[str, Any] | None:
+        """backend_config as a dict: JSON (quoted or not), or MLIR ``{k = v : type, ...}``; else None."""
+        raw = self.attributes.get("backend_config")
+        return None if raw is None else decode_config(raw)
+
+    @property
+    def trip_count(self) -> int | None:
+        """A while loop's ``known_trip_count`` from backend_config; None when XLA did not record one."""
+        if self.opcode != "while":
+            return None
+        count = _dig(self.backend_config, "known_trip_count", "n")
+        return _nat(str(count)) if isinstance(count, (int, str)) else None
+
+    @property
+    def async_kind(self) -> str | None:
+        """ "start" / "update" / "done" for async halves (all-gather-start, async-done, copy-start, ...)."""
+        for kind in ("start", "update", "done"):
+            if self.opcode.endswith("-" + kind):
+                return kind
+        return None
+
+    @property
+    def op_name(self) -> str | None:
+        return self.metadata.get("op_name")
+
+
+_INSTRUCTION_SETTERS = tuple(getattr(Instruction, f.name).__set__ for f in fields(Instruction))
+
+
+def _new_instruction(values: tuple) -> Instruction:
+    """Instruction(*values) without the frozen dataclass's per-field object.__setattr__ (2x faster)."""
+    instr = object.__new__(Instruction)
+    for setter, value in zip(_INSTRUCTION_SETTERS, values, strict=True):
+        setter(instr, value)
+    return instr
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Computation:
+    """A named list of instructions; ``params`` are its parameter instructions ordered by number."""
+
+    name: str
+    params: tuple[Instruction, ...]
+    instructions: tuple[Instruction, ...]
+    is_entry: bool
+    root: Instruction
+    by_name: dict[str, Instruction] = field(repr=False, default_factory=dict)
+    line: int = 0
+
+    def instruction(self, name: str) -> Instruction:
+        """The instruction called ``name`` (a leading % is ignored)."""
+        found = self.by_name.get(name.lstrip("%"))
+        if found is None:
+            raise UnknownNameError(f"instruction in computation {self.name}", name, self.by_name)
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lstrip("%") in self.by_name
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HloModule:
+    """A parsed module: computations in text order, the entry, header attributes (raw) and the
+    source-location tables (``tables["StackFrames"][1] == "{file_location_id=1 parent_frame_id=1}"``)."""
+
+    name: str
+    computations: dict[str, Computation]
+    entry: Computation
+    attributes: dict[str, str]
+    tables: dict[str, dict[int, str]] = field(default_factory=dict)
+    source: str = "<hlo>"
+
+    def computation(self, name: str) -> Computation:
+        found = self.computations.get(name.lstrip("%"))
+        if found is None:
+            raise UnknownNameError("computation", name, self.computations)
+        return found
+
+    def instructions(self) -> Iterator[tuple[Computation, Instruction]]:
+        """Every (computation, instruction) pair in text order."""
+        for comp in self.computations.values():
+            for instr in comp.instructions:
+                yield comp, instr
+
+    def num_instructions(self) -> int:
+        return sum(len(c.instructions) for c in self.computations.values())
+
+    def callees(self, instr: Instruction) -> tuple[Computation, ...]:
+        return tuple(self.computations[name] for name in instr.called_computations)
+
+    def base_opcode(self, instr: Instruction) -> str:
+        """The operation an async half stands for: all-gather for all-gather-start, the wrapped root's
+        opcode for async-start/async-done (e.g. reduce-scatter); otherwise the opcode itself."""
+        kind = instr.async_kind
+        if kind is None:
+            return instr.opcode
+        base = instr.opcode[: -len(kind) - 1]
+        if base == "async" and instr.called_computations:
+            return self.computations[instr.called_computations[0]].root.opcode
+        return base
+
+    def async_pairs(self, computation: Computation | None = None) -> list[tuple[Instruction, Instruction]]:
+        """(start, done) pairs, following done -> update* -> start through operand 0."""
+        comps = [computation] if computation is not None else list(self.computations.values())
+        pairs = []
+        for comp in comps:
+            for instr in comp.instructions:
+                if instr.async_kind != "done" or not instr.operands:
+                    continue
+                start = comp.by_name.get(instr.operands[0])
+                while start is not None and start.async_kind == "update" and start.operands:
+                    start = comp.by_name.get(start.operands[0])
+                if start is not None and start.async_kind == "start":
+                    pairs.append((start, instr))
+        return pairs
+
+    def source_location(self, instr: Instruction) -> tuple[str, int] | None:
+        """(file, line) of an instruction from its metadata, following stack_frame_id through the tables."""
+        meta = instr.metadata
+        line = _nat(meta.get("source_line"))
+        if "source_file" in meta and line is not None:
+            return meta["source_file"], line
+        frame = self.tables.get("StackFrames", {}).get(_nat(meta.get("stack_frame_id")) or 0)
+        loc_id = _nat(decode_fields(frame).get("file_location_id")) if frame else None
+        loc = self.tables.get("FileLocations", {}).get(loc_id or 0)
+        fields = decode_fields(loc) if loc else {}
+        name = self.tables.get("FileNames", {}).get(_nat(fields.get("file_name_id")) or 0)
+        line = _nat(fields.get("line"))
+        return (unquote(name), line) if name is not None and line is not None else None
+
+
+# --- value decoders ----------------------------------------------------------------------------------
+
+
+def unquote(text: str) -> str:
+    """``"a\\"b"`` -> ``a"b``; text without surrounding quotes is returned stripped."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        text = text[1:-1]
+        if "\\" in text:
+            text = _unescape(text)
+    return text
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    """value[k1][k2]... through nested dicts; None where a level is missing or not a dict."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _nat(text: str | None) -> int | None:
+    """A non-negative integer from ASCII digits, else None."""
+    return int(text) if text and text.isascii() and text.isdecimal() else None
+
+
+def _one_int(text: str) -> int:
+    if _INT_RE.fullmatch(text) is None:
+        raise ParseError(f"expected an integer, got {text!r}")
+    return int(text)
+
+
+def _ints(values: Any, instr: Instruction) -> tuple[int, ...]:
+    if not isinstance(values, list) or not all(_INT_RE.fullmatch(str(v)) for v in values):
+        raise ParseError(f"{instr.name}: expected a list of integers in backend_config, got {values!r}")
+    return tuple(int(v) for v in values)
+
+
+def decode_fields(text: str) -> dict[str, str]:
+    """``{op_name="a b" stack_frame_id=3}`` or ``{k="v",k2="w"}`` -> {key: unquoted value}."""
+    return {intern(k): (_unescape(q) if "\\" in q else q) or r for k, q, r in _META_RE.findall(text)}
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def split_top(text: str) -> list[str]:
+    """Split at commas outside brackets, braces, parentheses and strings."""
+    parts, depth, start = [], 0, 0
+    for match in _STRUCT_RE.finditer(text):
+        token = match.group()
+        if token in "({[":
+            depth += 1
+        elif token in ")}]":
+            depth -= 1
+        elif token == "," and depth == 0:
+            parts.append(text[start : match.start()])
+            start = match.end()
+    parts.append(text[start:])
+    return parts
+
+
+def _mlir_value(text: str) -> Any:
+    value = text.rsplit(" : ", 1)[0].strip() if " : " in text else text.strip()
+    if value in ("true", "false"):
+        return value == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return unquote(value)
+
+
+def decode_config(raw: str) -> dict[str, Any] | None:
+    """A backend_config value as a dict: JSON (possibly as a quoted string) or the MLIR attribute
+    dictionary form ``{attn_heads = 16 : i64, is_training = true}``; None for anything else."""
+    text = raw.strip()
+    if text.startswith('"'):
+        text = unquote(text)
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+        return value if isinstance(value, dict) else None
+    except (ValueError, RecursionError):
+        pass
+    out: dict[str, Any] = {}
+    for item in split_top(text.strip()[1:-1]):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            return None
+        out[unquote(key)] = _mlir_value(value)
+    return out
+
+
+def _close_paren(text: str, pos: int) -> int:
+    """Index of the ')' closing the '(' at ``pos``, skipping strings; -1 when the text ends first."""
+    depth = 0
+    for match in _STRUCT_RE.finditer(text, pos):
+        token = match.group()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+            if depth == 0:
+                return match.start()
+        elif token == '"':
+            return -1
+    return -1
+
+
+class _Incomplete(Exception):
+    """The instruction continues on the next line."""
+
+
+# --- the parser --------------------------------------------------------------------------------------
+
+_Record = tuple[str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, dict, dict, tuple, bool, int]
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.shapes = ShapeReader()
+        self.tables: dict[str, dict[int, str]] = {}
+        self.computations: dict[str, Computation] = {}
+        self.last_line = 0
+
+    def error(self, line: int | None, message: str) -> ParseError:
+        return ParseError(message, source=self.source, line=line)
+
+    def run(self, lines: Iterable[str]) -> HloModule:
+        """Parse with the cyclic garbage collector paused: the parser makes millions of small acyclic
+        objects, and collection passes over a growing heap would make large modules quadratic."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(lines)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _run(self, lines: Iterable[str]) -> HloModule:
+        numbered = enumerate(lines, 1)
+        name, attributes = self._header(numbered)
+        table: dict[int, str] | None = None
+        for number, line in numbered:
+            self.last_line = number
+            text = line.strip()
+            if not text or text.startswith("//"):
+                continue
+            if text.endswith("{"):
+                self._computation(text, number, numbered)
+                table = None
+                continue
+            row = _TABLE_ROW_RE.fullmatch(text) if table is not None else None
+            if row is not None and table is not None:  # a row of FileNames / StackFrames / ...
+                table[int(row.group(1))] = row.group(2)
+            elif _TABLE_HEAD_RE.fullmatch(text):
+                table = self.tables.setdefault(text, {})
+            else:
+                raise self.error(number, f"expected a computation like 'name {{' or 'ENTRY name {{', got {text[:60]!r}")
+        return self._module(name, attributes)
+
+    def _header(self, numbered: Iterator[tuple[int, str]]) -> tuple[str, dict[str, str]]:
+        for number, line in numbered:
+            text = line.strip().lstrip("\ufeff")
+            if not text or text.startswith("//"):
+                continue
+            match = re.match(r"HloModule\s+([^\s,]+)\s*", text)
+            if match is None:
+                raise self.error(number, f"expected 'HloModule <name>' at the start of HLO text, got {text[:60]!r}")
+            rest = text[match.end() :]
+            if rest and not rest.startswith(","):
+                raise self.error(number, f"expected ',' after the module name, got {rest[:40]!r}")
+            try:
+                return match.group(1), self._attributes(rest, 0) if rest else {}
+            except _Incomplete:
+                raise self.error(number, "module header attributes are not closed") from None
+        raise self.error(None, "empty input: expected 'HloModule <name>'")
+
+    def _computation(self, text: str, number: int, numbered: Iterator[tuple[int, str]]) -> None:
+        match = _COMPUTATION_RE.fullmatch(text)
+        if match is None or (match.group(2) is None and match.group(1) is None):
+            raise self.error(number, f"expected a computation like 'name {{' or 'ENTRY name {{', got {text[:60]!r}")
+        name = match.group(2) or "ENTRY"
+        if name in self.computations:
+            raise self.error(number, f"computation {name!r} is defined twice")
+        records: list[_Record] = []
+        for line_number, line in numbered:
+            self.last_line = line_number
+            fast = _FAST_RE.match(line)
+            if fast is not None:
+                try:
+                    records.append(self._instruction(line, line_number, fast))
+                except _Incomplete:
+                    records.append(self._joined(line, line_number, numbered))
+                continue
+            stripped = line.strip()
+            if not stripped or stripped.startswith("//"):
+                continue
+            if stripped.startswith("}"):
+                self._close(stripped, line_number)
+                self.computations[name] = self._build(name, bool(match.group(1)), records, number)
+                return
+            try:
+                records.append(self._instruction(line, line_number, None))
+            except _Incomplete:
+                records.append(self._joined(line, line_number, numbered))
+        raise self.error(self.last_line, f"computation {name!r} opened at line {number} is not closed (expected '}}')")
+
+    def _close(self, text: str, number: int) -> None:
+        rest = text[1:].strip()
+        if rest and not re.fullmatch(r",\s*execution_thread=\"[^\"]*\"", rest):
+            raise self.error(number, f"expected end of line after '}}', got {rest[:40]!r}")
+
+    def _joined(self, first: str, number: int, numbered: Iterator[tuple[int, str]]) -> _Record:
+        """Join the lines of an instruction that spans several (multi-line literal, wrapped attributes)."""
+        parts = [first]
+        depth, size, retries = _depth(first), len(first), 0
+        for line_number, line in numbered:
+            self.last_line = line_number
+            parts.append(line)
+            depth += _depth(line)
+            size += len(line)
+            if size > _MAX_JOINED_CHARS or retries > _MAX_RETRIES:
+                break
+            if depth <= 0 and not line.rstrip().endswith(","):
+                text = "\n".join(parts)
+                try:
+                    return self._instruction(text, number, _FAST_RE.match(text))
+                except _Incomplete:
+                    retries += 1
+        raise self.error(number, "instruction is not terminated (expected ')' or '}' before the end of input)")
+
+    def _instruction(self, text: str, number: int, fast: re.Match[str] | None) -> _Record:
+        try:
+            if fast is not None:
+                is_root, name, opcode = fast.group(1), fast.group(2), fast.group(4)
+                shape_text = fast.group(3)
+                shape = self.shapes.cache.get(shape_text) or self.shapes.parse(shape_text)
+                open_pos = fast.end() - 1
+            else:
+                is_root, name, shape, opcode, open_pos = self._slow_head(text)
+            return self._rest(text, number, name, opcode, shape, bool(is_root), open_pos)
+        except ParseError as exc:
+            if exc.line is not None:
+                raise
+            raise self.error(number, str(exc)) from None
+        except (ValueError, IndexError, KeyError, TypeError, RecursionError, OverflowError) as exc:
+            raise self.error(number, f"malformed instruction ({type(exc).__name__}: {exc})") from None
+
+    def _slow_head(self, text: str) -> tuple[str | None, str, Shape, str, int]:
+        head = _HEAD_RE.match(text)
+        if head is None:
+            word = text.strip().split(None, 1)
+            got = word[1][:40] if len(word) > 1 else "end of line"
+            raise ParseError(f"expected '=' after instruction name {word[0][:40]!r}, got {got!r}")
+        shape, pos = self.shapes.read(text, head.end())
+        op = _OPCODE_RE.match(text, pos)
+        if op is None or not text[pos : pos + 1].isspace():
+            raise ParseError(
+                f"expected an opcode and '(' after the shape of {head.group(2)!r}, got {text[pos : pos + 40]!r}"
+            )
+        return head.group(1), head.group(2), shape, op.group(1), op.end() - 1
+
+    def _rest(
+        self, text: str, number: int, name: str, opcode: str, shape: Shape, is_root: bool, open_pos: int
+    ) -> _Record:
+        found = _CLOSE_RE.search(text, open_pos)
+        close = found.start() if found is not None else -1
+        if (
+            close < 0
+            or text.find('"', open_pos, close) >= 0
+            or (text.count("(", open_pos + 1, close) != text.count(")", open_pos, close))
+        ):
+            close = _close_paren(text, open_pos)
+            if close < 0:
+                raise _Incomplete
+        inside = text[open_pos + 1 : close]
+        attributes = self._attributes(text, close + 1)
+        metadata_text = attributes.pop("metadata", None)
+        metadata = decode_fields(metadata_text) if metadata_text else {}
+        operands: tuple[str, ...] = ()
+        operand_shapes: tuple[Shape | None, ...] | None = ()
+        if opcode == "constant":
+            if len(inside) <= _LITERAL_MAX_CHARS:
+                attributes["literal"] = inside.strip()
+            else:
+                attributes["literal_chars"] = str(len(inside))
+        elif opcode == "parameter":
+            attributes["parameter_number"] = str(_one_int(inside))
+        elif inside and not inside.isspace():
+            operands, operand_shapes = self._operands(inside)
+        called = ()
+        if not _CALL_KEYS.isdisjoint(attributes):
+            called = tuple(_callee(v) for k, v in attributes.items() if k in _CALL_KEYS for v in _callees(v))
+        return (name, opcode, shape, operands, operand_shapes, attributes, metadata, called, is_root, number)
+
+    def _attributes(self, text: str, pos: int) -> dict[str, str]:
+        """The ``, key=value`` list from ``text[pos:]`` (values raw, brackets and strings balanced)."""
+        out: dict[str, str] = {}
+        end, match = len(text), _ATTR_FAST_RE.match
+        while pos < end:
+            found = match(text, pos)
+            if found is None:
+                tail = text[pos:].lstrip()
+                if not tail or tail.startswith("//"):  # end of line, or a trailing // comment
+                    return out
+                return self._attributes_slow(text[pos:], out)
+            out[intern(found.group(1))] = found.group(2).strip()
+            pos = found.end()
+        return out
+
+    def _attributes_slow(self, rest: str, out: dict[str, str]) -> dict[str, str]:
+        """Exact split at top-level ', key=' (strings skipped, brackets counted), linear in the text."""
+        cuts, depth = [], 0
+        for match in _STRUCT_RE.finditer(rest):
+            token = match.group()
+            if token == '"':
+                raise _Incomplete  # a string left open: the value may go on in the next line
+            if token in "({[":
+                depth += 1
+            elif token in ")}]":
+                depth -= 1
+                if depth < 0:
+                    raise ParseError(f"unbalanced {token!r} in attributes {rest.strip()[:60]!r}")
+            elif token == "," and depth == 0 and _ATTR_RE.match(rest, match.start()):
+                cuts.append(match.start())
+        if depth or rest.rstrip().endswith(","):
+            raise _Incomplete
+        if not cuts or rest[: cuts[0]].strip():
+            raise ParseError(f"expected ', key=value' after the operand list, got {rest.strip()[:60]!r}")
+        for start, end in zip(cuts, [*cuts[1:], len(rest)], strict=True):
+            key, _, value = rest[_ATTR_RE.match(rest, start).end() : end].partition("=")  # type: ignore[union-attr]
+            out[intern(key)] = value.strip()
+        return out
+
+    def _operands(self, inside: str) -> tuple[tuple[str, ...], tuple[Shape | None, ...] | None]:
+        if "/*" in inside:
+            inside = _COMMENT_RE.sub("", inside)
+        if "%" not in inside:
+            names = [t.strip() for t in inside.split(",")]
+            if all(_NAME_RE.fullmatch(n) for n in names):
+                return tuple(names), None
+            return self._operands_generic(inside)
+        parts = inside.split("%")
+        names, shapes, shape_text = [], [], parts[0]
+        cached, parse, valid = self.shapes.cache.get, self.shapes.parse, _NAME_RE.fullmatch
+        for part in parts[1:]:
+            name, _, after = part.partition(",")
+            name = name.strip()
+            if not valid(name):
+                raise ParseError(f"expected an operand name after '%', got {name[:40]!r}")
+            names.append(name)
+            shapes.append(cached(shape_text) or (parse(shape_text) if shape_text.strip() else None))
+            shape_text = after
+        if shape_text.strip():
+            raise ParseError(f"unexpected text {shape_text.strip()[:40]!r} at the end of the operand list")
+        return tuple(names), tuple(shapes)
+
+    def _operands_generic(self, inside: str) -> tuple[tuple[str, ...], tuple[Shape | None, ...]]:
+        names, shapes = [], []
+        for item in split_top(inside):
+            shape_text, _, name = item.strip().rpartition(" ")
+            if not _NAME_RE.fullmatch(name):
+                raise ParseError(f"expected an operand name, got {item.strip()[:40]!r}")
+            names.append(name)
+            shapes.append(self.shapes.parse(shape_text) if shape_text.strip() else None)
+        return tuple(names), tuple(shapes)
+
+    def _build(self, name: str, is_entry: bool, records: list[_Record], number: int) -> Computation:
+        if not records:
+            raise self.error(number, f"computation {name!r} has no instructions")
+        shapes: dict[str, Shape] = {rec[0]: rec[2] for rec in records}
+        if len(shapes) != len(records):
+            seen: set[str] = set()
+            dup = next(rec for rec in records if rec[0] in seen or seen.add(rec[0]))
+            raise self.error(dup[9], f"instruction {dup[0]!r} is defined twice in computation {name!r}")
+        instructions, roots = [], []
+        for rec in records:
+            operands, operand_shapes = rec[3], rec[4]
+            for operand in operands:
+                if operand not in shapes:
+                    raise self.error(
+                        rec[9], f"operand {operand!r} of {rec[0]!r} is not defined in computation {name!r}"
+                    )
+            if operand_shapes is None or None in operand_shapes:
+                given = operand_shapes or (None,) * len(operands)
+                operand_shapes = tuple(s if s is not None else shapes[o] for s, o in zip(given, operands, strict=True))
+            instr = _new_instruction((rec[0], rec[1], rec[2], operands, operand_shapes, *rec[5:]))
+            instructions.append(instr)
+            if rec[8]:
+                roots.append(instr)
+        if len(roots) > 1:
+            raise self.error(roots[1].line, f"computation {name!r} has more than one ROOT")
+        by_name = dict(zip(shapes, instructions, strict=True))
+        return Computation(name, self._params(name, instructions), tuple(instructions), is_entry,
+                           roots[0] if roots else instructions[-1], by_name, number)  # fmt: skip
+
+    def _params(self, name: str, instructions: list[Instruction]) -> tuple[Instruction, ...]:
+        params: dict[int, Instruction] = {}
+        for instr in instructions:
+            if instr.opcode == "parameter":
+                index = int(instr.attributes["parameter_number"])
+                if index in params:
+                    raise self.error(instr.line, f"parameter({index}) appears twice in computation {name!r}")
+                params[index] = instr
+        return tuple(params[i] for i in sorted(params))
+
+    def _module(self, name: str, attributes: dict[str, str]) -> HloModule:
+        comps = self.computations
+        if not comps:
+            raise self.error(self.last_line or None, f"module {name!r} has no computations")
+        entries = [c for c in comps.values() if c.is_entry]
+        if len(entries) > 1:
+            raise self.error(entries[1].line, f"module {name!r} has more than one ENTRY computation")
+        for comp in comps.values():
+            for instr in comp.instructions:
+                for callee in instr.called_computations:
+                    if callee not in comps:
+                        raise self.error(
+                            instr.line, f"{instr.name!r} calls computation {callee!r}, which is not defined"
+                        )
+        entry = entries[0] if entries else list(comps.values())[-1]
+        return HloModule(name, comps, entry, attributes, self.tables, self.source)
+
+
+def _depth(line: str) -> int:
+    return line.count("(") + line.count("{") - line.count(")") - line.count("}")
+
+
+def _callees(value: str) -> list[str]:
+    if "=" in value or "\n" in value:  # an inline computation body, not a reference
+        return []
+    body = value.strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1]
+    return [v for v in body.split(",") if v.strip()]
+
+
+def _callee(text: str) -> str:
+    name = text.strip().lstrip("%")
+    if not _NAME_RE.fullmatch(name):
+        raise ParseError(f"expected a computation name, got {text.strip()[:40]!r}")
+    return name
+
+
+def parse_hlo(text: str, source: str = "<hlo>") -> HloModule:
+    """Parse HLO module text. Malformed text raises ParseError naming the line and what was expected."""
+    if not isinstance(text, str):
+        raise ParseError(f"expected HLO text as str, got {type(text).__name__}", source=source)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _Parser(source).run(text.split("\n"))
+
+
+def parse_hlo_file(path: str | Path) -> HloModule:
+    """Parse an HLO text file (e.g. an XLA ``*.after_optimizations.txt`` dump), streaming it line by line."""
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8192)
+        if b"\x00" in head:
+            raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
+        with open(path, encoding="utf-8") as handle:
+            return _Parser(source).run(_lines(handle))
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not HLO text: not valid UTF-8 ({exc.reason})", source=source) from None
+    except OSError as exc:
+        raise ParseError(f"cannot read HLO file: {exc.strerror or exc}", source=source) from None
+
+
+def _lines(handle: Any, chunk_chars: int = 1 << 22) -> Iterator[str]:
+    """Lines of a text file without their newlines, read in large chunks (memory stays bounded)."""
+    carry = ""
+    while True:
+        chunk = handle.read(chunk_chars)
+        if not chunk:
+            break
+        lines = (carry + chunk).split("\n")
+        carry = lines.pop()
+        yield from lines
+    yield carry
+
+
+def parse_instruction(line: str, line_number: int = 1, source: str = "<hlo>") -> Instruction:
+    """Parse one instruction line on its own (operand shapes stay None unless the text gives them)."""
+    parser = _Parser(source)
+    try:
+        record = parser._instruction(line, line_number, _FAST_RE.match(line))
+    except _Incomplete:
+        raise parser.error(line_number, "instruction is not terminated (expected ')' or '}')") from None
+    operand_shapes = record[4] if record[4] is not None else (None,) * len(record[3])
+    return Instruction(*record[:4], operand_shapes, *record[5:])

@@ -1,0 +1,530 @@
+"""Shapes and layouts of XLA HLO text, and the parser for shape strings.
+
+Grammar (as XLA prints it, see the XLA documentation "Shapes and layout" and "Tiled layout"):
+
+    shape   := array | tuple
+    tuple   := "(" [ [comment] shape ("," [comment] shape)* ] ")"      comment = /*index=5*/
+    array   := dtype "[" [dim ("," dim)*] "]" [ "{" layout "}" ]
+    dim     := INT | "<=" INT (dynamic, bounded) | "?" (unbounded, stored as -1)
+    layout  := [INT ("," INT)*] [":" item*]       minor_to_major, then T(..)(..) tiles, S(n) memory space, ...
+
+Byte counts are floats in bytes (SI base unit); sub-byte types count fractional bytes (s4 = 0.5).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from rooftop.errors import InvalidConfigError, ParseError
+
+#: bytes per element of every HLO primitive type (sub-byte types are fractional).
+_BYTES_BY_TYPE = {
+    0.125: "s1 u1",
+    0.25: "s2 u2",
+    0.5: "s4 u4 f4e2m1fn",
+    1.0: "pred s8 u8 f8e5m2 f8e4m3 f8e4m3fn f8e4m3b11fnuz f8e5m2fnuz f8e4m3fnuz f8e3m4 f8e8m0fnu",
+    2.0: "bf16 f16 s16 u16",
+    4.0: "f32 s32 u32",
+    8.0: "f64 s64 u64 c64",
+    16.0: "c128",
+    0.0: "token opaque",
+}
+ELEMENT_BYTES: dict[str, float] = {name: size for size, names in _BYTES_BY_TYPE.items() for name in names.split()}
+
+#: dtype name used for tuple shapes.
+TUPLE = "tuple"
+_MAX_TUPLE_DEPTH = 64
+
+_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*\})?")
+_LAYOUT_ITEM_RE = re.compile(r"\s*([A-Z#*]*)\(([^()]*)\)")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+_PAREN_RE = re.compile(r"[()]")
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Physical layout: dims in minor-to-major order, tiles (first applies to the shape), memory space."""
+
+    minor_to_major: tuple[int, ...]
+    tiles: tuple[tuple[int, ...], ...] = ()
+    memory_space: int = 0
+
+    def __str__(self) -> str:
+        text = ",".join(map(str, self.minor_to_major))
+        extra = "".join("(" + ",".join("*" if t < 0 else str(t) for t in tile) + ")" for tile in self.tiles)
+        extra = ("T" + extra) if extra else ""
+        if self.memory_space:
+            extra += f"S({self.memory_space})"
+        return "{" + text + (":" + extra if extra else "") + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """An HLO array shape (dtype, dims, layout) or a tuple of shapes (dtype "tuple", tuple_shapes set).
+
+    ``dynamic_dims`` lists the indices of dims printed as ``<=N`` (N is the bound kept in ``dims``)."""
+
+    dtype: str
+    dims: tuple[int, ...] = ()
+    layout: Layout | None = None
+    tuple_shapes: tuple[Shape, ...] | None = None
+    dynamic_dims: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.tuple_shapes is None and self.dtype not in ELEMENT_BYTES:
+            raise InvalidConfigError(f"unknown HLO element type {self.dtype!r}; known: {', '.join(ELEMENT_BYTES)}")
+        if self.layout is not None and self.layout.minor_to_major:
+            if sorted(self.layout.minor_to_major) != list(range(len(self.dims))):
+                raise InvalidConfigError(
+                    f"layout minor_to_major {self.layout.minor_to_major} is not a permutation of the "
+                    f"{len(self.dims)} dims of {self.dtype}{list(self.dims)}"
+                )
+
+    @property
+    def is_tuple(self) -> bool:
+        return self.tuple_shapes is not None
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def element_bytes(self) -> float:
+        """Bytes per element; 0.0 for tuples, token and opaque."""
+        return ELEMENT_BYTES.get(self.dtype, 0.0)
+
+    @property
+    def num_elements(self) -> int:
+        """Product of the dims (unbounded ``?`` dims count as 0); tuples: the sum over their leaves."""
+        if self.tuple_shapes is not None:
+            return sum(leaf.num_elements for leaf in self.leaves())
+        return math.prod(max(d, 0) for d in self.dims)
+
+    @property
+    def logical_bytes(self) -> float:
+        """num_elements * element_bytes, summed over tuple leaves."""
+        return sum(leaf.num_elements * leaf.element_bytes for leaf in self.leaves())
+
+    @property
+    def padded_dims(self) -> tuple[int, ...]:
+        """Dims after rounding the tiled dims up to multiples of the first tile (minor-most dims first)."""
+        layout = self.layout
+        if layout is None or not layout.tiles or self.tuple_shapes is not None:
+            return self.dims
+        dims = list(self.dims)
+        order = layout.minor_to_major or tuple(range(len(dims) - 1, -1, -1))
+        tile = layout.tiles[0]
+        for k in range(1, min(len(tile), len(dims)) + 1):
+            size, dim = tile[-k], order[k - 1]
+            if size > 0 and dims[dim] > 0:
+                dims[dim] = -(-dims[dim] // size) * size
+        return tuple(dims)
+
+    @property
+    def padded_elements(self) -> int:
+        """Elements in memory with tile padding. A tile of higher rank than the array treats the missing
+        major dims as size 1, padded up to the tile (``f32[]{:T(128)}`` holds 128 elements)."""
+        if self.tuple_shapes is not None:
+            return sum(leaf.padded_elements for leaf in self.leaves())
+        count = math.prod(max(d, 0) for d in self.padded_dims)
+        if self.layout is not None and self.layout.tiles and count:
+            tile = self.layout.tiles[0]
+            count *= math.prod(max(t, 1) for t in tile[: max(len(tile) - len(self.dims), 0)])
+        return count
+
+    @property
+    def padded_bytes(self) -> float:
+        """Bytes in memory including the padding of the first tile, summed over tuple leaves."""
+        return sum(leaf.padded_elements * leaf.element_bytes for leaf in self.leaves())
+
+    def leaves(self) -> tuple[Shape, ...]:
+        """The array shapes of a (nested) tuple in order; an array shape is its own single leaf."""
+        if self.tuple_shapes is None:
+            return (self,)
+        out: list[Shape] = []
+        stack: list[Shape] = [self]
+        while stack:
+            shape = stack.pop()
+            if shape.tuple_shapes is None:
+                out.append(shape)
+            else:
+                stack.extend(reversed(shape.tuple_shapes))
+        return tuple(out)
+
+    def __str__(self) -> str:
+        if self.tuple_shapes is not None:
+            return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
+        dims = ",".join(
+            ("<=" if i in self.dynamic_dims else "") + ("?" if d < 0 else str(d)) for i, d in enumerate(self.dims)
+        )
+        return f"{self.dtype}[{dims}]" + (str(self.layout) if self.layout is not None else "")
+
+
+def _int(text: str, what: str) -> int:
+    text = text.strip()
+    if not (text.isascii() and text.isdecimal()):
+        raise ParseError(f"expected an integer in {what}, got {text!r}")
+    return int(text)
+
+
+def _signed(text: str, what: str) -> int:
+    text = text.strip()
+    return -_int(text[1:], what) if text.startswith("-") else _int(text, what)
+
+
+def parse_layout(body: str) -> Layout:
+    """Parse the inside of a layout's braces, e.g. ``2,1,0:T(8,128)(2,1)S(1)``."""
+    order_text, _, rest = body.partition(":")
+    order = tuple(_int(t, "layout") for t in order_text.split(",")) if order_text.strip() else ()
+    tiles: list[tuple[int, ...]] = []
+    memory_space = 0
+    pos, letter = 0, ""
+    while pos < len(rest):
+        match = _LAYOUT_ITEM_RE.match(rest, pos)
+        if match is None:
+            if rest[pos:].strip():
+                raise ParseError(f"expected a layout item like T(8,128) or S(1) in {{{body}}}, got {rest[pos:]!r}")
+            break
+        letter = match.group(1) or letter
+        args = match.group(2)
+        if letter == "T":
+            tiles.append(tuple(-1 if a.strip() == "*" else _int(a, "tile") for a in args.split(",") if a.strip()))
+        elif letter == "S":
+            memory_space = _int(args, "memory space")
+        pos = match.end()
+    return Layout(order, tuple(tiles), memory_space)
+
+
+def _dims(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if not text:
+        return (), ()
+    dims: list[int] = []
+    dynamic: list[int] = []
+    for i, part in enumerate(text.split(",")):
+        part = part.strip()
+        if part.startswith("<="):
+            dynamic.append(i)
+            part = part[2:]
+        dims.append(-1 if part == "?" else _int(part, "shape dims"))
+    return tuple(dims), tuple(dynamic)
+
+
+def _array(match: re.Match[str]) -> Shape:
+    dtype, dims_text, layout_text = match.groups()
+    if dtype not in ELEMENT_BYTES:
+        raise ParseError(f"unknown element type {dtype!r} in shape {match.group(0)!r}")
+    dims, dynamic = _dims(dims_text)
+    layout = parse_layout(layout_text[1:-1]) if layout_text else None
+    try:
+        return Shape(dtype, dims, layout, None, dynamic)
+    except InvalidConfigError as exc:
+        raise ParseError(str(exc)) from None
+
+
+def tuple_end(text: str, pos: int) -> int:
+    """Index just past the ``)`` matching the ``(`` at ``text[pos]``; -1 if it is not closed."""
+    depth = 0
+    for match in _PAREN_RE.finditer(text, pos):
+        depth += 1 if match.group() == "(" else -1
+        if depth == 0:
+            return match.end()
+    return -1
+
+
+def _skip(text: str, pos: int) -> int:
+    """Skip blanks and /*...*/ comments."""
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if not text.startswith("/*", pos):
+            return pos
+        end = text.find("*/", pos + 2)
+        if end < 0:
+            raise ParseError(f"unterminated /* comment in shape {text!r}")
+        pos = end + 2
+
+
+def _finish(text: str, pos: int, shape: Shape) -> Shape:
+    if text[pos:].strip():
+        raise ParseError(f"unexpected text {text[pos:]!r} after tuple shape")
+    return shape
+
+
+def _parse_tuple(text: str) -> Shape:
+    """Parse a whole tuple shape text (starts with '(') without recursion."""
+    stack: list[list[Shape]] = []
+    pos = 0
+    while True:
+        pos = _skip(text, pos)
+        char = text[pos : pos + 1]
+        if char == "(":
+            if len(stack) >= _MAX_TUPLE_DEPTH:
+                raise ParseError(f"tuple shape nested deeper than {_MAX_TUPLE_DEPTH} levels")
+            stack.append([])
+            pos += 1
+            continue
+        if char == ")" and stack and not stack[-1]:
+            item = Shape(TUPLE, (), None, ())
+            stack.pop()
+            pos += 1
+            if not stack:
+                return _finish(text, pos, item)
+        else:
+            match = _ARRAY_RE.match(text, pos)
+            if match is None or not stack:
+                raise ParseError(f"expected a shape like f32[2,3]{{1,0}} at {text[pos : pos + 30]!r} in {text!r}")
+            item, pos = _array(match), match.end()
+        while True:  # attach item, then close as many tuples as the text closes
+            stack[-1].append(item)
+            pos = _skip(text, pos)
+            char = text[pos : pos + 1]
+            if char == ",":
+                pos += 1
+                break
+            if char != ")":
+                raise ParseError(f"expected ',' or ')' in tuple shape {text!r}, got {text[pos : pos + 20]!r}")
+            pos += 1
+            item = Shape(TUPLE, (), None, tuple(stack.pop()))
+            if not stack:
+                return _finish(text, pos, item)
+
+
+class ShapeReader:
+    """Parses shapes at a position in a line, caching each distinct shape text (HLO repeats shapes a lot)."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self) -> None:
+        self.cache: dict[str, Shape] = {}
+
+    def read(self, text: str, pos: int) -> tuple[Shape, int]:
+        """The shape starting at ``text[pos]`` and the index just after it."""
+        if text.startswith("(", pos):
+            end = tuple_end(text, pos)
+            if end < 0:
+                raise ParseError(f"unclosed '(' in tuple shape {text[pos : pos + 60]!r}")
+        else:
+            match = _ARRAY_RE.match(text, pos)
+            if match is None:
+                raise ParseError(f"expected a shape like f32[2,3]{{1,0}}, got {text[pos : pos + 40]!r}")
+            end = match.end()
+        key = text[pos:end]
+        shape = self.cache.get(key)
+        if shape is None:
+            shape = self.parse(key)
+        return shape, end
+
+    def parse(self, text: str) -> Shape:
+        """Parse one whole shape text, e.g. ``(f32[2]{0}, s32[])`` or ``bf16[8,128]{1,0:T(8,128)}``."""
+        shape = self.cache.get(text)
+        if shape is not None:
+            return shape
+        key = text.strip()
+        shape = self.cache.get(key)
+        if shape is not None:
+            self.cache[text] = shape
+            return shape
+        if "/*" in key and not key.startswith("("):
+            key = _COMMENT_RE.sub("", key).strip()
+        if key.startswith("("):
+            shape = _parse_tuple(key)
+        else:
+            match = _ARRAY_RE.fullmatch(key)
+            if match is None:
+                raise ParseError(f"expected a shape like f32[2,3]{{1,0}}, got {key[:60]!r}")
+            shape = _array(match)
+        self.cache[key] = self.cache[text] = shape
+        return shape
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse one HLO shape string: ``f32[3,5]{1,0:T(2,2)}``, ``(f32[2]{0}, s32[])``, ``token[]``."""
+    return ShapeReader().parse(text)
+
+
+# --- device lists: replica_groups, source_target_pairs, iota tile assignments, mesh axes ---------------
+
+_MAX_DEVICES = 1 << 20
+_GROUP_RE = re.compile(r"\{([^{}]*)\}")
+_IOTA_RE = re.compile(r"\[([\d,\s]*)\]\s*<=\s*\[([\d,\s]*)\](?:\s*T\(([\d,\s]*)\))?")
+_MESH_RE = re.compile(r"mesh\[([^\]]*)\](?:\s*,\s*device_ids=\((.*)\))?\s*\{([^{}]*)\}")
+_MAXIMAL_MESH_RE = re.compile(r"maximal_mesh\[device_id=(\d+)\]\s*\{\s*\}")
+_AXIS_REF_RE = re.compile(r"\s*'?([^':=(),\s]+)'?\s*(?::\((\d+)\)(\d+))?\s*")
+
+
+def int_list(text: str, what: str = "integer list") -> tuple[int, ...]:
+    """``{1,2}`` / ``1,2`` / ``{}`` -> a tuple of ints; anything else raises ParseError."""
+    body = text.strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1]
+    return tuple(_int(t, what) for t in body.split(",")) if body.strip() else ()
+
+
+def transpose_flat(values: list[int], dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
+    """Row-major ``values`` of an array with ``dims``, transposed by ``perm``, flattened row-major."""
+    if sorted(perm) != list(range(len(dims))):
+        raise ParseError(f"transpose permutation {perm} does not match dims {dims}")
+    strides = [math.prod(dims[i + 1 :]) for i in range(len(dims))]
+    out_dims = [dims[p] for p in perm]
+    out_strides = [strides[p] for p in perm]
+    offsets = [0]
+    for size, stride in zip(out_dims, out_strides, strict=True):  # build indices dim by dim (no recursion)
+        offsets = [base + i * stride for base in offsets for i in range(size)]
+    return [values[i] for i in offsets]
+
+
+def expand_iota(reshape_dims: tuple[int, ...], perm: tuple[int, ...] | None = None) -> list[int]:
+    """Device ids of an iota tile assignment ``<=[reshape_dims]T(perm)``: iota(prod), reshaped, transposed."""
+    total = math.prod(reshape_dims)
+    if total > _MAX_DEVICES:
+        raise ParseError(f"iota device list of {total} devices exceeds the limit of {_MAX_DEVICES}")
+    values = list(range(total))
+    if perm is None or list(perm) == list(range(len(reshape_dims))):
+        return values
+    return transpose_flat(values, reshape_dims, perm)
+
+
+def _to_groups(flat: list[int], group_size: int) -> list[list[int]]:
+    if group_size <= 0 or len(flat) % group_size:
+        raise ParseError(f"{len(flat)} devices do not split into groups of {group_size}")
+    return [flat[i : i + group_size] for i in range(0, len(flat), group_size)]
+
+
+def _iota_groups(match: re.Match[str]) -> list[list[int]]:
+    dims = int_list(match.group(1), "iota dims")
+    reshape = int_list(match.group(2), "iota reshape dims")
+    perm = int_list(match.group(3), "iota transpose") if match.group(3) is not None else None
+    if not dims or math.prod(dims) != math.prod(reshape):
+        raise ParseError(f"iota groups {match.group(0)!r}: {list(dims)} and {list(reshape)} hold different counts")
+    return _to_groups(expand_iota(reshape, perm), dims[-1])
+
+
+def _explicit_groups(text: str) -> list[list[int]]:
+    body = text.strip()[1:-1]
+    if _GROUP_RE.sub("", body).replace(",", "").strip():
+        raise ParseError(f"expected groups like {{{{0,1}},{{2,3}}}}, got {text!r}")
+    return [list(int_list(g, "replica group")) for g in _GROUP_RE.findall(body)]
+
+
+def _axis_dims(refs: list[tuple[int, int]], full: int) -> tuple[list[int], list[int]]:
+    """XLA's reshape of one mesh axis for its referenced sub-axes ``(pre_size, size)``: reshape dims and,
+    per ref in the given order, the index of its reshaped dim."""
+    order = sorted(range(len(refs)), key=lambda i: refs[i][0])
+    dims: list[int] = []
+    where = [0] * len(refs)
+    prefix = 1
+    for i in order:
+        pre, size = refs[i]
+        if pre != prefix:
+            if pre % prefix:
+                raise ParseError(f"sub-axis pre-size {pre} is not a multiple of {prefix}")
+            dims.append(pre // prefix)
+            prefix = pre
+        where[i] = len(dims)
+        dims.append(size)
+        prefix *= size
+    if full % prefix:
+        raise ParseError(f"sub-axes of total size {prefix} do not divide the mesh axis of size {full}")
+    if prefix != full:
+        dims.append(full // prefix)
+    return dims, where
+
+
+def _mesh_groups(match: re.Match[str]) -> list[list[int]]:
+    """``mesh['x'=2,'y'=4] {'x'}``: groups of devices that differ only along the listed axes."""
+    names, sizes = [], []
+    for item in match.group(1).split(","):
+        name, eq, size = item.partition("=")
+        if not eq:
+            raise ParseError(f"expected 'name=size' in mesh {match.group(0)!r}, got {item!r}")
+        names.append(name.strip().strip("'\""))
+        sizes.append(_int(size, "mesh axis size"))
+        if sizes[-1] < 1:
+            raise ParseError(f"mesh axis {names[-1]!r} has size {sizes[-1]}; sizes must be at least 1")
+    total = math.prod(sizes)
+    flat = _device_ids(match.group(2), total)
+    refs: dict[int, list[tuple[int, int]]] = {}
+    axis_order: list[tuple[int, int]] = []
+    for item in match.group(3).split(",") if match.group(3).strip() else []:
+        ref = _AXIS_REF_RE.fullmatch(item)
+        if ref is None or ref.group(1) not in names:
+            raise ParseError(f"unknown mesh axis {item.strip()!r} in {match.group(0)!r}; axes: {names}")
+        axis = names.index(ref.group(1))
+        sub = (int(ref.group(2)), int(ref.group(3))) if ref.group(2) else (1, sizes[axis])
+        if min(sub) < 1:
+            raise ParseError(f"sub-axis {item.strip()!r} needs a pre-size and size of at least 1")
+        axis_order.append((axis, len(refs.setdefault(axis, []))))
+        refs[axis].append(sub)
+    dims: list[int] = []
+    where: dict[int, list[int]] = {}
+    for axis, size in enumerate(sizes):
+        offset = len(dims)
+        axis_dims, local = _axis_dims(refs[axis], size) if axis in refs else ([size], [])
+        where[axis] = [offset + w for w in local]
+        dims.extend(axis_dims)
+    grouped = [where[axis][k] for axis, k in axis_order]
+    perm = tuple([d for d in range(len(dims)) if d not in grouped] + grouped)
+    group_size = math.prod(dims[d] for d in grouped)
+    return _to_groups(transpose_flat(flat, tuple(dims), perm), group_size)
+
+
+def _device_ids(text: str | None, total: int) -> list[int]:
+    if total > _MAX_DEVICES:
+        raise ParseError(f"mesh of {total} devices exceeds the limit of {_MAX_DEVICES}")
+    if text is None:
+        return list(range(total))
+    iota = _IOTA_RE.fullmatch(text.strip())
+    if iota is not None:
+        reshape = int_list(iota.group(2), "iota reshape dims")
+        perm = int_list(iota.group(3), "iota transpose") if iota.group(3) is not None else None
+        flat = expand_iota(reshape, perm)
+    else:
+        flat = [int(t) for t in re.findall(r"\d+", text)]
+    if len(flat) != total:
+        raise ParseError(f"mesh device_ids hold {len(flat)} ids for a mesh of {total} devices")
+    return flat
+
+
+def device_groups(text: str) -> list[list[int]]:
+    """Expand any replica-group form to explicit lists of device ids.
+
+    ``{{0,1},{2,3}}`` explicit; ``{}`` -> [] (one group of all devices); ``[2,4]<=[8]`` iota (reshape
+    iota(8) to [8], no transpose, then to [2 groups, 4 per group]); ``[4,2]<=[2,4]T(1,0)`` iota with a
+    transpose; ``mesh['x'=2,'y'=4] {'x'}`` mesh axes (XLA's MeshAxesReplicaGroupList)."""
+    body = text.strip()
+    if body.startswith("{") and body.endswith("}"):
+        return _explicit_groups(body)
+    for regex, expand in ((_IOTA_RE, _iota_groups), (_MESH_RE, _mesh_groups)):
+        match = regex.fullmatch(body)
+        if match is not None:
+            return expand(match)
+    maximal = _MAXIMAL_MESH_RE.fullmatch(body)
+    if maximal is not None:
+        return [[int(maximal.group(1))]]
+    raise ParseError(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,4]<=[8], got {text[:80]!r}")
+
+
+def parse_window(text: str) -> dict[str, tuple[int, ...]]:
+    """``{size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=1x1 rhs_dilate=1x1}`` -> size, stride, pad_low,
+    pad_high, lhs_dilate, rhs_dilate (defaults 1 / 0 per spatial dim when absent)."""
+    fields: dict[str, str] = {}
+    for item in text.strip().strip("{}").split():
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ParseError(f"expected key=value in window {text!r}, got {item!r}")
+        fields[key] = value
+    size = tuple(_int(v, "window size") for v in fields.get("size", "").split("x") if v)
+    rank = len(size)
+    out: dict[str, tuple[int, ...]] = {"size": size}
+    for key in ("stride", "lhs_dilate", "rhs_dilate"):
+        out[key] = tuple(_int(v, f"window {key}") for v in fields[key].split("x")) if key in fields else (1,) * rank
+    pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else [["0", "0"]] * rank
+    if any(len(p) != 2 for p in pads):
+        raise ParseError(f"expected pad=low_high per dim in window {text!r}")
+    out["pad_low"] = tuple(_signed(p[0], "window pad") for p in pads)
+    out["pad_high"] = tuple(_signed(p[1], "window pad") for p in pads)
+    if any(len(v) != rank for v in out.values()):
+        raise ParseError(f"window {text!r} gives different numbers of spatial dims per field")
+    return out

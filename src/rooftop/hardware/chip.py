@@ -79,6 +79,9 @@ class Chip:
         if not self.matrix_flops_per_s:
             raise InvalidConfigError(f"chip {self.name}: needs at least one matrix_flops_per_s entry")
 
+    def __hash__(self) -> int:  # the mappings are read-only views; hash the identity figures
+        return hash((self.name, self.path, self.hbm_bytes_per_s, tuple(sorted(self.matrix_flops_per_s.items()))))
+
     def flops_per_s(self, dtype: str, unit: Unit = "matrix") -> float:
         """Peak dense FLOPs/s for a dtype on a unit. A dtype the unit lacks falls back
         to the nearest wider dtype it has (fp8 on a chip without fp8 runs as bf16):

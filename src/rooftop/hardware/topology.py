@@ -252,35 +252,29 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
             f"mesh {','.join(f'{k}={v}' for k, v in axes.items())} has {total} devices but topology "
             f"{topology.spec} has {topology.num_chips} chips; e.g. {_suggest(topology)}"
         )
-    remaining = [d.size for d in topology.dims]  # chips left (outer factor) per dim
+    remaining = [d.size for d in topology.dims]  # chips of each dim not yet taken (its inner factor)
     placed = []
-    dim = 0
     for name, size in axes.items():
         segs, need = [], size
+        dim = next((i for i, r in enumerate(remaining) if r > 1), len(remaining))
         while need > 1:
-            while dim < len(remaining) and remaining[dim] == 1:
-                dim += 1
             if dim >= len(remaining):
                 raise ShardingError(f"mesh axis {name}={size} does not fit on topology {topology.spec}")
             avail = remaining[dim]
             take = math.gcd(need, avail)
             if take == 1:
                 raise ShardingError(
-                    f"mesh axis {name}={size} cannot be laid on topology {topology.spec}: {need} does not divide "
-                    f"the {avail} chips left on dim {dim}; axes must take whole factors of the dims in order "
+                    f"mesh axis {name}={size} cannot be laid on topology {topology.spec}: {need} shares no factor "
+                    f"with the {avail} chips left on dim {dim}; axes take factors of the dims in order "
                     f"(e.g. {_suggest(topology)})"
                 )
-            if take != need and take != avail:
-                raise ShardingError(
-                    f"mesh axis {name}={size} cannot be laid on topology {topology.spec}: it would take {take} of "
-                    f"the {avail} chips of dim {dim} and continue on the next dim; e.g. {_suggest(topology)}"
-                )
             pd = topology.dims[dim]
-            stride = avail // take  # inner factor of a dim: the axis takes the outer part
+            stride = avail // take  # the axis takes the outer factor of what is left of the dim
             wrap = pd.wrap and take * stride == pd.size
             segs.append(Segment(dim, take, stride, pd.link, wrap))
             remaining[dim] //= take
             need //= take
+            dim += 1
         placed.append(MeshAxis(name, size, tuple(segs)))
     return Mesh(topology, tuple(placed))
 

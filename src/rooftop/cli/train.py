@@ -1,0 +1,150 @@
+"""``rooftop train MODEL --chip C (--chips N | --topology T) --batch-tokens B --seq-len S``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from rooftop.cli.common import Output, add_common, chip_from_args
+from rooftop.errors import InvalidConfigError
+from rooftop.hardware.topology import parse_topology, topology_for_chips
+from rooftop.model.catalog import get_model
+from rooftop.plan.efficiency import IDEAL_TRAINING, default_training_efficiency, parse_efficiency
+from rooftop.plan.explain import explain
+from rooftop.plan.search import OBJECTIVES, parse_fix, search
+from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
+from rooftop.report.train_report import plot_train, render_train, step_dict
+from rooftop.units import SECONDS_PER_HOUR, parse_number
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("train", help="find the fastest training layout: step time, MFU, memory, days and dollars")
+    p.add_argument("model", help="model name (see `rooftop models`), a model .toml or a Hugging Face config.json")
+    add_common(p)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--chips", help="number of chips (a default slice / NVLink layout is chosen)")
+    where.add_argument("--topology", help="physical slice, e.g. 16x20x28 (TPU), 2*16x16 (2 slices), 2048x8 (GPU)")
+    p.add_argument("--batch-tokens", required=True, help="global batch in tokens per optimizer step, e.g. 4M")
+    p.add_argument("--seq-len", required=True, help="sequence length, e.g. 4096 or 8k")
+    p.add_argument("--tokens", help="total training tokens, e.g. 15T: adds days, chip-hours and dollars")
+    p.add_argument("--fix", help="pin degrees or choices, e.g. tp=8,pp=16,remat=full,zero=1,offload=none")
+    p.add_argument(
+        "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"
+    )
+    p.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
+    p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
+    p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
+    p.add_argument("--plot", metavar="FILE.png", help="write the best layout's step-time and memory breakdown")
+    p.set_defaults(func=run)
+
+
+def _int(text: str, what: str) -> int:
+    v = parse_number(text)
+    if v != int(v) or v < 1:
+        raise InvalidConfigError(f"{what} must be a positive integer, got {text!r}")
+    return int(v)
+
+
+def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
+    chip = chip_from_args(args)
+    cfg = get_model(args.model)
+    topo = (
+        parse_topology(chip, args.topology) if args.topology else topology_for_chips(chip, _int(args.chips, "--chips"))
+    )
+    batch_tokens, seq = _int(args.batch_tokens, "--batch-tokens"), _int(args.seq_len, "--seq-len")
+    if batch_tokens < seq:
+        raise InvalidConfigError(f"--batch-tokens {batch_tokens} is less than one sequence of --seq-len {seq}")
+    eff = default_training_efficiency()
+    if args.efficiency:
+        eff = parse_efficiency(args.efficiency, eff)
+    # a batch that is not a whole number of sequences is rounded to the nearest (reported as global_batch_tokens)
+    return TrainingSetup(cfg, chip, topo, max(1, round(batch_tokens / seq)), seq, eff)
+
+
+def run(args: argparse.Namespace) -> Output:
+    if args.top < 1:
+        raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
+    setup = setup_from_args(args)
+    result = search(setup, parse_fix(args.fix), args.objective, args.top)
+    if not result.ranked:
+        detail = ""
+        if result.best_unfit is not None:
+            detail = (
+                f"; the smallest needs {result.best_unfit.memory_per_chip_bytes / 2**30:.1f} GiB per chip "
+                f"({result.best_unfit.parallelism.label()}) of {setup.chip.hbm_bytes / 2**30:.0f} GiB"
+            )
+        raise InvalidConfigError(
+            f"no layout of {setup.cfg.name} fits on {setup.chips} {setup.chip.name} chips "
+            f"({result.evaluated} evaluated{detail})"
+        )
+    best = result.ranked[0]
+    ideal_setup = TrainingSetup(
+        setup.cfg,
+        setup.chip,
+        setup.topology,
+        setup.global_batch,
+        setup.seq_len,
+        IDEAL_TRAINING,
+        setup.precision,
+        setup.dtypes,
+    )
+    ideal = evaluate(
+        ideal_setup, best.parallelism, CommPricer(layout_mesh(setup.topology, best.parallelism), setup.chip, 1.0)
+    )
+    lines = explain(setup, best, ideal)
+    totals = _totals(args, setup, best)
+    payload: dict[str, Any] = {
+        "model": setup.cfg.name,
+        "chip": setup.chip.name,
+        "topology": setup.topology.spec,
+        "chips": setup.chips,
+        "global_batch_sequences": setup.global_batch,
+        "global_batch_tokens": setup.tokens_per_step,
+        "seq_len": setup.seq_len,
+        "efficiency": setup.efficiency.__dict__,
+        "best": {**step_dict(best), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
+        "candidates": [step_dict(r) for r in result.ranked],
+        "evaluated": result.evaluated,
+        "unlayable": result.unlayable,
+        "explanation": lines,
+        **totals,
+    }
+
+    def render(console: Console) -> None:
+        render_train(
+            console,
+            f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), "
+            f"{result.evaluated} layouts evaluated",
+            result.ranked,
+            lines,
+            totals,
+        )
+
+    return Output(payload, render, [lambda path: plot_train(best, path)])
+
+
+def _totals(args: argparse.Namespace, setup: TrainingSetup, best: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "tokens": None,
+        "train_time_s": None,
+        "chip_hours": None,
+        "cost_usd": None,
+        "price_usd_per_chip_hour": None,
+    }
+    price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour else setup.chip.price_usd_per_hour
+    out["price_usd_per_chip_hour"] = price
+    if args.tokens:
+        tokens = parse_number(args.tokens)
+        if tokens <= 0:
+            raise InvalidConfigError(f"--tokens must be > 0, got {args.tokens!r}")
+        seconds = tokens / best.tokens_per_s
+        chip_hours = seconds * setup.chips / SECONDS_PER_HOUR
+        out.update(
+            tokens=tokens,
+            train_time_s=seconds,
+            chip_hours=chip_hours,
+            cost_usd=chip_hours * price if price is not None else None,
+        )
+    return out

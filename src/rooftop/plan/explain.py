@@ -1,0 +1,87 @@
+"""The winning layout in words: why it wins, against what, with the numbers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.plan.parallelism import Parallelism, validate
+from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh
+from rooftop.units import format_bytes, format_duration
+
+
+def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
+    """Per-chip batch (tokens) below which pure FSDP/DP is communication-bound: the weights'
+    all-gather and reduce-scatter (4 bytes per parameter of bf16 traffic against 6 FLOPs per
+    parameter per token) must hide behind compute, so tokens per chip > C / (W_bidir x axes)
+    (How to Scale Your Model, Part 5: ~2550 / n_axes on TPU v5p with its 9e10 B/s links).
+    Returns (tokens, axes used, link description)."""
+    chip, topo = setup.chip, setup.topology
+    peak = chip.flops_per_s("bf16")
+    if topo.dims[-1].link == "ici":
+        axes = sum(1 for d in topo.dims if d.link == "ici" and d.size > 1) or 1
+        bidir = 2 * chip.link_bytes_per_s
+        return peak / (bidir * axes), axes, f"{axes} ICI axes of {2 * chip.link_bytes_per_s:.3g} B/s bidirectional"
+    nic = chip.dcn_bytes_per_s if topo.num_chips > topo.dims[-1].size else chip.link_count * chip.link_bytes_per_s
+    return peak / nic, 1, f"{nic:.3g} B/s per GPU into the {'fabric' if nic == chip.dcn_bytes_per_s else 'NVLink'}"
+
+
+def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:
+    try:
+        validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
+        return evaluate(setup, par, CommPricer(layout_mesh(setup.topology, par), setup.chip, setup.efficiency.network))
+    except (InvalidConfigError, ShardingError):
+        return None
+
+
+def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[str]:
+    par = best.parallelism
+    lines = [
+        f"Best layout: {par.label()}: step {format_duration(best.step_time_s)}, MFU {best.mfu:.1%} "
+        f"(ideal efficiency: {format_duration(ideal.step_time_s)}, MFU {ideal.mfu:.1%}), {best.bound}-bound."
+    ]
+    per_chip = setup.tokens_per_step / setup.chips
+    crit, _axes, links = critical_tokens_per_chip(setup)
+    verdict = "below" if per_chip < crit else "above"
+    lines.append(
+        f"{per_chip:,.0f} tokens per chip per step is {verdict} the ~{crit:,.0f} tokens per chip that pure FSDP "
+        f"needs to hide its weight traffic ({setup.chip.name}: {links})."
+    )
+    data = min(setup.chips, setup.global_batch)
+    if setup.chips % data == 0 and setup.chips == data:
+        pure = _try(setup, Parallelism(fsdp=setup.chips, remat=par.remat))
+        if pure is None:
+            lines.append(f"FSDP over all {setup.chips} chips is not a valid layout for this model and batch.")
+        elif not pure.fits:
+            lines.append(
+                f"FSDP over all {setup.chips} chips would need {format_bytes(pure.memory_per_chip_bytes)} "
+                f"per chip (> {format_bytes(pure.usable_hbm_bytes)} usable)."
+            )
+        else:
+            lines.append(
+                f"FSDP over all {setup.chips} chips: step {format_duration(pure.step_time_s)} "
+                f"(MFU {pure.mfu:.1%}), of which {format_duration(pure.breakdown['fsdp'])} exposed FSDP "
+                "communication."
+            )
+    else:
+        lines.append(
+            f"The batch of {setup.global_batch} sequences cannot feed {setup.chips} data-parallel replicas, "
+            "so some chips must split the model (tensor, pipeline or context parallelism)."
+        )
+    big = sorted(((v, k) for k, v in best.breakdown.items() if v > 0), reverse=True)[:3]
+    lines.append("Step time goes to " + ", ".join(f"{k.replace('_', ' ')} {format_duration(v)}" for v, k in big) + ".")
+    if par.remat != "none":
+        lighter = _try(setup, replace(par, remat="none"))
+        if lighter is not None and not lighter.fits:
+            lines.append(
+                f"remat={par.remat}: without remat the activations would need "
+                f"{format_bytes(lighter.memory_per_chip_bytes)} per chip "
+                f"(> {format_bytes(lighter.usable_hbm_bytes)} usable)."
+            )
+    if par.pp > 1:
+        lines.append(
+            f"Pipeline of {par.pp} stages x {par.virtual_stages} virtual with {par.microbatches} microbatches: "
+            f"bubble {format_duration(best.breakdown['pipeline_bubble'])} "
+            f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work)."
+        )
+    return lines

@@ -1,0 +1,160 @@
+"""Parallelism: validated degrees of each strategy, and their mesh axes.
+
+Degrees multiply to the chip count: ``dp * fsdp * pp * cp * tp = chips``. Expert
+parallelism reuses the data axes (``ep`` divides ``dp * fsdp``), as in GShard / DeepSpeed-MoE
+/ Megatron-Core, so it adds no factor. Axes are laid on the topology outermost first in the
+order dp, pp, fsdp, cp, tp: tensor parallelism innermost (the NVLink domain on GPUs, one
+torus axis on TPUs), data parallelism outermost (DCN between TPU slices, InfiniBand on GPUs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from rooftop.errors import InvalidConfigError
+from rooftop.model.config import REMAT_POLICIES, TransformerConfig
+
+AXIS_ORDER = ("dp", "pp", "fsdp", "cp", "tp")
+ZERO_STAGES = (0, 1, 2, 3)
+OFFLOADS = ("none", "optimizer", "params")
+SCHEDULES = ("1f1b", "interleaved")
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """One training layout.
+
+    ``fsdp``: ZeRO-3 degree (parameters, gradients and optimizer state sharded over it).
+    ``zero_stage``: what the plain ``dp`` axis shards (0 nothing, 1 optimizer state, 2 + gradients,
+    3 + parameters); stage 3 over dp is what fsdp means, so ``zero_stage`` applies to dp only.
+    ``microbatches``: gradient-accumulation steps per replica (also the pipeline's microbatches).
+    ``virtual_stages``: interleaved pipeline chunks per stage (Narayanan 2021).
+    ``sequence_parallel``: Megatron SP in the norm/dropout regions (Korthikanti 2022).
+    """
+
+    dp: int = 1
+    fsdp: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    cp: int = 1
+    microbatches: int = 1
+    remat: str = "none"
+    zero_stage: int = 0
+    offload: str = "none"
+    virtual_stages: int = 1
+    sequence_parallel: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise InvalidConfigError(f"parallelism {name}={v!r} must be a positive integer")
+        if self.remat not in REMAT_POLICIES:
+            raise InvalidConfigError(f"remat={self.remat!r} is not a policy (valid: {', '.join(REMAT_POLICIES)})")
+        if self.zero_stage not in ZERO_STAGES:
+            raise InvalidConfigError(f"zero_stage={self.zero_stage} (valid: 0, 1, 2, 3)")
+        if self.offload not in OFFLOADS:
+            raise InvalidConfigError(f"offload={self.offload!r} (valid: {', '.join(OFFLOADS)})")
+        if self.virtual_stages > 1 and self.pp == 1:
+            raise InvalidConfigError("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
+
+    @property
+    def chips(self) -> int:
+        return self.dp * self.fsdp * self.pp * self.cp * self.tp
+
+    @property
+    def data_degree(self) -> int:
+        """Model replicas that see different data: dp x fsdp."""
+        return self.dp * self.fsdp
+
+    @property
+    def schedule(self) -> str:
+        return "interleaved" if self.virtual_stages > 1 else "1f1b"
+
+    def mesh_axes(self) -> dict[str, int]:
+        """Named mesh axes outermost first; size-1 axes are left out."""
+        sizes = {"dp": self.dp, "pp": self.pp, "fsdp": self.fsdp, "cp": self.cp, "tp": self.tp}
+        return {k: v for k, v in sizes.items() if v > 1} or {"dp": 1}
+
+    def label(self) -> str:
+        parts = [f"{k}={getattr(self, k)}" for k in ("dp", "fsdp", "tp", "pp", "ep", "cp") if getattr(self, k) > 1]
+        parts.append(f"mb={self.microbatches}")
+        if self.virtual_stages > 1:
+            parts.append(f"v={self.virtual_stages}")
+        if self.zero_stage:
+            parts.append(f"zero{self.zero_stage}")
+        parts.append(f"remat={self.remat}")
+        if self.offload != "none":
+            parts.append(f"offload={self.offload}")
+        return " ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch: int, seq_len: int) -> None:
+    """Raise InvalidConfigError naming the first rule ``par`` breaks for this model and batch."""
+    if par.chips != chips:
+        raise InvalidConfigError(
+            f"dp*fsdp*tp*pp*cp = {par.dp}*{par.fsdp}*{par.tp}*{par.pp}*{par.cp} = {par.chips}, not the {chips} chips"
+        )
+    _check_div("tp", par.tp, "n_heads", cfg.n_heads)
+    kv = cfg.n_kv_heads
+    if cfg.mla is None and kv % par.tp and par.tp % kv:
+        raise InvalidConfigError(
+            f"tp={par.tp} neither divides nor is a multiple of n_kv_heads={kv}; valid: {_valid(kv, par.tp)}"
+        )
+    stages = par.pp * par.virtual_stages
+    if stages > cfg.n_layers:  # uneven stages are allowed: the stage with ceil(L / pp) layers sets the pace
+        raise InvalidConfigError(
+            f"pp x virtual_stages={stages} exceeds n_layers={cfg.n_layers}: every stage needs at least one layer"
+        )
+    _check_div("cp", par.cp, "seq_len", seq_len)
+    if par.cp > 1 and (seq_len // par.cp) % 2:
+        raise InvalidConfigError(
+            f"cp={par.cp} leaves an odd chunk of {seq_len // par.cp} tokens (ring attention "
+            "splits each chunk in two halves to balance causal work)"
+        )
+    if par.ep > 1:
+        if cfg.moe is None:
+            raise InvalidConfigError(f"ep={par.ep} needs a mixture-of-experts model; {cfg.name} is dense")
+        _check_div("ep", par.ep, "n_experts", cfg.moe.n_experts)
+        _check_div("ep", par.ep, "dp*fsdp", par.data_degree)
+    if global_batch < par.data_degree:
+        raise InvalidConfigError(
+            f"dp*fsdp={par.data_degree} replicas exceed the global batch of {global_batch} sequences: some replicas "
+            f"would get no data (use tensor, pipeline or context parallelism for the rest)"
+        )
+    per_replica = replica_batch(global_batch, par)
+    if per_replica % par.microbatches:
+        raise InvalidConfigError(
+            f"{per_replica} sequences per replica do not split into {par.microbatches} microbatches; "
+            f"valid: {', '.join(map(str, divisors(per_replica)))}"
+        )
+    if par.pp > 1 and par.microbatches < par.pp:
+        raise InvalidConfigError(
+            f"pp={par.pp} needs at least {par.pp} microbatches to fill the pipeline, got {par.microbatches}"
+        )
+
+
+def replica_batch(global_batch: int, par: Parallelism) -> int:
+    """Sequences per replica: ceil(global batch / (dp x fsdp)). When the batch does not split
+    evenly the fullest replica sets the pace and the others idle part of the step."""
+    return -(-global_batch // par.data_degree)
+
+
+def _check_div(what: str, degree: int, of: str, value: int) -> None:
+    if value % degree:
+        raise InvalidConfigError(f"{what}={degree} does not divide {of}={value}; valid: {_valid(value, degree)}")
+
+
+def _valid(value: int, around: int) -> str:
+    ds = [d for d in divisors(value) if d <= max(around * 4, 8)]
+    return ", ".join(map(str, ds))

@@ -1,0 +1,190 @@
+"""Search every valid training layout, drop those that do not fit, rank the rest.
+
+Enumeration (deterministic, in a fixed order): tensor degree tp (divides the chips and
+n_heads; n_kv_heads divides it or it divides n_kv_heads), context degree cp (only for
+sequences of 16K tokens and more, or when pinned), pipeline degree pp (at least two layers
+per stage), the rest split between fsdp and dp (dp x fsdp may not exceed the batch in
+sequences), expert degree ep for MoE models (divides n_experts and the data axes),
+microbatch counts (powers of two dividing the per-replica batch, at least pp), interleaved
+virtual stages (1, 2, 4). For each, remat policies are tried from the cheapest (none) to the
+most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenever dp > 1
+(ZeRO-0 moves the same bytes and holds more, so it is dominated), ZeRO-2 when ZeRO-1 does not
+fit; offload (optimizer, then parameters) only when nothing fits on HBM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.model.config import REMAT_POLICIES
+from rooftop.plan.parallelism import Parallelism, divisors, replica_batch, validate
+from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
+
+OBJECTIVES = ("time", "cost", "memory")
+REMAT_ORDER = ("none", "selective", "dots", "full")
+FIXABLE = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages", "zero_stage")
+FIXABLE_TEXT = ("remat", "offload")
+
+
+@dataclass
+class SearchResult:
+    ranked: list[StepResult]  # fitting layouts, best first
+    best_unfit: StepResult | None  # the fastest layout that does not fit (when none fits)
+    evaluated: int
+    unlayable: int
+    explanation: list[str] = field(default_factory=list)
+
+
+def parse_fix(text: str | None) -> dict[str, object]:
+    """ "tp=8,pp=16,remat=full" -> pinned degrees and choices."""
+    out: dict[str, object] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        if "=" not in part:
+            raise InvalidConfigError(f"cannot read --fix {part!r}: expected NAME=VALUE, e.g. tp=8")
+        k, v = (s.strip() for s in part.split("=", 1))
+        alias = {"mb": "microbatches", "v": "virtual_stages", "zero": "zero_stage"}.get(k, k)
+        if alias in FIXABLE:
+            if not v.isdigit():
+                raise InvalidConfigError(f"--fix {k}={v!r} must be a non-negative integer")
+            out[alias] = int(v)
+        elif alias in FIXABLE_TEXT:
+            out[alias] = v
+        else:
+            raise InvalidConfigError(f"--fix cannot pin {k!r} (valid: {', '.join(FIXABLE + FIXABLE_TEXT)})")
+    if "remat" in out and out["remat"] not in REMAT_POLICIES:
+        raise InvalidConfigError(f"--fix remat={out['remat']!r} (valid: {', '.join(REMAT_POLICIES)})")
+    return out
+
+
+def _pick(options: list[int], fix: dict[str, object], key: str) -> list[int]:
+    if key in fix:
+        return [int(fix[key])] if int(fix[key]) in options else []  # type: ignore[call-overload]
+    return options
+
+
+def _tp_options(setup: TrainingSetup, chips: int) -> list[int]:
+    cfg = setup.cfg
+    out = []
+    for tp in divisors(chips):
+        if tp > 64 or cfg.n_heads % tp:
+            continue
+        if cfg.mla is None and cfg.n_kv_heads % tp and tp % cfg.n_kv_heads:
+            continue
+        out.append(tp)
+    return out
+
+
+def _layouts(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Parallelism]:
+    """Every layout whose degrees are valid for the model, batch and chip count."""
+    cfg, chips, batch = setup.cfg, setup.chips, setup.global_batch
+    cps = [c for c in (1, 2, 4, 8, 16, 32) if c == 1 or (setup.seq_len >= 16384 and setup.seq_len % (2 * c) == 0)]
+    for tp in _pick(_tp_options(setup, chips), fix, "tp"):
+        for cp in _pick([c for c in cps if (chips // tp) % c == 0], fix, "cp"):
+            rest = chips // (tp * cp)
+            pps = [p for p in divisors(rest) if p == 1 or cfg.n_layers >= 2 * p]
+            for pp in _pick(pps, fix, "pp"):
+                data = rest // pp
+                if data > batch:
+                    continue
+                for fsdp in _pick(divisors(data), fix, "fsdp"):
+                    dp = data // fsdp
+                    if "dp" in fix and fix["dp"] != dp:
+                        continue
+                    yield from _inner(setup, fix, dp, fsdp, tp, pp, cp)
+
+
+def _inner(
+    setup: TrainingSetup, fix: dict[str, object], dp: int, fsdp: int, tp: int, pp: int, cp: int
+) -> Iterator[Parallelism]:
+    cfg = setup.cfg
+    eps = [1]
+    if cfg.moe is not None:
+        eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
+    per_replica = replica_batch(setup.global_batch, Parallelism(dp=dp, fsdp=fsdp))
+    mbs = [m for m in divisors(per_replica) if m & (m - 1) == 0 or m == pp]
+    mbs = [m for m in mbs if m >= pp and (pp == 1 or m <= 16 * pp)]
+    vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and cfg.n_layers >= 2 * pp * v)]
+    for ep in _pick(eps, fix, "ep"):
+        for m in _pick(mbs, fix, "microbatches"):
+            for v in _pick(vs, fix, "virtual_stages"):
+                if v > 1 and m % pp:
+                    continue
+                yield Parallelism(
+                    dp=dp,
+                    fsdp=fsdp,
+                    tp=tp,
+                    pp=pp,
+                    ep=ep,
+                    cp=cp,
+                    microbatches=m,
+                    virtual_stages=v,
+                    zero_stage=1 if dp > 1 else 0,
+                )
+
+
+def _variants(base: Parallelism, fix: dict[str, object]) -> Iterator[Parallelism]:
+    """Memory-saving variants of one layout, cheapest first."""
+    remats = [str(fix["remat"])] if "remat" in fix else list(REMAT_ORDER)
+    zeros = [int(fix["zero_stage"])] if "zero_stage" in fix else ([1, 2] if base.dp > 1 else [0])  # type: ignore[call-overload]
+    offloads = [str(fix["offload"])] if "offload" in fix else ["none", "optimizer", "params"]
+    for offload in offloads:
+        for zero in zeros:
+            for remat in remats:
+                yield replace(base, remat=remat, zero_stage=zero, offload=offload)
+
+
+def _score(r: StepResult, objective: str) -> tuple[float, ...]:
+    if objective == "memory":
+        return (r.memory_per_chip_bytes, r.step_time_s)
+    return (r.step_time_s, r.memory_per_chip_bytes)  # cost ranks as time on a fixed set of chips
+
+
+def search(
+    setup: TrainingSetup,
+    fix: dict[str, object] | None = None,
+    objective: str = "time",
+    top: int = 5,
+    progress: Callable[[int], None] | None = None,
+) -> SearchResult:
+    """Evaluate every layout (see the module docstring); deterministic."""
+    if objective not in OBJECTIVES:
+        raise InvalidConfigError(f"unknown objective {objective!r} (valid: {', '.join(OBJECTIVES)})")
+    fix = fix or {}
+    fitting: list[StepResult] = []
+    best_unfit: StepResult | None = None
+    evaluated = unlayable = 0
+    pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = {}
+    for base in _layouts(setup, fix):
+        try:
+            validate(base, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
+        except InvalidConfigError:
+            continue
+        key = tuple(base.mesh_axes().items()) + (("ep", base.ep),)
+        if key not in pricers:
+            try:
+                pricers[key] = CommPricer(layout_mesh(setup.topology, base), setup.chip, setup.efficiency.network)
+            except ShardingError:
+                pricers[key] = None
+        pricer = pricers[key]
+        if pricer is None:
+            unlayable += 1
+            continue
+        smallest: tuple[float, Parallelism] | None = None
+        for par in _variants(base, fix):
+            ok, nbytes = fits_in_memory(setup, par)
+            if ok:
+                fitting.append(evaluate(setup, par, pricer))
+                evaluated += 1
+                break
+            if smallest is None or nbytes < smallest[0]:
+                smallest = (nbytes, par)
+        else:
+            if smallest is not None and (best_unfit is None or smallest[0] < best_unfit.memory_per_chip_bytes):
+                best_unfit = evaluate(setup, smallest[1], pricer)
+        if progress is not None:
+            progress(evaluated)
+    fitting.sort(key=lambda r: _score(r, objective))
+    return SearchResult(fitting[: max(top, 1)], best_unfit if not fitting else None, evaluated, unlayable)

@@ -1,0 +1,111 @@
+"""Rendering of training plans: JSON dicts, tables and the plot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from rooftop.plan.training import StepResult
+from rooftop.report.table import table
+from rooftop.units import format_bytes, format_duration
+
+
+def step_dict(r: StepResult) -> dict[str, Any]:
+    p = r.parallelism
+    return {
+        "parallelism": {
+            "dp": p.dp,
+            "fsdp": p.fsdp,
+            "tp": p.tp,
+            "pp": p.pp,
+            "ep": p.ep,
+            "cp": p.cp,
+            "microbatches": p.microbatches,
+            "virtual_stages": p.virtual_stages,
+            "remat": p.remat,
+            "zero_stage": p.zero_stage,
+            "offload": p.offload,
+            "sequence_parallel": p.sequence_parallel,
+            "label": p.label(),
+        },
+        "step_time_s": r.step_time_s,
+        "tokens_per_s": r.tokens_per_s,
+        "mfu": r.mfu,
+        "hfu": r.hfu,
+        "memory_per_chip_bytes": {"total": r.memory_per_chip_bytes, **r.memory},
+        "hbm_bytes": r.hbm_bytes,
+        "usable_hbm_bytes": r.usable_hbm_bytes,
+        "fits": r.fits,
+        "bound": r.bound,
+        "breakdown": {"total": r.step_time_s, **r.breakdown},
+        "model_flops_per_step": r.model_flops_per_step,
+        "hardware_flops_per_step": r.hardware_flops_per_step,
+    }
+
+
+def render_train(
+    console: Console, title: str, ranked: list[StepResult], explanation: list[str], totals: dict[str, Any]
+) -> None:
+    rows = [
+        (
+            i + 1,
+            r.parallelism.label(),
+            format_duration(r.step_time_s),
+            f"{r.mfu:.1%}",
+            f"{r.tokens_per_s:,.0f}",
+            format_bytes(r.memory_per_chip_bytes),
+            r.bound,
+        )
+        for i, r in enumerate(ranked)
+    ]
+    console.print(table(title, ["#", "layout", "step", "MFU", "tokens/s", "mem/chip", "bound"], rows))
+    best = ranked[0]
+    console.print(
+        table(
+            "step time of the best layout",
+            ["part", "time"],
+            [(k.replace("_", " "), format_duration(v)) for k, v in best.breakdown.items() if v > 0],
+        )
+    )
+    console.print(
+        table(
+            f"memory per chip (HBM {format_bytes(best.hbm_bytes)}, usable {format_bytes(best.usable_hbm_bytes)})",
+            ["part", "bytes"],
+            [(k, format_bytes(v)) for k, v in best.memory.items() if v > 0],
+        )
+    )
+    for line in explanation:
+        console.print(line)
+    if totals.get("train_time_s") is not None:
+        cost = totals.get("cost_usd")
+        cost_txt = f", ${cost:,.0f}" if cost is not None else " (no price for this chip: pass --price-per-chip-hour)"
+        console.print(
+            f"[bold]Training on {totals['tokens']:.3g} tokens: {format_duration(totals['train_time_s'])}, "
+            f"{totals['chip_hours']:,.0f} chip-hours{cost_txt}[/bold]"
+        )
+
+
+def plot_train(best: StepResult, path: str) -> None:
+    """Two panels: the step-time breakdown and the per-chip memory breakdown against HBM."""
+    from rooftop.report.plot import _figure, save
+
+    plt = _figure()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    parts = [(k.replace("_", " "), v) for k, v in best.breakdown.items() if v > 0]
+    a1.barh([p[0] for p in parts], [p[1] for p in parts], color="tab:blue")
+    a1.set_xlabel("seconds per step")
+    a1.set_title(f"step {best.step_time_s:.3g} s, MFU {best.mfu:.1%}")
+    mem = [(k, v / 2**30) for k, v in best.memory.items() if v > 0]
+    left = 0.0
+    for i, (k, v) in enumerate(mem):
+        a2.barh(["memory"], [v], left=left, label=k, color=plt.cm.tab10(i))
+        left += v
+    a2.axvline(best.hbm_bytes / 2**30, color="red", ls="--", label="HBM")
+    a2.axvline(best.usable_hbm_bytes / 2**30, color="orange", ls=":", label="usable")
+    a2.set_xlabel("GiB per chip")
+    a2.set_title("fits" if best.fits else "does NOT fit")
+    a2.legend(fontsize=8, loc="upper right")
+    fig.suptitle(best.parallelism.label())
+    save(fig, path)
+    plt.close(fig)

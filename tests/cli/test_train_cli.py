@@ -1,0 +1,84 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+BASE = [
+    "train",
+    "llama-3-70b",
+    "--chip",
+    "tpu-v5p",
+    "--topology",
+    "16x20x28",
+    "--batch-tokens",
+    "4M",
+    "--seq-len",
+    "4096",
+]
+LAYOUT_KEYS = {"dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "remat", "zero_stage", "offload"}
+RESULT_KEYS = {
+    "parallelism",
+    "step_time_s",
+    "tokens_per_s",
+    "mfu",
+    "hfu",
+    "memory_per_chip_bytes",
+    "hbm_bytes",
+    "fits",
+    "bound",
+    "breakdown",
+}
+
+
+def test_done_when_llama3_70b_on_v5p() -> None:
+    code, out, err = run_cli(*BASE, "--tokens", "15T", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    best = d["best"]
+    assert RESULT_KEYS <= set(best) and LAYOUT_KEYS <= set(best["parallelism"])
+    assert best["fits"] is True
+    assert 0.35 <= best["mfu"] <= 0.6
+    days = d["train_time_s"] / 86400
+    assert 25 <= days <= 65, days  # the textbook analysis: one to two months
+    assert d["chip_hours"] == pytest.approx(d["train_time_s"] * 8960 / 3600)
+    assert d["cost_usd"] == pytest.approx(d["chip_hours"] * 4.20)
+    assert all(RESULT_KEYS <= set(c) for c in d["candidates"])
+    assert best["memory_per_chip_bytes"]["total"] <= best["hbm_bytes"]
+    p = best["parallelism"]
+    assert p["dp"] * p["fsdp"] * p["tp"] * p["pp"] * p["cp"] == 8960
+
+
+def test_fix_pins_degrees() -> None:
+    code, out, err = run_cli(*BASE, "--fix", "tp=16,remat=full", "--json")
+    assert code == 0, err
+    for c in json.loads(out)["candidates"]:
+        assert c["parallelism"]["tp"] == 16 and c["parallelism"]["remat"] == "full"
+
+
+def test_table_and_plot(tmp_path: Path) -> None:
+    png = tmp_path / "t.png"
+    code, out, err = run_cli(*BASE, "--plot", str(png))
+    assert code == 0, err
+    assert "Best layout" in out and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--fix", "tp=3"], "no layout"),
+        (["--fix", "bogus=1"], "cannot pin 'bogus'"),
+        (["--efficiency", "matrix=2"], "efficiency matrix=2.0 must be in"),
+    ],
+)
+def test_bad_input(extra: list[str], message: str) -> None:
+    code, _out, err = run_cli(*BASE, *extra)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_model_that_cannot_fit_is_a_clear_error() -> None:
+    code, _, err = run_cli(
+        "train", "llama-3.1-405b", "--chip", "tpu-v5e", "--chips", "4", "--batch-tokens", "32k", "--seq-len", "4096"
+    )
+    assert code == 2 and "no layout of llama-3.1-405b fits on 4 tpu-v5e chips" in err

@@ -1,0 +1,126 @@
+"""The training step model against hand-derived formulas (efficiencies at 1)."""
+
+import math
+
+import pytest
+
+from rooftop.cost.collectives import collective_time
+from rooftop.cost.cost import Comm
+from rooftop.errors import InvalidConfigError
+from rooftop.hardware.catalog import get_chip
+from rooftop.hardware.topology import parse_topology
+from rooftop.model.catalog import get_model
+from rooftop.model.memory import param_tree
+from rooftop.plan.efficiency import IDEAL_TRAINING
+from rooftop.plan.parallelism import Parallelism, validate
+from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh, model_profile
+
+CFG = get_model("llama-2-7b")  # 32 layers, D=4096, 32 heads (MHA), F=11008
+
+
+def _setup(chip: str, topo: str, batch: int, seq: int = 2048, **eff: float) -> TrainingSetup:
+    c = get_chip(chip)
+    return TrainingSetup(CFG, c, parse_topology(c, topo), batch, seq, IDEAL_TRAINING.replace(**eff))
+
+
+def _run(setup: TrainingSetup, par: Parallelism):  # type: ignore[no-untyped-def]
+    validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
+    mesh = layout_mesh(setup.topology, par)
+    return evaluate(setup, par, CommPricer(mesh, setup.chip, 1.0)), mesh
+
+
+def test_pure_dp_gradient_all_reduce_is_the_collective_rule() -> None:
+    setup = _setup("h100", "4x8", batch=64, dp_overlap=0.0)
+    r, mesh = _run(setup, Parallelism(dp=32, zero_stage=1))
+    params = param_tree(CFG).params
+    expected = collective_time(Comm("all-reduce", ("dp",), params * 2), mesh).time_s  # bf16 gradients
+    assert r.breakdown["data_parallel"] == pytest.approx(expected)
+    # and the ring all-reduce is ~ 2 x (N-1)/N x bytes over the slowest (fabric) level: 50 GB/s per GPU NIC
+    assert expected == pytest.approx(2 * (4 - 1) / 4 * params * 2 / 8 / 50e9, rel=0.35)
+
+
+def test_pure_tp_collectives_per_layer() -> None:
+    setup = _setup("h100", "1x8", batch=8)
+    r, mesh = _run(setup, Parallelism(tp=8, microbatches=1))
+    act = 8 * 2048 * 4096 * 2  # tokens x D x bf16: the gathered activation of each collective
+    one = 2 * collective_time(Comm("all-gather", ("tp",), act), mesh).time_s
+    one += 2 * collective_time(Comm("reduce-scatter", ("tp",), act), mesh).time_s
+    assert r.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * one)  # 32 layers, forward + backward
+
+
+def test_pure_fsdp_exposed_gathers_without_overlap() -> None:
+    setup = _setup("tpu-v5e", "16x16", batch=256, fsdp_overlap=0.0)
+    r, mesh = _run(setup, Parallelism(fsdp=256, microbatches=1))
+    prof = model_profile(CFG, 2048, "none", setup.chip, setup.efficiency)
+    layer_bytes = prof.groups[0].params * 2
+    ag = collective_time(Comm("all-gather", ("fsdp",), layer_bytes), mesh).time_s
+    rs = collective_time(Comm("reduce-scatter", ("fsdp",), layer_bytes), mesh).time_s
+    assert r.breakdown["fsdp"] == pytest.approx(32 * (2 * ag + rs))
+
+
+def test_compute_is_at_least_model_flops_over_peak() -> None:
+    setup = _setup("tpu-v5e", "16x16", batch=256)
+    r, _ = _run(setup, Parallelism(fsdp=256))
+    floor = r.model_flops_per_step / (256 * 197e12)
+    assert floor <= r.breakdown["compute_and_memory"] <= 1.15 * floor
+    assert r.mfu <= 1.0
+
+
+def test_pipeline_bubble_fraction() -> None:
+    setup = _setup("h100", "4x8", batch=64)
+    r, _ = _run(setup, Parallelism(dp=8, pp=4, microbatches=8, zero_stage=1))
+    per_mb = (r.breakdown["compute_and_memory"] + r.breakdown["pipeline_p2p"]) / 8
+    assert r.breakdown["pipeline_bubble"] == pytest.approx(per_mb * (4 - 1))
+    r2, _ = _run(setup, Parallelism(dp=8, pp=4, microbatches=8, virtual_stages=2, zero_stage=1))
+    assert r2.breakdown["pipeline_bubble"] < r.breakdown["pipeline_bubble"]
+
+
+def test_memory_terms_by_hand() -> None:
+    setup = _setup("tpu-v5e", "16x16", batch=256)
+    r, _ = _run(setup, Parallelism(fsdp=256, remat="full"))
+    params = param_tree(CFG).params
+    assert r.memory["weights"] == pytest.approx(params * 2 / 256)
+    assert r.memory["gradients"] == pytest.approx(params * 2 / 256)
+    assert r.memory["optimizer"] == pytest.approx(params * (4 + 8) / 256)
+    # full remat keeps each layer's input: 2 bytes x D per token per layer, 1 sequence per chip
+    assert r.memory["activations"] == pytest.approx(32 * 2048 * 4096 * 2, rel=0.01)
+
+
+def test_zero_and_offload_move_memory() -> None:
+    setup = _setup("h100", "1x8", batch=8)
+    z1, _ = _run(setup, Parallelism(dp=8, zero_stage=1))
+    z2, _ = _run(setup, Parallelism(dp=8, zero_stage=2))
+    off, _ = _run(setup, Parallelism(dp=8, zero_stage=1, offload="optimizer"))
+    assert z2.memory["gradients"] == pytest.approx(z1.memory["gradients"] / 8)
+    assert off.memory["optimizer"] == 0 and off.breakdown["offload"] > 0
+
+
+@pytest.mark.parametrize(
+    ("par", "message"),
+    [
+        (Parallelism(tp=3, dp=1), r"dp\*fsdp\*tp\*pp\*cp = 1\*1\*3\*1\*1 = 3, not the 256 chips"),
+        (Parallelism(tp=64, dp=4), "tp=64 does not divide n_heads=32"),
+        (Parallelism(pp=256, dp=1), "pp x virtual_stages=256 exceeds n_layers=32"),
+        (Parallelism(dp=256, microbatches=3), "do not split into 3 microbatches"),
+        (Parallelism(dp=128, ep=2, pp=2), "needs a mixture-of-experts model"),
+    ],
+)
+def test_invalid_layouts_say_why(par: Parallelism, message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        validate(par, CFG, 256, 256, 2048)
+
+
+def test_critical_tokens_per_chip_rule() -> None:
+    """Pure FSDP hides its traffic only above ~C / (W_bidir x axes) tokens per chip (Part 5)."""
+    chip = get_chip("tpu-v5e")
+    crit = chip.flops_per_s("bf16") / (2 * chip.link_bytes_per_s * 2)  # 2 ICI axes on a 16x16 slice
+    fsdp = Parallelism(fsdp=256, microbatches=1)
+    seq = 2048
+    lo = _setup("tpu-v5e", "16x16", batch=256, seq=seq)  # 2048 tokens per chip
+    assert 2048 > 1.5 * crit
+    r_hi, _ = _run(lo, fsdp)
+    assert r_hi.breakdown["fsdp"] == 0.0
+    tiny = _setup("tpu-v5e", "16x16", batch=256, seq=128)  # 128 tokens per chip, far below
+    r_lo, _ = _run(tiny, fsdp)
+    assert r_lo.breakdown["fsdp"] > 0.0
+    assert math.isfinite(r_lo.step_time_s)

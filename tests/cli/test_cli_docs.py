@@ -3,7 +3,6 @@
 from pathlib import Path
 
 from docs.gen_cli import subcommands
-
 from rooftop.cli.main import build_parser
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"

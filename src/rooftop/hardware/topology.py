@@ -258,6 +258,8 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
         segs, need = [], size
         dim = next((i for i, r in enumerate(remaining) if r > 1), len(remaining))
         while need > 1:
+            while dim < len(remaining) and remaining[dim] == 1:
+                dim += 1
             if dim >= len(remaining):
                 raise ShardingError(f"mesh axis {name}={size} does not fit on topology {topology.spec}")
             avail = remaining[dim]

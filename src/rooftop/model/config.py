@@ -342,13 +342,19 @@ class Workload:
       ``kv_len`` above ``seq_len`` is a chunk after ``kv_len - seq_len`` cached tokens;
     - ``decode``: one new token per sequence (seq_len = 1) at context ``kv_len``.
 
-    ``causal=False`` counts every (query, key) pair, as an unmasked kernel computes them."""
+    ``causal=False`` counts every (query, key) pair, as an unmasked kernel computes them.
+    ``flash=False`` prices attention the pre-FlashAttention way: the scores and probabilities
+    of every pair go through HBM (see transformer._attention_core). ``dropout=True`` adds
+    dropout on the attention probabilities (unfused only) and on both residual branches, as
+    GPT-2/3 and Megatron-LM train: read, write, and a one-byte mask per element."""
 
     phase: str
     batch: int
     seq_len: int = 1
     kv_len: int = 0
     causal: bool = True
+    flash: bool = True
+    dropout: bool = False
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:

@@ -185,16 +185,31 @@ class _Ctx:
         return elementwise(elements, self.dt.activations, flops_per_element, inputs)
 
 
+def _residual(c: _Ctx) -> Cost:
+    """Residual add (2 reads, 1 write per element); with dropout also the dropout's read,
+    write and one-byte mask on the branch output."""
+    elements = c.tokens * c.cfg.d_model
+    add = c.vec(elements, 1.0, 2)
+    if not c.w.dropout:
+        return add
+    return add + explicit(elements, elements * (2 * dtype_bytes(c.dt.activations) + 1), c.dt.activations, "vector")
+
+
 def _attention_core(c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v_bytes: float) -> list:
     """scores (QK^T), softmax, values (AV) as one fused kernel: FLOPs over the attended
     pairs; bytes = Q read, K and V read once (``k_bytes``/``v_bytes``), O written."""
     w, n = c.w, c.cfg.n_heads
     pairs = w.batch * attended_pairs(w.seq_len, w.kv_len, window, w.causal)
     act = dtype_bytes(c.dt.activations)
+    # Unfused (flash=False, e.g. Megatron-LM 2021): QK^T writes the scores, the masked softmax
+    # reads them and writes the probabilities, AV reads the probabilities: 4 bytes-per-element
+    # passes over the N x pairs matrix (Dao et al. 2022, section 2.2, standard attention).
+    matrix = 0.0 if w.flash else pairs * n * act
+    dropped = matrix * (2 + 1 / act) if w.dropout else 0.0  # read, write, 1-byte mask
     return [
-        ("scores", explicit(2.0 * pairs * n * qk, c.tokens * n * qk * act + k_bytes, c.dt.activations)),
-        ("softmax", explicit(SOFTMAX_FLOPS_PER_ELEMENT * pairs * n, 0.0, c.dt.activations, "vector")),
-        ("values", explicit(2.0 * pairs * n * v, v_bytes + c.tokens * n * v * act, c.dt.activations)),
+        ("scores", explicit(2.0 * pairs * n * qk, c.tokens * n * qk * act + k_bytes + matrix, c.dt.activations)),
+        ("softmax", explicit(SOFTMAX_FLOPS_PER_ELEMENT * pairs * n, 2 * matrix + dropped, c.dt.activations, "vector")),
+        ("values", explicit(2.0 * pairs * n * v, v_bytes + c.tokens * n * v * act + matrix, c.dt.activations)),
     ]
 
 
@@ -263,7 +278,7 @@ def _attention(c: _Ctx, window: int) -> CostTree:
     p = attention_parts(c.cfg)
     ops = [("norm", c.norm(c.cfg.d_model))]
     ops += _gqa_ops(c, p, window) if c.cfg.mla is None else _mla_ops(c, p, c.cfg.mla)
-    ops += [("o", c.proj(p["o"])), ("residual", c.vec(c.tokens * c.cfg.d_model, 1.0, 2))]
+    ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
         ops.append(("post_norm", c.norm(c.cfg.d_model)))
     return CostTree.node("attention", (CostTree(n, cost) for n, cost in ops))
@@ -309,7 +324,7 @@ def _mlp(c: _Ctx, moe: bool) -> CostTree:
         kids.append(CostTree("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
     else:
         kids += [CostTree(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
-    kids.append(CostTree("residual", c.vec(c.tokens * cfg.d_model, 1.0, 2)))
+    kids.append(CostTree("residual", _residual(c)))
     if "post_norm" in p:
         kids.append(CostTree("post_norm", c.norm(cfg.d_model)))
     return CostTree.node("moe" if moe else "mlp", kids)

@@ -98,8 +98,11 @@ class ModelProfile:
     logits_bytes_per_token: float
 
 
-def _leaves(cfg: TransformerConfig, seq_len: int, remat: str, batch: int, dtypes: Dtypes) -> list[tuple[str, object]]:
-    tree = model_costs(cfg, Workload("train", batch, seq_len), dtypes, remat)
+def _leaves(
+    cfg: TransformerConfig, seq_len: int, remat: str, batch: int, dtypes: Dtypes, flash: bool, dropout: bool
+) -> list[tuple[str, object]]:
+    work = Workload("train", batch, seq_len, causal=flash, flash=flash, dropout=dropout)
+    tree = model_costs(cfg, work, dtypes, remat)
     return [(path, node.cost) for path, node in tree.walk() if not node.children]
 
 
@@ -111,8 +114,14 @@ def model_profile(
     chip: Chip,
     eff: TrainingEfficiency,
     dtypes: Dtypes = _DEFAULT_DTYPES,
+    flash: bool = True,
+    dropout: bool = False,
 ) -> ModelProfile:
-    one, two = _leaves(cfg, seq_len, remat, 1, dtypes), _leaves(cfg, seq_len, remat, 2, dtypes)
+    """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
+    every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
+    style dropout on attention probabilities and residual branches."""
+    one = _leaves(cfg, seq_len, remat, 1, dtypes, flash, dropout)
+    two = _leaves(cfg, seq_len, remat, 2, dtypes, flash, dropout)
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
     rows = []
@@ -127,7 +136,9 @@ def model_profile(
             rate = 1.0
         act = c2.hbm_bytes - c1.hbm_bytes  # type: ignore[attr-defined]
         weight = max(0.0, c1.hbm_bytes - act)  # type: ignore[attr-defined]
-        grp = names.index(parts[3]) if len(parts) > 3 and parts[2] == "layers" and parts[3] in names else -1
+        # layer ops sit under model/{forward,backward}/layers/<group>/... or model/recompute/<group>/...
+        gname = parts[3] if len(parts) > 3 and parts[2] == "layers" else parts[2] if parts[1] == "recompute" else ""
+        grp = names.index(gname) if gname in names else -1
         phase = {"forward": 0, "backward": 1, "recompute": 2}.get(parts[1], 0)
         rows.append((flops, rate, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE))
     cols = list(zip(*rows, strict=True))
@@ -271,6 +282,8 @@ class TrainingSetup:
     efficiency: TrainingEfficiency
     precision: TrainingPrecision = field(default_factory=TrainingPrecision)
     dtypes: Dtypes = field(default_factory=Dtypes)
+    flash_attention: bool = True
+    dropout: bool = False
 
     @property
     def chips(self) -> int:
@@ -302,7 +315,9 @@ def _op_times(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> dict[s
 def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> StepResult:
     """Time and memory of one step of ``par`` (validated by the caller) on ``setup``."""
     cfg, eff, prec = setup.cfg, setup.efficiency, setup.precision
-    prof = model_profile(cfg, setup.seq_len, par.remat, setup.chip, eff, setup.dtypes)
+    prof = model_profile(
+        cfg, setup.seq_len, par.remat, setup.chip, eff, setup.dtypes, setup.flash_attention, setup.dropout
+    )
     b = replica_batch(setup.global_batch, par) // par.microbatches
     ops = _op_times(prof, par, b, setup.chip.hbm_bytes_per_s * eff.hbm)
     t = ops["t"]
@@ -387,7 +402,16 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
 
 def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]:
     """(fits, bytes per chip) without timing the step: the search's cheap first filter."""
-    prof = model_profile(setup.cfg, setup.seq_len, par.remat, setup.chip, setup.efficiency, setup.dtypes)
+    prof = model_profile(
+        setup.cfg,
+        setup.seq_len,
+        par.remat,
+        setup.chip,
+        setup.efficiency,
+        setup.dtypes,
+        setup.flash_attention,
+        setup.dropout,
+    )
     b = replica_batch(setup.global_batch, par) // par.microbatches
     total = sum(memory_per_chip(setup, par, prof, b, _params_per_chip(prof, par)).values())
     return total <= setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve), total

@@ -1,0 +1,285 @@
+"""Chrome / Perfetto trace-event JSON (written by JAX) and PyTorch profiler (Kineto) JSON -> event table.
+
+Streaming: the (gzip) file is decoded in 1 MiB chunks and the ``traceEvents`` array is parsed one event
+at a time with ``json.JSONDecoder.raw_decode``; the raw text is never held whole and each event dict is
+dropped once its row is stored, so memory is bounded by the event table itself plus one chunk. The
+other top-level keys (``deviceProperties``, ``distributedInfo``, ...) are small and decoded whole.
+
+Mapping (trace event format: ``ph`` ``X`` complete events, ``B``/``E`` pairs, ``M`` metadata naming
+processes and threads, ``ts``/``dur`` in microseconds):
+
+- JAX JSON: a process is an XPlane plane (``process_name`` ``/host:CPU``, ``/device:GPU:0``), a thread is
+  a line, ``args`` are the XPlane stats; events are classified exactly as XPlane events
+  (:func:`rooftop.analysis.trace_xplane.classify`). JAX writes the ``M`` events first.
+- Kineto (detected by ``schemaVersion`` / ``deviceProperties`` / ``distributedInfo`` or Kineto
+  categories): ``cat`` ``kernel`` -> ``"kernel"`` on ``/device:GPU:<args.device>``, ``gpu_memcpy`` /
+  ``gpu_memset`` -> ``"memcpy"``, ``user_annotation`` ``ProfilerStep#N`` -> ``"step"`` N; ``cpu_op``,
+  ``cuda_runtime``, ``user_annotation``, ``gpu_user_annotation``, ``python_function`` -> ``"other"`` (the
+  category is kept in ``args["cat"]``). ``correlation`` links a kernel to its runtime launch;
+  ``[memory]`` instant events (``Total Allocated``) become memory samples.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from rooftop.analysis.trace import MemorySample, ProgressFn, RowBuilder, Trace, natural_key
+from rooftop.analysis.trace_xplane import classify, line_role
+from rooftop.errors import InvalidConfigError, ParseError
+
+_US_PER_S = 1e6  # trace-event timestamps are microseconds
+_CHUNK_CHARS = 1 << 20
+_PROGRESS_EVERY = 1 << 16
+_WS = re.compile(r"[ \t\n\r]*")
+_KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"})
+_KINETO_CATS = frozenset(
+    {
+        "kernel",
+        "cpu_op",
+        "gpu_memcpy",
+        "gpu_memset",
+        "cuda_runtime",
+        "cuda_driver",
+        "user_annotation",
+        "gpu_user_annotation",
+        "python_function",
+        "ac2g",
+    }
+)
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+class JsonStream:
+    """Incremental reader of one JSON document: values are decoded one at a time from a sliding buffer."""
+
+    def __init__(self, text: IO[str], source: str) -> None:
+        self.text, self.source = text, source
+        self.buf, self.pos, self.eof, self.lines_before = "", 0, False, 0
+        self.decoder = json.JSONDecoder()
+
+    def fill(self, chars: int | None = None) -> None:
+        if self.pos > 0:
+            self.lines_before += self.buf.count("\n", 0, self.pos)
+            self.buf, self.pos = self.buf[self.pos :], 0
+        chunk = self.text.read(chars or _CHUNK_CHARS)
+        self.eof = not chunk
+        self.buf += chunk
+
+    def peek(self) -> str:
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf) or self.eof:
+                return self.buf[self.pos : self.pos + 1]
+            self.fill()
+
+    def expect(self, char: str, what: str) -> None:
+        if self.peek() != char:
+            self.fail(f"expected {what}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        self.peek()
+        chars = _CHUNK_CHARS
+        while True:
+            try:
+                obj, end = self.decoder.raw_decode(self.buf, self.pos)
+                if end < len(self.buf) or self.eof:
+                    self.pos = end
+                    return obj
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    self.fail(f"invalid JSON ({exc.msg})", exc.pos)
+            self.fill(chars)  # the value may continue in the next chunk
+            chars *= 2
+
+    def fail(self, message: str, at: int | None = None) -> None:
+        at = self.pos if at is None else at
+        line = self.lines_before + self.buf.count("\n", 0, at) + 1
+        raise ParseError(message, source=self.source, line=line)
+
+    def array(self, *, unterminated_ok: bool = False) -> Iterator[Any]:
+        """Yield the elements of the array starting here (the Chrome "JSON array format" may lack its ``]``)."""
+        self.expect("[", "'['")
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            yield self.value()
+            char = self.peek()
+            self.pos += 1
+            if char == "]" or (char in ("", ",") and unterminated_ok and self.peek() == ""):
+                return
+            if char != ",":
+                self.fail("expected ',' or ']' in the traceEvents array")
+
+
+def _open_text(path: Path) -> tuple[IO[bytes], IO[str]]:
+    raw = path.open("rb")
+    magic = raw.read(2)
+    raw.seek(0)
+    stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    return raw, io.TextIOWrapper(stream, encoding="utf-8")
+
+
+def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
+    """Stream a Chrome/Perfetto or Kineto JSON trace (``.json`` or gzip) into a Trace."""
+    try:
+        raw, text = _open_text(path)
+    except OSError as exc:
+        raise InvalidConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    mapper = _Mapper()
+    stream = JsonStream(text, str(path))
+    try:
+        with raw, text:
+            for n, event in enumerate(_events(stream, mapper.top), 1):
+                try:
+                    mapper.event(event)
+                except (TypeError, ValueError, AttributeError) as exc:
+                    stream.fail(f"trace event {n} has a field of the wrong type ({exc})")
+                if progress is not None and n % _PROGRESS_EVERY == 0:
+                    progress(n, raw.tell())
+            size = raw.tell()
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
+        raise ParseError(f"truncated or corrupt compressed JSON trace ({exc})", source=str(path)) from exc
+    if progress is not None:
+        progress(mapper.count, size)
+    return mapper.trace(str(path))
+
+
+def _events(stream: JsonStream, top: dict[str, Any]) -> Iterator[Any]:
+    char = stream.peek()
+    if char == "[":
+        yield from stream.array(unterminated_ok=True)
+        return
+    if char != "{":
+        stream.fail("expected a JSON object with traceEvents or an array of trace events")
+    stream.pos += 1
+    while stream.peek() != "}":
+        key = stream.value()
+        if not isinstance(key, str):
+            stream.fail("expected a string key")
+        stream.expect(":", "':'")
+        if key == "traceEvents":
+            top[key] = True
+            yield from stream.array()
+        else:
+            top[key] = stream.value()
+        if stream.peek() == ",":
+            stream.pos += 1
+        elif stream.peek() != "}":
+            stream.fail("expected ',' or '}'")
+    if "traceEvents" not in top:
+        stream.fail("no traceEvents array in the JSON object")
+
+
+class _Mapper:
+    """Maps trace events to rows; process/thread names are resolved at the end (Kineto writes them last)."""
+
+    def __init__(self) -> None:
+        self.top: dict[str, Any] = {}
+        self.rows = RowBuilder()
+        self.processes: dict[Any, str] = {}
+        self.threads: dict[tuple[Any, Any], str] = {}
+        self.open: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        self.memory: list[MemorySample] = []
+        self.kineto_events = 0
+        self.count = 0
+        self.seen = 0
+        self.host_ops = True
+        self.line_keys: dict[tuple[Any, Any], str] = {}
+
+    def event(self, ev: Any) -> None:
+        self.seen += 1
+        if not isinstance(ev, dict):
+            return
+        ph = ev.get("ph")
+        if ph == "X":
+            self._timed(ev, float(ev.get("ts", 0.0)), float(ev.get("dur", 0.0)))
+        elif ph == "B":
+            self.open.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+        elif ph == "E":
+            stack = self.open.get((ev.get("pid"), ev.get("tid")))
+            if stack:
+                begin = stack.pop()
+                begin.setdefault("args", {}).update(ev.get("args") or {})
+                start = float(begin.get("ts", 0.0))
+                self._timed(begin, start, float(ev.get("ts", start)) - start)
+        elif ph == "M":
+            self._meta(ev)
+        elif ph in ("i", "I") and ev.get("name") == "[memory]":
+            args = ev.get("args") or {}
+            device = f"/device:GPU:{args.get('Device Id')}" if args.get("Device Type", 1) != 0 else "/host:CPU"
+            total = args.get("Total Allocated", args.get("Bytes", 0))
+            self.memory.append(MemorySample(float(ev.get("ts", 0.0)) / _US_PER_S, float(total), device))
+
+    def _meta(self, ev: dict[str, Any]) -> None:
+        name = (ev.get("args") or {}).get("name")
+        if ev.get("name") == "process_name" and name is not None:
+            self.processes[ev.get("pid")] = str(name)
+            self.host_ops = not any(
+                p.startswith("/device:") and not p.startswith("/device:CUSTOM") for p in self.processes.values()
+            )
+        elif ev.get("name") == "thread_name" and name is not None:
+            self.threads[(ev.get("pid"), ev.get("tid"))] = str(name).strip()
+
+    def _timed(self, ev: dict[str, Any], ts_us: float, dur_us: float) -> None:
+        self.count += 1
+        args = ev.get("args")  # kept as read; the OpEvent.args view turns values into text
+        if not isinstance(args, dict):
+            args = {}
+        name, cat = str(ev.get("name", "")), ev.get("cat")
+        pid, tid = ev.get("pid"), ev.get("tid")
+        line = self.line_keys.get((pid, tid))
+        if line is None:
+            line = self.line_keys.setdefault((pid, tid), f"\0{pid}\0{tid}")
+        start_s, dur_s = ts_us / _US_PER_S, dur_us / _US_PER_S
+        if cat is not None:
+            self.kineto_events += cat in _KINETO_CATS
+            args["cat"] = str(cat)
+            kind, device, step, corr = self._kineto(cat, name, args, pid)
+            if corr is not None and kind == "other":
+                self.rows.launch_s.setdefault(corr, start_s)
+            self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, args)
+            return
+        plane = self.processes.get(pid, f"pid {pid}")
+        role = line_role(plane, self.threads.get((pid, tid), str(tid)))
+        kind, device, module, inst, step, corr = classify(role, plane, name, args, host_ops=self.host_ops)
+        if corr is not None and kind == "other" and plane.startswith("/host:"):
+            self.rows.launch_s.setdefault(corr, start_s)
+        self.rows.add(device, line, name, module, inst, start_s, dur_s, step, kind, corr, args)
+
+    @staticmethod
+    def _kineto(cat: str, name: str, args: dict[str, Any], pid: Any) -> tuple[str, str, int | None, str | None]:
+        corr = args.get("correlation")
+        corr_text = None if corr is None else str(corr)
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"):
+            device = f"/device:GPU:{args.get('device', pid)}"
+            kind = {"kernel": "kernel", "gpu_user_annotation": "other"}.get(cat, "memcpy")
+            return kind, device, None, corr_text
+        marker = _PROFILER_STEP.match(name) if cat == "user_annotation" else None
+        if marker:
+            return "step", "/host:CPU", int(marker.group(1)), None
+        return "other", "/host:CPU", None, corr_text
+
+    def trace(self, source: str) -> Trace:
+        lines = {key: self.threads.get(pid_tid, f"thread {pid_tid[1]}") for pid_tid, key in self.line_keys.items()}
+        table = self.rows.build(lines)
+        kineto = self.kineto_events > 0 or bool(_KINETO_KEYS & self.top.keys())
+        metadata = {k: v for k, v in self.top.items() if k != "traceEvents"}
+        metadata["trace_event_count"] = self.seen
+        devices = {d for d in set(table.column("device")) if d.startswith("/device:")}
+        if kineto:
+            props = metadata.get("deviceProperties") or []
+            devices |= {f"/device:GPU:{p['id']}" for p in props if isinstance(p, dict) and "id" in p}
+        else:
+            devices |= {p for p in self.processes.values() if isinstance(p, str) and p.startswith("/device:")}
+        self.memory.sort()
+        fmt = "kineto" if kineto else "chrome-json"
+        return Trace(table, source, fmt, {}, tuple(self.memory), tuple(sorted(devices, key=natural_key)), metadata)

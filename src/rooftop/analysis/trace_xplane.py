@@ -1,0 +1,367 @@
+"""XPlane (``.xplane.pb``, the XSpace protobuf written by ``jax.profiler``) -> rooftop event table.
+
+Events are read with JAX's own reader, ``jax.profiler.ProfileData`` (planes -> lines -> events with
+``name``, ``start_ns``, ``duration_ns`` and ``stats``). How JAX/XLA names things (tsl/profiler xplane
+schema and stat names in xla/tsl/profiler/utils/xplane_schema.h; observed in jax 0.10 CPU profiles and
+in ROCm GPU profiles):
+
+- ``/device:GPU:N`` planes, lines ``Stream #N(...)``: one event per kernel or memcpy, stats ``hlo_module``,
+  ``hlo_op``, ``program_id``, ``correlation_id``, ``kernel_details`` / ``memcpy_details``.
+  -> ``kind="kernel"`` (``"memcpy"`` with ``memcpy_details`` or a ``Memcpy`` line/name).
+- ``/device:TPU:N`` planes (and xprof-processed GPU planes): lines ``XLA Ops`` (event name = HLO
+  instruction; stats ``program_id``, ``long_name``, ...) -> ``"op"``; ``XLA Modules`` (``jit_f(12)``) ->
+  ``"module"``; ``Steps`` -> ``"step"``; ``TensorFlow Ops`` / ``Framework Ops`` -> ``"other"``.
+- ``/host:CPU``: thread lines. With XLA:CPU the HLO ops run here, each event carrying ``hlo_op``,
+  ``hlo_module``, ``program_id``, ``run_id`` and ``device_ordinal`` -> ``"op"`` on ``/device:CPU:<ordinal>``.
+  When the profile has device planes with events, host events with ``hlo_op`` are kernel launches ->
+  ``"other"`` (their ``correlation_id`` places device kernels in steps). ``StepTraceAnnotation``
+  events (stat ``step_num``) and ``ProfilerStep#N`` -> ``"step"``.
+- ``/host:metadata``: no events; its event metadata carry one ``Hlo Proto`` stat per HLO module, named
+  ``jit_f(<program_id>)``. ``ProfileData`` does not expose event metadata, so that plane is read with the
+  protobuf runtime against a declared subset of ``xplane.proto`` (field numbers from
+  tsl/profiler/protobuf/xplane.proto) — the protobuf library parses, nothing is hand-decoded.
+
+Stats whose names start with ``_`` (internal flow/context ids) are dropped; other stats become ``args``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from rooftop.analysis.trace import EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
+from rooftop.errors import InvalidConfigError, ParseError
+
+JAX_EXTRA = "reading .xplane.pb needs the jax extra: pip install 'rooftop[jax]'"
+_NS_PER_S = 1e9  # XPlane times are nanoseconds (divided, so 500 ns -> 5e-07 s exactly rounded)
+_MODULE_NAME = re.compile(r"^(?P<name>.+)\((?P<id>\d+)\)$")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_FRAMEWORK_LINES = frozenset(
+    {
+        "TensorFlow Ops",
+        "Framework Ops",
+        "TensorFlow Name Scope",
+        "Framework Name Scope",
+        "Source code",
+        "Async XLA Ops",
+        "XLA TraceMe",
+        "Launch Stats",
+        "SparseCore Ops",
+    }
+)
+_MEMCPY_NAMES = (
+    "Memcpy",
+    "MemcpyH2D",
+    "MemcpyD2H",
+    "MemcpyD2D",
+    "CopyDeviceToDevice",
+    "CopyHostToDevice",
+    "CopyDeviceToHost",
+    "Memset",
+)
+_BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$")
+_PROGRESS_EVERY = 1 << 16
+
+
+def _profile_data() -> Any:
+    try:
+        from jax.profiler import ProfileData
+    except ImportError as exc:
+        raise InvalidConfigError(JAX_EXTRA) from exc
+    return ProfileData
+
+
+def line_role(plane: str, line: str) -> str:
+    """What a line holds, from the plane and line names alone (decided once per line)."""
+    if plane.startswith("/host:"):
+        return "host"
+    if not plane.startswith("/device:"):
+        return "other"
+    roles = {"Steps": "steps", "XLA Modules": "modules", "XLA Ops": "ops"}
+    if line in roles:
+        return roles[line]
+    if line in _FRAMEWORK_LINES:
+        return "other"
+    return "memcpy" if "Memcpy" in line else "stream"
+
+
+def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_ops: bool) -> tuple[Any, ...]:
+    """(kind, device, module, instruction, step, correlation) of one event on a line of ``role``."""
+    module, inst, corr = stats.get("hlo_module"), stats.get("hlo_op"), stats.get("correlation_id")
+    if corr is not None:
+        corr = str(corr)
+    step = stats.get("step_num")
+    if step is None:
+        step = stats.get("group_id")
+    if step is not None:
+        step = _int(step)
+    if role == "stream":
+        kind = "memcpy" if "memcpy_details" in stats or name.startswith(_MEMCPY_NAMES) else "kernel"
+        return kind, plane, module, inst, step, corr
+    if role == "host":
+        if inst is not None and host_ops:
+            ordinal = stats.get("device_ordinal")
+            return "op", plane if ordinal is None else f"/device:CPU:{ordinal}", module, inst, step, None
+        marker = _PROFILER_STEP.match(name)
+        if marker or ("step_num" in stats and inst is None):
+            return "step", plane, None, None, int(marker.group(1)) if marker else step, None
+        return "other", plane, module, inst, step, corr
+    if role == "steps":
+        return "step", plane, None, None, int(name) if name.isdigit() else step, None
+    if role == "modules":
+        m = _MODULE_NAME.match(name)
+        return "module", plane, m.group("name") if m else name, None, step, None
+    if role == "ops":
+        return "op", plane, module, inst or name, step, corr
+    return role, plane, module, inst, step, corr  # "memcpy" or "other"
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _stat_text(value: Any) -> str | None:
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, bytes):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return None if value is None else str(value)
+
+
+def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | None = None) -> Trace:
+    """Load one ``.xplane.pb`` per host into one Trace (device names prefixed by the host when several)."""
+    profile_data = _profile_data()
+    tables, memory, protos, devices = [], [], {}, []
+    metadata: dict[str, Any] = {"hosts": [], "device_properties": {}}
+    loaded, bytes_read = 0, 0
+    for path in paths:
+        host = path.name.removesuffix(".xplane.pb").removesuffix(".pb")
+        data = _read(path)
+        bytes_read += len(data)
+        try:
+            space = profile_data.from_serialized_xspace(data)
+        except Exception as exc:  # jaxlib raises RuntimeError("Failed to parse XSpace ...")
+            raise ParseError(f"truncated or corrupt XPlane protobuf ({exc})", source=str(path)) from exc
+        prefix = host if len(paths) > 1 else ""
+        module_protos = metadata_hlo_protos(data, str(path), metadata)
+        for key, value in module_protos.items():
+            protos.setdefault(key, value)
+        reader = _SpaceReader(prefix, _program_names(module_protos), metadata, memory)
+
+        def tick(n: int, base: int = loaded, total: int = bytes_read) -> None:
+            if progress is not None:
+                progress(base + n, total)
+
+        tables.append(reader.read(space, tick))
+        loaded += len(tables[-1])
+        devices.extend(reader.devices)
+        metadata["hosts"].append(host)
+    if progress is not None:
+        progress(loaded, bytes_read)
+    table = EventTable.concat(tables) if len(tables) > 1 else tables[0]
+    memory.sort()
+    devs = tuple(sorted(set(devices), key=natural_key))
+    return Trace(table, source, "xplane", dict(sorted(protos.items())), tuple(memory), devs, metadata)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not data:
+        raise ParseError("truncated or corrupt XPlane protobuf (empty file)", source=str(path))
+    return data
+
+
+def _program_names(protos: dict[str, bytes]) -> dict[str, str]:
+    out = {}
+    for key in protos:
+        m = _MODULE_NAME.match(key)
+        if m:
+            out[m.group("id")] = m.group("name")
+    return out
+
+
+class _SpaceReader:
+    """Walks one XSpace: device planes first (so host events know whether ops ran on the host)."""
+
+    def __init__(self, prefix: str, programs: dict[str, str], metadata: dict[str, Any], memory: list) -> None:
+        self.prefix, self.programs, self.metadata, self.memory = prefix, programs, metadata, memory
+        self.rows = RowBuilder()
+        self.devices: list[str] = []
+        self.device_events = 0
+
+    def read(self, space: Any, tick: Callable[[int], None]) -> EventTable:
+        planes = list(space.planes)
+        planes.sort(key=lambda p: p.name.startswith("/host:"))
+        for plane in planes:
+            name = plane.name
+            stats = {k: _stat_text(v) for k, v in plane.stats if k}
+            if name == "Task Environment" or name == "/host:metadata":
+                self.metadata.setdefault("environment", {}).update({k: v for k, v in stats.items() if v is not None})
+                continue
+            if name.startswith("/device:") and not name.startswith("/device:CUSTOM"):
+                self.devices.append(self.prefix + name)
+                if stats:
+                    self.metadata["device_properties"][self.prefix + name] = stats
+            self._plane(plane, name, tick)
+        table = self.rows.build()
+        self.devices.extend(d for d in set(table.column("device")) if "/device:" in d)
+        return table
+
+    def _plane(self, plane: Any, plane_name: str, tick: Callable[[int], None]) -> None:
+        lines = sorted(plane.lines, key=lambda ln: ln.name != "XLA Modules")
+        modules: list[tuple[float, float, str]] = []
+        host = plane_name.startswith("/host:")
+        rows, prefix = self.rows, self.prefix
+        append, intern = rows.rows.append, rows.strings.setdefault  # RowBuilder.add, inlined: the hot loop
+        count, device_events = len(rows), self.device_events
+        for line in lines:
+            line_name = line.name
+            role = line_role(plane_name, line_name)
+            for ev in line.events:
+                stats = dict(ev.stats)  # values as read; the OpEvent.args view turns them into text
+                name = ev.name
+                kind, device, module, inst, step, corr = classify(
+                    role, plane_name, name, stats, host_ops=device_events == 0
+                )
+                start_s, dur_s = ev.start_ns / _NS_PER_S, ev.duration_ns / _NS_PER_S
+                if kind == "module":
+                    modules.append((start_s, start_s + dur_s, module))
+                elif module is None and kind == "op":
+                    module = self.programs.get(str(stats.get("program_id"))) or _containing(modules, start_s)
+                if prefix:
+                    device = prefix + device
+                if not host:
+                    device_events += kind in ("kernel", "op", "memcpy")
+                elif corr is not None and kind == "other":
+                    rows.launch_s.setdefault(corr, start_s)
+                if host and ("bytes_allocated" in stats or "bytes_in_use" in stats):
+                    self._memory(start_s, stats, device)
+                if module is not None:
+                    module = intern(module, module)
+                if inst is not None:
+                    inst = intern(inst, inst)
+                append((intern(device, device), line_name, intern(name, name), module, inst, start_s, dur_s, step,
+                        kind, corr, stats))  # fmt: skip
+                count += 1
+                if count % _PROGRESS_EVERY == 0:
+                    tick(count)
+            self.device_events = device_events
+            if not host and line_name == "XLA Modules":
+                modules.sort()
+
+    def _memory(self, time_s: float, stats: dict[str, Any], device: str) -> None:
+        value = stats.get("bytes_in_use", stats.get("bytes_allocated"))
+        allocator = str(stats.get("allocator_name", ""))
+        m = _BFC_ALLOCATOR.match(allocator)
+        where = f"{self.prefix}/device:{m.group(1)}:{m.group(2)}" if m else allocator or device
+        try:
+            self.memory.append(MemorySample(time_s, float(value or 0), where))
+        except (TypeError, ValueError):
+            return
+
+
+def _containing(modules: list[tuple[float, float, str]], t: float) -> str | None:
+    j = bisect.bisect_right(modules, (t, float("inf"), "\uffff")) - 1
+    return modules[j][2] if j >= 0 and t <= modules[j][1] else None
+
+
+# ----------------------------------------------------------------------------------------------------
+# /host:metadata: HLO protos, read with the protobuf runtime against a declared subset of xplane.proto
+
+
+# (field, number, type): "*T" is repeated, "map:T" is map<int64, T>; field numbers of
+# tsl/profiler/protobuf/xplane.proto and xla/service/hlo.proto (HloProto.hlo_module kept as bytes).
+_SCHEMA = {
+    "XStat": [("metadata_id", 1, "int64"), ("double_value", 2, "double"), ("uint64_value", 3, "uint64"),
+              ("int64_value", 4, "int64"), ("str_value", 5, "string"), ("bytes_value", 6, "bytes"),
+              ("ref_value", 7, "uint64")],
+    "XEventMetadata": [("id", 1, "int64"), ("name", 2, "string"), ("stats", 5, "*XStat")],
+    "XStatMetadata": [("id", 1, "int64"), ("name", 2, "string")],
+    "XPlane": [("id", 1, "int64"), ("name", 2, "string"), ("event_metadata", 4, "map:XEventMetadata"),
+               ("stat_metadata", 5, "map:XStatMetadata")],
+    "XSpace": [("planes", 1, "*XPlane"), ("hostnames", 4, "*string")],
+    "HloProto": [("hlo_module", 1, "bytes")],
+}  # fmt: skip
+
+
+@cache
+def _messages() -> dict[str, Any]:
+    """Message classes for :data:`_SCHEMA` (only the fields read here), declared through descriptor_pb2."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="rooftop/xplane_subset.proto", package="rooftop.xp", syntax="proto3")
+
+    def add_field(msg: Any, name: str, number: int, kind: str) -> None:
+        label = fdp.LABEL_REPEATED if kind[0] == "*" or kind.startswith("map:") else fdp.LABEL_OPTIONAL
+        kind = kind.lstrip("*")
+        if kind.startswith("map:"):
+            entry = msg.nested_type.add(name="".join(p.title() for p in name.split("_")) + "Entry")
+            entry.options.map_entry = True
+            add_field(entry, "key", 1, "int64")
+            add_field(entry, "value", 2, kind[4:])
+            kind = f"{msg.name}.{entry.name}"
+        field = msg.field.add(name=name, number=number, label=label)
+        if hasattr(fdp, f"TYPE_{kind.upper()}"):
+            field.type = getattr(fdp, f"TYPE_{kind.upper()}")
+        else:
+            field.type, field.type_name = fdp.TYPE_MESSAGE, f".rooftop.xp.{kind}"
+
+    for name, fields in _SCHEMA.items():
+        msg = file.message_type.add(name=name)
+        for field_name, number, kind in fields:
+            add_field(msg, field_name, number, kind)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"rooftop.xp.{n}")) for n in _SCHEMA}
+
+
+def metadata_hlo_protos(data: bytes, source: str, metadata: dict[str, Any]) -> dict[str, bytes]:
+    """``{"jit_f(12)": serialized HloProto}`` from the ``/host:metadata`` plane; {} if protobuf is absent."""
+    try:
+        space = _messages()["XSpace"]()
+    except ImportError:
+        metadata["hlo_protos_unavailable"] = "the protobuf package is not installed"
+        return {}
+    try:
+        space.ParseFromString(data)
+    except Exception as exc:  # google.protobuf.message.DecodeError
+        raise ParseError(f"truncated or corrupt XPlane protobuf ({exc})", source=source) from exc
+    metadata.setdefault("hostnames", []).extend(space.hostnames)
+    out: dict[str, bytes] = {}
+    for plane in space.planes:
+        if plane.name != "/host:metadata":
+            continue
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for _key, event in sorted(plane.event_metadata.items()):
+            for stat in event.stats:
+                if names.get(stat.metadata_id) in ("Hlo Proto", "hlo_proto") and stat.bytes_value:
+                    out[event.name] = bytes(stat.bytes_value)
+    return out
+
+
+def hlo_proto_to_text(proto: bytes) -> str:
+    """HLO text of a serialized ``HloProto``, printed by XLA: ``xla_client.XlaComputation(
+    HloProto.hlo_module).as_hlo_text()`` (jaxlib's binding of XLA's HloModule printer)."""
+    try:
+        from jaxlib import xla_client
+    except ImportError as exc:
+        raise InvalidConfigError("printing HLO from a profile needs the jax extra: pip install 'rooftop[jax]'") from exc
+    message = _messages()["HloProto"]()
+    try:
+        message.ParseFromString(proto)
+        return xla_client.XlaComputation(message.hlo_module).as_hlo_text()
+    except Exception as exc:
+        raise ParseError(f"corrupt HloProto in the profile metadata ({exc})") from exc

@@ -59,9 +59,7 @@ class ServingEfficiency:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "sources"
-        }
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "sources"}
         out["sources"] = {k: {"source": s, "note": n} for k, (s, n) in self.sources.items()}
         return out
 
@@ -72,7 +70,7 @@ IDEAL_SERVING = ServingEfficiency()
 def _figure(table: Mapping[str, Any], key: str, where: str) -> tuple[float, str, str]:
     node = table.get(key)
     if not isinstance(node, Mapping) or "value" not in node or not node.get("source"):
-        raise InvalidConfigError(f"{where}: {key} must be a table {{value = ..., source = \"...\"}}")
+        raise InvalidConfigError(f'{where}: {key} must be a table {{value = ..., source = "..."}}')
     return float(node["value"]), str(node["source"]), str(node.get("note", ""))
 
 
@@ -99,7 +97,7 @@ def default_serving_efficiency(chip_kind: str = "gpu") -> ServingEfficiency:
 
 
 def parse_serving_efficiency(text: str, base: ServingEfficiency) -> ServingEfficiency:
-    """"hbm=0.9,step_s=0.002" applied over ``base``."""
+    """ "hbm=0.9,step_s=0.002" applied over ``base``."""
     changes: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:

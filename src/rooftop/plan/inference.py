@@ -1,0 +1,406 @@
+"""Prefill and decode of a served transformer, priced from the same layer ops as training
+(``model/transformer.model_costs``), sharded over a serving layout and timed on the roofline
+(``cost/roofline.roofline``) plus the fixed costs a bandwidth roofline misses.
+
+Layouts and the sharding of every op live in plan/serving_layout.py (``ServingLayout``: replicas
+of tp x pp chips, ep expert-parallel within the TP group; ``share``: how an op's FLOPs, weights,
+cache and activations divide over the TP group), re-exported here. The bytes of each op are split
+into weights, KV cache and activations exactly, by pricing the same ops with an 8-byte probe dtype
+for the weights and the cache: the byte difference per op is linear in bytes per element
+(``_bytes_by_kind``).
+
+Decode step (one new token for each of ``batch`` sequences at context S), per chip:
+
+    step = sum over op groups (matmul, attention, elementwise) of max(compute, memory)
+         + collectives: 2 all-reduces of batch x D activations per layer under TP (1 with parallel
+           attention/MLP), each max(bandwidth / network efficiency, hop latency) (cost/collectives.py),
+           plus one permute per pipeline stage
+         + launch: n_layers x kernels_per_layer x kernel_s
+         + scheduling: step_s
+    memory = weights (read once per step per chip) + KV cache of every sequence + activations.
+
+The matmul group is memory-bound below the critical batch ~ F x beta_w / (2 x BW) (F: peak FLOPs/s
+of the compute dtype, beta_w: bytes per weight; "How to Scale Your Model" Part 7: decode is
+bandwidth-bound below ~240 tokens on v5e in bf16) and the attention group stays memory-bound
+(2 FLOPs per cached element per query head of its group). Pipeline stages decode ``pp``
+microbatches of batch / pp in flight: per chip the round reads the stage's weights pp times
+(W / tp in all), its layers' cache once (KV / pp) and does FLOPs / pp; a token's latency is the
+round. Prefill of a prompt runs the stages one after another (no pipelining for one prompt).
+
+Fixed costs (overheads) are what make real decode 2-4x slower than the bandwidth roofline for
+70B-class models at TP 4-8: 160 all-reduces of a few KiB are latency-bound, 800 kernels each
+cost microseconds, and the runtime spends ~1 ms per step (catalog/efficiency/serving.toml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooftop.cost.collectives import collective_time
+from rooftop.cost.cost import Comm, Cost
+from rooftop.cost.roofline import Term, roofline
+from rooftop.dtypes import compute_dtype, dtype_bytes
+from rooftop.errors import InvalidConfigError
+from rooftop.hardware.chip import Chip
+from rooftop.hardware.topology import Mesh
+from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
+from rooftop.model.memory import kv_cache_bytes, mlp_parts
+from rooftop.model.transformer import model_costs
+from rooftop.plan.serving_efficiency import ServingEfficiency
+from rooftop.plan.serving_layout import (
+    ATTENTION_OPS,
+    GROUPS,
+    MATMUL_OPS,
+    ChipMemory,
+    ServingLayout,
+    Share,
+    chip_memory,
+    describe_memory,
+    kv_cache_per_chip_bytes,
+    kv_shards,
+    max_batch,
+    share,
+    validate_layout,
+    weights_per_chip_bytes,
+)
+from rooftop.units import format_duration
+
+__all__ = [
+    "GROUPS",
+    "ChipCost",
+    "ChipMemory",
+    "PhaseTime",
+    "ServingLayout",
+    "Share",
+    "chip_cost",
+    "chip_memory",
+    "compute_bound_batch",
+    "critical_batch",
+    "decode_step",
+    "describe_memory",
+    "kv_cache_bytes",
+    "kv_cache_per_chip_bytes",
+    "kv_shards",
+    "max_batch",
+    "prefill",
+    "validate_layout",
+    "weights_per_chip_bytes",
+]
+
+_WEIGHT_LEAVES = MATMUL_OPS | {"embedding", "positions"}
+_KV_LEAVES = frozenset({"scores", "values", "kv_cache_write"})
+_PROBE = "fp64"  # an 8-byte dtype no one serves in: the probe that separates weight and cache bytes
+
+
+def _leaves(tree):  # type: ignore[no-untyped-def]
+    return [(path, t) for path, t in tree.walk() if not t.children]
+
+
+def _bytes_by_kind(base, probe, dtypes: Dtypes) -> list[tuple[str, str, Cost, float, float]]:  # type: ignore[no-untyped-def]
+    """(path, name, cost, weight bytes, cache bytes) of every leaf: the probe tree prices weights
+    and cache at 8 bytes, so (probe - base) / (8 - beta) elements of each kind per leaf."""
+    bw, bk, big = dtype_bytes(dtypes.weights), dtype_bytes(dtypes.kv_cache), dtype_bytes(_PROBE)
+    out = []
+    for (path, leaf), (_, pleaf) in zip(_leaves(base), _leaves(probe), strict=True):
+        delta = pleaf.cost.hbm_bytes - leaf.cost.hbm_bytes
+        w = delta / (big - bw) * bw if leaf.name in _WEIGHT_LEAVES else 0.0
+        k = delta / (big - bk) * bk if leaf.name in _KV_LEAVES else 0.0
+        out.append((path, leaf.name, leaf.cost, w, k))
+    return out
+
+
+@dataclass(frozen=True)
+class ChipCost:
+    """One chip's share of a phase: a Cost per op group, and its bytes by kind."""
+
+    groups: dict[str, Cost]
+    weights_bytes: float
+    kv_cache_bytes: float
+    other_bytes: float
+
+    @property
+    def flops(self) -> float:
+        return sum(c.flops for c in self.groups.values())
+
+
+def _expert_imbalance(cfg: TransformerConfig, ep: int, expert_weight_bytes: float, w_bytes: float) -> float:
+    """Busiest chip's expert reads over the mean under expert parallelism. With T experts touched
+    per MoE layer spread over ep chips, a chip reads at least one whole expert once any is touched:
+    max(T / ep, min(T, 1)) / (T / ep) (a lower bound of the maximum; uniform routing)."""
+    if cfg.moe is None or ep == 1 or expert_weight_bytes <= 0:
+        return 1.0
+    sizes = {"D": cfg.d_model, "F_e": cfg.moe.d_ff_expert}
+    per_expert = sum(p.params(sizes) for n, p in mlp_parts(cfg, True).items() if n.startswith("experts/"))
+    moe_layers = sum(g.count for g in layer_groups(cfg) if g.moe)
+    touched = expert_weight_bytes / (per_expert * w_bytes * moe_layers)
+    return max(touched / ep, min(touched, 1.0)) / (touched / ep)
+
+
+def chip_cost(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout) -> ChipCost:
+    """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
+    expert parallelism, grouped into matmul / attention / elementwise ops."""
+    base = model_costs(cfg, workload, dtypes)
+    probe = model_costs(cfg, workload, Dtypes(_PROBE, dtypes.activations, _PROBE))
+    leaves = _bytes_by_kind(base, probe, dtypes)
+    experts = sum(w for path, _, _, w, _ in leaves if "/experts/" in path)
+    imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
+    flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}
+    nbytes = dict.fromkeys(GROUPS, 0.0)
+    totals = [0.0, 0.0, 0.0]
+    for path, name, cost, w, k in leaves:
+        s = share(name, cfg, layout.tp, workload.phase == "prefill")
+        group = "matmul" if name in MATMUL_OPS else "attention" if name in ATTENTION_OPS else "elementwise"
+        for key, v in cost.flops_by.items():
+            flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
+        w_chip = w * s.weights * (imbalance if "/experts/" in path else 1.0)
+        k_chip = k * s.kv
+        a_chip = (cost.hbm_bytes - w - k) * s.act
+        nbytes[group] += w_chip + k_chip + a_chip
+        totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]
+    return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, *totals)
+
+
+# ---------------------------------------------------------------- timing a phase
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """Time of one prefill or decode step on one chip of a replica, and every term of it."""
+
+    phase: str
+    batch: int
+    tokens: int
+    context_len: int
+    weights_bytes: float
+    kv_cache_bytes: float
+    other_bytes: float
+    flops: float
+    weights_s: float
+    kv_cache_s: float
+    other_memory_s: float
+    compute_s: float
+    group_s: dict[str, float]
+    group_bound: dict[str, str]
+    collective_s: float
+    collective_latency_s: float
+    collectives: float
+    launch_s: float
+    scheduling_s: float
+    bandwidth_roofline_s: float
+    terms: tuple[Term, ...]
+
+    @property
+    def roofline_s(self) -> float:
+        """Sum over op groups of max(compute, memory): the roofline part of the step."""
+        return sum(self.group_s.values())
+
+    @property
+    def overhead_s(self) -> float:
+        return self.collective_s + self.launch_s + self.scheduling_s
+
+    @property
+    def time_s(self) -> float:
+        return self.roofline_s + self.overhead_s
+
+    @property
+    def bound(self) -> str:
+        """What takes most of the step: "compute", "memory", "collective" or "overhead"."""
+        compute = sum(t for g, t in self.group_s.items() if self.group_bound[g] == "compute")
+        parts = {
+            "compute": compute,
+            "memory": self.roofline_s - compute,
+            "collective": self.collective_s,
+            "overhead": self.launch_s + self.scheduling_s,
+        }
+        return max(parts, key=lambda k: parts[k])
+
+
+def _collectives(
+    cfg: TransformerConfig,
+    chip: Chip,
+    mesh: Mesh,
+    layout: ServingLayout,
+    tokens: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+    hops: int,
+) -> tuple[float, float, float, list[Term]]:
+    """(time, latency part, count, terms) of the TP all-reduces and pipeline sends of one pass."""
+    act = tokens * cfg.d_model * dtype_bytes(dtypes.activations)
+    items = []
+    if layout.tp > 1:
+        per_layer = 1 if cfg.parallel_layers else 2  # after attention and after the MLP (Megatron)
+        items.append((Comm("all-reduce", ("tp",), act, label="tp"), per_layer * cfg.n_layers))
+    if layout.pp > 1 and hops:
+        items.append((Comm("permute", ("pp",), act, label="pp"), hops))
+    total = latency = count = 0.0
+    terms = []
+    for comm, n in items:
+        ct = collective_time(comm, mesh, chip)
+        each = max(ct.bandwidth_time_s / eff.network, ct.latency_time_s)
+        total += n * each
+        latency += n * min(each, ct.latency_time_s)
+        count += n
+        terms.append(Term(f"collective {comm.kind} {comm.label}", n * each, f"{n:g} x ({ct.formula})"))
+    return total, latency, count, terms
+
+
+def _group_times(cost: ChipCost, chip: Chip, eff: ServingEfficiency) -> tuple[dict, dict, float, list[Term]]:
+    """Roofline of each op group: (time, bound, summed compute time, terms)."""
+    group_s, group_bound, terms, compute_s = {}, {}, [], 0.0
+    for g in GROUPS:
+        est = roofline(cost.groups[g], chip, efficiency=eff.roofline)
+        group_s[g] = est.lower_bound_s
+        group_bound[g] = "compute" if est.compute_s >= est.memory_s else "memory"
+        compute_s += est.compute_s
+        terms += [Term(f"{g}: {t.name}", t.seconds, t.formula) for t in est.terms]
+    return group_s, group_bound, compute_s, terms
+
+
+def _phase_time(
+    phase: str,
+    cost: ChipCost,
+    cfg: TransformerConfig,
+    chip: Chip,
+    mesh: Mesh,
+    layout: ServingLayout,
+    batch: int,
+    tokens: int,
+    context_len: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+    hops: int,
+) -> PhaseTime:
+    bw = chip.hbm_bytes_per_s * eff.hbm
+    group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
+    coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
+    kernels = cfg.n_layers * eff.kernels_per_layer
+    launch_s = kernels * eff.kernel_s
+    terms += coll_terms + [
+        Term(
+            "launch",
+            launch_s,
+            f"{cfg.n_layers} layers x {eff.kernels_per_layer:g} kernels x {format_duration(eff.kernel_s)}",
+        ),
+        Term("scheduling", eff.step_s, f"{format_duration(eff.step_s)} per step (runtime, sampling, host sync)"),
+    ]
+    return PhaseTime(
+        phase,
+        batch,
+        tokens,
+        context_len,
+        cost.weights_bytes,
+        cost.kv_cache_bytes,
+        cost.other_bytes,
+        cost.flops,
+        cost.weights_bytes / bw,
+        cost.kv_cache_bytes / bw,
+        cost.other_bytes / bw,
+        compute_s,
+        group_s,
+        group_bound,
+        coll_s,
+        coll_lat,
+        count,
+        launch_s,
+        eff.step_s,
+        (cost.weights_bytes + cost.kv_cache_bytes) / chip.hbm_bytes_per_s,
+        tuple(terms),
+    )
+
+
+def decode_step(
+    cfg: TransformerConfig,
+    chip: Chip,
+    mesh: Mesh,
+    layout: ServingLayout,
+    batch: int,
+    context_len: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+) -> PhaseTime:
+    """One decode step of ``batch`` sequences (per replica) attending to ``context_len`` keys; with
+    pp stages, a round of pp microbatches of batch / pp (module docstring)."""
+    if batch % layout.pp:
+        raise InvalidConfigError(f"batch {batch} does not split into pp={layout.pp} microbatches")
+    micro = batch // layout.pp
+    cost = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout)
+    return _phase_time("decode", cost, cfg, chip, mesh, layout, batch, micro, context_len, dtypes, eff, layout.pp)
+
+
+def prefill(
+    cfg: TransformerConfig,
+    chip: Chip,
+    mesh: Mesh,
+    layout: ServingLayout,
+    batch: int,
+    prompt_len: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+) -> PhaseTime:
+    """Prefill of ``batch`` prompts of ``prompt_len`` tokens on one replica, stages in sequence:
+    the time to first token of the batch (quadratic attention included, causal pairs only)."""
+    cost = chip_cost(cfg, Workload("prefill", batch, prompt_len), dtypes, layout)
+    return _phase_time(
+        "prefill",
+        cost,
+        cfg,
+        chip,
+        mesh,
+        layout,
+        batch,
+        batch * prompt_len,
+        prompt_len,
+        dtypes,
+        eff,
+        layout.pp - 1,
+    )
+
+
+# ---------------------------------------------------------------- where decode turns compute-bound
+
+
+def critical_batch(chip: Chip, dtypes: Dtypes, eff: ServingEfficiency) -> dict[str, float | str]:
+    """Batch at which a weight matmul's FLOPs time equals its weight-read time: 2 b N / F = N beta_w
+    / BW, so b* = F x beta_w / (2 BW) = critical intensity x beta_w / 2; with the efficiencies,
+    F x matrix x beta_w / (2 BW x hbm). Activations and attention push the real crossover a little
+    higher (``compute_bound_batch``)."""
+    dt = compute_dtype(dtypes.activations, dtypes.weights)
+    used, flops = chip.flops_rate(dt)
+    beta = dtype_bytes(dtypes.weights)
+    ideal = flops * beta / (2 * chip.hbm_bytes_per_s)
+    return {
+        "compute_dtype": used,
+        "ideal": ideal,
+        "with_efficiency": ideal * eff.matrix / eff.hbm,
+        "formula": f"{chip.name} {used} peak {flops:.4g} FLOP/s x {beta:g} bytes per weight / "
+        f"(2 x {chip.hbm_bytes_per_s:.4g} B/s) = {ideal:.4g}",
+    }
+
+
+def compute_bound_batch(
+    cfg: TransformerConfig,
+    chip: Chip,
+    layout: ServingLayout,
+    context_len: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+    limit: int = 1 << 16,
+) -> int | None:
+    """Smallest batch per replica at which the weight matmuls of a decode step are compute-bound on
+    a chip (bisection over the priced ops; None if not below ``limit``)."""
+
+    def compute_bound(b: int) -> bool:
+        g = chip_cost(cfg, Workload("decode", b, 1, context_len), dtypes, layout).groups["matmul"]
+        est = roofline(g, chip, efficiency=eff.roofline)
+        return est.compute_s >= est.memory_s
+
+    if not compute_bound(limit):
+        return None
+    lo, hi = 1, limit
+    if compute_bound(lo):
+        return layout.pp
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
+    return hi * layout.pp

@@ -1,0 +1,409 @@
+"""Serving plans: sweep layouts and batch sizes, the latency/throughput frontier, the choice under
+latency targets, and the dollar cost of tokens. Every number comes from plan/inference.py
+(prefill and decode priced from the model's ops); disaggregated serving is plan/serving_disagg.py.
+
+A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch per replica:
+
+- ``step_time_s``: one decode step at the mean context of a request, prompt_len + gen_len / 2
+  (time per output token); the cache must fit at the largest context, prompt_len + gen_len.
+- ``ttft_s``: prefill of one prompt on an idle replica (queueing and interference with running
+  decodes are not modelled).
+- ``tokens_per_s``: output tokens per second of the slice with prefill on the same chips: each
+  replica turns b prompts into b x gen_len tokens in gen_len x step + prefill(b prompts).
+- cost per million tokens (price per chip-hour x chip-seconds): input tokens pay the prefill's
+  chip time, output tokens the decode's: input = price x chips x prefill(b) / (b x prompt_len),
+  output = price x chips x step / b (per replica).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.hardware.chip import Chip
+from rooftop.hardware.topology import Mesh, Topology, make_mesh
+from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.plan import inference as inf
+from rooftop.plan.inference import ChipMemory, PhaseTime, ServingLayout
+from rooftop.plan.parallelism import divisors
+from rooftop.plan.serving_efficiency import ServingEfficiency, default_serving_efficiency
+from rooftop.units import format_bytes, format_duration
+
+SECONDS_PER_HOUR = 3600.0
+DEFAULT_BATCH_CAP = 4096
+
+
+@dataclass(frozen=True)
+class ServingRequest:
+    """What to serve, where, and under which targets."""
+
+    cfg: TransformerConfig
+    chip: Chip
+    topology: Topology
+    prompt_len: int
+    gen_len: int
+    dtypes: Dtypes = field(default_factory=Dtypes)
+    batch: int | None = None
+    max_step_latency_s: float | None = None
+    max_ttft_s: float | None = None
+    requests_per_s: float | None = None
+    price_usd_per_chip_hour: float | None = None
+    efficiency: ServingEfficiency | None = None
+    batch_cap: int = DEFAULT_BATCH_CAP
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_len", "gen_len", "batch_cap"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise InvalidConfigError(f"{name.replace('_', '-')}={v!r} must be a positive integer")
+        if self.batch is not None and (not isinstance(self.batch, int) or self.batch < 1):
+            raise InvalidConfigError(f"batch={self.batch!r} must be a positive integer")
+        for name in ("max_step_latency_s", "max_ttft_s", "requests_per_s", "price_usd_per_chip_hour"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise InvalidConfigError(f"{name}={v!r} must be > 0")
+        if self.efficiency is None:
+            object.__setattr__(self, "efficiency", default_serving_efficiency(self.chip.kind))
+
+    @property
+    def eff(self) -> ServingEfficiency:
+        assert self.efficiency is not None
+        return self.efficiency
+
+    @property
+    def decode_context_len(self) -> int:
+        return self.prompt_len + (self.gen_len + 1) // 2
+
+    @property
+    def max_context_len(self) -> int:
+        return self.prompt_len + self.gen_len
+
+    @property
+    def price(self) -> float | None:
+        return self.price_usd_per_chip_hour if self.price_usd_per_chip_hour else self.chip.price_usd_per_hour
+
+
+@dataclass(frozen=True)
+class ServingPoint:
+    batch: int
+    layout: ServingLayout
+    ttft_s: float
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_chip: float
+    decode_tokens_per_s: float
+    prefill_batch_s: float
+    kv_cache_bytes: float
+    memory: ChipMemory
+    fits: bool
+    bound: str
+    reason: str
+    cost_input_usd_per_m: float | None
+    cost_output_usd_per_m: float | None
+    decode: PhaseTime
+    prefill: PhaseTime
+
+
+@dataclass(frozen=True)
+class LayoutSummary:
+    layout: ServingLayout
+    max_batch: int
+    compute_bound_batch: int | None
+    weights_per_chip_bytes: float
+    limit: str  # "compute", "memory_capacity", "batch_cap", "weights"
+    reason: str
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    request: ServingRequest
+    points: tuple[ServingPoint, ...]
+    frontier: tuple[int, ...]
+    chosen: int | None
+    chosen_reason: str
+    layouts: tuple[LayoutSummary, ...]
+    min_slice: dict[str, object] | None
+    critical_batch: dict[str, float | str]
+    notes: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- layouts
+
+
+def _valid(cfg: TransformerConfig, layout: ServingLayout) -> bool:
+    try:
+        inf.validate_layout(cfg, layout)
+    except InvalidConfigError:
+        return False
+    return True
+
+
+def _tp_limit(chip: Chip, topology: Topology) -> int:
+    """Tensor parallelism stays inside the fast domain: one NVLink domain on GPUs, the slice on TPUs."""
+    return topology.dims[-1].size if chip.topology.kind == "switched" else topology.num_chips
+
+
+def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
+    """tp over divisors of the slice (inside the fast domain), replicas for the rest; pipeline
+    stages only when no pp=1 layout holds the weights; ep in {1, tp} for MoE models."""
+    cfg, n = req.cfg, req.topology.num_chips
+    tps = [t for t in divisors(n) if t <= _tp_limit(req.chip, req.topology)]
+    pairs = [(t, 1) for t in tps]
+    if not any(_weights_fit(req, ServingLayout(tp=t)) for t, _ in pairs if _valid(cfg, ServingLayout(tp=t))):
+        pairs += [(t, p) for t in tps for p in divisors(n // t) if p > 1]
+    out = []
+    for t, p in pairs:
+        eps = [1] + ([t] if cfg.moe is not None and t > 1 and cfg.moe.n_experts % t == 0 else [])
+        for e in eps:
+            layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p))
+            if _valid(cfg, layout):
+                out.append(layout)
+    return out
+
+
+def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
+    return (
+        inf.weights_per_chip_bytes(req.cfg, layout, req.dtypes.weights)
+        < req.chip.hbm_bytes * req.eff.usable_hbm_fraction
+    )
+
+
+# ---------------------------------------------------------------- one point
+
+
+def _reason(p: PhaseTime, mem: ChipMemory, fits: bool) -> str:
+    if not fits:
+        return f"does not fit: {inf.describe_memory(mem)}"
+    d = format_duration
+    if p.bound == "memory":
+        return (
+            f"memory-bound: weights {format_bytes(p.weights_bytes)} ({d(p.weights_s)}) + KV cache "
+            f"{format_bytes(p.kv_cache_bytes)} ({d(p.kv_cache_s)}) read per chip each step"
+        )
+    if p.bound == "compute":
+        return f"compute-bound: {p.flops:.3g} FLOPs per chip per step ({d(p.compute_s)})"
+    if p.bound == "collective":
+        return f"collective-latency-bound: {p.collectives:g} collectives per step take {d(p.collective_s)}"
+    return f"fixed costs dominate: kernel launches {d(p.launch_s)} + scheduling {d(p.scheduling_s)}"
+
+
+def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch: int, ttft: PhaseTime) -> ServingPoint:
+    """One (layout, batch per replica) point; ``ttft`` is the layout's one-prompt prefill."""
+    cfg, chip, dt, eff = req.cfg, req.chip, req.dtypes, req.eff
+    step = inf.decode_step(cfg, chip, mesh, layout, batch, req.decode_context_len, dt, eff)
+    pre = inf.prefill(cfg, chip, mesh, layout, batch, req.prompt_len, dt, eff)
+    prefill_batch_s = pre.time_s / layout.pp  # stages pipeline over the batch's prompts
+    mem = inf.chip_memory(cfg, chip, layout, batch, req.max_context_len, dt, eff)
+    replica_time = req.gen_len * step.time_s + prefill_batch_s
+    tokens_per_s = layout.replicas * batch * req.gen_len / replica_time
+    cin = cout = None
+    if req.price:
+        usd_per_s = req.price / SECONDS_PER_HOUR * layout.chips_per_replica
+        cin = 1e6 * usd_per_s * prefill_batch_s / (batch * req.prompt_len)
+        cout = 1e6 * usd_per_s * step.time_s / batch
+    return ServingPoint(
+        batch,
+        layout,
+        ttft.time_s,
+        step.time_s,
+        tokens_per_s,
+        tokens_per_s / layout.chips,
+        layout.replicas * batch / step.time_s,
+        prefill_batch_s,
+        inf.kv_cache_bytes(cfg, batch, req.max_context_len, dt.kv_cache),
+        mem,
+        mem.fits,
+        step.bound,
+        _reason(step, mem, mem.fits),
+        cin,
+        cout,
+        step,
+        pre,
+    )
+
+
+def _batches(req: ServingRequest, layout: ServingLayout, fit: int) -> list[int]:
+    pp = layout.pp
+    if req.batch is not None:
+        return [req.batch] if req.batch % pp == 0 else []
+    top = min(fit, req.batch_cap - req.batch_cap % pp)
+    if top < pp:
+        return [pp]
+    out, b = [], pp
+    while b <= top:
+        out.append(b)
+        b *= 2
+    return sorted({*out, top})
+
+
+def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSummary:
+    cfg, dt, eff = req.cfg, req.dtypes, req.eff
+    weights = inf.weights_per_chip_bytes(cfg, layout, dt.weights)
+    cb = inf.compute_bound_batch(cfg, req.chip, layout, req.decode_context_len, dt, eff, limit=1 << 14)
+    mem = inf.chip_memory(cfg, req.chip, layout, max(fit, 1), req.max_context_len, dt, eff)
+    if fit == 0:
+        return LayoutSummary(
+            layout, 0, cb, weights, "weights", f"does not fit even one sequence per replica: {inf.describe_memory(mem)}"
+        )
+    where = f"KV cache of {fit} sequences at {req.max_context_len} tokens fills HBM ({inf.describe_memory(mem)})"
+    if cb is not None and cb <= min(fit, req.batch_cap):
+        return LayoutSummary(
+            layout,
+            fit,
+            cb,
+            weights,
+            "compute",
+            (
+                f"compute-bound from batch ~{cb}: the weight matmuls' FLOPs outlast their weight reads, so tokens/s "
+                f"per chip stops growing with batch (memory would allow {fit}: {where})"
+            ),
+        )
+    if fit > req.batch_cap:
+        return LayoutSummary(
+            layout,
+            fit,
+            cb,
+            weights,
+            "batch_cap",
+            (f"batch capped at {req.batch_cap} per replica (memory allows {fit}); still memory-bound there"),
+        )
+    cb_txt = f"compute-bound only from batch ~{cb}" if cb else "not compute-bound at any batch"
+    return LayoutSummary(layout, fit, cb, weights, "memory_capacity", f"memory capacity: {where}; {cb_txt}")
+
+
+def _sweep_layout(
+    req: ServingRequest, layout: ServingLayout, notes: list[str]
+) -> tuple[list[ServingPoint], LayoutSummary]:
+    try:
+        mesh = make_mesh(req.topology, layout.mesh_axes())
+    except ShardingError as exc:
+        notes.append(f"layout {layout.label()} skipped: {exc}")
+        return [], _summary(req, layout, 0)
+    fit = inf.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
+    summary = _summary(req, layout, fit)
+    ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
+    points = [evaluate_point(req, layout, mesh, b, ttft) for b in _batches(req, layout, fit)]
+    last = max((i for i, p in enumerate(points) if p.fits), default=None)
+    if last is not None and req.batch is None:
+        end = points[last]
+        points[last] = dataclasses.replace(end, reason=f"{end.reason}; largest batch swept: {summary.reason}")
+    return points, summary
+
+
+# ---------------------------------------------------------------- frontier and choice
+
+
+def pareto_frontier(points: tuple[ServingPoint, ...] | list[ServingPoint]) -> tuple[int, ...]:
+    """Indices of fitting points no other fitting point beats on both step latency (lower) and
+    tokens/s per chip (higher), by increasing latency."""
+    order = sorted(
+        (i for i, p in enumerate(points) if p.fits),
+        key=lambda i: (points[i].step_time_s, -points[i].tokens_per_s_per_chip),
+    )
+    out, best = [], 0.0
+    for i in order:
+        if points[i].tokens_per_s_per_chip > best:
+            out.append(i)
+            best = points[i].tokens_per_s_per_chip
+    return tuple(out)
+
+
+def choose(
+    points: tuple[ServingPoint, ...] | list[ServingPoint], max_step_s: float | None, max_ttft_s: float | None
+) -> tuple[int | None, str]:
+    """The fitting point meeting the targets with the most tokens/s per chip (ties: lower latency)."""
+    fitting = [i for i, p in enumerate(points) if p.fits]
+    if not fitting:
+        return None, "no layout and batch fit in memory"
+    ok = [
+        i
+        for i in fitting
+        if (max_step_s is None or points[i].step_time_s <= max_step_s)
+        and (max_ttft_s is None or points[i].ttft_s <= max_ttft_s)
+    ]
+    targets = [
+        f"step <= {format_duration(max_step_s)}" if max_step_s else "",
+        f"TTFT <= {format_duration(max_ttft_s)}" if max_ttft_s else "",
+    ]
+    wanted = " and ".join(t for t in targets if t) or "no latency target"
+    if not ok:
+        fast = min(fitting, key=lambda i: points[i].step_time_s)
+        ttft = min(fitting, key=lambda i: points[i].ttft_s)
+        return None, (
+            f"no point meets {wanted}: the fastest step is {format_duration(points[fast].step_time_s)} "
+            f"({points[fast].layout.label()}, batch {points[fast].batch}), the fastest TTFT "
+            f"{format_duration(points[ttft].ttft_s)}"
+        )
+    best = max(ok, key=lambda i: (points[i].tokens_per_s_per_chip, -points[i].step_time_s))
+    p = points[best]
+    return best, (
+        f"highest tokens/s per chip with {wanted}: {p.layout.label()}, batch {p.batch} per replica, "
+        f"{p.tokens_per_s_per_chip:.4g} tokens/s per chip at {format_duration(p.step_time_s)} per step"
+    )
+
+
+# ---------------------------------------------------------------- the smallest slice
+
+
+def min_slice(req: ServingRequest) -> dict[str, object] | None:
+    """The fewest chips (powers of two) with a layout whose weights and one sequence's cache at
+    the largest context fit: tp as large as the fast domain allows, then pipeline stages."""
+    spec = req.chip.topology
+    domain = spec.domain_sizes[0] if spec.kind == "switched" else 1 << 30
+    for n in (1 << k for k in range(13)):
+        if spec.max_chips and n > spec.max_chips:
+            break
+        for t in sorted((t for t in divisors(n) if t <= domain), reverse=True):
+            layout = ServingLayout(tp=t, pp=n // t)
+            if not _valid(req.cfg, layout):
+                continue
+            mem = inf.chip_memory(req.cfg, req.chip, layout, layout.pp, req.max_context_len, req.dtypes, req.eff)
+            if mem.fits:
+                return {
+                    "chips": n,
+                    "parallelism": layout.as_dict(),
+                    "memory_per_chip_bytes": mem.total_bytes,
+                    "reason": f"{n} chips: {inf.describe_memory(mem)}",
+                }
+    return None
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def plan_serving(req: ServingRequest) -> ServingPlan:
+    """Sweep every candidate layout and batch, then the frontier and the choice."""
+    notes: list[str] = []
+    if req.max_context_len > req.cfg.max_seq_len:
+        notes.append(
+            f"prompt + generation = {req.max_context_len} tokens exceeds {req.cfg.name}'s max_seq_len "
+            f"{req.cfg.max_seq_len}; priced anyway"
+        )
+    if req.price is None:
+        notes.append(f"chip {req.chip.name} has no catalog price: cost is null (pass --price-per-chip-hour)")
+    points: list[ServingPoint] = []
+    summaries: list[LayoutSummary] = []
+    layouts = candidate_layouts(req)
+    if not layouts:
+        raise InvalidConfigError(
+            f"no tensor-parallel degree of {req.topology.num_chips} chips suits {req.cfg.name} "
+            f"(n_heads={req.cfg.n_heads}, n_kv_heads={req.cfg.n_kv_heads})"
+        )
+    for layout in layouts:
+        pts, summary = _sweep_layout(req, layout, notes)
+        points += pts
+        summaries.append(summary)
+    frontier = pareto_frontier(points)
+    chosen, why = choose(points, req.max_step_latency_s, req.max_ttft_s)
+    return ServingPlan(
+        req,
+        tuple(points),
+        frontier,
+        chosen,
+        why,
+        tuple(summaries),
+        min_slice(req),
+        inf.critical_batch(req.chip, req.dtypes, req.eff),
+        tuple(notes),
+    )

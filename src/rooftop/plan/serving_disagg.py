@@ -1,0 +1,212 @@
+"""Disaggregated serving: prefill and decode on separate pools of chips, versus both on the same
+chips, for a traffic mix of ``requests_per_s`` requests of ``prompt_len`` + ``gen_len`` tokens
+(Splitwise, Patel et al. 2024; DistServe, Zhong et al. 2024).
+
+- Prefill pool: replicas of one layout each prefill one prompt at a time (``ttft_s`` of the
+  plan's points); replicas = ceil(R x prefill time). The layout with the fewest chips whose
+  TTFT (prefill + KV transfer) meets ``max_ttft`` wins.
+- Decode pool: the fitting (layout, batch) with step <= ``max_step_latency`` needing the fewest
+  chips for R x gen_len tokens/s: replicas = ceil(R x gen_len x step / batch).
+- KV transfer: the prompt's cache, kv_cache_bytes(P), leaves the prefill replica's chips in
+  parallel over their data-center links (chip.dcn_bytes_per_s each: InfiniBand NIC per GPU, DCN
+  per TPU chip): bytes / (chips x dcn x network efficiency) + one scale-out latency.
+- Colocated: the same chips prefill and decode, so every request's prefill interrupts the running
+  decodes; its time per output token is (gen_len x step + prefill of b prompts) / gen_len, and
+  replicas = ceil(R x gen_len / tokens_per_s per replica).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rooftop.model.memory import kv_cache_bytes
+from rooftop.plan.serving import SECONDS_PER_HOUR, ServingPlan, ServingPoint
+from rooftop.units import format_bytes, format_duration
+
+
+@dataclass(frozen=True)
+class Pool:
+    point: int  # index into plan.points
+    replicas: int
+    chips: int
+    ttft_s: float
+    time_per_output_token_s: float
+    utilization: float
+
+
+@dataclass(frozen=True)
+class Disaggregation:
+    requests_per_s: float
+    prefill: Pool | None
+    decode: Pool | None
+    colocated: Pool | None
+    kv_transfer_bytes: float
+    kv_transfer_s: float | None
+    kv_transfer_bytes_per_s: float
+    recommendation: str
+    reason: str
+    cost: dict[str, Any]
+
+
+def _ceil(x: float) -> int:
+    return max(1, math.ceil(x - 1e-9))
+
+
+def _ok(v: float, limit: float | None) -> bool:
+    return limit is None or v <= limit
+
+
+def _transfer_s(plan: ServingPlan, p: ServingPoint, nbytes: float) -> float | None:
+    chip, eff = plan.request.chip, plan.request.eff
+    if chip.dcn_bytes_per_s <= 0:
+        return None
+    return nbytes / (p.layout.chips_per_replica * chip.dcn_bytes_per_s * eff.network) + chip.scaleout_latency_s
+
+
+def _prefill_pool(plan: ServingPlan, rate: float, nbytes: float) -> Pool | None:
+    req = plan.request
+    best: tuple[tuple[int, float], Pool] | None = None
+    seen = set()
+    for i, p in enumerate(plan.points):
+        if not p.fits or p.layout in seen:
+            continue
+        seen.add(p.layout)
+        transfer = _transfer_s(plan, p, nbytes) or 0.0
+        ttft = p.ttft_s + transfer
+        if not _ok(ttft, req.max_ttft_s):
+            continue
+        replicas = _ceil(rate * p.ttft_s)
+        chips = replicas * p.layout.chips_per_replica
+        pool = Pool(i, replicas, chips, ttft, 0.0, rate * p.ttft_s / replicas)
+        if best is None or (chips, ttft) < best[0]:
+            best = ((chips, ttft), pool)
+    return best[1] if best else None
+
+
+def _decode_pool(plan: ServingPlan, rate: float, colocated: bool) -> Pool | None:
+    req = plan.request
+    best: tuple[tuple[int, float], Pool] | None = None
+    for i, p in enumerate(plan.points):
+        if not p.fits:
+            continue
+        tpot = (req.gen_len * p.step_time_s + p.prefill_batch_s) / req.gen_len if colocated else p.step_time_s
+        if not _ok(tpot, req.max_step_latency_s) or (colocated and not _ok(p.ttft_s, req.max_ttft_s)):
+            continue
+        per_replica = p.tokens_per_s / p.layout.replicas if colocated else p.batch / p.step_time_s
+        replicas = _ceil(rate * req.gen_len / per_replica)
+        chips = replicas * p.layout.chips_per_replica
+        pool = Pool(i, replicas, chips, p.ttft_s, tpot, rate * req.gen_len / (replicas * per_replica))
+        if best is None or (chips, tpot) < best[0]:
+            best = ((chips, tpot), pool)
+    return best[1] if best else None
+
+
+def _costs(plan: ServingPlan, rate: float, pre: Pool | None, dec: Pool | None, col: Pool | None) -> dict[str, Any]:
+    req = plan.request
+    price = req.price
+    if price is None:
+        return {"disaggregated": None, "colocated": None}
+    usd_per_chip_s = price / SECONDS_PER_HOUR
+    out: dict[str, Any] = {"disaggregated": None, "colocated": None}
+    if pre and dec:
+        out["disaggregated"] = {
+            "input": 1e6 * usd_per_chip_s * pre.chips / (rate * req.prompt_len),
+            "output": 1e6 * usd_per_chip_s * dec.chips / (rate * req.gen_len),
+        }
+    if col:
+        p = plan.points[col.point]
+        share = p.prefill_batch_s / (req.gen_len * p.step_time_s + p.prefill_batch_s)
+        total = usd_per_chip_s * col.chips
+        out["colocated"] = {
+            "input": 1e6 * total * share / (rate * req.prompt_len),
+            "output": 1e6 * total * (1 - share) / (rate * req.gen_len),
+        }
+    return out
+
+
+def disaggregate(plan: ServingPlan, requests_per_s: float) -> Disaggregation:
+    """Chips for prefill and for decode at ``requests_per_s``, the KV transfer between them, and
+    the colocated alternative (module docstring)."""
+    req = plan.request
+    nbytes = kv_cache_bytes(req.cfg, 1, req.prompt_len, req.dtypes.kv_cache)
+    pre = _prefill_pool(plan, requests_per_s, nbytes)
+    dec = _decode_pool(plan, requests_per_s, colocated=False)
+    col = _decode_pool(plan, requests_per_s, colocated=True)
+    transfer = _transfer_s(plan, plan.points[pre.point], nbytes) if pre else None
+    disagg_chips = pre.chips + dec.chips if pre and dec else None
+    if disagg_chips is None and col is None:
+        rec, why = "none", "no layout meets the latency targets either way"
+    elif disagg_chips is None:
+        rec, why = "colocated", "no prefill/decode split meets the targets"
+    elif col is None:
+        rec, why = (
+            "disaggregated",
+            (
+                "colocated serving cannot meet the targets: prefills interrupting the decodes push the time per "
+                "output token or TTFT over them"
+            ),
+        )
+    elif disagg_chips < col.chips:
+        rec, why = "disaggregated", f"{disagg_chips} chips ({pre.chips} prefill + {dec.chips} decode) vs {col.chips}"
+    else:
+        rec, why = "colocated", f"{col.chips} chips vs {disagg_chips} ({pre.chips} prefill + {dec.chips} decode)"
+    if transfer is not None:
+        why += (
+            f"; KV transfer {format_bytes(nbytes)} per request in {format_duration(transfer)} "
+            f"over {req.chip.name}'s data-center links"
+        )
+    return Disaggregation(
+        requests_per_s,
+        pre,
+        dec,
+        col,
+        nbytes,
+        transfer,
+        requests_per_s * nbytes,
+        rec,
+        why,
+        _costs(plan, requests_per_s, pre, dec, col),
+    )
+
+
+def pool_dict(plan: ServingPlan, pool: Pool | None) -> dict[str, Any] | None:
+    if pool is None:
+        return None
+    p = plan.points[pool.point]
+    return {
+        "point": pool.point,
+        "parallelism": p.layout.as_dict() | {"replicas": pool.replicas},
+        "batch": p.batch,
+        "chips_per_replica": p.layout.chips_per_replica,
+        "replicas": pool.replicas,
+        "chips": pool.chips,
+        "ttft_s": pool.ttft_s,
+        "time_per_output_token_s": pool.time_per_output_token_s or None,
+        "utilization": pool.utilization,
+    }
+
+
+def disaggregation_dict(plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
+    pre, dec, col = (pool_dict(plan, x) for x in (d.prefill, d.decode, d.colocated))
+    if pre is not None:
+        pre.pop("batch")
+        pre.pop("time_per_output_token_s")
+    return {
+        "requests_per_s": d.requests_per_s,
+        "prefill": pre,
+        "decode": dec,
+        "kv_transfer": {
+            "bytes_per_request": d.kv_transfer_bytes,
+            "seconds": d.kv_transfer_s,
+            "bytes_per_s": d.kv_transfer_bytes_per_s,
+            "link_bytes_per_s_per_chip": plan.request.chip.dcn_bytes_per_s,
+        },
+        "disaggregated_chips": (d.prefill.chips + d.decode.chips) if d.prefill and d.decode else None,
+        "colocated": col,
+        "colocated_chips": d.colocated.chips if d.colocated else None,
+        "recommendation": d.recommendation,
+        "reason": d.reason,
+        "cost_per_million_tokens_usd": d.cost,
+    }

@@ -1,0 +1,221 @@
+"""Serving layouts and where things live on their chips: the tensor/pipeline/expert layout of a
+served model, how each op of the model's cost tree divides over a TP group, and the weights and
+KV cache each chip stores (plan/inference.py prices and times the steps with these rules).
+
+Sharding (``share``): FLOPs and weights of tensor-parallel matmuls / tp (Megatron: column-parallel
+q/k/v/gate/up, row-parallel o/down, vocab-parallel embedding and unembedding; Shoeybi et al. 2019);
+k and v projections and the KV cache / min(tp, K) (KV heads are replicated once tp > K; MLA's latent
+cache is replicated on every chip); attention FLOPs / tp (query heads); norms, residuals, the router
+and MLA's down-projections are replicated. Layers / pp per pipeline stage; routed experts spread
+over ep chips of the TP group, each split over the remaining tp / ep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooftop.dtypes import dtype_bytes
+from rooftop.errors import InvalidConfigError
+from rooftop.hardware.chip import Chip
+from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
+from rooftop.model.transformer import OP_CATEGORY
+from rooftop.plan.parallelism import divisors
+from rooftop.plan.serving_efficiency import ServingEfficiency
+from rooftop.units import format_bytes
+
+GROUPS = ("matmul", "attention", "elementwise")
+MATMUL_OPS = frozenset({n for n, c in OP_CATEGORY.items() if c == "matmul"} | {"unembedding"})
+ATTENTION_OPS = frozenset({"scores", "softmax", "values", "kv_cache_write"})
+_REPLICATED = frozenset({"q_a", "q_a_norm", "kv_a", "kv_a_norm", "router", "routing"})
+_BY_HEADS = frozenset({"rope", "act", "q_norm", "k_norm"})
+
+
+@dataclass(frozen=True)
+class ServingLayout:
+    """``replicas`` copies of the model, each on ``tp x pp`` chips; ``ep`` (MoE) divides tp."""
+
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "ep", "pp", "replicas"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InvalidConfigError(f"serving layout {name}={v!r} must be a positive integer")
+        if self.tp % self.ep:
+            raise InvalidConfigError(f"ep={self.ep} must divide tp={self.tp} (experts spread over the TP group)")
+
+    @property
+    def chips_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def chips(self) -> int:
+        return self.tp * self.pp * self.replicas
+
+    def as_dict(self) -> dict[str, int]:
+        return {"tp": self.tp, "ep": self.ep, "pp": self.pp, "replicas": self.replicas}
+
+    def label(self) -> str:
+        parts = [f"tp={self.tp}"] + [f"{k}={getattr(self, k)}" for k in ("ep", "pp") if getattr(self, k) > 1]
+        return " ".join([*parts, f"x{self.replicas}"])
+
+    def mesh_axes(self) -> dict[str, int]:
+        """Named mesh axes, outermost first: replicas (DCN / fabric side), pp, tp (innermost: NVLink, ICI)."""
+        sizes = {"replicas": self.replicas, "pp": self.pp, "tp": self.tp}
+        return {k: v for k, v in sizes.items() if v > 1} or {"replicas": 1}
+
+
+def validate_layout(cfg: TransformerConfig, layout: ServingLayout) -> None:
+    """Raise InvalidConfigError naming the first rule ``layout`` breaks for ``cfg``."""
+
+    def check(what: str, degree: int, of: str, value: int) -> None:
+        if value % degree:
+            valid = ", ".join(str(d) for d in divisors(value) if d <= max(degree * 4, 8))
+            raise InvalidConfigError(f"{what}={degree} does not divide {of}={value}; valid: {valid}")
+
+    check("tp", layout.tp, "n_heads", cfg.n_heads)
+    k = cfg.n_kv_heads
+    if cfg.mla is None and k % layout.tp and layout.tp % k:
+        raise InvalidConfigError(f"tp={layout.tp} neither divides nor is a multiple of n_kv_heads={k}")
+    check("pp", layout.pp, "n_layers", cfg.n_layers)
+    if layout.ep > 1:
+        if cfg.moe is None:
+            raise InvalidConfigError(f"ep={layout.ep} needs a mixture-of-experts model; {cfg.name} is dense")
+        check("ep", layout.ep, "n_experts", cfg.moe.n_experts)
+
+
+def kv_shards(cfg: TransformerConfig, tp: int) -> int:
+    """Chips the KV cache is split over within a TP group: min(tp, K); MLA's latent: 1 (replicated)."""
+    return 1 if cfg.mla is not None else min(tp, cfg.n_kv_heads)
+
+
+@dataclass(frozen=True)
+class Share:
+    """Fractions of an op's FLOPs, weight bytes, cache bytes and activation bytes one chip handles."""
+
+    flops: float = 1.0
+    weights: float = 1.0
+    kv: float = 1.0
+    act: float = 1.0
+
+
+def share(name: str, cfg: TransformerConfig, tp: int, sequence_parallel: bool = False) -> Share:
+    """How one op of the tree divides over a TP group (module docstring). Activations of a
+    tensor-parallel matmul: the input is read whole and the output written as a shard (column
+    parallel), or the reverse (row parallel): (1 + 1/tp) / 2 of them on average. With
+    ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens
+    (Korthikanti et al. 2022: the all-reduce becomes reduce-scatter + all-gather, same bytes)."""
+    if name in ("k", "v") and cfg.mla is None:
+        s = kv_shards(cfg, tp)
+        return Share(1 / s, 1 / s, 1.0, (1 + 1 / s) / 2)
+    if name in _REPLICATED:
+        return Share()
+    if name in MATMUL_OPS:
+        return Share(1 / tp, 1 / tp, 1.0, (1 + 1 / tp) / 2)
+    if name in ATTENTION_OPS:
+        return Share(1 / tp, 1.0, 1 / kv_shards(cfg, tp), 1 / tp)
+    if name in _BY_HEADS:
+        return Share(1 / tp, 1.0, 1.0, 1 / tp)
+    if name in ("embedding", "positions"):
+        return Share(1.0, 1 / tp, 1.0, 1.0)
+    if sequence_parallel:
+        return Share(1 / tp, 1.0, 1.0, 1 / tp)
+    return Share()  # norms, residuals, combine: replicated on every chip of the group
+
+
+# ---------------------------------------------------------------- memory
+
+
+def _param_leaves(tree: ParamTree, in_layers: bool = False):  # type: ignore[no-untyped-def]
+    for child in tree.children:
+        inside = in_layers or child.name == "layers"
+        if child.children:
+            yield from _param_leaves(child, inside)
+        else:
+            yield child, inside
+
+
+def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight_dtype: str) -> float:
+    """Stored weights on the busiest chip: each parameter / its TP share (``share``), layers / pp;
+    with pp > 1 the first or last stage also holds the embedding or the unembedding."""
+    layers = outside = 0.0
+    edge = []
+    for leaf, in_layers in _param_leaves(param_tree(cfg)):
+        b = leaf.params * share(leaf.name, cfg, layout.tp).weights * dtype_bytes(weight_dtype)
+        if in_layers:
+            layers += b
+        elif leaf.name in ("embedding", "unembedding"):
+            edge.append(b)
+        else:
+            outside += b
+    ends = max(edge, default=0.0) if layout.pp > 1 else sum(edge)
+    return layers / layout.pp + ends + outside
+
+
+def kv_cache_per_chip_bytes(
+    cfg: TransformerConfig, layout: ServingLayout, batch: int, context_len: int, kv_dtype: str
+) -> float:
+    """KV cache of ``batch`` sequences at ``context_len`` on one chip: / (KV shards x pp)."""
+    return kv_cache_bytes(cfg, batch, context_len, kv_dtype) / (kv_shards(cfg, layout.tp) * layout.pp)
+
+
+@dataclass(frozen=True)
+class ChipMemory:
+    weights_bytes: float
+    kv_cache_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_cache_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.usable_bytes
+
+
+def chip_memory(
+    cfg: TransformerConfig,
+    chip: Chip,
+    layout: ServingLayout,
+    batch: int,
+    context_len: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+) -> ChipMemory:
+    return ChipMemory(
+        weights_per_chip_bytes(cfg, layout, dtypes.weights),
+        kv_cache_per_chip_bytes(cfg, layout, batch, context_len, dtypes.kv_cache),
+        chip.hbm_bytes,
+        chip.hbm_bytes * eff.usable_hbm_fraction,
+    )
+
+
+def max_batch(
+    cfg: TransformerConfig,
+    chip: Chip,
+    layout: ServingLayout,
+    context_len: int,
+    dtypes: Dtypes,
+    eff: ServingEfficiency,
+) -> int:
+    """Largest batch per replica (a multiple of pp) whose cache at ``context_len`` fits beside the
+    weights in the usable HBM; 0 when not even pp sequences fit."""
+    mem = chip_memory(cfg, chip, layout, 1, context_len, dtypes, eff)
+    free = mem.usable_bytes - mem.weights_bytes
+    if free <= 0 or mem.kv_cache_bytes <= 0:
+        return 0
+    b = int(free // mem.kv_cache_bytes)
+    return b - b % layout.pp
+
+
+def describe_memory(mem: ChipMemory) -> str:
+    return (
+        f"weights {format_bytes(mem.weights_bytes)} + KV cache {format_bytes(mem.kv_cache_bytes)} = "
+        f"{format_bytes(mem.total_bytes)} of {format_bytes(mem.usable_bytes)} usable per chip"
+    )

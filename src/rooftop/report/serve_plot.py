@@ -1,0 +1,68 @@
+"""Chart of a serving plan: time per output token against tokens/s per chip for every fitting
+point, coloured by what bounds its decode step, the Pareto frontier drawn through, the chosen
+point starred and the latency target (if any) shaded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rooftop.plan.serving import ServingPlan
+from rooftop.report.plot import _figure, save
+
+BOUND_COLORS = {"memory": "tab:blue", "compute": "tab:red", "collective": "tab:orange", "overhead": "tab:gray"}
+
+
+def _xy(points: list[Any]) -> tuple[list[float], list[float]]:
+    return [p.step_time_s * 1e3 for p in points], [p.tokens_per_s_per_chip for p in points]
+
+
+def _points_by_bound(ax: Any, plan: ServingPlan) -> None:
+    for bound, color in BOUND_COLORS.items():
+        pts = [p for p in plan.points if p.fits and p.bound == bound]
+        if pts:
+            ax.scatter(*_xy(pts), s=22, c=color, alpha=0.55, label=f"{bound}-bound step")
+
+
+def _frontier_and_choice(ax: Any, plan: ServingPlan) -> None:
+    front = [plan.points[i] for i in plan.frontier]
+    if front:
+        ax.plot(*_xy(front), "-", color="black", lw=1.2, label="Pareto frontier")
+        for p in front:
+            ax.annotate(
+                f"{p.layout.label()} b={p.batch}",
+                (p.step_time_s * 1e3, p.tokens_per_s_per_chip),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize=7,
+            )
+    if plan.chosen is not None:
+        c = plan.points[plan.chosen]
+        ax.plot(
+            *_xy([c]), "*", ms=18, color="gold", mec="black", zorder=5, label=f"chosen: {c.layout.label()} b={c.batch}"
+        )
+
+
+def frontier_chart(plan: ServingPlan, path: str) -> None:
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    req = plan.request
+    _points_by_bound(ax, plan)
+    _frontier_and_choice(ax, plan)
+    if req.max_step_latency_s:
+        target = req.max_step_latency_s * 1e3
+        hi = max([p.step_time_s * 1e3 for p in plan.points if p.fits] + [target]) * 1.3
+        ax.axvspan(target, hi, color="grey", alpha=0.12, label="over --max-step-latency")
+        ax.set_xlim(right=hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time per output token (decode step, ms)")
+    ax.set_ylabel("output tokens/s per chip (prefill included)")
+    ax.set_title(
+        f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: prompt {req.prompt_len}, "
+        f"generate {req.gen_len}, weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}",
+        fontsize=9,
+    )
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="lower right")
+    save(fig, path)
+    plt.close(fig)

@@ -1,0 +1,162 @@
+"""`rooftop serve`: the JSON contract (keys of points, frontier, chosen, disaggregation), the issue's
+done criterion, errors as one line with exit code 2, the table and the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+POINT_KEYS = {
+    "batch",
+    "parallelism",
+    "ttft_s",
+    "step_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_chip",
+    "kv_cache_bytes",
+    "memory_per_chip_bytes",
+    "fits",
+    "bound",
+    "reason",
+    "cost_per_million_tokens_usd",
+    "breakdown",
+}
+BREAKDOWN_KEYS = {
+    "weights_bytes",
+    "kv_cache_bytes",
+    "weights_s",
+    "kv_cache_s",
+    "compute_s",
+    "collective_s",
+    "collective_latency_s",
+    "launch_s",
+    "scheduling_s",
+    "bandwidth_roofline_s",
+    "time_s",
+    "terms",
+}
+DONE = ("llama-3-70b", "--chip", "tpu-v5e", "--topology", "4x4", "--prompt-len", "2048", "--gen-len", "512")
+
+
+def serve_json(*argv: str) -> dict:
+    code, out, err = run_cli("serve", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def done() -> dict:
+    return serve_json(*DONE)
+
+
+def test_json_contract(done: dict) -> None:
+    assert {"schema_version", "points", "frontier", "chosen", "layouts", "critical_batch", "efficiency"} <= set(done)
+    assert "disaggregation" not in done
+    for p in done["points"]:
+        assert POINT_KEYS <= set(p)
+        assert set(p["parallelism"]) == {"tp", "ep", "pp", "replicas"}
+        assert BREAKDOWN_KEYS <= set(p["breakdown"])
+        assert set(p["cost_per_million_tokens_usd"]) == {"input", "output"}
+    assert all(done["points"][i]["fits"] for i in done["frontier"])
+    assert done["chosen"] in done["frontier"]
+
+
+def test_done_criterion(done: dict) -> None:
+    first = done["points"][done["frontier"][0]]
+    b = first["breakdown"]
+    floor = (b["weights_bytes"] + b["kv_cache_bytes"]) / 8.19e11  # per chip, over v5e HBM bandwidth
+    assert b["bandwidth_roofline_s"] == pytest.approx(floor)
+    assert first["batch"] == 1 and floor <= first["step_time_s"] <= 2 * floor
+    assert b["collective_s"] > 0 and b["launch_s"] > 0 and b["scheduling_s"] > 0  # overheads shown apart
+    end = done["large_batch_end"]
+    assert end["limit"] in ("memory_capacity", "compute") and end["reason"]
+    assert "largest batch swept" in done["points"][done["frontier"][-1]]["reason"]
+
+
+def test_targets_and_disaggregation() -> None:
+    d = serve_json(*DONE, "--max-step-latency", "20ms", "--max-ttft", "1s", "--requests-per-s", "4")
+    assert d["constraints"] == {"max_step_latency_s": 0.02, "max_ttft_s": 1.0}
+    chosen = d["points"][d["chosen"]]
+    assert chosen["step_time_s"] <= 0.02 and chosen["ttft_s"] <= 1.0
+    dis = d["disaggregation"]
+    keys = {"prefill", "decode", "kv_transfer", "colocated", "recommendation", "cost_per_million_tokens_usd"}
+    assert keys <= set(dis)
+    assert dis["kv_transfer"]["bytes_per_request"] == 2048 * 327_680
+    assert dis["kv_transfer"]["link_bytes_per_s_per_chip"] == 3.125e9
+    assert dis["prefill"]["chips"] % 16 == 0
+
+
+def test_quantized_and_price_override() -> None:
+    d = serve_json(
+        "llama-3-8b",
+        "--chip",
+        "h200",
+        "--chips",
+        "1",
+        "--prompt-len",
+        "1k",
+        "--gen-len",
+        "256",
+        "--weight-dtype",
+        "int4",
+        "--kv-dtype",
+        "fp8",
+        "--batch",
+        "16",
+    )
+    assert d["dtypes"] == {"weights": "int4", "kv_cache": "fp8", "activations": "bf16", "compute": "bf16"}
+    assert d["points"][0]["cost_per_million_tokens_usd"] is None
+    assert any("no catalog price" in n for n in d["notes"])
+    priced = serve_json(
+        "llama-3-8b",
+        "--chip",
+        "h200",
+        "--chips",
+        "1",
+        "--prompt-len",
+        "1k",
+        "--gen-len",
+        "256",
+        "--batch",
+        "16",
+        "--price-per-chip-hour",
+        "3.5",
+    )
+    assert priced["price_usd_per_chip_hour"] == 3.5
+    assert priced["points"][0]["cost_per_million_tokens_usd"]["output"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--max-step-latency", "fast"), "cannot read duration 'fast'"),
+        (("--max-ttft", "0s"), "--max-ttft '0s' must be > 0"),
+        (("--batch", "2.5"), "--batch '2.5' must be a positive integer"),
+        (("--efficiency", "hbm=2"), "hbm=2.0 must be in (0, 1]"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv: tuple[str, ...], message: str) -> None:
+    code, out, err = run_cli("serve", *DONE, *argv)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1
+
+
+def test_unknown_model_and_topology() -> None:
+    code, _, err = run_cli("serve", "llama-9", "--chip", "h100", "--chips", "8", "--prompt-len", "8", "--gen-len", "8")
+    assert code == 2 and "unknown model 'llama-9'" in err
+    code, _, err = run_cli(
+        "serve", "llama-3-8b", "--chip", "tpu-v5e", "--topology", "3x3", "--prompt-len", "8", "--gen-len", "8"
+    )
+    assert code == 2 and "not a power of two" in err
+
+
+def test_table_and_plot(tmp_path: Path) -> None:
+    png = tmp_path / "frontier.png"
+    code, out, err = run_cli("serve", *DONE, "--max-step-latency", "25ms", "--requests-per-s", "2", "--plot", str(png))
+    assert code == 0, err
+    assert "frontier" in out and "chosen:" in out and "memory capacity" in out and "disaggregation" in out
+    assert png.stat().st_size > 10_000

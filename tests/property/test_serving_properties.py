@@ -1,0 +1,112 @@
+"""Properties of the serving model: batching never hurts throughput until memory runs out, lighter
+weights are never slower at small batch, sharding conserves bytes, the frontier is undominated."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rooftop.hardware.catalog import get_chip
+from rooftop.hardware.topology import make_mesh, parse_topology
+from rooftop.model.catalog import get_model
+from rooftop.model.config import Dtypes
+from rooftop.model.memory import kv_cache_bytes
+from rooftop.plan import inference as inf
+from rooftop.plan.inference import ServingLayout
+from rooftop.plan.serving import ServingRequest, evaluate_point, pareto_frontier, plan_serving
+from rooftop.plan.serving_efficiency import IDEAL_SERVING, default_serving_efficiency
+
+MODELS = {name: get_model(name) for name in ("llama-3-8b", "mistral-7b", "mixtral-8x7b", "gemma-2-27b")}
+CHIPS = {"h100": ("8", (1, 2, 4, 8)), "tpu-v5e": ("2x4", (1, 2, 4, 8))}
+
+cases = st.tuples(
+    st.sampled_from(sorted(MODELS)),
+    st.sampled_from(sorted(CHIPS)),
+    st.sampled_from((1, 2, 4, 8)),
+    st.sampled_from((Dtypes(), Dtypes("int8", "bf16", "int8"), Dtypes("fp8", "fp8", "fp8"))),
+    st.integers(16, 2048),
+    st.integers(1, 1024),
+    st.booleans(),
+)
+
+
+def _setup(model: str, chip_name: str, tp: int, dtypes: Dtypes, prompt: int, gen: int, ideal: bool):  # type: ignore[no-untyped-def]
+    chip = get_chip(chip_name)
+    topo = parse_topology(chip, CHIPS[chip_name][0])
+    cfg = MODELS[model]
+    layout = ServingLayout(tp=tp, replicas=topo.num_chips // tp)
+    eff = IDEAL_SERVING if ideal else default_serving_efficiency(chip.kind)
+    req = ServingRequest(cfg, chip, topo, prompt, gen, dtypes, efficiency=eff)
+    return req, layout, make_mesh(topo, layout.mesh_axes())
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases, st.integers(1, 512), st.integers(1, 512))
+def test_more_batch_never_lowers_throughput_until_memory_runs_out(case, b1: int, b2: int) -> None:  # type: ignore[no-untyped-def]
+    req, layout, mesh = _setup(*case)
+    if not _valid(req, layout):
+        return
+    small, large = sorted((b1, b2))
+    fit = inf.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
+    if large > fit:
+        return
+    ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
+    a = evaluate_point(req, layout, mesh, small, ttft)
+    b = evaluate_point(req, layout, mesh, large, ttft)
+    assert b.decode_tokens_per_s >= a.decode_tokens_per_s * (1 - 1e-9)
+    assert b.tokens_per_s >= a.tokens_per_s * (1 - 1e-9)
+    assert b.step_time_s >= a.step_time_s * (1 - 1e-9)  # ... and never lowers the step time
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases, st.integers(1, 8))
+def test_int8_weights_never_slower_than_bf16_at_small_batch(case, batch: int) -> None:  # type: ignore[no-untyped-def]
+    req, layout, mesh = _setup(*case)
+    if not _valid(req, layout):
+        return
+    steps = {}
+    for w in ("bf16", "int8", "int4"):
+        dt = Dtypes(w, "bf16", req.dtypes.kv_cache)
+        steps[w] = inf.decode_step(req.cfg, req.chip, mesh, layout, batch, req.decode_context_len, dt, req.eff).time_s
+    assert steps["int8"] <= steps["bf16"] and steps["int4"] <= steps["int8"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(cases, st.integers(1, 64))
+def test_kv_cache_shards_add_up(case, batch: int) -> None:  # type: ignore[no-untyped-def]
+    req, layout, _ = _setup(*case)
+    if not _valid(req, layout):
+        return
+    per_chip = inf.kv_cache_per_chip_bytes(req.cfg, layout, batch, req.max_context_len, req.dtypes.kv_cache)
+    total = kv_cache_bytes(req.cfg, batch, req.max_context_len, req.dtypes.kv_cache)
+    assert per_chip * inf.kv_shards(req.cfg, layout.tp) == total
+    # cache per chip never grows with tp; the step never reads more of it than the chip holds plus the new token
+    step = inf.decode_step(req.cfg, req.chip, _setup(*case)[2], layout, batch, req.max_context_len, req.dtypes, req.eff)
+    new_token = kv_cache_bytes(req.cfg, batch, 1, req.dtypes.kv_cache) / inf.kv_shards(req.cfg, layout.tp)
+    assert step.kv_cache_bytes <= per_chip + new_token * (1 + 1e-9)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(sorted(MODELS)), st.sampled_from(sorted(CHIPS)), st.integers(64, 4096), st.integers(16, 1024))
+def test_frontier_is_fitting_and_undominated(model: str, chip_name: str, prompt: int, gen: int) -> None:
+    chip = get_chip(chip_name)
+    plan = plan_serving(ServingRequest(MODELS[model], chip, parse_topology(chip, CHIPS[chip_name][0]), prompt, gen))
+    pts = plan.points
+    assert pareto_frontier(pts) == plan.frontier
+    for i in plan.frontier:
+        assert pts[i].fits
+        assert not any(
+            p.fits and p.step_time_s <= pts[i].step_time_s and p.tokens_per_s_per_chip > pts[i].tokens_per_s_per_chip
+            for p in pts
+        )
+    if plan.chosen is not None:
+        assert pts[plan.chosen].fits
+        assert pts[plan.chosen].tokens_per_s_per_chip == max(p.tokens_per_s_per_chip for p in pts if p.fits)
+
+
+def _valid(req: ServingRequest, layout: ServingLayout) -> bool:
+    try:
+        inf.validate_layout(req.cfg, layout)
+    except Exception:
+        return False
+    return True

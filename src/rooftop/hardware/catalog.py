@@ -7,14 +7,13 @@ given with ``--catalog`` adds chips of the same schema.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rooftop.catalog.io import builtin_tomls, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.chip import Chip, Figure, TopologySpec
 from rooftop.units import parse_number
@@ -168,25 +167,12 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
 
 
 def load_chip_file(path: str | Path) -> Chip:
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidConfigError(f"chip file {p} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidConfigError(f"chip file {p}: not valid TOML ({exc})") from None
-    return chip_from_dict(data, str(p))
+    return chip_from_dict(read_toml_file(path, "chip"), str(path))
 
 
 @lru_cache(maxsize=1)
 def _builtin() -> tuple[Chip, ...]:
-    folder = resources.files("rooftop.catalog") / "chips"
-    chips = []
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".toml"):
-            data = tomllib.loads(entry.read_text(encoding="utf-8"))
-            chips.append(chip_from_dict(data, f"catalog/chips/{entry.name}"))
-    return tuple(chips)
+    return tuple(chip_from_dict(data, where) for where, data in builtin_tomls("chips"))
 
 
 def load_chips(extra: str | Path | None = None) -> tuple[Chip, ...]:

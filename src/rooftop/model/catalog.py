@@ -14,15 +14,14 @@ unknown name raises UnknownNameError with close matches.
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rooftop.catalog.io import builtin_tomls, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig, config_from_dict
 
@@ -86,27 +85,13 @@ def entry_from_dict(data: Mapping[str, Any], where: str = "<model>") -> ModelEnt
 
 
 def load_model_file(path: str | Path) -> ModelEntry:
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidConfigError(f"model file {p} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidConfigError(f"model file {p}: not valid TOML ({exc})") from None
-    return entry_from_dict(data, str(p))
+    return entry_from_dict(read_toml_file(path, "model"), str(path))
 
 
 @lru_cache(maxsize=1)
 def load_models() -> tuple[ModelEntry, ...]:
     """Every built-in model, in file-name order."""
-    folder = resources.files("rooftop.catalog") / "models"
-    entries = []
-    for item in sorted(folder.iterdir(), key=lambda e: e.name):
-        if item.name.endswith(".toml"):
-            entries.append(
-                entry_from_dict(tomllib.loads(item.read_text(encoding="utf-8")), f"catalog/models/{item.name}")
-            )
-    return tuple(entries)
+    return tuple(entry_from_dict(data, where) for where, data in builtin_tomls("models"))
 
 
 def _norm(name: str) -> str:

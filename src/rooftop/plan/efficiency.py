@@ -8,11 +8,10 @@ perfect, no reserve) and "with efficiency" (the defaults, or what the user passe
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
+from rooftop.catalog.io import builtin_toml
 from rooftop.cost.roofline import Efficiency
 from rooftop.errors import InvalidConfigError
 
@@ -56,8 +55,7 @@ IDEAL_TRAINING = TrainingEfficiency(dp_overlap=1.0, fsdp_overlap=1.0, tp_overlap
 
 @lru_cache(maxsize=1)
 def default_training_efficiency() -> TrainingEfficiency:
-    text = (resources.files("rooftop.catalog") / "efficiency" / "training.toml").read_text(encoding="utf-8")
-    factors = tomllib.loads(text)["factors"]
+    factors = builtin_toml("efficiency", "training.toml")["factors"]
     return TrainingEfficiency(**{k: float(v["value"]) for k, v in factors.items()})
 
 

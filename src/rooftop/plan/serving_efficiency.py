@@ -8,14 +8,13 @@ is the pure roofline: every fraction 1, no fixed costs, all of HBM usable.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
+from rooftop.catalog.io import builtin_toml
 from rooftop.cost.roofline import Efficiency
 from rooftop.errors import InvalidConfigError
 
@@ -78,7 +77,7 @@ def _figure(table: Mapping[str, Any], key: str, where: str) -> tuple[float, str,
 def default_serving_efficiency(chip_kind: str = "gpu") -> ServingEfficiency:
     """The documented defaults for a chip kind ("gpu", "tpu"; others use "default" overheads)."""
     where = "catalog/efficiency/serving.toml"
-    data = tomllib.loads((resources.files("rooftop.catalog") / "efficiency" / "serving.toml").read_text("utf-8"))
+    data = builtin_toml("efficiency", "serving.toml")
     overheads = data["overheads"]
     kind = chip_kind if chip_kind in overheads else "default"
     values: dict[str, float] = {}

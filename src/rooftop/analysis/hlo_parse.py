@@ -7,23 +7,48 @@ without operand shapes. Line-oriented: one compiled regex match per instruction 
 shapes cached by their text, attributes split with a regex and checked for balance only where needed;
 an instruction spanning several lines (a multi-line constant literal) is joined before it is parsed.
 
-Attribute values stay raw strings; the ``Instruction`` properties decode them on demand. The text format
-is described in the XLA documentation (operation semantics, shapes and layout, tiled layout).
+Attribute values stay raw strings; the ``Instruction`` properties decode them on demand. The data model
+(``HloModule``, ``Computation``, ``Instruction``) and the value decoders live in ``hlo_ir`` and are
+re-exported here. The text format is described in the XLA documentation (operation semantics, shapes
+and layout, tiled layout).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rooftop.analysis.hlo_shapes import Shape, ShapeReader, device_groups, int_list, parse_window
-from rooftop.errors import ParseError, UnknownNameError
+from rooftop.analysis.hlo_ir import (
+    STRUCT_RE,
+    Computation,
+    HloModule,
+    Instruction,
+    decode_config,
+    decode_fields,
+    new_instruction,
+    one_int,
+    split_top,
+    unquote,
+)
+from rooftop.analysis.hlo_shapes import Shape, ShapeReader
+from rooftop.errors import ParseError
+
+__all__ = [
+    "Computation",
+    "HloModule",
+    "Instruction",
+    "decode_config",
+    "decode_fields",
+    "parse_hlo",
+    "parse_hlo_file",
+    "parse_instruction",
+    "split_top",
+    "unquote",
+]
 
 _NAME = r"[^\s=%(){},\"]+"
 _FAST_RE = re.compile(
@@ -33,8 +58,6 @@ _HEAD_RE = re.compile(r"\s*(ROOT\s+)?%?(" + _NAME + r")\s*=\s*")
 _OPCODE_RE = re.compile(r"\s*([a-z][a-z0-9_\-]*)\(")
 _NAME_RE = re.compile(_NAME)
 _ATTR_RE = re.compile(r",\s*(?=[A-Za-z_][\w.\-]*=)")
-_STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|"|[(){}\[\],]')
-_META_RE = re.compile(r'([\w.\-]+)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|([^\s}]*+))')
 _STR = r'"(?:[^"\\]++|\\.)*+"'
 _BRACES = r"\{(?:[^{}\"]++|" + _STR + r")*+\}"
 for _ in range(5):  # balanced braces nested up to 6 deep (JSON backend configs), strings skipped
@@ -44,7 +67,6 @@ _ATTR_FAST_RE = re.compile(r",\s*([A-Za-z_][\w.\-]*)=(" + _ATOM + "*+)")
 _CLOSE_RE = re.compile(r"\)(?=\s*(?:,\s*[A-Za-z_][\w.\-]*=|$))")
 _COMMENT_RE = re.compile(r"/\*.*?\*/")
 _COMPUTATION_RE = re.compile(r"(ENTRY\b\s*)?%?(" + _NAME + r")?\s*(\(.*\)\s*->.*?)?\s*\{")
-_INT_RE = re.compile(r"\s*-?[0-9]+\s*")
 _TABLE_ROW_RE = re.compile(r"(\d+)\s+(.*)")
 _TABLE_HEAD_RE = re.compile(r"[A-Z][A-Za-z]*")
 _CALL_KEYS = frozenset(
@@ -57,345 +79,10 @@ _MAX_JOINED_CHARS = 64 << 20
 _MAX_RETRIES = 8
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Instruction:
-    """One HLO instruction. ``attributes`` holds the raw text of every attribute after the operand list
-    (except ``metadata``, decoded into ``metadata``); the parser adds ``literal`` for constants (payloads up
-    to 1024 characters, else ``literal_chars``) and ``parameter_number`` for parameters. Treat the dicts as
-    read-only. ``operand_shapes`` come from the text or, in the short form, from the defining instructions
-    of the same computation (None when unknown)."""
-
-    name: str
-    opcode: str
-    shape: Shape
-    operands: tuple[str, ...]
-    operand_shapes: tuple[Shape | None, ...]
-    attributes: dict[str, str]
-    metadata: dict[str, str]
-    called_computations: tuple[str, ...]
-    is_root: bool
-    line: int
-
-    def _decode(self, key: str, decoder: Any) -> Any:
-        raw = self.attributes.get(key)
-        if raw is None:
-            return None
-        try:
-            return decoder(raw)
-        except (ParseError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError) as exc:
-            raise ParseError(f"{self.name}: bad {key}={raw[:80]}: {exc}", line=self.line) from None
-
-    @property
-    def fusion_kind(self) -> str | None:
-        """kLoop / kInput / kOutput / kCustom for fusions, else None."""
-        return self.attributes.get("kind") if self.opcode == "fusion" else None
-
-    @property
-    def replica_groups(self) -> list[list[int]] | None:
-        """Device ids per group (explicit, iota and mesh forms expanded); [] for ``{}``; None if absent."""
-        return self._decode("replica_groups", device_groups)
-
-    @property
-    def source_target_pairs(self) -> list[tuple[int, int]] | None:
-        pairs = self._decode("source_target_pairs", device_groups)
-        if pairs is not None and any(len(p) != 2 for p in pairs):
-            raise ParseError(f"{self.name}: source_target_pairs must be pairs", line=self.line)
-        return None if pairs is None else [(p[0], p[1]) for p in pairs]
-
-    @property
-    def dot_dims(self) -> dict[str, tuple[int, ...]]:
-        """lhs/rhs batch and contracting dims of a dot, or of a cuBLAS gemm custom-call's backend_config."""
-        keys = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
-        if not any(k in self.attributes for k in keys) and self.opcode == "custom-call":
-            numbers = _dig(self.backend_config, "gemm_backend_config", "dot_dimension_numbers")
-            if isinstance(numbers, dict):
-                return {k: _ints(numbers.get(k.replace("_dims", "_dimensions"), []), self) for k in keys}
-        return {k: self._decode(k, int_list) or () for k in keys}
-
-    @property
-    def dimensions(self) -> tuple[int, ...] | None:
-        return self._decode("dimensions", int_list)
-
-    @property
-    def channel_id(self) -> int | None:
-        return self._decode("channel_id", _one_int)
-
-    @property
-    def tuple_index(self) -> int | None:
-        return self._decode("index", _one_int)
-
-    @property
-    def parameter_number(self) -> int | None:
-        return self._decode("parameter_number", _one_int)
-
-    @property
-    def feature_group_count(self) -> int:
-        return self._decode("feature_group_count", _one_int) or 1
-
-    @property
-    def batch_group_count(self) -> int:
-        return self._decode("batch_group_count", _one_int) or 1
-
-    @property
-    def window(self) -> dict[str, tuple[int, ...]] | None:
-        """Convolution / reduce-window window: size, stride, pad_low, pad_high, lhs_dilate, rhs_dilate."""
-        return self._decode("window", parse_window)
-
-    @property
-    def dim_labels(self) -> tuple[str, str, str] | None:
-        """``b01f_01io->b01f`` -> ("b01f", "01io", "b01f"): lhs, kernel and output dim labels."""
-        raw = self.attributes.get("dim_labels")
-        match = re.fullmatch(r"\s*(\w+)_(\w+)->(\w+)\s*", raw or "")
-        if raw is not None and match is None:
-            raise ParseError(f"{self.name}: expected dim_labels like b01f_01io->b01f, got {raw!r}", line=self.line)
-        return None if match is None else (match.group(1), match.group(2), match.group(3))
-
-    @property
-    def custom_call_target(self) -> str | None:
-        return self._decode("custom_call_target", unquote)
-
-    @property
-    def frontend_attributes(self) -> dict[str, str]:
-        return self._decode("frontend_attributes", decode_fields) or {}
-
-    @property
-    def backend_config(self) -> dict[str, Any] | None:
-        """backend_config as a dict: JSON (quoted or not), or MLIR ``{k = v : type, ...}``; else None."""
-        raw = self.attributes.get("backend_config")
-        return None if raw is None else decode_config(raw)
-
-    @property
-    def trip_count(self) -> int | None:
-        """A while loop's ``known_trip_count`` from backend_config; None when XLA did not record one."""
-        if self.opcode != "while":
-            return None
-        count = _dig(self.backend_config, "known_trip_count", "n")
-        return _nat(str(count)) if isinstance(count, (int, str)) else None
-
-    @property
-    def async_kind(self) -> str | None:
-        """ "start" / "update" / "done" for async halves (all-gather-start, async-done, copy-start, ...)."""
-        for kind in ("start", "update", "done"):
-            if self.opcode.endswith("-" + kind):
-                return kind
-        return None
-
-    @property
-    def op_name(self) -> str | None:
-        return self.metadata.get("op_name")
-
-
-_INSTRUCTION_SETTERS = tuple(getattr(Instruction, f.name).__set__ for f in fields(Instruction))
-
-
-def _new_instruction(values: tuple) -> Instruction:
-    """Instruction(*values) without the frozen dataclass's per-field object.__setattr__ (2x faster)."""
-    instr = object.__new__(Instruction)
-    for setter, value in zip(_INSTRUCTION_SETTERS, values, strict=True):
-        setter(instr, value)
-    return instr
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Computation:
-    """A named list of instructions; ``params`` are its parameter instructions ordered by number."""
-
-    name: str
-    params: tuple[Instruction, ...]
-    instructions: tuple[Instruction, ...]
-    is_entry: bool
-    root: Instruction
-    by_name: dict[str, Instruction] = field(repr=False, default_factory=dict)
-    line: int = 0
-
-    def instruction(self, name: str) -> Instruction:
-        """The instruction called ``name`` (a leading % is ignored)."""
-        found = self.by_name.get(name.lstrip("%"))
-        if found is None:
-            raise UnknownNameError(f"instruction in computation {self.name}", name, self.by_name)
-        return found
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lstrip("%") in self.by_name
-
-    def __iter__(self) -> Iterator[Instruction]:
-        return iter(self.instructions)
-
-    def __len__(self) -> int:
-        return len(self.instructions)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class HloModule:
-    """A parsed module: computations in text order, the entry, header attributes (raw) and the
-    source-location tables (``tables["StackFrames"][1] == "{file_location_id=1 parent_frame_id=1}"``)."""
-
-    name: str
-    computations: dict[str, Computation]
-    entry: Computation
-    attributes: dict[str, str]
-    tables: dict[str, dict[int, str]] = field(default_factory=dict)
-    source: str = "<hlo>"
-
-    def computation(self, name: str) -> Computation:
-        found = self.computations.get(name.lstrip("%"))
-        if found is None:
-            raise UnknownNameError("computation", name, self.computations)
-        return found
-
-    def instructions(self) -> Iterator[tuple[Computation, Instruction]]:
-        """Every (computation, instruction) pair in text order."""
-        for comp in self.computations.values():
-            for instr in comp.instructions:
-                yield comp, instr
-
-    def num_instructions(self) -> int:
-        return sum(len(c.instructions) for c in self.computations.values())
-
-    def callees(self, instr: Instruction) -> tuple[Computation, ...]:
-        return tuple(self.computations[name] for name in instr.called_computations)
-
-    def base_opcode(self, instr: Instruction) -> str:
-        """The operation an async half stands for: all-gather for all-gather-start, the wrapped root's
-        opcode for async-start/async-done (e.g. reduce-scatter); otherwise the opcode itself."""
-        kind = instr.async_kind
-        if kind is None:
-            return instr.opcode
-        base = instr.opcode[: -len(kind) - 1]
-        if base == "async" and instr.called_computations:
-            return self.computations[instr.called_computations[0]].root.opcode
-        return base
-
-    def async_pairs(self, computation: Computation | None = None) -> list[tuple[Instruction, Instruction]]:
-        """(start, done) pairs, following done -> update* -> start through operand 0."""
-        comps = [computation] if computation is not None else list(self.computations.values())
-        pairs = []
-        for comp in comps:
-            for instr in comp.instructions:
-                if instr.async_kind != "done" or not instr.operands:
-                    continue
-                start = comp.by_name.get(instr.operands[0])
-                while start is not None and start.async_kind == "update" and start.operands:
-                    start = comp.by_name.get(start.operands[0])
-                if start is not None and start.async_kind == "start":
-                    pairs.append((start, instr))
-        return pairs
-
-    def source_location(self, instr: Instruction) -> tuple[str, int] | None:
-        """(file, line) of an instruction from its metadata, following stack_frame_id through the tables."""
-        meta = instr.metadata
-        line = _nat(meta.get("source_line"))
-        if "source_file" in meta and line is not None:
-            return meta["source_file"], line
-        frame = self.tables.get("StackFrames", {}).get(_nat(meta.get("stack_frame_id")) or 0)
-        loc_id = _nat(decode_fields(frame).get("file_location_id")) if frame else None
-        loc = self.tables.get("FileLocations", {}).get(loc_id or 0)
-        fields = decode_fields(loc) if loc else {}
-        name = self.tables.get("FileNames", {}).get(_nat(fields.get("file_name_id")) or 0)
-        line = _nat(fields.get("line"))
-        return (unquote(name), line) if name is not None and line is not None else None
-
-
-# --- value decoders ----------------------------------------------------------------------------------
-
-
-def unquote(text: str) -> str:
-    """``"a\\"b"`` -> ``a"b``; text without surrounding quotes is returned stripped."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        text = text[1:-1]
-        if "\\" in text:
-            text = _unescape(text)
-    return text
-
-
-def _dig(value: Any, *keys: str) -> Any:
-    """value[k1][k2]... through nested dicts; None where a level is missing or not a dict."""
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-def _nat(text: str | None) -> int | None:
-    """A non-negative integer from ASCII digits, else None."""
-    return int(text) if text and text.isascii() and text.isdecimal() else None
-
-
-def _one_int(text: str) -> int:
-    if _INT_RE.fullmatch(text) is None:
-        raise ParseError(f"expected an integer, got {text!r}")
-    return int(text)
-
-
-def _ints(values: Any, instr: Instruction) -> tuple[int, ...]:
-    if not isinstance(values, list) or not all(_INT_RE.fullmatch(str(v)) for v in values):
-        raise ParseError(f"{instr.name}: expected a list of integers in backend_config, got {values!r}")
-    return tuple(int(v) for v in values)
-
-
-def decode_fields(text: str) -> dict[str, str]:
-    """``{op_name="a b" stack_frame_id=3}`` or ``{k="v",k2="w"}`` -> {key: unquoted value}."""
-    return {intern(k): (_unescape(q) if "\\" in q else q) or r for k, q, r in _META_RE.findall(text)}
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def split_top(text: str) -> list[str]:
-    """Split at commas outside brackets, braces, parentheses and strings."""
-    parts, depth, start = [], 0, 0
-    for match in _STRUCT_RE.finditer(text):
-        token = match.group()
-        if token in "({[":
-            depth += 1
-        elif token in ")}]":
-            depth -= 1
-        elif token == "," and depth == 0:
-            parts.append(text[start : match.start()])
-            start = match.end()
-    parts.append(text[start:])
-    return parts
-
-
-def _mlir_value(text: str) -> Any:
-    value = text.rsplit(" : ", 1)[0].strip() if " : " in text else text.strip()
-    if value in ("true", "false"):
-        return value == "true"
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return unquote(value)
-
-
-def decode_config(raw: str) -> dict[str, Any] | None:
-    """A backend_config value as a dict: JSON (possibly as a quoted string) or the MLIR attribute
-    dictionary form ``{attn_heads = 16 : i64, is_training = true}``; None for anything else."""
-    text = raw.strip()
-    if text.startswith('"'):
-        text = unquote(text)
-    if not text.startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-        return value if isinstance(value, dict) else None
-    except (ValueError, RecursionError):
-        pass
-    out: dict[str, Any] = {}
-    for item in split_top(text.strip()[1:-1]):
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            return None
-        out[unquote(key)] = _mlir_value(value)
-    return out
-
-
 def _close_paren(text: str, pos: int) -> int:
     """Index of the ')' closing the '(' at ``pos``, skipping strings; -1 when the text ends first."""
     depth = 0
-    for match in _STRUCT_RE.finditer(text, pos):
+    for match in STRUCT_RE.finditer(text, pos):
         token = match.group()
         if token == "(":
             depth += 1
@@ -588,7 +275,7 @@ class _Parser:
             else:
                 attributes["literal_chars"] = str(len(inside))
         elif opcode == "parameter":
-            attributes["parameter_number"] = str(_one_int(inside))
+            attributes["parameter_number"] = str(one_int(inside))
         elif inside and not inside.isspace():
             operands, operand_shapes = self._operands(inside)
         called = ()
@@ -614,7 +301,7 @@ class _Parser:
     def _attributes_slow(self, rest: str, out: dict[str, str]) -> dict[str, str]:
         """Exact split at top-level ', key=' (strings skipped, brackets counted), linear in the text."""
         cuts, depth = [], 0
-        for match in _STRUCT_RE.finditer(rest):
+        for match in STRUCT_RE.finditer(rest):
             token = match.group()
             if token == '"':
                 raise _Incomplete  # a string left open: the value may go on in the next line
@@ -687,7 +374,7 @@ class _Parser:
             if operand_shapes is None or None in operand_shapes:
                 given = operand_shapes or (None,) * len(operands)
                 operand_shapes = tuple(s if s is not None else shapes[o] for s, o in zip(given, operands, strict=True))
-            instr = _new_instruction((rec[0], rec[1], rec[2], operands, operand_shapes, *rec[5:]))
+            instr = new_instruction((rec[0], rec[1], rec[2], operands, operand_shapes, *rec[5:]))
             instructions.append(instr)
             if rec[8]:
                 roots.append(instr)

@@ -82,6 +82,116 @@ def reduction(elements_in: float, elements_out: float, dtype: str = "bf16") -> C
     return Cost({("vector", d): elements_in}, (elements_in + elements_out) * dtype_bytes(d))
 
 
+def dot_general(
+    lhs: tuple[Sequence[int], str],
+    rhs: tuple[Sequence[int], str],
+    batch: tuple[Sequence[int], Sequence[int]],
+    contracting: tuple[Sequence[int], Sequence[int]],
+    out_dtype: str | None = None,
+) -> Cost:
+    """``matmul`` of two arrays given as (dims, dtype) with XLA DotGeneral dimension numbers: ``batch`` and
+    ``contracting`` list the (lhs, rhs) dim indices that pair up, the other dims are free, and the output
+    is batch + lhs free + rhs free dims (XLA operation semantics, DotGeneral)."""
+    if len(batch[0]) != len(batch[1]) or len(contracting[0]) != len(contracting[1]):
+        raise InvalidConfigError(
+            f"dot: lhs and rhs pair different numbers of dims: batch {batch}, contracting {contracting}"
+        )
+    sizes: dict[str, int] = {}
+    names: list[tuple[str, ...]] = []
+    for side, (dims, _) in enumerate((lhs, rhs)):
+        side_names = []
+        for i, size in enumerate(dims):
+            name = (
+                f"b{list(batch[side]).index(i)}"
+                if i in batch[side]
+                else (f"k{list(contracting[side]).index(i)}" if i in contracting[side] else f"{'mn'[side]}{i}")
+            )
+            if sizes.setdefault(name, max(size, 0)) != max(size, 0):
+                raise InvalidConfigError(
+                    f"dot: paired dim {name} is {sizes[name]} in lhs {list(lhs[0])} but {size} in rhs {list(rhs[0])}"
+                )
+            side_names.append(name)
+        names.append(tuple(side_names))
+    out = tuple(n for n in names[0] if n[0] in "bm") + tuple(n for n in names[1] if n[0] == "n")
+    return matmul(Operand(names[0], lhs[1]), Operand(names[1], rhs[1]), Operand(out, out_dtype or lhs[1]), sizes)
+
+
+@dataclass(frozen=True)
+class ConvDim:
+    """One spatial dim of a convolution as XLA's window describes it: ``input``, ``kernel`` and ``output``
+    sizes, ``stride``, low padding, and the input (lhs, "base") and kernel (rhs, "window") dilations."""
+
+    input: int
+    kernel: int
+    output: int
+    stride: int = 1
+    pad_low: int = 0
+    lhs_dilation: int = 1
+    rhs_dilation: int = 1
+
+    def __post_init__(self) -> None:
+        if min(self.input, self.kernel, self.output) < 0 or min(self.stride, self.lhs_dilation, self.rhs_dilation) < 1:
+            raise InvalidConfigError(f"convolution dim {self}: sizes must be >= 0, stride and dilations >= 1")
+
+    def valid_taps(self) -> int:
+        """(output position, kernel position) pairs that read a real input element: output o and kernel
+        tap k read the dilated input at u = o * stride + k * rhs_dilation - pad_low, which is an input
+        element when u >= 0, u is a multiple of lhs_dilation and u / lhs_dilation < input; padding and the
+        holes of lhs dilation cost nothing (XLA HloCostAnalysis::GetConvolutionFlops counts the same)."""
+        s, d, n = self.stride, self.lhs_dilation, self.input
+        taps = 0
+        for k in range(self.kernel):
+            c = k * self.rhs_dilation - self.pad_low
+            if d == 1:  # o in [ceil(-c / s), floor((n - 1 - c) / s)] within [0, output)
+                lo, hi = max(0, -(c // s)), min(self.output - 1, (n - 1 - c) // s)
+                taps += max(0, hi - lo + 1)
+            else:
+                taps += sum(1 for o in range(self.output) if (u := o * s + c) >= 0 and u % d == 0 and u // d < n)
+        return taps
+
+
+def convolution_flops(
+    batch: int,
+    in_features: int,
+    out_features: int,
+    spatial: Sequence[ConvDim],
+    feature_group_count: int = 1,
+    batch_group_count: int = 1,
+) -> float:
+    """2 x (batch / batch groups) x out_features x (in_features / feature groups) x prod(valid taps per
+    spatial dim): one multiply-add per (output element, kernel tap that reads input) and input feature of
+    its group (XLA HloCostAnalysis::GetConvolutionFlops; a dense 2-D conv without padding is the familiar
+    2 x B x H_out x W_out x K_h x K_w x C_in x C_out)."""
+    if feature_group_count < 1 or batch_group_count < 1:
+        raise InvalidConfigError(f"group counts must be >= 1, got {feature_group_count}, {batch_group_count}")
+    taps = math.prod(float(d.valid_taps()) for d in spatial)
+    return 2.0 * (batch // batch_group_count) * out_features * (in_features // feature_group_count) * taps
+
+
+def convolution(
+    batch: int,
+    in_features: int,
+    out_features: int,
+    spatial: Sequence[ConvDim],
+    dtypes: tuple[str, str, str] = ("bf16", "bf16", "bf16"),
+    feature_group_count: int = 1,
+    batch_group_count: int = 1,
+) -> Cost:
+    """Cost of a convolution on the matrix unit: FLOPs from ``convolution_flops``; HBM bytes = input +
+    kernel + output, each read or written once in its dtype (``dtypes`` = input, kernel, output); the
+    compute dtype is the wider of input and kernel, as for ``matmul``."""
+    lhs, rhs, out = (canonical_dtype(d) for d in dtypes)
+    groups_in = in_features // feature_group_count
+    elements = (
+        batch * in_features * math.prod(d.input for d in spatial),
+        out_features * groups_in * math.prod(d.kernel for d in spatial),
+        (batch // batch_group_count) * out_features * math.prod(d.output for d in spatial),
+    )
+    nbytes = sum(float(e) * dtype_bytes(d) for e, d in zip(elements, (lhs, rhs, out), strict=True))
+    flops = convolution_flops(batch, in_features, out_features, spatial, feature_group_count, batch_group_count)
+    return Cost({("matrix", compute_dtype(lhs, rhs)): flops} if flops else {}, nbytes)
+
+
 def explicit(flops: float, hbm_bytes: float, dtype: str = "bf16", unit: str = "matrix") -> Cost:
     """An op given directly by its FLOPs and bytes."""
     if unit not in ("matrix", "vector"):

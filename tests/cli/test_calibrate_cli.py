@@ -25,6 +25,22 @@ def chip_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The compiled HLO text and a profile of a small jitted function."""
+    import jax
+    import jax.numpy as jnp
+
+    out = tmp_path_factory.mktemp("prog")
+    f = jax.jit(lambda a, b: jnp.tanh(a @ b).sum())
+    x = jnp.ones((128, 128))
+    (out / "f.hlo.txt").write_text(f.lower(x, x).compile().as_text())
+    jax.block_until_ready(f(x, x))
+    with jax.profiler.trace(str(out / "trace")):
+        jax.block_until_ready(f(x, x))
+    return out / "f.hlo.txt", out / "trace"
+
+
 def test_chip_file_loads_with_sources(chip_file: Path) -> None:
     chip = load_chip_file(chip_file)
     assert chip.name == "calibrated"
@@ -33,42 +49,23 @@ def test_chip_file_loads_with_sources(chip_file: Path) -> None:
     assert tomllib.loads(chip_file.read_text())["kind"] == "custom"
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["chips", "{chip}", "--json"],
-        ["matmul", "A[B,D] @ W[D,F]", "--dims", "B=64,D=64,F=64", "--chip", "{chip}", "--json"],
-        ["roofline", "--chip", "{chip}", "--flops", "1e9", "--bytes", "1e6", "--json"],
-        [
-            "collective",
-            "all-gather",
-            "--chip",
-            "{chip}",
-            "--topology",
-            "8",
-            "--axes",
-            "nvlink",
-            "--bytes",
-            "1MiB",
-            "--json",
-        ],
-        [
-            "train",
-            "llama-3-8b",
-            "--chip",
-            "{chip}",
-            "--chips",
-            "8",
-            "--batch-tokens",
-            "32k",
-            "--seq-len",
-            "2048",
-            "--json",
-        ],
-    ],
-)
-def test_every_command_accepts_the_calibrated_chip(chip_file: Path, argv: list[str]) -> None:
-    code, out, err = run_cli(*(a.replace("{chip}", str(chip_file)) for a in argv))
+COMMANDS = [
+    "chips {chip}",
+    "matmul A[B,D]@W[D,F] --dims B=64,D=64,F=64 --chip {chip}",
+    "roofline --chip {chip} --flops 1e9 --bytes 1e6",
+    "collective all-gather --chip {chip} --topology 8 --axes nvlink --bytes 1MiB",
+    "train llama-3-8b --chip {chip} --chips 8 --batch-tokens 32k --seq-len 2048",
+    "serve llama-3-8b --chip {chip} --chips 8 --prompt-len 128 --gen-len 16",
+    "hlo {hlo} --chip {chip}",
+    "profile {profile} --chip {chip}",
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[c.split()[0] for c in COMMANDS])
+def test_every_command_accepts_the_calibrated_chip(chip_file: Path, program: tuple[Path, Path], command: str) -> None:
+    hlo, profile = program
+    subs = {"{chip}": str(chip_file), "{hlo}": str(hlo), "{profile}": str(profile)}
+    code, out, err = run_cli(*(subs.get(a, a) for a in command.split()), "--json")
     assert code == 0, err
     assert json.loads(out)["schema_version"] == 1
 

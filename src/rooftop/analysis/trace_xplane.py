@@ -353,8 +353,8 @@ def metadata_hlo_protos(data: bytes, source: str, metadata: dict[str, Any]) -> d
 
 
 def hlo_proto_to_text(proto: bytes) -> str:
-    """HLO text of a serialized ``HloProto``, printed by XLA: ``xla_client.XlaComputation(
-    HloProto.hlo_module).as_hlo_text()`` (jaxlib's binding of XLA's HloModule printer)."""
+    """HLO text of a serialized ``HloProto``, printed by XLA's own HloModule printer (jaxlib's
+    ``xla_client.hlo.HloModule.to_string``) with metadata, so each op keeps its source scope."""
     try:
         from jaxlib import xla_client
     except ImportError as exc:
@@ -362,6 +362,7 @@ def hlo_proto_to_text(proto: bytes) -> str:
     message = _messages()["HloProto"]()
     try:
         message.ParseFromString(proto)
-        return xla_client.XlaComputation(message.hlo_module).as_hlo_text()
+        module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(message.hlo_module)
+        return module.to_string(xla_client.hlo.HloPrintOptions())  # default options print metadata (op_name)
     except Exception as exc:
         raise ParseError(f"corrupt HloProto in the profile metadata ({exc})") from exc

@@ -84,15 +84,18 @@ def mock_transformer(
 
     def loss_fn(ps: Any, xb: Any, yb: Any) -> Any:
         h = xb
-        for w_in, w_out in ps:
-            a = jax.lax.with_sharding_constraint(jnp.maximum(h @ w_in, 0.0), NamedSharding(mesh, hidden_spec))
-            h = jax.lax.with_sharding_constraint(h + a @ w_out, NamedSharding(mesh, P("data", None)))
-        return jnp.mean((h - yb) ** 2)
+        for i, (w_in, w_out) in enumerate(ps):
+            with jax.named_scope(f"layer{i}/mlp"):  # scopes name the ops in profiles: "mlp", "loss"
+                a = jax.lax.with_sharding_constraint(jnp.maximum(h @ w_in, 0.0), NamedSharding(mesh, hidden_spec))
+                h = jax.lax.with_sharding_constraint(h + a @ w_out, NamedSharding(mesh, P("data", None)))
+        with jax.named_scope("loss"):
+            return jnp.mean((h - yb) ** 2)
 
     @jax.jit
     def train_step(ps: Any, xb: Any, yb: Any) -> Any:
         loss, grads = jax.value_and_grad(loss_fn)(ps, xb, yb)
-        new = jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, grads)
+        with jax.named_scope("optimizer"):
+            new = jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, grads)
         return loss, new
 
     return train_step, (params, x, y)

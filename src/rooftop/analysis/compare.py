@@ -1,0 +1,341 @@
+"""Measured vs roofline, op by op: the profiling loop in one function.
+
+Each op the trace ran (grouped per module and HLO instruction, several kernels of one
+execution counted once: trace.op_executions) is joined with the same instruction of the
+module's HLO (analysis/hlo.py: its Cost and Estimate on the chip). Per op:
+
+- measured_s: mean duration of one execution on one device;
+- lower_bound_s: the roofline time of one execution (max of compute, memory, network);
+- efficiency = lower_bound_s / measured_s (1 is at the roofline);
+- lost_s: total measured time minus executions x lower bound, the time to win back; ops
+  are ranked by it;
+- verdict: "near roofline" (efficiency >= NEAR_ROOFLINE), "compute-slow" or "memory-slow"
+  (by the op's bound), "latency-bound collective" (a collective whose estimate is
+  latency-bound), "exposed communication" (a collective mostly not overlapped by compute on
+  its device), "slow hidden communication" (overlapped but far from its bandwidth time),
+  "no modelled cost" (bookkeeping ops the roofline prices at zero) or "unknown cost" with why.
+
+Per step: duration, busy time, communication time, how much of it overlaps compute, idle
+gaps (means over devices). Memory: peak and a timeline when the profile has samples.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from rooftop.analysis.hlo import HloAnalysis, TimedOp
+from rooftop.analysis.trace import OpExecution, Trace, detect_steps, op_executions
+
+NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
+EXPOSED = 0.5  # a collective overlapped by compute less than this fraction of its time is "exposed"
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv")
+CATEGORIES = (
+    ("attention", ("attention", "attn", "softmax", "flash", "fmha", "scaled_dot_product")),
+    ("mlp", ("mlp", "ffn", "feed_forward", "feedforward", "w_in", "w_out", "gate_proj", "up_proj", "down_proj")),
+    ("optimizer", ("optimizer", "adam", "sgd", "update")),
+    ("loss", ("loss", "cross_entropy", "logits")),
+)
+
+
+@dataclass(frozen=True)
+class OpReport:
+    name: str
+    module: str | None
+    opcode: str
+    category: str
+    count: int
+    devices: int
+    measured_s: float
+    total_s: float
+    lower_bound_s: float | None
+    efficiency: float | None
+    lost_s: float
+    bound: str | None
+    verdict: str
+    why: str
+    flops: float | None
+    bytes: float | None
+    mesh_axes: str | None
+
+
+@dataclass(frozen=True)
+class StepReport:
+    index: int
+    duration_s: float
+    busy_s: float
+    comm_s: float
+    overlap_s: float
+    idle_s: float
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    source: str
+    chip: str
+    ops: tuple[OpReport, ...]
+    steps: tuple[StepReport, ...]
+    categories: Mapping[str, Mapping[str, float]]
+    sharding: tuple[str, ...]
+    memory: Mapping[str, object]
+    notes: tuple[str, ...] = field(default=())
+
+    def overlap(self) -> dict[str, float]:
+        comm = sum(s.comm_s for s in self.steps)
+        hidden = sum(s.overlap_s for s in self.steps)
+        return {"comm_s": comm, "overlapped_s": hidden, "exposed_s": comm - hidden,
+                "overlap_fraction": hidden / comm if comm else 0.0}  # fmt: skip
+
+
+def _base_module(name: str | None) -> str | None:
+    return re.sub(r"\(\d+\)$", "", name) if name else name
+
+
+def _instruction_key(name: str) -> str:
+    """The async ``-done`` half of a collective is timed with its ``-start`` half."""
+    return name.replace("-done", "-start")
+
+
+def _is_collective(opcode: str) -> bool:
+    return any(opcode.startswith(c) for c in COLLECTIVES)
+
+
+def category_of(op_name: str, opcode: str) -> str:
+    """attention / mlp / optimizer / loss from the op's source scope (JAX name stack), or
+    communication for collectives, else other."""
+    if _is_collective(opcode):
+        return "communication"
+    low = op_name.lower()
+    for cat, words in CATEGORIES:
+        if any(w in low for w in words):
+            return cat
+    return "other"
+
+
+def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    return sum(e - s for s, e in intervals)
+
+
+def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+class _Joiner:
+    """Finds the HLO instruction (TimedOp) of a trace op and its source scope."""
+
+    def __init__(self, analyses: Mapping[str, HloAnalysis], op_names: Mapping[str, Mapping[str, str]]) -> None:
+        self.analyses = analyses
+        self.op_names = op_names
+        self.by_name = {m: {t.op.name: t for t in a.ops} for m, a in analyses.items()}
+
+    def find(self, module: str | None, instruction: str | None) -> tuple[TimedOp | None, str]:
+        if instruction is None:
+            return None, "the trace event names no HLO instruction"
+        mod = _base_module(module)
+        if mod not in self.by_name:
+            if len(self.by_name) == 1 and module is None:
+                mod = next(iter(self.by_name))
+            else:
+                return None, f"no HLO for module {mod!r} (the profile holds none; give --hlo)"
+        table = self.by_name[mod]
+        timed = table.get(instruction) or table.get(_instruction_key(instruction))
+        if timed is None:
+            return None, f"instruction {instruction!r} is not a top-level instruction of {mod}'s HLO"
+        return timed, ""
+
+    def scope(self, module: str | None, instruction: str) -> str:
+        return self.op_names.get(_base_module(module) or "", {}).get(instruction, "")
+
+
+def _verdict(timed: TimedOp, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
+    est = timed.estimate
+    if _is_collective(timed.op.opcode):
+        latency = any("latency-bound" in t.formula for t in est.terms if t.name.startswith("network"))
+        if latency and eff < NEAR_ROOFLINE:
+            return "latency-bound collective", "small message: hop latency dominates its bandwidth time"
+        if eff >= NEAR_ROOFLINE:
+            return "near roofline", ""
+        if exposed_fraction is not None and exposed_fraction < EXPOSED:
+            return "exposed communication", f"only {exposed_fraction:.0%} of it overlaps compute on its device"
+        return "slow hidden communication", "overlapped by compute but far from its bandwidth time"
+    if eff >= NEAR_ROOFLINE:
+        return "near roofline", ""
+    return f"{est.bound}-slow" if est.bound in ("compute", "memory") else "exposed communication", (
+        f"reaches {eff:.0%} of its {est.bound} roofline"
+    )
+
+
+def _comm_overlap(execs: list[OpExecution], compute: Mapping[str, list[tuple[float, float]]]) -> float | None:
+    total = sum(e.end_s - e.start_s for e in execs)
+    if not total:
+        return None
+    hidden = sum(_intersection([(e.start_s, e.end_s)], compute.get(e.device, [])) for e in execs)
+    return hidden / total
+
+
+def _op_report(key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping) -> OpReport:
+    module, instruction, name = key
+    total = sum(e.busy_s for e in execs)
+    count = len(execs)
+    devices = len({e.device for e in execs})
+    timed, why = joiner.find(module, instruction)
+    scope = joiner.scope(module, instruction or "")
+    if timed is None:
+        return OpReport(
+            name,
+            module,
+            "?",
+            category_of(scope or name, name),
+            count,
+            devices,
+            total / count,
+            total,
+            None,
+            None,
+            0.0,
+            None,
+            "unknown cost",
+            why,
+            None,
+            None,
+            None,
+        )
+    op = timed.op
+    lower = timed.estimate.lower_bound_s / max(op.executions, 1.0)
+    axes = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
+    common = dict(name=name, module=module, opcode=op.opcode, category=category_of(scope, op.opcode), count=count,
+                  devices=devices, measured_s=total / count, total_s=total, flops=op.cost.flops,
+                  bytes=op.cost.traffic.logical_bytes, mesh_axes=axes)  # fmt: skip
+    if op.cost.unknown:
+        return OpReport(
+            **common,
+            lower_bound_s=lower,
+            efficiency=None,
+            lost_s=0.0,
+            bound=timed.estimate.bound,
+            verdict="unknown cost",
+            why=op.cost.unknown,
+        )  # type: ignore[arg-type]
+    if lower <= 0:
+        return OpReport(
+            **common,
+            lower_bound_s=0.0,
+            efficiency=None,
+            lost_s=total,
+            bound=None,
+            verdict="no modelled cost",
+            why="bookkeeping op the roofline prices at zero",
+        )  # type: ignore[arg-type]
+    eff = lower / (total / count) if total else 1.0
+    exposed = _comm_overlap(execs, compute) if _is_collective(op.opcode) else None
+    verdict, vwhy = _verdict(timed, eff, exposed)
+    return OpReport(
+        **common,
+        lower_bound_s=lower,
+        efficiency=eff,
+        lost_s=max(0.0, total - lower * count),
+        bound=timed.estimate.bound,
+        verdict=verdict,
+        why=vwhy,
+    )  # type: ignore[arg-type]
+
+
+def _device_intervals(execs: list[OpExecution], collective: bool) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for e in execs:
+        if _is_collective(e.instruction or e.name) == collective:
+            out[e.device].append((e.start_s, e.end_s))
+    return {d: _merge(v) for d, v in out.items()}
+
+
+def _steps(trace: Trace, execs: list[OpExecution]) -> list[StepReport]:
+    out = []
+    compute = _device_intervals(execs, False)
+    comm = _device_intervals(execs, True)
+    devices = sorted(set(compute) | set(comm)) or ["-"]
+    for step in detect_steps(trace):
+        window = [(step.start_s, step.end_s)]
+        busy = cm = ov = 0.0
+        for d in devices:
+            c = [(max(s, step.start_s), min(e, step.end_s)) for s, e in compute.get(d, []) if e > step.start_s
+                 and s < step.end_s]  # fmt: skip
+            k = [(max(s, step.start_s), min(e, step.end_s)) for s, e in comm.get(d, []) if e > step.start_s
+                 and s < step.end_s]  # fmt: skip
+            busy += _intersection(window, _merge(c + k))
+            cm += _length(k)
+            ov += _intersection(c, k)
+        n = len(devices)
+        dur = step.end_s - step.start_s
+        out.append(StepReport(step.index, dur, busy / n, cm / n, ov / n, max(0.0, dur - busy / n)))
+    return out
+
+
+def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
+    if not trace.memory:
+        return {"available": False, "peak_bytes": None, "timeline": []}
+    peak: dict[str, float] = defaultdict(float)
+    for s in trace.memory:
+        peak[s.device] = max(peak[s.device], s.bytes_in_use)
+    stride = max(1, len(trace.memory) // points)
+    timeline = [{"time_s": s.time_s, "bytes_in_use": s.bytes_in_use, "device": s.device}
+                for s in trace.memory[::stride]]  # fmt: skip
+    return {"available": True, "peak_bytes": max(peak.values()), "peak_bytes_per_device": dict(peak),
+            "timeline": timeline}  # fmt: skip
+
+
+def compare(
+    trace: Trace, analyses: Mapping[str, HloAnalysis], op_names: Mapping[str, Mapping[str, str]] | None = None
+) -> ProfileReport:
+    """Join ``trace`` with the HLO analyses (module name -> HloAnalysis) and judge every op.
+    ``op_names``: module -> instruction -> metadata op_name (the source scope), for categories."""
+    execs = op_executions(trace)
+    joiner = _Joiner(analyses, op_names or {})
+    grouped: dict[tuple, list[OpExecution]] = defaultdict(list)
+    for e in execs:
+        grouped[(_base_module(e.module), e.instruction, e.name)].append(e)
+    compute = _device_intervals(execs, False)
+    ops = sorted((_op_report(k, v, joiner, compute) for k, v in grouped.items()), key=lambda r: (-r.lost_s, r.name))
+    cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
+    for r in ops:
+        cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
+        cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
+    sharding = []
+    for a in analyses.values():
+        sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
+        seen = {m.describe(t.op.opcode) for t in a.ops for m in t.matches}
+        sharding += sorted(seen)
+    notes = [n for a in analyses.values() for n in a.notes]
+    if not analyses:
+        notes.append("no HLO available: ops have measured times only (give --hlo, or profile with JAX so the "
+                     "XPlane carries each module's HLO)")  # fmt: skip
+    return ProfileReport(
+        trace.source,
+        next(iter(analyses.values())).chip.name if analyses else "-",
+        tuple(ops),
+        tuple(_steps(trace, execs)),
+        dict(cats),
+        tuple(sharding),
+        _memory(trace),
+        tuple(notes),
+    )

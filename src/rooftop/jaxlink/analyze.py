@@ -1,0 +1,58 @@
+"""The JAX bridge: profile a jitted function and put every op on the roofline.
+
+    report = rooftop.jaxlink.analyze(step, *args, chip="h100", steps=3)
+
+Lowers and compiles ``fn`` (jitting it if needed), runs it once to warm up and ``steps``
+times under ``jax.profiler.trace`` (each run in a StepTraceAnnotation), then reads the
+profile and the compiled HLO and returns the same ProfileReport as ``rooftop profile``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rooftop.analysis.compare import ProfileReport
+from rooftop.analysis.profile import profile_report
+from rooftop.errors import InvalidConfigError
+from rooftop.hardware.catalog import get_chip
+from rooftop.hardware.chip import Chip
+
+
+def _block(out: Any) -> None:
+    import jax
+
+    jax.block_until_ready(out)
+
+
+def analyze(
+    fn: Any,
+    *args: Any,
+    chip: str | Chip = "h100",
+    steps: int = 3,
+    mesh: str | None = None,
+    topology: str | None = None,
+    logdir: str | Path | None = None,
+) -> ProfileReport:
+    """Profile ``steps`` calls of ``fn(*args)`` and compare each op with its roofline on ``chip``."""
+    try:
+        import jax
+    except ModuleNotFoundError:
+        raise InvalidConfigError("rooftop.jaxlink.analyze needs JAX: pip install 'rooftop[jax]'") from None
+    if steps < 1:
+        raise InvalidConfigError(f"steps must be >= 1, got {steps}")
+    target = get_chip(chip) if isinstance(chip, str) else chip
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    compiled = jitted.lower(*args).compile()
+    hlo_path = None
+    _block(jitted(*args))  # warm-up: compile outside the profile
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = Path(logdir) if logdir else Path(tmp)
+        with jax.profiler.trace(str(out_dir)):
+            for i in range(steps):
+                with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                    _block(jitted(*args))
+        hlo_path = out_dir / "compiled.hlo.txt"
+        hlo_path.write_text(compiled.as_text())
+        return profile_report(out_dir, target, hlo=hlo_path, mesh=mesh, topology=topology)

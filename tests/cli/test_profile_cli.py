@@ -1,0 +1,109 @@
+"""`rooftop profile` on real profiles written by jax.profiler.trace (CPU, 8 devices) around the
+worked workload, and the JAX bridge."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from rooftop.analysis.compare import _intersection, _merge, category_of  # noqa: E402
+from rooftop.jaxlink.analyze import analyze  # noqa: E402
+from rooftop.workloads import mock_transformer  # noqa: E402
+from tests.conftest import run_cli  # noqa: E402
+
+needs8 = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")
+
+
+@pytest.fixture(scope="module")
+def naive_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("prof")
+    step, args = mock_transformer("naive")
+    jax.block_until_ready(step(*args))
+    with jax.profiler.trace(str(out)):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                jax.block_until_ready(step(*args))
+    return out
+
+
+@needs8
+def test_profile_lists_ops_with_roofline_verdict_and_mesh_axes(naive_profile: Path) -> None:
+    code, out, err = run_cli("profile", str(naive_profile), "--chip", "h100", "--mesh", "data=4,model=2", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert {"ops", "steps", "overlap", "memory"} <= set(d)
+    ops = d["ops"]
+    keys = {
+        "name",
+        "module",
+        "count",
+        "measured_s",
+        "lower_bound_s",
+        "efficiency",
+        "bound",
+        "verdict",
+        "flops",
+        "bytes",
+        "mesh_axes",
+    }
+    assert all(keys <= set(o) for o in ops)
+    priced = [o for o in ops if o["lower_bound_s"]]
+    assert priced and all(o["measured_s"] > 0 for o in priced)
+    assert all(0 < o["efficiency"] for o in priced if o["efficiency"] is not None)
+    axes = {o["mesh_axes"] for o in ops if o["mesh_axes"]}
+    assert any("over model" in a for a in axes) and any("over data" in a for a in axes)
+    assert all(o["count"] == 3 * 8 for o in priced)  # 3 steps x 8 devices
+    assert len(d["steps"]) == 3
+    assert {"communication", "mlp"} <= set(d["categories"])
+    lost = [o["lost_s"] for o in ops]
+    assert lost == sorted(lost, reverse=True)  # ranked by time lost
+
+
+@needs8
+def test_profile_table_and_given_hlo(naive_profile: Path, tmp_path: Path) -> None:
+    step, args = mock_transformer("naive")
+    hlo = tmp_path / "m.hlo.txt"
+    hlo.write_text(step.lower(*args).compile().as_text())
+    code, out, err = run_cli("profile", str(naive_profile), "--chip", "tpu-v5e", "--hlo", str(hlo), "--top", "5")
+    assert code == 0, err
+    assert "ranked by time lost vs roofline" in out and "verdict" in out
+
+
+def test_truncated_xplane_is_one_line_exit_2(naive_profile: Path, tmp_path: Path) -> None:
+    src = next(naive_profile.rglob("*.xplane.pb"))
+    bad = tmp_path / "cut.xplane.pb"
+    bad.write_bytes(src.read_bytes()[: src.stat().st_size // 3])
+    code, out, err = run_cli("profile", str(bad), "--chip", "h100")
+    assert code == 2 and out == "" and "truncated or corrupt" in err and len(err.strip().splitlines()) == 1
+
+
+@needs8
+def test_jax_bridge_sees_the_wasted_collectives() -> None:
+    naive = analyze(*_flat(mock_transformer("naive")), chip="h100", steps=2, mesh="data=4,model=2")
+    fixed = analyze(*_flat(mock_transformer("fixed")), chip="h100", steps=2, mesh="data=4,model=2")
+
+    def comm_ops(report):  # type: ignore[no-untyped-def]
+        return sum(1 for o in report.ops if o.category == "communication")
+
+    assert comm_ops(naive) > comm_ops(fixed)
+    assert any(o.opcode == "all-gather" for o in naive.ops)
+    assert not any(o.opcode == "all-gather" for o in fixed.ops)
+
+
+def _flat(pair):  # type: ignore[no-untyped-def]
+    step, args = pair
+    return (step, *args)
+
+
+def test_interval_arithmetic() -> None:
+    merged = _merge([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)])
+    assert merged == [(0.0, 3.0), (5.0, 6.0)]
+    assert _intersection(merged, [(2.0, 5.5)]) == (3.0 - 2.0) + (5.5 - 5.0)
+
+
+def test_categories() -> None:
+    assert category_of("jit(step)/jvp(layer0/mlp)/dot_general", "fusion") == "mlp"
+    assert category_of("jit(step)/attention/softmax", "fusion") == "attention"
+    assert category_of("", "all-reduce") == "communication"

@@ -192,6 +192,22 @@ def convolution(
     return Cost({("matrix", compute_dtype(lhs, rhs)): flops} if flops else {}, nbytes)
 
 
+def attended_pairs(q_len: int, kv_len: int, window: int = 0, causal: bool = True) -> float:
+    """(query, key) pairs attention computes for ``q_len`` new tokens at the end of
+    ``kv_len`` keys. Causal: the query at key position j (1-based) sees min(j, window) keys,
+    so pairs = S(kv_len) - S(kv_len - q_len) with S(n) = sum_{j<=n} min(j, w): T(T+1)/2 for a
+    training sequence, kv_len for one decode step. Not causal: q_len x kv_len (capped by window)."""
+    if not causal:
+        return float(q_len * (min(kv_len, window) if window else kv_len))
+
+    def s(n: int) -> float:
+        if not window or n <= window:
+            return n * (n + 1) / 2
+        return window * (window + 1) / 2 + (n - window) * window
+
+    return s(kv_len) - s(kv_len - q_len)
+
+
 def explicit(flops: float, hbm_bytes: float, dtype: str = "bf16", unit: str = "matrix") -> Cost:
     """An op given directly by its FLOPs and bytes."""
     if unit not in ("matrix", "vector"):

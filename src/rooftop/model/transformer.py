@@ -26,7 +26,7 @@ Conventions (and sources):
 - Attention per layer per (query, key) pair: QK^T 2 N H_qk and AV 2 N H_v FLOPs (N heads).
   We count only the pairs a causal mask keeps: a query at position i sees i keys (at most the
   sliding window), so a training sequence of T tokens has T(T+1)/2 pairs, (T+1)/2 per token
-  (``attended_pairs``): what a kernel that skips masked blocks does, and the FlashAttention
+  (cost/op.py ``attended_pairs``): what a kernel that skips masked blocks does, and the FlashAttention
   benchmarks' convention (Dao et al. 2022: 4 B T^2 N H / 2 forward FLOPs when causal). PaLM
   appendix B (12 L H Q T per token, forward + backward), Megatron (Narayanan et al. 2021) and
   "How to Scale Your Model" Part 4 (12 B T^2 N H per layer) count the full T per token:
@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooftop.cost.cost import Cost, CostTree, total
-from rooftop.cost.op import Operand, elementwise, explicit, matmul
+from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.config import (
     Dtypes,
@@ -131,22 +131,6 @@ OP_CATEGORY: dict[str, str] = {
 
 
 # ---------------------------------------------------------------- ops of one layer
-
-
-def attended_pairs(q_len: int, kv_len: int, window: int = 0, causal: bool = True) -> float:
-    """(query, key) pairs attention computes for ``q_len`` new tokens at the end of
-    ``kv_len`` keys. Causal: the query at key position j (1-based) sees min(j, window) keys,
-    so pairs = S(kv_len) - S(kv_len - q_len) with S(n) = sum_{j<=n} min(j, w): T(T+1)/2 for a
-    training sequence, kv_len for one decode step. Not causal: q_len x kv_len (capped by window)."""
-    if not causal:
-        return float(q_len * (min(kv_len, window) if window else kv_len))
-
-    def s(n: int) -> float:
-        if not window or n <= window:
-            return n * (n + 1) / 2
-        return window * (window + 1) / 2 + (n - window) * window
-
-    return s(kv_len) - s(kv_len - q_len)
 
 
 @dataclass(frozen=True)

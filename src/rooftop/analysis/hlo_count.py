@@ -1,0 +1,467 @@
+"""XLA HLO module -> per-instruction Costs, hardware-free: the counting rules and the computation walk.
+
+``count_module``: every instruction the program executes at its top level (the entry computation, while
+bodies and conditions, called computations) becomes an ``HloOp``: a Cost per execution and a count (a
+while body runs ``known_trip_count`` times; once, noted, when XLA recorded none). FLOPs follow XLA's
+HloCostAnalysis, so totals match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
+
+- dot, cuBLAS GEMM custom-calls: cost/op.py ``dot_general`` (2 x prod of all dims), matrix unit;
+  convolution, cuDNN conv custom-calls: cost/op.py ``convolution`` (window taps on padding excluded).
+- elementwise ops (add, compare, select, convert, ...): 1 FLOP per output element on the vector unit;
+  transcendentals (exp, log, tanh, logistic, rsqrt, sqrt, power, sine, cosine, erf, ...): 1 per element,
+  reported as ``transcendentals`` (not FLOPs) and timed as vector-unit work.
+- reduce: (input - output elements) x FLOPs of the reducer; reduce-window: output x (window - 1) x
+  reducer; map, scatter: elements x the applied computation; sort: n ceil(log2 n); all-reduce: 1/element.
+- fusion: FLOPs = sum over the fused instructions (nested fusions and calls included).
+- fused attention custom-calls (cuDNN fmha, TransformerEngine): 2 B H pairs (D_qk + D_v) forward (as
+  model/transformer.py), 2.5x that backward (5 matmuls instead of 2, FlashAttention-2's convention);
+  pairs = Sq x Sk, or the causal count when the mask is causal. Any other custom-call: FLOPs unknown,
+  reported as such, never 0.
+- collectives (sync, -start/-done and async-start/-done forms, counted once per pair): a Comm of the
+  bytes cost/cost.py's Comm names, over the mesh axes ``hlo_mesh`` reads from the replica groups.
+
+Bytes are counted at the instruction boundary: operands read + results written, never a fusion's inner
+temporaries; a fused parameter read only through (bitcast and) slice / dynamic-slice reads the slices;
+an in-place dynamic-update-slice (top level, or a fusion's root on a parameter) reads and writes only
+the update; a cuBLAS/cuDNN scratch workspace is not counted. Parameter, constant, get-tuple-element,
+tuple, bitcast and the *-done halves cost nothing. Bytes are logical (elements x element size) and padded
+(tiled layouts rounded up to the tile); the HBM bytes timed are the padded bytes in memory space 0
+(on TPU S(1) is VMEM, S(5) host memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from rooftop.analysis.hlo_ir import Computation, HloModule, Instruction
+from rooftop.analysis.hlo_mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
+from rooftop.analysis.hlo_shapes import Shape
+from rooftop.cost.cost import Cost
+from rooftop.cost.op import ConvDim, attended_pairs, convolution, dot_general
+from rooftop.errors import InvalidConfigError, ParseError
+
+_words = lambda text: frozenset(text.split())
+ZERO_COST = _words("parameter constant get-tuple-element tuple bitcast after-all add-dependency partition-id "
+                   "replica-id opt-barrier domain get-dimension-size while call conditional")  # fmt: skip
+TRANSCENDENTAL = _words("exponential exponential-minus-one log log-plus-one logistic power sqrt cbrt rsqrt tanh "
+                        "sine cosine tan atan2 erf")  # fmt: skip
+ELEMENTWISE = _words(
+    "add subtract multiply divide maximum minimum negate abs sign floor ceil round-nearest-afz round-nearest-even "
+    "remainder and or xor not shift-left shift-right-arithmetic shift-right-logical compare select clamp convert "
+    "is-finite real imag complex popcnt count-leading-zeros reduce-precision stochastic-convert"
+)
+APPLIED = _words("reduce reduce-window map scatter select-and-scatter all-reduce sort")
+GEMM_TARGETS = _words("__cublas$gemm __cublas$lt$matmul __cublas$lt$matmul$f8 __rocblas$gemm")
+#: cuDNN convolutions: which of (operand 0, operand 1, result) are the forward (input, kernel, output).
+CONV_TARGETS = {"__cudnn$convForward": (0, 1, 2), "__cudnn$convBiasActivationForward": (0, 1, 2),
+                "__cudnn$convForwardGraph": (0, 1, 2), "__cudnn$convBackwardInput": (2, 1, 0),
+                "__cudnn$convBackwardFilter": (0, 2, 1)}  # fmt: skip
+ZERO_TARGETS = _words("Sharding SPMDFullToShardShape SPMDShardToFullShape MoveToHost MoveToDevice LayoutConstraint "
+                      "AllocateBuffer annotate_device_placement")  # fmt: skip
+_DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64", "c64": "fp32", "c128": "fp64", "f4e2m1fn": "fp4"}
+_DTYPE |= {t: "int8" for t in ("s8", "u8", "pred")} | {t: "int4" for t in ("s4", "u4", "s2", "u2", "s1", "u1")}
+_DTYPE |= {t: "int32" for t in ("s16", "u16", "s32", "u32", "s64", "u64")}
+
+
+def rooftop_dtype(hlo_type: str) -> str:
+    """The rooftop dtype an HLO element type computes as (f8 types -> fp8, pred -> int8, s64 -> int32)."""
+    return _DTYPE.get(hlo_type, "fp8" if hlo_type.startswith("f8") else "fp32")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes an instruction moves: logical, padded to tiles, and padded bytes per memory space."""
+
+    logical_bytes: float = 0.0
+    padded_bytes: float = 0.0
+    by_space: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def hbm_bytes(self) -> float:
+        return sum(b for space, b in self.by_space if space == 0)
+
+
+@dataclass(frozen=True)
+class InstructionCost:
+    """One execution. ``cost``: FLOPs per (unit, dtype) with transcendentals on the vector unit, and the
+    HBM bytes; ``flops`` leaves transcendentals out (XLA's convention); ``unknown`` names what is not
+    counted (an unknown custom-call)."""
+
+    cost: Cost
+    flops: float
+    transcendentals: float
+    traffic: Traffic
+    collectives: tuple[CollectiveUse, ...] = ()
+    unknown: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class HloOp:
+    """An executed top-level instruction (base opcode for async halves) and its executions."""
+
+    name: str
+    opcode: str
+    computation: str
+    shape: Shape
+    executions: float
+    cost: InstructionCost
+    line: int = 0
+
+    @property
+    def dtype(self) -> str:
+        leaves = self.shape.leaves()
+        return leaves[0].dtype if leaves else "tuple"
+
+    @property
+    def memory_space(self) -> int:
+        """Memory space of the (first) result: 0 HBM; on TPU 1 VMEM, 5 host."""
+        leaves = self.shape.leaves()
+        return leaves[0].layout.memory_space if leaves and leaves[0].layout is not None else 0
+
+
+@dataclass(frozen=True)
+class HloCounts:
+    module: str
+    ops: tuple[HloOp, ...]
+    num_devices: int | None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class _Flops:
+    by: dict[tuple[str, str], float] = field(default_factory=dict)
+    transcendentals: float = 0.0
+    collectives: list[CollectiveUse] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, unit: str, hlo_dtype: str, flops: float) -> None:
+        if flops:
+            key = (unit, rooftop_dtype(hlo_dtype))
+            self.by[key] = self.by.get(key, 0.0) + flops
+
+    def merge(self, other: _Flops, times: float = 1.0, everything: bool = True) -> None:
+        for key, v in other.by.items():
+            self.by[key] = self.by.get(key, 0.0) + times * v
+        self.transcendentals += times * other.transcendentals
+        if everything:
+            self.collectives += other.collectives
+            self.unknown += other.unknown
+            self.notes += other.notes
+
+    @property
+    def flops(self) -> float:
+        return sum(self.by.values())
+
+
+class _Counter:
+    """One pass over a module; fused and applied computations are counted once each and cached."""
+
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self.inner_cache: dict[str, _Flops] = {}
+        self.access_cache: dict[str, tuple[dict[int, float], float]] = {}
+        self.bytes_cache: dict[int, tuple[float, float, int]] = {}
+        self.dot_cache: dict[tuple, dict] = {}
+        self.notes: list[str] = []
+
+    def callee(self, instr: Instruction, key: str) -> Computation:
+        raw = instr.attributes.get(key)
+        if raw is None:
+            raise ParseError(f"{instr.opcode} {instr.name!r} has no {key}=", line=instr.line)
+        return self.module.computation(raw.strip().strip("{}").split(",")[0].strip())
+
+    def inner(self, comp: Computation) -> _Flops:
+        """FLOPs of every instruction of a fused / applied / wrapped computation."""
+        found = self.inner_cache.get(comp.name)
+        if found is None:
+            found = self.inner_cache[comp.name] = _Flops()
+            for instr in comp.instructions:
+                found.merge(self.flops(instr))
+        return found
+
+    def flops(self, instr: Instruction) -> _Flops:
+        out, op, shape, kind = _Flops(), instr.opcode, instr.shape, instr.async_kind
+        first = instr.operand_shapes[0] if instr.operand_shapes and instr.operand_shapes[0] else shape
+        if (op in ZERO_COST and op != "call") or kind in ("done", "update"):
+            return out
+        if op in ("fusion", "call", "async-start"):
+            out.merge(self.inner(self.callee(instr, "to_apply" if op == "call" else "calls")))
+        elif op in ELEMENTWISE or op in TRANSCENDENTAL:
+            out.add("vector", first.dtype, shape.num_elements)
+            out.transcendentals += shape.num_elements if op in TRANSCENDENTAL else 0
+        elif op == "dot":
+            out.by.update(self.dot(instr, *instr.operand_shapes[:2], shape))
+        elif op == "convolution":
+            out.by.update(_conv_flops(instr, *instr.operand_shapes[:2], shape))
+        elif op == "custom-call":
+            self.custom_call(instr, out)
+        base = self.module.base_opcode(instr) if kind == "start" else op
+        if base in COLLECTIVE_KIND and op != "async-start":
+            out.collectives.append(collective_use(instr, base))
+        if op in APPLIED or (base == "all-reduce" and op != "async-start"):
+            self.applied(instr, base, first, out)
+        return out
+
+    def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
+        """``_dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
+        dims = instr.dot_dims
+        key = (id(lhs), id(rhs), out.dtype, *dims.values())
+        found = self.dot_cache.get(key)
+        if found is None:
+            found = self.dot_cache[key] = _dot_flops(instr, lhs, rhs, out, dims)
+        return found
+
+    def applied(self, instr: Instruction, base: str, first: Shape, out: _Flops) -> None:
+        """Ops applying a scalar computation per element, counted as XLA's HloCostAnalysis does."""
+        op, leaves = instr.opcode, instr.shape.leaves()
+        out_elements, window = (leaves[0].num_elements if leaves else 1), instr.window or {"size": ()}
+        if base == "all-reduce" or op == "sort":
+            n = sum(s.num_elements for s in leaves) if base == "all-reduce" else first.num_elements
+            out.add("vector", first.dtype, n * math.ceil(math.log2(n)) if op == "sort" and n > 1 else n)
+            return
+        key, count = "to_apply", out_elements  # map
+        if op == "reduce":
+            count = first.num_elements - out_elements
+        elif op == "reduce-window":
+            count = out_elements * (math.prod(window["size"]) - 1)
+        elif op == "scatter":
+            count = instr.operand_shapes[-1].num_elements if instr.operand_shapes[-1] else 0  # the updates
+        elif op == "select-and-scatter":
+            source = instr.operand_shapes[1].num_elements if instr.operand_shapes[1] else 0
+            out.merge(self.inner(self.callee(instr, "select")), source * math.prod(window["size"]), False)
+            key, count = "scatter", source
+        out.merge(self.inner(self.callee(instr, key)), count, False)
+
+    def custom_call(self, instr: Instruction, out: _Flops) -> None:
+        target = instr.custom_call_target or ""
+        shapes = [s for s in instr.operand_shapes if s is not None]
+        result = instr.shape.leaves()[0] if instr.shape.leaves() else instr.shape
+        if target in GEMM_TARGETS and len(shapes) >= 2:
+            out.by.update(self.dot(instr, shapes[0], shapes[1], result))
+        elif target in CONV_TARGETS and len(shapes) >= 2:
+            lhs, rhs, res = ([shapes[0], shapes[1], result][i] for i in CONV_TARGETS[target])
+            out.by.update(_conv_flops(instr, lhs, rhs, res))
+        elif target.startswith(("__cudnn$fmha", "te_fused_attn")):
+            flops, note = _attention(instr, target, shapes)
+            out.add("matrix", shapes[0].dtype if shapes else "bf16", flops)
+            out.notes.append(note)
+        elif target not in ZERO_TARGETS:
+            out.unknown.append(f"custom-call {target or '?'} ({instr.name})")
+
+    def traffic(self, items: Iterable[tuple[Shape | None, float]]) -> Traffic:
+        logical = padded = 0.0
+        spaces: dict[int, float] = {}
+        for shape, fraction in items:
+            for leaf in shape.leaves() if shape is not None and fraction else ():
+                found = self.bytes_cache.get(id(leaf))
+                if found is None:
+                    space = leaf.layout.memory_space if leaf.layout is not None else 0
+                    found = self.bytes_cache[id(leaf)] = (leaf.logical_bytes, leaf.padded_bytes, space)
+                logical += found[0] * fraction
+                padded += found[1] * fraction
+                spaces[found[2]] = spaces.get(found[2], 0.0) + found[1] * fraction
+        return Traffic(logical, padded, tuple(sorted(spaces.items())))
+
+    def fusion_access(self, comp: Computation) -> tuple[dict[int, float], float]:
+        """Fraction of each fused parameter read (sliced ones) and of the result written (in-place DUS)."""
+        found = self.access_cache.get(comp.name)
+        if found is not None:
+            return found
+        users: dict[str, list[Instruction]] = {}
+        for instr in comp.instructions:
+            for operand in instr.operands:
+                users.setdefault(operand, []).append(instr)
+        fractions: dict[int, float] = {}
+        for param in comp.params:
+            reads, full = list(_through_bitcasts(param.name, users)), param.shape.logical_bytes
+            if reads and full and all(u.opcode in ("slice", "dynamic-slice") for u in reads):
+                fractions[param.parameter_number or 0] = min(1.0, sum(u.shape.logical_bytes for u in reads) / full)
+        write, root = 1.0, comp.root
+        buffer = comp.by_name.get(root.operands[0]) if root.opcode == "dynamic-update-slice" else None
+        while buffer is not None and buffer.opcode == "bitcast":
+            buffer = comp.by_name.get(buffer.operands[0])
+        if buffer is not None and buffer.opcode == "parameter" and root.shape.logical_bytes:
+            fractions[buffer.parameter_number or 0] = 0.0
+            write = _bytes(root.operand_shapes[1]) / root.shape.logical_bytes
+        self.access_cache[comp.name] = (fractions, write)
+        return fractions, write
+
+    def boundary(self, instr: Instruction, result: Shape) -> Traffic:
+        """Operands read + result written, with the slice and in-place rules of the module docstring."""
+        op, shapes = instr.opcode, instr.operand_shapes
+        reads, write, size = [1.0] * len(shapes), 1.0, result.logical_bytes
+        if op == "fusion":
+            fractions, write = self.fusion_access(self.callee(instr, "calls"))
+            reads = [fractions.get(i, 1.0) for i in range(len(shapes))]
+        elif op in ("slice", "dynamic-slice") and shapes and _bytes(shapes[0]):
+            reads[0] = min(1.0, size / _bytes(shapes[0]))
+        elif op == "dynamic-update-slice" and len(shapes) > 1 and size:
+            reads[0], write = 0.0, _bytes(shapes[1]) / size
+        elif op == "custom-call" and result.is_tuple:
+            result = _drop_workspace(result)
+        return self.traffic([*zip(shapes, reads, strict=True), (result, write)])
+
+    def price(self, instr: Instruction, done: Instruction | None) -> InstructionCost:
+        flops = self.flops(instr)
+        result = done.shape if done is not None else instr.shape
+        if instr.opcode == "copy-start" and instr.shape.tuple_shapes:
+            result = instr.shape.tuple_shapes[0]  # (destination, source, context)
+        if instr.opcode == "async-start":  # the wrapped op's operands are the start's
+            traffic = self.traffic([*((s, 1.0) for s in instr.operand_shapes), (result, 1.0)])
+        else:
+            traffic = self.boundary(instr, result)
+        cost = Cost(flops.by, traffic.hbm_bytes)
+        return InstructionCost(
+            cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
+            "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)),
+        )  # fmt: skip
+
+    def walk(self, comp: Computation, count: float, depth: int = 0) -> Iterator[HloOp]:
+        if depth > 64:
+            raise ParseError(f"computation {comp.name!r}: calls nested deeper than 64 (a cycle?)", line=comp.line)
+        done_of = {start.name: done for start, done in self.module.async_pairs(comp)}
+        for instr in comp.instructions:
+            op = instr.opcode
+            if op == "while":
+                trips = instr.trip_count
+                if trips is None:
+                    self.notes.append(f"while {instr.name}: trip count unknown, body counted once")
+                n = float(1 if trips is None else trips)
+                yield from self.walk(
+                    self.callee(instr, "condition"), count * (1 if trips is None else n + 1), depth + 1
+                )
+                yield from self.walk(self.callee(instr, "body"), count * n, depth + 1)
+            elif op == "call":
+                yield from self.walk(self.callee(instr, "to_apply"), count, depth + 1)
+            elif op == "conditional":
+                yield from self.walk_conditional(instr, count, depth)
+            elif op not in ZERO_COST and instr.async_kind not in ("done", "update"):
+                cost = self.price(instr, done_of.get(instr.name))
+                yield HloOp(instr.name, self.module.base_opcode(instr), comp.name, instr.shape, count, cost, instr.line)
+
+    def walk_conditional(self, instr: Instruction, count: float, depth: int) -> Iterator[HloOp]:
+        """The costliest branch (by FLOPs, then bytes), noted: which one runs is not in the text."""
+        keys = ("branch_computations",) if "branch_computations" in instr.attributes else ("true_computation",
+                "false_computation")  # fmt: skip
+        names = [n for k in keys for n in instr.attributes.get(k, "").strip("{} ").split(",") if n.strip()]
+        branches = [list(self.walk(self.module.computation(n.strip()), count, depth + 1)) for n in names]
+        weight = lambda ops: (sum(o.cost.flops for o in ops), sum(o.cost.traffic.padded_bytes for o in ops))
+        if len(branches) > 1:
+            self.notes.append(f"conditional {instr.name}: the costliest of {len(branches)} branches counted")
+        yield from max(branches, key=weight, default=[])
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (as the parser does): the walk makes many small acyclic
+    objects, and collections over a large module's heap would make the analysis superlinear."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _bytes(shape: Shape | None) -> float:
+    return shape.logical_bytes if shape is not None else 0.0
+
+
+def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> Iterator[Instruction]:
+    for user in users.get(name, ()):
+        yield from _through_bitcasts(user.name, users) if user.opcode == "bitcast" else (user,)
+
+
+def _drop_workspace(shape: Shape) -> Shape:
+    """A cuBLAS / cuDNN result tuple without its trailing u8/s8 scratch workspace."""
+    parts = shape.tuple_shapes or ()
+    if len(parts) > 1 and parts[-1].dtype in ("u8", "s8") and parts[-1].rank == 1:
+        return Shape("tuple", (), None, parts[:-1])
+    return shape
+
+
+def _dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> dict:
+    """FLOPs of a dot or GEMM custom-call through cost/op.py ``dot_general``."""
+    if lhs is None or rhs is None:
+        raise ParseError(f"{instr.opcode} {instr.name!r}: operand shapes unknown", line=instr.line)
+    batch = (dims["lhs_batch_dims"], dims["rhs_batch_dims"])
+    contracting = (dims["lhs_contracting_dims"], dims["rhs_contracting_dims"])
+    try:
+        lhs_t, rhs_t = (lhs.dims, rooftop_dtype(lhs.dtype)), (rhs.dims, rooftop_dtype(rhs.dtype))
+        return dict(dot_general(lhs_t, rhs_t, batch, contracting, rooftop_dtype(out.dtype)).flops_by)
+    except InvalidConfigError as exc:
+        raise ParseError(f"{instr.opcode} {instr.name!r}: {str(exc).removeprefix('dot: ')}", line=instr.line) from None
+
+
+def _conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
+    """FLOPs of a convolution from dim_labels and window through cost/op.py ``convolution``."""
+    labels, window = instr.dim_labels, instr.window or {}
+    if labels is None or lhs is None or rhs is None:
+        raise ParseError(f"{instr.opcode} {instr.name!r}: needs dim_labels and operand shapes", line=instr.line)
+    lhs_l, rhs_l, out_l = labels
+
+    def get(key: str, i: int, default: int) -> int:
+        return window[key][i] if i < len(window.get(key, ())) else default
+
+    spatial = [
+        ConvDim(lhs.dims[lhs_l.index(d)], rhs.dims[rhs_l.index(d)], out.dims[out_l.index(d)], get("stride", i, 1),
+                get("pad_low", i, 0), get("lhs_dilate", i, 1), get("rhs_dilate", i, 1))
+        for i, d in enumerate(sorted(c for c in lhs_l if c.isdigit()))
+    ]  # fmt: skip
+    dtypes = (rooftop_dtype(lhs.dtype), rooftop_dtype(rhs.dtype), rooftop_dtype(out.dtype))
+    batch, features = lhs.dims[lhs_l.index("b")], (lhs.dims[lhs_l.index("f")], out.dims[out_l.index("f")])
+    cost = convolution(batch, *features, spatial, dtypes, instr.feature_group_count, instr.batch_group_count)
+    return dict(cost.flops_by)
+
+
+def _attention(instr: Instruction, target: str, shapes: list[Shape]) -> tuple[float, str]:
+    """Fused attention FLOPs (module docstring). TransformerEngine states B, H, Sq, Sk, D and the mask in
+    backend_config (NVTE mask types 2-5 are causal); a cuDNN fmha call is read from Q, K, V (operands
+    0-2) laid out [B, S, H, D], with the mask from cudnn_fmha_backend_config."""
+    config = instr.backend_config or {}
+    if target.startswith("te_fused_attn"):
+        keys = ("input_batch", "attn_heads", "q_max_seqlen", "kv_max_seqlen", "qk_head_dim", "v_head_dim", "mask_type")
+        b, h, sq, sk, dqk, dv, mask = (int(config.get(k, 0)) for k in keys)
+        causal = mask in (2, 3, 4, 5)
+    else:
+        q, k, v = (shapes + shapes[-1:] * 3)[:3] if shapes else (instr.shape,) * 3
+        b, sq, h, dqk = (list(q.dims) + [1] * 4)[:4]
+        sk, dv = (k.dims[1] if k.rank > 1 else 1), (v.dims[-1] if v.rank else 1)
+        causal = "CAUSAL" in str((config.get("cudnn_fmha_backend_config") or {}).get("mask_type", "")).upper()
+    backward = "backward" in target.lower()
+    flops = 2.0 * b * h * attended_pairs(sq, sk, 0, causal) * (dqk + dv) * (2.5 if backward else 1.0)
+    what = "backward (2.5x forward)" if backward else "forward"
+    return flops, f"fused attention {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {'' if causal else 'not '}causal"
+
+
+def num_devices(module: HloModule, ops: Iterable[HloOp] = ()) -> int | None:
+    """num_partitions x replica_count from the module header, or one more than the largest device id in
+    a collective; None when the text says neither (a single-device program, or a dump without a header)."""
+    n = 1
+    for key in ("num_partitions", "replica_count"):
+        value = module.attributes.get(key, "1").strip()
+        n *= int(value) if value.isdigit() else 1
+    ids = [d for op in ops for use in op.cost.collectives for g in (use.groups or use.pairs or ()) for d in g]
+    return max(n, max(ids) + 1) if ids else (n if n > 1 else None)
+
+
+def count_module(module: HloModule) -> HloCounts:
+    """Every executed top-level instruction with its Cost per execution (hardware-free)."""
+    counter = _Counter(module)
+    try:
+        with gc_paused():
+            ops = tuple(counter.walk(module.entry, 1.0))
+    except ParseError as exc:  # name the file as the parser does
+        if exc.source is not None:
+            raise
+        message = str(exc).removeprefix(f"line {exc.line}: ")
+        raise ParseError(message, source=module.source, line=exc.line) from None
+    notes = [*counter.notes, *(f"FLOPs unknown: {op.cost.unknown}" for op in ops if op.cost.unknown)]
+    return HloCounts(module.name, ops, num_devices(module, ops), tuple(dict.fromkeys(notes)))

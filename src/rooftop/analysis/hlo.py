@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo_count import (
     APPLIED,
     CONV_TARGETS,
@@ -25,7 +26,6 @@ from rooftop.analysis.hlo_count import (
     InstructionCost,
     Traffic,
     count_module,
-    gc_paused,
     num_devices,
     rooftop_dtype,
 )
@@ -140,7 +140,7 @@ def analyze(
     estimates: dict[tuple, Estimate] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}
     timed = []
-    with gc_paused():
+    with paused_gc():
         for op in counts.ops:
             for use in op.cost.collectives:
                 if use not in places:

@@ -31,12 +31,11 @@ tuple, bitcast and the *-done halves cost nothing. Bytes are logical (elements x
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo_ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo_mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
 from rooftop.analysis.hlo_shapes import Shape
@@ -357,19 +356,6 @@ class _Counter:
         yield from max(branches, key=weight, default=[])
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (as the parser does): the walk makes many small acyclic
-    objects, and collections over a large module's heap would make the analysis superlinear."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _bytes(shape: Shape | None) -> float:
     return shape.logical_bytes if shape is not None else 0.0
 
@@ -456,7 +442,7 @@ def count_module(module: HloModule) -> HloCounts:
     """Every executed top-level instruction with its Cost per execution (hardware-free)."""
     counter = _Counter(module)
     try:
-        with gc_paused():
+        with paused_gc():
             ops = tuple(counter.walk(module.entry, 1.0))
     except ParseError as exc:  # name the file as the parser does
         if exc.source is not None:

@@ -15,13 +15,13 @@ and layout, tiled layout).
 
 from __future__ import annotations
 
-import gc
 import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo_ir import (
     STRUCT_RE,
     Computation,
@@ -118,13 +118,8 @@ class _Parser:
     def run(self, lines: Iterable[str]) -> HloModule:
         """Parse with the cyclic garbage collector paused: the parser makes millions of small acyclic
         objects, and collection passes over a growing heap would make large modules quadratic."""
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             return self._run(lines)
-        finally:
-            if enabled:
-                gc.enable()
 
     def _run(self, lines: Iterable[str]) -> HloModule:
         numbered = enumerate(lines, 1)

@@ -22,18 +22,17 @@ Pure helpers on a Trace: :func:`op_executions` (kernels grouped per module, inst
 from __future__ import annotations
 
 import bisect
-import gc
 import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, overload
 
+from rooftop.analysis.gcpause import paused_gc
 from rooftop.errors import InvalidConfigError
 
 KINDS = ("op", "kernel", "step", "module", "memcpy", "other")
@@ -243,19 +242,6 @@ class RowBuilder:
             j = bisect.bisect_right(starts, t) - 1
             if j >= 0 and t <= windows[j][1]:
                 step_col[i] = windows[j][2]
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector: loaders make millions of small acyclic objects, and collection
-    passes over the growing heap would double the load time (measured in benchmarks/bench_trace_load.py)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_trace(path: str | Path, progress: ProgressFn | None = None) -> Trace:

@@ -102,3 +102,13 @@ def test_bad_plot_path_writes_nothing(tmp_path: Path) -> None:
     code, _, err = run_cli(*MATMUL, "--plot", str(tmp_path / "roof.txt"))
     assert code == 2 and "must end in .png" in err
     assert not (tmp_path / "roof.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["matmul"], ["roofline", "--chip", "h100", "--flops", "1", "--bytes", "1", "--unit", "tensor"], ["nosuch"]],
+)
+def test_usage_errors_are_one_line_exit_2(argv: list[str]) -> None:
+    code, out, err = run_cli(*argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "error:" in err and "--help" in err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rooftop import __version__
 from rooftop.cli import chips as chips_cmd
@@ -36,13 +37,20 @@ def _optional_commands() -> list[object]:
     return mods
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (with a pointer to --help), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="rooftop",
         description="Roofline numbers for LLM training and serving: ops, collectives, models, plans, profiles.",
     )
     parser.add_argument("--version", action="version", version=f"rooftop {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     for mod in [*COMMANDS, *_optional_commands()]:
         mod.register(sub)  # type: ignore[attr-defined]

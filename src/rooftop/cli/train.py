@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> Output:
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
     setup = setup_from_args(args)
-    result = search(setup, parse_fix(args.fix), args.objective, args.top)
+    result = _search_with_progress(setup, args)
     if not result.ranked:
         detail = ""
         if result.best_unfit is not None:
@@ -123,6 +124,21 @@ def run(args: argparse.Namespace) -> Output:
         )
 
     return Output(payload, render, [lambda path: plot_train(best, path)])
+
+
+def _search_with_progress(setup: TrainingSetup, args: argparse.Namespace) -> Any:
+    """The search, with a live count of layouts on stderr when it is a terminal."""
+    fix = parse_fix(args.fix)
+    if not sys.stderr.isatty():
+        return search(setup, fix, args.objective, args.top)
+    console = Console(stderr=True)
+    with console.status("searching layouts...") as status:
+
+        def progress(n: int) -> None:
+            if n % 200 == 0:
+                status.update(f"searching layouts: {n:,} evaluated")
+
+        return search(setup, fix, args.objective, args.top, progress)
 
 
 def _totals(args: argparse.Namespace, setup: TrainingSetup, best: Any) -> dict[str, Any]:

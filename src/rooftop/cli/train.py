@@ -135,8 +135,7 @@ def _search_with_progress(setup: TrainingSetup, args: argparse.Namespace) -> Any
     with console.status("searching layouts...") as status:
 
         def progress(n: int) -> None:
-            if n % 200 == 0:
-                status.update(f"searching layouts: {n:,} evaluated")
+            status.update(f"searching layouts: {n:,} evaluated")
 
         return search(setup, fix, args.objective, args.top, progress)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 os.environ["COLUMNS"] = "100"
 
-from rooftop.cli.main import build_parser  # noqa: E402
+from rooftop.cli.main import build_parser
 
 HEADER = """# CLI reference
 

@@ -52,8 +52,10 @@ def test_profile_lists_ops_with_roofline_verdict_and_mesh_axes(naive_profile: Pa
     priced = [o for o in ops if o["lower_bound_s"]]
     assert priced and all(o["measured_s"] > 0 for o in priced)
     assert all(0 < o["efficiency"] for o in priced if o["efficiency"] is not None)
-    axes = {o["mesh_axes"] for o in ops if o["mesh_axes"]}
-    assert any("over model" in a for a in axes) and any("over data" in a for a in axes)
+    axes = {tuple(o["mesh_axes"]) for o in ops if o["mesh_axes"]}
+    assert ("model",) in axes and ("data",) in axes
+    words = {o["collective"] for o in ops if o["collective"]}
+    assert any("over model" in w for w in words) and any("over data" in w for w in words)
     assert all(o["count"] == 3 * 8 for o in priced)  # 3 steps x 8 devices
     assert len(d["steps"]) == 3
     assert {"communication", "mlp"} <= set(d["categories"])

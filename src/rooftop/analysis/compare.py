@@ -44,7 +44,7 @@ CATEGORIES = (
 class OpReport:
     name: str
     module: str | None
-    opcode: str
+    opcode: str | None
     category: str
     count: int
     devices: int
@@ -58,7 +58,8 @@ class OpReport:
     why: str
     flops: float | None
     bytes: float | None
-    mesh_axes: str | None
+    mesh_axes: tuple[str, ...] | None  # the mesh axes a collective runs over (None: not a collective)
+    collective: str | None = None  # in words: "all-reduce over data (groups of 4, stride 2)"
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def _op_report(key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: M
         return OpReport(
             name,
             module,
-            "?",
+            None,
             category_of(scope or name, name),
             count,
             devices,
@@ -223,10 +224,11 @@ def _op_report(key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: M
         )
     op = timed.op
     lower = timed.estimate.lower_bound_s / max(op.executions, 1.0)
-    axes = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
+    axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
+    words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
     common = dict(name=name, module=module, opcode=op.opcode, category=category_of(scope, op.opcode), count=count,
                   devices=devices, measured_s=total / count, total_s=total, flops=op.cost.flops,
-                  bytes=op.cost.traffic.logical_bytes, mesh_axes=axes)  # fmt: skip
+                  bytes=op.cost.traffic.logical_bytes, mesh_axes=axes, collective=words)  # fmt: skip
     if op.cost.unknown:
         return OpReport(
             **common,

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> Output:
                     o.bound or "-",
                     o.verdict,
                     format_duration(o.lost_s),
-                    o.mesh_axes or "",
+                    o.collective or "",
                 )
             )
         console.print(

@@ -125,7 +125,7 @@ def phase_dict(p: PhaseTime, terms: bool = True) -> dict[str, Any]:
         "bound": p.bound,
     }
     if terms:
-        out["terms"] = [{"name": t.name, "seconds": t.seconds, "formula": t.formula} for t in p.terms]
+        out["terms"] = [{"name": t.name, "time_s": t.seconds, "formula": t.formula} for t in p.terms]
     return out
 
 
@@ -155,7 +155,7 @@ def point_dict(p: ServingPoint) -> dict[str, Any]:
         "reason": p.reason,
         "cost_per_million_tokens_usd": cost,
         "breakdown": phase_dict(p.decode),
-        "ttft_breakdown": phase_dict(p.prefill, terms=False) | {"batch": p.prefill.batch},
+        "prefill_batch_breakdown": phase_dict(p.prefill, terms=False) | {"batch": p.prefill.batch},
     }
 
 

@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> Output:
         "best": {**step_dict(best), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
         "candidates": [step_dict(r) for r in result.ranked],
         "evaluated": result.evaluated,
+        "timed": result.timed,
         "unlayable": result.unlayable,
         "explanation": lines,
         **totals,

@@ -33,9 +33,10 @@ FIXABLE_TEXT = ("remat", "offload")
 class SearchResult:
     ranked: list[StepResult]  # fitting layouts, best first
     best_unfit: StepResult | None  # the fastest layout that does not fit (when none fits)
-    evaluated: int
+    evaluated: int  # layout variants considered (memory checked for each)
     unlayable: int
     explanation: list[str] = field(default_factory=list)
+    timed: int = 0  # variants that fit and had their step timed
 
 
 def parse_fix(text: str | None) -> dict[str, object]:
@@ -155,7 +156,7 @@ def search(
     fix = fix or {}
     fitting: list[StepResult] = []
     best_unfit: StepResult | None = None
-    evaluated = unlayable = 0
+    evaluated = unlayable = timed = 0
     pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = {}
     for base in _layouts(setup, fix):
         try:
@@ -175,9 +176,10 @@ def search(
         smallest: tuple[float, Parallelism] | None = None
         for par in _variants(base, fix):
             ok, nbytes = fits_in_memory(setup, par)
+            evaluated += 1
             if ok:
                 fitting.append(evaluate(setup, par, pricer))
-                evaluated += 1
+                timed += 1
                 break
             if smallest is None or nbytes < smallest[0]:
                 smallest = (nbytes, par)
@@ -187,4 +189,6 @@ def search(
         if progress is not None:
             progress(evaluated)
     fitting.sort(key=lambda r: _score(r, objective))
-    return SearchResult(fitting[: max(top, 1)], best_unfit if not fitting else None, evaluated, unlayable)
+    return SearchResult(
+        fitting[: max(top, 1)], best_unfit if not fitting else None, evaluated, unlayable, timed=timed
+    )

@@ -199,7 +199,7 @@ def disaggregation_dict(plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
         "decode": dec,
         "kv_transfer": {
             "bytes_per_request": d.kv_transfer_bytes,
-            "seconds": d.kv_transfer_s,
+            "time_s": d.kv_transfer_s,
             "bytes_per_s": d.kv_transfer_bytes_per_s,
             "link_bytes_per_s_per_chip": plan.request.chip.dcn_bytes_per_s,
         },

@@ -46,7 +46,7 @@ def estimate_dict(est: Estimate) -> dict[str, Any]:
         "lower_bound_s": est.lower_bound_s,
         "upper_bound_s": est.upper_bound_s,
         "bound": est.bound,
-        "terms": [{"name": t.name, "seconds": t.seconds, "formula": t.formula} for t in est.terms],
+        "terms": [{"name": t.name, "time_s": t.seconds, "formula": t.formula} for t in est.terms],
     }
 
 

@@ -426,8 +426,8 @@ def _bound(br: dict[str, float], ops: dict[str, np.ndarray], in_layers: np.ndarr
         "compute": compute * share,
         "memory": memory * share + br["optimizer"],
         "network": comm,
-        "pipeline bubble": br["pipeline_bubble"],
-        "host offload": br["offload"],
+        "pipeline_bubble": br["pipeline_bubble"],
+        "offload": br["offload"],
     }
     return max(candidates, key=lambda k: candidates[k])
 

@@ -124,3 +124,18 @@ def test_critical_tokens_per_chip_rule() -> None:
     r_lo, _ = _run(tiny, fsdp)
     assert r_lo.breakdown["fsdp"] > 0.0
     assert math.isfinite(r_lo.step_time_s)
+
+
+def test_expert_parallel_state_is_not_sharded_twice() -> None:
+    """ep ranks hold different experts: with ep carved from fsdp the experts are ZeRO-sharded only
+    over fsdp / ep; carved from dp they are whole on each ep rank (ZeRO-0)."""
+    cfg = get_model("mixtral-8x7b")
+    chip = get_chip("h100")
+    setup = TrainingSetup(cfg, chip, parse_topology(chip, "1x8"), 8, 2048, IDEAL_TRAINING)
+    tree = param_tree(cfg)
+    experts = sum(g.expert_params * g.count for g in model_profile(cfg, 2048, "full", chip, IDEAL_TRAINING).groups)
+    dense = tree.params - experts
+    in_fsdp, _ = _run(setup, Parallelism(fsdp=8, ep=8, remat="full"))
+    assert in_fsdp.memory["weights"] == pytest.approx((dense / 8 + experts / 8) * 2)
+    in_dp, _ = _run(setup, Parallelism(dp=8, ep=8, remat="full"))
+    assert in_dp.memory["weights"] == pytest.approx((dense + experts / 8) * 2)

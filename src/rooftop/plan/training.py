@@ -294,12 +294,36 @@ class TrainingSetup:
         return self.global_batch * self.seq_len
 
 
-def _data_axes(par: Parallelism) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(fsdp axes, dp axes) of the mesh from layout_mesh."""
-    ep_in_fsdp = par.ep > 1 and par.fsdp % par.ep == 0
-    fsdp_axes = ("fsdp", "ep") if ep_in_fsdp else ("fsdp",)
-    dp_axes = ("dp",) if ep_in_fsdp or par.ep == 1 else ("dp", "ep")
-    return fsdp_axes, dp_axes
+@dataclass(frozen=True)
+class Shards:
+    """How the data axes shard dense and routed-expert state. Expert parallelism takes its ep
+    ranks from fsdp when ep divides fsdp, else from dp (layout_mesh): experts are then
+    ZeRO-sharded only over the rest of that axis, and their gathers and gradient reductions
+    run only over the rest too (each ep rank holds different experts)."""
+
+    dense_fsdp: int
+    expert_fsdp: int
+    dense_dp: int
+    expert_dp: int
+    dense_fsdp_axes: tuple[str, ...]
+    dense_dp_axes: tuple[str, ...]
+
+    @staticmethod
+    def of(par: Parallelism) -> Shards:
+        in_fsdp = par.ep > 1 and par.fsdp % par.ep == 0
+        in_dp = par.ep > 1 and not in_fsdp
+        return Shards(
+            par.fsdp, par.fsdp // par.ep if in_fsdp else par.fsdp, par.dp, par.dp // par.ep if in_dp else par.dp,
+            ("fsdp", "ep") if in_fsdp else ("fsdp",), ("dp", "ep") if in_dp else ("dp",),
+        )  # fmt: skip
+
+    def params(self, prof: ModelProfile, par: Parallelism, over_dp: bool = False) -> float:
+        """Parameters one chip holds: dense over tp x pp x fsdp, routed experts over tp x pp x ep
+        x the rest of fsdp; ``over_dp`` also shards over dp (ZeRO-1/2 state)."""
+        dense, expert = _params_per_chip(prof, par)
+        return dense / (self.dense_fsdp * (self.dense_dp if over_dp else 1)) + expert / (
+            self.expert_fsdp * (self.expert_dp if over_dp else 1)
+        )
 
 
 def _op_times(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> dict[str, np.ndarray]:
@@ -327,7 +351,7 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     ops_mb = float(np.sum(t[in_layers]) * layer_scale + np.sum(t[~in_layers]))
     a_bytes, w_bytes, g_bytes = dtype_bytes(setup.dtypes.activations), dtype_bytes(prec.params), dtype_bytes(prec.grads)
     tokens_chip = b * setup.seq_len / par.cp  # tokens of the microbatch one chip's sequence chunk holds
-    fsdp_axes, dp_axes = _data_axes(par)
+    shards = Shards.of(par)
     br: dict[str, float] = {"compute_and_memory": 0.0}
     tp_mb = cp_mb = fsdp_mb = ep_mb = 0.0
     passes = 3 if par.remat == "full" else 2  # forward, backward (+ forward again under full remat)
@@ -345,9 +369,13 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
             core = float(np.sum(t[sel & prof.core])) / g.count
             cp_mb += n * max(0.0, 3 * ring - core)
         if par.fsdp > 1:
-            wl = (g.params / par.tp + g.expert_params / (par.tp * par.ep)) * w_bytes
-            ag = pricer.time("all-gather", fsdp_axes, wl)
-            rs = pricer.time("reduce-scatter", fsdp_axes, wl * g_bytes / w_bytes)
+            dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
+            ag = pricer.time("all-gather", shards.dense_fsdp_axes, dense_w)
+            ag += pricer.time("all-gather", ("fsdp",), expert_w) if shards.expert_fsdp > 1 else 0.0
+            rs = pricer.time("reduce-scatter", shards.dense_fsdp_axes, dense_w * g_bytes / w_bytes)
+            rs += (
+                pricer.time("reduce-scatter", ("fsdp",), expert_w * g_bytes / w_bytes) if shards.expert_fsdp > 1 else 0
+            )
             hide = eff.fsdp_overlap
             fsdp_mb += n * (max(0.0, ag - hide * fwd) + max(0.0, ag + rs - hide * bwd))
         if g.moe and par.ep > 1 and cfg.moe is not None:
@@ -360,14 +388,15 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     t_mb = ops_mb + tp_mb + cp_mb + fsdp_mb + ep_mb + pp_mb
     m = par.microbatches
     bubble = t_mb * (par.pp - 1) / par.virtual_stages
-    params_chip = _params_per_chip(prof, par)
-    grad_bytes = params_chip * g_bytes / par.fsdp
-    dp_t = pricer.time("all-reduce", dp_axes, grad_bytes) if par.dp > 1 or dp_axes == ("dp", "ep") else 0.0
+    dense_chip, expert_chip = _params_per_chip(prof, par)
+    dp_t = pricer.time("all-reduce", shards.dense_dp_axes, dense_chip / shards.dense_fsdp * g_bytes)
+    if shards.expert_dp > 1:
+        dp_t += pricer.time("all-reduce", ("dp",), expert_chip / shards.expert_fsdp * g_bytes)
     bwd_last = float(np.sum(t[in_layers & (prof.phase > 0)])) * layer_scale
     dp_exposed = max(0.0, dp_t - eff.dp_overlap * bwd_last)
-    opt_params = params_chip / (par.fsdp * (par.dp if par.zero_stage >= 1 else 1))
+    opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
     opt_t = opt_params * OPTIMIZER_BYTES_PER_PARAM / (setup.chip.hbm_bytes_per_s * eff.hbm)
-    offload_t = _offload_time(setup, par, opt_params, params_chip / par.fsdp, m)
+    offload_t = _offload_time(setup, par, opt_params, shards.params(prof, par), m)
     br = {
         "compute_and_memory": ops_mb * m,
         "tensor_parallel": tp_mb * m,
@@ -381,7 +410,7 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
         "offload": offload_t,
     }
     step = sum(br.values())
-    mem = memory_per_chip(setup, par, prof, b, params_chip)
+    mem = memory_per_chip(setup, par, prof, b)
     usable = setup.chip.hbm_bytes * (1 - eff.memory_reserve)
     peak = setup.chip.flops_per_s(setup.dtypes.activations)
     return StepResult(
@@ -413,7 +442,7 @@ def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]
         setup.dropout,
     )
     b = replica_batch(setup.global_batch, par) // par.microbatches
-    total = sum(memory_per_chip(setup, par, prof, b, _params_per_chip(prof, par)).values())
+    total = sum(memory_per_chip(setup, par, prof, b).values())
     return total <= setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve), total
 
 
@@ -432,12 +461,12 @@ def _bound(br: dict[str, float], ops: dict[str, np.ndarray], in_layers: np.ndarr
     return max(candidates, key=lambda k: candidates[k])
 
 
-def _params_per_chip(prof: ModelProfile, par: Parallelism) -> float:
-    """Parameters held per chip before FSDP/ZeRO sharding: dense weights over tp x pp,
-    routed experts over tp x pp x ep (embedding and head counted on every stage, the
-    conservative choice for the first and last stage)."""
+def _params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
+    """(dense, routed-expert) parameters per chip before FSDP/ZeRO sharding: dense weights
+    over tp x pp, routed experts over tp x pp x ep (embedding and head counted on every
+    stage, the conservative choice for the first and last stage)."""
     dense = prof.params_total - prof.params_expert
-    return dense / (par.tp * par.pp) + prof.params_expert / (par.tp * par.pp * par.ep)
+    return dense / (par.tp * par.pp), prof.params_expert / (par.tp * par.pp * par.ep)
 
 
 def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:
@@ -458,19 +487,17 @@ def _state_bytes(precision: TrainingPrecision) -> dict[str, float]:
     return training_bytes_per_param(precision)
 
 
-def memory_per_chip(
-    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int, params_chip: float
-) -> dict[str, float]:
+def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> dict[str, float]:
     """Bytes per chip: weights (sharded over fsdp, offloaded with offload=params), gradients
     (over fsdp, and dp at ZeRO-2), master copy and optimizer state (over fsdp, and dp at
     ZeRO-1/2; on the host with offload), activations of the stage's layers for the
     microbatches in flight (1F1B: min(m, pp) on the first stage), fp32 logits of one
     microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers)."""
     state = _state_bytes(setup.precision)
-    dp_opt = par.dp if par.zero_stage >= 1 else 1
-    dp_grad = par.dp if par.zero_stage >= 2 else 1
-    weights = 0.0 if par.offload == "params" else params_chip * state["weights"] / par.fsdp
-    opt = 0.0 if par.offload != "none" else params_chip * (state["master"] + state["optimizer"]) / (par.fsdp * dp_opt)
+    shards = Shards.of(par)
+    weights = 0.0 if par.offload == "params" else shards.params(prof, par) * state["weights"]
+    opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
+    opt = 0.0 if par.offload != "none" else opt_params * (state["master"] + state["optimizer"])
     tokens_chip = b * setup.seq_len / par.cp
     stage_layers = math.ceil(setup.cfg.n_layers / par.pp)
     in_flight = min(par.microbatches, par.pp) if par.pp > 1 else 1
@@ -481,7 +508,7 @@ def memory_per_chip(
         buffers = 2 * biggest * state["weights"]
     return {
         "weights": weights,
-        "gradients": params_chip * state["grads"] / (par.fsdp * dp_grad),
+        "gradients": shards.params(prof, par, over_dp=par.zero_stage >= 2) * state["grads"],
         "optimizer": opt,
         "activations": act,
         "logits": tokens_chip * prof.logits_bytes_per_token / par.tp,

@@ -15,8 +15,12 @@ module's HLO (analysis/hlo.py: its Cost and Estimate on the chip). Per op:
   its device), "slow hidden communication" (overlapped but far from its bandwidth time),
   "no modelled cost" (bookkeeping ops the roofline prices at zero) or "unknown cost" with why.
 
-Per step: duration, busy time, communication time, how much of it overlaps compute, idle
-gaps (means over devices). Memory: peak and a timeline when the profile has samples.
+Per step: duration, busy time, communication time (collective instructions, and NCCL/RCCL kernels),
+how much of it overlaps compute, idle gaps (means over devices). Memory: peak and a timeline when the
+profile has samples.
+
+``judge`` (one op's executions against its Estimate) and ``assemble`` (ops -> ProfileReport) are shared
+with the PyTorch path, which prices ops from their aten shapes instead of HLO (analysis/profile.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 
 from rooftop.analysis.hlo import HloAnalysis, TimedOp
 from rooftop.analysis.trace import OpExecution, Trace, detect_steps, op_executions
+from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
 EXPOSED = 0.5  # a collective overlapped by compute less than this fraction of its time is "exposed"
@@ -169,9 +174,8 @@ class _Joiner:
         return self.op_names.get(_base_module(module) or "", {}).get(instruction, "")
 
 
-def _verdict(timed: TimedOp, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
-    est = timed.estimate
-    if _is_collective(timed.op.opcode):
+def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
+    if _is_collective(opcode):
         latency = any("latency-bound" in t.formula for t in est.terms if t.name.startswith("network"))
         if latency and eff < NEAR_ROOFLINE:
             return "latency-bound collective", "small message: hop latency dominates its bandwidth time"
@@ -195,78 +199,82 @@ def _comm_overlap(execs: list[OpExecution], compute: Mapping[str, list[tuple[flo
     return hidden / total
 
 
-def _op_report(key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping) -> OpReport:
-    module, instruction, name = key
+@dataclass(frozen=True)
+class Priced:
+    """What an op's verdict is judged from: the Estimate of ``executions`` executions (``None`` when
+    unknown), the counts of one execution, ``unknown`` (why there is no cost; "" when there is one) and,
+    for collectives, the mesh axes and a description."""
+
+    estimate: Estimate | None
+    flops: float | None = None
+    bytes: float | None = None
+    unknown: str = ""
+    mesh_axes: tuple[str, ...] | None = None
+    collective: str | None = None
+    executions: float = 1.0
+
+
+def judge(
+    name: str,
+    module: str | None,
+    opcode: str | None,
+    category: str,
+    execs: list[OpExecution],
+    priced: Priced,
+    compute: Mapping[str, list[tuple[float, float]]],
+) -> OpReport:
+    """The OpReport of an op's executions against the Estimate of one execution (module docstring):
+    "unknown cost" without one, "no modelled cost" at zero, else the efficiency and its verdict."""
     total = sum(e.busy_s for e in execs)
     count = len(execs)
     devices = len({e.device for e in execs})
+    est = priced.estimate
+    lower = est.lower_bound_s / max(priced.executions, 1.0) if est is not None else None
+
+    def report(lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str):
+        measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
+        counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
+        return OpReport(name, module, opcode, category, *measured, *counts)
+
+    if est is None or lower is None or priced.unknown:
+        return report(lower, None, 0.0, est.bound if est is not None else None, "unknown cost", priced.unknown)
+    if lower <= 0:
+        return report(0.0, None, total, None, "no modelled cost", "bookkeeping op the roofline prices at zero")
+    eff = lower / (total / count) if total else 1.0
+    exposed = _comm_overlap(execs, compute) if opcode and _is_collective(opcode) else None
+    verdict, why = _verdict(est, opcode or "", eff, exposed)
+    return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
+
+
+def _op_report(key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping) -> OpReport:
+    module, instruction, name = key
     timed, why = joiner.find(module, instruction)
     scope = joiner.scope(module, instruction or "")
     if timed is None:
-        return OpReport(
-            name,
-            module,
-            None,
-            category_of(scope or name, name),
-            count,
-            devices,
-            total / count,
-            total,
-            None,
-            None,
-            0.0,
-            None,
-            "unknown cost",
-            why,
-            None,
-            None,
-            None,
-        )
+        return judge(name, module, None, category_of(scope or name, name), execs, Priced(None, unknown=why), compute)
     op = timed.op
-    lower = timed.estimate.lower_bound_s / max(op.executions, 1.0)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
     words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
-    common = dict(name=name, module=module, opcode=op.opcode, category=category_of(scope, op.opcode), count=count,
-                  devices=devices, measured_s=total / count, total_s=total, flops=op.cost.flops,
-                  bytes=op.cost.traffic.logical_bytes, mesh_axes=axes, collective=words)  # fmt: skip
-    if op.cost.unknown:
-        return OpReport(
-            **common,
-            lower_bound_s=lower,
-            efficiency=None,
-            lost_s=0.0,
-            bound=timed.estimate.bound,
-            verdict="unknown cost",
-            why=op.cost.unknown,
-        )  # type: ignore[arg-type]
-    if lower <= 0:
-        return OpReport(
-            **common,
-            lower_bound_s=0.0,
-            efficiency=None,
-            lost_s=total,
-            bound=None,
-            verdict="no modelled cost",
-            why="bookkeeping op the roofline prices at zero",
-        )  # type: ignore[arg-type]
-    eff = lower / (total / count) if total else 1.0
-    exposed = _comm_overlap(execs, compute) if _is_collective(op.opcode) else None
-    verdict, vwhy = _verdict(timed, eff, exposed)
-    return OpReport(
-        **common,
-        lower_bound_s=lower,
-        efficiency=eff,
-        lost_s=max(0.0, total - lower * count),
-        bound=timed.estimate.bound,
-        verdict=verdict,
-        why=vwhy,
-    )  # type: ignore[arg-type]
+    priced = Priced(timed.estimate, op.cost.flops, op.cost.traffic.logical_bytes, op.cost.unknown or "", axes, words,
+                    op.executions)  # fmt: skip
+    return judge(name, module, op.opcode, category_of(scope, op.opcode), execs, priced, compute)
+
+
+def is_communication(e: OpExecution) -> bool:
+    """A collective: its HLO instruction (or name) is one, or it is an NCCL/RCCL kernel (``ncclKernel_...``,
+    ``ncclDevKernel_...``), which carries no HLO instruction."""
+    return _is_collective(e.instruction or e.name) or (e.instruction is None and "nccl" in e.name.lower())
+
+
+def compute_intervals(execs: list[OpExecution]) -> dict[str, list[tuple[float, float]]]:
+    """Per device, the merged intervals in which a non-collective op runs."""
+    return _device_intervals(execs, False)
 
 
 def _device_intervals(execs: list[OpExecution], collective: bool) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for e in execs:
-        if _is_collective(e.instruction or e.name) == collective:
+        if is_communication(e) == collective:
             out[e.device].append((e.start_s, e.end_s))
     return {d: _merge(v) for d, v in out.items()}
 
@@ -317,11 +325,7 @@ def compare(
     for e in execs:
         grouped[(_base_module(e.module), e.instruction, e.name)].append(e)
     compute = _device_intervals(execs, False)
-    ops = sorted((_op_report(k, v, joiner, compute) for k, v in grouped.items()), key=lambda r: (-r.lost_s, r.name))
-    cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
-    for r in ops:
-        cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
-        cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
+    ops = [_op_report(k, v, joiner, compute) for k, v in grouped.items()]
     sharding = []
     for a in analyses.values():
         sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
@@ -331,13 +335,24 @@ def compare(
     if not analyses:
         notes.append("no HLO available: ops have measured times only (give --hlo, or profile with JAX so the "
                      "XPlane carries each module's HLO)")  # fmt: skip
-    return ProfileReport(
-        trace.source,
-        next(iter(analyses.values())).chip.name if analyses else "-",
-        tuple(ops),
-        tuple(_steps(trace, execs)),
-        dict(cats),
-        tuple(sharding),
-        _memory(trace),
-        tuple(notes),
-    )
+    chip = next(iter(analyses.values())).chip.name if analyses else "-"
+    return assemble(trace, execs, ops, chip, sharding, notes)
+
+
+def assemble(
+    trace: Trace,
+    execs: list[OpExecution],
+    ops: Iterable[OpReport],
+    chip: str,
+    sharding: Iterable[str] = (),
+    notes: Iterable[str] = (),
+) -> ProfileReport:
+    """The report of judged ``ops`` (ranked by time lost, then name), with the steps, categories and memory
+    of ``trace``; ``execs`` are every op execution of the trace (``op_executions``), for the steps."""
+    ranked = sorted(ops, key=lambda r: (-r.lost_s, r.name))
+    cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
+    for r in ranked:
+        cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
+        cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
+    return ProfileReport(trace.source, chip, tuple(ranked), tuple(_steps(trace, execs)), dict(cats),
+                         tuple(sharding), _memory(trace), tuple(notes))  # fmt: skip

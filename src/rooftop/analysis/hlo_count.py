@@ -40,7 +40,7 @@ from rooftop.analysis.hlo_ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo_mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
 from rooftop.analysis.hlo_shapes import Shape
 from rooftop.cost.cost import Cost
-from rooftop.cost.op import ConvDim, attended_pairs, convolution, dot_general
+from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.errors import InvalidConfigError, ParseError
 
 _words = lambda text: frozenset(text.split())
@@ -422,7 +422,7 @@ def _attention(instr: Instruction, target: str, shapes: list[Shape]) -> tuple[fl
         sk, dv = (k.dims[1] if k.rank > 1 else 1), (v.dims[-1] if v.rank else 1)
         causal = "CAUSAL" in str((config.get("cudnn_fmha_backend_config") or {}).get("mask_type", "")).upper()
     backward = "backward" in target.lower()
-    flops = 2.0 * b * h * attended_pairs(sq, sk, 0, causal) * (dqk + dv) * (2.5 if backward else 1.0)
+    flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, backward)
     what = "backward (2.5x forward)" if backward else "forward"
     return flops, f"fused attention {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {'' if causal else 'not '}causal"
 

@@ -1,17 +1,37 @@
 """A profile on the roofline: load the trace, find each module's HLO (embedded in the
-XPlane's metadata plane, or given), time it on the chip, and compare op by op."""
+XPlane's metadata plane, or given), time it on the chip, and compare op by op.
+
+A PyTorch (Kineto) trace has no HLO: its kernels are joined with the aten ops that launched them
+(:func:`launching_ops`) and priced from the ops' shapes and the NCCL kernels' args
+(analysis/torch_ops.py), in :func:`kineto_report`."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from rooftop.analysis.compare import ProfileReport, compare
+from rooftop.analysis.compare import (
+    OpReport,
+    Priced,
+    ProfileReport,
+    assemble,
+    category_of,
+    compare,
+    compute_intervals,
+    judge,
+)
 from rooftop.analysis.hlo import HloAnalysis, analyze
 from rooftop.analysis.hlo_parse import HloModule, parse_hlo, parse_hlo_file
-from rooftop.analysis.trace import ProgressFn, Trace, hlo_text, load_trace
-from rooftop.errors import ParseError
+from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.trace import OpExecution, ProgressFn, Trace, hlo_text, load_trace, op_executions
+from rooftop.cost.cost import Cost
+from rooftop.cost.roofline import roofline
+from rooftop.errors import InvalidConfigError, ParseError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
+from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
+from rooftop.units import format_bytes
 
 
 def _op_names(module: HloModule) -> dict[str, str]:
@@ -64,6 +84,13 @@ def profile_report(
     progress: ProgressFn | None = None,
 ) -> ProfileReport:
     trace = source if isinstance(source, Trace) else load_trace(source, progress)
+    if trace.format == "kineto":
+        report = kineto_report(trace, chip, topology)
+        if hlo is not None or mesh is not None:
+            extra = ("--hlo and --mesh are not used for a PyTorch trace (it is priced from its aten ops)",)
+            report = ProfileReport(report.source, report.chip, report.ops, report.steps, report.categories,
+                                   report.sharding, report.memory, extra + report.notes)  # fmt: skip
+        return report
     modules, notes = modules_of(trace, hlo)
     analyses: dict[str, HloAnalysis] = {name: analyze(m, chip, mesh, topology) for name, m in modules.items()}
     report = compare(trace, analyses, {name: _op_names(m) for name, m in modules.items()})
@@ -71,3 +98,177 @@ def profile_report(
         report = ProfileReport(report.source, chip.name, report.ops, report.steps, report.categories,
                                report.sharding, report.memory, tuple(notes) + report.notes)  # fmt: skip
     return report
+
+
+# ---------------------------------------------------------------------------------------------------------
+# PyTorch (Kineto) traces
+
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
+    """kernel row -> (row of the innermost ``cpu_op`` with ``Input Dims`` that launched it, or None, and
+    why not). A kernel's launch is the runtime event (``cudaLaunchKernel``, ``hipLaunchKernel``, ...) of
+    the same ``correlation``; the op is the innermost such cpu_op on the launching thread whose span holds
+    the launch. Without a launch event, a cpu_op of the kernel's ``External id`` (older traces)."""
+    ev = trace.events
+    kind, start, dur, corr, args, device, line = (
+        ev.column(c) for c in ("kind", "start_s", "duration_s", "correlation", "args", "device", "line")
+    )
+    ops: dict[tuple[str, str], list[int]] = defaultdict(list)
+    launch: dict[str, int] = {}
+    external: dict[Any, int] = {}
+    for i, k in enumerate(kind):
+        if k != "other":
+            continue
+        cat = args[i].get("cat")
+        if cat == "cpu_op" and "Input Dims" in args[i]:
+            ops[(device[i], line[i])].append(i)
+            external.setdefault(args[i].get("External id"), i)
+        elif cat in _LAUNCH_CATS and corr[i] is not None:
+            launch.setdefault(corr[i], i)
+    queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    out: dict[int, tuple[int | None, str]] = {}
+    for i, k in enumerate(kind):
+        if k != "kernel":
+            continue
+        at = launch.get(corr[i]) if corr[i] is not None else None
+        if at is not None:
+            queries[(device[at], line[at])].append((start[at], i))
+        elif args[i].get("External id") in external:
+            out[i] = (external[args[i]["External id"]], "")
+        else:
+            out[i] = (None, f"its launch (correlation {corr[i]}) is not in the trace")
+    no_op = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
+    for thread, asks in queries.items():
+        spans = sorted(ops.get(thread, []), key=lambda i: (start[i], -dur[i]))
+        stack: list[int] = []
+        j = 0
+        for t, kernel in sorted(asks):
+            while j < len(spans) and start[spans[j]] <= t:
+                while stack and start[stack[-1]] + dur[stack[-1]] < start[spans[j]]:
+                    stack.pop()
+                stack.append(spans[j])
+                j += 1
+            while stack and start[stack[-1]] + dur[stack[-1]] < t:
+                stack.pop()
+            out[kernel] = (stack[-1], "") if stack else (None, no_op)
+    return out
+
+
+def _execution(trace: Trace, rows: Sequence[int], name: str) -> OpExecution:
+    """The kernels ``rows`` (one op execution on one device) as one OpExecution: busy = their summed time."""
+    ev = trace.events
+    start, dur, names, steps = (ev.column(c) for c in ("start_s", "duration_s", "name", "step"))
+    kernels = tuple(dict.fromkeys(names[r] for r in rows))
+    return OpExecution(ev.column("device")[rows[0]], None, None, name, min(start[r] for r in rows),
+                       max(start[r] + dur[r] for r in rows), sum(dur[r] for r in rows), len(rows), kernels,
+                       steps[rows[0]])  # fmt: skip
+
+
+class _Nccl:
+    """NCCL kernels -> Comms timed on a default topology (or the one given) of their group size."""
+
+    def __init__(self, trace: Trace, chip: Chip, topology: str | None) -> None:
+        self.chip, self.topology = chip, topology
+        info = trace.metadata.get("distributedInfo") or {}
+        self.world = info.get("world_size") if isinstance(info, dict) else None
+        self.meshes: dict[int, Mesh | str] = {}
+        self.notes: list[str] = []
+
+    def mesh(self, n: int) -> Mesh | str:
+        if n not in self.meshes:
+            try:
+                topo = parse_topology(self.chip, self.topology) if self.topology else None
+                if topo is None or topo.num_chips != n:
+                    topo = topology_for_chips(self.chip, n)
+                    self.notes.append(f"NCCL collectives over {n} ranks timed on topology {topo.spec}, the default "
+                                      f"for {n} {self.chip.name} (give --topology)")  # fmt: skip
+                self.meshes[n] = make_mesh(topo)
+            except (InvalidConfigError, ShardingError) as exc:
+                self.meshes[n] = f"no topology of {n} {self.chip.name}: {exc}"
+        return self.meshes[n]
+
+    def key(self, args: Any) -> tuple:
+        size = args.get("Group size", self.world)
+        return (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"),
+                args.get("dtype"), size)  # fmt: skip
+
+    def price(self, key: tuple, args: Any, kernel: str) -> tuple[str, str | None, Priced]:
+        """(row name, opcode, Priced) of the NCCL kernels of ``key``; ``kernel`` names those without args."""
+        coll, n_in, n_out, dtype, size = key
+        nelems = n_out if coll and "gather" in str(coll) else n_in
+        name = f"nccl {coll} {nelems} x {dtype} (group of {size})" if coll else kernel
+        if not isinstance(size, int) or size < 1:
+            return name, None, Priced(None, unknown="the kernel names no Group size and the trace no world size")
+        mesh = self.mesh(size)
+        if isinstance(mesh, str):
+            return name, None, Priced(None, unknown=mesh)
+        axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
+        comm, why = nccl_comm(args, axes)
+        if comm is None:
+            return name, coll, Priced(None, unknown=why)
+        est = roofline(Cost(comms=(comm,)), self.chip, mesh)
+        words = f"{comm.kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec})"
+        opcode = "collective-permute" if comm.kind == "permute" else comm.kind
+        return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+
+
+def _price(op: TorchOp, chip: Chip) -> tuple[str, Priced]:
+    price = op_cost(op)
+    if price.cost is None:
+        return op.label(price.tag), Priced(None, unknown=price.what)
+    try:
+        estimate = roofline(price.cost, chip)
+    except RooftopError as exc:
+        return op.label(price.tag), Priced(None, price.cost.flops, price.cost.hbm_bytes, unknown=str(exc))
+    return op.label(price.tag), Priced(estimate, price.cost.flops, price.cost.hbm_bytes)
+
+
+def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> ProfileReport:
+    """Every kernel of a PyTorch trace judged against the roofline of the op that launched it, one row per
+    (aten op, shapes, dtypes); NCCL kernels as collectives; kernels no op explains stay "unknown cost"."""
+    ev = trace.events
+    kind, names, args = ev.column("kind"), ev.column("name"), ev.column("args")
+    launched = launching_ops(trace)
+    nccl = _Nccl(trace, chip, topology)
+    per_op: dict[tuple[int, str], list[int]] = defaultdict(list)
+    groups: dict[tuple, tuple[str, str | None, Priced, list[OpExecution]]] = {}
+    unexplained = 0
+    for k, (op_row, why) in sorted(launched.items()):
+        if "nccl" in names[k].lower():
+            key = ("nccl", *nccl.key(args[k]), "" if args[k].get("Collective name") else names[k])
+            if key not in groups:
+                groups[key] = (*nccl.price(key[1:-1], args[k], key[-1]), [])
+            groups[key][3].append(_execution(trace, [k], groups[key][0]))
+        elif op_row is None:
+            unexplained += 1
+            groups.setdefault(("kernel", names[k], why), (names[k], None, Priced(None, unknown=why), []))[3].append(
+                _execution(trace, [k], names[k]))  # fmt: skip
+        else:
+            per_op[(op_row, ev.column("device")[k])].append(k)
+    prices: dict[tuple, tuple[str, Priced]] = {}
+    for (op_row, _device), kernels in per_op.items():
+        op = TorchOp.from_args(names[op_row], args[op_row])
+        sig = (op.name, op.dims, op.types, op.concrete)
+        if sig not in prices:
+            prices[sig] = _price(op, chip)
+        label, priced = prices[sig]
+        key = ("op", label, priced.flops, priced.bytes, priced.unknown)
+        groups.setdefault(key, (label, op.name, priced, []))[3].append(_execution(trace, kernels, label))
+    execs = op_executions(trace)
+    compute = compute_intervals(execs)
+    ops: list[OpReport] = []
+    for key, (label, opcode, priced, group) in groups.items():
+        category = "communication" if key[0] == "nccl" else category_of(label, opcode or label)
+        ops.append(judge(label, None, opcode, category, group, priced, compute))
+    kernels = sum(1 for k in kind if k == "kernel")
+    n_priced = sum(r.events for _, _, p, g in groups.values() if p.estimate and not p.unknown for r in g)
+    notes = [
+        f"PyTorch trace: {n_priced} of {kernels} kernels priced from the aten op that launched them (its Input Dims) "
+        f"or from their NCCL args; {unexplained} launched by no op with Input Dims",
+        *nccl.notes,
+    ]
+    if not any(args[i].get("cat") == "cpu_op" and "Input Dims" in args[i] for i, k in enumerate(kind) if k == "other"):
+        notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
+    return assemble(trace, execs, ops, chip.name, (), notes)

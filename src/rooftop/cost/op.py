@@ -208,6 +208,21 @@ def attended_pairs(q_len: int, kv_len: int, window: int = 0, causal: bool = True
     return s(kv_len) - s(kv_len - q_len)
 
 
+#: backward of fused attention / forward: dQ, dK, dV and the recomputed scores — 2 matmuls
+#: forward, 5 backward (FlashAttention-2, Dao 2023, section 3.1: 2.5x the forward FLOPs).
+ATTENTION_BACKWARD_FACTOR = 2.5
+
+
+def fused_attention_flops(
+    batch: int, heads: int, q_len: int, kv_len: int, d_qk: int, d_v: int, causal: bool, backward: bool = False
+) -> float:
+    """Matrix FLOPs of a fused attention kernel: QK^T (2 D_qk per pair) and AV (2 D_v per pair)
+    over the attended pairs of every head and sequence; x ATTENTION_BACKWARD_FACTOR backward.
+    Shared by the HLO custom-call rules and the PyTorch (aten SDPA) rules."""
+    pairs = attended_pairs(q_len, kv_len, 0, causal)
+    return 2.0 * batch * heads * pairs * (d_qk + d_v) * (ATTENTION_BACKWARD_FACTOR if backward else 1.0)
+
+
 def explicit(flops: float, hbm_bytes: float, dtype: str = "bf16", unit: str = "matrix") -> Cost:
     """An op given directly by its FLOPs and bytes."""
     if unit not in ("matrix", "vector"):

@@ -1,0 +1,456 @@
+"""PyTorch (Kineto) traces on the roofline: aten ops and NCCL kernels -> Costs, and kernels -> the ops
+that launched them.
+
+A trace recorded with ``record_shapes=True`` names, on each ``cpu_op`` event, the aten op and its
+arguments: ``Input Dims`` (a shape per argument, ``[]`` for a scalar, a list of shapes for a
+TensorList), ``Input type`` (``float``, ``c10::BFloat16``, ``Scalar``, ...) and, in PyTorch >= 2.1,
+``Concrete Inputs`` (scalar arguments as text: strides, ``is_causal``). :func:`op_cost` prices one such
+op through the rules of cost/op.py, from the table :data:`RULES` (op name -> rule and its argument
+positions, as in ATen's native_functions.yaml):
+
+- mm [M,K]x[K,N], bmm [B,M,K]x[B,K,N], matmul (batch dims broadcast), linear (input [..., K], weight
+  [N, K]), addmm / baddbmm / linear with bias: cost/op.py ``matmul`` (2 M K N FLOPs; bytes = A + B + C),
+  plus M x N vector FLOPs and the bias bytes for the bias add;
+- conv1d/2d/3d, convolution, cudnn/miopen convolution: cost/op.py ``convolution`` from the weight dims,
+  stride, padding, dilation and groups (``Concrete Inputs``; unknown without them);
+  ``convolution_backward``: the forward cost per gradient in ``output_mask`` (grad input and grad
+  weight are each a convolution of the same FLOPs and bytes), plus the bias-gradient reduction;
+- fused attention (SDPA, flash, memory-efficient, cuDNN, forward and backward): 2 B H pairs (D_qk + D_v)
+  FLOPs forward, 2.5x backward (the convention of analysis/hlo_count.py for fused attention
+  custom-calls; PyTorch's FlopCounterMode counts the same 2 and 5 matmuls), pairs = Sq x Sk, or
+  cost/op.py ``attended_pairs`` when ``is_causal`` is known true; bytes = the tensors read + the output
+  (forward) or dQ, dK, dV (backward) written: the scores never reach HBM;
+- elementwise, normalization, softmax, copies and fills (:data:`VECTOR`): vector-unit FLOPs per output
+  element (the model/ constants for softmax, norms and activations; 1 for arithmetic), bytes = the
+  tensors read + the output written, each at its own shape and dtype (cost/op.py ``elementwise`` with
+  broadcasting); ``_foreach_*`` ops over their TensorLists;
+- reductions (:data:`REDUCTIONS`): cost/op.py ``reduction``, the output from the reduced ``dim``.
+
+Any other op: no Cost, and the reason names it. int64 tensors are counted as int32 (rooftop has no
+64-bit integer type), as analysis/hlo_count.py does.
+
+:func:`nccl_comm` turns an NCCL kernel's args (``Collective name``, ``In msg nelems``, ``Out msg
+nelems``, ``dtype``, ``Group size``; PyTorch >= 2.3) into a cost/cost.py ``Comm``: all-reduce and
+reduce-scatter name their input bytes, all-gather its gathered output, all-to-all its buffer.
+The join of kernels to the ops that launched them, and the report, are in :mod:`rooftop.analysis.profile`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NamedTuple
+
+from rooftop.cost.cost import Comm, Cost
+from rooftop.cost.op import (
+    ConvDim,
+    Operand,
+    attended_pairs,
+    convolution,
+    explicit,
+    fused_attention_flops,
+    matmul,
+    reduction,
+)
+from rooftop.dtypes import compute_dtype, dtype_bytes
+from rooftop.errors import InvalidConfigError
+from rooftop.model.config import MLP_KINDS, NORM_KINDS
+from rooftop.model.transformer import SOFTMAX_FLOPS_PER_ELEMENT
+
+#: ``Input type`` of a tensor argument -> rooftop dtype (PyTorch's C++ type names).
+TORCH_DTYPES: dict[str, str] = {
+    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8", "int": "int32",
+    "long int": "int32", "short int": "int32", "signed char": "int8", "unsigned char": "int8", "bool": "int8",
+}  # fmt: skip
+#: NCCL kernel ``dtype`` (c10 ScalarType names) -> rooftop dtype.
+NCCL_DTYPES: dict[str, str] = {
+    "Float": "fp32", "Double": "fp64", "Half": "fp16", "BFloat16": "bf16", "Float8_e4m3fn": "fp8",
+    "Float8_e5m2": "fp8", "Int": "int32", "Long": "int32", "Char": "int8", "Byte": "int8", "Bool": "int8",
+}  # fmt: skip
+# fmt: off
+#: NCCL ``Collective name`` -> cost/cost.py Comm kind (broadcast, reduce, gather, scatter have no rule).
+NCCL_KINDS: dict[str, str] = {
+    **dict.fromkeys(("allreduce", "allreduce_coalesced", "all_reduce"), "all-reduce"),
+    **dict.fromkeys(("allgather", "_allgather_base", "all_gather", "allgather_into_tensor_coalesced",
+                     "allgather_coalesced", "all_gather_into_tensor"), "all-gather"),
+    **dict.fromkeys(("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced",
+                     "reduce_scatter_tensor"), "reduce-scatter"),
+    **dict.fromkeys(("alltoall", "alltoall_base", "all_to_all"), "all-to-all"),
+    **dict.fromkeys(("send", "recv"), "permute"),
+}
+# fmt: on
+
+
+class Price(NamedTuple):
+    """A rule's answer: the Cost of one execution (None when unknown), what it was priced as (or why
+    not), and a short tag that tells otherwise identical shapes apart ("causal", "stride 2")."""
+
+    cost: Cost | None
+    what: str
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class TorchOp:
+    """One aten op call as the trace records it."""
+
+    name: str
+    dims: tuple[Any, ...]  # per argument: a shape (tuple of ints), or a tuple of shapes for a TensorList
+    types: tuple[str, ...]
+    concrete: tuple[str, ...] = ()
+
+    @staticmethod
+    def from_args(name: str, args: Mapping[str, Any]) -> TorchOp:
+        dims = tuple(_shape(d) for d in args.get("Input Dims") or ())
+        types = tuple(str(t) for t in args.get("Input type") or ())
+        concrete = tuple(str(c) for c in args.get("Concrete Inputs") or ())
+        return TorchOp(name, dims, types + ("",) * (len(dims) - len(types)), concrete)
+
+    def is_list(self, i: int) -> bool:
+        return i < len(self.types) and self.types[i] == "TensorList"
+
+    def tensor(self, i: int) -> tuple[int, ...] | None:
+        """The shape of argument ``i`` when it is a tensor of a known dtype."""
+        if i < len(self.dims) and self.types[i] in TORCH_DTYPES:
+            return self.dims[i]
+        return None
+
+    def need(self, *idx: int) -> list[tuple[int, ...]]:
+        shapes = [self.tensor(i) for i in idx]
+        missing = [i for i, s in zip(idx, shapes, strict=True) if s is None]
+        if missing:
+            got = self.types[missing[0]] if missing[0] < len(self.types) else "absent"
+            raise InvalidConfigError(f"argument {missing[0]} is not a tensor of a known dtype ({got!r})")
+        return shapes  # type: ignore[return-value]
+
+    def dtype(self, i: int, default: str = "fp32") -> str:
+        return TORCH_DTYPES.get(self.types[i], default) if i < len(self.types) else default
+
+    def elements(self, i: int) -> float:
+        shapes = self.dims[i] if self.is_list(i) else (self.dims[i],)
+        return sum(float(math.prod(s)) for s in shapes)
+
+    def nbytes(self, i: int) -> float:
+        return self.elements(i) * dtype_bytes(self.dtype(i))
+
+    def reads(self) -> tuple[int, ...]:
+        return tuple(i for i in range(len(self.dims)) if self.tensor(i) is not None or self.is_list(i))
+
+    def text(self, i: int) -> str | None:
+        return self.concrete[i] if i < len(self.concrete) and self.concrete[i] != "" else None
+
+    def flag(self, i: int) -> bool | None:
+        return {"True": True, "False": False, "1": True, "0": False}.get(self.text(i) or "")
+
+    def ints(self, i: int, n: int) -> tuple[int, ...] | None:
+        """Integer argument ``i`` ("[2, 2]" or "2") repeated to ``n`` values; None when not recorded."""
+        text = self.text(i)
+        if text is None or not re.fullmatch(r"\[?[-\d, ]*\]?", text):
+            return None
+        values = tuple(int(v) for v in re.findall(r"-?\d+", text))
+        return values * n if len(values) == 1 else values
+
+    def label(self, tag: str = "") -> str:
+        """``aten::mm [64,128]x[128,256] fp32``: the op, its tensor shapes and their dtypes."""
+        shapes = [f"[{len(self.dims[i])} tensors]" if self.is_list(i) else _fmt(self.dims[i]) for i in self.reads()]
+        dtypes = "/".join(dict.fromkeys(self.dtype(i) for i in self.reads() if not self.is_list(i)))
+        return " ".join(p for p in (self.name, "x".join(shapes), dtypes, tag) if p)
+
+
+def _shape(dims: Any) -> Any:
+    if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
+        return tuple(tuple(int(x) for x in d) for d in dims)
+    return tuple(int(x) for x in dims) if isinstance(dims, list) else ()
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+# ---------------------------------------------------------------------------------------------- matmuls
+
+
+def _bias(op: TorchOp, i: int | None, out_elements: float, dtype: str) -> Cost:
+    """The bias add fused into a GEMM: one vector FLOP per output element, the bias read once."""
+    if i is None or op.tensor(i) is None:
+        return Cost()
+    return explicit(out_elements, op.nbytes(i), dtype, "vector")
+
+
+def _matmul(op: TorchOp, a: int, b: int, bias: int | None = None, weight_nk: bool = False) -> Price:
+    """``a @ b`` with torch.matmul's broadcasting (1-D operands promoted), or ``a @ b.T`` for a
+    linear weight [N, K] (``weight_nk``); batch dims of both operands must match or one must have none."""
+    x, w = op.need(a, b)
+    if weight_nk:
+        if len(w) not in (1, 2):
+            raise InvalidConfigError(f"linear weight {_fmt(w)} is not [N, K]")
+        w = (w[-1], w[0] if len(w) == 2 else 1)
+    x2 = (1, *x) if len(x) == 1 else x
+    w2 = (*w, 1) if len(w) == 1 else w
+    if x2[-1] != w2[-2]:
+        raise InvalidConfigError(f"contracting dims differ: {_fmt(x)} x {_fmt(w)}")
+    bx, bw = x2[:-2], w2[:-2]
+    if bx and bw and bx != bw:
+        raise InvalidConfigError(f"broadcast batch dims {_fmt(bx)} vs {_fmt(bw)} are not modelled")
+    da, db = op.dtype(a), op.dtype(b)
+    sizes = {"B": math.prod(bx or bw), "M": math.prod(x2[:-1]) if not bw else x2[-2], "K": x2[-1], "N": w2[-1]}
+    lhs = Operand(("B", "M", "K") if bx and bw else ("M", "K"), da)
+    rhs = Operand(("B", "K", "N") if bw else ("K", "N"), db)
+    out = Operand(("B", "M", "N") if bw else ("M", "N"), compute_dtype(da, db))
+    cost = matmul(lhs, rhs, out, sizes) + _bias(op, bias, out.elements(sizes), out.dtype)
+    dims = " x ".join(f"{d}={sizes[d]}" for d in dict.fromkeys(lhs.dims + rhs.dims))
+    return Price(cost, f"matmul: 2 x {dims}" + (" + bias" if bias is not None and op.tensor(bias) else ""))
+
+
+# ------------------------------------------------------------------------------------------ convolutions
+
+
+@dataclass(frozen=True)
+class Conv:
+    """Argument positions of a convolution op (native_functions.yaml)."""
+
+    stride: int
+    padding: int
+    dilation: int
+    groups: int
+    bias: int | None = 2
+    transposed: int | None = None
+    grad: bool = False  # convolution_backward(grad_output, input, weight, ...): output_mask at groups + 1
+
+
+def _conv(op: TorchOp, spec: Conv) -> Price:
+    first = 1 if spec.grad else 0
+    x, w = op.need(first, first + 1)
+    n = len(w) - 2
+    if n < 1 or len(x) not in (n + 1, n + 2):
+        raise InvalidConfigError(f"input {_fmt(x)} and weight {_fmt(w)} are not a convolution")
+    if spec.transposed is not None and op.flag(spec.transposed):
+        return Price(None, f"{op.name}: transposed convolution is not modelled")
+    stride, dilation, groups = op.ints(spec.stride, n), op.ints(spec.dilation, n), op.ints(spec.groups, 1)
+    pad_text = op.text(spec.padding)
+    padding = op.ints(spec.padding, n) if pad_text not in ("same", "valid") else None
+    if None in (stride, dilation, groups) or (padding is None and pad_text not in ("same", "valid")):
+        return Price(None, f"{op.name}: stride/padding/dilation/groups not recorded (needs Concrete Inputs)")
+    batch, channels, spatial_in = (x[0], x[1], x[2:]) if len(x) == n + 2 else (1, x[0], x[1:])
+    dims = []
+    for i, (size, k) in enumerate(zip(spatial_in, w[2:], strict=True)):
+        s, d = stride[i], dilation[i]  # type: ignore[index]
+        p = padding[i] if padding is not None else (d * (k - 1) // 2 if pad_text == "same" else 0)
+        out = size if pad_text == "same" else (size + 2 * p - d * (k - 1) - 1) // s + 1
+        dims.append(ConvDim(size, k, out, s, p, 1, d))
+    dt = op.dtype(first)
+    g = groups[0]  # type: ignore[index]
+    fwd = convolution(batch, channels, w[0], dims, (dt, op.dtype(first + 1), dt), g)
+    out_elements = float(batch * w[0] * math.prod(d.output for d in dims))
+    tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""  # type: ignore[union-attr]
+    if not spec.grad:
+        return Price(fwd + _bias(op, spec.bias, out_elements, dt), f"convolution {len(dims)}-D, groups {g}", tag)
+    mask = re.findall(r"True|False", op.text(spec.groups + 1) or "[True, True, True]")
+    grads = sum(m == "True" for m in mask[:2])
+    bias = reduction(out_elements, w[0], dt) if len(mask) > 2 and mask[2] == "True" else Cost()
+    return Price(fwd * grads + bias, f"convolution backward: {grads} x forward (grad input, grad weight)", tag)
+
+
+# ------------------------------------------------------------------------------------------- attention
+
+
+@dataclass(frozen=True)
+class Attn:
+    """A fused attention op: the argument of Q (K and V follow), the layout of Q/K/V ("bhsd" for the
+    SDPA ops, "bshd" for the flash / memory-efficient kernels), where the causal flag is (``mask``:
+    an xformers custom_mask_type, 1 and 2 causal) and whether it is the backward."""
+
+    q: int
+    layout: str
+    causal: int | None
+    mask: bool = False
+    backward: bool = False
+
+
+def _attention(op: TorchOp, spec: Attn) -> Price:
+    q, k, v = op.need(spec.q, spec.q + 1, spec.q + 2)
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return Price(None, f"{op.name}: variable-length (packed) attention {_fmt(q)} is not modelled")
+    if spec.layout == "bhsd":
+        (b, h, sq, dqk), sk = q, k[2]
+    else:
+        (b, sq, h, dqk), sk = q, k[1]
+    dv = v[3]
+    raw = op.text(spec.causal) if spec.causal is not None else None
+    if raw is None or spec.causal is None:
+        causal = None
+    else:
+        causal = raw in ("1", "2") if spec.mask else op.flag(spec.causal)
+    pairs = attended_pairs(sq, sk, 0, bool(causal))
+    flops = fused_attention_flops(b, h, sq, sk, dqk, dv, bool(causal), spec.backward)
+    dt = op.dtype(spec.q)
+    read = sum(op.nbytes(i) for i in op.reads())
+    if spec.backward:  # dQ, dK, dV
+        written = sum(op.nbytes(i) for i in (spec.q, spec.q + 1, spec.q + 2))
+    else:  # the output, Q's shape with D_v
+        written = float(b * h * sq * dv) * dtype_bytes(dt)
+    tag = {True: "causal", False: "", None: "causal unknown"}[causal]
+    what = (f"fused attention {'backward (2.5x forward)' if spec.backward else 'forward'}: 2 x B={b} x H={h} x "
+            f"pairs={pairs:g} x (D_qk={dqk} + D_v={dv}), {'causal' if causal else 'not causal'}"
+            + (" (is_causal not recorded: priced not causal)" if causal is None else ""))  # fmt: skip
+    return Price(explicit(flops, read + written, dt, "matrix"), what, tag)
+
+
+# ---------------------------------------------------------------------------- vector ops and reductions
+
+
+@dataclass(frozen=True)
+class Vec:
+    """A vector-unit op: ``flops`` per output element; it reads the tensor arguments ``reads`` (None:
+    all) and writes ``outputs`` tensors shaped like argument ``out`` (None: the broadcast of the reads)."""
+
+    flops: float = 1.0
+    reads: tuple[int, ...] | None = None
+    out: int | None = None
+    outputs: int = 1
+
+
+def _broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    rank = max((len(s) for s in shapes), default=0)
+    padded = [(1,) * (rank - len(s)) + s for s in shapes]
+    return tuple(max(col) if min(col) != 0 else 0 for col in zip(*padded, strict=True))
+
+
+def _vector(op: TorchOp, spec: Vec) -> Price:
+    reads = op.reads() if spec.reads is None else tuple(i for i in spec.reads if i in op.reads())
+    target = spec.out if spec.out is not None else (reads[0] if reads and op.is_list(reads[0]) else None)
+    if target is not None:
+        if not op.is_list(target):
+            op.need(target)
+        elements, dt = op.elements(target), op.dtype(target)
+    else:
+        if not reads:
+            raise InvalidConfigError("no tensor argument")
+        elements = float(math.prod(_broadcast([op.dims[i] for i in reads])))
+        dt = compute_dtype(*(op.dtype(i) for i in reads))
+    nbytes = sum(op.nbytes(i) for i in reads) + spec.outputs * elements * dtype_bytes(dt)
+    what = f"vector op: {spec.flops:g} FLOP x {elements:g} elements; {len(reads)} read + {spec.outputs} written"
+    return Price(explicit(elements * spec.flops, nbytes, dt, "vector"), what)
+
+
+def _reduce(op: TorchOp, dim: int) -> Price:
+    (x,) = op.need(0)
+    given = dim < len(op.types) and (
+        op.types[dim] == "ScalarList" or (op.types[dim] == "Scalar" and len(op.dims) > dim + 1)
+    )
+    axes = op.ints(dim, 1) if given and op.text(dim) not in (None, "[]") else None
+    kept = [s for i, s in enumerate(x) if axes is not None and i not in {a % max(len(x), 1) for a in axes}]
+    out = float(math.prod(kept))
+    return Price(reduction(float(math.prod(x)), out, op.dtype(0)), f"reduction of {math.prod(x)} to {out:g}")
+
+
+_LN, _RMS = NORM_KINDS["layernorm"].flops_per_element, NORM_KINDS["rmsnorm"].flops_per_element
+_GELU, _SILU = MLP_KINDS["gelu"].flops_per_element, MLP_KINDS["swiglu"].flops_per_element - 1  # less the gate
+_SIGMOID = 3.0  # exp, add, divide (model/config.py MLP_KINDS swiglu)
+
+
+def _names(*words: str, inplace: bool = True) -> list[str]:
+    return [f"aten::{w}{s}" for w in words for s in (("", "_") if inplace else ("",))]
+
+
+# fmt: off
+#: Vector ops: name -> Vec (FLOPs per output element are estimates: one per arithmetic op, a
+#: transcendental as one, as model/config.py counts activations and norms).
+VECTOR: dict[str, Vec] = {
+    **dict.fromkeys(_names("add", "sub", "mul", "div", "rsub", "neg", "abs", "relu", "clamp", "clamp_min",
+                           "clamp_max", "threshold", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt",
+                           "ge", "exp", "log", "sqrt", "rsqrt", "pow", "tanh", "sin", "cos", "reciprocal", "sign",
+                           "floor", "ceil", "round", "erf", "masked_fill", "logical_not", "bitwise_and",
+                           "bitwise_or", "addcmul", "lerp", "cumsum", "hardtanh", "leaky_relu"), Vec()),
+    **dict.fromkeys(_names("threshold_backward", "addcdiv", "mse_loss", inplace=False), Vec(2.0)),  # (x - y)^2
+    **dict.fromkeys(_names("tanh_backward", "sigmoid_backward", "mse_loss_backward", inplace=False), Vec(3.0)),
+    **dict.fromkeys(_names("sigmoid"), Vec(_SIGMOID)),
+    **dict.fromkeys(_names("gelu"), Vec(_GELU)), **dict.fromkeys(_names("silu"), Vec(_SILU)),
+    "aten::gelu_backward": Vec(_GELU + 1), "aten::silu_backward": Vec(_SILU + 2),
+    **dict.fromkeys(_names("_softmax", "softmax", "_log_softmax", "log_softmax", inplace=False),
+                    Vec(SOFTMAX_FLOPS_PER_ELEMENT, out=0)),
+    **dict.fromkeys(_names("_softmax_backward_data", "_log_softmax_backward_data", inplace=False), Vec(3.0, out=0)),
+    **dict.fromkeys(_names("native_layer_norm", "layer_norm", "native_group_norm", "native_batch_norm",
+                           "cudnn_batch_norm", "miopen_batch_norm", "_batch_norm_impl_index", "batch_norm",
+                           "_native_batch_norm_legit", "_batch_norm_with_update", inplace=False), Vec(_LN, out=0)),
+    **dict.fromkeys(_names("rms_norm", "_fused_rms_norm", inplace=False), Vec(_RMS, out=0)),
+    **dict.fromkeys(_names("native_layer_norm_backward", "native_batch_norm_backward", "native_group_norm_backward",
+                           inplace=False), Vec(2 * _LN, out=1)),
+    "aten::cudnn_batch_norm_backward": Vec(2 * _LN, out=0), "aten::miopen_batch_norm_backward": Vec(2 * _LN, out=0),
+    "aten::native_dropout": Vec(2.0, out=0, outputs=2), "aten::native_dropout_backward": Vec(1.0, out=0),
+    "aten::copy_": Vec(0.0, reads=(1,), out=0), "aten::_copy_from": Vec(0.0, reads=(0,), out=1),
+    **dict.fromkeys(_names("clone", "contiguous", "_to_copy", "cat", inplace=False), Vec(0.0, reads=(0,), out=0)),
+    **dict.fromkeys(_names("fill", "zero", "normal", "uniform", "random", "bernoulli", "exponential"),
+                    Vec(0.0, reads=(), out=0)),
+    "aten::_fused_adam_": Vec(12.0, reads=(0, 1, 2, 3), out=0, outputs=3),  # p, m, v updated from p, g, m, v
+    "aten::_fused_adamw_": Vec(13.0, reads=(0, 1, 2, 3), out=0, outputs=3),
+}
+#: Reductions: name -> position of the ``dim`` argument (absent or [] reduces everything).
+REDUCTIONS: dict[str, int] = {
+    **dict.fromkeys(_names("sum", "mean", "amax", "amin", "max", "min", "var", "std", "argmax", "argmin",
+                           "logsumexp", "prod", "any", "all", inplace=False), 1),
+    "aten::linalg_vector_norm": 2, "aten::norm": 2,
+}
+#: Fused attention: name -> (argument of Q, Q/K/V layout, argument of is_causal).
+_ATTENTION = {
+    "scaled_dot_product_attention": (0, "bhsd", 5), "_scaled_dot_product_flash_attention": (0, "bhsd", 4),
+    "_scaled_dot_product_efficient_attention": (0, "bhsd", 6),
+    "_scaled_dot_product_cudnn_attention": (0, "bhsd", 6), "_flash_attention_forward": (0, "bshd", 8),
+    "_scaled_dot_product_flash_attention_backward": (1, "bhsd", 11),
+    "_scaled_dot_product_efficient_attention_backward": (1, "bhsd", 11),
+    "_scaled_dot_product_cudnn_attention_backward": (1, "bhsd", 14), "_flash_attention_backward": (1, "bshd", 11),
+}
+Rule = Callable[[TorchOp], Price]
+#: aten op name -> rule.
+RULES: dict[str, Rule] = {
+    **dict.fromkeys(("aten::mm", "aten::bmm", "aten::matmul"), partial(_matmul, a=0, b=1)),
+    **dict.fromkeys(("aten::addmm", "aten::baddbmm", "aten::addmm_", "aten::baddbmm_", "aten::_addmm_activation"),
+                    partial(_matmul, a=1, b=2, bias=0)),
+    "aten::linear": partial(_matmul, a=0, b=1, bias=2, weight_nk=True),
+    "aten::_scaled_mm": partial(_matmul, a=0, b=1, bias=4),
+    **dict.fromkeys(("aten::conv1d", "aten::conv2d", "aten::conv3d"), partial(_conv, spec=Conv(3, 4, 5, 6))),
+    **dict.fromkeys(("aten::convolution", "aten::_convolution"), partial(_conv, spec=Conv(3, 4, 5, 8, transposed=6))),
+    "aten::cudnn_convolution": partial(_conv, spec=Conv(3, 2, 4, 5, bias=None)),
+    "aten::miopen_convolution": partial(_conv, spec=Conv(4, 3, 5, 6)),
+    "aten::convolution_backward": partial(_conv, spec=Conv(4, 5, 6, 9, bias=None, transposed=7, grad=True)),
+    **{f"aten::{name}": partial(_attention, spec=Attn(q, layout, causal, backward=name.endswith("backward")))
+       for name, (q, layout, causal) in _ATTENTION.items()},
+    "aten::_efficient_attention_forward": partial(_attention, spec=Attn(0, "bshd", 9, mask=True)),
+    "aten::_efficient_attention_backward": partial(_attention, spec=Attn(1, "bshd", 14, mask=True, backward=True)),
+    **{name: partial(_vector, spec=spec) for name, spec in VECTOR.items()},
+    **{name: partial(_reduce, dim=dim) for name, dim in REDUCTIONS.items()},
+}
+# fmt: on
+
+
+def op_cost(op: TorchOp) -> Price:
+    """The Cost of one execution of ``op`` (module docstring), or None and the reason."""
+    rule = RULES.get(op.name)
+    if rule is None and op.name.startswith("aten::_foreach_"):
+        rule = partial(_vector, spec=Vec())
+    if rule is None:
+        return Price(None, f"no cost rule for {op.name}")
+    try:
+        return rule(op)
+    except (InvalidConfigError, IndexError, ValueError) as exc:
+        return Price(None, f"{op.name} {op.label()[len(op.name) + 1 :]}: {exc}")
+
+
+def nccl_comm(args: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[Comm | None, str]:
+    """The Comm an NCCL kernel ran, over mesh ``axes``, from its args; or None and why."""
+    name = str(args.get("Collective name", ""))
+    kind = NCCL_KINDS.get(name)
+    if not name:
+        return None, "the NCCL kernel's args name no collective (PyTorch >= 2.3 records Collective name)"
+    if kind is None:
+        return None, f"no collective rule for NCCL {name}"
+    dtype = NCCL_DTYPES.get(str(args.get("dtype")))
+    key = "Out msg nelems" if kind == "all-gather" or name == "recv" else "In msg nelems"
+    nelems = args.get(key)
+    if dtype is None or not isinstance(nelems, (int, float)):
+        return None, f"NCCL {name}: its args lack {key!r} or a known dtype (got {args.get('dtype')!r})"
+    return Comm(kind, axes, float(nelems) * dtype_bytes(dtype), label=f"nccl {name}"), ""

@@ -1,0 +1,263 @@
+"""PyTorch (Kineto) traces: aten ops -> Costs (analysis/torch_ops.py) and kernels -> the ops that launched
+them (analysis/profile.py), on small synthetic traces written here. Expected values are hand-derived."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rooftop.analysis.compare import OpReport, ProfileReport
+from rooftop.analysis.profile import launching_ops, profile_report
+from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.trace import load_trace
+from rooftop.hardware.catalog import get_chip
+
+H100 = get_chip("h100")
+US = 1e-6
+
+
+# ------------------------------------------------------------------------------------- synthetic traces
+
+
+def cpu_op(name: str, ts: float, dur: float, dims: list | None = None, types: list | None = None,
+           concrete: list | None = None, tid: int = 1, ext: int | None = None) -> dict[str, Any]:  # fmt: skip
+    args: dict[str, Any] = {"External id": ext if ext is not None else int(ts)}
+    if dims is not None:
+        args |= {"Input Dims": dims, "Input type": types or ["float"] * len(dims)}
+    if concrete is not None:
+        args["Concrete Inputs"] = concrete
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def launch(ts: float, corr: int, tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": tid, "ts": ts,
+            "dur": 1.0, "args": {"correlation": corr}}  # fmt: skip
+
+
+def kernel(name: str, ts: float, dur: float, corr: int, device: int = 0, **extra: Any) -> dict[str, Any]:
+    args = {"device": device, "stream": 7, "correlation": corr, **extra}
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": 7, "ts": ts, "dur": dur, "args": args}
+
+
+def write(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "kineto.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def by_name(report: ProfileReport) -> dict[str, OpReport]:
+    return {o.name: o for o in report.ops}
+
+
+MM = "aten::mm [64,128]x[128,256] fp32"
+MM_FLOPS = 2 * 64 * 128 * 256
+MM_BYTES = 4 * (64 * 128 + 128 * 256 + 64 * 256)
+MM_LOWER_S = max(MM_FLOPS / H100.flops_per_s("fp32"), MM_BYTES / H100.hbm_bytes_per_s)  # memory-bound
+
+
+def mm_trace(tmp_path: Path, kernel_us: float) -> Path:
+    return write(tmp_path, [
+        cpu_op("aten::mm", 10.0, 20.0, [[64, 128], [128, 256]], ["float", "float"]),
+        launch(15.0, 7),
+        kernel("sgemm_64x64", 40.0, kernel_us, 7),
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize(("efficiency", "verdict"), [(0.5, "memory-slow"), (0.9, "near roofline")])
+def test_mm_kernel_priced_from_its_launching_op(tmp_path: Path, efficiency: float, verdict: str) -> None:
+    report = profile_report(mm_trace(tmp_path, MM_LOWER_S / efficiency / US), H100)
+    (op,) = report.ops
+    assert (op.name, op.opcode, op.count, op.verdict, op.bound) == (MM, "aten::mm", 1, verdict, "memory")
+    assert op.flops == MM_FLOPS and op.bytes == MM_BYTES
+    assert op.lower_bound_s == pytest.approx(MM_LOWER_S)
+    assert op.efficiency == pytest.approx(efficiency)
+    assert report.chip == "h100" and "1 of 1 kernels priced" in report.notes[0]
+
+
+def test_one_op_launching_two_kernels_is_one_execution(tmp_path: Path) -> None:
+    """aten::addmm launches a bias copy and the GEMM: one execution, their durations summed."""
+    path = write(tmp_path, [
+        cpu_op("aten::addmm", 0.0, 50.0, [[256], [32, 128], [128, 256], [], []],
+               ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"]),
+        launch(5.0, 1), launch(20.0, 2),
+        kernel("copy", 60.0, 3.0, 1), kernel("gemm", 64.0, 9.0, 2),
+    ])  # fmt: skip
+    (op,) = profile_report(path, H100).ops
+    assert op.name == "aten::addmm [256]x[32,128]x[128,256] bf16"
+    assert (op.count, op.measured_s) == (1, pytest.approx((3.0 + 9.0) * US))
+    assert op.flops == 2 * 32 * 128 * 256 + 32 * 256  # the GEMM plus the bias add
+    assert op.bytes == 2 * (32 * 128 + 128 * 256 + 32 * 256) + 2 * 256
+
+
+def test_backward_kernels_go_to_the_innermost_aten_op(tmp_path: Path) -> None:
+    """evaluate_function: MmBackward0 > MmBackward0 (has dims, no rule) > aten::mm: the mm kernel is the
+    mm's; a kernel launched by MmBackward0 itself is unknown and the reason names MmBackward0."""
+    path = write(tmp_path, [
+        cpu_op("autograd::engine::evaluate_function: MmBackward0", 0.0, 100.0),
+        cpu_op("MmBackward0", 1.0, 98.0, [[64, 256]], ["float"]),
+        cpu_op("aten::mm", 10.0, 20.0, [[64, 128], [128, 256]], ["float", "float"]),
+        launch(15.0, 1), launch(50.0, 2),
+        kernel("sgemm", 120.0, 10.0, 1), kernel("other", 140.0, 2.0, 2),
+    ])  # fmt: skip
+    ops = by_name(profile_report(path, H100))
+    assert ops[MM].flops == MM_FLOPS
+    other = ops["MmBackward0 [64,256] fp32"]
+    assert (other.verdict, other.why) == ("unknown cost", "no cost rule for MmBackward0")
+
+
+def test_unexplained_kernels_stay_unknown_with_why(tmp_path: Path) -> None:
+    path = write(tmp_path, [
+        cpu_op("aten::empty", 0.0, 5.0, [[]], ["ScalarList"]),
+        launch(20.0, 1), kernel("outside", 30.0, 2.0, 1),  # launched outside every op
+        kernel("orphan", 40.0, 2.0, 99),  # no launch event, no External id
+    ])  # fmt: skip
+    ops = by_name(profile_report(path, H100))
+    assert ops["outside"].verdict == ops["orphan"].verdict == "unknown cost"
+    assert "record_shapes=True" in ops["outside"].why
+    assert ops["orphan"].why == "its launch (correlation 99) is not in the trace"
+
+
+def test_external_id_joins_when_there_is_no_launch_event(tmp_path: Path) -> None:
+    path = write(tmp_path, [
+        cpu_op("aten::mm", 10.0, 20.0, [[64, 128], [128, 256]], ["float", "float"], ext=42),
+        kernel("sgemm", 40.0, 5.0, 7, **{"External id": 42}),
+    ])  # fmt: skip
+    assert profile_report(path, H100).ops[0].name == MM
+
+
+def test_launch_is_matched_on_its_own_thread(tmp_path: Path) -> None:
+    """A launch on thread 2 at a time an op of thread 1 spans is not that op's."""
+    path = write(tmp_path, [
+        cpu_op("aten::mm", 10.0, 20.0, [[64, 128], [128, 256]], ["float", "float"], tid=1),
+        launch(15.0, 7, tid=2), kernel("sgemm", 40.0, 5.0, 7),
+    ])  # fmt: skip
+    (kernel_row,) = (i for i, e in enumerate(load_trace(path).events) if e.kind == "kernel")
+    assert launching_ops(load_trace(path))[kernel_row][0] is None
+
+
+def test_nccl_kernels_are_collectives(tmp_path: Path) -> None:
+    """all-reduce of V bytes over 8 H100s on NVLink: 2 (n-1)/n x V / (18 links x 25 GB/s), bandwidth-bound."""
+    big, small = 1 << 26, 1024
+    nbytes = big * 2  # bf16
+    lower = 2 * (8 - 1) / 8 * nbytes / (18 * 25e9)
+    args = {"Collective name": "allreduce", "dtype": "BFloat16", "Group size": 8}
+    path = write(tmp_path, [
+        kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0.0, lower / 0.9 / US, 1,
+               **args, **{"In msg nelems": big, "Out msg nelems": big}),
+        kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 2000.0, 500.0, 2,
+               **args, **{"In msg nelems": small, "Out msg nelems": small}),
+        kernel("ncclDevKernel_Broadcast_RING_LL", 3000.0, 5.0, 3,
+               **{**args, "Collective name": "broadcast", "In msg nelems": 100, "Out msg nelems": 100}),
+    ])  # fmt: skip
+    report = profile_report(path, H100)
+    ops = by_name(report)
+    op = ops[f"nccl allreduce {big} x BFloat16 (group of 8)"]
+    assert (op.opcode, op.category, op.bound, op.mesh_axes) == ("all-reduce", "communication", "network", ("nvlink",))
+    assert op.bytes == nbytes and op.lower_bound_s == pytest.approx(lower)
+    assert op.verdict == "near roofline" and op.efficiency == pytest.approx(0.9)
+    assert ops[f"nccl allreduce {small} x BFloat16 (group of 8)"].verdict == "latency-bound collective"
+    broadcast = ops["nccl broadcast 100 x BFloat16 (group of 8)"]
+    assert (broadcast.verdict, broadcast.why) == ("unknown cost", "no collective rule for NCCL broadcast")
+    assert any("topology" in n and "8 h100" in n for n in report.notes)
+
+
+# ------------------------------------------------------------------------------------------ cost rules
+
+
+def price(name: str, dims: list, types: list[str], concrete: list[str] | None = None):  # type: ignore[no-untyped-def]
+    args = {"Input Dims": dims, "Input type": types} | ({"Concrete Inputs": concrete} if concrete else {})
+    return op_cost(TorchOp.from_args(name, args))
+
+
+BF16 = "c10::BFloat16"
+
+
+def test_matmul_family() -> None:
+    bmm = price("aten::bmm", [[4, 10, 128], [4, 128, 7]], [BF16, BF16])
+    assert bmm.cost.flops == 2 * 4 * 10 * 128 * 7
+    assert bmm.cost.hbm_bytes == 2 * (4 * 10 * 128 + 4 * 128 * 7 + 4 * 10 * 7)
+    shared = price("aten::matmul", [[4, 10, 128], [128, 7]], [BF16, BF16])  # rows flattened, weight read once
+    assert shared.cost.flops == 2 * 40 * 128 * 7 and shared.cost.hbm_bytes == 2 * (40 * 128 + 128 * 7 + 40 * 7)
+    linear = price("aten::linear", [[4, 10, 128], [256, 128], [256]], [BF16] * 3)
+    assert dict(linear.cost.flops_by) == {("matrix", "bf16"): 2 * 40 * 128 * 256, ("vector", "bf16"): 40 * 256}
+    assert linear.cost.hbm_bytes == 2 * (40 * 128 + 256 * 128 + 40 * 256) + 2 * 256
+    baddbmm = price("aten::baddbmm", [[4, 10, 7], [4, 10, 128], [4, 128, 7]], ["float"] * 3)
+    assert baddbmm.cost.flops == 2 * 4 * 10 * 128 * 7 + 4 * 10 * 7
+    bad = price("aten::mm", [[64, 128], [127, 256]], ["float", "float"])
+    assert bad.cost is None and "contracting dims differ" in bad.what and bad.what.startswith("aten::mm")
+
+
+def test_convolution_from_weight_dims_and_concrete_inputs() -> None:
+    """3x3 conv, pad 1, stride 1 on 32x32: taps on padding excluded (cost/op.py convolution), so each
+    spatial dim has 3 x 32 - 2 valid (output, tap) pairs; plus the bias add."""
+    dims = [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []]
+    types = ["float"] * 3 + ["ScalarList"] * 3 + ["Scalar"]
+    conv = price("aten::conv2d", dims, types, ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"])
+    assert dict(conv.cost.flops_by) == {("matrix", "fp32"): 2 * 8 * 16 * 3 * (3 * 32 - 2) ** 2,
+                                        ("vector", "fp32"): 8 * 16 * 32 * 32}  # fmt: skip
+    assert conv.cost.hbm_bytes == 4 * (8 * 3 * 32 * 32 + 16 * 3 * 3 * 3 + 8 * 16 * 32 * 32) + 4 * 16
+    strided = price("aten::conv2d", dims, types, ["", "", "", "[2, 2]", "[0, 0]", "[1, 1]", "1"])
+    assert strided.tag == "stride 2x2" and strided.cost.flops == 2 * 8 * 16 * 3 * (15 * 3) ** 2 + 8 * 16 * 15 * 15
+    assert price("aten::conv2d", dims, types).cost is None  # stride/padding not recorded
+    scalars = ["[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"]
+    back = price("aten::convolution_backward", [[8, 16, 32, 32], [8, 3, 32, 32], [16, 3, 3, 3]] + [[]] * 8,
+                 ["float"] * 3 + ["ScalarList"] * 6 + ["Scalar", "ScalarList"], ["", "", ""] + scalars)  # fmt: skip
+    assert back.cost.flops == 2 * (2 * 8 * 16 * 3 * (3 * 32 - 2) ** 2)  # grad input + grad weight
+
+
+def test_fused_attention() -> None:
+    """4 B H Sq Sk D forward (non-causal), causal pairs S(S+1)/2, 2.5x backward; bytes Q, K, V, O."""
+    b, h, s, d = 2, 8, 1024, 64
+    qkv = [[b, h, s, d]] * 3
+    flash = "aten::_scaled_dot_product_flash_attention"
+    causal = price(flash, qkv + [[]] * 4, [BF16] * 3 + ["Scalar"] * 3 + [""], ["", "", "", "0.", "True", "False", ""])
+    assert causal.tag == "causal" and causal.cost.flops == 4 * b * h * (s * (s + 1) / 2) * d
+    assert causal.cost.hbm_bytes == 2 * 4 * b * h * s * d
+    full = price(flash, qkv + [[]] * 4, [BF16] * 3 + ["Scalar"] * 3 + [""], ["", "", "", "0.", "False", "False", ""])
+    assert full.tag == "" and full.cost.flops == 4 * b * h * s * s * d
+    unknown = price("aten::_flash_attention_forward", [[b, s, h, d]] * 3 + [[]] * 7, [BF16] * 3 + [""] * 7)
+    assert unknown.tag == "causal unknown" and unknown.cost.flops == 4 * b * h * s * s * d  # bshd layout
+    back = price("aten::_scaled_dot_product_flash_attention_backward", [[b, h, s, d]] * 5 + [[b, h, s]] + [[]] * 9,
+                 [BF16] * 5 + ["float"] + [""] * 9, [""] * 11 + ["False"])  # fmt: skip
+    assert back.cost.flops == 2.5 * 4 * b * h * s * s * d
+    assert back.cost.hbm_bytes == 2 * 5 * b * h * s * d + 4 * b * h * s + 2 * 3 * b * h * s * d
+    assert price(flash, [[b * s, h, d]] * 3, [BF16] * 3).cost is None  # packed variable-length
+
+
+def test_vector_ops_and_reductions() -> None:
+    softmax = price("aten::_softmax", [[4, 1024], [], []], ["c10::Half", "Scalar", "Scalar"])
+    assert dict(softmax.cost.flops_by) == {("vector", "fp16"): 5 * 4 * 1024}  # max, sub, exp, sum, div
+    assert softmax.cost.hbm_bytes == 2 * (4 * 1024 + 4 * 1024)
+    ln = price("aten::native_layer_norm", [[8, 512], [], [512], [512], []], [BF16, "ScalarList", BF16, BF16, "Scalar"])
+    assert ln.cost.flops == 7 * 8 * 512 and ln.cost.hbm_bytes == 2 * (8 * 512 + 512 + 512 + 8 * 512)
+    add = price("aten::add", [[5, 128], [128], []], ["float", "float", "Scalar"])  # broadcast bias add
+    assert add.cost.flops == 5 * 128 and add.cost.hbm_bytes == 4 * (5 * 128 + 128 + 5 * 128)
+    copy = price("aten::copy_", [[5, 128], [5, 128], []], [BF16, "float", "Scalar"])  # fp32 -> bf16
+    assert copy.cost.flops == 0 and copy.cost.hbm_bytes == 4 * 640 + 2 * 640
+    foreach = price("aten::_foreach_add_", [[[128, 128], [128]], [[128, 128], [128]], []],
+                    ["TensorList", "TensorList", "Scalar"])  # fmt: skip
+    assert foreach.cost.flops == 128 * 128 + 128 and foreach.cost.hbm_bytes == 3 * 4 * (128 * 128 + 128)
+    summed = price("aten::sum", [[5, 128], [], [], []], ["float", "ScalarList", "Scalar", ""], ["", "[0]", "True", ""])
+    assert summed.cost.flops == 640 and summed.cost.hbm_bytes == 4 * (640 + 128)
+    mean = price("aten::mean", [[5, 128], [], []], ["float", "ScalarList", "Scalar"], ["", "[]", "False"])
+    assert mean.cost.hbm_bytes == 4 * (640 + 1)
+    unknown = price("aten::embedding", [[1000, 64], [8]], ["float", "long int"])
+    assert unknown.cost is None and unknown.what == "no cost rule for aten::embedding"
+
+
+def test_label_names_shapes_and_dtypes() -> None:
+    op = TorchOp.from_args("aten::mm", {"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [BF16, BF16]})
+    assert op.label() == "aten::mm [4096,4096]x[4096,4096] bf16"
+
+
+def test_nccl_comm_bytes() -> None:
+    gather = {"Collective name": "_allgather_base", "In msg nelems": 100, "Out msg nelems": 800, "dtype": "Float"}
+    comm, _ = nccl_comm(gather, ("nvlink",))
+    assert comm is not None and (comm.kind, comm.bytes) == ("all-gather", 4 * 800)  # the gathered size
+    rs = {"Collective name": "reduce_scatter", "In msg nelems": 800, "Out msg nelems": 100, "dtype": "BFloat16"}
+    assert nccl_comm(rs, ("nvlink",))[0].bytes == 2 * 800  # type: ignore[union-attr]
+    assert nccl_comm({"Collective name": "allreduce", "dtype": "Float"}, ("x",))[0] is None
+    assert "name no collective" in nccl_comm({}, ("x",))[1]

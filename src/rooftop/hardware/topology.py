@@ -80,15 +80,14 @@ def _check_torus(chip: Chip, dims: tuple[int, ...], text: str) -> None:
     if len(dims) > len(spec.max_dims):
         raise InvalidConfigError(f"{chip.name} slice {text!r} has {len(dims)} dims; {limit}")
     chips = math.prod(dims)
-    if sorted(dims, reverse=True) > sorted(spec.max_dims, reverse=True) and any(
-        a > b for a, b in zip(sorted(dims, reverse=True), sorted(spec.max_dims, reverse=True), strict=False)
-    ):
+    # the slice must fit in the pod in some orientation: compare dims sorted largest first
+    if any(a > b for a, b in zip(sorted(dims, reverse=True), sorted(spec.max_dims, reverse=True), strict=False)):
         raise InvalidConfigError(f"{chip.name} slice {text!r} is larger than the pod: {limit}")
     if spec.max_chips and chips > spec.max_chips:
         raise InvalidConfigError(f"{chip.name} slice {text!r} has {chips} chips; {limit}")
     if spec.wraparound == "whole-cubes":
         for d in dims:
-            if d > 4 and d % 4:
+            if d not in (1, 2, 4) and d % 4:
                 raise InvalidConfigError(
                     f"{chip.name} slice {text!r}: dim {d} is not a whole number of 4-chip cube edges "
                     f"(slices larger than a cube are built of 4x4x4 cubes; use 1, 2, 4 or a multiple of 4)"

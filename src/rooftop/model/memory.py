@@ -363,7 +363,7 @@ class ActivationTensor:
     category: str
 
 
-def _attention_tensors(cfg: TransformerConfig, ctx: int) -> list[ActivationTensor]:
+def _attention_tensors(cfg: TransformerConfig, ctx: int, flash: bool = False) -> list[ActivationTensor]:
     a = ActivationTensor
     n, h, k = cfg.n_heads, cfg.head_dim, cfg.n_kv_heads
     out = [a("input", cfg.d_model, "block_input"), a("attention/norm", cfg.d_model, "elementwise")]
@@ -381,7 +381,14 @@ def _attention_tensors(cfg: TransformerConfig, ctx: int) -> list[ActivationTenso
             a("attention/kv_b", n * (m.qk_nope_head_dim + m.v_head_dim), "matmul"),
         ]
         v_dim = m.v_head_dim
-    out += [a("attention/probs", n * ctx, "attention_internal"), a("attention/values", n * v_dim, "attention_output")]
+    # unfused attention keeps the N x T probabilities; a flash kernel keeps only its per-row softmax
+    # statistics (one fp32 logsumexp per head and token = 2 bf16-sized elements; Dao et al. 2022, section 3.1)
+    internal = (
+        a("attention/softmax_stats", 2 * n, "attention_internal")
+        if flash
+        else a("attention/probs", n * ctx, "attention_internal")
+    )
+    out += [internal, a("attention/values", n * v_dim, "attention_output")]
     post = cfg.norms_per_layer == 4  # the post-norm reads the projection output
     out.append(a("attention/o", cfg.d_model, "matmul" if post else "dot_output"))
     if cfg.norms_per_layer >= 2:
@@ -412,28 +419,41 @@ def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
     return out
 
 
-def activation_tensors(cfg: TransformerConfig, seq_len: int, group: LayerGroup | None = None) -> list[ActivationTensor]:
+def activation_tensors(
+    cfg: TransformerConfig, seq_len: int, group: LayerGroup | None = None, flash: bool = False
+) -> list[ActivationTensor]:
     """Per-token tensors one layer of ``group`` (default: the first) keeps with no remat.
     The attention probabilities are a materialized N x T matrix per sequence, N T per token
-    (a sliding-window layer: N x min(T, window)); dropout masks are not counted."""
+    (a sliding-window layer: N x min(T, window)), unless ``flash``: then only the softmax
+    statistics are kept; dropout masks are not counted."""
     g = group or layer_groups(cfg)[0]
     ctx = min(seq_len, g.window) if g.window else seq_len
-    return _attention_tensors(cfg, ctx) + _mlp_tensors(cfg, g.moe)
+    return _attention_tensors(cfg, ctx, flash) + _mlp_tensors(cfg, g.moe)
 
 
 def activation_bytes_per_token_layer(
-    cfg: TransformerConfig, seq_len: int, remat: str = "none", dtype: str = "bf16", group: LayerGroup | None = None
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str = "none",
+    dtype: str = "bf16",
+    group: LayerGroup | None = None,
+    flash: bool = False,
 ) -> float:
     """Bytes one layer keeps per token under ``remat``: sum of the kept tensors x dtype bytes."""
     saves = remat_policy(remat).saves
-    kept = sum(t.elements_per_token for t in activation_tensors(cfg, seq_len, group) if t.category in saves)
+    kept = sum(t.elements_per_token for t in activation_tensors(cfg, seq_len, group, flash) if t.category in saves)
     return kept * dtype_bytes(dtype)
 
 
-def activation_bytes_per_token(cfg: TransformerConfig, seq_len: int, remat: str = "none", dtype: str = "bf16") -> float:
+def activation_bytes_per_token(
+    cfg: TransformerConfig, seq_len: int, remat: str = "none", dtype: str = "bf16", flash: bool = False
+) -> float:
     """Bytes all layers keep per token of a training sequence of ``seq_len`` under ``remat``
-    (the output head's logits are separate: ``logits_bytes_per_token``)."""
-    return sum(g.count * activation_bytes_per_token_layer(cfg, seq_len, remat, dtype, g) for g in layer_groups(cfg))
+    (the output head's logits are separate: ``logits_bytes_per_token``); ``flash``: fused
+    attention that keeps softmax statistics instead of the probabilities."""
+    return sum(
+        g.count * activation_bytes_per_token_layer(cfg, seq_len, remat, dtype, g, flash) for g in layer_groups(cfg)
+    )
 
 
 def activation_bytes_by_policy(cfg: TransformerConfig, seq_len: int, dtype: str = "bf16") -> dict[str, float]:

@@ -16,7 +16,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.model.config import REMAT_POLICIES, TransformerConfig
 
 AXIS_ORDER = ("dp", "pp", "fsdp", "cp", "tp")
-ZERO_STAGES = (0, 1, 2, 3)
+ZERO_STAGES = (0, 1, 2)
 OFFLOADS = ("none", "optimizer", "params")
 SCHEDULES = ("1f1b", "interleaved")
 
@@ -54,7 +54,8 @@ class Parallelism:
         if self.remat not in REMAT_POLICIES:
             raise InvalidConfigError(f"remat={self.remat!r} is not a policy (valid: {', '.join(REMAT_POLICIES)})")
         if self.zero_stage not in ZERO_STAGES:
-            raise InvalidConfigError(f"zero_stage={self.zero_stage} (valid: 0, 1, 2, 3)")
+            hint = "; ZeRO-3 shards the parameters too: that is fsdp (use fsdp=N)" if self.zero_stage == 3 else ""
+            raise InvalidConfigError(f"zero_stage={self.zero_stage} applies to dp (valid: 0, 1, 2){hint}")
         if self.offload not in OFFLOADS:
             raise InvalidConfigError(f"offload={self.offload!r} (valid: {', '.join(OFFLOADS)})")
         if self.virtual_stages > 1 and self.pp == 1:

@@ -58,6 +58,10 @@ from rooftop.plan.parallelism import Parallelism, replica_batch
 OPTIMIZER_BYTES_PER_PARAM = 4 + 4 + 4 + 2 + 4 + 4 + 4 + 2  # read master, m, v, grad; write master, m, v, bf16 weights
 OPTIMIZER_FLOPS_PER_PARAM = 12.0  # Adam: moments, bias correction, sqrt, divide, update (vector unit)
 _DEFAULT_DTYPES = Dtypes()
+#: a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against the
+#: forward's 2 (2.5x; Dao 2023, FlashAttention-2, section 3.1), the extra 0.5x counted as recompute
+#: (hardware FLOPs, not model FLOPs), whatever the remat policy.
+FLASH_BACKWARD_RECOMPUTE = ("scores", "softmax")
 ATTENTION_CORE = ("scores", "softmax", "values")
 
 
@@ -94,6 +98,12 @@ class ModelProfile:
     hardware_flops_per_token: float  # matrix FLOPs including recompute (HFU numerator)
     params_total: float
     params_expert: float
+
+    @property
+    def edge_params(self) -> float:
+        """Parameters outside the layers: embedding, output head, final norm (and positions)."""
+        return self.params_total - sum(g.count * (g.params + g.expert_params) for g in self.groups)
+
     activation_bytes_per_token: float  # all layers, under the remat policy
     logits_bytes_per_token: float
 
@@ -140,7 +150,10 @@ def model_profile(
         gname = parts[3] if len(parts) > 3 and parts[2] == "layers" else parts[2] if parts[1] == "recompute" else ""
         grp = names.index(gname) if gname in names else -1
         phase = {"forward": 0, "backward": 1, "recompute": 2}.get(parts[1], 0)
-        rows.append((flops, rate, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE))
+        on_matrix = flops > 0 and _is_matrix(c1)
+        rows.append((flops, rate, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE, on_matrix))
+        if flash and phase == 0 and grp >= 0 and parts[-1] in FLASH_BACKWARD_RECOMPUTE:
+            rows.append((flops, rate, weight, act, grp, 2, "experts" in parts, True, on_matrix))
     cols = list(zip(*rows, strict=True))
     tree = param_tree(cfg)
     gprof = []
@@ -152,7 +165,7 @@ def model_profile(
             expert = sum(c.params for c in moe.children if c.name == "experts")
         gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - expert) / g.count, expert / g.count))
     flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[5])
-    matrix_mask = np.array([1.0 if r[1] != 1.0 and _is_matrix(c) else 0.0 for r, (_, c) in zip(rows, one, strict=True)])
+    matrix_mask = np.array(cols[8], dtype=float)
     model_fl = float(np.sum(flops_arr * matrix_mask * (phase_arr < 2))) / seq_len
     hw_fl = float(np.sum(flops_arr * matrix_mask)) / seq_len
     return ModelProfile(
@@ -172,7 +185,7 @@ def model_profile(
         hw_fl,
         tree.params,
         sum(g.expert_params * g.count for g in gprof),
-        activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations),
+        activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
         logits_bytes_per_token(cfg),
     )
 
@@ -381,6 +394,10 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
             ep_mb += n * passes * 2 * pricer.time("all-to-all", ("ep",), routed)
+    if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
+        edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
+        fsdp_mb += 2 * pricer.time("all-gather", shards.dense_fsdp_axes, edge)
+        fsdp_mb += pricer.time("reduce-scatter", shards.dense_fsdp_axes, edge * g_bytes / w_bytes)
     pp_mb = 0.0
     if par.pp > 1:
         boundary = tokens_chip * cfg.d_model * a_bytes / par.tp
@@ -389,9 +406,10 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     m = par.microbatches
     bubble = t_mb * (par.pp - 1) / par.virtual_stages
     dense_chip, expert_chip = _params_per_chip(prof, par)
-    dp_t = pricer.time("all-reduce", shards.dense_dp_axes, dense_chip / shards.dense_fsdp * g_bytes)
-    if shards.expert_dp > 1:
-        dp_t += pricer.time("all-reduce", ("dp",), expert_chip / shards.expert_fsdp * g_bytes)
+    # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
+    dp_t = pricer.time("all-reduce", (*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)
+    if shards.expert_dp > 1 or par.cp > 1:
+        dp_t += pricer.time("all-reduce", ("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes)
     bwd_last = float(np.sum(t[in_layers & (prof.phase > 0)])) * layer_scale
     dp_exposed = max(0.0, dp_t - eff.dp_overlap * bwd_last)
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
@@ -462,11 +480,14 @@ def _bound(br: dict[str, float], ops: dict[str, np.ndarray], in_layers: np.ndarr
 
 
 def _params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
-    """(dense, routed-expert) parameters per chip before FSDP/ZeRO sharding: dense weights
-    over tp x pp, routed experts over tp x pp x ep (embedding and head counted on every
-    stage, the conservative choice for the first and last stage)."""
-    dense = prof.params_total - prof.params_expert
-    return dense / (par.tp * par.pp), prof.params_expert / (par.tp * par.pp * par.ep)
+    """(dense, routed-expert) parameters per chip of the fullest pipeline stage, before
+    FSDP/ZeRO sharding: ceil(L / pp) layers' weights plus the embedding and head (the first
+    and last stages hold them; counting both is the conservative choice), over tp; routed
+    experts also over ep."""
+    n_layers = sum(g.count for g in prof.groups)
+    share = math.ceil(n_layers / par.pp) / n_layers
+    dense_layers = sum(g.count * g.params for g in prof.groups)
+    return (dense_layers * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
 
 
 def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:
@@ -505,7 +526,7 @@ def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, 
     buffers = 0.0
     if par.fsdp > 1:
         biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
-        buffers = 2 * biggest * state["weights"]
+        buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
     return {
         "weights": weights,
         "gradients": shards.params(prof, par, over_dp=par.zero_stage >= 2) * state["grads"],

@@ -66,3 +66,9 @@ def test_mesh_errors_say_what_fits() -> None:
 def test_default_topology_for_chip_count() -> None:
     assert topology_for_chips(get_chip("tpu-v5p"), 64).shape == (4, 4, 4)
     assert topology_for_chips(get_chip("b200"), 16).shape == (2, 8)
+
+
+@pytest.mark.parametrize("shape", ["24x24x8", "3x4x8", "20x20x20"])
+def test_v5p_shapes_the_pod_cannot_have(shape: str) -> None:
+    with pytest.raises(InvalidConfigError):
+        parse_topology(get_chip("tpu-v5p"), shape)

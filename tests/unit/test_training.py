@@ -146,3 +146,38 @@ def test_expert_parallel_state_is_not_sharded_twice() -> None:
     assert in_fsdp.memory["weights"] == pytest.approx((dense / 8 + experts / 8) * 2)
     in_dp, _ = _run(setup, Parallelism(dp=8, ep=8, remat="full"))
     assert in_dp.memory["weights"] == pytest.approx((dense + experts / 8) * 2)
+
+
+def test_context_parallel_ranks_reduce_their_gradients() -> None:
+    cfg = get_model("llama-3-8b")
+    chip = get_chip("h100")
+    setup = TrainingSetup(cfg, chip, parse_topology(chip, "2x8"), 2, 32768, IDEAL_TRAINING.replace(dp_overlap=0.0))
+    dp, _ = _run(setup, Parallelism(tp=8, dp=2, zero_stage=1, remat="full"))
+    cp, _ = _run(setup, Parallelism(tp=8, cp=2, dp=1, microbatches=2, remat="full"))
+    assert cp.breakdown["data_parallel"] > 0
+    assert cp.breakdown["data_parallel"] == pytest.approx(dp.breakdown["data_parallel"], rel=0.05)
+
+
+def test_flash_attention_keeps_no_probabilities() -> None:
+    flash = _setup("h100", "1x8", batch=8)
+    unfused = TrainingSetup(CFG, flash.chip, flash.topology, 8, 2048, IDEAL_TRAINING, flash_attention=False)
+    par = Parallelism(dp=8, zero_stage=1)
+    a, _ = _run(flash, par)
+    b, _ = _run(unfused, par)
+    # unfused keeps N x T bf16 probabilities per token per layer; flash 2 N (fp32 logsumexp)
+    assert b.memory["activations"] - a.memory["activations"] == pytest.approx(32 * 2048 * (32 * 2048 - 2 * 32) * 2)
+
+
+def test_pipeline_stage_holds_its_layers_and_the_edges() -> None:
+    cfg = get_model("llama-3.1-405b")
+    chip = get_chip("h100")
+    setup = TrainingSetup(cfg, chip, parse_topology(chip, "16x8"), 64, 4096, IDEAL_TRAINING)
+    r, _ = _run(setup, Parallelism(tp=8, pp=16, dp=1, microbatches=64, remat="full"))
+    prof = model_profile(cfg, 4096, "full", chip, IDEAL_TRAINING)
+    layer = prof.groups[0].params
+    assert r.memory["weights"] == pytest.approx((math.ceil(126 / 16) * layer + prof.edge_params) / 8 * 2)
+
+
+def test_zero_3_over_dp_points_to_fsdp() -> None:
+    with pytest.raises(InvalidConfigError, match="that is fsdp"):
+        Parallelism(dp=8, zero_stage=3)

@@ -33,7 +33,10 @@ def _split(text: str, what: str) -> tuple[float, str]:
     m = _QTY.match(str(text))
     if not m:
         raise InvalidConfigError(f"cannot read {what} {text!r}: expected a number with an optional unit")
-    return float(m.group(1)), m.group(2)
+    value = float(m.group(1))
+    if not math.isfinite(value) or abs(value) > 1e30:
+        raise InvalidConfigError(f"{what} {text!r} is out of range (at most 1e30)")
+    return value, m.group(2)
 
 
 def _prefix(suffix: str, text: str, what: str) -> float:

@@ -15,10 +15,13 @@ def read_toml_file(path: str | Path, what: str) -> dict[str, Any]:
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError):
+    except FileNotFoundError:
         raise InvalidConfigError(f"{what} file {p} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidConfigError(f"{what} file {p}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise InvalidConfigError(f"cannot read {what} file {p}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidConfigError(f"{what} file {p}: not valid TOML ({reason})") from None
 
 
 def builtin_tomls(folder: str) -> list[tuple[str, dict[str, Any]]]:

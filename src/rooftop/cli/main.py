@@ -70,6 +70,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except (BrokenPipeError, KeyboardInterrupt):
         return 130
+    except RecursionError:
+        if getattr(args, "debug", False):
+            raise
+        print(f"rooftop {args.command}: error: input nested too deeply to read", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(
+            f"rooftop {args.command}: internal error: {type(exc).__name__}: {text} (rerun with --debug "
+            "for the traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

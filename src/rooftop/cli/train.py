@@ -19,6 +19,8 @@ from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_me
 from rooftop.report.train_report import plot_train, render_train, step_dict
 from rooftop.units import SECONDS_PER_HOUR, parse_number
 
+MAX_SEQUENCES = 10**8  # per optimizer step; far above any published run
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("train", help="find the fastest training layout: step time, MFU, memory, days and dollars")
@@ -55,6 +57,11 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
         parse_topology(chip, args.topology) if args.topology else topology_for_chips(chip, _int(args.chips, "--chips"))
     )
     batch_tokens, seq = _int(args.batch_tokens, "--batch-tokens"), _int(args.seq_len, "--seq-len")
+    if batch_tokens / seq > MAX_SEQUENCES:
+        raise InvalidConfigError(
+            f"--batch-tokens {batch_tokens} is {batch_tokens // seq:,} sequences, more than the {MAX_SEQUENCES:,} the "
+            "planner searches"
+        )
     if batch_tokens < seq:
         raise InvalidConfigError(f"--batch-tokens {batch_tokens} is less than one sequence of --seq-len {seq}")
     eff = default_training_efficiency()

@@ -7,6 +7,7 @@ given with ``--catalog`` adds chips of the same schema.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +31,8 @@ _REQUIRED = (
     "topology.kind",
 )
 _KINDS = ("tpu", "gpu", "cpu", "custom")
+_POSITIVE_TABLES = {"matrix_flops_per_s", "vector_flops_per_s"}
+_POSITIVE_FIELDS = {"memory.hbm_bytes_per_s", "links.bytes_per_s", "links.count"}
 
 
 class _Reader:
@@ -62,12 +65,21 @@ class _Reader:
         source = node.get("source")
         if not isinstance(source, str) or not source.strip():
             raise self.fail(dotted, "has no source (every figure needs one)")
+        raw = node["value"]
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+            raise self.fail(dotted, f"has an unreadable value {raw!r} (expected a number or a string with a unit)")
+        if isinstance(raw, str) and "/s" in raw and not dotted.endswith("_per_s"):
+            raise self.fail(dotted, f"is an amount, not a rate: {raw!r}")
         try:
-            value = parse_number(node["value"]) if isinstance(node["value"], (int, float)) else _parse(node["value"])
+            value = float(raw) if isinstance(raw, (int, float)) else _parse(raw)
         except Exception as exc:
-            raise self.fail(dotted, f"has an unreadable value {node['value']!r} ({exc})") from None
-        if value < 0:
-            raise self.fail(dotted, f"must be >= 0, got {value}")
+            raise self.fail(dotted, f"has an unreadable value {raw!r} ({exc})") from None
+        if not math.isfinite(value) or value < 0:
+            raise self.fail(dotted, f"must be a finite number >= 0, got {raw!r}")
+        if value == 0 and (dotted.split(".")[0] in _POSITIVE_TABLES or dotted in _POSITIVE_FIELDS):
+            raise self.fail(dotted, "must be > 0 (a rate of 0 would make every time infinite)")
+        if dotted == "links.count" and value != int(value):
+            raise self.fail(dotted, f"must be a whole number of links, got {raw!r}")
         self.sources[dotted] = Figure(value, source, str(node.get("note", "")))
         return value
 
@@ -114,6 +126,9 @@ def _topology(r: _Reader) -> TopologySpec:
         )
     except (TypeError, ValueError) as exc:
         raise r.fail("topology", f"has a malformed value ({exc})") from None
+    sizes = (*spec.max_dims, *spec.domain_sizes, *spec.cube)
+    if any(d < 1 for d in sizes) or spec.max_chips < 0 or spec.wrap_length < 0:
+        raise r.fail("topology", "needs positive max_dims, domain_sizes and cube sizes, and max_chips >= 0")
     if spec.wraparound not in ("none", "full-axis", "whole-cubes"):
         raise r.fail("topology.wraparound", f"must be none, full-axis or whole-cubes, got {spec.wraparound!r}")
     if kind == "switched" and not spec.domain_sizes:
@@ -128,6 +143,8 @@ def _topology(r: _Reader) -> TopologySpec:
 def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     """Build and validate a Chip from parsed TOML; errors name the file and field."""
     r = _Reader(data, path)
+    if data.get("schema_version", 1) != 1:
+        raise r.fail("schema_version", f"is {data.get('schema_version')!r}; this rooftop reads chip files of version 1")
     for key in ("name", "vendor", "kind"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise r.fail(key, "is missing or not a string")

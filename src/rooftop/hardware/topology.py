@@ -151,6 +151,12 @@ def topology_for_chips(chip: Chip, n: int) -> Topology:
         raise InvalidConfigError(f"chip count must be >= 1, got {n}")
     if chip.topology.kind == "switched":
         return parse_topology(chip, str(n))
+    limit = chip.topology.max_chips or math.prod(chip.topology.max_dims)
+    if n > limit:
+        raise InvalidConfigError(
+            f"{n} {chip.name} chips exceed one pod (max {limit}); for several slices over DCN "
+            f"give --topology, e.g. 2*{'x'.join(map(str, chip.topology.max_dims))}"
+        )
     ndim = len(chip.topology.max_dims)
     for shape in _factorizations(n, ndim):
         try:

@@ -326,10 +326,20 @@ def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConf
     p = Path(path)
     try:
         with p.open(encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = json.load(fh, parse_constant=_no_constant)
     except FileNotFoundError:
         raise InvalidConfigError(f"config file {p} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidConfigError(f"config file {p}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise InvalidConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidConfigError(f"config file {p}: not valid JSON ({reason})") from None
     stem = p.stem if p.stem != "config" else (p.resolve().parent.name or "config")
-    return config_from_hf(data, name or stem, str(p))
+    try:
+        return config_from_hf(data, name or stem, str(p))
+    except (OverflowError, ValueError, TypeError) as exc:  # e.g. 1e400 or a list where a size belongs
+        raise InvalidConfigError(f"config file {p}: a field has an unusable value ({exc})") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a valid number in a config.json")

@@ -64,7 +64,11 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
         base = name.split("(")[0]
         if base in found:
             continue
-        text = hlo_text(trace, name) if trace.hlo_protos else None
+        try:
+            text = hlo_text(trace, name) if trace.hlo_protos else None
+        except ParseError as exc:  # one corrupt module does not hide the others
+            notes.append(f"HLO of {base!r} in the profile is unusable: {exc}")
+            continue
         if text is None:
             notes.append(f"no HLO for module {base!r} in the profile (give --hlo to price its ops)")
             continue

@@ -27,8 +27,11 @@ Stats whose names start with ``_`` (internal flow/context ids) are dropped; othe
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 import re
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -352,6 +355,21 @@ def metadata_hlo_protos(data: bytes, source: str, metadata: dict[str, Any]) -> d
     return out
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null for the duration (C++ logging bypasses sys.stderr)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def hlo_proto_to_text(proto: bytes) -> str:
     """HLO text of a serialized ``HloProto``, printed by XLA's own HloModule printer (jaxlib's
     ``xla_client.hlo.HloModule.to_string``) with metadata, so each op keeps its source scope."""
@@ -362,7 +380,8 @@ def hlo_proto_to_text(proto: bytes) -> str:
     message = _messages()["HloProto"]()
     try:
         message.ParseFromString(proto)
-        module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(message.hlo_module)
+        with _quiet_stderr():  # XLA's C++ checks log to fd 2 before raising; the caller reports one line
+            module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(message.hlo_module)
         return module.to_string(xla_client.hlo.HloPrintOptions())  # default options print metadata (op_name)
     except Exception as exc:
         raise ParseError(f"corrupt HloProto in the profile metadata ({exc})") from exc

@@ -134,15 +134,20 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
             f"would get no data (use tensor, pipeline or context parallelism for the rest)"
         )
     per_replica = replica_batch(global_batch, par)
-    if per_replica % par.microbatches:
+    if par.microbatches > per_replica:
         raise InvalidConfigError(
-            f"{per_replica} sequences per replica do not split into {par.microbatches} microbatches; "
-            f"valid: {', '.join(map(str, divisors(per_replica)))}"
+            f"{per_replica} sequences per replica cannot fill {par.microbatches} microbatches (at most {per_replica})"
         )
     if par.pp > 1 and par.microbatches < par.pp:
         raise InvalidConfigError(
             f"pp={par.pp} needs at least {par.pp} microbatches to fill the pipeline, got {par.microbatches}"
         )
+
+
+def microbatch_size(global_batch: int, par: Parallelism) -> int:
+    """Sequences per microbatch: ceil(per-replica batch / microbatches); when they do not divide,
+    the last microbatch is padded (its idle share is part of the step time)."""
+    return -(-replica_batch(global_batch, par) // par.microbatches)
 
 
 def replica_batch(global_batch: int, par: Parallelism) -> int:

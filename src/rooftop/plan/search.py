@@ -105,7 +105,8 @@ def _inner(
     if cfg.moe is not None:
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
     per_replica = replica_batch(setup.global_batch, Parallelism(dp=dp, fsdp=fsdp))
-    mbs = [m for m in divisors(per_replica) if m & (m - 1) == 0 or m == pp]
+    # powers of two (and pp itself) up to the per-replica batch; a last partial microbatch is padded
+    mbs = sorted({m for m in (*(1 << i for i in range(per_replica.bit_length())), pp) if m <= per_replica})
     mbs = [m for m in mbs if m >= pp and (pp == 1 or m <= 16 * pp)]
     vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and cfg.n_layers >= 2 * pp * v)]
     for ep in _pick(eps, fix, "ep"):

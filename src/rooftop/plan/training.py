@@ -53,7 +53,7 @@ from rooftop.model.memory import (
 )
 from rooftop.model.transformer import model_costs
 from rooftop.plan.efficiency import TrainingEfficiency
-from rooftop.plan.parallelism import Parallelism, replica_batch
+from rooftop.plan.parallelism import Parallelism, microbatch_size
 
 OPTIMIZER_BYTES_PER_PARAM = 4 + 4 + 4 + 2 + 4 + 4 + 4 + 2  # read master, m, v, grad; write master, m, v, bf16 weights
 OPTIMIZER_FLOPS_PER_PARAM = 12.0  # Adam: moments, bias correction, sqrt, divide, update (vector unit)
@@ -355,7 +355,7 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     prof = model_profile(
         cfg, setup.seq_len, par.remat, setup.chip, eff, setup.dtypes, setup.flash_attention, setup.dropout
     )
-    b = replica_batch(setup.global_batch, par) // par.microbatches
+    b = microbatch_size(setup.global_batch, par)
     ops = _op_times(prof, par, b, setup.chip.hbm_bytes_per_s * eff.hbm)
     t = ops["t"]
     stage_layers = math.ceil(cfg.n_layers / par.pp)
@@ -459,7 +459,7 @@ def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]
         setup.flash_attention,
         setup.dropout,
     )
-    b = replica_batch(setup.global_batch, par) // par.microbatches
+    b = microbatch_size(setup.global_batch, par)
     total = sum(memory_per_chip(setup, par, prof, b).values())
     return total <= setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve), total
 

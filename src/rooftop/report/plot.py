@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import tempfile
+import zlib
 from collections.abc import Sequence
 
 from rooftop.cost.roofline import Estimate
@@ -23,12 +26,25 @@ def _figure():  # type: ignore[no-untyped-def]
 
 
 def save(fig, path: str) -> None:  # type: ignore[no-untyped-def]
+    """Render to a temporary file beside ``path`` and rename it: a failure leaves nothing half-written."""
     if not path.lower().endswith((".png", ".svg", ".pdf")):
         raise InvalidConfigError(f"plot file {path!r} must end in .png, .svg or .pdf")
+    folder = os.path.dirname(os.path.abspath(path))
     try:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
+        fd, tmp = tempfile.mkstemp(prefix=".rooftop-plot-", suffix=os.path.splitext(path)[1], dir=folder)
     except OSError as exc:
-        raise InvalidConfigError(f"cannot write plot {path!r}: {exc.strerror}") from None
+        raise InvalidConfigError(f"cannot write plot {path!r}: {exc.strerror or exc}") from None
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=130, bbox_inches="tight")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidConfigError(f"cannot write plot {path!r}: {exc.strerror or exc}") from None
+    except (OverflowError, ValueError, RuntimeError, zlib.error) as exc:
+        raise InvalidConfigError(f"cannot draw plot {path!r}: {' '.join(str(exc).split())[:200]}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:

@@ -88,6 +88,8 @@ def profile_report(
     progress: ProgressFn | None = None,
 ) -> ProfileReport:
     trace = source if isinstance(source, Trace) else load_trace(source, progress)
+    if not trace.events:
+        raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
     if trace.format == "kineto":
         report = kineto_report(trace, chip, topology)
         if hlo is not None or mesh is not None:

@@ -201,7 +201,10 @@ class _Mapper:
             return
         ph = ev.get("ph")
         if ph == "X":
-            self._timed(ev, float(ev.get("ts", 0.0)), float(ev.get("dur", 0.0)))
+            ts, dur = _number(ev.get("ts", 0.0), "ts", self.seen), _number(ev.get("dur", 0.0), "dur", self.seen)
+            if dur < 0:
+                raise ParseError(f"trace event {self.seen} ({ev.get('name', '?')!r}) has a negative duration {dur}")
+            self._timed(ev, ts, dur)
         elif ph == "B":
             self.open.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
         elif ph == "E":
@@ -283,3 +286,14 @@ class _Mapper:
         self.memory.sort()
         fmt = "kineto" if kineto else "chrome-json"
         return Trace(table, source, fmt, {}, tuple(self.memory), tuple(sorted(devices, key=natural_key)), metadata)
+
+
+def _number(value: Any, what: str, index: int) -> float:
+    """A finite event time in microseconds; anything else names the event."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ParseError(f"trace event {index}: {what} {value!r} is not a number") from None
+    if out != out or out in (float("inf"), float("-inf")):
+        raise ParseError(f"trace event {index}: {what} {value!r} is not finite")
+    return out

@@ -7,6 +7,7 @@ import argparse
 from rich.console import Console
 
 from rooftop.cli.common import Output, add_common
+from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip, load_chips
 from rooftop.report.serialize import chip_dict
 from rooftop.report.table import table
@@ -21,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> Output:
+    if args.name is not None and not args.name.strip():
+        raise InvalidConfigError("chip name is empty (run `rooftop chips` for the list)")
     if args.name:
         chip = get_chip(args.name, args.catalog)
         d = chip_dict(chip)

@@ -18,7 +18,7 @@ from rooftop.cli import chips as chips_cmd
 from rooftop.cli import matmul as matmul_cmd
 from rooftop.cli import roofline as roofline_cmd
 from rooftop.cli.common import Output, emit
-from rooftop.errors import RooftopError
+from rooftop.errors import InvalidConfigError, RooftopError
 
 COMMANDS = [chips_cmd, matmul_cmd, roofline_cmd]
 
@@ -57,10 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_catalog(args: argparse.Namespace) -> None:
+    """--catalog must name a chip file or a folder of them, whatever the command."""
+    catalog = getattr(args, "catalog", None)
+    if catalog is None:
+        return
+    if not str(catalog).strip():
+        raise InvalidConfigError("--catalog is empty: give a .toml chip file or a folder of them")
+    from rooftop.hardware.catalog import load_chips
+
+    load_chips(catalog)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_catalog(args)
         out: Output = args.func(args)
         emit(out, args)
     except RooftopError as err:

@@ -157,10 +157,12 @@ def _totals(args: argparse.Namespace, setup: TrainingSetup, best: Any) -> dict[s
         "price_usd_per_chip_hour": None,
     }
     price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour else setup.chip.price_usd_per_hour
+    if price is not None and price < 0:
+        raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {args.price_per_chip_hour!r}")
     out["price_usd_per_chip_hour"] = price
     if args.tokens:
         tokens = parse_number(args.tokens)
-        if tokens <= 0:
+        if tokens < 1:
             raise InvalidConfigError(f"--tokens must be > 0, got {args.tokens!r}")
         seconds = tokens / best.tokens_per_s
         chip_hours = seconds * setup.chips / SECONDS_PER_HOUR

@@ -201,9 +201,9 @@ class _Mapper:
             return
         ph = ev.get("ph")
         if ph == "X":
-            ts, dur = _number(ev.get("ts", 0.0), "ts", self.seen), _number(ev.get("dur", 0.0), "dur", self.seen)
+            ts, dur = _number(ev.get("ts", 0.0), "ts"), _number(ev.get("dur", 0.0), "dur")
             if dur < 0:
-                raise ParseError(f"trace event {self.seen} ({ev.get('name', '?')!r}) has a negative duration {dur}")
+                raise ValueError(f"{ev.get('name', '?')!r} has a negative duration {dur}")
             self._timed(ev, ts, dur)
         elif ph == "B":
             self.open.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
@@ -288,12 +288,10 @@ class _Mapper:
         return Trace(table, source, fmt, {}, tuple(self.memory), tuple(sorted(devices, key=natural_key)), metadata)
 
 
-def _number(value: Any, what: str, index: int) -> float:
-    """A finite event time in microseconds; anything else names the event."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ParseError(f"trace event {index}: {what} {value!r} is not a number") from None
+
+def _number(value: Any, what: str) -> float:
+    """A finite event time in microseconds (a ValueError is reported with the file and event)."""
+    out = float(value)
     if out != out or out in (float("inf"), float("-inf")):
-        raise ParseError(f"trace event {index}: {what} {value!r} is not finite")
+        raise ValueError(f"{what} {value!r} is not finite")
     return out

@@ -67,7 +67,7 @@ def test_table_and_plot(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--fix", "tp=3"], "no layout"),
+        (["--fix", "tp=3"], "the pinned degrees multiply to 3, which does not divide the 8960 tpu-v5p chips"),
         (["--fix", "bogus=1"], "cannot pin 'bogus'"),
         (["--efficiency", "matrix=2"], "efficiency matrix=2.0 must be in"),
     ],
@@ -77,8 +77,25 @@ def test_bad_input(extra: list[str], message: str) -> None:
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_model_that_cannot_fit_is_a_clear_error() -> None:
-    code, _, err = run_cli(
-        "train", "llama-3.1-405b", "--chip", "tpu-v5e", "--chips", "4", "--batch-tokens", "32k", "--seq-len", "4096"
+def test_model_that_cannot_fit_is_a_result_not_an_error() -> None:
+    """Not fitting is a result (design): the smallest layout, fits=false, and why."""
+    code, out, err = run_cli(
+        "train",
+        "llama-3.1-405b",
+        "--chip",
+        "tpu-v5e",
+        "--chips",
+        "4",
+        "--batch-tokens",
+        "32k",
+        "--seq-len",
+        "4096",
+        "--fix",
+        "offload=none",
+        "--json",
     )
-    assert code == 2 and "no layout of llama-3.1-405b fits on 4 tpu-v5e chips" in err
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["best"]["fits"] is False
+    assert d["best"]["memory_per_chip_bytes"]["total"] > d["best"]["usable_hbm_bytes"]
+    assert any("does not fit" in line or "Nothing fits" in line for line in d["explanation"])

@@ -13,7 +13,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.topology import parse_topology, topology_for_chips
 from rooftop.model.catalog import get_model
 from rooftop.plan.efficiency import IDEAL_TRAINING, default_training_efficiency, parse_efficiency
-from rooftop.plan.explain import explain
+from rooftop.plan.explain import explain, no_layout_reason
 from rooftop.plan.search import OBJECTIVES, parse_fix, search
 from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
 from rooftop.report.train_report import plot_train, render_train, step_dict
@@ -76,18 +76,10 @@ def run(args: argparse.Namespace) -> Output:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
     setup = setup_from_args(args)
     result = _search_with_progress(setup, args)
-    if not result.ranked:
-        detail = ""
-        if result.best_unfit is not None:
-            detail = (
-                f"; the smallest needs {result.best_unfit.memory_per_chip_bytes / 2**30:.1f} GiB per chip "
-                f"({result.best_unfit.parallelism.label()}) of {setup.chip.hbm_bytes / 2**30:.0f} GiB"
-            )
-        raise InvalidConfigError(
-            f"no layout of {setup.cfg.name} fits on {setup.chips} {setup.chip.name} chips "
-            f"({result.evaluated} evaluated{detail})"
-        )
-    best = result.ranked[0]
+    if not result.ranked and result.best_unfit is None:
+        raise InvalidConfigError(no_layout_reason(setup, parse_fix(args.fix), result.unlayable))
+    ranked = result.ranked or [result.best_unfit]  # nothing fits: the smallest layout is the result, fits=false
+    best = ranked[0]
     ideal_setup = TrainingSetup(
         setup.cfg,
         setup.chip,
@@ -113,7 +105,7 @@ def run(args: argparse.Namespace) -> Output:
         "seq_len": setup.seq_len,
         "efficiency": setup.efficiency.__dict__,
         "best": {**step_dict(best), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
-        "candidates": [step_dict(r) for r in result.ranked],
+        "candidates": [step_dict(r) for r in ranked],
         "evaluated": result.evaluated,
         "timed": result.timed,
         "unlayable": result.unlayable,
@@ -126,7 +118,7 @@ def run(args: argparse.Namespace) -> Output:
             console,
             f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), "
             f"{result.evaluated} layouts evaluated",
-            result.ranked,
+            ranked,
             lines,
             totals,
         )

@@ -36,6 +36,12 @@ def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:
 
 def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[str]:
     par = best.parallelism
+    if not best.fits:
+        return [
+            f"Nothing fits: the smallest layout, {par.label()}, needs {format_bytes(best.memory_per_chip_bytes)} per "
+            f"chip, more than the {format_bytes(best.usable_hbm_bytes)} usable; it does not fit (its step would take "
+            f"{format_duration(best.step_time_s)}). Add chips, or allow offload/remat if pinned."
+        ]
     lines = [
         f"Best layout: {par.label()}: step {format_duration(best.step_time_s)}, MFU {best.mfu:.1%} "
         f"(ideal efficiency: {format_duration(ideal.step_time_s)}, MFU {ideal.mfu:.1%}), {best.bound}-bound."
@@ -85,3 +91,30 @@ def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[s
             f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work)."
         )
     return lines
+
+
+def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: int) -> str:
+    """Why the search found no valid layout at all (as opposed to none that fits in memory)."""
+    degrees = {k: int(v) for k, v in fix.items() if k in ("dp", "fsdp", "tp", "pp", "cp") and isinstance(v, int)}
+    pinned = ",".join(f"{k}={v}" for k, v in fix.items())
+    where = f"{setup.chips} {setup.chip.name} chips"
+    product = 1
+    for v in degrees.values():
+        product *= max(v, 1)
+    if any(v < 1 for v in degrees.values()):
+        return f"--fix {pinned}: every degree must be >= 1"
+    if setup.chips % product:
+        return f"--fix {pinned}: the pinned degrees multiply to {product}, which does not divide the {where}"
+    rest = setup.chips // product
+    free = {"dp": rest} if "dp" not in degrees and "fsdp" not in degrees else {}
+    try:
+        par = Parallelism(**{**degrees, **free, **{k: v for k, v in fix.items() if k not in degrees}})  # type: ignore[arg-type]
+        validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
+    except InvalidConfigError as exc:
+        return f"no valid layout{f' with --fix {pinned}' if pinned else ''} for {setup.cfg.name} on {where}: {exc}"
+    if unlayable:
+        return (
+            f"no layout{f' with --fix {pinned}' if pinned else ''} can be laid on topology {setup.topology.spec} "
+            f"({unlayable} tried); try another --topology or other degrees"
+        )
+    return f"no valid layout{f' with --fix {pinned}' if pinned else ''} for {setup.cfg.name} on {where}"

@@ -1,8 +1,8 @@
 """Search every valid training layout, drop those that do not fit, rank the rest.
 
 Enumeration (deterministic, in a fixed order): tensor degree tp (divides the chips and
-n_heads; n_kv_heads divides it or it divides n_kv_heads), context degree cp (only for
-sequences of 16K tokens and more, or when pinned), pipeline degree pp (at least two layers
+n_heads; n_kv_heads divides it or it divides n_kv_heads), context degree cp (2 from 4K-token
+sequences, up to 32 from 16K, or as pinned), pipeline degree pp (at least two layers
 per stage), the rest split between fsdp and dp (dp x fsdp may not exceed the batch in
 sequences), expert degree ep for MoE models (divides n_experts and the data axes),
 microbatch counts (powers of two dividing the per-replica batch, at least pp), interleaved
@@ -81,7 +81,8 @@ def _tp_options(setup: TrainingSetup, chips: int) -> list[int]:
 def _layouts(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Parallelism]:
     """Every layout whose degrees are valid for the model, batch and chip count."""
     cfg, chips, batch = setup.cfg, setup.chips, setup.global_batch
-    cps = [c for c in (1, 2, 4, 8, 16, 32) if c == 1 or (setup.seq_len >= 16384 and setup.seq_len % (2 * c) == 0)]
+    longest = 32 if setup.seq_len >= 16384 else 2 if setup.seq_len >= 4096 else 1  # chunks of >= 2K tokens
+    cps = [c for c in (1, 2, 4, 8, 16, 32) if c <= longest and setup.seq_len % (2 * c) == 0]
     for tp in _pick(_tp_options(setup, chips), fix, "tp"):
         for cp in _pick([c for c in cps if (chips // tp) % c == 0], fix, "cp"):
             rest = chips // (tp * cp)

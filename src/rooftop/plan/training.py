@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -99,10 +99,34 @@ class ModelProfile:
     params_total: float
     params_expert: float
 
-    @property
+    @cached_property
     def edge_params(self) -> float:
         """Parameters outside the layers: embedding, output head, final norm (and positions)."""
         return self.params_total - sum(g.count * (g.params + g.expert_params) for g in self.groups)
+
+    @cached_property
+    def dense_layer_params(self) -> float:
+        return sum(g.count * g.params for g in self.groups)
+
+    @cached_property
+    def n_layers(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    @cached_property
+    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+        """Per layer group: (forward ops, backward + recompute ops, attention core ops)."""
+        return tuple(
+            (sel & (self.phase == 0), sel & (self.phase > 0), sel & self.core)
+            for sel in (self.group == gi for gi in range(len(self.groups)))
+        )
+
+    @cached_property
+    def in_layers(self) -> np.ndarray:
+        return self.group >= 0
+
+    @cached_property
+    def layer_backward(self) -> np.ndarray:
+        return self.in_layers & (self.phase > 0)
 
     activation_bytes_per_token: float  # all layers, under the remat policy
     logits_bytes_per_token: float
@@ -360,7 +384,7 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     t = ops["t"]
     stage_layers = math.ceil(cfg.n_layers / par.pp)
     layer_scale = stage_layers / cfg.n_layers
-    in_layers = prof.group >= 0
+    in_layers = prof.in_layers
     ops_mb = float(np.sum(t[in_layers]) * layer_scale + np.sum(t[~in_layers]))
     a_bytes, w_bytes, g_bytes = dtype_bytes(setup.dtypes.activations), dtype_bytes(prec.params), dtype_bytes(prec.grads)
     tokens_chip = b * setup.seq_len / par.cp  # tokens of the microbatch one chip's sequence chunk holds
@@ -370,16 +394,16 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     passes = 3 if par.remat == "full" else 2  # forward, backward (+ forward again under full remat)
     for gi, g in enumerate(prof.groups):
         n = g.count * layer_scale
-        sel = prof.group == gi
-        fwd = float(np.sum(t[sel & (prof.phase == 0)])) / g.count
-        bwd = float(np.sum(t[sel & (prof.phase > 0)])) / g.count
+        fwd_mask, bwd_mask, core_mask = prof.masks[gi]
+        fwd = float(t[fwd_mask].sum()) / g.count
+        bwd = float(t[bwd_mask].sum()) / g.count
         act = tokens_chip * cfg.d_model * a_bytes
         tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
         tp_mb += n * passes * tp_one * (1 - eff.tp_overlap)
         if par.cp > 1:
             kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
             ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
-            core = float(np.sum(t[sel & prof.core])) / g.count
+            core = float(t[core_mask].sum()) / g.count
             cp_mb += n * max(0.0, 3 * ring - core)
         if par.fsdp > 1:
             dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
@@ -410,7 +434,7 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
     dp_t = pricer.time("all-reduce", (*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)
     if shards.expert_dp > 1 or par.cp > 1:
         dp_t += pricer.time("all-reduce", ("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes)
-    bwd_last = float(np.sum(t[in_layers & (prof.phase > 0)])) * layer_scale
+    bwd_last = float(t[prof.layer_backward].sum()) * layer_scale
     dp_exposed = max(0.0, dp_t - eff.dp_overlap * bwd_last)
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
     opt_t = opt_params * OPTIMIZER_BYTES_PER_PARAM / (setup.chip.hbm_bytes_per_s * eff.hbm)
@@ -484,10 +508,8 @@ def _params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float
     FSDP/ZeRO sharding: ceil(L / pp) layers' weights plus the embedding and head (the first
     and last stages hold them; counting both is the conservative choice), over tp; routed
     experts also over ep."""
-    n_layers = sum(g.count for g in prof.groups)
-    share = math.ceil(n_layers / par.pp) / n_layers
-    dense_layers = sum(g.count * g.params for g in prof.groups)
-    return (dense_layers * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
+    share = math.ceil(prof.n_layers / par.pp) / prof.n_layers
+    return (prof.dense_layer_params * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
 
 
 def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:

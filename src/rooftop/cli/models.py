@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _count(text: str | None, flag: str) -> int:
     value = parse_number(text or "")
     if value != int(value) or value < 1:
-        raise InvalidConfigError(f"{flag} {text!r} must be a positive integer (e.g. 8192 or 8k)")
+        raise InvalidConfigError(f"{flag} {text!r} must be a positive integer (e.g. 8192 or 8Ki)")
     return int(value)
 
 

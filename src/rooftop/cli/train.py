@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     where.add_argument("--chips", help="number of chips (a default slice / NVLink layout is chosen)")
     where.add_argument("--topology", help="physical slice, e.g. 16x20x28 (TPU), 2*16x16 (2 slices), 2048x8 (GPU)")
     p.add_argument("--batch-tokens", required=True, help="global batch in tokens per optimizer step, e.g. 4M")
-    p.add_argument("--seq-len", required=True, help="sequence length, e.g. 4096 or 8k")
+    p.add_argument("--seq-len", required=True, help="sequence length, e.g. 4096 or 8Ki (k = 1000, Ki = 1024)")
     p.add_argument("--tokens", help="total training tokens, e.g. 15T: adds days, chip-hours and dollars")
     p.add_argument("--fix", help="pin degrees or choices, e.g. tp=8,pp=16,remat=full,zero=1,offload=none")
     p.add_argument(

@@ -10,6 +10,11 @@ virtual stages (1, 2, 4). For each, remat policies are tried from the cheapest (
 most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenever dp > 1
 (ZeRO-0 moves the same bytes and holds more, so it is dominated), ZeRO-2 when ZeRO-1 does not
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
+
+Speed: a layout's variants are checked from one memory breakdown (training.MemoryTerms)
+without building them; layouts that differ only in virtual stages share the variant found and
+all of the step but its pipeline terms; collective rates are shared by every mesh that places
+an axis alike, and per-op time sums by layouts with the same tp, cp, ep and microbatch size.
 """
 
 from __future__ import annotations
@@ -20,8 +25,19 @@ from dataclasses import dataclass, field, replace
 
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.model.config import REMAT_POLICIES
-from rooftop.plan.parallelism import Parallelism, divisors, replica_batch, validate
-from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
+from rooftop.plan.parallelism import Parallelism, divisors, microbatch_size, replica_batch, validate
+from rooftop.plan.training import (
+    CommPricer,
+    MemoryTerms,
+    StepParts,
+    StepResult,
+    TrainingSetup,
+    layout_mesh,
+    profile_for,
+    step_parts,
+    step_result,
+)
+from rooftop.plan.training_profile import ModelProfile
 
 OBJECTIVES = ("time", "cost", "memory")
 REMAT_ORDER = ("none", "selective", "dots", "full")
@@ -128,15 +144,110 @@ def _inner(
                 )
 
 
-def _variants(base: Parallelism, fix: dict[str, object]) -> Iterator[Parallelism]:
-    """Memory-saving variants of one layout, cheapest first."""
+Variant = tuple[str, str, int]  # (offload, remat, zero_stage)
+
+
+def _variants(has_dp: bool, fix: dict[str, object]) -> list[Variant]:
+    """Memory-saving variants of a layout (with dp > 1 or not), cheapest first."""
     remats = [str(fix["remat"])] if "remat" in fix else list(REMAT_ORDER)
-    zeros = [int(fix["zero_stage"])] if "zero_stage" in fix else ([1, 2] if base.dp > 1 else [0])  # type: ignore[call-overload]
+    zeros = [int(fix["zero_stage"])] if "zero_stage" in fix else ([1, 2] if has_dp else [0])  # type: ignore[call-overload]
     offloads = [str(fix["offload"])] if "offload" in fix else ["none", "optimizer", "params"]
-    for offload in offloads:  # offload only when nothing fits on HBM
-        for remat in remats:  # ZeRO-2 costs no time over ZeRO-1 here: try it before a heavier remat
-            for zero in zeros:
-                yield replace(base, remat=remat, zero_stage=zero, offload=offload)
+    # offload only when nothing fits on HBM; ZeRO-2 costs no time over ZeRO-1 here: try it before a heavier remat
+    return [(offload, remat, zero) for offload in offloads for remat in remats for zero in zeros]
+
+
+@dataclass
+class _Context:
+    """What every layout of one search shares: profiles per remat policy, pricers per mesh
+    (and the collective rates they share), the variants to try and the usable HBM."""
+
+    setup: TrainingSetup
+    fix: dict[str, object]
+    profiles: dict[str, ModelProfile] = field(default_factory=dict)
+    pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = field(default_factory=dict)
+    rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    checked: set[Variant] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.variants = {has_dp: _variants(has_dp, self.fix) for has_dp in (False, True)}
+        self.first_remat = self.variants[False][0][1]
+        self.usable = self.setup.chip.hbm_bytes * (1 - self.setup.efficiency.memory_reserve)
+        self._last: tuple[tuple[int, int], _Fit] | None = None
+
+    def profile(self, remat: str) -> ModelProfile:
+        if remat not in self.profiles:
+            self.profiles[remat] = profile_for(self.setup, remat)
+        return self.profiles[remat]
+
+    def pricer(self, base: Parallelism) -> CommPricer | None:
+        """The layout's mesh pricer; None when its axes cannot be laid on the topology."""
+        key = tuple(base.mesh_axes().items()) + (("ep", base.ep),)
+        if key not in self.pricers:
+            try:
+                mesh = layout_mesh(self.setup.topology, base)
+                self.pricers[key] = CommPricer(mesh, self.setup.chip, self.setup.efficiency.network, self.rates)
+            except ShardingError:
+                self.pricers[key] = None
+        return self.pricers[key]
+
+    def make(self, base: Parallelism, variant: Variant) -> Parallelism:
+        offload, remat, zero = variant
+        return replace(base, remat=remat, zero_stage=zero, offload=offload)
+
+    def check(self, base: Parallelism, variant: Variant) -> None:
+        """Raise, as building it would, if a variant's choices are invalid (checked once each)."""
+        if variant not in self.checked:
+            self.make(base, variant)
+            self.checked.add(variant)
+
+    def fit(self, base: Parallelism, pricer: CommPricer) -> _Fit:
+        """The layout's _first_fit. Layouts that differ only in virtual stages (enumerated one after
+        another) share it and their step's parts: only the pipeline terms depend on them. The
+        pricer stands for all the other degrees (dp, fsdp, tp, pp, cp, ep) but microbatches."""
+        key = (id(pricer), base.microbatches)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, _first_fit(self, base))
+        return self._last[1]
+
+    def step(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> StepResult:
+        """Time the layout's kept variant."""
+        par = self.make(base, fit.variant)
+        prof = self.profile(par.remat)
+        if fit.parts is None:
+            fit.parts = step_parts(self.setup, par, pricer, prof)
+        return step_result(self.setup, par, pricer, prof, fit.parts, dict(fit.memory))
+
+
+@dataclass
+class _Fit:
+    """The variant of a layout the search keeps: the first that fits, else the smallest."""
+
+    tried: int  # variants whose memory was checked
+    fits: bool
+    variant: Variant
+    memory: dict[str, float]
+    total: float  # bytes per chip
+    parts: StepParts | None = None  # its step's parts once timed
+
+
+def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
+    """Try the variants of a layout in order; every variant's memory comes from one MemoryTerms."""
+    b = microbatch_size(ctx.setup.global_batch, base)
+    terms = MemoryTerms.of(ctx.setup, base, ctx.profile(ctx.first_remat), b)
+    tried, smallest = 0, None
+    for variant in ctx.variants[base.dp > 1]:
+        ctx.check(base, variant)
+        offload, remat, zero = variant
+        memory = terms.breakdown(ctx.profile(remat).activation_bytes_per_token, zero, offload)
+        total = sum(memory.values())
+        tried += 1
+        if total <= ctx.usable:
+            return _Fit(tried, True, variant, memory, total)
+        if smallest is None or total < smallest.total:
+            smallest = _Fit(0, False, variant, memory, total)
+    assert smallest is not None  # there is always at least one variant
+    smallest.tried = tried
+    return smallest
 
 
 def _score(r: StepResult, objective: str) -> tuple[float, ...]:
@@ -155,39 +266,27 @@ def search(
     """Evaluate every layout (see the module docstring); deterministic."""
     if objective not in OBJECTIVES:
         raise InvalidConfigError(f"unknown objective {objective!r} (valid: {', '.join(OBJECTIVES)})")
-    fix = fix or {}
+    ctx = _Context(setup, fix or {})
     fitting: list[StepResult] = []
     best_unfit: StepResult | None = None
     evaluated = unlayable = timed = 0
-    pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = {}
-    for base in _layouts(setup, fix):
+    chips = setup.chips
+    for base in _layouts(setup, ctx.fix):
         try:
-            validate(base, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
+            validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
             continue
-        key = tuple(base.mesh_axes().items()) + (("ep", base.ep),)
-        if key not in pricers:
-            try:
-                pricers[key] = CommPricer(layout_mesh(setup.topology, base), setup.chip, setup.efficiency.network)
-            except ShardingError:
-                pricers[key] = None
-        pricer = pricers[key]
+        pricer = ctx.pricer(base)
         if pricer is None:
             unlayable += 1
             continue
-        smallest: tuple[float, Parallelism] | None = None
-        for par in _variants(base, fix):
-            ok, nbytes = fits_in_memory(setup, par)
-            evaluated += 1
-            if ok:
-                fitting.append(evaluate(setup, par, pricer))
-                timed += 1
-                break
-            if smallest is None or nbytes < smallest[0]:
-                smallest = (nbytes, par)
-        else:
-            if smallest is not None and (best_unfit is None or smallest[0] < best_unfit.memory_per_chip_bytes):
-                best_unfit = evaluate(setup, smallest[1], pricer)
+        fit = ctx.fit(base, pricer)
+        evaluated += fit.tried
+        if fit.fits:
+            fitting.append(ctx.step(base, pricer, fit))
+            timed += 1
+        elif best_unfit is None or fit.total < best_unfit.memory_per_chip_bytes:
+            best_unfit = ctx.step(base, pricer, fit)
         if progress is not None:
             progress(evaluated)
     fitting.sort(key=lambda r: _score(r, objective))

@@ -36,186 +36,19 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-import numpy as np
-
 from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
-from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import (
-    TrainingPrecision,
-    activation_bytes_per_token,
-    logits_bytes_per_token,
-    param_tree,
-    training_bytes_per_param,
-)
-from rooftop.model.transformer import model_costs
+from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
 from rooftop.plan.efficiency import TrainingEfficiency
 from rooftop.plan.parallelism import Parallelism, microbatch_size
+from rooftop.plan.training_profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
 
 OPTIMIZER_BYTES_PER_PARAM = 4 + 4 + 4 + 2 + 4 + 4 + 4 + 2  # read master, m, v, grad; write master, m, v, bf16 weights
 OPTIMIZER_FLOPS_PER_PARAM = 12.0  # Adam: moments, bias correction, sqrt, divide, update (vector unit)
-_DEFAULT_DTYPES = Dtypes()
-#: a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against the
-#: forward's 2 (2.5x; Dao 2023, FlashAttention-2, section 3.1), the extra 0.5x counted as recompute
-#: (hardware FLOPs, not model FLOPs), whatever the remat policy.
-FLASH_BACKWARD_RECOMPUTE = ("scores", "softmax")
-ATTENTION_CORE = ("scores", "softmax", "values")
-
-
-@dataclass(frozen=True)
-class GroupProfile:
-    """Per-layer figures of one layer group (per sequence of the microbatch)."""
-
-    name: str
-    count: int
-    moe: bool
-    params: float  # non-expert parameters of one layer
-    expert_params: float  # routed-expert parameters of one layer
-
-
-@dataclass(frozen=True)
-class ModelProfile:
-    """Per-op figures for ONE sequence, from which any microbatch size is priced fast:
-    op flops F (per sequence), weight bytes W (independent of the batch) and activation
-    bytes A (per sequence), found from the op costs at batch 1 and batch 2."""
-
-    cfg: TransformerConfig
-    seq_len: int
-    remat: str
-    flops: np.ndarray
-    rate: np.ndarray  # peak FLOPs/s x efficiency of each op's (unit, dtype)
-    weight_bytes: np.ndarray
-    act_bytes: np.ndarray
-    group: np.ndarray  # index into groups, -1 for embedding / head ops
-    phase: np.ndarray  # 0 forward, 1 backward, 2 recompute
-    expert: np.ndarray  # bool
-    core: np.ndarray  # bool: attention core (scores, softmax, values)
-    groups: tuple[GroupProfile, ...]
-    model_flops_per_token: float  # matrix FLOPs of forward + backward, no recompute (MFU numerator)
-    hardware_flops_per_token: float  # matrix FLOPs including recompute (HFU numerator)
-    params_total: float
-    params_expert: float
-
-    @cached_property
-    def edge_params(self) -> float:
-        """Parameters outside the layers: embedding, output head, final norm (and positions)."""
-        return self.params_total - sum(g.count * (g.params + g.expert_params) for g in self.groups)
-
-    @cached_property
-    def dense_layer_params(self) -> float:
-        return sum(g.count * g.params for g in self.groups)
-
-    @cached_property
-    def n_layers(self) -> int:
-        return sum(g.count for g in self.groups)
-
-    @cached_property
-    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
-        """Per layer group: (forward ops, backward + recompute ops, attention core ops)."""
-        return tuple(
-            (sel & (self.phase == 0), sel & (self.phase > 0), sel & self.core)
-            for sel in (self.group == gi for gi in range(len(self.groups)))
-        )
-
-    @cached_property
-    def in_layers(self) -> np.ndarray:
-        return self.group >= 0
-
-    @cached_property
-    def layer_backward(self) -> np.ndarray:
-        return self.in_layers & (self.phase > 0)
-
-    activation_bytes_per_token: float  # all layers, under the remat policy
-    logits_bytes_per_token: float
-
-
-def _leaves(
-    cfg: TransformerConfig, seq_len: int, remat: str, batch: int, dtypes: Dtypes, flash: bool, dropout: bool
-) -> list[tuple[str, object]]:
-    work = Workload("train", batch, seq_len, causal=flash, flash=flash, dropout=dropout)
-    tree = model_costs(cfg, work, dtypes, remat)
-    return [(path, node.cost) for path, node in tree.walk() if not node.children]
-
-
-@lru_cache(maxsize=64)
-def model_profile(
-    cfg: TransformerConfig,
-    seq_len: int,
-    remat: str,
-    chip: Chip,
-    eff: TrainingEfficiency,
-    dtypes: Dtypes = _DEFAULT_DTYPES,
-    flash: bool = True,
-    dropout: bool = False,
-) -> ModelProfile:
-    """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
-    every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
-    style dropout on attention probabilities and residual branches."""
-    one = _leaves(cfg, seq_len, remat, 1, dtypes, flash, dropout)
-    two = _leaves(cfg, seq_len, remat, 2, dtypes, flash, dropout)
-    groups = layer_groups(cfg)
-    names = [g.name for g in groups]
-    rows = []
-    for (path, c1), (_, c2) in zip(one, two, strict=True):
-        parts = path.split("/")
-        flops = c1.flops  # type: ignore[attr-defined]
-        if flops:
-            (unit, dtype), _ = max(c1.flops_by.items(), key=lambda kv: kv[1])  # type: ignore[attr-defined]
-            peak = chip.flops_per_s(dtype, unit)
-            rate = peak * (eff.matrix if unit == "matrix" else eff.vector)
-        else:
-            rate = 1.0
-        act = c2.hbm_bytes - c1.hbm_bytes  # type: ignore[attr-defined]
-        weight = max(0.0, c1.hbm_bytes - act)  # type: ignore[attr-defined]
-        # layer ops sit under model/{forward,backward}/layers/<group>/... or model/recompute/<group>/...
-        gname = parts[3] if len(parts) > 3 and parts[2] == "layers" else parts[2] if parts[1] == "recompute" else ""
-        grp = names.index(gname) if gname in names else -1
-        phase = {"forward": 0, "backward": 1, "recompute": 2}.get(parts[1], 0)
-        on_matrix = flops > 0 and _is_matrix(c1)
-        rows.append((flops, rate, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE, on_matrix))
-        if flash and phase == 0 and grp >= 0 and parts[-1] in FLASH_BACKWARD_RECOMPUTE:
-            rows.append((flops, rate, weight, act, grp, 2, "experts" in parts, True, on_matrix))
-    cols = list(zip(*rows, strict=True))
-    tree = param_tree(cfg)
-    gprof = []
-    for g in groups:
-        node = tree.find(f"layers/{g.name}")
-        expert = 0.0
-        if g.moe:
-            moe = node.find("moe")
-            expert = sum(c.params for c in moe.children if c.name == "experts")
-        gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - expert) / g.count, expert / g.count))
-    flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[5])
-    matrix_mask = np.array(cols[8], dtype=float)
-    model_fl = float(np.sum(flops_arr * matrix_mask * (phase_arr < 2))) / seq_len
-    hw_fl = float(np.sum(flops_arr * matrix_mask)) / seq_len
-    return ModelProfile(
-        cfg,
-        seq_len,
-        remat,
-        flops_arr,
-        np.array(cols[1]),
-        np.array(cols[2]),
-        np.array(cols[3]),
-        np.array(cols[4]),
-        phase_arr,
-        np.array(cols[6], dtype=bool),
-        np.array(cols[7], dtype=bool),
-        tuple(gprof),
-        model_fl,
-        hw_fl,
-        tree.params,
-        sum(g.expert_params * g.count for g in gprof),
-        activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
-        logits_bytes_per_token(cfg),
-    )
-
-
-def _is_matrix(cost: object) -> bool:
-    return any(unit == "matrix" for unit, _ in cost.flops_by)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -263,28 +96,44 @@ class StepResult:
 @dataclass
 class CommPricer:
     """Collective times on one mesh, cached: the bandwidth term is linear in bytes and the
-    latency term constant, so each (kind, axes) is priced once (cost/collectives.py)."""
+    latency term constant, so each (kind, axes) is priced once (cost/collectives.py).
+
+    ``rates`` may be shared by the pricers of every mesh on one topology and chip (a search
+    does): it is keyed by where the axes lie (their segments), which is all a collective's
+    time depends on, so meshes that place an axis alike price it once."""
 
     mesh: Mesh
     chip: Chip
     network_eff: float
+    rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
     _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = field(default_factory=dict)
-    _shape: dict[str, int] = field(default_factory=dict)
+    _placed: dict[str, tuple[str, tuple[object, ...]]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self._shape = self.mesh.shape
+    def __post_init__(self) -> None:  # where each axis of size > 1 lies
+        self._placed = {a.name: (a.name, a.segments) for a in self.mesh.axes if a.size > 1}
 
     def time(self, kind: str, axes: tuple[str, ...], nbytes: float) -> float:
-        axes = tuple(a for a in axes if self._shape.get(a, 1) > 1)
-        if not axes or nbytes <= 0:
+        if nbytes <= 0:
             return 0.0
-        key = (kind, axes)
-        if key not in self._cache:
+        rate = self._cache.get((kind, axes))
+        if rate is None:
+            rate = self._cache[(kind, axes)] = self._rate(kind, axes)
+        per_byte, lat = rate
+        if not per_byte and not lat:  # every axis has size 1: nothing moves
+            return 0.0
+        return max(nbytes * per_byte / self.network_eff, lat)
+
+    def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float]:
+        """(seconds per byte, latency seconds); (0, 0) when every axis has size 1."""
+        axes = tuple(a for a in axes if a in self._placed)
+        if not axes:
+            return 0.0, 0.0
+        key = (kind, tuple(self._placed[a] for a in axes))
+        if key not in self.rates:
             probe = 1 << 30
             ct = collective_time(Comm(kind, axes, float(probe)), self.mesh, self.chip)
-            self._cache[key] = (ct.bandwidth_time_s / probe, ct.latency_time_s)
-        per_byte, lat = self._cache[key]
-        return max(nbytes * per_byte / self.network_eff, lat)
+            self.rates[key] = (ct.bandwidth_time_s / probe, ct.latency_time_s)
+        return self.rates[key]
 
 
 def layout_mesh(topology: Topology, par: Parallelism) -> Mesh:
@@ -322,13 +171,24 @@ class TrainingSetup:
     flash_attention: bool = True
     dropout: bool = False
 
-    @property
+    @cached_property
     def chips(self) -> int:
         return self.topology.num_chips
 
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+    @cached_property
+    def element_bytes(self) -> tuple[float, float, float]:
+        """Bytes of one activation, weight and gradient element."""
+        act, prec = self.dtypes.activations, self.precision
+        return dtype_bytes(act), dtype_bytes(prec.params), dtype_bytes(prec.grads)
+
+    @cached_property
+    def peak_flops_per_s(self) -> float:
+        """The chip's peak in the activation dtype (the MFU denominator)."""
+        return self.chip.flops_per_s(self.dtypes.activations)
 
 
 @dataclass(frozen=True)
@@ -363,82 +223,76 @@ class Shards:
         )
 
 
-def _op_times(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> dict[str, np.ndarray]:
-    """Per-op times for one microbatch of ``b`` sequences on one chip (see module docstring)."""
-    k = par.tp * par.cp
-    wshard = par.tp * np.where(prof.expert, par.ep, 1)
-    compute = b * prof.flops / (k * prof.rate)
-    memory = (prof.weight_bytes / wshard + b * prof.act_bytes / k) / bw
-    t = np.maximum(compute, memory)
-    return {"t": t, "compute": compute, "memory": memory}
+def profile_for(setup: TrainingSetup, remat: str) -> ModelProfile:
+    """The (cached) model profile of ``setup`` under a remat policy."""
+    return model_profile(
+        setup.cfg,
+        setup.seq_len,
+        remat,
+        setup.chip,
+        setup.efficiency,
+        setup.dtypes,
+        setup.flash_attention,
+        setup.dropout,
+    )
 
 
 def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> StepResult:
     """Time and memory of one step of ``par`` (validated by the caller) on ``setup``."""
-    cfg, eff, prec = setup.cfg, setup.efficiency, setup.precision
-    prof = model_profile(
-        cfg, setup.seq_len, par.remat, setup.chip, eff, setup.dtypes, setup.flash_attention, setup.dropout
-    )
+    prof = profile_for(setup, par.remat)
+    return step_result(setup, par, pricer, prof, step_parts(setup, par, pricer, prof))
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """A step's figures that do not depend on the pipeline's interleaving (virtual stages):
+    layouts that differ only in it share them."""
+
+    sums: OpSums
+    tokens_chip: float  # tokens of the microbatch one chip's sequence chunk holds
+    per_microbatch: tuple[float, float, float, float, float]  # ops, tensor, context, fsdp, expert parallel
+    data_parallel: float
+    optimizer: float
+    offload: float
+
+
+def step_parts(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> StepParts:
+    """StepParts of ``par`` under the profile of its remat policy."""
+    cfg, eff = setup.cfg, setup.efficiency
     b = microbatch_size(setup.global_batch, par)
-    ops = _op_times(prof, par, b, setup.chip.hbm_bytes_per_s * eff.hbm)
-    t = ops["t"]
-    stage_layers = math.ceil(cfg.n_layers / par.pp)
-    layer_scale = stage_layers / cfg.n_layers
-    in_layers = prof.in_layers
-    ops_mb = float(np.sum(t[in_layers]) * layer_scale + np.sum(t[~in_layers]))
-    a_bytes, w_bytes, g_bytes = dtype_bytes(setup.dtypes.activations), dtype_bytes(prec.params), dtype_bytes(prec.grads)
-    tokens_chip = b * setup.seq_len / par.cp  # tokens of the microbatch one chip's sequence chunk holds
+    sums = op_sums(prof, par, b, setup.chip.hbm_bytes_per_s * eff.hbm)
+    layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
+    ops_mb = float(sums.in_layers * layer_scale + sums.outside)
+    tokens_chip = b * setup.seq_len / par.cp
     shards = Shards.of(par)
-    br: dict[str, float] = {"compute_and_memory": 0.0}
-    tp_mb = cp_mb = fsdp_mb = ep_mb = 0.0
-    passes = 3 if par.remat == "full" else 2  # forward, backward (+ forward again under full remat)
-    for gi, g in enumerate(prof.groups):
-        n = g.count * layer_scale
-        fwd_mask, bwd_mask, core_mask = prof.masks[gi]
-        fwd = float(t[fwd_mask].sum()) / g.count
-        bwd = float(t[bwd_mask].sum()) / g.count
-        act = tokens_chip * cfg.d_model * a_bytes
-        tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
-        tp_mb += n * passes * tp_one * (1 - eff.tp_overlap)
-        if par.cp > 1:
-            kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
-            ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
-            core = float(t[core_mask].sum()) / g.count
-            cp_mb += n * max(0.0, 3 * ring - core)
-        if par.fsdp > 1:
-            dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
-            ag = pricer.time("all-gather", shards.dense_fsdp_axes, dense_w)
-            ag += pricer.time("all-gather", ("fsdp",), expert_w) if shards.expert_fsdp > 1 else 0.0
-            rs = pricer.time("reduce-scatter", shards.dense_fsdp_axes, dense_w * g_bytes / w_bytes)
-            rs += (
-                pricer.time("reduce-scatter", ("fsdp",), expert_w * g_bytes / w_bytes) if shards.expert_fsdp > 1 else 0
-            )
-            hide = eff.fsdp_overlap
-            fsdp_mb += n * (max(0.0, ag - hide * fwd) + max(0.0, ag + rs - hide * bwd))
-        if g.moe and par.ep > 1 and cfg.moe is not None:
-            routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
-            ep_mb += n * passes * 2 * pricer.time("all-to-all", ("ep",), routed)
-    if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
-        edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
-        fsdp_mb += 2 * pricer.time("all-gather", shards.dense_fsdp_axes, edge)
-        fsdp_mb += pricer.time("reduce-scatter", shards.dense_fsdp_axes, edge * g_bytes / w_bytes)
+    comm = _layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip)
+    opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
+    return StepParts(
+        sums,
+        tokens_chip,
+        (ops_mb, *comm),
+        _dp_exposed(setup, par, prof, pricer, shards, sums.layer_backward * layer_scale),
+        opt_params * OPTIMIZER_BYTES_PER_PARAM / (setup.chip.hbm_bytes_per_s * eff.hbm),
+        _offload_time(setup, par, opt_params, shards.params(prof, par), par.microbatches),
+    )
+
+
+def step_result(
+    setup: TrainingSetup,
+    par: Parallelism,
+    pricer: CommPricer,
+    prof: ModelProfile,
+    parts: StepParts,
+    memory: dict[str, float] | None = None,
+) -> StepResult:
+    """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
+    ops_mb, tp_mb, cp_mb, fsdp_mb, ep_mb = parts.per_microbatch
     pp_mb = 0.0
     if par.pp > 1:
-        boundary = tokens_chip * cfg.d_model * a_bytes / par.tp
+        boundary = parts.tokens_chip * setup.cfg.d_model * setup.element_bytes[0] / par.tp
         pp_mb = 2 * par.virtual_stages * pricer.time("permute", ("pp",), boundary)
     t_mb = ops_mb + tp_mb + cp_mb + fsdp_mb + ep_mb + pp_mb
     m = par.microbatches
-    bubble = t_mb * (par.pp - 1) / par.virtual_stages
-    dense_chip, expert_chip = _params_per_chip(prof, par)
-    # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
-    dp_t = pricer.time("all-reduce", (*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)
-    if shards.expert_dp > 1 or par.cp > 1:
-        dp_t += pricer.time("all-reduce", ("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes)
-    bwd_last = float(t[prof.layer_backward].sum()) * layer_scale
-    dp_exposed = max(0.0, dp_t - eff.dp_overlap * bwd_last)
-    opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
-    opt_t = opt_params * OPTIMIZER_BYTES_PER_PARAM / (setup.chip.hbm_bytes_per_s * eff.hbm)
-    offload_t = _offload_time(setup, par, opt_params, shards.params(prof, par), m)
     br = {
         "compute_and_memory": ops_mb * m,
         "tensor_parallel": tp_mb * m,
@@ -446,52 +300,102 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
         "fsdp": fsdp_mb * m,
         "expert_parallel": ep_mb * m,
         "pipeline_p2p": pp_mb * m,
-        "pipeline_bubble": bubble,
-        "data_parallel": dp_exposed,
-        "optimizer": opt_t,
-        "offload": offload_t,
+        "pipeline_bubble": t_mb * (par.pp - 1) / par.virtual_stages,
+        "data_parallel": parts.data_parallel,
+        "optimizer": parts.optimizer,
+        "offload": parts.offload,
     }
-    step = sum(br.values())
-    mem = memory_per_chip(setup, par, prof, b)
-    usable = setup.chip.hbm_bytes * (1 - eff.memory_reserve)
-    peak = setup.chip.flops_per_s(setup.dtypes.activations)
+    if memory is None:
+        memory = memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par))
     return StepResult(
         par,
-        step,
+        sum(br.values()),
         br,
-        mem,
+        memory,
         setup.chip.hbm_bytes,
-        usable,
+        setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve),
         setup.tokens_per_step,
         prof.model_flops_per_token * setup.tokens_per_step,
         prof.hardware_flops_per_token * setup.tokens_per_step,
         setup.chips,
-        peak,
-        _bound(br, ops, in_layers),
+        setup.peak_flops_per_s,
+        _bound(br, parts.sums),
     )
+
+
+def _layer_comm(
+    setup: TrainingSetup,
+    par: Parallelism,
+    prof: ModelProfile,
+    sums: OpSums,
+    pricer: CommPricer,
+    shards: Shards,
+    tokens_chip: float,
+) -> tuple[float, float, float, float]:
+    """Exposed tensor-, context-, FSDP- and expert-parallel time of one microbatch on the fullest stage."""
+    cfg, eff = setup.cfg, setup.efficiency
+    a_bytes, w_bytes, g_bytes = setup.element_bytes
+    layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
+    tp_mb = cp_mb = fsdp_mb = ep_mb = 0.0
+    passes = 3 if par.remat == "full" else 2  # forward, backward (+ forward again under full remat)
+    act = tokens_chip * cfg.d_model * a_bytes
+    tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
+    for g, (fwd, bwd, core) in zip(prof.groups, sums.groups, strict=True):
+        n = g.count * layer_scale
+        tp_mb += n * passes * tp_one * (1 - eff.tp_overlap)
+        if par.cp > 1:
+            kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
+            ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
+            cp_mb += n * max(0.0, 3 * ring - core / g.count)
+        if par.fsdp > 1:
+            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes)
+            hide = eff.fsdp_overlap
+            fsdp_mb += n * (max(0.0, ag - hide * (fwd / g.count)) + max(0.0, ag + rs - hide * (bwd / g.count)))
+        if g.moe and par.ep > 1 and cfg.moe is not None:
+            routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
+            ep_mb += n * passes * 2 * pricer.time("all-to-all", ("ep",), routed)
+    if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
+        edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
+        fsdp_mb += 2 * pricer.time("all-gather", shards.dense_fsdp_axes, edge)
+        fsdp_mb += pricer.time("reduce-scatter", shards.dense_fsdp_axes, edge * g_bytes / w_bytes)
+    return tp_mb, cp_mb, fsdp_mb, ep_mb
+
+
+def _fsdp_layer(
+    pricer: CommPricer, par: Parallelism, shards: Shards, g: GroupProfile, w_bytes: float, g_bytes: float
+) -> tuple[float, float]:
+    """One layer's FSDP weight all-gather and gradient reduce-scatter (routed experts only over the rest of fsdp)."""
+    dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
+    ag = pricer.time("all-gather", shards.dense_fsdp_axes, dense_w)
+    ag += pricer.time("all-gather", ("fsdp",), expert_w) if shards.expert_fsdp > 1 else 0.0
+    rs = pricer.time("reduce-scatter", shards.dense_fsdp_axes, dense_w * g_bytes / w_bytes)
+    rs += pricer.time("reduce-scatter", ("fsdp",), expert_w * g_bytes / w_bytes) if shards.expert_fsdp > 1 else 0
+    return ag, rs
+
+
+def _dp_exposed(
+    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, pricer: CommPricer, shards: Shards, bwd_last: float
+) -> float:
+    """The gradient all-reduce over dp (and cp) left after hiding behind the last backward pass."""
+    g_bytes = setup.element_bytes[2]
+    dense_chip, expert_chip = _params_per_chip(prof, par)
+    # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
+    dp_t = pricer.time("all-reduce", (*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)
+    if shards.expert_dp > 1 or par.cp > 1:
+        dp_t += pricer.time("all-reduce", ("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes)
+    return max(0.0, dp_t - setup.efficiency.dp_overlap * bwd_last)
 
 
 def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]:
-    """(fits, bytes per chip) without timing the step: the search's cheap first filter."""
-    prof = model_profile(
-        setup.cfg,
-        setup.seq_len,
-        par.remat,
-        setup.chip,
-        setup.efficiency,
-        setup.dtypes,
-        setup.flash_attention,
-        setup.dropout,
-    )
-    b = microbatch_size(setup.global_batch, par)
-    total = sum(memory_per_chip(setup, par, prof, b).values())
+    """(fits, bytes per chip) without timing the step."""
+    prof = profile_for(setup, par.remat)
+    total = sum(memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par)).values())
     return total <= setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve), total
 
 
-def _bound(br: dict[str, float], ops: dict[str, np.ndarray], in_layers: np.ndarray) -> str:
+def _bound(br: dict[str, float], sums: OpSums) -> str:
     comm = sum(v for k, v in br.items() if k not in ("compute_and_memory", "pipeline_bubble", "optimizer", "offload"))
-    compute = float(np.sum(np.where(ops["compute"] >= ops["memory"], ops["t"], 0.0)))
-    memory = float(np.sum(np.where(ops["compute"] < ops["memory"], ops["t"], 0.0)))
+    compute, memory = sums.compute_bound, sums.memory_bound
     share = br["compute_and_memory"] / max(compute + memory, 1e-30)
     candidates = {
         "compute": compute * share,
@@ -536,24 +440,58 @@ def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, 
     ZeRO-1/2; on the host with offload), activations of the stage's layers for the
     microbatches in flight (1F1B: min(m, pp) on the first stage), fp32 logits of one
     microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers)."""
-    state = _state_bytes(setup.precision)
-    shards = Shards.of(par)
-    weights = 0.0 if par.offload == "params" else shards.params(prof, par) * state["weights"]
-    opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
-    opt = 0.0 if par.offload != "none" else opt_params * (state["master"] + state["optimizer"])
-    tokens_chip = b * setup.seq_len / par.cp
-    stage_layers = math.ceil(setup.cfg.n_layers / par.pp)
-    in_flight = min(par.microbatches, par.pp) if par.pp > 1 else 1
-    act = prof.activation_bytes_per_token / setup.cfg.n_layers * stage_layers * tokens_chip / par.tp * in_flight
-    buffers = 0.0
-    if par.fsdp > 1:
-        biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
-        buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
-    return {
-        "weights": weights,
-        "gradients": shards.params(prof, par, over_dp=par.zero_stage >= 2) * state["grads"],
-        "optimizer": opt,
-        "activations": act,
-        "logits": tokens_chip * prof.logits_bytes_per_token / par.tp,
-        "buffers": buffers,
-    }
+    return MemoryTerms.of(setup, par, prof, b).breakdown(prof.activation_bytes_per_token, par.zero_stage, par.offload)
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """memory_per_chip's figures for one layout before its remat policy, ZeRO stage and offload
+    are chosen: the search derives every variant of a layout from one of these."""
+
+    state: dict[str, float]  # bytes per parameter: weights, grads, master, optimizer
+    held: float  # parameters one chip holds (over tp x pp x fsdp; experts over ep)
+    held_over_dp: float  # the same also sharded over dp (ZeRO-1/2 state)
+    n_layers: int
+    stage_layers: int
+    tokens_chip: float
+    tp: int
+    in_flight: int
+    logits: float
+    buffers: float
+
+    @staticmethod
+    def of(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> MemoryTerms:
+        """From any remat policy's profile: the parameter figures do not depend on it."""
+        state = _state_bytes(setup.precision)
+        shards = Shards.of(par)
+        tokens_chip = b * setup.seq_len / par.cp
+        buffers = 0.0
+        if par.fsdp > 1:
+            biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
+            buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
+        return MemoryTerms(
+            state,
+            shards.params(prof, par),
+            shards.params(prof, par, over_dp=True),
+            setup.cfg.n_layers,
+            math.ceil(setup.cfg.n_layers / par.pp),
+            tokens_chip,
+            par.tp,
+            min(par.microbatches, par.pp) if par.pp > 1 else 1,
+            tokens_chip * prof.logits_bytes_per_token / par.tp,
+            buffers,
+        )
+
+    def breakdown(self, act_bytes_per_token: float, zero_stage: int, offload: str) -> dict[str, float]:
+        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes."""
+        state = self.state
+        opt_params = self.held_over_dp if zero_stage >= 1 else self.held
+        act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip / self.tp
+        return {
+            "weights": 0.0 if offload == "params" else self.held * state["weights"],
+            "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],
+            "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
+            "activations": act * self.in_flight,
+            "logits": self.logits,
+            "buffers": self.buffers,
+        }

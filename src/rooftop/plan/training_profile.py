@@ -1,0 +1,228 @@
+"""A model's per-op figures for one training sequence (``ModelProfile``), from which a step
+prices any microbatch size and layout fast, and the sums of its per-op times a step needs
+(``OpSums``), memoized per (tp, cp, ep, microbatch) on the profile.
+
+Each op is timed as max(compute, memory) on the chip (a per-op roofline), its FLOPs and
+activation bytes sharded evenly over tp x cp and its weights over tp (and ep for experts);
+see plan/training.py for the step built from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from rooftop.hardware.chip import Chip
+from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
+from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
+from rooftop.model.transformer import model_costs
+from rooftop.plan.efficiency import TrainingEfficiency
+from rooftop.plan.parallelism import Parallelism
+
+_DEFAULT_DTYPES = Dtypes()
+#: a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against the
+#: forward's 2 (2.5x; Dao 2023, FlashAttention-2, section 3.1), the extra 0.5x counted as recompute
+#: (hardware FLOPs, not model FLOPs), whatever the remat policy.
+FLASH_BACKWARD_RECOMPUTE = ("scores", "softmax")
+ATTENTION_CORE = ("scores", "softmax", "values")
+
+
+@dataclass(frozen=True)
+class GroupProfile:
+    """Per-layer figures of one layer group (per sequence of the microbatch)."""
+
+    name: str
+    count: int
+    moe: bool
+    params: float  # non-expert parameters of one layer
+    expert_params: float  # routed-expert parameters of one layer
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """Per-op figures for ONE sequence, from which any microbatch size is priced fast:
+    op flops F (per sequence), weight bytes W (independent of the batch) and activation
+    bytes A (per sequence), found from the op costs at batch 1 and batch 2."""
+
+    cfg: TransformerConfig
+    seq_len: int
+    remat: str
+    flops: np.ndarray
+    rate: np.ndarray  # peak FLOPs/s x efficiency of each op's (unit, dtype)
+    weight_bytes: np.ndarray
+    act_bytes: np.ndarray
+    group: np.ndarray  # index into groups, -1 for embedding / head ops
+    phase: np.ndarray  # 0 forward, 1 backward, 2 recompute
+    expert: np.ndarray  # bool
+    core: np.ndarray  # bool: attention core (scores, softmax, values)
+    groups: tuple[GroupProfile, ...]
+    model_flops_per_token: float  # matrix FLOPs of forward + backward, no recompute (MFU numerator)
+    hardware_flops_per_token: float  # matrix FLOPs including recompute (HFU numerator)
+    params_total: float
+    params_expert: float
+
+    @cached_property
+    def edge_params(self) -> float:
+        """Parameters outside the layers: embedding, output head, final norm (and positions)."""
+        return self.params_total - sum(g.count * (g.params + g.expert_params) for g in self.groups)
+
+    @cached_property
+    def dense_layer_params(self) -> float:
+        return sum(g.count * g.params for g in self.groups)
+
+    @cached_property
+    def n_layers(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    @cached_property
+    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+        """Per layer group: (forward ops, backward + recompute ops, attention core ops)."""
+        return tuple(
+            (sel & (self.phase == 0), sel & (self.phase > 0), sel & self.core)
+            for sel in (self.group == gi for gi in range(len(self.groups)))
+        )
+
+    @cached_property
+    def in_layers(self) -> np.ndarray:
+        return self.group >= 0
+
+    @cached_property
+    def layer_backward(self) -> np.ndarray:
+        return self.in_layers & (self.phase > 0)
+
+    @cached_property
+    def op_sums_memo(self) -> dict[tuple[int, int, int, int, float], OpSums]:
+        """op_sums already found for this profile (see op_sums)."""
+        return {}
+
+    activation_bytes_per_token: float  # all layers, under the remat policy
+    logits_bytes_per_token: float
+
+
+def _leaves(
+    cfg: TransformerConfig, seq_len: int, remat: str, batch: int, dtypes: Dtypes, flash: bool, dropout: bool
+) -> list[tuple[str, object]]:
+    work = Workload("train", batch, seq_len, causal=flash, flash=flash, dropout=dropout)
+    tree = model_costs(cfg, work, dtypes, remat)
+    return [(path, node.cost) for path, node in tree.walk() if not node.children]
+
+
+@lru_cache(maxsize=64)
+def model_profile(
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str,
+    chip: Chip,
+    eff: TrainingEfficiency,
+    dtypes: Dtypes = _DEFAULT_DTYPES,
+    flash: bool = True,
+    dropout: bool = False,
+) -> ModelProfile:
+    """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
+    every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
+    style dropout on attention probabilities and residual branches."""
+    one = _leaves(cfg, seq_len, remat, 1, dtypes, flash, dropout)
+    two = _leaves(cfg, seq_len, remat, 2, dtypes, flash, dropout)
+    groups = layer_groups(cfg)
+    names = [g.name for g in groups]
+    rows = []
+    for (path, c1), (_, c2) in zip(one, two, strict=True):
+        parts = path.split("/")
+        flops = c1.flops  # type: ignore[attr-defined]
+        if flops:
+            (unit, dtype), _ = max(c1.flops_by.items(), key=lambda kv: kv[1])  # type: ignore[attr-defined]
+            peak = chip.flops_per_s(dtype, unit)
+            rate = peak * (eff.matrix if unit == "matrix" else eff.vector)
+        else:
+            rate = 1.0
+        act = c2.hbm_bytes - c1.hbm_bytes  # type: ignore[attr-defined]
+        weight = max(0.0, c1.hbm_bytes - act)  # type: ignore[attr-defined]
+        # layer ops sit under model/{forward,backward}/layers/<group>/... or model/recompute/<group>/...
+        gname = parts[3] if len(parts) > 3 and parts[2] == "layers" else parts[2] if parts[1] == "recompute" else ""
+        grp = names.index(gname) if gname in names else -1
+        phase = {"forward": 0, "backward": 1, "recompute": 2}.get(parts[1], 0)
+        on_matrix = flops > 0 and _is_matrix(c1)
+        rows.append((flops, rate, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE, on_matrix))
+        if flash and phase == 0 and grp >= 0 and parts[-1] in FLASH_BACKWARD_RECOMPUTE:
+            rows.append((flops, rate, weight, act, grp, 2, "experts" in parts, True, on_matrix))
+    cols = list(zip(*rows, strict=True))
+    tree = param_tree(cfg)
+    gprof = []
+    for g in groups:
+        node = tree.find(f"layers/{g.name}")
+        expert = 0.0
+        if g.moe:
+            moe = node.find("moe")
+            expert = sum(c.params for c in moe.children if c.name == "experts")
+        gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - expert) / g.count, expert / g.count))
+    flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[5])
+    matrix_mask = np.array(cols[8], dtype=float)
+    model_fl = float(np.sum(flops_arr * matrix_mask * (phase_arr < 2))) / seq_len
+    hw_fl = float(np.sum(flops_arr * matrix_mask)) / seq_len
+    return ModelProfile(
+        cfg,
+        seq_len,
+        remat,
+        flops_arr,
+        np.array(cols[1]),
+        np.array(cols[2]),
+        np.array(cols[3]),
+        np.array(cols[4]),
+        phase_arr,
+        np.array(cols[6], dtype=bool),
+        np.array(cols[7], dtype=bool),
+        tuple(gprof),
+        model_fl,
+        hw_fl,
+        tree.params,
+        sum(g.expert_params * g.count for g in gprof),
+        activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
+        logits_bytes_per_token(cfg),
+    )
+
+
+def _is_matrix(cost: object) -> bool:
+    return any(unit == "matrix" for unit, _ in cost.flops_by)  # type: ignore[attr-defined]
+
+
+def _op_times(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> dict[str, np.ndarray]:
+    """Per-op times for one microbatch of ``b`` sequences on one chip (see module docstring)."""
+    k = par.tp * par.cp
+    wshard = par.tp * np.where(prof.expert, par.ep, 1)
+    compute = b * prof.flops / (k * prof.rate)
+    memory = (prof.weight_bytes / wshard + b * prof.act_bytes / k) / bw
+    t = np.maximum(compute, memory)
+    return {"t": t, "compute": compute, "memory": memory}
+
+
+@dataclass(frozen=True)
+class OpSums:
+    """The sums of one microbatch's per-op times (``_op_times``) that a step needs."""
+
+    in_layers: float  # every layer op
+    outside: float  # embedding, output head, loss
+    layer_backward: float  # layer backward and recompute ops
+    groups: tuple[tuple[float, float, float], ...]  # per layer group: forward, backward + recompute, attention core
+    compute_bound: float  # time of the ops whose compute term is the larger
+    memory_bound: float  # time of the others
+
+
+def op_sums(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> OpSums:
+    """OpSums of a microbatch of ``b`` sequences under ``par``'s tp, cp and ep; memoized on the
+    profile, as layouts that differ only in other degrees share them."""
+    key = (par.tp, par.cp, par.ep, b, bw)
+    found = prof.op_sums_memo.get(key)
+    if found is None:
+        ops = _op_times(prof, par, b, bw)
+        t = ops["t"]
+        found = prof.op_sums_memo[key] = OpSums(
+            float(np.sum(t[prof.in_layers])),
+            float(np.sum(t[~prof.in_layers])),
+            float(t[prof.layer_backward].sum()),
+            tuple((float(t[f].sum()), float(t[bk].sum()), float(t[c].sum())) for f, bk, c in prof.masks),
+            float(np.sum(np.where(ops["compute"] >= ops["memory"], t, 0.0))),
+            float(np.sum(np.where(ops["compute"] < ops["memory"], t, 0.0))),
+        )
+    return found

@@ -25,11 +25,13 @@ with the PyTorch path, which prices ops from their aten shapes instead of HLO (a
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo import HloAnalysis, TimedOp
 from rooftop.analysis.trace import OpExecution, Trace, detect_steps, op_executions
 from rooftop.cost.roofline import Estimate
@@ -122,11 +124,12 @@ def category_of(op_name: str, opcode: str) -> str:
 
 def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
-    for s, e in sorted(intervals):
+    for iv in sorted(intervals):
+        s, e = iv
         if out and s <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], e))
         else:
-            out.append((s, e))
+            out.append(iv if iv.__class__ is tuple else (s, e))  # the same pair, not a copy
     return out
 
 
@@ -195,8 +198,53 @@ def _comm_overlap(execs: list[OpExecution], compute: Mapping[str, list[tuple[flo
     total = sum(e.end_s - e.start_s for e in execs)
     if not total:
         return None
-    hidden = sum(_intersection([(e.start_s, e.end_s)], compute.get(e.device, [])) for e in execs)
+    ends = compute.ends if isinstance(compute, DeviceIntervals) else _Ends(compute)
+    hidden = sum(_overlap(e.start_s, e.end_s, compute.get(e.device, []), ends[e.device]) for e in execs)
     return hidden / total
+
+
+class _Ends(dict[str, list[float] | None]):
+    """device -> the end times of its merged (sorted, disjoint) intervals, built on first use; None where
+    they cannot be bisected (:func:`_ordered`)."""
+
+    def __init__(self, intervals: Mapping[str, list[tuple[float, float]]]) -> None:
+        super().__init__()
+        self.intervals = intervals
+
+    def __missing__(self, device: str) -> list[float] | None:
+        merged = self.intervals.get(device, [])
+        ends = self[device] = [e for _, e in merged] if _ordered(merged) else None
+        return ends
+
+
+def _ordered(merged: list[tuple[float, float]]) -> bool:
+    """Whether merged intervals can be bisected: with no reversed interval (a negative duration, from a
+    malformed begin/end pair) their starts and ends both increase."""
+    return all(s <= e for s, e in merged)
+
+
+class DeviceIntervals(dict[str, list[tuple[float, float]]]):
+    """device -> merged intervals (sorted, disjoint), with their end times (``ends``) for bisection,
+    kept with them so that judging many ops bisects into the same lists."""
+
+    def __init__(self, intervals: Mapping[str, list[tuple[float, float]]]) -> None:
+        super().__init__(intervals)
+        self.ends = _Ends(self)
+
+
+def _overlap(lo: float, hi: float, merged: list[tuple[float, float]], ends: list[float] | None) -> float:
+    """``_intersection([(lo, hi)], merged)`` in O(log n + k): ``merged`` is sorted and disjoint, ``ends`` its
+    end times; the intervals ending at or before ``lo`` add nothing, the walk stops past ``hi``. The same
+    terms are added in the same order, so the sum is the same to the last bit."""
+    if ends is None:
+        return _intersection([(lo, hi)], merged)
+    total = 0.0
+    for j in range(bisect.bisect_right(ends, lo), len(merged)):
+        s, e = merged[j]
+        total += max(0.0, min(hi, e) - max(lo, s))
+        if hi < e:
+            break
+    return total
 
 
 @dataclass(frozen=True)
@@ -266,32 +314,57 @@ def is_communication(e: OpExecution) -> bool:
     return _is_collective(e.instruction or e.name) or (e.instruction is None and "nccl" in e.name.lower())
 
 
-def compute_intervals(execs: list[OpExecution]) -> dict[str, list[tuple[float, float]]]:
+def compute_intervals(execs: list[OpExecution]) -> DeviceIntervals:
     """Per device, the merged intervals in which a non-collective op runs."""
-    return _device_intervals(execs, False)
+    return device_intervals(execs)[0]
 
 
-def _device_intervals(execs: list[OpExecution], collective: bool) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+def device_intervals(execs: list[OpExecution]) -> tuple[DeviceIntervals, DeviceIntervals]:
+    """Per device, the merged intervals of its compute (non-collective ops) and of its communication,
+    in one pass (:func:`is_communication` decided once per distinct instruction and name)."""
+    out: tuple[dict[str, list[tuple[float, float]]], ...] = (defaultdict(list), defaultdict(list))
+    kinds: dict[tuple[str | None, str], bool] = {}
     for e in execs:
-        if is_communication(e) == collective:
-            out[e.device].append((e.start_s, e.end_s))
-    return {d: _merge(v) for d, v in out.items()}
+        key = (e.instruction, e.name)
+        comm = kinds.get(key)
+        if comm is None:
+            comm = kinds[key] = is_communication(e)
+        out[comm][e.device].append((e.start_s, e.end_s))
+    compute, comm_ = ({d: _merge(v) for d, v in part.items()} for part in out)
+    return DeviceIntervals(compute), DeviceIntervals(comm_)
 
 
-def _steps(trace: Trace, execs: list[OpExecution]) -> list[StepReport]:
+class _Clipper:
+    """The intervals of one device's merged (sorted, disjoint) list that meet a window, clipped to it,
+    found by bisection: starts and ends both increase, so they are one contiguous run."""
+
+    __slots__ = ("ends", "intervals", "starts")
+
+    def __init__(self, intervals: list[tuple[float, float]]) -> None:
+        self.intervals = intervals
+        self.starts = [s for s, _ in intervals]
+        self.ends = [e for _, e in intervals] if _ordered(intervals) else None
+
+    def clip(self, lo: float, hi: float) -> list[tuple[float, float]]:
+        if self.ends is None:  # not bisectable: every interval tested
+            return [(max(s, lo), min(e, hi)) for s, e in self.intervals if e > lo and s < hi]
+        first, stop = bisect.bisect_right(self.ends, lo), bisect.bisect_left(self.starts, hi)
+        return [(max(s, lo), min(e, hi)) for s, e in self.intervals[first:stop]]
+
+
+def _steps(
+    trace: Trace, execs: list[OpExecution], intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None
+) -> list[StepReport]:
     out = []
-    compute = _device_intervals(execs, False)
-    comm = _device_intervals(execs, True)
+    compute, comm = intervals or device_intervals(execs)
     devices = sorted(set(compute) | set(comm)) or ["-"]
+    clippers = [(_Clipper(compute.get(d, [])), _Clipper(comm.get(d, []))) for d in devices]
     for step in detect_steps(trace):
-        window = [(step.start_s, step.end_s)]
+        lo, hi = step.start_s, step.end_s
+        window = [(lo, hi)]
         busy = cm = ov = 0.0
-        for d in devices:
-            c = [(max(s, step.start_s), min(e, step.end_s)) for s, e in compute.get(d, []) if e > step.start_s
-                 and s < step.end_s]  # fmt: skip
-            k = [(max(s, step.start_s), min(e, step.end_s)) for s, e in comm.get(d, []) if e > step.start_s
-                 and s < step.end_s]  # fmt: skip
+        for compute_d, comm_d in clippers:
+            c, k = compute_d.clip(lo, hi), comm_d.clip(lo, hi)
             busy += _intersection(window, _merge(c + k))
             cm += _length(k)
             ov += _intersection(c, k)
@@ -319,13 +392,23 @@ def compare(
 ) -> ProfileReport:
     """Join ``trace`` with the HLO analyses (module name -> HloAnalysis) and judge every op.
     ``op_names``: module -> instruction -> metadata op_name (the source scope), for categories."""
+    with paused_gc():  # a million executions and intervals: collection passes would dominate
+        return _compare(trace, analyses, op_names or {})
+
+
+def _compare(
+    trace: Trace, analyses: Mapping[str, HloAnalysis], op_names: Mapping[str, Mapping[str, str]]
+) -> ProfileReport:
     execs = op_executions(trace)
-    joiner = _Joiner(analyses, op_names or {})
+    joiner = _Joiner(analyses, op_names)
     grouped: dict[tuple, list[OpExecution]] = defaultdict(list)
+    bases: dict[str | None, str | None] = {}
     for e in execs:
-        grouped[(_base_module(e.module), e.instruction, e.name)].append(e)
-    compute = _device_intervals(execs, False)
-    ops = [_op_report(k, v, joiner, compute) for k, v in grouped.items()]
+        if e.module not in bases:
+            bases[e.module] = _base_module(e.module)
+        grouped[(bases[e.module], e.instruction, e.name)].append(e)
+    intervals = device_intervals(execs)
+    ops = [_op_report(k, v, joiner, intervals[0]) for k, v in grouped.items()]
     sharding = []
     for a in analyses.values():
         sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
@@ -336,7 +419,7 @@ def compare(
         notes.append("no HLO available: ops have measured times only (give --hlo, or profile with JAX so the "
                      "XPlane carries each module's HLO)")  # fmt: skip
     chip = next(iter(analyses.values())).chip.name if analyses else "-"
-    return assemble(trace, execs, ops, chip, sharding, notes)
+    return assemble(trace, execs, ops, chip, sharding, notes, intervals=intervals)
 
 
 def assemble(
@@ -346,13 +429,16 @@ def assemble(
     chip: str,
     sharding: Iterable[str] = (),
     notes: Iterable[str] = (),
+    *,
+    intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None,
 ) -> ProfileReport:
     """The report of judged ``ops`` (ranked by time lost, then name), with the steps, categories and memory
-    of ``trace``; ``execs`` are every op execution of the trace (``op_executions``), for the steps."""
+    of ``trace``; ``execs`` are every op execution of the trace (``op_executions``), for the steps;
+    ``intervals`` their :func:`device_intervals` when already computed."""
     ranked = sorted(ops, key=lambda r: (-r.lost_s, r.name))
     cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
     for r in ranked:
         cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
         cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
-    return ProfileReport(trace.source, chip, tuple(ranked), tuple(_steps(trace, execs)), dict(cats),
+    return ProfileReport(trace.source, chip, tuple(ranked), tuple(_steps(trace, execs, intervals)), dict(cats),
                          tuple(sharding), _memory(trace), tuple(notes))  # fmt: skip

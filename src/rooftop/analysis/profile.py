@@ -19,9 +19,10 @@ from rooftop.analysis.compare import (
     assemble,
     category_of,
     compare,
-    compute_intervals,
+    device_intervals,
     judge,
 )
+from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo import HloAnalysis, analyze
 from rooftop.analysis.hlo_parse import HloModule, parse_hlo, parse_hlo_file
 from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
@@ -41,9 +42,10 @@ def _op_names(module: HloModule) -> dict[str, str]:
 def _busiest_modules(trace: Trace) -> list[str]:
     """Module names (as the events spell them) by busy time, most first."""
     busy: Counter[str] = Counter()
-    for e in trace.events:
-        if e.module and e.kind in ("op", "kernel"):
-            busy[e.module] += e.duration_s
+    ev = trace.events
+    for module, kind, dur in zip(ev.column("module"), ev.column("kind"), ev.column("duration_s"), strict=True):
+        if module and kind in ("op", "kernel"):
+            busy[module] += dur
     return [m for m, _ in busy.most_common()]
 
 
@@ -87,7 +89,16 @@ def profile_report(
     topology: str | None = None,
     progress: ProgressFn | None = None,
 ) -> ProfileReport:
+    """The ProfileReport of a trace (a path to load, or a loaded Trace) on ``chip``: JAX traces joined with
+    their modules' HLO (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`)."""
     trace = source if isinstance(source, Trace) else load_trace(source, progress)
+    with paused_gc():  # millions of acyclic rows and executions: collection passes would dominate
+        return _profile_report(trace, chip, hlo, mesh, topology)
+
+
+def _profile_report(
+    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None
+) -> ProfileReport:
     if not trace.events:
         raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
     if trace.format == "kineto":
@@ -124,27 +135,27 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
     ops: dict[tuple[str, str], list[int]] = defaultdict(list)
     launch: dict[str, int] = {}
     external: dict[Any, int] = {}
-    for i, k in enumerate(kind):
+    for i, (k, a) in enumerate(zip(kind, args, strict=True)):
         if k != "other":
             continue
-        cat = args[i].get("cat")
-        if cat == "cpu_op" and "Input Dims" in args[i]:
+        cat = a.get("cat")
+        if cat == "cpu_op" and "Input Dims" in a:
             ops[(device[i], line[i])].append(i)
-            external.setdefault(args[i].get("External id"), i)
+            external.setdefault(a.get("External id"), i)
         elif cat in _LAUNCH_CATS and corr[i] is not None:
             launch.setdefault(corr[i], i)
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     out: dict[int, tuple[int | None, str]] = {}
-    for i, k in enumerate(kind):
+    for i, (k, c) in enumerate(zip(kind, corr, strict=True)):
         if k != "kernel":
             continue
-        at = launch.get(corr[i]) if corr[i] is not None else None
+        at = launch.get(c) if c is not None else None
         if at is not None:
             queries[(device[at], line[at])].append((start[at], i))
         elif args[i].get("External id") in external:
             out[i] = (external[args[i]["External id"]], "")
         else:
-            out[i] = (None, f"its launch (correlation {corr[i]}) is not in the trace")
+            out[i] = (None, f"its launch (correlation {c}) is not in the trace")
     no_op = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
     for thread, asks in queries.items():
         spans = sorted(ops.get(thread, []), key=lambda i: (start[i], -dur[i]))
@@ -162,14 +173,32 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
     return out
 
 
-def _execution(trace: Trace, rows: Sequence[int], name: str) -> OpExecution:
-    """The kernels ``rows`` (one op execution on one device) as one OpExecution: busy = their summed time."""
-    ev = trace.events
-    start, dur, names, steps = (ev.column(c) for c in ("start_s", "duration_s", "name", "step"))
-    kernels = tuple(dict.fromkeys(names[r] for r in rows))
-    return OpExecution(ev.column("device")[rows[0]], None, None, name, min(start[r] for r in rows),
-                       max(start[r] + dur[r] for r in rows), sum(dur[r] for r in rows), len(rows), kernels,
-                       steps[rows[0]])  # fmt: skip
+class _Executions:
+    """Kernel rows (one op execution on one device) -> an OpExecution: busy = their summed time."""
+
+    def __init__(self, trace: Trace) -> None:
+        ev = trace.events
+        self.start, self.dur, self.names, self.steps, self.device = (
+            ev.column(c) for c in ("start_s", "duration_s", "name", "step", "device")
+        )
+        self.singles: dict[str, tuple[str]] = {}
+
+    def one(self, r: int, name: str) -> OpExecution:
+        """``of([r], name)`` without the generators (the same numbers: a sum of one starts at 0)."""
+        start, dur, kernel = self.start[r], self.dur[r], self.names[r]
+        kernels = self.singles.get(kernel)
+        if kernels is None:
+            kernels = self.singles[kernel] = (kernel,)
+        return OpExecution(self.device[r], None, None, name, start, start + dur, 0 + dur, 1, kernels, self.steps[r])
+
+    def of(self, rows: Sequence[int], name: str) -> OpExecution:
+        if len(rows) == 1:
+            return self.one(rows[0], name)
+        start, dur = self.start, self.dur
+        kernels = tuple(dict.fromkeys(self.names[r] for r in rows))
+        return OpExecution(self.device[rows[0]], None, None, name, min(start[r] for r in rows),
+                           max(start[r] + dur[r] for r in rows), sum(dur[r] for r in rows), len(rows), kernels,
+                           self.steps[rows[0]])  # fmt: skip
 
 
 class _Nccl:
@@ -234,25 +263,36 @@ def _price(op: TorchOp, chip: Chip) -> tuple[str, Priced]:
 def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> ProfileReport:
     """Every kernel of a PyTorch trace judged against the roofline of the op that launched it, one row per
     (aten op, shapes, dtypes); NCCL kernels as collectives; kernels no op explains stay "unknown cost"."""
+    with paused_gc():
+        return _kineto_report(trace, chip, topology)
+
+
+def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileReport:
     ev = trace.events
-    kind, names, args = ev.column("kind"), ev.column("name"), ev.column("args")
+    kind, names, args, device = ev.column("kind"), ev.column("name"), ev.column("args"), ev.column("device")
     launched = launching_ops(trace)
     nccl = _Nccl(trace, chip, topology)
+    executions = _Executions(trace)
     per_op: dict[tuple[int, str], list[int]] = defaultdict(list)
     groups: dict[tuple, tuple[str, str | None, Priced, list[OpExecution]]] = {}
+    is_nccl: dict[str, bool] = {}
     unexplained = 0
-    for k, (op_row, why) in sorted(launched.items()):
-        if "nccl" in names[k].lower():
-            key = ("nccl", *nccl.key(args[k]), "" if args[k].get("Collective name") else names[k])
+    for k in sorted(launched):
+        op_row, why = launched[k]
+        name = names[k]
+        if name not in is_nccl:
+            is_nccl[name] = "nccl" in name.lower()
+        if is_nccl[name]:
+            key = ("nccl", *nccl.key(args[k]), "" if args[k].get("Collective name") else name)
             if key not in groups:
                 groups[key] = (*nccl.price(key[1:-1], args[k], key[-1]), [])
-            groups[key][3].append(_execution(trace, [k], groups[key][0]))
+            groups[key][3].append(executions.one(k, groups[key][0]))
         elif op_row is None:
             unexplained += 1
-            groups.setdefault(("kernel", names[k], why), (names[k], None, Priced(None, unknown=why), []))[3].append(
-                _execution(trace, [k], names[k]))  # fmt: skip
+            groups.setdefault(("kernel", name, why), (name, None, Priced(None, unknown=why), []))[3].append(
+                executions.one(k, name))  # fmt: skip
         else:
-            per_op[(op_row, ev.column("device")[k])].append(k)
+            per_op[(op_row, device[k])].append(k)
     prices: dict[tuple, tuple[str, Priced]] = {}
     for (op_row, _device), kernels in per_op.items():
         op = TorchOp.from_args(names[op_row], args[op_row])
@@ -261,13 +301,13 @@ def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> Prof
             prices[sig] = _price(op, chip)
         label, priced = prices[sig]
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)
-        groups.setdefault(key, (label, op.name, priced, []))[3].append(_execution(trace, kernels, label))
+        groups.setdefault(key, (label, op.name, priced, []))[3].append(executions.of(kernels, label))
     execs = op_executions(trace)
-    compute = compute_intervals(execs)
+    intervals = device_intervals(execs)
     ops: list[OpReport] = []
     for key, (label, opcode, priced, group) in groups.items():
         category = "communication" if key[0] == "nccl" else category_of(label, opcode or label)
-        ops.append(judge(label, None, opcode, category, group, priced, compute))
+        ops.append(judge(label, None, opcode, category, group, priced, intervals[0]))
     kernels = sum(1 for k in kind if k == "kernel")
     n_priced = sum(r.events for _, _, p, g in groups.values() if p.estimate and not p.unknown for r in g)
     notes = [
@@ -277,4 +317,4 @@ def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> Prof
     ]
     if not any(args[i].get("cat") == "cpu_op" and "Input Dims" in args[i] for i, k in enumerate(kind) if k == "other"):
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
-    return assemble(trace, execs, ops, chip.name, (), notes)
+    return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)

@@ -105,9 +105,9 @@ class TorchOp:
 
     @staticmethod
     def from_args(name: str, args: Mapping[str, Any]) -> TorchOp:
-        dims = tuple(_shape(d) for d in args.get("Input Dims") or ())
-        types = tuple(str(t) for t in args.get("Input type") or ())
-        concrete = tuple(str(c) for c in args.get("Concrete Inputs") or ())
+        dims = tuple(map(_shape, args.get("Input Dims") or ()))
+        types = tuple(map(str, args.get("Input type") or ()))
+        concrete = tuple(map(str, args.get("Concrete Inputs") or ()))
         return TorchOp(name, dims, types + ("",) * (len(dims) - len(types)), concrete)
 
     def is_list(self, i: int) -> bool:
@@ -162,9 +162,11 @@ class TorchOp:
 
 
 def _shape(dims: Any) -> Any:
-    if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
-        return tuple(tuple(int(x) for x in d) for d in dims)
-    return tuple(int(x) for x in dims) if isinstance(dims, list) else ()
+    if not isinstance(dims, list):
+        return ()
+    if dims and isinstance(dims[0], list) and all(isinstance(d, list) for d in dims):
+        return tuple(tuple(map(int, d)) for d in dims)
+    return tuple(map(int, dims))
 
 
 def _fmt(shape: tuple[int, ...]) -> str:

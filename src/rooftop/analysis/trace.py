@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
+from operator import itemgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, overload
@@ -41,6 +42,7 @@ ProgressFn = Callable[[int, int], None]
 """``progress(events_loaded, bytes_read)``; called every few thousand events and once at the end."""
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_FLUSH_ROWS = 1 << 14  # RowBuilder: rows collected as tuples, moved into columns this many at a time
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -182,9 +184,19 @@ class RowBuilder:
     transposes them into an EventTable."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[tuple[Any, ...]] = []  # the newest rows; cleared in place by flush()
+        self.columns: list[list[Any]] = [[] for _ in COLUMNS]
+        self.flushed = 0
         self.strings: dict[str, str] = {}
         self.launch_s: dict[str, float] = {}  # host launch time by correlation id (for device events)
+
+    def flush(self) -> None:
+        """Move the rows collected so far into the columns (so that row tuples never pile up)."""
+        if self.rows:
+            for column, values in zip(self.columns, zip(*self.rows, strict=True), strict=True):
+                column.extend(values)
+            self.flushed += len(self.rows)
+            self.rows.clear()
 
     def add(
         self,
@@ -205,20 +217,25 @@ class RowBuilder:
             module = s.setdefault(module, module)
         if instruction is not None:
             instruction = s.setdefault(instruction, instruction)
-        self.rows.append((s.setdefault(device, device), s.setdefault(line, line), s.setdefault(name, name), module,
-                          instruction, start_s, duration_s, step, kind, correlation, args or _EMPTY))  # fmt: skip
+        rows = self.rows
+        rows.append((s.setdefault(device, device), s.setdefault(line, line), s.setdefault(name, name), module,
+                     instruction, start_s, duration_s, step, kind, correlation, args or _EMPTY))  # fmt: skip
+        if len(rows) >= _FLUSH_ROWS:
+            self.flush()
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self.flushed + len(self.rows)
 
     def build(self, line_names: Mapping[str, str] | None = None) -> EventTable:
         """The table; ``line_names`` renames lines (placeholders for names a trace gives at its end)."""
-        cols = dict(zip(COLUMNS, map(list, zip(*self.rows, strict=True)), strict=True)) if self.rows else {}
-        self.rows = []
-        cols = cols or {c: [] for c in COLUMNS}
+        self.flush()
+        cols = dict(zip(COLUMNS, self.columns, strict=True))
+        self.columns, self.flushed = [[] for _ in COLUMNS], 0
         if line_names:
             cols["line"] = [line_names.get(x, x) for x in cols["line"]]
         self._assign_steps(cols)
+        for c in COLUMNS:  # one column at a time, each list freed as its tuple is made (EventTable keeps tuples)
+            cols[c] = tuple(cols[c])  # type: ignore[assignment]
         return EventTable(cols)
 
     def _assign_steps(self, c: dict[str, list[Any]]) -> None:
@@ -360,32 +377,82 @@ def op_executions(trace: Trace, kinds: Sequence[str] = ("op", "kernel"), *, by_t
     kernel and a GEMM kernel); kernels with no HLO instruction group by kernel name, one per event.
     Ordered by start time (then device, name), or by (device, line, start) with ``by_time=False``.
     """
+    with paused_gc():
+        return _op_executions(trace, kinds, by_time)
+
+
+def _op_executions(trace: Trace, kinds: Sequence[str], by_time: bool) -> list[OpExecution]:
     ev = trace.events
-    device, line, name, module, instruction, start, duration, step, kind = (
-        ev.column(c)
-        for c in ("device", "line", "name", "module", "instruction", "start_s", "duration_s", "step", "kind")
-    )
-    rows = [i for i, k in enumerate(kind) if k in kinds]
-    rows.sort(key=lambda i: (device[i], line[i], start[i], name[i]))
+    device, line, kind = ev.column("device"), ev.column("line"), ev.column("kind")
+    streams: dict[tuple[str, str], list[int]] = {}
+    for i, (k, d, ln) in enumerate(zip(kind, device, line, strict=True)):
+        if k in kinds:
+            rows = streams.get((d, ln))
+            if rows is None:
+                streams[(d, ln)] = [i]
+            else:
+                rows.append(i)
+    by_name, by_start = ev.column("name").__getitem__, ev.column("start_s").__getitem__
     out: list[OpExecution] = []
-    prev_key: tuple[Any, ...] | None = None
-    for i in rows:
-        inst, dur = instruction[i], duration[i]
-        key = (device[i], line[i], module[i], inst if inst is not None else name[i])
-        if key == prev_key and inst is not None and kind[i] == "kernel":
-            last = out[-1]
-            names = last.kernel_names if name[i] in last.kernel_names else (*last.kernel_names, name[i])
-            end_s = max(last.end_s, start[i] + dur)
-            out[-1] = last._replace(end_s=end_s, busy_s=last.busy_s + dur, events=last.events + 1, kernel_names=names)
-        else:
-            ex = OpExecution(
-                device[i], module[i], inst, inst or name[i], start[i], start[i] + dur, dur, 1, (name[i],), step[i]
-            )
-            out.append(ex)
-        prev_key = key
+    singles: dict[str, tuple[str]] = {}
+    for key in sorted(streams):  # (device, line, start, name), ties in row order: two stable sorts
+        rows = streams.pop(key)
+        rows.sort(key=by_name)
+        rows.sort(key=by_start)
+        _stream_executions(ev, key[0], rows, out, singles)
     if by_time:
-        out.sort(key=lambda e: (e.start_s, natural_key(e.device), e.name))
+        _sort_by_time(out)
     return out
+
+
+def _stream_executions(
+    ev: EventTable, device: str, rows: list[int], out: list[OpExecution], singles: dict[str, tuple[str]]
+) -> None:
+    """Append the executions of one (device, line)'s op rows, in time order: consecutive kernels of the
+    same (module, instruction) are one execution (an op with no instruction is keyed by its name)."""
+    name, module, instruction, start, duration, step, kind = (
+        ev.column(c) for c in ("name", "module", "instruction", "start_s", "duration_s", "step", "kind")
+    )
+    open_ = False
+    prev_mod = prev_what = mod0 = inst0 = None
+    name0, names, start0, end, busy, events, step0 = "", (), 0.0, 0.0, 0.0, 0, None
+    for i in rows:
+        inst, nm, mod, dur = instruction[i], name[i], module[i], duration[i]
+        what = inst if inst is not None else nm
+        if open_ and inst is not None and what == prev_what and mod == prev_mod and kind[i] == "kernel":
+            if nm not in names:
+                names = (*names, nm)
+            end = max(end, start[i] + dur)
+            busy = busy + dur
+            events += 1
+        else:
+            if open_:
+                out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, names, step0))
+            names = singles.get(nm)
+            if names is None:
+                names = singles[nm] = (nm,)
+            mod0, inst0, name0, start0, step0 = mod, inst, inst or nm, start[i], step[i]
+            end, busy, events, open_ = start0 + dur, dur, 1, True
+        prev_mod, prev_what = mod, what
+    if open_:
+        out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, names, step0))
+
+
+def _sort_by_time(out: list[OpExecution]) -> None:
+    """Order by (start, natural device order, name), stably: sorted by start (the streams are runs already
+    in time order), then each run of equal starts by (device, name)."""
+    start = itemgetter(OpExecution._fields.index("start_s"))
+    out.sort(key=start)
+    starts = list(map(start, out))
+    done, n = 0, len(out)
+    for k in [k for k in range(1, n) if starts[k] == starts[k - 1]]:
+        if k < done:
+            continue
+        j = k + 1
+        while j < n and starts[j] == starts[k]:
+            j += 1
+        out[k - 1 : j] = sorted(out[k - 1 : j], key=lambda e: (natural_key(e.device), e.name))
+        done = j
 
 
 def group_ops(trace: Trace, kinds: Sequence[str] = ("op", "kernel")) -> list[OpGroup]:
@@ -460,10 +527,11 @@ def _module_steps(trace: Trace) -> list[Step]:
     for module, device, lo, hi in execs:
         if module == main:
             per_device[device].append((lo, hi))
-    longest = max(len(v) for v in per_device.values())
+    runs = [sorted(v) for v in per_device.values()]
+    longest = max(len(v) for v in runs)
     steps = []
     for k in range(longest):
-        spans = [sorted(v)[k] for v in per_device.values() if len(v) > k]
+        spans = [v[k] for v in runs if len(v) > k]
         steps.append(Step(k, min(s[0] for s in spans), max(s[1] for s in spans)))
     return steps
 

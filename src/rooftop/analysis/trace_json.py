@@ -36,6 +36,7 @@ from rooftop.errors import InvalidConfigError, ParseError
 
 _US_PER_S = 1e6  # trace-event timestamps are microseconds
 _CHUNK_CHARS = 1 << 20
+_BATCH_CHARS = 1 << 10  # decode array elements in batches when at least this much text holds whole ones
 _PROGRESS_EVERY = 1 << 16
 _WS = re.compile(r"[ \t\n\r]*")
 _KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"})
@@ -54,19 +55,27 @@ _KINETO_CATS = frozenset(
     }
 )
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+#: args whose text repeats across events (module, instruction, kernel and source names): stored once.
+_SHARED_ARGS = ("hlo_module", "hlo_op", "long_name", "tf_op", "source", "kernel_details")
 
 
 class JsonStream:
-    """Incremental reader of one JSON document: values are decoded one at a time from a sliding buffer."""
+    """Incremental reader of one JSON document: values are decoded from a sliding buffer, one at a time or,
+    inside an array, as many whole elements as the buffer holds in one decoder call (:meth:`array`)."""
 
     def __init__(self, text: IO[str], source: str) -> None:
         self.text, self.source = text, source
         self.buf, self.pos, self.eof, self.lines_before = "", 0, False, 0
         self.decoder = json.JSONDecoder()
+        self.batch_at: tuple[int, int] | None = None  # (start, index) of the array element being handed out
+        self.consumed = 0  # characters dropped from the front of the buffer
+        self.bad_cuts: set[int] = set()  # offsets (from the start of the text) of cuts that failed
 
     def fill(self, chars: int | None = None) -> None:
         if self.pos > 0:
             self.lines_before += self.buf.count("\n", 0, self.pos)
+            self.consumed += self.pos
+            self.bad_cuts = {c for c in self.bad_cuts if c >= self.consumed}
             self.buf, self.pos = self.buf[self.pos :], 0
         chunk = self.text.read(chars or _CHUNK_CHARS)
         self.eof = not chunk
@@ -100,6 +109,8 @@ class JsonStream:
             chars *= 2
 
     def fail(self, message: str, at: int | None = None) -> None:
+        if at is None and self.batch_at is not None:
+            at = self._element_end(*self.batch_at)
         at = self.pos if at is None else at
         line = self.lines_before + self.buf.count("\n", 0, at) + 1
         raise ParseError(message, source=self.source, line=line)
@@ -111,13 +122,48 @@ class JsonStream:
             self.pos += 1
             return
         while True:
-            yield self.value()
+            batch = self._batch()
+            if batch is None:
+                yield self.value()
+            else:
+                items, end = batch
+                for k, item in enumerate(items):
+                    self.batch_at = (self.pos, k)
+                    yield item
+                self.batch_at, self.pos = None, end
             char = self.peek()
             self.pos += 1
             if char == "]" or (char in ("", ",") and unterminated_ok and self.peek() == ""):
                 return
             if char != ",":
                 self.fail("expected ',' or ']' in the traceEvents array")
+
+    def _batch(self) -> tuple[list[Any], int] | None:
+        """The whole array elements from here to the last ``},`` in the buffer, decoded in one call, and
+        the end of the last one; None when there is no such cut or it does not end an element of this
+        array (it lies in a string or a nested value: "[" + text + "]" is then not one JSON array, and
+        the elements up to it are read one at a time). The values are those of :meth:`value`."""
+        self.peek()
+        pos, tries = self.pos, 3
+        cut = self.buf.rfind("},", pos)
+        while tries and cut - pos >= _BATCH_CHARS:
+            if cut + self.consumed not in self.bad_cuts:
+                try:
+                    return self.decoder.decode("[" + self.buf[pos : cut + 1] + "]"), cut + 1
+                except json.JSONDecodeError:
+                    self.bad_cuts.add(cut + self.consumed)
+                    tries -= 1
+            cut = self.buf.rfind("},", pos, pos + (cut - pos) // 2 + 2)  # one in the first half
+        return None
+
+    def _element_end(self, start: int, index: int) -> int:
+        """Where element ``index`` of the batch decoded from ``start`` ends (for error lines)."""
+        pos = end = start
+        for k in range(index + 1):
+            if k:
+                pos = _WS.match(self.buf, end).end() + 1  # type: ignore[union-attr]  # past the comma
+            _, end = self.decoder.raw_decode(self.buf, _WS.match(self.buf, pos).end())  # type: ignore[union-attr]
+        return end
 
 
 def _open_text(path: Path) -> tuple[IO[bytes], IO[str]]:
@@ -194,6 +240,7 @@ class _Mapper:
         self.seen = 0
         self.host_ops = True
         self.line_keys: dict[tuple[Any, Any], str] = {}
+        self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
 
     def event(self, ev: Any) -> None:
         self.seen += 1
@@ -201,7 +248,12 @@ class _Mapper:
             return
         ph = ev.get("ph")
         if ph == "X":
-            ts, dur = _number(ev.get("ts", 0.0), "ts"), _number(ev.get("dur", 0.0), "dur")
+            ts = float(ev.get("ts", 0.0))
+            if ts - ts != 0.0:  # inf or nan (the common case inlined: _number raises)
+                ts = _number(ev.get("ts", 0.0), "ts")
+            dur = float(ev.get("dur", 0.0))
+            if dur - dur != 0.0:
+                dur = _number(ev.get("dur", 0.0), "dur")
             if dur < 0:
                 raise ValueError(f"{ev.get('name', '?')!r} has a negative duration {dur}")
             self._timed(ev, ts, dur)
@@ -224,6 +276,7 @@ class _Mapper:
 
     def _meta(self, ev: dict[str, Any]) -> None:
         name = (ev.get("args") or {}).get("name")
+        self.lines.clear()  # names change what a line is
         if ev.get("name") == "process_name" and name is not None:
             self.processes[ev.get("pid")] = str(name)
             self.host_ops = not any(
@@ -243,16 +296,25 @@ class _Mapper:
         if line is None:
             line = self.line_keys.setdefault((pid, tid), f"\0{pid}\0{tid}")
         start_s, dur_s = ts_us / _US_PER_S, dur_us / _US_PER_S
+        intern = self.rows.strings.setdefault
         if cat is not None:
             self.kineto_events += cat in _KINETO_CATS
-            args["cat"] = str(cat)
+            text = str(cat)
+            args["cat"] = intern(text, text)
             kind, device, step, corr = self._kineto(cat, name, args, pid)
             if corr is not None and kind == "other":
                 self.rows.launch_s.setdefault(corr, start_s)
             self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, args)
             return
-        plane = self.processes.get(pid, f"pid {pid}")
-        role = line_role(plane, self.threads.get((pid, tid), str(tid)))
+        known = self.lines.get((pid, tid))
+        if known is None:
+            plane = self.processes.get(pid, f"pid {pid}")
+            known = self.lines[(pid, tid)] = (plane, line_role(plane, self.threads.get((pid, tid), str(tid))))
+        plane, role = known
+        for key in _SHARED_ARGS:  # the same text on many events: one string for all
+            value = args.get(key)
+            if value.__class__ is str:
+                args[key] = intern(value, value)
         kind, device, module, inst, step, corr = classify(role, plane, name, args, host_ops=self.host_ops)
         if corr is not None and kind == "other" and plane.startswith("/host:"):
             self.rows.launch_s.setdefault(corr, start_s)
@@ -286,7 +348,6 @@ class _Mapper:
         self.memory.sort()
         fmt = "kineto" if kineto else "chrome-json"
         return Trace(table, source, fmt, {}, tuple(self.memory), tuple(sorted(devices, key=natural_key)), metadata)
-
 
 
 def _number(value: Any, what: str) -> float:

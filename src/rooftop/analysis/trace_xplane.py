@@ -259,6 +259,7 @@ class _SpaceReader:
                         kind, corr, stats))  # fmt: skip
                 count += 1
                 if count % _PROGRESS_EVERY == 0:
+                    rows.flush()  # clears rows.rows in place: ``append`` stays bound to it
                     tick(count)
             self.device_events = device_events
             if not host and line_name == "XLA Modules":

@@ -50,13 +50,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from rooftop.cost.efficiency import IDEAL, Efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.plan import inference as inf
 from rooftop.plan.serving import ServingRequest, evaluate_point
-from rooftop.plan.serving_efficiency import IDEAL_SERVING, ServingEfficiency
 
 FP8 = Dtypes("fp8", "fp8", "fp8")
 BF16 = Dtypes()
@@ -193,7 +193,7 @@ ROWS: tuple[Row, ...] = (
 )
 
 
-def predict(row: Row, eff: ServingEfficiency | None = None) -> tuple[float, bool]:
+def predict(row: Row, eff: Efficiency | None = None) -> tuple[float, bool]:
     """(predicted value of ``row.metric``, whether the batch fits in memory)."""
     chip = get_chip(row.chip)
     topology = parse_topology(chip, row.topology)
@@ -222,7 +222,7 @@ def main() -> int:
     ideal_errors: list[float] = []
     for i, row in enumerate(ROWS):
         pred, fits = predict(row)
-        ideal, _ = predict(row, IDEAL_SERVING)
+        ideal, _ = predict(row, IDEAL)
         err = pred / row.measured - 1
         ierr = ideal / row.measured - 1
         errors[row.metric].append(abs(err))

@@ -30,11 +30,11 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
-from rooftop.plan.efficiency import TrainingEfficiency, default_training_efficiency
 from rooftop.plan.parallelism import Parallelism, validate
 from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
 
@@ -179,7 +179,7 @@ def _with_fitting_remat(setup: TrainingSetup, par: Parallelism) -> Parallelism:
     return par
 
 
-def predict(run: Run, eff: TrainingEfficiency) -> tuple[float, StepResult]:
+def predict(run: Run, eff: Efficiency) -> tuple[float, StepResult]:
     chip = get_chip(run.chip)
     setup = TrainingSetup(
         run.cfg,
@@ -199,7 +199,7 @@ def predict(run: Run, eff: TrainingEfficiency) -> tuple[float, StepResult]:
     return run.flops_per_step / (setup.chips * chip.flops_per_s("bf16") * result.step_time_s), result
 
 
-def table(eff: TrainingEfficiency) -> float:
+def table(eff: Efficiency) -> float:
     errors = []
     print(f"{'run':<62} {'layout':<38} {'published':>9} {'predicted':>9} {'error':>7}")
     for run in runs():
@@ -217,7 +217,7 @@ def table(eff: TrainingEfficiency) -> float:
     return median
 
 
-def _errors(eff: TrainingEfficiency) -> dict[str, list[float]]:
+def _errors(eff: Efficiency) -> dict[str, list[float]]:
     by_source: dict[str, list[float]] = {}
     for run in runs():
         by_source.setdefault(run.source, []).append(abs(predict(run, eff)[0] - run.published) / run.published)
@@ -227,7 +227,7 @@ def _errors(eff: TrainingEfficiency) -> dict[str, list[float]]:
 def fit() -> float:
     """Grid-fit the single fitted factor (matrix efficiency). The objective is the largest
     per-source median error, so that the ten Megatron rows do not outvote PaLM and Llama 3."""
-    base = default_training_efficiency()
+    base = default_efficiency("training")
     best = (math.inf, base.matrix)
     for i in range(50, 101):
         by_source = _errors(base.replace(matrix=i / 100))
@@ -245,7 +245,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.fit:
         fit()
-    table(default_training_efficiency())
+    table(default_efficiency("training"))
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 
+from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.efficiency import default_training_efficiency
 from rooftop.plan.search import search
 from rooftop.plan.training import TrainingSetup, model_profile
 
@@ -33,7 +33,7 @@ def main() -> None:
     for model, chip_name, topo, batch_tokens, seq in CASES:
         chip = get_chip(chip_name)
         setup = TrainingSetup(
-            get_model(model), chip, parse_topology(chip, topo), batch_tokens // seq, seq, default_training_efficiency()
+            get_model(model), chip, parse_topology(chip, topo), batch_tokens // seq, seq, default_efficiency("training")
         )
         model_profile.cache_clear()
         t0 = time.perf_counter()

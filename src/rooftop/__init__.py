@@ -5,8 +5,9 @@ it into an ``Estimate`` whose every term says which figure it came from.
 """
 
 from rooftop.cost.cost import Comm, Cost, CostTree
+from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.op import Operand, elementwise, explicit, matmul, reduction
-from rooftop.cost.roofline import Efficiency, Estimate, roofline
+from rooftop.cost.roofline import Estimate, roofline
 from rooftop.errors import InvalidConfigError, ParseError, RooftopError, ShardingError, UnknownNameError
 from rooftop.hardware.catalog import get_chip, load_chips
 from rooftop.hardware.chip import Chip

@@ -10,10 +10,10 @@
 
 import pytest
 
+from rooftop.cost.efficiency import IDEAL, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.efficiency import IDEAL_TRAINING, default_training_efficiency
 from rooftop.plan.explain import critical_tokens_per_chip
 from rooftop.plan.parallelism import Parallelism, validate
 from rooftop.plan.search import search
@@ -24,7 +24,7 @@ LLAMA70 = get_model("llama-3-70b")
 
 
 def _setup(topo: str, batch: int, seq: int = 4096, ideal: bool = True) -> TrainingSetup:
-    eff = IDEAL_TRAINING if ideal else default_training_efficiency()
+    eff = IDEAL if ideal else default_efficiency("training")
     return TrainingSetup(LLAMA70, V5P, parse_topology(V5P, topo), batch, seq, eff)
 
 

@@ -1,8 +1,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.op import explicit
-from rooftop.cost.roofline import Efficiency, roofline
+from rooftop.cost.roofline import roofline
 from rooftop.hardware.catalog import get_chip
 
 flops = st.floats(min_value=0, max_value=1e18, allow_nan=False)

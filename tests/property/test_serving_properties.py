@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rooftop.cost.efficiency import IDEAL, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
@@ -14,7 +15,6 @@ from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan import inference as inf
 from rooftop.plan.inference import ServingLayout
 from rooftop.plan.serving import ServingRequest, evaluate_point, pareto_frontier, plan_serving
-from rooftop.plan.serving_efficiency import IDEAL_SERVING, default_serving_efficiency
 
 MODELS = {name: get_model(name) for name in ("llama-3-8b", "mistral-7b", "mixtral-8x7b", "gemma-2-27b")}
 CHIPS = {"h100": ("8", (1, 2, 4, 8)), "tpu-v5e": ("2x4", (1, 2, 4, 8))}
@@ -35,7 +35,7 @@ def _setup(model: str, chip_name: str, tp: int, dtypes: Dtypes, prompt: int, gen
     topo = parse_topology(chip, CHIPS[chip_name][0])
     cfg = MODELS[model]
     layout = ServingLayout(tp=tp, replicas=topo.num_chips // tp)
-    eff = IDEAL_SERVING if ideal else default_serving_efficiency(chip.kind)
+    eff = IDEAL if ideal else default_efficiency("serving", chip.kind)
     req = ServingRequest(cfg, chip, topo, prompt, gen, dtypes, efficiency=eff)
     return req, layout, make_mesh(topo, layout.mesh_axes())
 

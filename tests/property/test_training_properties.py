@@ -1,10 +1,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.efficiency import default_training_efficiency
 from rooftop.plan.parallelism import Parallelism, validate
 from rooftop.plan.search import search
 from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
@@ -14,7 +14,7 @@ H100 = get_chip("h100")
 
 
 def _setup(nodes: int, batch: int, seq: int = 4096) -> TrainingSetup:
-    return TrainingSetup(CFG, H100, parse_topology(H100, f"{nodes}x8"), batch, seq, default_training_efficiency())
+    return TrainingSetup(CFG, H100, parse_topology(H100, f"{nodes}x8"), batch, seq, default_efficiency("training"))
 
 
 def _eval(setup: TrainingSetup, par: Parallelism):  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
+from rooftop.report.formulas import collective_formula, collective_why
 
 W4 = 4.5e10
 W5E = 5e10
@@ -40,19 +41,19 @@ def t(kind: str, axes: str, nbytes: float, m, sharp: bool = False):  # type: ign
 def test_ring_all_gather_is_half_the_gathered_bytes_over_one_link(v4) -> None:  # type: ignore[no-untyped-def]
     v = 1024 * 4096 * 2 / 4  # bf16[B_X, D_Y] gathered over X: 2 MiB per device
     ct = t("all-gather", "X", v, v4)
-    assert ct.bandwidth_time_s == pytest.approx(math.ceil((4 - 1) / 2) * (v / 4) / W4)
-    assert ct.bandwidth_time_s == pytest.approx(v / (2 * W4))  # even N: V / (2W)
+    assert ct.bandwidth_time_s == pytest.approx((4 - 1) / 2 * (v / 4) / W4)
+    assert ct.bandwidth_time_s == pytest.approx((4 - 1) / 4 * v / (2 * W4))  # (N-1)/N x V / (2W)
     assert ct.latency_time_s == pytest.approx((4 // 2) * 1e-6)
     assert ct.hops == 2 and ct.bound == "bandwidth" and ct.devices == 4
-    assert ct.time_s == pytest.approx(23.3e-6, rel=1e-3)
-    assert "wraparound" in ct.why and "ring of 4" in ct.formula
+    assert ct.time_s == pytest.approx(0.75 * 23.3e-6, rel=1e-3)
+    assert "wraparound" in collective_why(ct, get_chip("tpu-v4")) and "ring of 4" in collective_formula(ct)
 
 
 def test_small_arrays_are_latency_bound(v4) -> None:  # type: ignore[no-untyped-def]
     ct = t("all-gather", "X", 128 * 2, v4)
     assert ct.bound == "latency"
     assert ct.time_s == pytest.approx(2 * 1e-6)
-    assert ct.bandwidth_time_s == pytest.approx(2 * (256 / 4) / W4)
+    assert ct.bandwidth_time_s == pytest.approx((4 - 1) / 2 * (256 / 4) / W4)
 
 
 def test_line_without_wraparound_moves_n_minus_1_shards_and_says_why() -> None:
@@ -61,17 +62,18 @@ def test_line_without_wraparound_moves_n_minus_1_shards_and_says_why() -> None:
     ct = t("all-gather", "X", v, m)
     assert ct.bandwidth_time_s == pytest.approx((4 - 1) * (v / 4) / W5E)
     assert ct.hops == 4 - 1 and ct.latency_time_s == pytest.approx(3e-6)
-    assert "no wraparound on X: line of 4" in ct.why
-    assert "wrap only at the full length 16" in ct.why
+    why = collective_why(ct, get_chip("tpu-v5e"))
+    assert "no wraparound on X: line of 4" in why
+    assert "wrap only at the full length 16" in why
     ring = t("all-gather", "X", v, mesh("tpu-v5e", "16x16", "X=16,Y=16"))
-    assert ring.bandwidth_time_s == pytest.approx(math.ceil(15 / 2) * (v / 16) / W5E)
+    assert ring.bandwidth_time_s == pytest.approx((16 - 1) / 2 * (v / 16) / W5E)
 
 
 def test_same_axis_line_costs_more_than_ring() -> None:
     ring = t("all-gather", "X", 8 * MIB, mesh("tpu-v4", "4x4x4", "X=4,Y=4,Z=4"))
     line = t("all-gather", "X", 8 * MIB, mesh("tpu-v4", "4x4x2", "X=4,Y=4,Z=2"))  # not whole cubes: no wrap
-    assert line.bandwidth_time_s / ring.bandwidth_time_s == pytest.approx(3 / 2)
-    assert "whole 4x4x4 cubes" in line.why
+    assert line.bandwidth_time_s / ring.bandwidth_time_s == pytest.approx((4 - 1) / ((4 - 1) / 2))
+    assert "whole 4x4x4 cubes" in collective_why(line, get_chip("tpu-v4"))
 
 
 def test_two_axes_work_together(v4) -> None:  # type: ignore[no-untyped-def]
@@ -79,12 +81,12 @@ def test_two_axes_work_together(v4) -> None:  # type: ignore[no-untyped-def]
     s = v / 16
     ct = t("all-gather", "X,Y", v, v4)
     ingress = (16 - 1) * s / (2 * W4 + 2 * W4)
-    assert ct.bandwidth_time_s == pytest.approx(max(ingress, 2 * s / W4))
+    assert ct.bandwidth_time_s == pytest.approx(max(ingress, (4 - 1) / 2 * s / W4))
     assert ct.hops == 2 + 2
     # one axis laid over two dims (X=16 over a 4x4 plane) is priced the same way
     x16 = t("all-gather", "X", v, mesh("tpu-v4", "4x4x4", "X=16,Z=4"))
     assert x16.bandwidth_time_s == pytest.approx(ct.bandwidth_time_s)
-    assert "X@dim0" in x16.formula
+    assert "X@dim0" in collective_formula(x16)
 
 
 def test_reduce_scatter_all_reduce_all_to_all_permute(v4) -> None:  # type: ignore[no-untyped-def]
@@ -119,7 +121,7 @@ def test_outer_factor_of_a_dim_shares_its_links() -> None:
     assert (g.size, g.stride, g.shape) == (2, 2, "ring")
     assert g.link_bytes_per_s == pytest.approx(W4 / 2)
     ct = t("all-gather", "X", 2 * MIB, m)
-    assert ct.bandwidth_time_s == pytest.approx(1 * (MIB) / (W4 / 2))
+    assert ct.bandwidth_time_s == pytest.approx((2 - 1) / 2 * MIB / (W4 / 2))  # half of each shard per path
     assert ct.hops == 1 * 2
     # gathering X and Y together uses the whole ring of dim 0
     (xy,) = mesh_groups(m, ("X", "Y"))
@@ -146,7 +148,7 @@ def test_hierarchical_all_reduce_across_fabric_and_nvlink() -> None:
     in_node = 2 * (8 - 1) * (16 * s) / 4.5e11  # RS then AG of V inside the node
     assert ct.bandwidth_time_s == pytest.approx(max(cross_node, in_node))
     assert ct.latency_time_s == pytest.approx(2 * (4 * 5e-6 + 3 * 2e-6))
-    assert "hierarchical" in ct.why
+    assert "hierarchical" in collective_why(ct, get_chip("h100"))
 
 
 def test_sharp_all_reduce_moves_v_once() -> None:

@@ -3,10 +3,12 @@
 import pytest
 
 from rooftop.cost.cost import Comm, Cost, CostTree
+from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.op import Operand, elementwise, explicit, matmul, reduction
-from rooftop.cost.roofline import Efficiency, roofline
+from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.catalog import get_chip
+from rooftop.report.formulas import term_formula
 
 V5E_BF16 = 197e12
 V5E_HBM = 819e9
@@ -106,5 +108,5 @@ def test_comms_without_mesh_is_an_error() -> None:
 
 def test_every_term_names_its_figures() -> None:
     est = roofline(explicit(1e12, 1e9), get_chip("tpu-v5e"))
-    formulas = " ".join(t.formula for t in est.terms)
+    formulas = " ".join(term_formula(t) for t in est.terms)
     assert "tpu-v5e" in formulas and "197 TFLOP/s" in formulas and "819 GB/s" in formulas

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from rooftop.cost.efficiency import (
+    IDEAL,
+    default_efficiency,
+    parse_efficiency,
+)
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
@@ -11,11 +16,6 @@ from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes, Workload
 from rooftop.plan import inference as inf
 from rooftop.plan.inference import ServingLayout
-from rooftop.plan.serving_efficiency import (
-    IDEAL_SERVING,
-    default_serving_efficiency,
-    parse_serving_efficiency,
-)
 
 L70 = get_model("llama-3-70b")
 L8 = get_model("llama-3-8b")
@@ -40,7 +40,7 @@ def matmul_weights_8b() -> int:
 
 def test_decode_weights_read_once_per_step() -> None:
     layout = ServingLayout(tp=1)
-    step = inf.decode_step(L8, H100, mesh_for(H100, "1", layout), layout, 1, 1024, BF16, IDEAL_SERVING)
+    step = inf.decode_step(L8, H100, mesh_for(H100, "1", layout), layout, 1, 1024, BF16, IDEAL)
     # every matmul weight once, plus the one embedding row the token looks up, 2 bytes each
     assert step.weights_bytes == pytest.approx((matmul_weights_8b() + 4096) * 2, rel=1e-12)
     # the KV cache of the one sequence: 1024 keys read + the new token's written, x 32 layers x 2 (K and V)
@@ -50,7 +50,7 @@ def test_decode_weights_read_once_per_step() -> None:
 
 def test_decode_latency_lower_bound_is_bytes_over_bandwidth() -> None:
     layout = ServingLayout(tp=1)
-    step = inf.decode_step(L8, H100, mesh_for(H100, "1", layout), layout, 1, 1024, BF16, IDEAL_SERVING)
+    step = inf.decode_step(L8, H100, mesh_for(H100, "1", layout), layout, 1, 1024, BF16, IDEAL)
     floor = ((matmul_weights_8b() + 4096) * 2 + (1024 + 1) * 32 * 2 * 8 * 128 * 2) / 3.35e12
     assert step.bandwidth_roofline_s == pytest.approx(floor, rel=1e-12)
     assert step.time_s >= floor
@@ -62,8 +62,8 @@ def test_decode_latency_lower_bound_is_bytes_over_bandwidth() -> None:
 
 def test_decode_at_tp8_splits_weights_and_cache_eight_ways() -> None:
     one, eight = ServingLayout(tp=1), ServingLayout(tp=8)
-    a = inf.decode_step(L70, H100, mesh_for(H100, "1", one), one, 4, 2048, BF16, IDEAL_SERVING)
-    b = inf.decode_step(L70, H100, mesh_for(H100, "8", eight), eight, 4, 2048, BF16, IDEAL_SERVING)
+    a = inf.decode_step(L70, H100, mesh_for(H100, "1", one), one, 4, 2048, BF16, IDEAL)
+    b = inf.decode_step(L70, H100, mesh_for(H100, "8", eight), eight, 4, 2048, BF16, IDEAL)
     assert b.kv_cache_bytes == pytest.approx(a.kv_cache_bytes / 8, rel=1e-12)
     assert b.weights_bytes == pytest.approx(a.weights_bytes / 8, rel=1e-3)  # embedding row is replicated
     assert b.group_s["matmul"] == pytest.approx(a.group_s["matmul"] / 8, rel=0.01)
@@ -72,7 +72,7 @@ def test_decode_at_tp8_splits_weights_and_cache_eight_ways() -> None:
 def test_overheads_make_70b_decode_2_to_4x_the_bandwidth_roofline() -> None:
     """The issue's calibration: a pure bandwidth roofline predicts TPOT ~2x too fast for 70B at TP 4-8
     and 3-4x at TP 8 (with fp8 weights the roofline halves but the fixed costs stay)."""
-    eff = default_serving_efficiency("gpu")
+    eff = default_efficiency("serving", "gpu")
     ratios = {}
     for tp, dt in ((4, BF16), (8, BF16), (8, Dtypes("fp8", "fp8", "fp8"))):
         layout = ServingLayout(tp=tp)
@@ -89,7 +89,7 @@ def test_overheads_make_70b_decode_2_to_4x_the_bandwidth_roofline() -> None:
 
 def test_tp_allreduces_are_latency_bound_at_small_batch() -> None:
     layout = ServingLayout(tp=8)
-    step = inf.decode_step(L70, H100, mesh_for(H100, "8", layout), layout, 1, 2048, BF16, IDEAL_SERVING)
+    step = inf.decode_step(L70, H100, mesh_for(H100, "8", layout), layout, 1, 2048, BF16, IDEAL)
     # 8 GPUs on NVSwitch: all-reduce = 2 x ceil(log2 8) = 6 steps of 2 us = 12 us, 160 of them
     assert step.collective_s == pytest.approx(160 * 6 * 2e-6)
     assert step.collective_latency_s == pytest.approx(step.collective_s)
@@ -100,13 +100,13 @@ def test_parallel_layers_need_one_allreduce_per_layer() -> None:
 
     cfg = dataclasses.replace(L8, parallel_layers=True, norms_per_layer=1)
     layout = ServingLayout(tp=8)
-    step = inf.decode_step(cfg, H100, mesh_for(H100, "8", layout), layout, 1, 128, BF16, IDEAL_SERVING)
+    step = inf.decode_step(cfg, H100, mesh_for(H100, "8", layout), layout, 1, 128, BF16, IDEAL)
     assert step.collectives == 32
 
 
 def test_no_collectives_without_tensor_parallelism() -> None:
     layout = ServingLayout(tp=1, replicas=8)
-    step = inf.decode_step(L8, H100, mesh_for(H100, "8", layout), layout, 16, 128, BF16, IDEAL_SERVING)
+    step = inf.decode_step(L8, H100, mesh_for(H100, "8", layout), layout, 16, 128, BF16, IDEAL)
     assert step.collectives == 0 and step.collective_s == 0
 
 
@@ -122,17 +122,17 @@ def test_no_collectives_without_tensor_parallelism() -> None:
     ],
 )
 def test_critical_batch_is_critical_intensity_times_weight_bytes(dtypes: Dtypes, expected: float) -> None:
-    assert inf.critical_batch(V5E, dtypes, IDEAL_SERVING)["ideal"] == pytest.approx(expected)
+    assert inf.critical_batch(V5E, dtypes, IDEAL)["ideal"] == pytest.approx(expected)
     # the priced ops of one chip cross over within ~15% of it (the activations a matmul reads and writes,
     # 2b/D of its weights per token, push it a little higher)
-    found = inf.compute_bound_batch(L70, V5E, ServingLayout(tp=1), 2304, dtypes, IDEAL_SERVING)
+    found = inf.compute_bound_batch(L70, V5E, ServingLayout(tp=1), 2304, dtypes, IDEAL)
     assert found == pytest.approx(expected, rel=0.15)
     # under tensor parallelism each chip still reads whole activations but 1/tp of the weights: later
-    assert inf.compute_bound_batch(L70, V5E, ServingLayout(tp=16), 2304, dtypes, IDEAL_SERVING) > found
+    assert inf.compute_bound_batch(L70, V5E, ServingLayout(tp=16), 2304, dtypes, IDEAL) > found
 
 
 def test_critical_batch_with_efficiency() -> None:
-    eff = default_serving_efficiency("tpu")
+    eff = default_efficiency("serving", "tpu")
     got = inf.critical_batch(V5E, BF16, eff)
     assert got["with_efficiency"] == pytest.approx(1.97e14 * 2 / (2 * 8.19e11) * 0.6 / 0.85)
 
@@ -167,7 +167,7 @@ def test_weights_per_chip_tp8() -> None:
 
 
 def test_max_batch_fills_usable_hbm() -> None:
-    eff = default_serving_efficiency("tpu")
+    eff = default_efficiency("serving", "tpu")
     layout = ServingLayout(tp=16)
     weights = inf.weights_per_chip_bytes(L70, layout, "bf16")
     per_seq = 2560 * 327_680 / 8
@@ -189,7 +189,7 @@ def test_prefill_attention_is_quadratic_and_causal() -> None:
 
 def test_prefill_is_compute_bound_and_dominated_by_2n_flops() -> None:
     layout = ServingLayout(tp=8)
-    p = inf.prefill(L70, H100, mesh_for(H100, "8", layout), layout, 1, 2048, BF16, IDEAL_SERVING)
+    p = inf.prefill(L70, H100, mesh_for(H100, "8", layout), layout, 1, 2048, BF16, IDEAL)
     assert p.group_bound["matmul"] == "compute"
     from rooftop.model.memory import params_matmul_active
 
@@ -202,13 +202,13 @@ def test_prefill_is_compute_bound_and_dominated_by_2n_flops() -> None:
 
 def test_pipeline_round_reads_weights_over_tp_and_cache_over_pp() -> None:
     one, two = ServingLayout(tp=4), ServingLayout(tp=4, pp=2)
-    a = inf.decode_step(L70, H100, mesh_for(H100, "4", one), one, 8, 1024, BF16, IDEAL_SERVING)
-    b = inf.decode_step(L70, H100, mesh_for(H100, "8", two), two, 8, 1024, BF16, IDEAL_SERVING)
+    a = inf.decode_step(L70, H100, mesh_for(H100, "4", one), one, 8, 1024, BF16, IDEAL)
+    b = inf.decode_step(L70, H100, mesh_for(H100, "8", two), two, 8, 1024, BF16, IDEAL)
     assert b.weights_bytes == pytest.approx(a.weights_bytes)  # each microbatch re-reads its stage's weights
     assert b.kv_cache_bytes == pytest.approx(a.kv_cache_bytes / 2)
     assert b.collectives == 2 * 80 + 2  # plus one send per stage
     with pytest.raises(InvalidConfigError, match="microbatches"):
-        inf.decode_step(L70, H100, mesh_for(H100, "8", two), two, 3, 1024, BF16, IDEAL_SERVING)
+        inf.decode_step(L70, H100, mesh_for(H100, "8", two), two, 3, 1024, BF16, IDEAL)
 
 
 def test_moe_reads_only_touched_experts_at_small_batch() -> None:
@@ -245,18 +245,18 @@ def test_validate_layout_names_the_rule() -> None:
 
 
 def test_default_factors_have_sources_and_differ_by_stack() -> None:
-    gpu, tpu = default_serving_efficiency("gpu"), default_serving_efficiency("tpu")
+    gpu, tpu = default_efficiency("serving", "gpu"), default_efficiency("serving", "tpu")
     assert (gpu.matrix, gpu.hbm, gpu.network, gpu.usable_hbm_fraction) == (0.60, 0.85, 0.80, 0.90)
     assert (gpu.kernel_s, tpu.kernel_s, gpu.step_s, gpu.kernels_per_layer) == (3e-6, 1e-6, 1e-3, 10)
-    assert default_serving_efficiency("custom").kernel_s == 3e-6
+    assert default_efficiency("serving", "custom").kernel_s == 3e-6
     assert all(src for src, _ in gpu.sources.values())
     assert set(gpu.as_dict()["sources"]) >= {"matrix", "hbm", "kernel_s", "step_s", "usable_hbm_fraction"}
 
 
-def test_parse_serving_efficiency() -> None:
-    eff = parse_serving_efficiency("hbm=0.9, step_s=0.002", default_serving_efficiency("gpu"))
+def test_parse_efficiency() -> None:
+    eff = parse_efficiency("hbm=0.9, step_s=0.002", default_efficiency("serving", "gpu"))
     assert (eff.hbm, eff.step_s, eff.matrix) == (0.9, 0.002, 0.6)
-    with pytest.raises(InvalidConfigError, match="unknown serving factor 'hmb'"):
-        parse_serving_efficiency("hmb=0.9", eff)
+    with pytest.raises(InvalidConfigError, match="unknown efficiency factor 'hmb'"):
+        parse_efficiency("hmb=0.9", eff)
     with pytest.raises(InvalidConfigError, match=r"hbm=1.5 must be in \(0, 1\]"):
-        parse_serving_efficiency("hbm=1.5", eff)
+        parse_efficiency("hbm=1.5", eff)

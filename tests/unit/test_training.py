@@ -6,12 +6,12 @@ import pytest
 
 from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm
+from rooftop.cost.efficiency import IDEAL
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.memory import param_tree
-from rooftop.plan.efficiency import IDEAL_TRAINING
 from rooftop.plan.parallelism import Parallelism, validate
 from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh, model_profile
 
@@ -20,7 +20,7 @@ CFG = get_model("llama-2-7b")  # 32 layers, D=4096, 32 heads (MHA), F=11008
 
 def _setup(chip: str, topo: str, batch: int, seq: int = 2048, **eff: float) -> TrainingSetup:
     c = get_chip(chip)
-    return TrainingSetup(CFG, c, parse_topology(c, topo), batch, seq, IDEAL_TRAINING.replace(**eff))
+    return TrainingSetup(CFG, c, parse_topology(c, topo), batch, seq, IDEAL.replace(**eff))
 
 
 def _run(setup: TrainingSetup, par: Parallelism):  # type: ignore[no-untyped-def]
@@ -138,9 +138,9 @@ def test_expert_parallel_state_is_not_sharded_twice() -> None:
     over fsdp / ep; carved from dp they are whole on each ep rank (ZeRO-0)."""
     cfg = get_model("mixtral-8x7b")
     chip = get_chip("h100")
-    setup = TrainingSetup(cfg, chip, parse_topology(chip, "1x8"), 8, 2048, IDEAL_TRAINING)
+    setup = TrainingSetup(cfg, chip, parse_topology(chip, "1x8"), 8, 2048, IDEAL)
     tree = param_tree(cfg)
-    experts = sum(g.expert_params * g.count for g in model_profile(cfg, 2048, "full", chip, IDEAL_TRAINING).groups)
+    experts = sum(g.expert_params * g.count for g in model_profile(cfg, 2048, "full", chip, IDEAL).groups)
     dense = tree.params - experts
     in_fsdp, _ = _run(setup, Parallelism(fsdp=8, ep=8, remat="full"))
     assert in_fsdp.memory["weights"] == pytest.approx((dense / 8 + experts / 8) * 2)
@@ -151,7 +151,7 @@ def test_expert_parallel_state_is_not_sharded_twice() -> None:
 def test_context_parallel_ranks_reduce_their_gradients() -> None:
     cfg = get_model("llama-3-8b")
     chip = get_chip("h100")
-    setup = TrainingSetup(cfg, chip, parse_topology(chip, "2x8"), 2, 32768, IDEAL_TRAINING.replace(dp_overlap=0.0))
+    setup = TrainingSetup(cfg, chip, parse_topology(chip, "2x8"), 2, 32768, IDEAL.replace(dp_overlap=0.0))
     dp, _ = _run(setup, Parallelism(tp=8, dp=2, zero_stage=1, remat="full"))
     cp, _ = _run(setup, Parallelism(tp=8, cp=2, dp=1, microbatches=2, remat="full"))
     assert cp.breakdown["data_parallel"] > 0
@@ -160,7 +160,7 @@ def test_context_parallel_ranks_reduce_their_gradients() -> None:
 
 def test_flash_attention_keeps_no_probabilities() -> None:
     flash = _setup("h100", "1x8", batch=8)
-    unfused = TrainingSetup(CFG, flash.chip, flash.topology, 8, 2048, IDEAL_TRAINING, flash_attention=False)
+    unfused = TrainingSetup(CFG, flash.chip, flash.topology, 8, 2048, IDEAL, flash_attention=False)
     par = Parallelism(dp=8, zero_stage=1)
     a, _ = _run(flash, par)
     b, _ = _run(unfused, par)
@@ -171,9 +171,9 @@ def test_flash_attention_keeps_no_probabilities() -> None:
 def test_pipeline_stage_holds_its_layers_and_the_edges() -> None:
     cfg = get_model("llama-3.1-405b")
     chip = get_chip("h100")
-    setup = TrainingSetup(cfg, chip, parse_topology(chip, "16x8"), 64, 4096, IDEAL_TRAINING)
+    setup = TrainingSetup(cfg, chip, parse_topology(chip, "16x8"), 64, 4096, IDEAL)
     r, _ = _run(setup, Parallelism(tp=8, pp=16, dp=1, microbatches=64, remat="full"))
-    prof = model_profile(cfg, 4096, "full", chip, IDEAL_TRAINING)
+    prof = model_profile(cfg, 4096, "full", chip, IDEAL)
     layer = prof.groups[0].params
     assert r.memory["weights"] == pytest.approx((math.ceil(126 / 16) * layer + prof.edge_params) / 8 * 2)
 

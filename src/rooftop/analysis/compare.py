@@ -179,7 +179,7 @@ class _Joiner:
 
 def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
     if _is_collective(opcode):
-        latency = any("latency-bound" in t.formula for t in est.terms if t.name.startswith("network"))
+        latency = any(t.collective is not None and t.collective.bound == "latency" for t in est.terms)
         if latency and eff < NEAR_ROOFLINE:
             return "latency-bound collective", "small message: hop latency dominates its bandwidth time"
         if eff >= NEAR_ROOFLINE:

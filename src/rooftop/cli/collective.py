@@ -20,7 +20,9 @@ from rooftop.cost.collectives import CollectiveTime, collective_time
 from rooftop.cost.cost import COLLECTIVE_KINDS, Comm
 from rooftop.dtypes import canonical_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology
+from rooftop.report.formulas import collective_formula, collective_why, group_why
 from rooftop.report.table import table
 from rooftop.sharding.notation import parse_tensor
 from rooftop.sharding.shard import shard_array
@@ -105,7 +107,7 @@ def axis_details(ct: CollectiveTime, mesh: Mesh) -> list[dict[str, Any]]:
     return out
 
 
-def collective_dict(ct: CollectiveTime, mesh: Mesh) -> dict[str, Any]:
+def collective_dict(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> dict[str, Any]:
     return {
         "kind": ct.kind,
         "time_s": ct.time_s,
@@ -132,12 +134,12 @@ def collective_dict(ct: CollectiveTime, mesh: Mesh) -> dict[str, Any]:
                 "hops": t.hops,
                 "bandwidth_time_s": t.bandwidth_time_s,
                 "latency_time_s": t.latency_time_s,
-                "why": t.group.why,
+                "why": group_why(t.group, chip),
             }
             for t in ct.groups
         ],
-        "formula": ct.formula,
-        "why": ct.why,
+        "formula": collective_formula(ct),
+        "why": collective_why(ct, chip),
     }
 
 
@@ -155,7 +157,12 @@ def run(args: argparse.Namespace) -> Output:
     else:
         nbytes = parse_bytes(args.nbytes)
     ct = collective_time(Comm(args.kind, axes, nbytes), mesh, chip, sharp=args.sharp)
-    payload = {"chip": chip.name, "topology": mesh.topology.spec, "mesh": mesh.spec(), **collective_dict(ct, mesh)}
+    payload = {
+        "chip": chip.name,
+        "topology": mesh.topology.spec,
+        "mesh": mesh.spec(),
+        **collective_dict(ct, mesh, chip),
+    }
     if array is not None:
         payload["array"] = array
 
@@ -188,8 +195,8 @@ def run(args: argparse.Namespace) -> Output:
                 ],
             )
         )
-        console.print(f"formula: {ct.formula}")
-        console.print(f"why: {ct.why}")
+        console.print(f"formula: {collective_formula(ct)}")
+        console.print(f"why: {collective_why(ct, chip)}")
         if array and array["note"]:
             console.print(f"note: {array['note']}")
 

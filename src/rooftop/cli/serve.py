@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from rooftop.cli.common import Output, add_common, chip_from_args
+from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
 from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.topology import parse_topology, topology_for_chips
@@ -18,7 +19,7 @@ from rooftop.model.config import Dtypes
 from rooftop.plan.inference import PhaseTime
 from rooftop.plan.serving import ServingPlan, ServingPoint, ServingRequest, plan_serving
 from rooftop.plan.serving_disagg import disaggregate, disaggregation_dict
-from rooftop.plan.serving_efficiency import IDEAL_SERVING, default_serving_efficiency, parse_serving_efficiency
+from rooftop.report.formulas import term_dict
 from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration, parse_duration, parse_number
 
@@ -79,9 +80,9 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         topology = parse_topology(chip, args.topology)
     else:
         topology = topology_for_chips(chip, _count(args.chips, "--chips") or 1)
-    eff = IDEAL_SERVING if args.ideal else default_serving_efficiency(chip.kind)
+    eff = IDEAL if args.ideal else default_efficiency("serving", chip.kind)
     if args.efficiency:
-        eff = parse_serving_efficiency(args.efficiency, eff)
+        eff = parse_efficiency(args.efficiency, eff)
     return ServingRequest(
         get_model(args.model),
         chip,
@@ -125,7 +126,7 @@ def phase_dict(p: PhaseTime, terms: bool = True) -> dict[str, Any]:
         "bound": p.bound,
     }
     if terms:
-        out["terms"] = [{"name": t.name, "time_s": t.seconds, "formula": t.formula} for t in p.terms]
+        out["terms"] = [term_dict(t) for t in p.terms]
     return out
 
 

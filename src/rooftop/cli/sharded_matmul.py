@@ -16,6 +16,7 @@ from rooftop.cli.common import Output
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology
+from rooftop.report.formulas import term_formula
 from rooftop.report.serialize import estimate_dict
 from rooftop.report.table import table
 from rooftop.sharding.matmul import Dtypes, ShardedMatmul, TimedStrategy, analyze_sharded_matmul
@@ -26,7 +27,8 @@ from rooftop.units import format_bytes, format_duration, format_number
 
 def _steps(t: TimedStrategy) -> list[dict[str, Any]]:
     out = []
-    for step, secs, formula in zip(t.strategy.steps, t.step_times_s, t.step_formulas, strict=True):
+    for step, secs, terms in zip(t.strategy.steps, t.step_times_s, t.step_terms, strict=True):
+        formula = "; ".join(term_formula(x) for x in terms)
         row: dict[str, Any] = {
             "kind": step.kind,
             "axes": list(step.axes),

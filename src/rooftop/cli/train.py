@@ -9,10 +9,10 @@ from typing import Any
 from rich.console import Console
 
 from rooftop.cli.common import Output, add_common, chip_from_args
+from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.topology import parse_topology, topology_for_chips
 from rooftop.model.catalog import get_model
-from rooftop.plan.efficiency import IDEAL_TRAINING, default_training_efficiency, parse_efficiency
 from rooftop.plan.explain import explain, no_layout_reason
 from rooftop.plan.search import OBJECTIVES, parse_fix, search
 from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
@@ -64,7 +64,7 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
         )
     if batch_tokens < seq:
         raise InvalidConfigError(f"--batch-tokens {batch_tokens} is less than one sequence of --seq-len {seq}")
-    eff = default_training_efficiency()
+    eff = default_efficiency("training")
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)
     # a batch that is not a whole number of sequences is rounded to the nearest (reported as global_batch_tokens)
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> Output:
         setup.topology,
         setup.global_batch,
         setup.seq_len,
-        IDEAL_TRAINING,
+        IDEAL,
         setup.precision,
         setup.dtypes,
     )
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> Output:
         "global_batch_sequences": setup.global_batch,
         "global_batch_tokens": setup.tokens_per_step,
         "seq_len": setup.seq_len,
-        "efficiency": setup.efficiency.__dict__,
+        "efficiency": setup.efficiency.as_dict(),
         "best": {**step_dict(best), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
         "candidates": [step_dict(r) for r in ranked],
         "evaluated": result.evaluated,

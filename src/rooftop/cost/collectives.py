@@ -18,10 +18,14 @@ link, so it sees W / stride. Switched links have no such sharing.
 
 Bandwidth term of an all-gather whose gathered per-device size is V over N chips
 (shard S = V / N) on ONE group of n = N chips (How to Scale Your Model, Part 3,
-"How is an AllGather actually performed?"): every chip must receive n - 1 shards.
-  ring   ceil((n-1)/2) x S / W   shards flow both ways; = V / (2W) for even n
-  line   (n-1) x S / W           the end chip receives all n-1 shards over its one link
-  switch (n-1) x S / B           = (n-1)/n x V / B (Part 12, "Intra-node collectives")
+"How is an AllGather actually performed?"): every chip must receive n - 1 shards
+through the links it has on the group. ONE convention for one group and for several:
+the n - 1 shards over the chip's inbound bandwidth, i.e. (n-1)/n x V / inbound.
+  ring   (n-1)/2 x S / W   = (n-1)/n x V / (2W): shards flow both ways over 2 links
+                           (the book's asymptotic V / (2W) for large n; a ring of
+                           discrete steps takes ceil((n-1)/2) x S / W, at most S / (2W) more)
+  line   (n-1) x S / W     = (n-1)/n x V / W: the end chip receives all n-1 shards over one link
+  switch (n-1) x S / B     = (n-1)/n x V / B (Part 12, "Intra-node collectives")
 
 Several groups of the same link kind (several axes at once, or one axis over several
 dims) work together. Two lower bounds hold and the larger is taken:
@@ -31,7 +35,8 @@ dims) work together. Two lower bounds hold and the larger is taken:
            shards of the other coordinates through that group's links alone, which
            is the single-group time above with the same S.
 On a torus of k equal rings the ingress bound is (N-1)/N x V / (2W k): Part 3's
-multi-axis rule "bytes / (bidirectional bandwidth x num_axes)" with its (N-1)/N.
+multi-axis rule "bytes / (bidirectional bandwidth x num_axes)" with the same (N-1)/N
+factor as one ring, so the one-axis and several-axis answers agree where they meet.
 
 Groups of different link kinds are *levels* of a hierarchy (dcn x ici on TPU, fabric
 x nvlink on GPU). The collective is staged (Part 12, "Cross-node collectives"): an
@@ -70,6 +75,11 @@ steps (recursive doubling/halving or Bruck's all-to-all; Thakur, Rabenseifner & 
 2005) of link_latency_s (NVLink) or scaleout_latency_s (fabric, dcn). Groups' hops add
 (the longest path, Part 3: sum_i |X_i| / 2). time_s = max(bandwidth, latency) and
 ``bound`` names the larger: small arrays are latency-bound.
+
+Network efficiency (the fraction of link bandwidth real collectives reach) divides the
+bandwidth term only, here and nowhere else: time_s = max(bandwidth / efficiency, latency).
+Every caller (roofline, the planners, HLO and profile analysis) passes it to
+``collective_time``. This module returns numbers only; report/formulas.py writes them out.
 """
 
 from __future__ import annotations
@@ -81,15 +91,20 @@ from rooftop.cost.cost import Comm
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Segment
-from rooftop.units import format_bytes, format_duration, format_rate
 
 SHARP_LINKS = ("nvlink", "fabric")
 _SWITCHED = ("nvlink", "fabric", "dcn")
+#: why a group is a line, not a ring (report/formulas.py says it in words)
+LINE_REASONS = ("partial-dim", "dim-of-2", "wrap-rule")
 
 
 @dataclass(frozen=True)
 class Group:
-    """Chips talking over one kind of link in one collective (see the module docstring)."""
+    """Chips talking over one kind of link in one collective (see the module docstring).
+
+    ``reason`` says why it has its shape: "switch" for switched links, "wraparound" for a
+    ring, and for a line one of LINE_REASONS ("partial-dim": it uses part of a wrapped dim;
+    "dim-of-2": a single link; "wrap-rule": the chip's slices do not wrap there)."""
 
     axes: tuple[str, ...]
     dim: int
@@ -101,8 +116,9 @@ class Group:
     link_bytes_per_s: float  # one path to one peer, one way, as this group sees it
     inbound_bytes_per_s: float  # what the worst-placed chip receives per second from this group
     hop_latency_s: float
-    why: str
+    reason: str
     label: str = ""
+    dim_size: int = 0  # chips on the physical dim the group lies on
 
     @property
     def name(self) -> str:
@@ -119,36 +135,34 @@ class Group:
         return math.ceil(math.log2(self.size)) if self.size > 1 else 0
 
     @property
-    def gather_units(self) -> int:
-        """Shards the busiest inbound path carries in a one-group all-gather."""
-        return math.ceil((self.size - 1) / 2) if self.shape == "ring" else self.size - 1
+    def gather_units(self) -> float:
+        """Shards per unit of inbound path bandwidth in a one-group all-gather: the n - 1
+        shards every chip receives, over its 2 ring links, 1 line link or 1 switch port."""
+        return (self.size - 1) / 2 if self.shape == "ring" else float(self.size - 1)
 
     @property
     def gather_bytes_per_s(self) -> float:
         return self.inbound_bytes_per_s if self.shape == "switch" else self.link_bytes_per_s
 
     def gather_s(self, shard_bytes: float) -> float:
-        """One-group all-gather bandwidth term: ring ceil((n-1)/2) S / W, line (n-1) S / W,
-        switch (n-1) S / B (module docstring; How to Scale Your Model Parts 3 and 12)."""
+        """One-group all-gather bandwidth term: (n-1) S / inbound = ring (n-1)/2 S / W,
+        line (n-1) S / W, switch (n-1) S / B (module docstring; the book's Parts 3 and 12)."""
         return self.gather_units * shard_bytes / self.gather_bytes_per_s
 
-    def all_to_all_s(self, chunk_bytes: float) -> float:
-        """All-to-all with ``chunk_bytes`` per (source, destination) pair: the busiest directed
-        link carries floor(n^2/4)/2 chunks on a ring, floor(n^2/4) on a line (the middle link);
-        a switch port carries n - 1 (module docstring)."""
+    def all_to_all_units(self) -> float:
+        """Chunks per unit of path bandwidth on the busiest link: floor(n^2/4)/2 on a ring
+        (both directions), floor(n^2/4) on a line (the middle link), n - 1 on a switch port."""
         n = self.size
         if self.shape == "ring":
-            return (n * n // 4) * chunk_bytes / (2 * self.link_bytes_per_s)
+            return (n * n // 4) / 2
         if self.shape == "line":
-            return (n * n // 4) * chunk_bytes / self.link_bytes_per_s
-        return (n - 1) * chunk_bytes / self.inbound_bytes_per_s
+            return float(n * n // 4)
+        return float(n - 1)
 
-    def describe_gather(self, shard_bytes: float) -> str:
-        units = f"ceil(({self.size}-1)/2)" if self.shape == "ring" else f"({self.size}-1)"
-        return (
-            f"{self.name} {self.shape} of {self.size}: {units} x {format_bytes(shard_bytes)} / "
-            f"{format_rate(self.gather_bytes_per_s)} = {format_duration(self.gather_s(shard_bytes))}"
-        )
+    def all_to_all_s(self, chunk_bytes: float) -> float:
+        """All-to-all with ``chunk_bytes`` per (source, destination) pair (module docstring)."""
+        rate = self.inbound_bytes_per_s if self.shape == "switch" else self.link_bytes_per_s
+        return self.all_to_all_units() * chunk_bytes / rate
 
 
 @dataclass(frozen=True)
@@ -162,8 +176,33 @@ class GroupTerm:
 
 
 @dataclass(frozen=True)
+class BandwidthPart:
+    """One candidate of the bandwidth term: ``units`` x ``chunk_bytes`` / ``bytes_per_s`` x
+    ``factor`` = ``seconds`` (before network efficiency).
+
+    ``rule``: "gather" (one group's own all-gather term), "ingress" (a level's groups
+    together), "sharp" (in-network all-reduce), "all-to-all", "egress", "permute".
+    ``names`` are the groups it covers, ``shape`` and ``size`` the group's (or the
+    level's link kind and chips)."""
+
+    rule: str
+    names: tuple[str, ...]
+    shape: str
+    size: int
+    units: float
+    chunk_bytes: float
+    bytes_per_s: float
+    factor: float
+    seconds: float
+
+
+@dataclass(frozen=True)
 class CollectiveTime:
-    """The time of one collective and every figure it came from."""
+    """The time of one collective and every figure it came from (numbers only).
+
+    ``bandwidth_time_s`` already includes the network efficiency; ``parts`` are the
+    bandwidth candidates (``chosen`` the ones that set the term, one per level for the
+    gather family, the largest for all-to-all and permute)."""
 
     kind: str
     axes: tuple[str, ...]
@@ -172,10 +211,11 @@ class CollectiveTime:
     bandwidth_time_s: float
     latency_time_s: float
     hops: int
-    formula: str
-    why: str
     groups: tuple[GroupTerm, ...] = ()
     sharp: bool = False
+    parts: tuple[BandwidthPart, ...] = ()
+    chosen: tuple[BandwidthPart, ...] = ()
+    network_efficiency: float = 1.0
 
     @property
     def time_s(self) -> float:
@@ -186,15 +226,10 @@ class CollectiveTime:
         """ "bandwidth" or "latency": the larger term (ties go to bandwidth)."""
         return "bandwidth" if self.bandwidth_time_s >= self.latency_time_s else "latency"
 
-
-def _wrap_rule(chip: Chip) -> str:
-    spec = chip.topology
-    if spec.wraparound == "full-axis":
-        return f"{chip.name} dims wrap only at the full length {spec.wrap_length}"
-    if spec.wraparound == "whole-cubes":
-        cube = "x".join(map(str, spec.cube or (4, 4, 4)))
-        return f"{chip.name} slices wrap only when built of whole {cube} cubes"
-    return f"{chip.name} has no wraparound links"
+    @property
+    def hierarchical(self) -> bool:
+        """Staged over levels of different link kinds (gather family only)."""
+        return len({g.group.link for g in self.groups}) > 1 and self.kind not in ("all-to-all", "permute")
 
 
 def _make_group(mesh: Mesh, chip: Chip, axes: tuple[str, ...], segs: list[Segment], name: str) -> Group:
@@ -205,25 +240,14 @@ def _make_group(mesh: Mesh, chip: Chip, axes: tuple[str, ...], segs: list[Segmen
     if pd.link in _SWITCHED:
         if pd.link == "nvlink":
             bw, lat = chip.link_count * chip.link_bytes_per_s, chip.link_latency_s
-            why = (
-                f"{name}: {size} GPUs on the NVLink switch, {chip.link_count} links x "
-                f"{format_rate(chip.link_bytes_per_s)} = {format_rate(bw)} per GPU each way"
-            )
-        elif pd.link == "fabric":
+        else:  # fabric (GPU scale-out NIC) or dcn (between TPU slices): per chip
             bw, lat = chip.dcn_bytes_per_s, chip.scaleout_latency_s
-            why = (
-                f"{name}: {size} nodes over the scale-out fabric (fat tree, full bisection), "
-                f"one {format_rate(bw)} NIC per GPU"
-            )
-        else:
-            bw, lat = chip.dcn_bytes_per_s, chip.scaleout_latency_s
-            why = f"{name}: {size} TPU slices over the data-center network, {format_rate(bw)} per chip"
         if bw <= 0:
             raise InvalidConfigError(
                 f"chip {chip.name} gives no {pd.link} bandwidth (got {bw}); "
                 f"add it to the chip file to time collectives over {name}"
             )
-        return Group(axes, dim, size, pd.link, "switch", False, stride, bw, bw, lat, why, name)
+        return Group(axes, dim, size, pd.link, "switch", False, stride, bw, bw, lat, "switch", name, pd.size)
     if chip.link_bytes_per_s <= 0:
         raise InvalidConfigError(
             f"chip {chip.name} gives no link bandwidth (links.bytes_per_s = "
@@ -231,28 +255,17 @@ def _make_group(mesh: Mesh, chip: Chip, axes: tuple[str, ...], segs: list[Segmen
         )
     wrap = pd.wrap and size * stride == pd.size
     w = chip.link_bytes_per_s / stride
-    share = (
-        (
-            f"; neighbours are {stride} chips apart, so {stride} such groups share each link "
-            f"({format_rate(chip.link_bytes_per_s)} / {stride})"
-        )
-        if stride > 1
-        else ""
-    )
     if wrap:
-        why = f"{name}: ring of {size} {pd.link.upper()} chips with wraparound (dim {dim}), shards flow both ways"
-        return Group(axes, dim, size, pd.link, "ring", True, stride, w, 2 * w, chip.link_latency_s, why + share, name)
+        return Group(
+            axes, dim, size, pd.link, "ring", True, stride, w, 2 * w, chip.link_latency_s, "wraparound", name, pd.size
+        )
     if pd.wrap and size * stride != pd.size:
-        reason = f"it uses {size} of the {pd.size} chips of dim {dim}"
+        reason = "partial-dim"
     elif pd.size == 2:
-        reason = "a dim of 2 has a single link between its chips"
+        reason = "dim-of-2"
     else:
-        reason = _wrap_rule(chip)
-    why = (
-        f"no wraparound on {name}: line of {size} ({reason}), so edge shards travel {size - 1} "
-        f"hop{'' if size == 2 else 's'} over one-way links"
-    )
-    return Group(axes, dim, size, pd.link, "line", False, stride, w, w, chip.link_latency_s, why + share, name)
+        reason = "wrap-rule"
+    return Group(axes, dim, size, pd.link, "line", False, stride, w, w, chip.link_latency_s, reason, name, pd.size)
 
 
 def mesh_groups(mesh: Mesh, axes: tuple[str, ...], chip: Chip | None = None) -> tuple[Group, ...]:
@@ -285,74 +298,108 @@ def _levels(groups: tuple[Group, ...]) -> list[list[Group]]:
     return sorted(kinds.values(), key=lambda gs: sum(g.inbound_bytes_per_s for g in gs))
 
 
-def _level_gather(level: list[Group], shard: float) -> tuple[float, str]:
-    """max(ingress bound, each group's own time) for one level with shard ``shard``."""
-    n = math.prod(g.size for g in level)
-    inbound = sum(g.inbound_bytes_per_s for g in level)
-    ingress = (n - 1) * shard / inbound
-    own = max(level, key=lambda g: g.gather_s(shard))
-    if own.gather_s(shard) >= ingress:
-        return own.gather_s(shard), own.describe_gather(shard)
-    names = ",".join(g.name for g in level)
-    return ingress, (
-        f"{names} together ({level[0].link}, {n} chips): ({n}-1) x {format_bytes(shard)} / "
-        f"{format_rate(inbound)} inbound = {format_duration(ingress)}"
+def _gather_part(g: Group, shard: float, factor: float) -> BandwidthPart:
+    return BandwidthPart(
+        "gather",
+        (g.name,),
+        g.shape,
+        g.size,
+        g.gather_units,
+        shard,
+        g.gather_bytes_per_s,
+        factor,
+        factor * g.gather_s(shard),
     )
 
 
-def _gather_family(comm: Comm, groups: tuple[Group, ...], sharp: bool) -> tuple[float, list[str], dict[Group, float]]:
+def _level_gather(level: list[Group], shard: float, factor: float) -> tuple[BandwidthPart, list[BandwidthPart]]:
+    """(chosen, candidates): max(ingress bound, each group's own time) for one level with shard ``shard``."""
+    n = math.prod(g.size for g in level)
+    inbound = sum(g.inbound_bytes_per_s for g in level)
+    own = [_gather_part(g, shard, factor) for g in level]
+    names = tuple(g.name for g in level)
+    ingress = BandwidthPart(
+        "ingress", names, level[0].link, n, float(n - 1), shard, inbound, factor, factor * (n - 1) * shard / inbound
+    )
+    worst = max(own, key=lambda p: p.seconds)
+    chosen = worst if worst.seconds >= ingress.seconds else ingress
+    return chosen, [*own, ingress] if len(level) > 1 else own
+
+
+def _gather_family(
+    comm: Comm, groups: tuple[Group, ...], sharp: bool
+) -> tuple[list[BandwidthPart], list[BandwidthPart], dict[Group, float]]:
     n_total = math.prod(g.size for g in groups)
     shard = comm.bytes / n_total
     factor = 2.0 if comm.kind == "all-reduce" else 1.0
-    best, parts, per_group = 0.0, [], {}
+    chosen, parts, per_group = [], [], {}
     for level in _levels(groups):
         n = math.prod(g.size for g in level)
         if comm.kind == "all-reduce" and sharp:
             inbound = sum(g.inbound_bytes_per_s for g in level)
-            t = n * shard / inbound
-            text = (
-                f"{','.join(g.name for g in level)} in-network all-reduce: {n} x {format_bytes(shard)} / "
-                f"{format_rate(inbound)} = {format_duration(t)}"
+            part = BandwidthPart(
+                "sharp",
+                tuple(g.name for g in level),
+                level[0].link,
+                n,
+                float(n),
+                shard,
+                inbound,
+                1.0,
+                n * shard / inbound,
             )
+            chosen.append(part)
+            parts.append(part)
             per_group.update({g: g.size * shard / g.inbound_bytes_per_s for g in level})
         else:
-            t, text = _level_gather(level, shard)
-            t *= factor
-            text = f"2 x ({text})" if factor != 1 else text
+            best, cands = _level_gather(level, shard, factor)
+            chosen.append(best)
+            parts += cands
             per_group.update({g: factor * g.gather_s(shard) for g in level})
-        parts.append(text)
-        best = max(best, t)
         shard *= n
-    return best, parts, per_group
+    return chosen, parts, per_group
 
 
-def _all_to_all(comm: Comm, groups: tuple[Group, ...]) -> tuple[float, list[str], dict[Group, float]]:
+def _all_to_all(
+    comm: Comm, groups: tuple[Group, ...]
+) -> tuple[list[BandwidthPart], list[BandwidthPart], dict[Group, float]]:
     n_total = math.prod(g.size for g in groups)
     chunk = comm.bytes / n_total
-    per_group = {g: g.all_to_all_s(chunk * n_total / g.size) for g in groups}
-    parts = []
-    for g, t in per_group.items():
-        load = {
-            "ring": f"floor({g.size}^2/4) x {{c}} / (2 x {format_rate(g.link_bytes_per_s)})",
-            "line": f"floor({g.size}^2/4) x {{c}} / {format_rate(g.link_bytes_per_s)}",
-            "switch": f"({g.size}-1) x {{c}} / {format_rate(g.inbound_bytes_per_s)}",
-        }[g.shape]
-        c = format_bytes(chunk * n_total / g.size)
-        parts.append(f"{g.name} {g.shape} of {g.size}: {load.format(c=c)} = {format_duration(t)}")
-    egress = (n_total - 1) * chunk / sum(g.inbound_bytes_per_s for g in groups)
-    best = max([egress, *per_group.values()])
-    if egress >= max(per_group.values()):
-        parts.append(f"egress ({n_total}-1) x {format_bytes(chunk)} / all links = {format_duration(egress)}")
-    return best, parts, per_group
+    parts, per_group = [], {}
+    for g in groups:
+        c = chunk * n_total / g.size  # a group of n carries N / n chunks per destination-in-group
+        rate = g.inbound_bytes_per_s if g.shape == "switch" else g.link_bytes_per_s
+        t = g.all_to_all_s(c)
+        per_group[g] = t
+        parts.append(BandwidthPart("all-to-all", (g.name,), g.shape, g.size, g.all_to_all_units(), c, rate, 1.0, t))
+    inbound = sum(g.inbound_bytes_per_s for g in groups)
+    names = tuple(g.name for g in groups)
+    egress = BandwidthPart(
+        "egress", names, "all", n_total, float(n_total - 1), chunk, inbound, 1.0, (n_total - 1) * chunk / inbound
+    )
+    parts.append(egress)
+    return [max(parts, key=lambda p: p.seconds)], parts, per_group
 
 
-def _permute(comm: Comm, groups: tuple[Group, ...]) -> tuple[float, list[str], dict[Group, float]]:
-    per_group = {g: comm.bytes / g.link_bytes_per_s for g in groups}
+def _permute(
+    comm: Comm, groups: tuple[Group, ...]
+) -> tuple[list[BandwidthPart], list[BandwidthPart], dict[Group, float]]:
     parts = [
-        f"{g.name}: {format_bytes(comm.bytes)} / {format_rate(g.link_bytes_per_s)} = {format_duration(t)}"
-        for g, t in per_group.items()
+        BandwidthPart(
+            "permute",
+            (g.name,),
+            g.shape,
+            g.size,
+            1.0,
+            comm.bytes,
+            g.link_bytes_per_s,
+            1.0,
+            comm.bytes / g.link_bytes_per_s,
+        )
+        for g in groups
     ]
-    return max(per_group.values()), parts, per_group
+    per_group = {g: p.seconds for g, p in zip(groups, parts, strict=True)}
+    return [max(parts, key=lambda p: p.seconds)], parts, per_group
 
 
 def _latency_hops(kind: str, g: Group, sharp: bool) -> int:
@@ -363,12 +410,17 @@ def _latency_hops(kind: str, g: Group, sharp: bool) -> int:
     return g.hops
 
 
-def collective_time(comm: Comm, mesh: Mesh, chip: Chip | None = None, *, sharp: bool = False) -> CollectiveTime:
+def collective_time(
+    comm: Comm, mesh: Mesh, chip: Chip | None = None, *, sharp: bool = False, network_efficiency: float = 1.0
+) -> CollectiveTime:
     """Time one ``comm`` (count 1) on ``mesh``; figures from ``chip`` (default: the mesh's).
 
     See the module docstring for every rule and its derivation. ``sharp`` enables
-    in-network reduction for all-reduces over NVLink / fabric axes."""
+    in-network reduction for all-reduces over NVLink / fabric axes; ``network_efficiency``
+    (in (0, 1]) divides the bandwidth term, never the latency."""
     chip = chip or mesh.topology.chip
+    if not 0 < network_efficiency <= 1:
+        raise InvalidConfigError(f"network efficiency {network_efficiency} must be in (0, 1]")
     groups = mesh_groups(mesh, tuple(comm.axes), chip)
     if sharp:
         bad = [g for g in groups if g.link not in SHARP_LINKS]
@@ -378,52 +430,37 @@ def collective_time(comm: Comm, mesh: Mesh, chip: Chip | None = None, *, sharp: 
                 f"{bad[0].link} on {chip.name} (drop --sharp, or use a GPU topology such as 16x8)"
             )
     devices = math.prod(g.size for g in groups)
-    axes_txt = ",".join(comm.axes)
-    head = f"{comm.kind} of {format_bytes(comm.bytes)} per device over {axes_txt} ({devices} devices)"
     if devices == 1:
         return CollectiveTime(
-            comm.kind,
-            tuple(comm.axes),
-            comm.bytes,
-            1,
-            0.0,
-            0.0,
-            0,
-            f"{head}: nothing moves",
-            f"axes {axes_txt} have size 1: nothing moves",
-            (),
-            sharp,
+            comm.kind, tuple(comm.axes), comm.bytes, 1, 0.0, 0.0, 0, (), sharp, (), (), network_efficiency
         )
     if comm.kind in ("all-gather", "reduce-scatter", "all-reduce"):
-        bw, parts, per_group = _gather_family(comm, groups, sharp)
+        chosen, parts, per_group = _gather_family(comm, groups, sharp)
     elif comm.kind == "all-to-all":
-        bw, parts, per_group = _all_to_all(comm, groups)
+        chosen, parts, per_group = _all_to_all(comm, groups)
     else:
-        bw, parts, per_group = _permute(comm, groups)
+        chosen, parts, per_group = _permute(comm, groups)
+    bw = max(p.seconds for p in chosen) / network_efficiency
     terms = []
     for g in groups:
         hops = _latency_hops(comm.kind, g, sharp)
-        terms.append(GroupTerm(g, per_group[g], hops, hops * g.hop_latency_s))
+        terms.append(GroupTerm(g, per_group[g] / network_efficiency, hops, hops * g.hop_latency_s))
     if comm.kind == "permute":
         worst = max(terms, key=lambda t: t.latency_time_s)
         hops, lat = worst.hops, worst.latency_time_s
     else:
         hops, lat = sum(t.hops for t in terms), sum(t.latency_time_s for t in terms)
-    lat_txt = " + ".join(f"{t.hops} x {format_duration(t.group.hop_latency_s)}" for t in terms if t.hops)
-    bw_txt = parts[0] if len(parts) == 1 else "max(" + "; ".join(parts) + f") = {format_duration(bw)}"
-    ct = CollectiveTime(comm.kind, tuple(comm.axes), comm.bytes, devices, bw, lat, hops, "", "", tuple(terms), sharp)
-    formula = (
-        f"{head}: bandwidth {bw_txt}; latency {hops} hop{'' if hops == 1 else 's'} ({lat_txt or '0'}) = "
-        f"{format_duration(lat)}; "
-        f"{ct.bound}-bound"
-    )
-    why = "; ".join(g.why for g in groups)
-    if sharp and comm.kind != "all-reduce":
-        why += "; in-network reduction (SHARP) changes only all-reduces"
-    elif sharp:
-        why += "; in-network reduction (SHARP): the switch sums, so each GPU sends and receives V once"
-    if len({g.link for g in groups}) > 1 and comm.kind != "all-to-all" and comm.kind != "permute":
-        why += "; hierarchical: slowest links first with the smallest shards, stages pipelined (max of levels)"
     return CollectiveTime(
-        comm.kind, tuple(comm.axes), comm.bytes, devices, bw, lat, hops, formula, why, tuple(terms), sharp
+        comm.kind,
+        tuple(comm.axes),
+        comm.bytes,
+        devices,
+        bw,
+        lat,
+        hops,
+        tuple(terms),
+        sharp,
+        tuple(parts),
+        tuple(chosen),
+        network_efficiency,
     )

@@ -7,52 +7,56 @@
     upper bound = sum(...)                              (no overlap)
 
 (Williams, Waterman & Patterson 2009, "Roofline"; How to Scale Your Model, Part 1.)
+
+The same formula comes in two forms: ``roofline`` times one Cost and returns an Estimate
+whose Terms hold the seconds and the figures they came from; ``roofline_table`` times a
+table of ops (rows) x variants (numpy broadcasting) for the planners. Both price a
+FLOP through ``flop_rate`` and a byte through ``hbm_rate``. Numbers only: report/formulas.py
+turns Terms into words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rooftop.cost.cost import Cost
+import numpy as np
+
+from rooftop.cost.cost import Comm, Cost, FlopsKey
+from rooftop.cost.efficiency import IDEAL, Efficiency
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
-from rooftop.units import format_bytes, format_number, format_rate
 
 if TYPE_CHECKING:
+    from rooftop.cost.collectives import CollectiveTime
     from rooftop.hardware.topology import Mesh
 
-
-@dataclass(frozen=True)
-class Efficiency:
-    """Fractions of peak actually reached. 1.0 everywhere is the ideal roofline."""
-
-    matrix: float = 1.0
-    vector: float = 1.0
-    hbm: float = 1.0
-    network: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("matrix", "vector", "hbm", "network"):
-            v = getattr(self, name)
-            if not 0 < v <= 1:
-                raise InvalidConfigError(f"efficiency {name}={v} must be in (0, 1]")
-
-    @property
-    def is_ideal(self) -> bool:
-        return self.matrix == self.vector == self.hbm == self.network == 1.0
-
-
-IDEAL = Efficiency()
+#: what a Term measures; its ``bound`` when it dominates
+TERM_KINDS = ("compute", "memory", "network", "latency", "hidden", "bubble", "overhead", "host")
 
 
 @dataclass(frozen=True)
 class Term:
-    """One time term and the figures it came from."""
+    """One time term, the rule that gave it and the figures it came from (numbers and names).
+
+    ``rule`` names the formula (report/formulas.py writes it out): "flops" (FLOPs / (peak x
+    efficiency)), "hbm" (bytes / (HBM bytes/s x efficiency)), "collective" (count x one
+    collective's time, ``collective`` holds it), and the planners' own ("ops", "hidden",
+    "bubble", "fixed", "host"). ``kind`` is what bounds it (TERM_KINDS)."""
 
     name: str
     seconds: float
-    formula: str
+    kind: str
+    rule: str
+    figures: tuple[tuple[str, Any], ...] = ()
+    collective: CollectiveTime | None = field(default=None, compare=False)
+
+    def figure(self, key: str, default: Any = None) -> Any:
+        for k, v in self.figures:
+            if k == key:
+                return v
+        return default
 
 
 @dataclass(frozen=True)
@@ -83,55 +87,83 @@ class Estimate:
         return best[0]
 
     @property
+    def network_latency_bound(self) -> bool:
+        """Whether every collective of the estimate is latency-bound (False when it has none)."""
+        colls = [t.collective for t in self.terms if t.collective is not None]
+        return bool(colls) and all(c.bound == "latency" for c in colls)
+
+    @property
     def arithmetic_intensity(self) -> float:
         return self.flops / self.hbm_bytes if self.hbm_bytes else float("inf")
+
+
+def flop_rate(chip: Chip, unit: str, dtype: str, eff: Efficiency = IDEAL) -> tuple[str, float, float]:
+    """(dtype the chip runs it in, peak FLOP/s, FLOP/s reached = peak x the unit's efficiency)."""
+    used, peak = chip.flops_rate(dtype, unit)  # type: ignore[arg-type]
+    return used, peak, peak * (eff.matrix if unit == "matrix" else eff.vector)
+
+
+def hbm_rate(chip: Chip, eff: Efficiency = IDEAL) -> float:
+    """HBM bytes/s reached: peak x efficiency."""
+    return chip.hbm_bytes_per_s * eff.hbm
 
 
 def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]:
     terms = []
     for (unit, dtype), flops in sorted(cost.flops_by.items()):
-        used, rate = chip.flops_rate(dtype, unit)  # type: ignore[arg-type]
+        used, peak, rate = flop_rate(chip, unit, dtype, eff)
         factor = eff.matrix if unit == "matrix" else eff.vector
-        note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
-        eff_txt = f" x {factor:g}" if factor != 1 else ""
-        terms.append(
-            Term(
-                f"compute {unit} {dtype}",
-                flops / (rate * factor),
-                f"{format_number(flops, 'FLOP')} / ({chip.name} {unit} {used} "
-                f"{format_rate(rate, 'FLOP/s')}{eff_txt}){note}",
-            )
+        figures = (
+            ("flops", flops),
+            ("chip", chip.name),
+            ("unit", unit),
+            ("dtype", dtype),
+            ("used_dtype", used),
+            ("peak_flops_per_s", peak),
+            ("efficiency", factor),
         )
+        terms.append(Term(f"compute {unit} {dtype}", flops / rate, "compute", "flops", figures))
     return terms
+
+
+def memory_term(hbm_bytes: float, chip: Chip, eff: Efficiency = IDEAL, name: str = "memory hbm") -> Term:
+    figures = (
+        ("bytes", hbm_bytes),
+        ("chip", chip.name),
+        ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
+        ("efficiency", eff.hbm),
+    )
+    return Term(name, hbm_bytes / hbm_rate(chip, eff), "memory", "hbm", figures)
+
+
+def collective_term(comm: Comm, mesh: Mesh, chip: Chip, eff: Efficiency = IDEAL, name: str = "") -> Term:
+    """``comm.count`` x the time of one ``comm`` (cost/collectives.py, network efficiency applied there)."""
+    from rooftop.cost.collectives import collective_time
+
+    ct = collective_time(comm, mesh, chip, network_efficiency=eff.network)
+    kind = "network" if ct.bound == "bandwidth" else "latency"
+    figures = (("count", comm.count), ("kind", comm.kind), ("axes", ",".join(comm.axes)), ("bytes", comm.bytes))
+    label = name or f"network {comm.kind} {','.join(comm.axes)}"
+    return Term(label, comm.count * ct.time_s, kind, "collective", figures, ct)
 
 
 def roofline(cost: Cost, chip: Chip, mesh: Mesh | None = None, efficiency: Efficiency = IDEAL) -> Estimate:
     """Time ``cost`` on ``chip``; collectives in the cost need the ``mesh`` they run on."""
     terms = compute_terms(cost, chip, efficiency)
     compute_s = sum(t.seconds for t in terms)
-    memory_s = cost.hbm_bytes / (chip.hbm_bytes_per_s * efficiency.hbm)
-    eff_txt = f" x {efficiency.hbm:g}" if efficiency.hbm != 1 else ""
-    terms.append(
-        Term(
-            "memory hbm",
-            memory_s,
-            f"{format_bytes(cost.hbm_bytes)} / ({chip.name} HBM {format_rate(chip.hbm_bytes_per_s)}{eff_txt})",
-        )
-    )
+    mem = memory_term(cost.hbm_bytes, chip, efficiency)
+    terms.append(mem)
     network_s = 0.0
     if cost.comms:
         if mesh is None:
             raise InvalidConfigError("this cost has collectives: give a topology and mesh to time them")
-        from rooftop.cost.collectives import collective_time
-
         for comm in cost.comms:
-            ct = collective_time(comm, mesh, chip)
-            t = ct.time_s * comm.count / efficiency.network
-            network_s += t
-            terms.append(Term(f"network {comm.kind} {','.join(comm.axes)}", t, ct.formula))
+            term = collective_term(comm, mesh, chip, efficiency)
+            network_s += term.seconds
+            terms.append(term)
     dtype = _dominant_dtype(cost)
     critical = chip.critical_intensity(dtype) if dtype else chip.critical_intensity("bf16")
-    return Estimate(chip.name, cost.flops, cost.hbm_bytes, compute_s, memory_s, network_s, critical, tuple(terms))
+    return Estimate(chip.name, cost.flops, cost.hbm_bytes, compute_s, mem.seconds, network_s, critical, tuple(terms))
 
 
 def _dominant_dtype(cost: Cost) -> str | None:
@@ -139,3 +171,51 @@ def _dominant_dtype(cost: Cost) -> str | None:
     if not matrix:
         return None
     return max(matrix, key=lambda d: matrix[d])
+
+
+# ---------------------------------------------------------------- the same formula over a table of ops
+
+
+@dataclass(frozen=True)
+class RooflineTable:
+    """Per-op (x variant) seconds: ``compute_s``, ``memory_s`` and ``time_s`` = their max."""
+
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+
+    @property
+    def time_s(self) -> np.ndarray:
+        return np.maximum(self.compute_s, self.memory_s)
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        """Ops whose compute term is at least their memory term (ties go to compute, as Estimate.bound)."""
+        return self.compute_s >= self.memory_s
+
+
+def flops_table(costs: Sequence[Cost]) -> tuple[tuple[FlopsKey, ...], np.ndarray]:
+    """(keys, FLOPs): one row per cost, one column per (unit, dtype) key that any cost uses."""
+    keys = tuple(sorted({k for c in costs for k in c.flops_by}))
+    index = {k: j for j, k in enumerate(keys)}
+    table = np.zeros((len(costs), len(keys)))
+    for i, c in enumerate(costs):
+        for k, v in c.flops_by.items():
+            table[i, index[k]] = v
+    return keys, table
+
+
+def seconds_per_flop(keys: Sequence[FlopsKey], chip: Chip, eff: Efficiency = IDEAL) -> np.ndarray:
+    """1 / (peak x efficiency) of each (unit, dtype) key, as ``roofline`` prices it."""
+    return np.array([1.0 / flop_rate(chip, unit, dtype, eff)[2] for unit, dtype in keys])
+
+
+def roofline_table(
+    flops: np.ndarray, keys: Sequence[FlopsKey], hbm_bytes: np.ndarray, chip: Chip, eff: Efficiency = IDEAL
+) -> RooflineTable:
+    """``roofline`` of many ops at once: ``flops`` has the (unit, dtype) ``keys`` as its LAST axis
+    (ops x keys, or ops x variants x keys), ``hbm_bytes`` the op (x variant) shape. compute_s =
+    sum over keys of FLOPs / (peak x efficiency); memory_s = bytes / (HBM x efficiency)."""
+    compute = np.asarray(flops, dtype=float) @ seconds_per_flop(keys, chip, eff) if len(keys) else 0.0
+    memory = np.asarray(hbm_bytes, dtype=float) / hbm_rate(chip, eff)
+    compute_arr = np.broadcast_to(np.asarray(compute, dtype=float), np.shape(memory)).copy()
+    return RooflineTable(compute_arr, memory)

@@ -34,11 +34,11 @@ cost microseconds, and the runtime spends ~1 ms per step (catalog/efficiency/ser
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
-from rooftop.cost.roofline import Term, roofline
+from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.roofline import Term, collective_term, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -46,7 +46,6 @@ from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import kv_cache_bytes, mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serving_efficiency import ServingEfficiency
 from rooftop.plan.serving_layout import (
     ATTENTION_OPS,
     GROUPS,
@@ -63,7 +62,6 @@ from rooftop.plan.serving_layout import (
     validate_layout,
     weights_per_chip_bytes,
 )
-from rooftop.units import format_duration
 
 __all__ = [
     "GROUPS",
@@ -222,7 +220,7 @@ def _collectives(
     layout: ServingLayout,
     tokens: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
     hops: int,
 ) -> tuple[float, float, float, list[Term]]:
     """(time, latency part, count, terms) of the TP all-reduces and pipeline sends of one pass."""
@@ -236,24 +234,25 @@ def _collectives(
     total = latency = count = 0.0
     terms = []
     for comm, n in items:
-        ct = collective_time(comm, mesh, chip)
-        each = max(ct.bandwidth_time_s / eff.network, ct.latency_time_s)
-        total += n * each
-        latency += n * min(each, ct.latency_time_s)
+        term = collective_term(comm.scaled(n), mesh, chip, eff, f"collective {comm.kind} {comm.label}")
+        ct = term.collective
+        assert ct is not None
+        total += term.seconds
+        latency += n * min(ct.time_s, ct.latency_time_s)
         count += n
-        terms.append(Term(f"collective {comm.kind} {comm.label}", n * each, f"{n:g} x ({ct.formula})"))
+        terms.append(term)
     return total, latency, count, terms
 
 
-def _group_times(cost: ChipCost, chip: Chip, eff: ServingEfficiency) -> tuple[dict, dict, float, list[Term]]:
+def _group_times(cost: ChipCost, chip: Chip, eff: Efficiency) -> tuple[dict, dict, float, list[Term]]:
     """Roofline of each op group: (time, bound, summed compute time, terms)."""
     group_s, group_bound, terms, compute_s = {}, {}, [], 0.0
     for g in GROUPS:
-        est = roofline(cost.groups[g], chip, efficiency=eff.roofline)
+        est = roofline(cost.groups[g], chip, efficiency=eff)
         group_s[g] = est.lower_bound_s
         group_bound[g] = "compute" if est.compute_s >= est.memory_s else "memory"
         compute_s += est.compute_s
-        terms += [Term(f"{g}: {t.name}", t.seconds, t.formula) for t in est.terms]
+        terms += [replace(t, name=f"{g}: {t.name}") for t in est.terms]
     return group_s, group_bound, compute_s, terms
 
 
@@ -268,7 +267,7 @@ def _phase_time(
     tokens: int,
     context_len: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
     hops: int,
 ) -> PhaseTime:
     bw = chip.hbm_bytes_per_s * eff.hbm
@@ -276,13 +275,10 @@ def _phase_time(
     coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
     kernels = cfg.n_layers * eff.kernels_per_layer
     launch_s = kernels * eff.kernel_s
+    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
     terms += coll_terms + [
-        Term(
-            "launch",
-            launch_s,
-            f"{cfg.n_layers} layers x {eff.kernels_per_layer:g} kernels x {format_duration(eff.kernel_s)}",
-        ),
-        Term("scheduling", eff.step_s, f"{format_duration(eff.step_s)} per step (runtime, sampling, host sync)"),
+        Term("launch", launch_s, "overhead", "launch", launch),
+        Term("scheduling", eff.step_s, "overhead", "per_step", (("step_s", eff.step_s),)),
     ]
     return PhaseTime(
         phase,
@@ -317,7 +313,7 @@ def decode_step(
     batch: int,
     context_len: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
 ) -> PhaseTime:
     """One decode step of ``batch`` sequences (per replica) attending to ``context_len`` keys; with
     pp stages, a round of pp microbatches of batch / pp (module docstring)."""
@@ -336,7 +332,7 @@ def prefill(
     batch: int,
     prompt_len: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
 ) -> PhaseTime:
     """Prefill of ``batch`` prompts of ``prompt_len`` tokens on one replica, stages in sequence:
     the time to first token of the batch (quadratic attention included, causal pairs only)."""
@@ -360,7 +356,7 @@ def prefill(
 # ---------------------------------------------------------------- where decode turns compute-bound
 
 
-def critical_batch(chip: Chip, dtypes: Dtypes, eff: ServingEfficiency) -> dict[str, float | str]:
+def critical_batch(chip: Chip, dtypes: Dtypes, eff: Efficiency) -> dict[str, float | str]:
     """Batch at which a weight matmul's FLOPs time equals its weight-read time: 2 b N / F = N beta_w
     / BW, so b* = F x beta_w / (2 BW) = critical intensity x beta_w / 2; with the efficiencies,
     F x matrix x beta_w / (2 BW x hbm). Activations and attention push the real crossover a little
@@ -384,7 +380,7 @@ def compute_bound_batch(
     layout: ServingLayout,
     context_len: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
     limit: int = 1 << 16,
 ) -> int | None:
     """Smallest batch per replica at which the weight matmuls of a decode step are compute-bound on
@@ -392,7 +388,7 @@ def compute_bound_batch(
 
     def compute_bound(b: int) -> bool:
         g = chip_cost(cfg, Workload("decode", b, 1, context_len), dtypes, layout).groups["matmul"]
-        est = roofline(g, chip, efficiency=eff.roofline)
+        est = roofline(g, chip, efficiency=eff)
         return est.compute_s >= est.memory_s
 
     if not compute_bound(limit):

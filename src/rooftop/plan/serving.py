@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
@@ -27,7 +28,6 @@ from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.plan import inference as inf
 from rooftop.plan.inference import ChipMemory, PhaseTime, ServingLayout
 from rooftop.plan.parallelism import divisors
-from rooftop.plan.serving_efficiency import ServingEfficiency, default_serving_efficiency
 from rooftop.units import format_bytes, format_duration
 
 SECONDS_PER_HOUR = 3600.0
@@ -49,7 +49,7 @@ class ServingRequest:
     max_ttft_s: float | None = None
     requests_per_s: float | None = None
     price_usd_per_chip_hour: float | None = None
-    efficiency: ServingEfficiency | None = None
+    efficiency: Efficiency | None = None
     batch_cap: int = DEFAULT_BATCH_CAP
 
     def __post_init__(self) -> None:
@@ -64,10 +64,10 @@ class ServingRequest:
             if v is not None and not v > 0:
                 raise InvalidConfigError(f"{name}={v!r} must be > 0")
         if self.efficiency is None:
-            object.__setattr__(self, "efficiency", default_serving_efficiency(self.chip.kind))
+            object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
 
     @property
-    def eff(self) -> ServingEfficiency:
+    def eff(self) -> Efficiency:
         assert self.efficiency is not None
         return self.efficiency
 

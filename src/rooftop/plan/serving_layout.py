@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rooftop.cost.efficiency import Efficiency
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -21,7 +22,6 @@ from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
 from rooftop.model.transformer import OP_CATEGORY
 from rooftop.plan.parallelism import divisors
-from rooftop.plan.serving_efficiency import ServingEfficiency
 from rooftop.units import format_bytes
 
 GROUPS = ("matmul", "attention", "elementwise")
@@ -186,7 +186,7 @@ def chip_memory(
     batch: int,
     context_len: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
 ) -> ChipMemory:
     return ChipMemory(
         weights_per_chip_bytes(cfg, layout, dtypes.weights),
@@ -202,7 +202,7 @@ def max_batch(
     layout: ServingLayout,
     context_len: int,
     dtypes: Dtypes,
-    eff: ServingEfficiency,
+    eff: Efficiency,
 ) -> int:
     """Largest batch per replica (a multiple of pp) whose cache at ``context_len`` fits beside the
     weights in the usable HBM; 0 when not even pp sequences fit."""

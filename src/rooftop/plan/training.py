@@ -38,12 +38,12 @@ from functools import cached_property, lru_cache
 
 from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm
+from rooftop.cost.efficiency import Efficiency
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
-from rooftop.plan.efficiency import TrainingEfficiency
 from rooftop.plan.parallelism import Parallelism, microbatch_size
 from rooftop.plan.training_profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
 
@@ -165,7 +165,7 @@ class TrainingSetup:
     topology: Topology
     global_batch: int  # sequences per optimizer step
     seq_len: int
-    efficiency: TrainingEfficiency
+    efficiency: Efficiency
     precision: TrainingPrecision = field(default_factory=TrainingPrecision)
     dtypes: Dtypes = field(default_factory=Dtypes)
     flash_attention: bool = True
@@ -313,7 +313,7 @@ def step_result(
         br,
         memory,
         setup.chip.hbm_bytes,
-        setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve),
+        setup.chip.hbm_bytes * setup.efficiency.usable_hbm_fraction,
         setup.tokens_per_step,
         prof.model_flops_per_token * setup.tokens_per_step,
         prof.hardware_flops_per_token * setup.tokens_per_step,
@@ -390,7 +390,7 @@ def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]
     """(fits, bytes per chip) without timing the step."""
     prof = profile_for(setup, par.remat)
     total = sum(memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par)).values())
-    return total <= setup.chip.hbm_bytes * (1 - setup.efficiency.memory_reserve), total
+    return total <= setup.chip.hbm_bytes * setup.efficiency.usable_hbm_fraction, total
 
 
 def _bound(br: dict[str, float], sums: OpSums) -> str:

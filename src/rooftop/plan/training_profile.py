@@ -14,11 +14,11 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from rooftop.cost.efficiency import Efficiency
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
 from rooftop.model.transformer import model_costs
-from rooftop.plan.efficiency import TrainingEfficiency
 from rooftop.plan.parallelism import Parallelism
 
 _DEFAULT_DTYPES = Dtypes()
@@ -115,7 +115,7 @@ def model_profile(
     seq_len: int,
     remat: str,
     chip: Chip,
-    eff: TrainingEfficiency,
+    eff: Efficiency,
     dtypes: Dtypes = _DEFAULT_DTYPES,
     flash: bool = True,
     dropout: bool = False,

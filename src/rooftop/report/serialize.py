@@ -10,6 +10,7 @@ from typing import Any
 
 from rooftop.cost.roofline import Estimate
 from rooftop.hardware.chip import Chip
+from rooftop.report.formulas import term_dict
 
 #: bumped when a key is removed or changes meaning (adding keys does not bump it).
 SCHEMA_VERSION = 1
@@ -46,7 +47,7 @@ def estimate_dict(est: Estimate) -> dict[str, Any]:
         "lower_bound_s": est.lower_bound_s,
         "upper_bound_s": est.upper_bound_s,
         "bound": est.bound,
-        "terms": [{"name": t.name, "time_s": t.seconds, "formula": t.formula} for t in est.terms],
+        "terms": [term_dict(t) for t in est.terms],
     }
 
 

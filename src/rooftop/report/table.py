@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftop.cost.roofline import Estimate
+from rooftop.report.formulas import term_formula
 from rooftop.units import format_bytes, format_duration, format_number
 
 
@@ -44,7 +45,7 @@ def terms_table(est: Estimate) -> Table:
     return table(
         "where the numbers come from",
         ["term", "time", "formula"],
-        [(t.name, format_duration(t.seconds), t.formula) for t in est.terms],
+        [(t.name, format_duration(t.seconds), term_formula(t)) for t in est.terms],
     )
 
 

@@ -7,10 +7,9 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.op import Operand, matmul
-from rooftop.cost.roofline import Estimate, roofline
+from rooftop.cost.roofline import Estimate, Term, collective_term, roofline
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
@@ -412,7 +411,7 @@ class TimedStrategy:
     strategy: Strategy
     estimate: Estimate
     step_times_s: tuple[float, ...]
-    step_formulas: tuple[str, ...]
+    step_terms: tuple[tuple[Term, ...], ...]  # each step's terms (report/formulas.py writes them out)
 
     @property
     def comm_s(self) -> float:
@@ -442,17 +441,18 @@ def analyze_sharded_matmul(
     timed = []
     for s in strategies:
         est = roofline(s.cost, chip, mesh)
-        times, formulas = [], []
+        times: list[float] = []
+        terms: list[tuple[Term, ...]] = []
         mm = roofline(s.matmul_cost, chip)
         for step in s.steps:
             if step.kind == "matmul":
                 times.append(max(mm.compute_s, mm.memory_s))
-                formulas.append("; ".join(t.formula for t in mm.terms))
+                terms.append(mm.terms)
             else:
-                ct = collective_time(Comm(step.kind, step.axes, step.bytes), mesh, chip)
-                times.append(ct.time_s)
-                formulas.append(ct.formula)
-        timed.append(TimedStrategy(s, est, tuple(times), tuple(formulas)))
+                term = collective_term(Comm(step.kind, step.axes, step.bytes), mesh, chip)
+                times.append(term.seconds)
+                terms.append((term,))
+        timed.append(TimedStrategy(s, est, tuple(times), tuple(terms)))
     timed.sort(key=lambda t: (t.estimate.lower_bound_s, t.estimate.upper_bound_s, len(t.strategy.steps)))
     total = local_matmul_cost(expr, sizes, dtypes).flops
     inputs = (resolve_sharding(expr.lhs, mesh.shape), resolve_sharding(expr.rhs, mesh.shape))

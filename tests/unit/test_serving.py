@@ -168,7 +168,8 @@ def test_disaggregation_pools_and_kv_transfer() -> None:
     assert d.kv_transfer_bytes == per_request == 2048 * 80 * 2 * 8 * 128 * 1
     pre = plan.points[d.prefill.point]
     chips = pre.layout.chips_per_replica
-    assert d.kv_transfer_s == pytest.approx(per_request / (chips * 5e10 * 0.8) + 5e-6)
+    # a permute over the scale-out axis (cost/collectives.py): max(bandwidth / efficiency, one 5 us step)
+    assert d.kv_transfer_s == pytest.approx(max(per_request / (chips * 5e10 * 0.8), 5e-6))
     assert d.prefill.replicas == math.ceil(10.0 * pre.ttft_s)
     assert d.prefill.ttft_s == pytest.approx(pre.ttft_s + d.kv_transfer_s) and d.prefill.ttft_s <= 1.0
     dec = plan.points[d.decode.point]

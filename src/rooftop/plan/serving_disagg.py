@@ -9,7 +9,9 @@ chips, for a traffic mix of ``requests_per_s`` requests of ``prompt_len`` + ``ge
   chips for R x gen_len tokens/s: replicas = ceil(R x gen_len x step / batch).
 - KV transfer: the prompt's cache, kv_cache_bytes(P), leaves the prefill replica's chips in
   parallel over their data-center links (chip.dcn_bytes_per_s each: InfiniBand NIC per GPU, DCN
-  per TPU chip): bytes / (chips x dcn x network efficiency) + one scale-out latency.
+  per TPU chip): each chip sends its 1 / chips of it to its peer in a decode replica, a permute
+  over the scale-out axis between the two pools, timed by cost/collectives.py like every other
+  collective: max(bytes / (chips x dcn x network efficiency), one scale-out latency).
 - Colocated: the same chips prefill and decode, so every request's prefill interrupts the running
   decodes; its time per output token is (gen_len x step + prefill of b prompts) / gen_len, and
   replicas = ceil(R x gen_len / tokens_per_s per replica).
@@ -19,8 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from rooftop.cost.cost import Comm
+from rooftop.cost.roofline import collective_term
+from rooftop.hardware.chip import Chip
+from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan.serving import SECONDS_PER_HOUR, ServingPlan, ServingPoint
 from rooftop.units import format_bytes, format_duration
@@ -58,11 +65,26 @@ def _ok(v: float, limit: float | None) -> bool:
     return limit is None or v <= limit
 
 
+@lru_cache(maxsize=64)
+def _pool_pair(chip: Chip, chips: int) -> Mesh:
+    """Two replicas of ``chips`` chips joined by the scale-out network (GPU fabric, TPU DCN), the
+    ``pool`` axis between them outermost (a replica smaller than an NVLink domain sits in a whole
+    node, the rest of which is idle)."""
+    one = topology_for_chips(chip, chips)
+    if one.dims[0].link != "fabric":
+        return make_mesh(parse_topology(chip, f"2*{one.spec}"), {"pool": 2, "replica": chips})
+    nodes, gpus = one.dims[0].size, one.dims[1].size
+    domain = gpus if nodes > 1 else min(d for d in chip.topology.domain_sizes if d >= gpus)
+    axes = {"pool": 2, "replica": chips, "idle": nodes * domain // chips}
+    return make_mesh(parse_topology(chip, f"{2 * nodes}x{domain}"), axes)
+
+
 def _transfer_s(plan: ServingPlan, p: ServingPoint, nbytes: float) -> float | None:
     chip, eff = plan.request.chip, plan.request.eff
     if chip.dcn_bytes_per_s <= 0:
         return None
-    return nbytes / (p.layout.chips_per_replica * chip.dcn_bytes_per_s * eff.network) + chip.scaleout_latency_s
+    chips = p.layout.chips_per_replica
+    return collective_term(Comm("permute", ("pool",), nbytes / chips), _pool_pair(chip, chips), chip, eff).seconds
 
 
 def _prefill_pool(plan: ServingPlan, rate: float, nbytes: float) -> Pool | None:

@@ -41,7 +41,7 @@ def _tp_share(tp: int) -> float:
     par = Parallelism(tp=tp, dp=setup.chips // tp, zero_stage=1, remat="full")
     validate(par, LLAMA70, setup.chips, setup.global_batch, setup.seq_len)
     r = evaluate(setup, par, CommPricer(layout_mesh(setup.topology, par), V5P, 1.0))
-    return r.breakdown["tensor_parallel"] / r.breakdown["compute_and_memory"]
+    return r.breakdown["tensor_parallel"] / r.compute_s
 
 
 def test_tensor_parallel_limit() -> None:

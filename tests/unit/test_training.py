@@ -65,14 +65,14 @@ def test_compute_is_at_least_model_flops_over_peak() -> None:
     setup = _setup("tpu-v5e", "16x16", batch=256)
     r, _ = _run(setup, Parallelism(fsdp=256))
     floor = r.model_flops_per_step / (256 * 197e12)
-    assert floor <= r.breakdown["compute_and_memory"] <= 1.15 * floor
+    assert floor <= r.compute_s <= 1.15 * floor
     assert r.mfu <= 1.0
 
 
 def test_pipeline_bubble_fraction() -> None:
     setup = _setup("h100", "4x8", batch=64)
     r, _ = _run(setup, Parallelism(dp=8, pp=4, microbatches=8, zero_stage=1))
-    per_mb = (r.breakdown["compute_and_memory"] + r.breakdown["pipeline_p2p"]) / 8
+    per_mb = (r.compute_s + r.breakdown["pipeline_p2p"]) / 8
     assert r.breakdown["pipeline_bubble"] == pytest.approx(per_mb * (4 - 1))
     r2, _ = _run(setup, Parallelism(dp=8, pp=4, microbatches=8, virtual_stages=2, zero_stage=1))
     assert r2.breakdown["pipeline_bubble"] < r.breakdown["pipeline_bubble"]

@@ -15,6 +15,7 @@ from rooftop.hardware.topology import parse_topology, topology_for_chips
 from rooftop.model.catalog import get_model
 from rooftop.plan.explain import explain, no_layout_reason
 from rooftop.plan.search import OBJECTIVES, parse_fix, search
+from rooftop.plan.step_breakdown import breakdown_of
 from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
 from rooftop.report.train_report import plot_train, render_train, step_dict
 from rooftop.units import SECONDS_PER_HOUR, parse_number
@@ -90,12 +91,14 @@ def run(args: argparse.Namespace) -> Output:
         setup.precision,
         setup.dtypes,
     )
+    parts = [breakdown_of(setup, r.parallelism) for r in ranked]
     ideal = evaluate(
         ideal_setup, best.parallelism, CommPricer(layout_mesh(setup.topology, best.parallelism), setup.chip, 1.0)
     )
     lines = explain(setup, best, ideal)
     totals = _totals(args, setup, best)
     payload: dict[str, Any] = {
+        "schema_version": 2,  # 2: best/candidates[].breakdown parts are objects with terms (seconds in breakdown_s)
         "model": setup.cfg.name,
         "chip": setup.chip.name,
         "topology": setup.topology.spec,
@@ -104,8 +107,8 @@ def run(args: argparse.Namespace) -> Output:
         "global_batch_tokens": setup.tokens_per_step,
         "seq_len": setup.seq_len,
         "efficiency": setup.efficiency.as_dict(),
-        "best": {**step_dict(best), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
-        "candidates": [step_dict(r) for r in ranked],
+        "best": {**step_dict(best, parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
+        "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
         "evaluated": result.evaluated,
         "timed": result.timed,
         "unlayable": result.unlayable,
@@ -121,6 +124,7 @@ def run(args: argparse.Namespace) -> Output:
             ranked,
             lines,
             totals,
+            parts[0],
         )
 
     return Output(payload, render, [lambda path: plot_train(best, path)])

@@ -33,6 +33,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rooftop.cost.cost import Cost
 from rooftop.dtypes import canonical_dtype, dtype_bytes
 from rooftop.errors import UnknownNameError
 from rooftop.model.config import REMAT_POLICIES, LayerGroup, TransformerConfig, layer_groups, remat_policy
@@ -297,16 +298,23 @@ def kv_cache_bytes(cfg: TransformerConfig, batch: int, context_len: int, kv_dtyp
 
 @dataclass(frozen=True)
 class OptimizerKind:
+    """``states_per_param``: state tensors kept per parameter; ``flops_per_param``: vector FLOPs of
+    one update per parameter (counted from the update rule, each multiply, add, divide and square
+    root one FLOP)."""
+
     states_per_param: int
     description: str
+    flops_per_param: float
 
 
 OPTIMIZERS: dict[str, OptimizerKind] = {
-    "adam": OptimizerKind(2, "first and second moments (Kingma & Ba 2015)"),
-    "adamw": OptimizerKind(2, "first and second moments, decoupled weight decay (Loshchilov & Hutter 2019)"),
-    "lion": OptimizerKind(1, "momentum only (Chen et al. 2023)"),
-    "sgd-momentum": OptimizerKind(1, "momentum"),
-    "sgd": OptimizerKind(0, "no state"),
+    # m = b1 m + (1-b1) g (3); v = b2 v + (1-b2) g^2 (4); bias corrections (2); m / (sqrt(v) + eps) (3); w -= lr x (2)
+    "adam": OptimizerKind(2, "first and second moments (Kingma & Ba 2015)", 14.0),
+    "adamw": OptimizerKind(2, "first and second moments, decoupled weight decay (Loshchilov & Hutter 2019)", 16.0),
+    # m' = b1 m + (1-b1) g (3); sign (1); + wd w (2); w -= lr x (2); m = b2 m + (1-b2) g (3)
+    "lion": OptimizerKind(1, "momentum only (Chen et al. 2023)", 11.0),
+    "sgd-momentum": OptimizerKind(1, "momentum", 4.0),  # m = mu m + g (2); w -= lr m (2)
+    "sgd": OptimizerKind(0, "no state", 2.0),  # w -= lr g
 }
 
 
@@ -342,6 +350,20 @@ def training_bytes_per_param(precision: TrainingPrecision | None = None) -> dict
     }
     out["total"] = sum(out.values())
     return out
+
+
+def optimizer_update_cost(precision: TrainingPrecision | None = None) -> Cost:
+    """The optimizer update of ONE parameter: vector FLOPs of the rule (OPTIMIZERS) in the state
+    dtype, and HBM bytes: read the gradient, the weights being updated (the master copy when there
+    is one) and the optimizer state; write them back, and the working weights too when a master
+    copy is kept. Adam with bf16 weights and grads, fp32 master and moments: (2 + 4 + 8) read +
+    (4 + 8 + 2) written = 28 bytes."""
+    p = precision or TrainingPrecision()
+    b = training_bytes_per_param(p)
+    updated = b["master"] or b["weights"]
+    written = updated + b["optimizer"] + (b["weights"] if b["master"] else 0.0)
+    flops = OPTIMIZERS[p.optimizer].flops_per_param
+    return Cost.of(flops, b["grads"] + updated + b["optimizer"] + written, p.optimizer_state, "vector")
 
 
 def training_state_bytes(cfg: TransformerConfig, precision: TrainingPrecision | None = None) -> dict[str, float]:

@@ -37,18 +37,22 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from rooftop.cost.collectives import collective_time
-from rooftop.cost.cost import Comm
+from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.roofline import roofline
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
-from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
+from rooftop.model.memory import TrainingPrecision, optimizer_update_cost, training_bytes_per_param
 from rooftop.plan.parallelism import Parallelism, microbatch_size
 from rooftop.plan.training_profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
 
-OPTIMIZER_BYTES_PER_PARAM = 4 + 4 + 4 + 2 + 4 + 4 + 4 + 2  # read master, m, v, grad; write master, m, v, bf16 weights
-OPTIMIZER_FLOPS_PER_PARAM = 12.0  # Adam: moments, bias correction, sqrt, divide, update (vector unit)
+#: the compute parts of a step (one per phase) and its communication parts hidden per layer
+COMPUTE_PARTS = ("compute_forward", "compute_backward", "compute_recompute")
+COMM_PARTS = ("tensor_parallel", "context_parallel", "fsdp", "expert_parallel")
+#: every part of a step, in the order they are reported
+PARTS = (*COMPUTE_PARTS, *COMM_PARTS, "pipeline_p2p", "pipeline_bubble", "data_parallel", "optimizer", "offload")
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,11 @@ class StepResult:
     peak_flops_per_s: float
     bound: str
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def compute_s(self) -> float:
+        """The compute parts of the step (forward, backward and recompute ops)."""
+        return sum(self.breakdown[k] for k in COMPUTE_PARTS)
 
     @property
     def memory_per_chip_bytes(self) -> float:
@@ -95,8 +104,9 @@ class StepResult:
 
 @dataclass
 class CommPricer:
-    """Collective times on one mesh, cached: the bandwidth term is linear in bytes and the
-    latency term constant, so each (kind, axes) is priced once (cost/collectives.py).
+    """Collective times on one mesh, cached: cost/collectives.py's bandwidth term (network efficiency
+    included) is linear in bytes and its latency term constant, so each (kind, axes) is priced once
+    and time = max(bytes x seconds per byte, latency), as ``collective_time`` gives.
 
     ``rates`` may be shared by the pricers of every mesh on one topology and chip (a search
     does): it is keyed by where the axes lie (their segments), which is all a collective's
@@ -121,7 +131,7 @@ class CommPricer:
         per_byte, lat = rate
         if not per_byte and not lat:  # every axis has size 1: nothing moves
             return 0.0
-        return max(nbytes * per_byte / self.network_eff, lat)
+        return max(nbytes * per_byte, lat)
 
     def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float]:
         """(seconds per byte, latency seconds); (0, 0) when every axis has size 1."""
@@ -131,7 +141,9 @@ class CommPricer:
         key = (kind, tuple(self._placed[a] for a in axes))
         if key not in self.rates:
             probe = 1 << 30
-            ct = collective_time(Comm(kind, axes, float(probe)), self.mesh, self.chip)
+            ct = collective_time(
+                Comm(kind, axes, float(probe)), self.mesh, self.chip, network_efficiency=self.network_eff
+            )
             self.rates[key] = (ct.bandwidth_time_s / probe, ct.latency_time_s)
         return self.rates[key]
 
@@ -210,9 +222,13 @@ class Shards:
         in_fsdp = par.ep > 1 and par.fsdp % par.ep == 0
         in_dp = par.ep > 1 and not in_fsdp
         return Shards(
-            par.fsdp, par.fsdp // par.ep if in_fsdp else par.fsdp, par.dp, par.dp // par.ep if in_dp else par.dp,
-            ("fsdp", "ep") if in_fsdp else ("fsdp",), ("dp", "ep") if in_dp else ("dp",),
-        )  # fmt: skip
+            par.fsdp,
+            par.fsdp // par.ep if in_fsdp else par.fsdp,
+            par.dp,
+            par.dp // par.ep if in_dp else par.dp,
+            ("fsdp", "ep") if in_fsdp else ("fsdp",),
+            ("dp", "ep") if in_dp else ("dp",),
+        )
 
     def params(self, prof: ModelProfile, par: Parallelism, over_dp: bool = False) -> float:
         """Parameters one chip holds: dense over tp x pp x fsdp, routed experts over tp x pp x ep
@@ -246,33 +262,40 @@ def evaluate(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> Step
 @dataclass(frozen=True)
 class StepParts:
     """A step's figures that do not depend on the pipeline's interleaving (virtual stages):
-    layouts that differ only in it share them."""
+    layouts that differ only in it share them. Seconds per microbatch on the fullest stage
+    (``per_microbatch``: each compute phase and each exposed communication part) and per step."""
 
     sums: OpSums
     tokens_chip: float  # tokens of the microbatch one chip's sequence chunk holds
-    per_microbatch: tuple[float, float, float, float, float]  # ops, tensor, context, fsdp, expert parallel
+    per_microbatch: dict[str, float]
     data_parallel: float
     optimizer: float
     offload: float
 
 
-def step_parts(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> StepParts:
-    """StepParts of ``par`` under the profile of its remat policy."""
-    cfg, eff = setup.cfg, setup.efficiency
+def step_parts(
+    setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile, ledger: Ledger | None = None
+) -> StepParts:
+    """StepParts of ``par`` under the profile of its remat policy; ``ledger`` (when given) records
+    every collective and hidden second for the step's terms (``step_breakdown``)."""
+    cfg = setup.cfg
     b = microbatch_size(setup.global_batch, par)
-    sums = op_sums(prof, par, b, setup.chip.hbm_bytes_per_s * eff.hbm)
+    sums = op_sums(prof, par, b)
     layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
-    ops_mb = float(sums.in_layers * layer_scale + sums.outside)
+    per_mb = {
+        name: layers * layer_scale + outside for name, (layers, outside) in zip(COMPUTE_PARTS, sums.phases, strict=True)
+    }
     tokens_chip = b * setup.seq_len / par.cp
     shards = Shards.of(par)
-    comm = _layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip)
+    exposed, uncovered = _layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
+    per_mb.update(exposed)
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
     return StepParts(
         sums,
         tokens_chip,
-        (ops_mb, *comm),
-        _dp_exposed(setup, par, prof, pricer, shards, sums.layer_backward * layer_scale),
-        opt_params * OPTIMIZER_BYTES_PER_PARAM / (setup.chip.hbm_bytes_per_s * eff.hbm),
+        per_mb,
+        _dp_exposed(setup, par, prof, pricer, shards, uncovered, ledger),
+        opt_params * _optimizer_unit_s(setup.chip, setup.efficiency, setup.precision),
         _offload_time(setup, par, opt_params, shards.params(prof, par), par.microbatches),
     )
 
@@ -286,25 +309,19 @@ def step_result(
     memory: dict[str, float] | None = None,
 ) -> StepResult:
     """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
-    ops_mb, tp_mb, cp_mb, fsdp_mb, ep_mb = parts.per_microbatch
     pp_mb = 0.0
     if par.pp > 1:
-        boundary = parts.tokens_chip * setup.cfg.d_model * setup.element_bytes[0] / par.tp
-        pp_mb = 2 * par.virtual_stages * pricer.time("permute", ("pp",), boundary)
-    t_mb = ops_mb + tp_mb + cp_mb + fsdp_mb + ep_mb + pp_mb
+        pp_mb = 2 * par.virtual_stages * pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts))
+    t_mb = sum(parts.per_microbatch.values()) + pp_mb
     m = par.microbatches
-    br = {
-        "compute_and_memory": ops_mb * m,
-        "tensor_parallel": tp_mb * m,
-        "context_parallel": cp_mb * m,
-        "fsdp": fsdp_mb * m,
-        "expert_parallel": ep_mb * m,
-        "pipeline_p2p": pp_mb * m,
-        "pipeline_bubble": t_mb * (par.pp - 1) / par.virtual_stages,
-        "data_parallel": parts.data_parallel,
-        "optimizer": parts.optimizer,
-        "offload": parts.offload,
-    }
+    br = {name: v * m for name, v in parts.per_microbatch.items()}
+    br.update(
+        pipeline_p2p=pp_mb * m,
+        pipeline_bubble=t_mb * (par.pp - 1) / par.virtual_stages,
+        data_parallel=parts.data_parallel,
+        optimizer=parts.optimizer,
+        offload=parts.offload,
+    )
     if memory is None:
         memory = memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par))
     return StepResult(
@@ -323,6 +340,50 @@ def step_result(
     )
 
 
+def _pp_boundary_bytes(setup: TrainingSetup, par: Parallelism, parts: StepParts) -> float:
+    """Activations a stage sends to the next per microbatch (sequence-parallel over tp)."""
+    return parts.tokens_chip * setup.cfg.d_model * setup.element_bytes[0] / par.tp
+
+
+@dataclass
+class Ledger:
+    """What a step's communication parts are made of, recorded while the step is priced (only when
+    a breakdown is asked for, so the search stays fast): per part, the collectives (kind, axes,
+    bytes per call -> calls per microbatch or per step) and the seconds hidden behind compute."""
+
+    comms: dict[str, dict[tuple[str, tuple[str, ...], float], float]] = field(default_factory=dict)
+    hidden: dict[str, float] = field(default_factory=dict)
+
+    def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
+        if nbytes > 0 and calls > 0:
+            per = self.comms.setdefault(part, {})
+            per[(kind, axes, nbytes)] = per.get((kind, axes, nbytes), 0.0) + calls
+
+    def hide(self, part: str, seconds: float) -> None:
+        self.hidden[part] = self.hidden.get(part, 0.0) + seconds
+
+
+def _hide(
+    avail: float,
+    items: list[tuple[str, float, float, float | None]],
+    exposed: dict[str, float],
+    n: float,
+    ledger: Ledger | None,
+) -> float:
+    """Hide communication behind one phase of one layer's compute, each second of compute at most
+    once: items (part, seconds, overlap fraction, cover limit) in order each hide min(seconds,
+    overlap x compute still free (capped at the limit: the attention core for ring attention));
+    adds n x the rest to ``exposed`` and returns the compute left free."""
+    for part, comm, overlap, limit in items:
+        cover = avail if limit is None else min(avail, limit)
+        hidden = min(comm, overlap * cover)
+        avail -= hidden
+        exposed[part] += n * (comm - hidden)
+        if ledger is not None and hidden:
+            ledger.hide(part, n * hidden)
+    return avail
+
+
 def _layer_comm(
     setup: TrainingSetup,
     par: Parallelism,
@@ -331,59 +392,141 @@ def _layer_comm(
     pricer: CommPricer,
     shards: Shards,
     tokens_chip: float,
-) -> tuple[float, float, float, float]:
-    """Exposed tensor-, context-, FSDP- and expert-parallel time of one microbatch on the fullest stage."""
+    ledger: Ledger | None = None,
+) -> tuple[dict[str, float], float]:
+    """(exposed tensor-, context-, FSDP- and expert-parallel seconds of one microbatch on the fullest
+    stage, the backward compute left free for the data-parallel all-reduce).
+
+    Per layer and phase, compute hides communication at most once (``_hide``): ring attention's
+    K,V shifts behind the attention core, then ``tp_overlap`` of the tensor-parallel collectives,
+    then ``fsdp_overlap`` of the FSDP gathers and reduce-scatters behind what is left. Expert
+    all-to-alls and the embedding and head's FSDP traffic (no layer compute at the ends of the
+    step) stay exposed."""
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
     layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
-    tp_mb = cp_mb = fsdp_mb = ep_mb = 0.0
-    passes = 3 if par.remat == "full" else 2  # forward, backward (+ forward again under full remat)
+    exposed = dict.fromkeys(COMM_PARTS, 0.0)
+    recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
     act = tokens_chip * cfg.d_model * a_bytes
     tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
-    for g, (fwd, bwd, core) in zip(prof.groups, sums.groups, strict=True):
+    ring = kv = 0.0
+    if par.cp > 1:
+        kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
+        ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
+    uncovered = 0.0
+    for g, (fwd, bwd, core_f, core_b) in zip(prof.groups, sums.groups, strict=True):
         n = g.count * layer_scale
-        tp_mb += n * passes * tp_one * (1 - eff.tp_overlap)
-        if par.cp > 1:
-            kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
-            ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
-            cp_mb += n * max(0.0, 3 * ring - core / g.count)
+        ag = rs = 0.0
         if par.fsdp > 1:
-            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes)
-            hide = eff.fsdp_overlap
-            fsdp_mb += n * (max(0.0, ag - hide * (fwd / g.count)) + max(0.0, ag + rs - hide * (bwd / g.count)))
+            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n)
+        forward = [
+            ("context_parallel", ring, 1.0, core_f / g.count),
+            ("tensor_parallel", tp_one, eff.tp_overlap, None),
+            ("fsdp", ag, eff.fsdp_overlap, None),
+        ]
+        backward = [
+            ("context_parallel", 2 * ring, 1.0, core_b / g.count),
+            ("tensor_parallel", (1 + recompute) * tp_one, eff.tp_overlap, None),
+            ("fsdp", ag + rs, eff.fsdp_overlap, None),
+        ]
+        _hide(fwd / g.count, forward, exposed, n, ledger)
+        uncovered += n * _hide(bwd / g.count, backward, exposed, n, ledger)
+        routed = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
-            ep_mb += n * passes * 2 * pricer.time("all-to-all", ("ep",), routed)
+            exposed["expert_parallel"] += n * (2 + recompute) * 2 * pricer.time("all-to-all", ("ep",), routed)
+        if ledger is not None:
+            ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
+            ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
+            ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
+            ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute) * 2)
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
-        fsdp_mb += 2 * pricer.time("all-gather", shards.dense_fsdp_axes, edge)
-        fsdp_mb += pricer.time("reduce-scatter", shards.dense_fsdp_axes, edge * g_bytes / w_bytes)
-    return tp_mb, cp_mb, fsdp_mb, ep_mb
+        axes = shards.dense_fsdp_axes
+        exposed["fsdp"] += 2 * pricer.time("all-gather", axes, edge)
+        exposed["fsdp"] += pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes)
+        if ledger is not None:
+            ledger.comm("fsdp", "all-gather", axes, edge, 2)
+            ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
+    return exposed, uncovered
 
 
 def _fsdp_layer(
-    pricer: CommPricer, par: Parallelism, shards: Shards, g: GroupProfile, w_bytes: float, g_bytes: float
+    pricer: CommPricer,
+    par: Parallelism,
+    shards: Shards,
+    g: GroupProfile,
+    w_bytes: float,
+    g_bytes: float,
+    ledger: Ledger | None = None,
+    n: float = 1.0,
 ) -> tuple[float, float]:
     """One layer's FSDP weight all-gather and gradient reduce-scatter (routed experts only over the rest of fsdp)."""
     dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
-    ag = pricer.time("all-gather", shards.dense_fsdp_axes, dense_w)
-    ag += pricer.time("all-gather", ("fsdp",), expert_w) if shards.expert_fsdp > 1 else 0.0
-    rs = pricer.time("reduce-scatter", shards.dense_fsdp_axes, dense_w * g_bytes / w_bytes)
-    rs += pricer.time("reduce-scatter", ("fsdp",), expert_w * g_bytes / w_bytes) if shards.expert_fsdp > 1 else 0
+    calls = [
+        ("all-gather", shards.dense_fsdp_axes, dense_w),
+        ("reduce-scatter", shards.dense_fsdp_axes, dense_w * g_bytes / w_bytes),
+    ]
+    if shards.expert_fsdp > 1:
+        calls += [("all-gather", ("fsdp",), expert_w), ("reduce-scatter", ("fsdp",), expert_w * g_bytes / w_bytes)]
+    ag = rs = 0.0
+    for kind, axes, nbytes in calls:
+        t = pricer.time(kind, axes, nbytes)
+        if kind == "all-gather":
+            ag += t
+        else:
+            rs += t
+        if ledger is not None:
+            ledger.comm("fsdp", kind, axes, nbytes, n * (2 if kind == "all-gather" else 1))
     return ag, rs
 
 
-def _dp_exposed(
-    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, pricer: CommPricer, shards: Shards, bwd_last: float
-) -> float:
-    """The gradient all-reduce over dp (and cp) left after hiding behind the last backward pass."""
+def _dp_comms(
+    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, shards: Shards
+) -> list[tuple[tuple[str, ...], float]]:
+    """The gradient all-reduces of one step: (axes, bytes per chip)."""
     g_bytes = setup.element_bytes[2]
     dense_chip, expert_chip = _params_per_chip(prof, par)
     # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
-    dp_t = pricer.time("all-reduce", (*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)
+    out = [((*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)]
     if shards.expert_dp > 1 or par.cp > 1:
-        dp_t += pricer.time("all-reduce", ("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes)
-    return max(0.0, dp_t - setup.efficiency.dp_overlap * bwd_last)
+        out.append((("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes))
+    return out
+
+
+def _dp_exposed(
+    setup: TrainingSetup,
+    par: Parallelism,
+    prof: ModelProfile,
+    pricer: CommPricer,
+    shards: Shards,
+    uncovered: float,
+    ledger: Ledger | None = None,
+) -> float:
+    """The gradient all-reduce over dp (and cp) left after hiding behind ``dp_overlap`` of the last
+    microbatch's backward compute that the layers' own communication left free."""
+    dp_t = 0.0
+    for axes, nbytes in _dp_comms(setup, par, prof, shards):
+        dp_t += pricer.time("all-reduce", axes, nbytes)
+        if ledger is not None:
+            ledger.comm("data_parallel", "all-reduce", axes, nbytes, 1.0)
+    hidden = min(dp_t, setup.efficiency.dp_overlap * uncovered)
+    if ledger is not None and hidden:
+        ledger.hide("data_parallel", hidden)
+    return dp_t - hidden
+
+
+def optimizer_cost(precision: TrainingPrecision, params: float = 1.0) -> Cost:
+    """The optimizer update of ``params`` parameters (model/memory.optimizer_update_cost)."""
+    return optimizer_update_cost(precision) * params
+
+
+@lru_cache(maxsize=64)
+def _optimizer_unit_s(chip: Chip, eff: Efficiency, precision: TrainingPrecision) -> float:
+    """Seconds per parameter of the optimizer update: its roofline (max of compute and HBM), linear
+    in the parameter count."""
+    est = roofline(optimizer_cost(precision), chip, efficiency=eff)
+    return max(est.compute_s, est.memory_s)
 
 
 def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]:
@@ -394,9 +537,10 @@ def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]
 
 
 def _bound(br: dict[str, float], sums: OpSums) -> str:
-    comm = sum(v for k, v in br.items() if k not in ("compute_and_memory", "pipeline_bubble", "optimizer", "offload"))
+    ops = sum(br[k] for k in COMPUTE_PARTS)
+    comm = sum(v for k, v in br.items() if k not in (*COMPUTE_PARTS, "pipeline_bubble", "optimizer", "offload"))
     compute, memory = sums.compute_bound, sums.memory_bound
-    share = br["compute_and_memory"] / max(compute + memory, 1e-30)
+    share = ops / max(compute + memory, 1e-30)
     candidates = {
         "compute": compute * share,
         "memory": memory * share + br["optimizer"],
@@ -416,17 +560,35 @@ def _params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float
     return (prof.dense_layer_params * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
 
 
-def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:
+def offload_transfers(
+    setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int
+) -> list[tuple[str, float]]:
+    """(what, bytes) crossing the host link per step: the optimizer state and master copy out and back
+    (ZeRO-Offload, Ren 2021), and with offload=params the weights in per microbatch forward and backward."""
     if par.offload == "none":
+        return []
+    state = _state_bytes(setup.precision)
+    out = [
+        (
+            "optimizer state and master weights, to the host and back",
+            2 * opt_params * (state["master"] + state["optimizer"]),
+        )
+    ]
+    if par.offload == "params":
+        out.append(
+            ("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state["weights"])
+        )
+    return out
+
+
+def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:
+    transfers = offload_transfers(setup, par, opt_params, params_shard, m)
+    if not transfers:
         return 0.0
     host = setup.chip.host_bytes_per_s
     if host <= 0:
         return math.inf
-    state = _state_bytes(setup.precision)
-    t = 2 * opt_params * (state["master"] + state["optimizer"]) / host
-    if par.offload == "params":
-        t += 2 * m * params_shard * state["weights"] / host
-    return t
+    return sum(nbytes for _, nbytes in transfers) / host
 
 
 @lru_cache(maxsize=16)

@@ -2,9 +2,9 @@
 prices any microbatch size and layout fast, and the sums of its per-op times a step needs
 (``OpSums``), memoized per (tp, cp, ep, microbatch) on the profile.
 
-Each op is timed as max(compute, memory) on the chip (a per-op roofline), its FLOPs and
-activation bytes sharded evenly over tp x cp and its weights over tp (and ep for experts);
-see plan/training.py for the step built from them.
+Each op is timed as max(compute, memory) on the chip by cost/roofline.roofline_table (the
+per-op roofline over a table of ops), its FLOPs and activation bytes sharded evenly over tp x cp
+and its weights over tp (and ep for experts); see plan/training.py for the step built from them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from rooftop.cost.cost import Cost, FlopsKey
 from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
@@ -49,8 +51,10 @@ class ModelProfile:
     cfg: TransformerConfig
     seq_len: int
     remat: str
-    flops: np.ndarray
-    rate: np.ndarray  # peak FLOPs/s x efficiency of each op's (unit, dtype)
+    chip: Chip
+    eff: Efficiency
+    keys: tuple[FlopsKey, ...]  # the (unit, dtype) columns of ``flops``
+    flops: np.ndarray  # ops x keys
     weight_bytes: np.ndarray
     act_bytes: np.ndarray
     group: np.ndarray  # index into groups, -1 for embedding / head ops
@@ -77,12 +81,23 @@ class ModelProfile:
         return sum(g.count for g in self.groups)
 
     @cached_property
-    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
-        """Per layer group: (forward ops, backward + recompute ops, attention core ops)."""
+    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]:
+        """Per layer group: (forward ops, backward + recompute ops, forward attention core, backward
+        and recompute attention core)."""
         return tuple(
-            (sel & (self.phase == 0), sel & (self.phase > 0), sel & self.core)
+            (
+                sel & (self.phase == 0),
+                sel & (self.phase > 0),
+                sel & self.core & (self.phase == 0),
+                sel & self.core & (self.phase > 0),
+            )
             for sel in (self.group == gi for gi in range(len(self.groups)))
         )
+
+    @cached_property
+    def phase_masks(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Per phase (forward, backward, recompute): (layer ops, ops outside the layers)."""
+        return tuple((self.in_layers & (self.phase == p), ~self.in_layers & (self.phase == p)) for p in range(3))
 
     @cached_property
     def in_layers(self) -> np.ndarray:
@@ -93,7 +108,7 @@ class ModelProfile:
         return self.in_layers & (self.phase > 0)
 
     @cached_property
-    def op_sums_memo(self) -> dict[tuple[int, int, int, int, float], OpSums]:
+    def op_sums_memo(self) -> dict[tuple[int, int, int, int], OpSums]:
         """op_sums already found for this profile (see op_sums)."""
         return {}
 
@@ -103,7 +118,7 @@ class ModelProfile:
 
 def _leaves(
     cfg: TransformerConfig, seq_len: int, remat: str, batch: int, dtypes: Dtypes, flash: bool, dropout: bool
-) -> list[tuple[str, object]]:
+) -> list[tuple[str, Cost]]:
     work = Workload("train", batch, seq_len, causal=flash, flash=flash, dropout=dropout)
     tree = model_costs(cfg, work, dtypes, remat)
     return [(path, node.cost) for path, node in tree.walk() if not node.children]
@@ -127,26 +142,23 @@ def model_profile(
     two = _leaves(cfg, seq_len, remat, 2, dtypes, flash, dropout)
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
-    rows = []
+    rows, costs = [], []
     for (path, c1), (_, c2) in zip(one, two, strict=True):
         parts = path.split("/")
-        flops = c1.flops  # type: ignore[attr-defined]
-        if flops:
-            (unit, dtype), _ = max(c1.flops_by.items(), key=lambda kv: kv[1])  # type: ignore[attr-defined]
-            peak = chip.flops_per_s(dtype, unit)
-            rate = peak * (eff.matrix if unit == "matrix" else eff.vector)
-        else:
-            rate = 1.0
-        act = c2.hbm_bytes - c1.hbm_bytes  # type: ignore[attr-defined]
-        weight = max(0.0, c1.hbm_bytes - act)  # type: ignore[attr-defined]
+        flops = c1.flops
+        act = c2.hbm_bytes - c1.hbm_bytes
+        weight = max(0.0, c1.hbm_bytes - act)
         # layer ops sit under model/{forward,backward}/layers/<group>/... or model/recompute/<group>/...
         gname = parts[3] if len(parts) > 3 and parts[2] == "layers" else parts[2] if parts[1] == "recompute" else ""
         grp = names.index(gname) if gname in names else -1
         phase = {"forward": 0, "backward": 1, "recompute": 2}.get(parts[1], 0)
         on_matrix = flops > 0 and _is_matrix(c1)
-        rows.append((flops, rate, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE, on_matrix))
+        rows.append((flops, 0.0, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE, on_matrix))
+        costs.append(c1)
         if flash and phase == 0 and grp >= 0 and parts[-1] in FLASH_BACKWARD_RECOMPUTE:
-            rows.append((flops, rate, weight, act, grp, 2, "experts" in parts, True, on_matrix))
+            rows.append((flops, 0.0, weight, act, grp, 2, "experts" in parts, True, on_matrix))
+            costs.append(c1)
+    keys, flops_table_ = flops_table(costs)
     cols = list(zip(*rows, strict=True))
     tree = param_tree(cfg)
     gprof = []
@@ -165,8 +177,10 @@ def model_profile(
         cfg,
         seq_len,
         remat,
-        flops_arr,
-        np.array(cols[1]),
+        chip,
+        eff,
+        keys,
+        flops_table_,
         np.array(cols[2]),
         np.array(cols[3]),
         np.array(cols[4]),
@@ -183,46 +197,43 @@ def model_profile(
     )
 
 
-def _is_matrix(cost: object) -> bool:
-    return any(unit == "matrix" for unit, _ in cost.flops_by)  # type: ignore[attr-defined]
+def _is_matrix(cost: Cost) -> bool:
+    return any(unit == "matrix" for unit, _ in cost.flops_by)
 
 
-def _op_times(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> dict[str, np.ndarray]:
-    """Per-op times for one microbatch of ``b`` sequences on one chip (see module docstring)."""
+def op_roofline(prof: ModelProfile, par: Parallelism, b: int) -> tuple[RooflineTable, np.ndarray, np.ndarray]:
+    """(per-op roofline, FLOPs, HBM bytes) of one microbatch of ``b`` sequences on one chip: FLOPs and
+    activation bytes over tp x cp, weights over tp (and ep for experts) (module docstring)."""
     k = par.tp * par.cp
     wshard = par.tp * np.where(prof.expert, par.ep, 1)
-    compute = b * prof.flops / (k * prof.rate)
-    memory = (prof.weight_bytes / wshard + b * prof.act_bytes / k) / bw
-    t = np.maximum(compute, memory)
-    return {"t": t, "compute": compute, "memory": memory}
+    flops = prof.flops * (b / k)
+    nbytes = prof.weight_bytes / wshard + b * prof.act_bytes / k
+    return roofline_table(flops, prof.keys, nbytes, prof.chip, prof.eff), flops, nbytes
 
 
 @dataclass(frozen=True)
 class OpSums:
     """The sums of one microbatch's per-op times (``_op_times``) that a step needs."""
 
-    in_layers: float  # every layer op
-    outside: float  # embedding, output head, loss
-    layer_backward: float  # layer backward and recompute ops
-    groups: tuple[tuple[float, float, float], ...]  # per layer group: forward, backward + recompute, attention core
+    phases: tuple[tuple[float, float], ...]  # per phase (forward, backward, recompute): (layer ops, outside ops)
+    groups: tuple[tuple[float, float, float, float], ...]  # per layer group: forward, backward + recompute,
+    # forward attention core, backward + recompute attention core
     compute_bound: float  # time of the ops whose compute term is the larger
     memory_bound: float  # time of the others
 
 
-def op_sums(prof: ModelProfile, par: Parallelism, b: int, bw: float) -> OpSums:
+def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
     """OpSums of a microbatch of ``b`` sequences under ``par``'s tp, cp and ep; memoized on the
     profile, as layouts that differ only in other degrees share them."""
-    key = (par.tp, par.cp, par.ep, b, bw)
+    key = (par.tp, par.cp, par.ep, b)
     found = prof.op_sums_memo.get(key)
     if found is None:
-        ops = _op_times(prof, par, b, bw)
-        t = ops["t"]
+        table = op_roofline(prof, par, b)[0]
+        t, cb = table.time_s, table.compute_bound
         found = prof.op_sums_memo[key] = OpSums(
-            float(np.sum(t[prof.in_layers])),
-            float(np.sum(t[~prof.in_layers])),
-            float(t[prof.layer_backward].sum()),
-            tuple((float(t[f].sum()), float(t[bk].sum()), float(t[c].sum())) for f, bk, c in prof.masks),
-            float(np.sum(np.where(ops["compute"] >= ops["memory"], t, 0.0))),
-            float(np.sum(np.where(ops["compute"] < ops["memory"], t, 0.0))),
+            tuple((float(t[lay].sum()), float(t[out].sum())) for lay, out in prof.phase_masks),
+            tuple(tuple(float(t[m].sum()) for m in masks) for masks in prof.masks),  # type: ignore[misc]
+            float(np.sum(np.where(cb, t, 0.0))),
+            float(np.sum(np.where(cb, 0.0, t))),
         )
     return found

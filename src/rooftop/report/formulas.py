@@ -61,8 +61,9 @@ def _ops(t: Term) -> str:
 
 def _hidden(t: Term) -> str:
     return (
-        f"hidden: min({format_duration(t.figure('communication_s'))} of communication, "
-        f"{t.figure('overlap'):g} x {format_duration(t.figure('cover_s'))} of {t.figure('cover')})"
+        f"{format_duration(-t.seconds)} of the {format_duration(t.figure('communication_s'))} hidden behind "
+        f"{t.figure('cover')} (per layer: min(communication, {t.figure('overlap'):g} x compute not yet covering "
+        "other communication))"
     )
 
 

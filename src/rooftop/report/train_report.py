@@ -6,12 +6,24 @@ from typing import Any
 
 from rich.console import Console
 
+from rooftop.plan.step_breakdown import StepPart
 from rooftop.plan.training import StepResult
+from rooftop.report.formulas import term_dict, term_formula
 from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration
 
 
-def step_dict(r: StepResult) -> dict[str, Any]:
+def part_dict(part: StepPart) -> dict[str, Any]:
+    """One part of a step: its seconds, bound, how its terms combine and the terms."""
+    return {
+        "time_s": part.time_s,
+        "bound": part.bound,
+        "combine": part.combine,
+        "terms": [term_dict(t) for t in part.terms],
+    }
+
+
+def step_dict(r: StepResult, parts: list[StepPart]) -> dict[str, Any]:
     p = r.parallelism
     return {
         "parallelism": {
@@ -38,14 +50,20 @@ def step_dict(r: StepResult) -> dict[str, Any]:
         "usable_hbm_bytes": r.usable_hbm_bytes,
         "fits": r.fits,
         "bound": r.bound,
-        "breakdown": {"total": r.step_time_s, **r.breakdown},
+        "breakdown": {part.name: part_dict(part) for part in parts},
+        "breakdown_s": {"total": r.step_time_s, **r.breakdown},
         "model_flops_per_step": r.model_flops_per_step,
         "hardware_flops_per_step": r.hardware_flops_per_step,
     }
 
 
 def render_train(
-    console: Console, title: str, ranked: list[StepResult], explanation: list[str], totals: dict[str, Any]
+    console: Console,
+    title: str,
+    ranked: list[StepResult],
+    explanation: list[str],
+    totals: dict[str, Any],
+    parts: list[StepPart],
 ) -> None:
     rows = [
         (
@@ -61,13 +79,15 @@ def render_train(
     ]
     console.print(table(title, ["#", "layout", "step", "MFU", "tokens/s", "mem/chip", "bound"], rows))
     best = ranked[0]
-    console.print(
-        table(
-            "step time of the best layout",
-            ["part", "time"],
-            [(k.replace("_", " "), format_duration(v)) for k, v in best.breakdown.items() if v > 0],
-        )
-    )
+    rows = []
+    for part in parts:
+        if part.time_s <= 0:
+            continue
+        rows.append((part.name.replace("_", " "), format_duration(part.time_s), part.bound, ""))
+        for t in part.terms:
+            if t.seconds:
+                rows.append(("  " + t.name, format_duration(t.seconds), t.kind, term_formula(t)))
+    console.print(table("step time of the best layout, part by part", ["part / term", "time", "bound", "from"], rows))
     console.print(
         table(
             f"memory per chip (HBM {format_bytes(best.hbm_bytes)}, usable {format_bytes(best.usable_hbm_bytes)})",

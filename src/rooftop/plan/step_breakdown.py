@@ -1,0 +1,203 @@
+"""A training step, part by part, each part with its terms: the seconds and the figures they came from.
+
+The search prices thousands of layouts with numbers only (plan/training.py); the layouts it reports
+are priced again through the same functions with a ``Ledger`` that records every collective and every
+second hidden behind compute, and each part becomes a ``StepPart``:
+
+- compute_forward / compute_backward / compute_recompute: the phase's ops, each max(compute, memory)
+  on the per-op roofline (cost/roofline.roofline_table): a term for the compute-bound ops (their FLOPs
+  at the chip's peak x efficiency) and one for the memory-bound ops (their bytes over HBM);
+- tensor_parallel, context_parallel, fsdp, expert_parallel, data_parallel, pipeline_p2p: one term per
+  collective (cost/collectives.py through cost/roofline.collective_term, count = calls per step) and a
+  negative "hidden" term for what compute hid;
+- pipeline_bubble: (p - 1) / v microbatch times; optimizer: the update's roofline (model/memory);
+  offload: bytes over the host link.
+
+A part's ``time_s`` is the sum of its terms (``combine`` "sum"), except the optimizer's, the larger of
+its compute and memory terms (``combine`` "max"); the parts add up to the step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooftop.cost.cost import Comm
+from rooftop.cost.roofline import Term, collective_term, roofline
+from rooftop.plan.parallelism import Parallelism, microbatch_size
+from rooftop.plan.training import (
+    COMM_PARTS,
+    COMPUTE_PARTS,
+    PARTS,
+    CommPricer,
+    Ledger,
+    Shards,
+    StepResult,
+    TrainingSetup,
+    _pp_boundary_bytes,
+    layout_mesh,
+    offload_transfers,
+    optimizer_cost,
+    profile_for,
+    step_parts,
+    step_result,
+)
+from rooftop.plan.training_profile import ModelProfile, op_roofline
+
+#: what hides each communication part (for the "hidden" term)
+COVER = {
+    "tensor_parallel": ("the layer's compute", "tp_overlap"),
+    "context_parallel": ("the attention core", None),
+    "fsdp": ("the layer's compute left after TP and ring attention", "fsdp_overlap"),
+    "data_parallel": ("the last microbatch's backward compute left free", "dp_overlap"),
+}
+
+
+@dataclass(frozen=True)
+class StepPart:
+    """One part of a step: its seconds, what bounds it and the terms it is made of."""
+
+    name: str
+    time_s: float
+    bound: str
+    terms: tuple[Term, ...]
+    combine: str = "sum"  # how the terms make time_s: "sum", or "max" (a roofline)
+
+
+def _bound(terms: tuple[Term, ...], default: str) -> str:
+    positive = [t for t in terms if t.seconds > 0]
+    return max(positive, key=lambda t: t.seconds).kind if positive else default
+
+
+def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -> list[StepPart]:
+    b = microbatch_size(setup.global_batch, par)
+    table, flops, nbytes = op_roofline(prof, par, b)
+    cfg, chip, eff = setup.cfg, setup.chip, setup.efficiency
+    layer_scale = -(-cfg.n_layers // par.pp) / cfg.n_layers
+    weight = np.where(prof.in_layers, layer_scale, 1.0) * par.microbatches
+    total_flops = flops.sum(axis=-1) if flops.ndim > 1 else flops
+    out = []
+    for name, phase in zip(COMPUTE_PARTS, range(3), strict=True):
+        sel = prof.phase == phase
+        cb, mb = sel & table.compute_bound, sel & ~table.compute_bound
+        c_s = float(np.sum(table.compute_s[cb] * weight[cb]))
+        c_fl = float(np.sum(total_flops[cb] * weight[cb]))
+        m_s = float(np.sum(table.memory_s[mb] * weight[mb]))
+        m_b = float(np.sum(nbytes[mb] * weight[mb]))
+        terms = (
+            Term(
+                "compute-bound ops",
+                c_s,
+                "compute",
+                "ops",
+                (
+                    ("ops", float(cb.sum())),
+                    ("flops", c_fl),
+                    ("flops_per_s", c_fl / c_s if c_s else 0.0),
+                    ("chip", chip.name),
+                    ("efficiency", eff.matrix),
+                    ("per", f", over {par.microbatches} microbatch(es)"),
+                ),
+            ),
+            Term(
+                "memory-bound ops",
+                m_s,
+                "memory",
+                "ops",
+                (
+                    ("ops", float(mb.sum())),
+                    ("bytes", m_b),
+                    ("chip", chip.name),
+                    ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
+                    ("efficiency", eff.hbm),
+                    ("per", f", over {par.microbatches} microbatch(es)"),
+                ),
+            ),
+        )
+        out.append(StepPart(name, c_s + m_s, _bound(terms, "compute"), terms))
+    return out
+
+
+def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pricer: CommPricer) -> StepPart:
+    """One communication part from the ledger: ``scale`` x (its collectives - hidden seconds)."""
+    mesh, chip, eff = pricer.mesh, setup.chip, setup.efficiency
+    sizes = {a.name: a.size for a in mesh.axes}
+    terms: list[Term] = []
+    for (kind, axes, nbytes), calls in ledger.comms.get(name, {}).items():
+        placed = tuple(a for a in axes if sizes.get(a, 1) > 1)
+        if placed:
+            comm = Comm(kind, placed, nbytes, calls * scale)
+            terms.append(collective_term(comm, mesh, chip, eff, f"{kind} over {','.join(placed)}"))
+    hidden = ledger.hidden.get(name, 0.0) * scale
+    if hidden:
+        cover, factor = COVER[name]
+        comm_s = sum(t.seconds for t in terms)
+        figures = (
+            ("communication_s", comm_s),
+            ("cover", cover),
+            ("overlap", getattr(eff, factor) if factor else 1.0),
+        )
+        terms.append(Term("hidden behind compute", -hidden, "hidden", "hidden", figures))
+    parts = tuple(terms)
+    return StepPart(name, sum(t.seconds for t in parts), _bound(parts, "network"), parts)
+
+
+def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> tuple[StepResult, list[StepPart]]:
+    """The step of ``par`` (as the search prices it) and its parts with their terms, in PARTS order."""
+    prof = profile_for(setup, par.remat)
+    ledger = Ledger()
+    parts = step_parts(setup, par, pricer, prof, ledger)
+    result = step_result(setup, par, pricer, prof, parts)
+    m = par.microbatches
+    out = {p.name: p for p in _compute_parts(setup, par, prof)}
+    for name in COMM_PARTS:
+        out[name] = _comm_part(name, ledger, m, setup, pricer)
+    out["data_parallel"] = _comm_part("data_parallel", ledger, 1.0, setup, pricer)
+    pp_terms: tuple[Term, ...] = ()
+    if par.pp > 1:
+        comm = Comm("permute", ("pp",), _pp_boundary_bytes(setup, par, parts), 2 * par.virtual_stages * m)
+        pp_terms = (collective_term(comm, pricer.mesh, setup.chip, setup.efficiency, "permute over pp"),)
+    out["pipeline_p2p"] = StepPart(
+        "pipeline_p2p", sum(t.seconds for t in pp_terms), _bound(pp_terms, "network"), pp_terms
+    )
+    bubble = result.breakdown["pipeline_bubble"]
+    t_mb = bubble * par.virtual_stages / (par.pp - 1) if par.pp > 1 else 0.0
+    bubble_terms = (
+        (
+            Term(
+                "pipeline bubble",
+                bubble,
+                "bubble",
+                "bubble",
+                (("pp", par.pp), ("virtual_stages", par.virtual_stages), ("microbatch_s", t_mb)),
+            ),
+        )
+        if par.pp > 1
+        else ()
+    )
+    out["pipeline_bubble"] = StepPart("pipeline_bubble", bubble, "bubble", bubble_terms)
+    shards = Shards.of(par)
+    opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
+    est = roofline(optimizer_cost(setup.precision, opt_params), setup.chip, efficiency=setup.efficiency)
+    opt_terms = tuple(est.terms)
+    out["optimizer"] = StepPart("optimizer", max(est.compute_s, est.memory_s), est.bound, opt_terms, "max")
+    host = setup.chip.host_bytes_per_s
+    off_terms = tuple(
+        Term(
+            "host link",
+            nbytes / host if host > 0 else float("inf"),
+            "host",
+            "host",
+            (("bytes", nbytes), ("host_bytes_per_s", host), ("what", what)),
+        )
+        for what, nbytes in offload_transfers(setup, par, opt_params, shards.params(prof, par), m)
+    )
+    out["offload"] = StepPart("offload", sum(t.seconds for t in off_terms), "host", off_terms)
+    return result, [out[name] for name in PARTS]
+
+
+def breakdown_of(setup: TrainingSetup, par: Parallelism) -> list[StepPart]:
+    """The parts of ``par``'s step on ``setup`` (its own mesh and collective prices)."""
+    pricer = CommPricer(layout_mesh(setup.topology, par), setup.chip, setup.efficiency.network)
+    return step_breakdown(setup, par, pricer)[1]

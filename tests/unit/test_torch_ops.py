@@ -12,7 +12,7 @@ import pytest
 from rooftop.analysis.compare import OpReport, ProfileReport
 from rooftop.analysis.profile import launching_ops, profile_report
 from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
-from rooftop.analysis.trace import load_trace
+from rooftop.analysis.trace.load import load_trace
 from rooftop.hardware.catalog import get_chip
 
 H100 = get_chip("h100")

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo import HloAnalysis, TimedOp
-from rooftop.analysis.trace import OpExecution, Trace, detect_steps, op_executions
+from rooftop.analysis.trace.events import Trace
+from rooftop.analysis.trace.ops import OpExecution, detect_steps, op_executions
 from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"

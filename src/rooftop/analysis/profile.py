@@ -26,7 +26,10 @@ from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo import HloAnalysis, analyze
 from rooftop.analysis.hlo_parse import HloModule, parse_hlo, parse_hlo_file
 from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
-from rooftop.analysis.trace import OpExecution, ProgressFn, Trace, hlo_text, load_trace, op_executions
+from rooftop.analysis.trace.events import ProgressFn, Trace
+from rooftop.analysis.trace.load import load_trace
+from rooftop.analysis.trace.ops import OpExecution, op_executions
+from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.cost.cost import Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, ParseError, RooftopError, ShardingError

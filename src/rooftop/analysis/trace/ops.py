@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.trace import EventTable, Trace, natural_key
+from rooftop.analysis.trace.events import EventTable, Trace, natural_key
 
 
 class OpExecution(NamedTuple):

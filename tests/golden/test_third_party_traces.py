@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.analysis.hlo_parse import parse_hlo
+from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import detect_steps, group_ops

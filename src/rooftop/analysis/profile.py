@@ -23,8 +23,9 @@ from rooftop.analysis.compare import (
     judge,
 )
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo import HloAnalysis, analyze
-from rooftop.analysis.hlo_parse import HloModule, parse_hlo, parse_hlo_file
+from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
+from rooftop.analysis.hlo.ir import HloModule
+from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
 from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.trace.events import ProgressFn, Trace
 from rooftop.analysis.trace.load import load_trace

@@ -29,8 +29,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rooftop.analysis.hlo_ir import Instruction
-from rooftop.analysis.hlo_shapes import device_groups
+from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.ir import Instruction
 from rooftop.cost.cost import Comm
 from rooftop.errors import ParseError, ShardingError
 from rooftop.hardware.topology import parse_mesh_spec

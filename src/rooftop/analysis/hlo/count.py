@@ -18,7 +18,7 @@ HloCostAnalysis, so totals match ``compiled.cost_analysis()["flops"]`` (tests/un
   pairs = Sq x Sk, or the causal count when the mask is causal. Any other custom-call: FLOPs unknown,
   reported as such, never 0.
 - collectives (sync, -start/-done and async-start/-done forms, counted once per pair): a Comm of the
-  bytes cost/cost.py's Comm names, over the mesh axes ``hlo_mesh`` reads from the replica groups.
+  bytes cost/cost.py's Comm names, over the mesh axes :mod:`rooftop.analysis.hlo.mesh` reads from the replica groups.
 
 Bytes are counted at the instruction boundary: operands read + results written, never a fusion's inner
 temporaries; a fused parameter read only through (bitcast and) slice / dynamic-slice reads the slices;
@@ -36,9 +36,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo_ir import Computation, HloModule, Instruction
-from rooftop.analysis.hlo_mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
-from rooftop.analysis.hlo_shapes import Shape
+from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
+from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
+from rooftop.analysis.hlo.shapes import Shape
 from rooftop.cost.cost import Cost
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.errors import InvalidConfigError, ParseError

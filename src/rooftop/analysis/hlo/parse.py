@@ -8,8 +8,8 @@ shapes cached by their text, attributes split with a regex and checked for balan
 an instruction spanning several lines (a multi-line constant literal) is joined before it is parsed.
 
 Attribute values stay raw strings; the ``Instruction`` properties decode them on demand. The data model
-(``HloModule``, ``Computation``, ``Instruction``) and the value decoders live in ``hlo_ir`` and are
-re-exported here. The text format is described in the XLA documentation (operation semantics, shapes
+(``HloModule``, ``Computation``, ``Instruction``) and the value decoders live in
+:mod:`rooftop.analysis.hlo.ir`. The text format is described in the XLA documentation (operation semantics, shapes
 and layout, tiled layout).
 """
 
@@ -22,33 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo_ir import (
+from rooftop.analysis.hlo.ir import (
     STRUCT_RE,
     Computation,
     HloModule,
     Instruction,
-    decode_config,
     decode_fields,
     new_instruction,
     one_int,
     split_top,
-    unquote,
 )
-from rooftop.analysis.hlo_shapes import Shape, ShapeReader
+from rooftop.analysis.hlo.shapes import Shape, ShapeReader
 from rooftop.errors import ParseError
-
-__all__ = [
-    "Computation",
-    "HloModule",
-    "Instruction",
-    "decode_config",
-    "decode_fields",
-    "parse_hlo",
-    "parse_hlo_file",
-    "parse_instruction",
-    "split_top",
-    "unquote",
-]
 
 _NAME = r"[^\s=%(){},\"]+"
 _FAST_RE = re.compile(

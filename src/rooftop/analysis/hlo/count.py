@@ -195,9 +195,9 @@ class _Counter:
             out.add("vector", first.dtype, shape.num_elements)
             out.transcendentals += shape.num_elements if op in TRANSCENDENTAL else 0
         elif op == "dot":
-            out.by.update(self.dot(instr, *instr.operand_shapes[:2], shape))
+            out.by.update(self.dot(instr, *_lhs_rhs(instr), shape))
         elif op == "convolution":
-            out.by.update(_conv_flops(instr, *instr.operand_shapes[:2], shape))
+            out.by.update(_conv_flops(instr, *_lhs_rhs(instr), shape))
         elif op == "custom-call":
             self.custom_call(instr, out)
         base = self.module.base_opcode(instr) if kind == "start" else op
@@ -371,6 +371,12 @@ def _drop_workspace(shape: Shape) -> Shape:
     if len(parts) > 1 and parts[-1].dtype in ("u8", "s8") and parts[-1].rank == 1:
         return Shape("tuple", (), None, parts[:-1])
     return shape
+
+
+def _lhs_rhs(instr: Instruction) -> tuple[Shape | None, Shape | None]:
+    """The shapes of the first two operands (None when unknown or absent: the FLOP rules then raise)."""
+    shapes = instr.operand_shapes
+    return (shapes[0] if shapes else None), (shapes[1] if len(shapes) > 1 else None)
 
 
 def _dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> dict:

@@ -217,10 +217,10 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileRep
     for key, (label, opcode, priced, group) in groups.items():
         category = "communication" if key[0] == "nccl" else category_of(label, opcode or label)
         ops.append(judge(label, None, opcode, category, group, priced, intervals[0]))
-    kernels = sum(1 for k in kind if k == "kernel")
+    n_kernels = sum(1 for k in kind if k == "kernel")
     n_priced = sum(r.events for _, _, p, g in groups.values() if p.estimate and not p.unknown for r in g)
     notes = [
-        f"PyTorch trace: {n_priced} of {kernels} kernels priced from the aten op that launched them (its Input Dims) "
+        f"PyTorch trace: {n_priced} of {n_kernels} kernels priced from the aten op that launched them (its Input Dims) "
         f"or from their NCCL args; {unexplained} launched by no op with Input Dims",
         *nccl.notes,
     ]

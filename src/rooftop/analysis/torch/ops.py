@@ -235,20 +235,20 @@ def _conv(op: TorchOp, spec: Conv) -> Price:
     stride, dilation, groups = op.ints(spec.stride, n), op.ints(spec.dilation, n), op.ints(spec.groups, 1)
     pad_text = op.text(spec.padding)
     padding = op.ints(spec.padding, n) if pad_text not in ("same", "valid") else None
-    if None in (stride, dilation, groups) or (padding is None and pad_text not in ("same", "valid")):
+    if stride is None or dilation is None or groups is None or (padding is None and pad_text not in ("same", "valid")):
         return Price(None, f"{op.name}: stride/padding/dilation/groups not recorded (needs Concrete Inputs)")
     batch, channels, spatial_in = (x[0], x[1], x[2:]) if len(x) == n + 2 else (1, x[0], x[1:])
     dims = []
     for i, (size, k) in enumerate(zip(spatial_in, w[2:], strict=True)):
-        s, d = stride[i], dilation[i]  # type: ignore[index]
+        s, d = stride[i], dilation[i]
         p = padding[i] if padding is not None else (d * (k - 1) // 2 if pad_text == "same" else 0)
         out = size if pad_text == "same" else (size + 2 * p - d * (k - 1) - 1) // s + 1
         dims.append(ConvDim(size, k, out, s, p, 1, d))
     dt = op.dtype(first)
-    g = groups[0]  # type: ignore[index]
+    g = groups[0]
     fwd = convolution(batch, channels, w[0], dims, (dt, op.dtype(first + 1), dt), g)
     out_elements = float(batch * w[0] * math.prod(d.output for d in dims))
-    tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""  # type: ignore[union-attr]
+    tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""
     if not spec.grad:
         return Price(fwd + _bias(op, spec.bias, out_elements, dt), f"convolution {len(dims)}-D, groups {g}", tag)
     mask = re.findall(r"True|False", op.text(spec.groups + 1) or "[True, True, True]")

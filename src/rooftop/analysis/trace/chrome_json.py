@@ -165,11 +165,11 @@ class JsonStream:
         return end
 
 
-def _open_text(path: Path) -> tuple[IO[bytes], IO[str]]:
+def _open_text(path: Path) -> tuple[io.BufferedReader, io.TextIOWrapper]:
     raw = path.open("rb")
     magic = raw.read(2)
     raw.seek(0)
-    stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    stream: gzip.GzipFile | io.BufferedReader = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
     return raw, io.TextIOWrapper(stream, encoding="utf-8")
 
 

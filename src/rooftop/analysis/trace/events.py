@@ -113,8 +113,10 @@ class EventTable(Sequence[OpEvent]):
         return self._n
 
     def _row(self, i: int) -> OpEvent:
-        c = self._cols
-        return OpEvent(*(c[k][i] for k in COLUMNS[:-1]), args=args_view(c["args"][i]))
+        c = self._cols  # positional, in the field order of OpEvent (faster than keywords or unpacking)
+        return OpEvent(c["device"][i], c["line"][i], c["name"][i], c["module"][i], c["instruction"][i],
+                       c["start_s"][i], c["duration_s"][i], c["step"][i], c["kind"][i], c["correlation"][i],
+                       args_view(c["args"][i]))  # fmt: skip
 
     @overload
     def __getitem__(self, index: int) -> OpEvent: ...

@@ -55,7 +55,10 @@ def _stat_text(value: Any) -> str | None:
 def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | None = None) -> Trace:
     """Load one ``.xplane.pb`` per host into one Trace (device names prefixed by the host when several)."""
     profile_data = _profile_data()
-    tables, memory, protos, devices = [], [], {}, []
+    tables: list[EventTable] = []
+    memory: list[MemorySample] = []
+    protos: dict[str, bytes] = {}
+    devices: list[str] = []
     metadata: dict[str, Any] = {"hosts": [], "device_properties": {}}
     loaded, bytes_read = 0, 0
     for path in paths:
@@ -215,7 +218,8 @@ _SCHEMA = {
 @cache
 def _messages() -> dict[str, Any]:
     """Message classes for :data:`_SCHEMA` (only the fields read here), declared through descriptor_pb2."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    # protobuf ships no type information and its stubs (types-protobuf) are not a dependency
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
 
     fdp = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="rooftop/xplane_subset.proto", package="rooftop.xp", syntax="proto3")

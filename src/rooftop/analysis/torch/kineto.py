@@ -176,14 +176,39 @@ def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> Prof
         return _kineto_report(trace, chip, topology)
 
 
+_Group = tuple[str, str | None, Priced, list[OpExecution]]  # (row name, opcode, price, executions)
+
+
 def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileReport:
-    ev = trace.events
-    kind, names, args, device = ev.column("kind"), ev.column("name"), ev.column("args"), ev.column("device")
-    launched = launching_ops(trace)
     nccl = _Nccl(trace, chip, topology)
+    groups, unexplained = _kernel_groups(trace, chip, nccl)
+    execs = op_executions(trace)
+    intervals = device_intervals(execs)
+    ops: list[OpReport] = []
+    for key, (label, opcode, priced, group) in groups.items():
+        category = "communication" if key[0] == "nccl" else category_of(label, opcode or label)
+        ops.append(judge(label, None, opcode, category, group, priced, intervals[0]))
+    kind, args = trace.events.column("kind"), trace.events.column("args")
+    n_kernels = sum(1 for k in kind if k == "kernel")
+    n_priced = sum(r.events for _, _, p, g in groups.values() if p.estimate and not p.unknown for r in g)
+    notes = [
+        f"PyTorch trace: {n_priced} of {n_kernels} kernels priced from the aten op that launched them (its Input Dims) "
+        f"or from their NCCL args; {unexplained} launched by no op with Input Dims",
+        *nccl.notes,
+    ]
+    if not any(args[i].get("cat") == "cpu_op" and "Input Dims" in args[i] for i, k in enumerate(kind) if k == "other"):
+        notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
+    return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)
+
+
+def _kernel_groups(trace: Trace, chip: Chip, nccl: _Nccl) -> tuple[dict[tuple, _Group], int]:
+    """The kernels grouped into report rows: per NCCL call signature, per priced (aten op, shapes, dtypes),
+    and per reason for kernels no op explains; and how many kernels no op launched."""
+    names, args, device = (trace.events.column(c) for c in ("name", "args", "device"))
+    launched = launching_ops(trace)
     executions = _Executions(trace)
     per_op: dict[tuple[int, str], list[int]] = defaultdict(list)
-    groups: dict[tuple, tuple[str, str | None, Priced, list[OpExecution]]] = {}
+    groups: dict[tuple, _Group] = {}
     is_nccl: dict[str, bool] = {}
     unexplained = 0
     for k in sorted(launched):
@@ -211,19 +236,4 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileRep
         label, priced = prices[sig]
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)
         groups.setdefault(key, (label, op.name, priced, []))[3].append(executions.of(kernels, label))
-    execs = op_executions(trace)
-    intervals = device_intervals(execs)
-    ops: list[OpReport] = []
-    for key, (label, opcode, priced, group) in groups.items():
-        category = "communication" if key[0] == "nccl" else category_of(label, opcode or label)
-        ops.append(judge(label, None, opcode, category, group, priced, intervals[0]))
-    n_kernels = sum(1 for k in kind if k == "kernel")
-    n_priced = sum(r.events for _, _, p, g in groups.values() if p.estimate and not p.unknown for r in g)
-    notes = [
-        f"PyTorch trace: {n_priced} of {n_kernels} kernels priced from the aten op that launched them (its Input Dims) "
-        f"or from their NCCL args; {unexplained} launched by no op with Input Dims",
-        *nccl.notes,
-    ]
-    if not any(args[i].get("cat") == "cpu_op" and "Input Dims" in args[i] for i, k in enumerate(kind) if k == "other"):
-        notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
-    return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)
+    return groups, unexplained

@@ -16,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_hlo_parse import generate
 
-from rooftop.analysis.hlo import analyze, count_module
-from rooftop.analysis.hlo_parse import parse_hlo
+from rooftop.analysis.hlo.analyze import analyze
+from rooftop.analysis.hlo.count import count_module
+from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.hardware.catalog import get_chip
 
 

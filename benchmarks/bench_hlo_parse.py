@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 
-from rooftop.analysis.hlo_parse import parse_hlo, parse_hlo_file
+from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
 
 _META = 'metadata={{op_name="jit(train_step)/jvp(transformer)/layer_{i}/{op}" source_file="/src/model/layers.py" source_line={line} stack_frame_id={frame}}}'
 _T = "{2,1,0:T(8,128)(2,1)}"

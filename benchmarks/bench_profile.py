@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from rooftop.analysis.profile import profile_report
-from rooftop.analysis.trace import detect_steps, group_ops, load_trace
+from rooftop.analysis.trace.load import load_trace
+from rooftop.analysis.trace.ops import detect_steps, group_ops
 from rooftop.hardware.catalog import get_chip
 
 GPUS = 8

@@ -10,7 +10,7 @@ Builds (in a temporary directory unless ``--keep DIR``):
 
 Times, best of ``--repeat``:
 
-- XPlane: ``rooftop.analysis.trace.load_trace`` vs ``jax.profiler.ProfileData.from_file`` plus one pass
+- XPlane: ``rooftop.analysis.trace.load.load_trace`` vs ``jax.profiler.ProfileData.from_file`` plus one pass
   over every event's name, times and stats (the least any reader must do), and the xprof
   ``trace_viewer`` converter when the ``xprof`` package is installed;
 - JSON: ``load_trace`` (streaming) vs ``json.load(gzip.open(...))`` (whole document in memory);
@@ -35,7 +35,9 @@ from typing import Any
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from rooftop.analysis.trace import group_ops, load_trace, paused_gc
+from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.trace.load import load_trace
+from rooftop.analysis.trace.ops import group_ops
 
 GPUS = 8
 INSTRUCTIONS = 50

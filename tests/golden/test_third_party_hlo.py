@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.analysis.hlo import analyze, count_module
-from rooftop.analysis.hlo_mesh import infer_mesh, match_groups
-from rooftop.analysis.hlo_parse import parse_hlo_file, parse_instruction
+from rooftop.analysis.hlo.analyze import analyze
+from rooftop.analysis.hlo.count import count_module
+from rooftop.analysis.hlo.mesh import infer_mesh, match_groups
+from rooftop.analysis.hlo.parse import parse_hlo_file, parse_instruction
 from rooftop.hardware.catalog import get_chip
 from tests.conftest import run_cli
 

@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.analysis.hlo_parse import parse_hlo
-from rooftop.analysis.trace import Trace, detect_steps, group_ops, hlo_text, load_trace
+from rooftop.analysis.hlo.parse import parse_hlo
+from rooftop.analysis.trace.events import Trace
+from rooftop.analysis.trace.load import load_trace
+from rooftop.analysis.trace.ops import detect_steps, group_ops
+from rooftop.analysis.trace.xplane import hlo_text
 
 
 def _same_program(ours: str | None, derived: str) -> bool:

@@ -12,8 +12,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rooftop.analysis.hlo_parse import Instruction, decode_config, parse_hlo, parse_instruction
-from rooftop.analysis.hlo_shapes import device_groups, parse_shape, parse_window
+from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.ir import Instruction, decode_config
+from rooftop.analysis.hlo.parse import parse_hlo, parse_instruction
+from rooftop.analysis.hlo.shapes import parse_shape, parse_window
 from rooftop.errors import ParseError
 
 # Compiled-text style (long form, %-names, tables, tiled layouts, collectives, while, custom-call).

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rooftop.analysis.hlo import HloOp, analyze, count_module
-from rooftop.analysis.hlo_parse import parse_hlo
+from rooftop.analysis.hlo.analyze import analyze
+from rooftop.analysis.hlo.count import HloOp, count_module
+from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.cost.op import ConvDim, convolution_flops, dot_general
 from rooftop.errors import InvalidConfigError, ParseError
 from rooftop.hardware.catalog import get_chip

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rooftop.analysis.hlo_mesh import (
+from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.mesh import (
     LogicalMesh,
     collective_use,
     given_mesh,
@@ -15,8 +16,7 @@ from rooftop.analysis.hlo_mesh import (
     match_pairs,
     place,
 )
-from rooftop.analysis.hlo_parse import parse_instruction
-from rooftop.analysis.hlo_shapes import device_groups
+from rooftop.analysis.hlo.parse import parse_instruction
 from rooftop.errors import InvalidConfigError, ShardingError
 
 DATA_MODEL = given_mesh("data=4,model=2")  # device d = (d // 2, d % 2), as jax.sharding.Mesh numbers it

@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.analysis.hlo_parse import (
-    HloModule,
-    Instruction,
-    decode_config,
-    parse_hlo,
-    parse_hlo_file,
-    parse_instruction,
-)
-from rooftop.analysis.hlo_shapes import ELEMENT_BYTES, Layout, Shape, device_groups, parse_shape
+from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.ir import HloModule, Instruction, decode_config
+from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file, parse_instruction
+from rooftop.analysis.hlo.shapes import ELEMENT_BYTES, Layout, Shape, parse_shape
 from rooftop.errors import ParseError, UnknownNameError
 
 HLO_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "third_party_profiles" / "hlo"

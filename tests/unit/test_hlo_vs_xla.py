@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from rooftop.analysis.hlo import HloAnalysis, analyze
-from rooftop.analysis.hlo_parse import parse_hlo
+from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
+from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.hardware.catalog import get_chip
 
 jax = pytest.importorskip("jax")

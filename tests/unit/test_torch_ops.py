@@ -1,5 +1,5 @@
-"""PyTorch (Kineto) traces: aten ops -> Costs (analysis/torch_ops.py) and kernels -> the ops that launched
-them (analysis/profile.py), on small synthetic traces written here. Expected values are hand-derived."""
+"""PyTorch (Kineto) traces: aten ops -> Costs (analysis/torch/ops.py) and kernels -> the ops that launched
+them (analysis/torch/kineto.py), on small synthetic traces written here. Expected values are hand-derived."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from rooftop.analysis.compare import OpReport, ProfileReport
-from rooftop.analysis.profile import launching_ops, profile_report
-from rooftop.analysis.torch_ops import TorchOp, nccl_comm, op_cost
-from rooftop.analysis.trace import load_trace
+from rooftop.analysis.profile import profile_report
+from rooftop.analysis.torch.kineto import launching_ops
+from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.trace.load import load_trace
 from rooftop.hardware.catalog import get_chip
 
 H100 = get_chip("h100")

@@ -1,8 +1,8 @@
 """Measured vs roofline, op by op: the profiling loop in one function.
 
 Each op the trace ran (grouped per module and HLO instruction, several kernels of one
-execution counted once: trace.op_executions) is joined with the same instruction of the
-module's HLO (analysis/hlo.py: its Cost and Estimate on the chip). Per op:
+execution counted once: trace/ops.py op_executions) is joined with the same instruction of the
+module's HLO (analysis/hlo/analyze.py: its Cost and Estimate on the chip). Per op:
 
 - measured_s: mean duration of one execution on one device;
 - lower_bound_s: the roofline time of one execution (max of compute, memory, network);
@@ -32,8 +32,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo import HloAnalysis, TimedOp
-from rooftop.analysis.trace import OpExecution, Trace, detect_steps, op_executions
+from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
+from rooftop.analysis.trace.events import Trace
+from rooftop.analysis.trace.ops import OpExecution, detect_steps, op_executions
 from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"

@@ -11,8 +11,8 @@ from typing import Any
 
 from rich.console import Console
 
-from rooftop.analysis.hlo import HloAnalysis, TimedOp, analyze
-from rooftop.analysis.hlo_parse import parse_hlo_file
+from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp, analyze
+from rooftop.analysis.hlo.parse import parse_hlo_file
 from rooftop.cli.common import Output, add_common, chip_from_args
 from rooftop.errors import InvalidConfigError
 from rooftop.report.table import table

@@ -45,7 +45,7 @@ def analyze(
     target = get_chip(chip) if isinstance(chip, str) else chip
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     compiled = jitted.lower(*args).compile()
-    hlo_path = None
+    hlo_text = compiled.as_text()  # None where the backend cannot print it: the profile's own HLO is used
     _block(jitted(*args))  # warm-up: compile outside the profile
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(logdir) if logdir else Path(tmp)
@@ -53,6 +53,8 @@ def analyze(
             for i in range(steps):
                 with jax.profiler.StepTraceAnnotation("step", step_num=i):
                     _block(jitted(*args))
-        hlo_path = out_dir / "compiled.hlo.txt"
-        hlo_path.write_text(compiled.as_text())
+        hlo_path = None
+        if hlo_text is not None:
+            hlo_path = out_dir / "compiled.hlo.txt"
+            hlo_path.write_text(hlo_text)
         return profile_report(out_dir, target, hlo=hlo_path, mesh=mesh, topology=topology)

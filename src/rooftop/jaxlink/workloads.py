@@ -70,15 +70,7 @@ def mock_transformer(
         return jax.device_put(x, NamedSharding(mesh, spec))
 
     key = jax.random.PRNGKey(seed)
-    params = []
-    for i in range(layers):
-        k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        params.append(
-            (
-                put(jax.random.normal(k1, (d_model, d_ff), jnp.float32) * 0.02, w_in_spec),
-                put(jax.random.normal(k2, (d_ff, d_model), jnp.float32) * 0.02, w_out_spec),
-            )
-        )
+    params = _mlp_params(key, layers, d_model, d_ff, lambda w: put(w, w_in_spec), lambda w: put(w, w_out_spec))
     x = put(jax.random.normal(jax.random.fold_in(key, 99), (batch, d_model), jnp.float32), P("data", None))
     y = put(jnp.zeros((batch, d_model), jnp.float32), P("data", None))
 
@@ -99,3 +91,19 @@ def mock_transformer(
         return loss, new
 
     return train_step, (params, x, y)
+
+
+def _mlp_params(
+    key: Any, layers: int, d_model: int, d_ff: int, place_in: Callable[[Any], Any], place_out: Callable[[Any], Any]
+) -> list[tuple[Any, Any]]:
+    """(w_in [d_model, d_ff], w_out [d_ff, d_model]) per layer, normal(0, 0.02), each placed on the mesh."""
+    import jax
+    import jax.numpy as jnp
+
+    params = []
+    for i in range(layers):
+        k1, k2 = jax.random.split(jax.random.fold_in(key, i))
+        w_in = jax.random.normal(k1, (d_model, d_ff), jnp.float32) * 0.02
+        w_out = jax.random.normal(k2, (d_ff, d_model), jnp.float32) * 0.02
+        params.append((place_in(w_in), place_out(w_out)))
+    return params

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.trace import EventTable, Trace, natural_key
+from rooftop.analysis.trace.events import EventTable, Trace, natural_key
 
 
 class OpExecution(NamedTuple):
@@ -103,7 +103,8 @@ def _stream_executions(
     )
     open_ = False
     prev_mod = prev_what = mod0 = inst0 = None
-    name0, names, start0, end, busy, events, step0 = "", (), 0.0, 0.0, 0.0, 0, None
+    names: tuple[str, ...] = ()
+    name0, start0, end, busy, events, step0 = "", 0.0, 0.0, 0.0, 0, None
     for i in rows:
         inst, nm, mod, dur = instruction[i], name[i], module[i], duration[i]
         what = inst if inst is not None else nm
@@ -116,9 +117,10 @@ def _stream_executions(
         else:
             if open_:
                 out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, names, step0))
-            names = singles.get(nm)
-            if names is None:
-                names = singles[nm] = (nm,)
+            single = singles.get(nm)
+            if single is None:
+                single = singles[nm] = (nm,)
+            names = single
             mod0, inst0, name0, start0, step0 = mod, inst, inst or nm, start[i], step[i]
             end, busy, events, open_ = start0 + dur, dur, 1, True
         prev_mod, prev_what = mod, what

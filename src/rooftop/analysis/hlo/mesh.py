@@ -29,8 +29,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rooftop.analysis.hlo_ir import Instruction
-from rooftop.analysis.hlo_shapes import device_groups
+from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.ir import Instruction
 from rooftop.cost.cost import Comm
 from rooftop.errors import ParseError, ShardingError
 from rooftop.hardware.topology import parse_mesh_spec
@@ -133,10 +133,10 @@ def match_groups(groups: Sequence[Sequence[int]], mesh: LogicalMesh) -> GroupMat
     seen: set[int] = set()
     for group in groups:
         first = mesh.coords(group[0])
-        axes = {i for d in group[1:] for i, (a, b) in enumerate(zip(first, mesh.coords(d), strict=True)) if a != b}
+        differ = {i for d in group[1:] for i, (a, b) in enumerate(zip(first, mesh.coords(d), strict=True)) if a != b}
         if varying is None:
-            varying = axes
-        if axes != varying or len(set(group)) != len(group) or not seen.isdisjoint(group):
+            varying = differ
+        if differ != varying or len(set(group)) != len(group) or not seen.isdisjoint(group):
             return _irregular(groups)
         seen.update(group)
     chosen = sorted(varying or ())
@@ -177,7 +177,8 @@ def _runs(group: Sequence[int]) -> list[tuple[int, int]] | None:
     it is not one (then it says nothing about the mesh)."""
     members = sorted(group)
     offsets = [m - members[0] for m in members]
-    runs, block = [], 1
+    runs: list[tuple[int, int]] = []
+    block = 1
     while block < len(offsets):
         stride = offsets[block]
         if runs and stride % (runs[-1][0] * runs[-1][1]):
@@ -196,18 +197,18 @@ def _runs(group: Sequence[int]) -> list[tuple[int, int]] | None:
 
 def _hint(texts: Iterable[str], num_devices: int) -> LogicalMesh | None:
     """The mesh of XLA's ``mesh['a'=4,'b'=2] {...}`` group form, when all such forms agree."""
-    found = set()
+    found: set[tuple[tuple[str, int], ...]] = set()
     for text in texts:
         match = _MESH_FORM_RE.search(text)
         if match is None:
             continue
-        axes = []
+        named: list[tuple[str, int]] = []
         for item in match.group(1).split(","):
             name, _, size = item.partition("=")
             if not size.strip().isdigit():
                 return None
-            axes.append((name.strip().strip("'\""), int(size)))
-        found.add(tuple(axes))
+            named.append((name.strip().strip("'\""), int(size)))
+        found.add(tuple(named))
     if len(found) != 1:
         return None
     axes = tuple(a for a in found.pop() if a[1] > 1)
@@ -271,10 +272,12 @@ def collective_use(instr: Instruction, base: str) -> CollectiveUse:
         pairs = tuple(instr.source_target_pairs or ())
         return CollectiveUse(kind, base, nbytes, None, pairs, instr.attributes.get("source_target_pairs", ""))
     raw = instr.attributes.get("replica_groups")
-    try:
-        groups = _groups(raw) if raw is not None else ()
-    except ParseError as exc:
-        raise ParseError(f"{instr.name}: bad replica_groups={raw[:80]}: {exc}", line=instr.line) from None
+    groups: tuple[tuple[int, ...], ...] = ()
+    if raw is not None:
+        try:
+            groups = _groups(raw)
+        except ParseError as exc:
+            raise ParseError(f"{instr.name}: bad replica_groups={raw[:80]}: {exc}", line=instr.line) from None
     return CollectiveUse(kind, base, nbytes, groups, None, raw or "")
 
 

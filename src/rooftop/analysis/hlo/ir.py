@@ -1,7 +1,7 @@
 """The HLO data model: ``Instruction``, ``Computation``, ``HloModule``, and the decoders of raw attribute
 values (quoted strings, ``{k=v ...}`` fields, JSON / MLIR backend configs).
 
-``hlo_parse`` builds these from text; the attribute values stay raw strings and the ``Instruction``
+:mod:`rooftop.analysis.hlo.parse` builds these from text; the attribute values stay raw strings and the ``Instruction``
 properties decode them on demand (XLA documentation: operation semantics, shapes and layout).
 """
 
@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rooftop.analysis.hlo_shapes import Shape, device_groups, int_list, parse_window
+from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.shapes import Shape, int_list, parse_window
 from rooftop.errors import ParseError, UnknownNameError
 
 STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|"|[(){}\[\],]')

@@ -8,8 +8,8 @@ shapes cached by their text, attributes split with a regex and checked for balan
 an instruction spanning several lines (a multi-line constant literal) is joined before it is parsed.
 
 Attribute values stay raw strings; the ``Instruction`` properties decode them on demand. The data model
-(``HloModule``, ``Computation``, ``Instruction``) and the value decoders live in ``hlo_ir`` and are
-re-exported here. The text format is described in the XLA documentation (operation semantics, shapes
+(``HloModule``, ``Computation``, ``Instruction``) and the value decoders live in
+:mod:`rooftop.analysis.hlo.ir`. The text format is described in the XLA documentation (operation semantics, shapes
 and layout, tiled layout).
 """
 
@@ -22,33 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo_ir import (
+from rooftop.analysis.hlo.ir import (
     STRUCT_RE,
     Computation,
     HloModule,
     Instruction,
-    decode_config,
     decode_fields,
     new_instruction,
     one_int,
     split_top,
-    unquote,
 )
-from rooftop.analysis.hlo_shapes import Shape, ShapeReader
+from rooftop.analysis.hlo.shapes import Shape, ShapeReader
 from rooftop.errors import ParseError
-
-__all__ = [
-    "Computation",
-    "HloModule",
-    "Instruction",
-    "decode_config",
-    "decode_fields",
-    "parse_hlo",
-    "parse_hlo_file",
-    "parse_instruction",
-    "split_top",
-    "unquote",
-]
 
 _NAME = r"[^\s=%(){},\"]+"
 _FAST_RE = re.compile(
@@ -101,7 +86,11 @@ class _Incomplete(Exception):
 
 # --- the parser --------------------------------------------------------------------------------------
 
-_Record = tuple[str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, dict, dict, tuple, bool, int]
+_Attrs = dict[str, str]
+#: (name, opcode, shape, operands, operand shapes or None, attributes, metadata, called, is_root, line)
+_Record = tuple[
+    str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, _Attrs, _Attrs, tuple[str, ...], bool, int
+]
 
 
 class _Parser:
@@ -273,7 +262,7 @@ class _Parser:
             attributes["parameter_number"] = str(one_int(inside))
         elif inside and not inside.isspace():
             operands, operand_shapes = self._operands(inside)
-        called = ()
+        called: tuple[str, ...] = ()
         if not _CALL_KEYS.isdisjoint(attributes):
             called = tuple(_callee(v) for k, v in attributes.items() if k in _CALL_KEYS for v in _callees(v))
         return (name, opcode, shape, operands, operand_shapes, attributes, metadata, called, is_root, number)
@@ -356,8 +345,10 @@ class _Parser:
         shapes: dict[str, Shape] = {rec[0]: rec[2] for rec in records}
         if len(shapes) != len(records):
             seen: set[str] = set()
-            dup = next(rec for rec in records if rec[0] in seen or seen.add(rec[0]))
-            raise self.error(dup[9], f"instruction {dup[0]!r} is defined twice in computation {name!r}")
+            for rec in records:
+                if rec[0] in seen:
+                    raise self.error(rec[9], f"instruction {rec[0]!r} is defined twice in computation {name!r}")
+                seen.add(rec[0])
         instructions, roots = [], []
         for rec in records:
             operands, operand_shapes = rec[3], rec[4]
@@ -472,5 +463,7 @@ def parse_instruction(line: str, line_number: int = 1, source: str = "<hlo>") ->
         record = parser._instruction(line, line_number, _FAST_RE.match(line))
     except _Incomplete:
         raise parser.error(line_number, "instruction is not terminated (expected ')' or '}')") from None
-    operand_shapes = record[4] if record[4] is not None else (None,) * len(record[3])
-    return Instruction(*record[:4], operand_shapes, *record[5:])
+    name, opcode, shape, operands, operand_shapes, attributes, metadata, called, is_root, number = record
+    if operand_shapes is None:
+        operand_shapes = (None,) * len(operands)
+    return Instruction(name, opcode, shape, operands, operand_shapes, attributes, metadata, called, is_root, number)

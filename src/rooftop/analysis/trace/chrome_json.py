@@ -10,7 +10,7 @@ processes and threads, ``ts``/``dur`` in microseconds):
 
 - JAX JSON: a process is an XPlane plane (``process_name`` ``/host:CPU``, ``/device:GPU:0``), a thread is
   a line, ``args`` are the XPlane stats; events are classified exactly as XPlane events
-  (:func:`rooftop.analysis.trace_xplane.classify`). JAX writes the ``M`` events first.
+  (:func:`rooftop.analysis.trace.classify.classify`). JAX writes the ``M`` events first.
 - Kineto (detected by ``schemaVersion`` / ``deviceProperties`` / ``distributedInfo`` or Kineto
   categories): ``cat`` ``kernel`` -> ``"kernel"`` on ``/device:GPU:<args.device>``, ``gpu_memcpy`` /
   ``gpu_memset`` -> ``"memcpy"``, ``user_annotation`` ``ProfilerStep#N`` -> ``"step"`` N; ``cpu_op``,
@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rooftop.analysis.trace import MemorySample, ProgressFn, RowBuilder, Trace, natural_key
-from rooftop.analysis.trace_xplane import classify, line_role
+from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role
+from rooftop.analysis.trace.events import MemorySample, ProgressFn, RowBuilder, Trace, natural_key
 from rooftop.errors import InvalidConfigError, ParseError
 
 _US_PER_S = 1e6  # trace-event timestamps are microseconds
@@ -54,7 +54,6 @@ _KINETO_CATS = frozenset(
         "ac2g",
     }
 )
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 #: args whose text repeats across events (module, instruction, kernel and source names): stored once.
 _SHARED_ARGS = ("hlo_module", "hlo_op", "long_name", "tf_op", "source", "kernel_details")
 
@@ -166,11 +165,11 @@ class JsonStream:
         return end
 
 
-def _open_text(path: Path) -> tuple[IO[bytes], IO[str]]:
+def _open_text(path: Path) -> tuple[io.BufferedReader, io.TextIOWrapper]:
     raw = path.open("rb")
     magic = raw.read(2)
     raw.seek(0)
-    stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    stream: gzip.GzipFile | io.BufferedReader = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
     return raw, io.TextIOWrapper(stream, encoding="utf-8")
 
 
@@ -328,7 +327,7 @@ class _Mapper:
             device = f"/device:GPU:{args.get('device', pid)}"
             kind = {"kernel": "kernel", "gpu_user_annotation": "other"}.get(cat, "memcpy")
             return kind, device, None, corr_text
-        marker = _PROFILER_STEP.match(name) if cat == "user_annotation" else None
+        marker = PROFILER_STEP.match(name) if cat == "user_annotation" else None
         if marker:
             return "step", "/host:CPU", int(marker.group(1)), None
         return "other", "/host:CPU", None, corr_text

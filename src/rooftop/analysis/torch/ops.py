@@ -16,7 +16,7 @@ positions, as in ATen's native_functions.yaml):
   ``convolution_backward``: the forward cost per gradient in ``output_mask`` (grad input and grad
   weight are each a convolution of the same FLOPs and bytes), plus the bias-gradient reduction;
 - fused attention (SDPA, flash, memory-efficient, cuDNN, forward and backward): 2 B H pairs (D_qk + D_v)
-  FLOPs forward, 2.5x backward (the convention of analysis/hlo_count.py for fused attention
+  FLOPs forward, 2.5x backward (the convention of analysis/hlo/count.py for fused attention
   custom-calls; PyTorch's FlopCounterMode counts the same 2 and 5 matmuls), pairs = Sq x Sk, or
   cost/op.py ``attended_pairs`` when ``is_causal`` is known true; bytes = the tensors read + the output
   (forward) or dQ, dK, dV (backward) written: the scores never reach HBM;
@@ -27,12 +27,12 @@ positions, as in ATen's native_functions.yaml):
 - reductions (:data:`REDUCTIONS`): cost/op.py ``reduction``, the output from the reduced ``dim``.
 
 Any other op: no Cost, and the reason names it. int64 tensors are counted as int32 (rooftop has no
-64-bit integer type), as analysis/hlo_count.py does.
+64-bit integer type), as analysis/hlo/count.py does.
 
 :func:`nccl_comm` turns an NCCL kernel's args (``Collective name``, ``In msg nelems``, ``Out msg
 nelems``, ``dtype``, ``Group size``; PyTorch >= 2.3) into a cost/cost.py ``Comm``: all-reduce and
 reduce-scatter name their input bytes, all-gather its gathered output, all-to-all its buffer.
-The join of kernels to the ops that launched them, and the report, are in :mod:`rooftop.analysis.profile`.
+The join of kernels to the ops that launched them, and the report, are in :mod:`rooftop.analysis.torch.kineto`.
 """
 
 from __future__ import annotations
@@ -235,20 +235,20 @@ def _conv(op: TorchOp, spec: Conv) -> Price:
     stride, dilation, groups = op.ints(spec.stride, n), op.ints(spec.dilation, n), op.ints(spec.groups, 1)
     pad_text = op.text(spec.padding)
     padding = op.ints(spec.padding, n) if pad_text not in ("same", "valid") else None
-    if None in (stride, dilation, groups) or (padding is None and pad_text not in ("same", "valid")):
+    if stride is None or dilation is None or groups is None or (padding is None and pad_text not in ("same", "valid")):
         return Price(None, f"{op.name}: stride/padding/dilation/groups not recorded (needs Concrete Inputs)")
     batch, channels, spatial_in = (x[0], x[1], x[2:]) if len(x) == n + 2 else (1, x[0], x[1:])
     dims = []
     for i, (size, k) in enumerate(zip(spatial_in, w[2:], strict=True)):
-        s, d = stride[i], dilation[i]  # type: ignore[index]
+        s, d = stride[i], dilation[i]
         p = padding[i] if padding is not None else (d * (k - 1) // 2 if pad_text == "same" else 0)
         out = size if pad_text == "same" else (size + 2 * p - d * (k - 1) - 1) // s + 1
         dims.append(ConvDim(size, k, out, s, p, 1, d))
     dt = op.dtype(first)
-    g = groups[0]  # type: ignore[index]
+    g = groups[0]
     fwd = convolution(batch, channels, w[0], dims, (dt, op.dtype(first + 1), dt), g)
     out_elements = float(batch * w[0] * math.prod(d.output for d in dims))
-    tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""  # type: ignore[union-attr]
+    tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""
     if not spec.grad:
         return Price(fwd + _bias(op, spec.bias, out_elements, dt), f"convolution {len(dims)}-D, groups {g}", tag)
     mask = re.findall(r"True|False", op.text(spec.groups + 1) or "[True, True, True]")

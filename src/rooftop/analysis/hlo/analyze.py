@@ -1,8 +1,8 @@
 """XLA HLO module -> per-instruction Costs (hardware-free) -> Estimates on a chip and mesh.
 
-Counting (hlo_count.py, re-exported here): ``count_module`` turns every instruction the program executes
+Counting (:mod:`rooftop.analysis.hlo.count`): ``count_module`` turns every instruction the program executes
 at its top level into an ``HloOp``, a Cost per execution and a count, with FLOPs as XLA's HloCostAnalysis
-counts them and bytes at the instruction boundary; hlo_count.py's docstring states the rules.
+counts them and bytes at the instruction boundary; that module's docstring states the rules.
 
 ``analyze``: roofline(Cost, chip, mesh) per instruction; the predicted module time is the sum of the
 instructions' lower bounds (each overlaps its own compute, memory and network; they run in sequence).
@@ -13,48 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo_count import (
-    APPLIED,
-    CONV_TARGETS,
-    ELEMENTWISE,
-    GEMM_TARGETS,
-    TRANSCENDENTAL,
-    ZERO_COST,
-    ZERO_TARGETS,
-    HloCounts,
-    HloOp,
-    InstructionCost,
-    Traffic,
-    count_module,
-    num_devices,
-    rooftop_dtype,
-)
-from rooftop.analysis.hlo_ir import HloModule
-from rooftop.analysis.hlo_mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
+from rooftop.analysis.hlo.count import HloOp, count_module
+from rooftop.analysis.hlo.ir import HloModule
+from rooftop.analysis.hlo.mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.roofline import Estimate, roofline
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
-
-__all__ = [
-    "APPLIED",
-    "CONV_TARGETS",
-    "ELEMENTWISE",
-    "GEMM_TARGETS",
-    "TRANSCENDENTAL",
-    "ZERO_COST",
-    "ZERO_TARGETS",
-    "HloAnalysis",
-    "HloCounts",
-    "HloOp",
-    "InstructionCost",
-    "TimedOp",
-    "Traffic",
-    "analyze",
-    "count_module",
-    "num_devices",
-    "rooftop_dtype",
-]
 
 
 @dataclass(frozen=True)

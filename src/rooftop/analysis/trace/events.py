@@ -1,22 +1,11 @@
-"""Profiler traces -> one table of op events.
+"""The event table every trace loader produces: :class:`OpEvent` rows in a columnar
+:class:`EventTable`, inside a :class:`Trace` with what the profile says about modules, memory and devices.
 
-``load_trace(path)`` reads, into the same :class:`Trace`:
-
-- a JAX profiler log directory (``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, one file per host;
-  the newest run unless a run directory is given), or one ``.xplane.pb`` file — read with JAX's own
-  ``jax.profiler.ProfileData`` (see :mod:`rooftop.analysis.trace_xplane`);
-- Chrome / Perfetto trace-event JSON (``*.trace.json.gz``, ``perfetto_trace.json.gz``, ``.json``) written by
-  JAX, and PyTorch profiler (Kineto) JSON traces — streamed, never held as text
-  (see :mod:`rooftop.analysis.trace_json`).
-
-Every row is an :class:`OpEvent` with SI seconds. ``kind`` says what the row is: ``"op"`` (one HLO
-instruction executed on a device: TPU ``XLA Ops`` line, XLA:CPU thunk), ``"kernel"`` (a GPU kernel; one
-HLO op may run as several), ``"step"`` (a step marker), ``"module"`` (an HLO module execution), ``"memcpy"``
-(device memory copy or set) or ``"other"`` (host activity, launches, framework ops). The table is
-columnar (:class:`EventTable`), a read-only sequence of ``OpEvent``.
-
-Pure helpers on a Trace: :func:`op_executions` (kernels grouped per module, instruction and execution),
-:func:`group_ops` (count, total, mean, per-device totals per op) and :func:`detect_steps`.
+Every row has SI seconds. ``kind`` says what the row is: ``"op"`` (one HLO instruction executed on a
+device: TPU ``XLA Ops`` line, XLA:CPU thunk), ``"kernel"`` (a GPU kernel; one HLO op may run as several),
+``"step"`` (a step marker), ``"module"`` (an HLO module execution), ``"memcpy"`` (device memory copy or
+set) or ``"other"`` (host activity, launches, framework ops). The loaders (:mod:`rooftop.analysis.trace.xplane`,
+:mod:`rooftop.analysis.trace.chrome_json`) fill a :class:`RowBuilder`; this module imports none of them.
 """
 
 from __future__ import annotations
@@ -27,11 +16,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, overload
 
-from rooftop.analysis.gcpause import paused_gc
 from rooftop.errors import InvalidConfigError
 
 KINDS = ("op", "kernel", "step", "module", "memcpy", "other")
@@ -126,8 +113,10 @@ class EventTable(Sequence[OpEvent]):
         return self._n
 
     def _row(self, i: int) -> OpEvent:
-        c = self._cols
-        return OpEvent(*(c[k][i] for k in COLUMNS[:-1]), args=args_view(c["args"][i]))
+        c = self._cols  # positional, in the field order of OpEvent (faster than keywords or unpacking)
+        return OpEvent(c["device"][i], c["line"][i], c["name"][i], c["module"][i], c["instruction"][i],
+                       c["start_s"][i], c["duration_s"][i], c["step"][i], c["kind"][i], c["correlation"][i],
+                       args_view(c["args"][i]))  # fmt: skip
 
     @overload
     def __getitem__(self, index: int) -> OpEvent: ...
@@ -257,96 +246,3 @@ class RowBuilder:
             j = bisect.bisect_right(starts, t) - 1
             if j >= 0 and t <= windows[j][1]:
                 step_col[i] = windows[j][2]
-
-
-def load_trace(path: str | Path, progress: ProgressFn | None = None) -> Trace:
-    """Load a JAX profiler directory, ``.xplane.pb``, Chrome/Perfetto JSON or Kineto JSON trace."""
-    with paused_gc():
-        return _load(Path(path), progress)
-
-
-def _load(p: Path, progress: ProgressFn | None) -> Trace:
-    if not p.exists():
-        raise InvalidConfigError(f"{p}: no such file or directory; expected a profile directory or trace file")
-    if p.is_dir():
-        xplanes, jsons = _profile_files(p)
-        if xplanes:
-            from rooftop.analysis.trace_xplane import load_xplanes
-
-            return load_xplanes(xplanes, source=str(p), progress=progress)
-        if len(jsons) > 1:
-            names = ", ".join(j.name for j in jsons)
-            raise InvalidConfigError(f"{p}: several JSON traces ({names}); pass one file")
-        p = jsons[0]
-    name = p.name.lower()
-    if name.endswith(".pb"):
-        from rooftop.analysis.trace_xplane import load_xplanes
-
-        return load_xplanes([p], source=str(p), progress=progress)
-    if name.endswith((".json", ".json.gz", ".gz")):
-        from rooftop.analysis.trace_json import load_json_trace
-
-        return load_json_trace(p, progress=progress)
-    raise InvalidConfigError(
-        f"{p}: unknown trace file type; expected .xplane.pb, .json, .json.gz or a JAX profiler directory"
-    )
-
-
-def _profile_files(directory: Path) -> tuple[list[Path], list[Path]]:
-    """The ``*.xplane.pb`` files of the run to load, or the JSON traces, under ``directory``."""
-    for run in _candidate_runs(directory):
-        xplanes = sorted(run.glob("*.xplane.pb"))
-        if xplanes:
-            return xplanes, []
-        jsons = sorted(f for f in run.iterdir() if f.is_file() and f.name.lower().endswith((".json", ".json.gz")))
-        preferred = [f for f in jsons if f.name.endswith(".trace.json.gz") and not f.name.startswith("perfetto")]
-        if preferred or jsons:
-            return [], preferred[:1] if len(preferred) == 1 else jsons
-    raise InvalidConfigError(
-        f"{directory}: no profile found; expected <logdir>/plugins/profile/<run>/<host>.xplane.pb, "
-        "a run directory with .xplane.pb files, or a directory with one .json/.json.gz trace"
-    )
-
-
-def _candidate_runs(directory: Path) -> list[Path]:
-    """``directory`` itself, then the newest run under ``plugins/profile`` (or under ``directory``)."""
-    runs: list[Path] = [directory]
-    for base in (directory / "plugins" / "profile", directory):
-        if base.is_dir():
-            subdirs = [d for d in base.iterdir() if d.is_dir() and any(d.glob("*.xplane.pb"))]
-            subdirs.sort(key=lambda d: (d.name, d.stat().st_mtime), reverse=True)
-            runs.extend(subdirs[:1])
-    return runs
-
-
-# ----------------------------------------------------------------------------------------------------
-# Grouping helpers (pure functions of a Trace; deterministic order)
-
-
-def hlo_proto(trace: Trace, module: str, program_id: int | str | None = None) -> bytes | None:
-    """The serialized HloProto of ``module`` ("jit_f(12)", or "jit_f" with/without ``program_id``)."""
-    protos = trace.hlo_protos
-    if module in protos:
-        return protos[module]
-    if program_id is not None and f"{module}({program_id})" in protos:
-        return protos[f"{module}({program_id})"]
-    matches = sorted(k for k in protos if k.rsplit("(", 1)[0] == module)
-    return protos[matches[-1]] if len(matches) == 1 else None
-
-
-def hlo_text(trace: Trace, module: str, program_id: int | str | None = None) -> str | None:
-    """HLO text of a module in the trace's metadata plane, printed by XLA (needs jax); None if absent."""
-    from rooftop.analysis.trace_xplane import hlo_proto_to_text
-
-    proto = hlo_proto(trace, module, program_id)
-    return None if proto is None else hlo_proto_to_text(proto)
-
-
-# grouping and steps live in trace_ops; importable from here as before (explicit re-exports)
-from rooftop.analysis.trace_ops import OpExecution as OpExecution  # noqa: E402
-from rooftop.analysis.trace_ops import OpGroup as OpGroup  # noqa: E402
-from rooftop.analysis.trace_ops import Step as Step  # noqa: E402
-from rooftop.analysis.trace_ops import detect_steps as detect_steps  # noqa: E402
-from rooftop.analysis.trace_ops import group_ops as group_ops  # noqa: E402
-from rooftop.analysis.trace_ops import module_executions as module_executions  # noqa: E402
-from rooftop.analysis.trace_ops import op_executions as op_executions  # noqa: E402

@@ -9,6 +9,8 @@ Grammar (as XLA prints it, see the XLA documentation "Shapes and layout" and "Ti
     layout  := [INT ("," INT)*] [":" item*]       minor_to_major, then T(..)(..) tiles, S(n) memory space, ...
 
 Byte counts are floats in bytes (SI base unit); sub-byte types count fractional bytes (s4 = 0.5).
+Also the readers of small integer attributes: integer lists (``{1,2}``) and ``window={...}``.
+Device lists (replica groups, iota and mesh forms) are in :mod:`rooftop.analysis.hlo.groups`.
 """
 
 from __future__ import annotations
@@ -162,7 +164,8 @@ class Shape:
         return f"{self.dtype}[{dims}]" + (str(self.layout) if self.layout is not None else "")
 
 
-def _int(text: str, what: str) -> int:
+def parse_int(text: str, what: str) -> int:
+    """A non-negative decimal integer (ASCII digits only) read from ``text``; ParseError names ``what``."""
     text = text.strip()
     if not (text.isascii() and text.isdecimal()):
         raise ParseError(f"expected an integer in {what}, got {text!r}")
@@ -171,13 +174,13 @@ def _int(text: str, what: str) -> int:
 
 def _signed(text: str, what: str) -> int:
     text = text.strip()
-    return -_int(text[1:], what) if text.startswith("-") else _int(text, what)
+    return -parse_int(text[1:], what) if text.startswith("-") else parse_int(text, what)
 
 
 def parse_layout(body: str) -> Layout:
     """Parse the inside of a layout's braces, e.g. ``2,1,0:T(8,128)(2,1)S(1)``."""
     order_text, _, rest = body.partition(":")
-    order = tuple(_int(t, "layout") for t in order_text.split(",")) if order_text.strip() else ()
+    order = tuple(parse_int(t, "layout") for t in order_text.split(",")) if order_text.strip() else ()
     tiles: list[tuple[int, ...]] = []
     memory_space = 0
     pos, letter = 0, ""
@@ -190,9 +193,9 @@ def parse_layout(body: str) -> Layout:
         letter = match.group(1) or letter
         args = match.group(2)
         if letter == "T":
-            tiles.append(tuple(-1 if a.strip() == "*" else _int(a, "tile") for a in args.split(",") if a.strip()))
+            tiles.append(tuple(-1 if a.strip() == "*" else parse_int(a, "tile") for a in args.split(",") if a.strip()))
         elif letter == "S":
-            memory_space = _int(args, "memory space")
+            memory_space = parse_int(args, "memory space")
         pos = match.end()
     return Layout(order, tuple(tiles), memory_space)
 
@@ -207,7 +210,7 @@ def _dims(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         if part.startswith("<="):
             dynamic.append(i)
             part = part[2:]
-        dims.append(-1 if part == "?" else _int(part, "shape dims"))
+        dims.append(-1 if part == "?" else parse_int(part, "shape dims"))
     return tuple(dims), tuple(dynamic)
 
 
@@ -344,168 +347,6 @@ def parse_shape(text: str) -> Shape:
     return ShapeReader().parse(text)
 
 
-# --- device lists: replica_groups, source_target_pairs, iota tile assignments, mesh axes ---------------
-
-_MAX_DEVICES = 1 << 20
-_GROUP_RE = re.compile(r"\{([^{}]*)\}")
-_IOTA_RE = re.compile(r"\[([\d,\s]*)\]\s*<=\s*\[([\d,\s]*)\](?:\s*T\(([\d,\s]*)\))?")
-_MESH_RE = re.compile(r"mesh\[([^\]]*)\](?:\s*,\s*device_ids=\((.*)\))?\s*\{([^{}]*)\}")
-_MAXIMAL_MESH_RE = re.compile(r"maximal_mesh\[device_id=(\d+)\]\s*\{\s*\}")
-_AXIS_REF_RE = re.compile(r"\s*'?([^':=(),\s]+)'?\s*(?::\((\d+)\)(\d+))?\s*")
-
-
-def int_list(text: str, what: str = "integer list") -> tuple[int, ...]:
-    """``{1,2}`` / ``1,2`` / ``{}`` -> a tuple of ints; anything else raises ParseError."""
-    body = text.strip()
-    if body.startswith("{") and body.endswith("}"):
-        body = body[1:-1]
-    return tuple(_int(t, what) for t in body.split(",")) if body.strip() else ()
-
-
-def transpose_flat(values: list[int], dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
-    """Row-major ``values`` of an array with ``dims``, transposed by ``perm``, flattened row-major."""
-    if sorted(perm) != list(range(len(dims))):
-        raise ParseError(f"transpose permutation {perm} does not match dims {dims}")
-    strides = [math.prod(dims[i + 1 :]) for i in range(len(dims))]
-    out_dims = [dims[p] for p in perm]
-    out_strides = [strides[p] for p in perm]
-    offsets = [0]
-    for size, stride in zip(out_dims, out_strides, strict=True):  # build indices dim by dim (no recursion)
-        offsets = [base + i * stride for base in offsets for i in range(size)]
-    return [values[i] for i in offsets]
-
-
-def expand_iota(reshape_dims: tuple[int, ...], perm: tuple[int, ...] | None = None) -> list[int]:
-    """Device ids of an iota tile assignment ``<=[reshape_dims]T(perm)``: iota(prod), reshaped, transposed."""
-    total = math.prod(reshape_dims)
-    if total > _MAX_DEVICES:
-        raise ParseError(f"iota device list of {total} devices exceeds the limit of {_MAX_DEVICES}")
-    values = list(range(total))
-    if perm is None or list(perm) == list(range(len(reshape_dims))):
-        return values
-    return transpose_flat(values, reshape_dims, perm)
-
-
-def _to_groups(flat: list[int], group_size: int) -> list[list[int]]:
-    if group_size <= 0 or len(flat) % group_size:
-        raise ParseError(f"{len(flat)} devices do not split into groups of {group_size}")
-    return [flat[i : i + group_size] for i in range(0, len(flat), group_size)]
-
-
-def _iota_groups(match: re.Match[str]) -> list[list[int]]:
-    dims = int_list(match.group(1), "iota dims")
-    reshape = int_list(match.group(2), "iota reshape dims")
-    perm = int_list(match.group(3), "iota transpose") if match.group(3) is not None else None
-    if not dims or math.prod(dims) != math.prod(reshape):
-        raise ParseError(f"iota groups {match.group(0)!r}: {list(dims)} and {list(reshape)} hold different counts")
-    return _to_groups(expand_iota(reshape, perm), dims[-1])
-
-
-def _explicit_groups(text: str) -> list[list[int]]:
-    body = text.strip()[1:-1]
-    if _GROUP_RE.sub("", body).replace(",", "").strip():
-        raise ParseError(f"expected groups like {{{{0,1}},{{2,3}}}}, got {text!r}")
-    return [list(int_list(g, "replica group")) for g in _GROUP_RE.findall(body)]
-
-
-def _axis_dims(refs: list[tuple[int, int]], full: int) -> tuple[list[int], list[int]]:
-    """XLA's reshape of one mesh axis for its referenced sub-axes ``(pre_size, size)``: reshape dims and,
-    per ref in the given order, the index of its reshaped dim."""
-    order = sorted(range(len(refs)), key=lambda i: refs[i][0])
-    dims: list[int] = []
-    where = [0] * len(refs)
-    prefix = 1
-    for i in order:
-        pre, size = refs[i]
-        if pre != prefix:
-            if pre % prefix:
-                raise ParseError(f"sub-axis pre-size {pre} is not a multiple of {prefix}")
-            dims.append(pre // prefix)
-            prefix = pre
-        where[i] = len(dims)
-        dims.append(size)
-        prefix *= size
-    if full % prefix:
-        raise ParseError(f"sub-axes of total size {prefix} do not divide the mesh axis of size {full}")
-    if prefix != full:
-        dims.append(full // prefix)
-    return dims, where
-
-
-def _mesh_groups(match: re.Match[str]) -> list[list[int]]:
-    """``mesh['x'=2,'y'=4] {'x'}``: groups of devices that differ only along the listed axes."""
-    names, sizes = [], []
-    for item in match.group(1).split(","):
-        name, eq, size = item.partition("=")
-        if not eq:
-            raise ParseError(f"expected 'name=size' in mesh {match.group(0)!r}, got {item!r}")
-        names.append(name.strip().strip("'\""))
-        sizes.append(_int(size, "mesh axis size"))
-        if sizes[-1] < 1:
-            raise ParseError(f"mesh axis {names[-1]!r} has size {sizes[-1]}; sizes must be at least 1")
-    total = math.prod(sizes)
-    flat = _device_ids(match.group(2), total)
-    refs: dict[int, list[tuple[int, int]]] = {}
-    axis_order: list[tuple[int, int]] = []
-    for item in match.group(3).split(",") if match.group(3).strip() else []:
-        ref = _AXIS_REF_RE.fullmatch(item)
-        if ref is None or ref.group(1) not in names:
-            raise ParseError(f"unknown mesh axis {item.strip()!r} in {match.group(0)!r}; axes: {names}")
-        axis = names.index(ref.group(1))
-        sub = (int(ref.group(2)), int(ref.group(3))) if ref.group(2) else (1, sizes[axis])
-        if min(sub) < 1:
-            raise ParseError(f"sub-axis {item.strip()!r} needs a pre-size and size of at least 1")
-        axis_order.append((axis, len(refs.setdefault(axis, []))))
-        refs[axis].append(sub)
-    dims: list[int] = []
-    where: dict[int, list[int]] = {}
-    for axis, size in enumerate(sizes):
-        offset = len(dims)
-        axis_dims, local = _axis_dims(refs[axis], size) if axis in refs else ([size], [])
-        where[axis] = [offset + w for w in local]
-        dims.extend(axis_dims)
-    grouped = [where[axis][k] for axis, k in axis_order]
-    perm = tuple([d for d in range(len(dims)) if d not in grouped] + grouped)
-    group_size = math.prod(dims[d] for d in grouped)
-    return _to_groups(transpose_flat(flat, tuple(dims), perm), group_size)
-
-
-def _device_ids(text: str | None, total: int) -> list[int]:
-    if total > _MAX_DEVICES:
-        raise ParseError(f"mesh of {total} devices exceeds the limit of {_MAX_DEVICES}")
-    if text is None:
-        return list(range(total))
-    iota = _IOTA_RE.fullmatch(text.strip())
-    if iota is not None:
-        reshape = int_list(iota.group(2), "iota reshape dims")
-        perm = int_list(iota.group(3), "iota transpose") if iota.group(3) is not None else None
-        flat = expand_iota(reshape, perm)
-    else:
-        flat = [int(t) for t in re.findall(r"\d+", text)]
-    if len(flat) != total:
-        raise ParseError(f"mesh device_ids hold {len(flat)} ids for a mesh of {total} devices")
-    return flat
-
-
-def device_groups(text: str) -> list[list[int]]:
-    """Expand any replica-group form to explicit lists of device ids.
-
-    ``{{0,1},{2,3}}`` explicit; ``{}`` -> [] (one group of all devices); ``[2,4]<=[8]`` iota (reshape
-    iota(8) to [8], no transpose, then to [2 groups, 4 per group]); ``[4,2]<=[2,4]T(1,0)`` iota with a
-    transpose; ``mesh['x'=2,'y'=4] {'x'}`` mesh axes (XLA's MeshAxesReplicaGroupList)."""
-    body = text.strip()
-    if body.startswith("{") and body.endswith("}"):
-        return _explicit_groups(body)
-    for regex, expand in ((_IOTA_RE, _iota_groups), (_MESH_RE, _mesh_groups)):
-        match = regex.fullmatch(body)
-        if match is not None:
-            return expand(match)
-    maximal = _MAXIMAL_MESH_RE.fullmatch(body)
-    if maximal is not None:
-        return [[int(maximal.group(1))]]
-    raise ParseError(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,4]<=[8], got {text[:80]!r}")
-
-
 def parse_window(text: str) -> dict[str, tuple[int, ...]]:
     """``{size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=1x1 rhs_dilate=1x1}`` -> size, stride, pad_low,
     pad_high, lhs_dilate, rhs_dilate (defaults 1 / 0 per spatial dim when absent)."""
@@ -515,11 +356,13 @@ def parse_window(text: str) -> dict[str, tuple[int, ...]]:
         if not eq:
             raise ParseError(f"expected key=value in window {text!r}, got {item!r}")
         fields[key] = value
-    size = tuple(_int(v, "window size") for v in fields.get("size", "").split("x") if v)
+    size = tuple(parse_int(v, "window size") for v in fields.get("size", "").split("x") if v)
     rank = len(size)
     out: dict[str, tuple[int, ...]] = {"size": size}
     for key in ("stride", "lhs_dilate", "rhs_dilate"):
-        out[key] = tuple(_int(v, f"window {key}") for v in fields[key].split("x")) if key in fields else (1,) * rank
+        out[key] = (
+            tuple(parse_int(v, f"window {key}") for v in fields[key].split("x")) if key in fields else (1,) * rank
+        )
     pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else [["0", "0"]] * rank
     if any(len(p) != 2 for p in pads):
         raise ParseError(f"expected pad=low_high per dim in window {text!r}")
@@ -528,3 +371,11 @@ def parse_window(text: str) -> dict[str, tuple[int, ...]]:
     if any(len(v) != rank for v in out.values()):
         raise ParseError(f"window {text!r} gives different numbers of spatial dims per field")
     return out
+
+
+def int_list(text: str, what: str = "integer list") -> tuple[int, ...]:
+    """``{1,2}`` / ``1,2`` / ``{}`` -> a tuple of ints; anything else raises ParseError."""
+    body = text.strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1]
+    return tuple(parse_int(t, what) for t in body.split(",")) if body.strip() else ()

@@ -18,7 +18,7 @@ HloCostAnalysis, so totals match ``compiled.cost_analysis()["flops"]`` (tests/un
   pairs = Sq x Sk, or the causal count when the mask is causal. Any other custom-call: FLOPs unknown,
   reported as such, never 0.
 - collectives (sync, -start/-done and async-start/-done forms, counted once per pair): a Comm of the
-  bytes cost/cost.py's Comm names, over the mesh axes ``hlo_mesh`` reads from the replica groups.
+  bytes cost/cost.py's Comm names, over the mesh axes :mod:`rooftop.analysis.hlo.mesh` reads from the replica groups.
 
 Bytes are counted at the instruction boundary: operands read + results written, never a fusion's inner
 temporaries; a fused parameter read only through (bitcast and) slice / dynamic-slice reads the slices;
@@ -36,9 +36,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.hlo_ir import Computation, HloModule, Instruction
-from rooftop.analysis.hlo_mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
-from rooftop.analysis.hlo_shapes import Shape
+from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
+from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
+from rooftop.analysis.hlo.shapes import Shape
 from rooftop.cost.cost import Cost
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.errors import InvalidConfigError, ParseError
@@ -195,9 +195,9 @@ class _Counter:
             out.add("vector", first.dtype, shape.num_elements)
             out.transcendentals += shape.num_elements if op in TRANSCENDENTAL else 0
         elif op == "dot":
-            out.by.update(self.dot(instr, *instr.operand_shapes[:2], shape))
+            out.by.update(self.dot(instr, *_lhs_rhs(instr), shape))
         elif op == "convolution":
-            out.by.update(_conv_flops(instr, *instr.operand_shapes[:2], shape))
+            out.by.update(_conv_flops(instr, *_lhs_rhs(instr), shape))
         elif op == "custom-call":
             self.custom_call(instr, out)
         base = self.module.base_opcode(instr) if kind == "start" else op
@@ -371,6 +371,12 @@ def _drop_workspace(shape: Shape) -> Shape:
     if len(parts) > 1 and parts[-1].dtype in ("u8", "s8") and parts[-1].rank == 1:
         return Shape("tuple", (), None, parts[:-1])
     return shape
+
+
+def _lhs_rhs(instr: Instruction) -> tuple[Shape | None, Shape | None]:
+    """The shapes of the first two operands (None when unknown or absent: the FLOP rules then raise)."""
+    shapes = instr.operand_shapes
+    return (shapes[0] if shapes else None), (shapes[1] if len(shapes) > 1 else None)
 
 
 def _dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> dict:

@@ -1,21 +1,9 @@
 """XPlane (``.xplane.pb``, the XSpace protobuf written by ``jax.profiler``) -> rooftop event table.
 
 Events are read with JAX's own reader, ``jax.profiler.ProfileData`` (planes -> lines -> events with
-``name``, ``start_ns``, ``duration_ns`` and ``stats``). How JAX/XLA names things (tsl/profiler xplane
-schema and stat names in xla/tsl/profiler/utils/xplane_schema.h; observed in jax 0.10 CPU profiles and
-in ROCm GPU profiles):
+``name``, ``start_ns``, ``duration_ns`` and ``stats``); each event is classified by
+:mod:`rooftop.analysis.trace.classify` (which says how JAX/XLA names planes, lines and stats).
 
-- ``/device:GPU:N`` planes, lines ``Stream #N(...)``: one event per kernel or memcpy, stats ``hlo_module``,
-  ``hlo_op``, ``program_id``, ``correlation_id``, ``kernel_details`` / ``memcpy_details``.
-  -> ``kind="kernel"`` (``"memcpy"`` with ``memcpy_details`` or a ``Memcpy`` line/name).
-- ``/device:TPU:N`` planes (and xprof-processed GPU planes): lines ``XLA Ops`` (event name = HLO
-  instruction; stats ``program_id``, ``long_name``, ...) -> ``"op"``; ``XLA Modules`` (``jit_f(12)``) ->
-  ``"module"``; ``Steps`` -> ``"step"``; ``TensorFlow Ops`` / ``Framework Ops`` -> ``"other"``.
-- ``/host:CPU``: thread lines. With XLA:CPU the HLO ops run here, each event carrying ``hlo_op``,
-  ``hlo_module``, ``program_id``, ``run_id`` and ``device_ordinal`` -> ``"op"`` on ``/device:CPU:<ordinal>``.
-  When the profile has device planes with events, host events with ``hlo_op`` are kernel launches ->
-  ``"other"`` (their ``correlation_id`` places device kernels in steps). ``StepTraceAnnotation``
-  events (stat ``step_num``) and ``ProfilerStep#N`` -> ``"step"``.
 - ``/host:metadata``: no events; its event metadata carry one ``Hlo Proto`` stat per HLO module, named
   ``jit_f(<program_id>)``. ``ProfileData`` does not expose event metadata, so that plane is read with the
   protobuf runtime against a declared subset of ``xplane.proto`` (field numbers from
@@ -36,36 +24,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from rooftop.analysis.trace import EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
+from rooftop.analysis.trace.classify import MODULE_NAME, classify, line_role
+from rooftop.analysis.trace.events import EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
 from rooftop.errors import InvalidConfigError, ParseError
 
 JAX_EXTRA = "reading .xplane.pb needs the jax extra: pip install 'rooftop[jax]'"
 _NS_PER_S = 1e9  # XPlane times are nanoseconds (divided, so 500 ns -> 5e-07 s exactly rounded)
-_MODULE_NAME = re.compile(r"^(?P<name>.+)\((?P<id>\d+)\)$")
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_FRAMEWORK_LINES = frozenset(
-    {
-        "TensorFlow Ops",
-        "Framework Ops",
-        "TensorFlow Name Scope",
-        "Framework Name Scope",
-        "Source code",
-        "Async XLA Ops",
-        "XLA TraceMe",
-        "Launch Stats",
-        "SparseCore Ops",
-    }
-)
-_MEMCPY_NAMES = (
-    "Memcpy",
-    "MemcpyH2D",
-    "MemcpyD2H",
-    "MemcpyD2D",
-    "CopyDeviceToDevice",
-    "CopyHostToDevice",
-    "CopyDeviceToHost",
-    "Memset",
-)
 _BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$")
 _PROGRESS_EVERY = 1 << 16
 
@@ -76,58 +40,6 @@ def _profile_data() -> Any:
     except ImportError as exc:
         raise InvalidConfigError(JAX_EXTRA) from exc
     return ProfileData
-
-
-def line_role(plane: str, line: str) -> str:
-    """What a line holds, from the plane and line names alone (decided once per line)."""
-    if plane.startswith("/host:"):
-        return "host"
-    if not plane.startswith("/device:"):
-        return "other"
-    roles = {"Steps": "steps", "XLA Modules": "modules", "XLA Ops": "ops"}
-    if line in roles:
-        return roles[line]
-    if line in _FRAMEWORK_LINES:
-        return "other"
-    return "memcpy" if "Memcpy" in line else "stream"
-
-
-def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_ops: bool) -> tuple[Any, ...]:
-    """(kind, device, module, instruction, step, correlation) of one event on a line of ``role``."""
-    module, inst, corr = stats.get("hlo_module"), stats.get("hlo_op"), stats.get("correlation_id")
-    if corr is not None:
-        corr = str(corr)
-    step = stats.get("step_num")
-    if step is None:
-        step = stats.get("group_id")
-    if step is not None:
-        step = _int(step)
-    if role == "stream":
-        kind = "memcpy" if "memcpy_details" in stats or name.startswith(_MEMCPY_NAMES) else "kernel"
-        return kind, plane, module, inst, step, corr
-    if role == "host":
-        if inst is not None and host_ops:
-            ordinal = stats.get("device_ordinal")
-            return "op", plane if ordinal is None else f"/device:CPU:{ordinal}", module, inst, step, None
-        marker = _PROFILER_STEP.match(name)
-        if marker or ("step_num" in stats and inst is None):
-            return "step", plane, None, None, int(marker.group(1)) if marker else step, None
-        return "other", plane, module, inst, step, corr
-    if role == "steps":
-        return "step", plane, None, None, int(name) if name.isdigit() else step, None
-    if role == "modules":
-        m = _MODULE_NAME.match(name)
-        return "module", plane, m.group("name") if m else name, None, step, None
-    if role == "ops":
-        return "op", plane, module, inst or name, step, corr
-    return role, plane, module, inst, step, corr  # "memcpy" or "other"
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _stat_text(value: Any) -> str | None:
@@ -143,7 +55,10 @@ def _stat_text(value: Any) -> str | None:
 def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | None = None) -> Trace:
     """Load one ``.xplane.pb`` per host into one Trace (device names prefixed by the host when several)."""
     profile_data = _profile_data()
-    tables, memory, protos, devices = [], [], {}, []
+    tables: list[EventTable] = []
+    memory: list[MemorySample] = []
+    protos: dict[str, bytes] = {}
+    devices: list[str] = []
     metadata: dict[str, Any] = {"hosts": [], "device_properties": {}}
     loaded, bytes_read = 0, 0
     for path in paths:
@@ -189,7 +104,7 @@ def _read(path: Path) -> bytes:
 def _program_names(protos: dict[str, bytes]) -> dict[str, str]:
     out = {}
     for key in protos:
-        m = _MODULE_NAME.match(key)
+        m = MODULE_NAME.match(key)
         if m:
             out[m.group("id")] = m.group("name")
     return out
@@ -303,7 +218,8 @@ _SCHEMA = {
 @cache
 def _messages() -> dict[str, Any]:
     """Message classes for :data:`_SCHEMA` (only the fields read here), declared through descriptor_pb2."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    # protobuf ships no type information and its stubs (types-protobuf) are not a dependency
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
 
     fdp = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="rooftop/xplane_subset.proto", package="rooftop.xp", syntax="proto3")
@@ -386,3 +302,20 @@ def hlo_proto_to_text(proto: bytes) -> str:
         return module.to_string(xla_client.hlo.HloPrintOptions())  # default options print metadata (op_name)
     except Exception as exc:
         raise ParseError(f"corrupt HloProto in the profile metadata ({exc})") from exc
+
+
+def hlo_proto(trace: Trace, module: str, program_id: int | str | None = None) -> bytes | None:
+    """The serialized HloProto of ``module`` ("jit_f(12)", or "jit_f" with/without ``program_id``)."""
+    protos = trace.hlo_protos
+    if module in protos:
+        return protos[module]
+    if program_id is not None and f"{module}({program_id})" in protos:
+        return protos[f"{module}({program_id})"]
+    matches = sorted(k for k in protos if k.rsplit("(", 1)[0] == module)
+    return protos[matches[-1]] if len(matches) == 1 else None
+
+
+def hlo_text(trace: Trace, module: str, program_id: int | str | None = None) -> str | None:
+    """HLO text of a module in the trace's metadata plane, printed by XLA (needs jax); None if absent."""
+    proto = hlo_proto(trace, module, program_id)
+    return None if proto is None else hlo_proto_to_text(proto)

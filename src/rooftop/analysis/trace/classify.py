@@ -1,0 +1,102 @@
+"""What an event of a JAX profile is: its line's role and the event's kind, device, module, instruction,
+step and correlation — the same rules for XPlane (:mod:`rooftop.analysis.trace.xplane`) and for JAX's
+Chrome JSON (:mod:`rooftop.analysis.trace.chrome_json`), where a process is a plane and a thread a line.
+
+How JAX/XLA names things (tsl/profiler xplane schema and stat names in
+xla/tsl/profiler/utils/xplane_schema.h; observed in jax 0.10 CPU profiles and in ROCm GPU profiles):
+
+- ``/device:GPU:N`` planes, lines ``Stream #N(...)``: one event per kernel or memcpy, stats ``hlo_module``,
+  ``hlo_op``, ``program_id``, ``correlation_id``, ``kernel_details`` / ``memcpy_details``.
+  -> ``kind="kernel"`` (``"memcpy"`` with ``memcpy_details`` or a ``Memcpy`` line/name).
+- ``/device:TPU:N`` planes (and xprof-processed GPU planes): lines ``XLA Ops`` (event name = HLO
+  instruction; stats ``program_id``, ``long_name``, ...) -> ``"op"``; ``XLA Modules`` (``jit_f(12)``) ->
+  ``"module"``; ``Steps`` -> ``"step"``; ``TensorFlow Ops`` / ``Framework Ops`` -> ``"other"``.
+- ``/host:CPU``: thread lines. With XLA:CPU the HLO ops run here, each event carrying ``hlo_op``,
+  ``hlo_module``, ``program_id``, ``run_id`` and ``device_ordinal`` -> ``"op"`` on ``/device:CPU:<ordinal>``.
+  When the profile has device planes with events, host events with ``hlo_op`` are kernel launches ->
+  ``"other"`` (their ``correlation_id`` places device kernels in steps). ``StepTraceAnnotation``
+  events (stat ``step_num``) and ``ProfilerStep#N`` -> ``"step"``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MODULE_NAME = re.compile(r"^(?P<name>.+)\((?P<id>\d+)\)$")
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_FRAMEWORK_LINES = frozenset(
+    {
+        "TensorFlow Ops",
+        "Framework Ops",
+        "TensorFlow Name Scope",
+        "Framework Name Scope",
+        "Source code",
+        "Async XLA Ops",
+        "XLA TraceMe",
+        "Launch Stats",
+        "SparseCore Ops",
+    }
+)
+_MEMCPY_NAMES = (
+    "Memcpy",
+    "MemcpyH2D",
+    "MemcpyD2H",
+    "MemcpyD2D",
+    "CopyDeviceToDevice",
+    "CopyHostToDevice",
+    "CopyDeviceToHost",
+    "Memset",
+)
+
+
+def line_role(plane: str, line: str) -> str:
+    """What a line holds, from the plane and line names alone (decided once per line)."""
+    if plane.startswith("/host:"):
+        return "host"
+    if not plane.startswith("/device:"):
+        return "other"
+    roles = {"Steps": "steps", "XLA Modules": "modules", "XLA Ops": "ops"}
+    if line in roles:
+        return roles[line]
+    if line in _FRAMEWORK_LINES:
+        return "other"
+    return "memcpy" if "Memcpy" in line else "stream"
+
+
+def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_ops: bool) -> tuple[Any, ...]:
+    """(kind, device, module, instruction, step, correlation) of one event on a line of ``role``."""
+    module, inst, corr = stats.get("hlo_module"), stats.get("hlo_op"), stats.get("correlation_id")
+    if corr is not None:
+        corr = str(corr)
+    step = stats.get("step_num")
+    if step is None:
+        step = stats.get("group_id")
+    if step is not None:
+        step = _int(step)
+    if role == "stream":
+        kind = "memcpy" if "memcpy_details" in stats or name.startswith(_MEMCPY_NAMES) else "kernel"
+        return kind, plane, module, inst, step, corr
+    if role == "host":
+        if inst is not None and host_ops:
+            ordinal = stats.get("device_ordinal")
+            return "op", plane if ordinal is None else f"/device:CPU:{ordinal}", module, inst, step, None
+        marker = PROFILER_STEP.match(name)
+        if marker or ("step_num" in stats and inst is None):
+            return "step", plane, None, None, int(marker.group(1)) if marker else step, None
+        return "other", plane, module, inst, step, corr
+    if role == "steps":
+        return "step", plane, None, None, int(name) if name.isdigit() else step, None
+    if role == "modules":
+        m = MODULE_NAME.match(name)
+        return "module", plane, m.group("name") if m else name, None, step, None
+    if role == "ops":
+        return "op", plane, module, inst or name, step, corr
+    return role, plane, module, inst, step, corr  # "memcpy" or "other"
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None

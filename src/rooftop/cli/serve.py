@@ -5,22 +5,18 @@ the cost of tokens and (with ``--requests-per-s``) disaggregated prefill/decode 
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import Output, add_common, chip_from_args
 from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError
-from rooftop.hardware.topology import parse_topology, topology_for_chips
-from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
-from rooftop.plan.inference import PhaseTime
-from rooftop.plan.serving import ServingPlan, ServingPoint, ServingRequest, plan_serving
-from rooftop.plan.serving_disagg import disaggregate, disaggregation_dict
-from rooftop.plan.serving_efficiency import IDEAL_SERVING, default_serving_efficiency, parse_serving_efficiency
-from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration, parse_duration, parse_number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.plan.inference import PhaseTime
+    from rooftop.plan.serving import ServingPlan, ServingPoint, ServingRequest
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
@@ -74,6 +70,12 @@ def _positive(text: str | None, flag: str, parse: Any = parse_number) -> float |
 
 
 def request_from_args(args: argparse.Namespace) -> ServingRequest:
+    from rooftop.hardware.topology import parse_topology, topology_for_chips
+    from rooftop.model.catalog import get_model
+    from rooftop.model.config import Dtypes
+    from rooftop.plan.serving import ServingRequest
+    from rooftop.plan.serving_efficiency import IDEAL_SERVING, default_serving_efficiency, parse_serving_efficiency
+
     chip = chip_from_args(args)
     if args.topology:
         topology = parse_topology(chip, args.topology)
@@ -175,6 +177,8 @@ def _large_batch_end(plan: ServingPlan) -> dict[str, Any] | None:
 
 
 def plan_payload(plan: ServingPlan) -> dict[str, Any]:
+    from rooftop.plan.serving_disagg import disaggregate, disaggregation_dict
+
     req = plan.request
     dt = req.dtypes
     payload: dict[str, Any] = {
@@ -228,6 +232,8 @@ def _usd(v: float | None) -> str:
 
 
 def _frontier_table(plan: ServingPlan) -> Any:
+    from rooftop.report.table import table
+
     req = plan.request
     chosen = {plan.chosen} if plan.chosen is not None else set()
     rows = []
@@ -257,6 +263,8 @@ def _frontier_table(plan: ServingPlan) -> Any:
 
 
 def _step_table(p: ServingPoint) -> Any:
+    from rooftop.report.table import table
+
     d = p.decode
     parts = [
         ("bandwidth roofline (weights + KV) / HBM", d.bandwidth_roofline_s),
@@ -272,6 +280,8 @@ def _step_table(p: ServingPoint) -> Any:
 
 
 def _render(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> None:
+    from rooftop.report.table import table
+
     console.print(_frontier_table(plan))
     console.print(f"chosen: {plan.chosen_reason}")
     if plan.chosen is not None:
@@ -295,6 +305,8 @@ def _render(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> Non
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.plan.serving import plan_serving
+
     plan = plan_serving(request_from_args(args))
     payload = plan_payload(plan)
 

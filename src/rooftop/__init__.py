@@ -2,24 +2,87 @@
 
 Count, then time: ops produce a hardware-free ``Cost``; ``roofline(cost, chip)`` turns
 it into an ``Estimate`` whose every term says which figure it came from.
+
+The names below are the curated public API. They are imported on first use (module
+``__getattr__``), so ``import rooftop`` and the command line start without loading
+numpy, the catalogs or the planners.
 """
 
-from rooftop.cost.cost import Comm, Cost, CostTree
-from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.op import Operand, elementwise, explicit, matmul, reduction
-from rooftop.cost.roofline import Estimate, roofline
-from rooftop.errors import InvalidConfigError, ParseError, RooftopError, ShardingError, UnknownNameError
-from rooftop.hardware.catalog import get_chip, load_chips
-from rooftop.hardware.chip import Chip
-from rooftop.hardware.topology import Mesh, Topology, make_mesh, parse_topology
-from rooftop.model.catalog import get_model, load_hf_config
-from rooftop.model.config import Dtypes, TransformerConfig, Workload
-from rooftop.model.transformer import layer_costs, model_costs
-from rooftop.plan.parallelism import Parallelism
-from rooftop.plan.search import search as search_training
-from rooftop.plan.training import TrainingSetup
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> (module, attribute in that module)
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "Comm": ("rooftop.cost.cost", "Comm"),
+    "Cost": ("rooftop.cost.cost", "Cost"),
+    "CostTree": ("rooftop.cost.cost", "CostTree"),
+    "Operand": ("rooftop.cost.op", "Operand"),
+    "elementwise": ("rooftop.cost.op", "elementwise"),
+    "explicit": ("rooftop.cost.op", "explicit"),
+    "matmul": ("rooftop.cost.op", "matmul"),
+    "reduction": ("rooftop.cost.op", "reduction"),
+    "Efficiency": ("rooftop.cost.efficiency", "Efficiency"),
+    "Estimate": ("rooftop.cost.roofline", "Estimate"),
+    "roofline": ("rooftop.cost.roofline", "roofline"),
+    "InvalidConfigError": ("rooftop.errors", "InvalidConfigError"),
+    "ParseError": ("rooftop.errors", "ParseError"),
+    "RooftopError": ("rooftop.errors", "RooftopError"),
+    "ShardingError": ("rooftop.errors", "ShardingError"),
+    "UnknownNameError": ("rooftop.errors", "UnknownNameError"),
+    "get_chip": ("rooftop.hardware.catalog", "get_chip"),
+    "load_chips": ("rooftop.hardware.catalog", "load_chips"),
+    "Chip": ("rooftop.hardware.chip", "Chip"),
+    "Mesh": ("rooftop.hardware.topology", "Mesh"),
+    "Topology": ("rooftop.hardware.topology", "Topology"),
+    "make_mesh": ("rooftop.hardware.topology", "make_mesh"),
+    "parse_topology": ("rooftop.hardware.topology", "parse_topology"),
+    "get_model": ("rooftop.model.catalog", "get_model"),
+    "load_hf_config": ("rooftop.model.catalog", "load_hf_config"),
+    "Dtypes": ("rooftop.model.config", "Dtypes"),
+    "TransformerConfig": ("rooftop.model.config", "TransformerConfig"),
+    "Workload": ("rooftop.model.config", "Workload"),
+    "layer_costs": ("rooftop.model.transformer", "layer_costs"),
+    "model_costs": ("rooftop.model.transformer", "model_costs"),
+    "Parallelism": ("rooftop.plan.parallelism", "Parallelism"),
+    "search_training": ("rooftop.plan.search", "search"),
+    "TrainingSetup": ("rooftop.plan.training", "TrainingSetup"),
+}
+
+if TYPE_CHECKING:
+    from rooftop.cost.cost import Comm, Cost, CostTree
+    from rooftop.cost.efficiency import Efficiency
+    from rooftop.cost.op import Operand, elementwise, explicit, matmul, reduction
+    from rooftop.cost.roofline import Estimate, roofline
+    from rooftop.errors import InvalidConfigError, ParseError, RooftopError, ShardingError, UnknownNameError
+    from rooftop.hardware.catalog import get_chip, load_chips
+    from rooftop.hardware.chip import Chip
+    from rooftop.hardware.topology import Mesh, Topology, make_mesh, parse_topology
+    from rooftop.model.catalog import get_model, load_hf_config
+    from rooftop.model.config import Dtypes, TransformerConfig, Workload
+    from rooftop.model.transformer import layer_costs, model_costs
+    from rooftop.plan.parallelism import Parallelism
+    from rooftop.plan.search import search as search_training
+    from rooftop.plan.training import TrainingSetup
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use and keep it in this namespace."""
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'rooftop' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "Chip",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from rooftop.cli.common import Output, add_common
-from rooftop.report.table import table
 from rooftop.units import format_duration, format_rate
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rich.console import Console
+
     from rooftop.jaxlink.calibrate import calibrate, chip_toml, write_chip_file
+    from rooftop.report.table import table
 
     console = Console(stderr=True)
     progress = (lambda msg: console.print(f"[dim]measuring {msg}...[/dim]")) if sys.stderr.isatty() else None

@@ -1,4 +1,8 @@
-"""Options and output shared by every subcommand."""
+"""Options and output shared by every subcommand.
+
+Kept light: building the parser must not load numpy, rich or the catalogs, so this
+module imports them only inside the functions that run a command.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooftop.errors import InvalidConfigError
-from rooftop.hardware.catalog import get_chip
-from rooftop.hardware.chip import Chip
-from rooftop.report.serialize import to_json
+
+if TYPE_CHECKING:
+    from rooftop.hardware.chip import Chip
 
 
 @dataclass
@@ -38,6 +42,8 @@ def add_common(p: argparse.ArgumentParser, chip: bool = True, chip_required: boo
 
 
 def chip_from_args(args: argparse.Namespace) -> Chip:
+    from rooftop.hardware.catalog import get_chip
+
     return get_chip(args.chip, getattr(args, "catalog", None))
 
 
@@ -63,6 +69,8 @@ def emit(out: Output, args: argparse.Namespace) -> None:
         for fn in out.plots:
             fn(plot)
     if getattr(args, "json", False):
+        from rooftop.report.serialize import to_json
+
         sys.stdout.write(to_json(out.payload) + "\n")
     else:
         from rich.console import Console

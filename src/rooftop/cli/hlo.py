@@ -7,16 +7,16 @@ times it on the chip with the roofline, and names the mesh axes each collective 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp, analyze
-from rooftop.analysis.hlo.parse import parse_hlo_file
 from rooftop.cli.common import Output, add_common, chip_from_args
 from rooftop.errors import InvalidConfigError
-from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration, format_number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -72,6 +72,9 @@ def payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.analysis.hlo.analyze import analyze
+    from rooftop.analysis.hlo.parse import parse_hlo_file
+
     if args.top < 0:
         raise InvalidConfigError(f"--top {args.top} must be >= 0")
     chip = chip_from_args(args)
@@ -100,6 +103,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _render(console: Console, analysis: HloAnalysis, data: dict[str, Any], top: int) -> None:
+    from rooftop.report.table import table
+
     rows = {(r["name"], r["computation"]): r for r in data["instructions"]}
     chosen = [rows[(t.op.name, t.op.computation)] for t in analysis.top(top)]
     columns = ["instruction", "opcode", "shape", "FLOPs", "bytes", "result in", "time", "bound"]

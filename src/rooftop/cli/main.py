@@ -1,7 +1,9 @@
 """The ``rooftop`` command: shared options, subcommand dispatch, errors as one line.
 
-Each subcommand module exposes ``register(subparsers)``; the parser it adds sets
-``func`` to a function ``(args) -> Output``. This module prints the Output as JSON
+Each subcommand module, imported explicitly below, exposes ``register(subparsers)``; the
+parser it adds sets ``func`` to a function ``(args) -> Output``. Those modules import
+only what their parsers need at the top; everything heavy is imported by the function
+that runs the command, so ``rooftop --help`` starts fast. This module prints the Output as JSON
 (``--json``) or as rich tables, and turns every RooftopError into one line on stderr
 with exit code 2 (a traceback only with ``--debug``).
 """
@@ -11,30 +13,38 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import NoReturn
 
 from rooftop import __version__
+from rooftop.cli import calibrate as calibrate_cmd
 from rooftop.cli import chips as chips_cmd
+from rooftop.cli import collective as collective_cmd
+from rooftop.cli import hlo as hlo_cmd
 from rooftop.cli import matmul as matmul_cmd
+from rooftop.cli import models as models_cmd
+from rooftop.cli import profile as profile_cmd
 from rooftop.cli import roofline as roofline_cmd
+from rooftop.cli import serve as serve_cmd
+from rooftop.cli import shard as shard_cmd
+from rooftop.cli import train as train_cmd
 from rooftop.cli.common import Output, emit
 from rooftop.errors import InvalidConfigError, RooftopError
 
-COMMANDS = [chips_cmd, matmul_cmd, roofline_cmd]
-
-
-def _optional_commands() -> list[object]:
-    """Subcommands added by later modules; each is imported if present."""
-    import importlib
-
-    mods = []
-    for name in ("collective", "shard", "models", "train", "serve", "hlo", "profile", "calibrate"):
-        try:
-            mods.append(importlib.import_module(f"rooftop.cli.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"rooftop.cli.{name}":
-                raise
-    return mods
+#: every subcommand module, in the order ``rooftop --help`` lists them
+COMMANDS: tuple[ModuleType, ...] = (
+    chips_cmd,
+    matmul_cmd,
+    roofline_cmd,
+    collective_cmd,
+    shard_cmd,
+    models_cmd,
+    train_cmd,
+    serve_cmd,
+    hlo_cmd,
+    profile_cmd,
+    calibrate_cmd,
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -52,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rooftop {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
-    for mod in [*COMMANDS, *_optional_commands()]:
-        mod.register(sub)  # type: ignore[attr-defined]
+    for mod in COMMANDS:
+        mod.register(sub)
     return parser
 
 

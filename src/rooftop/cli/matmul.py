@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from rooftop.cli.common import Output, add_common, chip_from_args, parse_kv_ints
-from rooftop.cost.roofline import roofline
-from rooftop.errors import InvalidConfigError
-from rooftop.report.serialize import estimate_dict
-from rooftop.report.table import print_estimate
-from rooftop.sharding.matmul import Dtypes, is_sharded, local_matmul_cost
-from rooftop.sharding.notation import parse_matmul
+
+if TYPE_CHECKING:
+    from rooftop.sharding.matmul import Dtypes
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,38 +28,31 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def dtypes_from_args(args: argparse.Namespace) -> Dtypes:
+    from rooftop.sharding.matmul import Dtypes
+
     return Dtypes(
         args.lhs_dtype or args.dtype, args.rhs_dtype or args.dtype, args.out_dtype or args.dtype, args.compute_dtype
     )
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.cli.sharded_matmul import run_sharded
+    from rooftop.cost.roofline import roofline
+    from rooftop.report import matmul as report
+    from rooftop.sharding.matmul import is_sharded, local_matmul_cost
+    from rooftop.sharding.notation import parse_matmul
+
     expr = parse_matmul(args.expr)
     sizes = parse_kv_ints(args.dims, "--dims")
     chip = chip_from_args(args)
     dtypes = dtypes_from_args(args)
     if is_sharded(expr) or args.mesh or args.topology:
-        try:
-            from rooftop.cli.sharded_matmul import run_sharded
-        except ModuleNotFoundError:
-            raise InvalidConfigError("sharded matmuls are not available in this version") from None
         return run_sharded(args, expr, sizes, chip, dtypes)
     cost = local_matmul_cost(expr, sizes, dtypes)
     est = roofline(cost, chip)
     compute = next(iter(cost.flops_by))[1] if cost.flops_by else dtypes.lhs
-    payload = {
-        "expr": str(expr),
-        "dims": sizes,
-        "dtypes": {"lhs": dtypes.lhs, "rhs": dtypes.rhs, "out": dtypes.out, "compute": compute},
-        **estimate_dict(est),
-    }
-
-    def render(console: Console) -> None:
-        print_estimate(console, f"{expr} on {chip.name}", est)
-
-    def plot(path: str) -> None:
-        from rooftop.report.plot import roofline_chart
-
-        roofline_chart(chip, [(str(expr), est, compute, "matrix")], path)
-
-    return Output(payload, render, [plot])
+    return Output(
+        report.matmul_payload(expr, sizes, dtypes, compute, est),
+        lambda console: report.render_matmul(console, expr, chip, est),
+        [lambda path: report.plot_matmul(path, expr, chip, est, compute)],
+    )

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import Output, add_common, chip_from_args
-from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _progress() -> Any:
+    from rich.console import Console
+
     if not sys.stderr.isatty():
         return None
     console = Console(stderr=True)
@@ -38,6 +40,7 @@ def _progress() -> Any:
 
 def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.profile import profile_report
+    from rooftop.report.table import table
 
     chip = chip_from_args(args)
     report = profile_report(args.path, chip, args.hlo, args.mesh, args.topology, _progress())

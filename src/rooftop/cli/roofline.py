@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
 from rooftop.cli.common import Output, add_common, chip_from_args
-from rooftop.cost.op import explicit
-from rooftop.cost.roofline import roofline
-from rooftop.report.serialize import estimate_dict
-from rooftop.report.table import print_estimate
-from rooftop.units import parse_bytes, parse_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,20 +19,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.cost.op import explicit
+    from rooftop.cost.roofline import roofline
+    from rooftop.report import roofline as report
+    from rooftop.units import parse_bytes, parse_number
+
     chip = chip_from_args(args)
-    cost = explicit(parse_number(args.flops), parse_bytes(args.nbytes), args.dtype, args.unit)
+    dtype, unit = args.dtype, args.unit
+    cost = explicit(parse_number(args.flops), parse_bytes(args.nbytes), dtype, unit)
     est = roofline(cost, chip)
-    payload = {
-        "op": {"flops": cost.flops, "bytes": cost.hbm_bytes, "dtype": args.dtype, "unit": args.unit},
-        **estimate_dict(est),
-    }
-
-    def render(console: Console) -> None:
-        print_estimate(console, f"op on {chip.name} ({args.unit} unit, {args.dtype})", est)
-
-    def plot(path: str) -> None:
-        from rooftop.report.plot import roofline_chart
-
-        roofline_chart(chip, [("op", est, args.dtype, args.unit)], path)
-
-    return Output(payload, render, [plot])
+    return Output(
+        report.op_payload(cost, est, dtype, unit),
+        lambda console: report.render_op(console, chip, est, dtype, unit),
+        [lambda path: report.plot_op(path, chip, est, dtype, unit)],
+    )

@@ -5,23 +5,18 @@ the cost of tokens and (with ``--requests-per-s``) disaggregated prefill/decode 
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import Output, add_common, chip_from_args
-from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
 from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError
-from rooftop.hardware.topology import parse_topology, topology_for_chips
-from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
-from rooftop.plan.inference import PhaseTime
-from rooftop.plan.serving import ServingPlan, ServingPoint, ServingRequest, plan_serving
-from rooftop.plan.serving_disagg import disaggregate, disaggregation_dict
-from rooftop.report.formulas import term_dict
-from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration, parse_duration, parse_number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.plan.inference import PhaseTime
+    from rooftop.plan.serving import ServingPlan, ServingPoint, ServingRequest
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
@@ -75,6 +70,12 @@ def _positive(text: str | None, flag: str, parse: Any = parse_number) -> float |
 
 
 def request_from_args(args: argparse.Namespace) -> ServingRequest:
+    from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
+    from rooftop.hardware.topology import parse_topology, topology_for_chips
+    from rooftop.model.catalog import get_model
+    from rooftop.model.config import Dtypes
+    from rooftop.plan.serving import ServingRequest
+
     chip = chip_from_args(args)
     if args.topology:
         topology = parse_topology(chip, args.topology)
@@ -126,6 +127,8 @@ def phase_dict(p: PhaseTime, terms: bool = True) -> dict[str, Any]:
         "bound": p.bound,
     }
     if terms:
+        from rooftop.report.formulas import term_dict
+
         out["terms"] = [term_dict(t) for t in p.terms]
     return out
 
@@ -176,6 +179,8 @@ def _large_batch_end(plan: ServingPlan) -> dict[str, Any] | None:
 
 
 def plan_payload(plan: ServingPlan) -> dict[str, Any]:
+    from rooftop.plan.serving_disagg import disaggregate, disaggregation_dict
+
     req = plan.request
     dt = req.dtypes
     payload: dict[str, Any] = {
@@ -229,6 +234,8 @@ def _usd(v: float | None) -> str:
 
 
 def _frontier_table(plan: ServingPlan) -> Any:
+    from rooftop.report.table import table
+
     req = plan.request
     chosen = {plan.chosen} if plan.chosen is not None else set()
     rows = []
@@ -258,6 +265,8 @@ def _frontier_table(plan: ServingPlan) -> Any:
 
 
 def _step_table(p: ServingPoint) -> Any:
+    from rooftop.report.table import table
+
     d = p.decode
     parts = [
         ("bandwidth roofline (weights + KV) / HBM", d.bandwidth_roofline_s),
@@ -273,6 +282,8 @@ def _step_table(p: ServingPoint) -> Any:
 
 
 def _render(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> None:
+    from rooftop.report.table import table
+
     console.print(_frontier_table(plan))
     console.print(f"chosen: {plan.chosen_reason}")
     if plan.chosen is not None:
@@ -296,6 +307,8 @@ def _render(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> Non
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.plan.serving import plan_serving
+
     plan = plan_serving(request_from_args(args))
     payload = plan_payload(plan)
 

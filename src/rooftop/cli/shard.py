@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
 from rooftop.cli.common import Output, add_common
 from rooftop.errors import InvalidConfigError
-from rooftop.hardware.topology import parse_mesh_spec
-from rooftop.report.table import table
-from rooftop.sharding.notation import parse_tensor
-from rooftop.sharding.shard import shard_array
-from rooftop.units import format_bytes, parse_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
+    from rooftop.units import parse_number
+
     out = []
     for part in filter(None, (p.strip() for p in text.replace("x", ",").split(","))):
         value = parse_number(part)
@@ -39,38 +34,11 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.hardware.topology import parse_mesh_spec
+    from rooftop.report import shard as report
+    from rooftop.sharding.notation import parse_tensor
+    from rooftop.sharding.shard import shard_array
+
     mesh = parse_mesh_spec(args.mesh)
     rep = shard_array(parse_tensor(args.tensor, "A"), parse_shape(args.shape), args.dtype, mesh)
-    sh = rep.sharding
-    dims = [
-        {"dim": d, "size": s, "axes": list(a), "ways": w, "local": ls}
-        for d, s, a, w, ls in zip(sh.dims, rep.shape, sh.axes, rep.local_ways, rep.local_shape, strict=True)
-    ]
-    payload = {
-        "tensor": sh.notation(),
-        "dtype": rep.dtype,
-        "mesh": mesh,
-        "shape": list(rep.shape),
-        "local_shape": list(rep.local_shape),
-        "dims": dims,
-        "bytes_per_device": rep.bytes_per_device,
-        "array_bytes": rep.array_bytes,
-        "devices": rep.devices,
-        "copies": rep.copies,
-        "replicated_axes": list(rep.replicated_axes),
-        "total_bytes": rep.total_bytes,
-    }
-
-    def render(console: Console) -> None:
-        mesh_txt = ",".join(f"{k}={v}" for k, v in mesh.items())
-        rows = [
-            ("global shape", f"{rep.dtype}{list(rep.shape)}"),
-            ("per-device shape", f"{rep.dtype}{list(rep.local_shape)}"),
-            ("bytes per device", format_bytes(rep.bytes_per_device)),
-            ("array bytes (one copy)", format_bytes(rep.array_bytes)),
-            ("copies (replicated over)", f"{rep.copies} ({','.join(rep.replicated_axes) or 'none'})"),
-            ("total bytes over all devices", format_bytes(rep.total_bytes)),
-        ]
-        console.print(table(f"{sh.notation()} on mesh {mesh_txt} ({rep.devices} devices)", ["quantity", "value"], rows))
-
-    return Output(payload, render)
+    return Output(report.shard_payload(rep, mesh), lambda console: report.render_shard(console, rep, mesh))

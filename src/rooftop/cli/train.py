@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import Output, add_common, chip_from_args
-from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
 from rooftop.errors import InvalidConfigError
-from rooftop.hardware.topology import parse_topology, topology_for_chips
-from rooftop.model.catalog import get_model
-from rooftop.plan.explain import explain, no_layout_reason
-from rooftop.plan.search import OBJECTIVES, parse_fix, search
-from rooftop.plan.step_breakdown import breakdown_of
-from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
-from rooftop.report.train_report import plot_train, render_train, step_dict
 from rooftop.units import SECONDS_PER_HOUR, parse_number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.plan.training import TrainingSetup
+
+OBJECTIVES = ("time", "cost", "memory")  # plan.search.OBJECTIVES (a test checks); importing it loads the planner
 
 MAX_SEQUENCES = 10**8  # per optimizer step; far above any published run
 
@@ -52,6 +49,11 @@ def _int(text: str, what: str) -> int:
 
 
 def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
+    from rooftop.cost.efficiency import default_efficiency, parse_efficiency
+    from rooftop.hardware.topology import parse_topology, topology_for_chips
+    from rooftop.model.catalog import get_model
+    from rooftop.plan.training import TrainingSetup
+
     chip = chip_from_args(args)
     cfg = get_model(args.model)
     topo = (
@@ -73,6 +75,13 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.cost.efficiency import IDEAL
+    from rooftop.plan.explain import explain, no_layout_reason
+    from rooftop.plan.search import parse_fix
+    from rooftop.plan.step_breakdown import breakdown_of
+    from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
+    from rooftop.report.train_report import plot_train, render_train, step_dict
+
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
     setup = setup_from_args(args)
@@ -132,6 +141,10 @@ def run(args: argparse.Namespace) -> Output:
 
 def _search_with_progress(setup: TrainingSetup, args: argparse.Namespace) -> Any:
     """The search, with a live count of layouts on stderr when it is a terminal."""
+    from rich.console import Console
+
+    from rooftop.plan.search import parse_fix, search
+
     fix = parse_fix(args.fix)
     if not sys.stderr.isatty():
         return search(setup, fix, args.objective, args.top)

@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from rooftop.cost.cost import Comm, Cost, FlopsKey
 from rooftop.cost.efficiency import IDEAL, Efficiency
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from rooftop.cost.collectives import CollectiveTime
     from rooftop.hardware.topology import Mesh
 
@@ -185,6 +185,8 @@ class RooflineTable:
 
     @property
     def time_s(self) -> np.ndarray:
+        import numpy as np
+
         return np.maximum(self.compute_s, self.memory_s)
 
     @property
@@ -195,6 +197,8 @@ class RooflineTable:
 
 def flops_table(costs: Sequence[Cost]) -> tuple[tuple[FlopsKey, ...], np.ndarray]:
     """(keys, FLOPs): one row per cost, one column per (unit, dtype) key that any cost uses."""
+    import numpy as np
+
     keys = tuple(sorted({k for c in costs for k in c.flops_by}))
     index = {k: j for j, k in enumerate(keys)}
     table = np.zeros((len(costs), len(keys)))
@@ -206,6 +210,8 @@ def flops_table(costs: Sequence[Cost]) -> tuple[tuple[FlopsKey, ...], np.ndarray
 
 def seconds_per_flop(keys: Sequence[FlopsKey], chip: Chip, eff: Efficiency = IDEAL) -> np.ndarray:
     """1 / (peak x efficiency) of each (unit, dtype) key, as ``roofline`` prices it."""
+    import numpy as np
+
     return np.array([1.0 / flop_rate(chip, unit, dtype, eff)[2] for unit, dtype in keys])
 
 
@@ -215,6 +221,8 @@ def roofline_table(
     """``roofline`` of many ops at once: ``flops`` has the (unit, dtype) ``keys`` as its LAST axis
     (ops x keys, or ops x variants x keys), ``hbm_bytes`` the op (x variant) shape. compute_s =
     sum over keys of FLOPs / (peak x efficiency); memory_s = bytes / (HBM x efficiency)."""
+    import numpy as np
+
     compute = np.asarray(flops, dtype=float) @ seconds_per_flop(keys, chip, eff) if len(keys) else 0.0
     memory = np.asarray(hbm_bytes, dtype=float) / hbm_rate(chip, eff)
     compute_arr = np.broadcast_to(np.asarray(compute, dtype=float), np.shape(memory)).copy()

@@ -1,19 +1,25 @@
-"""Rich tables for the terminal. Library code never prints; these functions do."""
+"""Rich tables for the terminal. Library code never prints; these functions do.
+
+rich is imported when a table is built, so commands printing JSON never load it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
-from rooftop.cost.roofline import Estimate
-from rooftop.report.formulas import term_formula
 from rooftop.units import format_bytes, format_duration, format_number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rooftop.cost.roofline import Estimate
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    from rich.table import Table  # here, not at the top: --json output never loads rich
+
     t = Table(title=title, title_justify="left", header_style="bold")
     for i, col in enumerate(columns):
         t.add_column(col, justify="left" if i == 0 else "right")
@@ -42,6 +48,8 @@ def estimate_table(title: str, est: Estimate) -> Table:
 
 
 def terms_table(est: Estimate) -> Table:
+    from rooftop.report.formulas import term_formula
+
     return table(
         "where the numbers come from",
         ["term", "time", "formula"],

@@ -1,0 +1,198 @@
+"""``rooftop models`` and ``rooftop model``: the model catalog and one model's transformer
+math (parameters, FLOPs per token, KV cache, training memory) as JSON and tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rooftop.model import memory as mem
+from rooftop.model import transformer as tf
+from rooftop.model.config import REMAT_POLICIES, config_to_dict, remat_policy
+from rooftop.report.table import table
+from rooftop.units import format_bytes, format_number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.model.catalog import ModelEntry
+    from rooftop.model.config import TransformerConfig
+
+
+def _published(entry: ModelEntry | None) -> dict[str, Any]:
+    if entry is None:
+        return {}
+    return {k: {"value": f.value, "source": f.source, "note": f.note} for k, f in entry.published.items()}
+
+
+def _tree_dict(t: tf.ParamTree) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "params": t.params,
+        "active": t.active,
+        "matmul": t.matmul,
+        "kind": t.kind,
+        "count": t.count,
+        "children": [_tree_dict(c) for c in t.children],
+    }
+
+
+def model_summary(cfg: TransformerConfig, seq_len: int, batch: int, kv_dtype: str, remat: str) -> dict[str, Any]:
+    """The transformer-math keys of ``rooftop model --json`` (SI units: FLOPs, bytes)."""
+    remat_policy(remat)
+    tree = tf.param_tree(cfg)
+    per_param = mem.training_bytes_per_param()
+    return {
+        "seq_len": seq_len,
+        "batch": batch,
+        "kv_dtype": kv_dtype,
+        "remat": remat,
+        "params_total": tree.params,
+        "params_active": tree.active,
+        "params_matmul_active": tree.matmul,
+        "params_breakdown": _tree_dict(tree),
+        "flops_per_token_forward": tf.flops_per_token_forward(cfg, seq_len),
+        "flops_per_token_train": tf.flops_per_token_train(cfg, seq_len, remat),
+        "attention_flops_per_token": tf.attention_flops_per_token(cfg, seq_len),
+        "vector_flops_per_token_forward": tf.vector_flops_per_token_forward(cfg, seq_len),
+        "recompute_flops_per_token": {p: tf.recompute_flops_per_token(cfg, seq_len, p) for p in REMAT_POLICIES},
+        "prefill_flops": tf.prefill_flops(cfg, seq_len, batch),
+        "decode_flops_per_token": tf.decode_flops_per_token(cfg, seq_len),
+        "kv_cache_bytes_per_token": mem.kv_cache_bytes_per_token(cfg, kv_dtype),
+        "kv_cache_bytes": mem.kv_cache_bytes(cfg, batch, seq_len, kv_dtype),
+        "activation_bytes_per_token": mem.activation_bytes_by_policy(cfg, seq_len),
+        "logits_bytes_per_token": mem.logits_bytes_per_token(cfg),
+        "training_bytes_per_param": per_param["total"],
+        "training_bytes_per_param_breakdown": per_param,
+        "training_state_bytes": mem.training_state_bytes(cfg),
+        "layer_groups": [
+            {"name": g.name, "count": g.count, "moe": g.moe, "window": g.window} for g in tf.layer_groups(cfg)
+        ],
+        "conventions": {
+            "flops": "matrix-unit FLOPs; forward = 2 x params_matmul_active + attention; train = 3 x forward"
+            " + remat recompute",
+            "attention": "causal: (T+1)/2 keys per query on average; QK^T and AV each 2 x heads x head_dim per pair",
+            "activation_bytes_per_token": "bf16, summed over layers, per remat policy; logits separate",
+            "training_bytes_per_param": "bf16 weights + bf16 grads + fp32 master + fp32 Adam moments",
+        },
+    }
+
+
+def model_payload(
+    cfg: TransformerConfig, entry: ModelEntry | None, seq_len: int, batch: int, kv_dtype: str, remat: str
+) -> dict[str, Any]:
+    """``rooftop model --json``: the model as read, then its transformer math."""
+    return {
+        "model": {
+            "name": cfg.name,
+            "source": cfg.source,
+            "description": entry.description if entry else "",
+            "published": _published(entry),
+            "config": config_to_dict(cfg),
+        },
+        **model_summary(cfg, seq_len, batch, kv_dtype, remat),
+    }
+
+
+def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) -> None:
+    """Tables of ``rooftop model`` from its payload ``d``."""
+    console.print(f"[bold]{cfg.name}[/bold]  {d['model']['description']}")
+    console.print(f"source: {cfg.source}")
+    t, b = d["seq_len"], d["batch"]
+    rows = [
+        ("parameters (total / active)", f"{format_number(d['params_total'])} / {format_number(d['params_active'])}"),
+        ("N of 6N (matmul params per token)", format_number(d["params_matmul_active"])),
+        (f"forward FLOPs per token (T={t})", format_number(d["flops_per_token_forward"], "FLOP")),
+        ("  of which attention", format_number(d["attention_flops_per_token"], "FLOP")),
+        (f"train FLOPs per token (remat {d['remat']})", format_number(d["flops_per_token_train"], "FLOP")),
+        (
+            "vector FLOPs per token (forward, not in the above)",
+            format_number(d["vector_flops_per_token_forward"], "FLOP"),
+        ),
+        (f"prefill FLOPs ({b} x {t} tokens)", format_number(d["prefill_flops"], "FLOP")),
+        (f"decode FLOPs per token (context {t})", format_number(d["decode_flops_per_token"], "FLOP")),
+        (f"KV cache per token ({d['kv_dtype']})", f"{d['kv_cache_bytes_per_token']:,.0f} B"),
+        (f"KV cache ({b} x {t} tokens)", format_bytes(d["kv_cache_bytes"])),
+        ("training state per param", f"{d['training_bytes_per_param']:g} B"),
+        ("training state (unsharded)", format_bytes(d["training_state_bytes"]["total"])),
+    ]
+    console.print(table(f"{cfg.name}: per-token math", ["quantity", "value"], rows))
+    console.print(
+        table(
+            f"activations kept per token (bf16, all layers, T={t})",
+            ["remat", "bytes", "recompute"],
+            [
+                (p, format_bytes(v), format_number(d["recompute_flops_per_token"][p], "FLOP"))
+                for p, v in d["activation_bytes_per_token"].items()
+            ],
+        )
+    )
+    prows = [
+        (
+            "  " * path.count("/") + path.rsplit("/", 1)[-1] + (f" x{n['count']}" if n["count"] > 1 else ""),
+            format_number(n["params"]),
+            format_number(n["active"]),
+        )
+        for path, n in _walk(d["params_breakdown"])
+        if path.count("/") <= 3
+    ]
+    console.print(table("parameters", ["part", "params", "active"], prows))
+
+
+def _walk(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    path = f"{prefix}/{node['name']}" if prefix else node["name"]
+    yield path, node
+    for child in node["children"]:
+        yield from _walk(child, path)
+
+
+def _entry_dict(e: ModelEntry) -> dict[str, Any]:
+    tree = tf.param_tree(e.config)
+    return {
+        "name": e.name,
+        "aliases": list(e.aliases),
+        "description": e.description,
+        "source": e.config.source,
+        "params_total": tree.params,
+        "params_active": tree.active,
+        "published": _published(e),
+        "config": config_to_dict(e.config),
+        "file": e.path,
+    }
+
+
+def catalog_payload(entries: Sequence[ModelEntry]) -> dict[str, Any]:
+    """``rooftop models --json``."""
+    return {"models": [_entry_dict(e) for e in entries]}
+
+
+def render_catalog(console: Console, entries: Sequence[ModelEntry], payload: dict[str, Any]) -> None:
+    """The catalog table from the entries and their payload (parameter counts computed once)."""
+    rows = []
+    for e, m in zip(entries, payload["models"], strict=True):
+        c = e.config
+        pub = e.published.get("params_total")
+        attn = "MLA" if c.mla else ("MHA" if c.n_kv_heads == c.n_heads else "MQA" if c.n_kv_heads == 1 else "GQA")
+        mlp = f"MoE {c.moe.top_k}/{c.moe.n_experts}" if c.moe else c.mlp
+        rows.append(
+            (
+                c.name,
+                format_number(m["params_total"]),
+                format_number(m["params_active"]),
+                format_number(pub.value) if pub else "-",
+                c.n_layers,
+                c.d_model,
+                f"{c.n_heads}/{c.n_kv_heads}",
+                attn,
+                mlp,
+                c.vocab_size,
+                c.max_seq_len,
+            )
+        )
+    console.print(
+        table(
+            "model catalog (params counted by rooftop; published figure beside)",
+            ["model", "params", "active", "published", "L", "D", "heads q/kv", "attention", "MLP", "V", "context"],
+            rows,
+        )
+    )

@@ -1,0 +1,76 @@
+"""The command line starts fast: parsing arguments loads nothing heavy, and the public API is lazy.
+
+Each check runs a fresh interpreter, since this test process has long since imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rooftop
+
+HEAVY = ("numpy", "rich", "matplotlib", "jax")
+SRC = Path(rooftop.__file__).resolve().parents[1]
+
+
+def loaded_after(code: str) -> dict[str, bool]:
+    """Which of HEAVY a fresh interpreter has imported after running ``code`` (with this checkout's src)."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_importing_the_cli_loads_nothing_heavy() -> None:
+    assert loaded_after("import rooftop.cli.main") == dict.fromkeys(HEAVY, False)
+
+
+def test_building_the_parser_loads_nothing_heavy() -> None:
+    """``rooftop --help`` builds every subcommand's parser: still no numpy, rich, matplotlib or jax."""
+    assert loaded_after("import rooftop.cli.main as m\nm.build_parser()") == dict.fromkeys(HEAVY, False)
+
+
+def test_json_output_does_not_load_rich() -> None:
+    code = "import contextlib, io\nimport rooftop.cli.main as m\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+    code += "    assert m.main(['chips', 'h100', '--json']) == 0"
+    assert not loaded_after(code)["rich"]
+
+
+def test_import_rooftop_is_lazy() -> None:
+    assert loaded_after("import rooftop") == dict.fromkeys(HEAVY, False)
+
+
+@pytest.mark.parametrize("name", sorted(rooftop.__all__))
+def test_public_names_resolve(name: str) -> None:
+    assert getattr(rooftop, name) is not None
+    assert name in dir(rooftop)
+
+
+def test_public_names_are_the_library_objects() -> None:
+    from rooftop.cost.roofline import roofline
+    from rooftop.plan.search import search
+
+    assert rooftop.roofline is roofline
+    assert rooftop.search_training is search
+
+
+def test_unknown_public_name_raises_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        rooftop.no_such_name  # noqa: B018
+
+
+def test_parser_choices_match_the_library() -> None:
+    """Choices the CLI spells out (so that --help need not import the planner) are the library's."""
+    from rooftop.cli.models import REMAT_CHOICES
+    from rooftop.cli.train import OBJECTIVES
+    from rooftop.model.config import REMAT_POLICIES
+    from rooftop.plan import search
+
+    assert tuple(REMAT_POLICIES) == REMAT_CHOICES
+    assert search.OBJECTIVES == OBJECTIVES

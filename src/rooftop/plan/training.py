@@ -198,6 +198,13 @@ class TrainingSetup:
         return dtype_bytes(act), dtype_bytes(prec.params), dtype_bytes(prec.grads)
 
     @cached_property
+    def optimizer_s_per_param(self) -> float:
+        """Seconds per parameter of the optimizer update: its roofline (the larger of compute and
+        HBM time), linear in the parameter count."""
+        est = roofline(optimizer_cost(self.precision), self.chip, efficiency=self.efficiency)
+        return max(est.compute_s, est.memory_s)
+
+    @cached_property
     def peak_flops_per_s(self) -> float:
         """The chip's peak in the activation dtype (the MFU denominator)."""
         return self.chip.flops_per_s(self.dtypes.activations)
@@ -282,20 +289,26 @@ def step_parts(
     b = microbatch_size(setup.global_batch, par)
     sums = op_sums(prof, par, b)
     layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
-    per_mb = {
-        name: layers * layer_scale + outside for name, (layers, outside) in zip(COMPUTE_PARTS, sums.phases, strict=True)
-    }
+    (fl, fo), (bl, bo), (rl, ro) = sums.phases
     tokens_chip = b * setup.seq_len / par.cp
     shards = Shards.of(par)
-    exposed, uncovered = _layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
-    per_mb.update(exposed)
+    e_tp, e_cp, e_fsdp, e_ep, uncovered = _layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
+    per_mb = {
+        "compute_forward": fl * layer_scale + fo,
+        "compute_backward": bl * layer_scale + bo,
+        "compute_recompute": rl * layer_scale + ro,
+        "tensor_parallel": e_tp,
+        "context_parallel": e_cp,
+        "fsdp": e_fsdp,
+        "expert_parallel": e_ep,
+    }
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
     return StepParts(
         sums,
         tokens_chip,
         per_mb,
         _dp_exposed(setup, par, prof, pricer, shards, uncovered, ledger),
-        opt_params * _optimizer_unit_s(setup.chip, setup.efficiency, setup.precision),
+        opt_params * setup.optimizer_s_per_param,
         _offload_time(setup, par, opt_params, shards.params(prof, par), par.microbatches),
     )
 
@@ -312,16 +325,23 @@ def step_result(
     pp_mb = 0.0
     if par.pp > 1:
         pp_mb = 2 * par.virtual_stages * pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts))
-    t_mb = sum(parts.per_microbatch.values()) + pp_mb
+    mb = parts.per_microbatch
+    t_mb = sum(mb.values()) + pp_mb
     m = par.microbatches
-    br = {name: v * m for name, v in parts.per_microbatch.items()}
-    br.update(
-        pipeline_p2p=pp_mb * m,
-        pipeline_bubble=t_mb * (par.pp - 1) / par.virtual_stages,
-        data_parallel=parts.data_parallel,
-        optimizer=parts.optimizer,
-        offload=parts.offload,
-    )
+    br = {
+        "compute_forward": mb["compute_forward"] * m,
+        "compute_backward": mb["compute_backward"] * m,
+        "compute_recompute": mb["compute_recompute"] * m,
+        "tensor_parallel": mb["tensor_parallel"] * m,
+        "context_parallel": mb["context_parallel"] * m,
+        "fsdp": mb["fsdp"] * m,
+        "expert_parallel": mb["expert_parallel"] * m,
+        "pipeline_p2p": pp_mb * m,
+        "pipeline_bubble": t_mb * (par.pp - 1) / par.virtual_stages,
+        "data_parallel": parts.data_parallel,
+        "optimizer": parts.optimizer,
+        "offload": parts.offload,
+    }
     if memory is None:
         memory = memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par))
     return StepResult(
@@ -364,24 +384,18 @@ class Ledger:
 
 
 def _hide(
-    avail: float,
-    items: list[tuple[str, float, float, float | None]],
-    exposed: dict[str, float],
-    n: float,
-    ledger: Ledger | None,
-) -> float:
-    """Hide communication behind one phase of one layer's compute, each second of compute at most
-    once: items (part, seconds, overlap fraction, cover limit) in order each hide min(seconds,
-    overlap x compute still free (capped at the limit: the attention core for ring attention));
-    adds n x the rest to ``exposed`` and returns the compute left free."""
-    for part, comm, overlap, limit in items:
-        cover = avail if limit is None else min(avail, limit)
-        hidden = min(comm, overlap * cover)
-        avail -= hidden
-        exposed[part] += n * (comm - hidden)
-        if ledger is not None and hidden:
-            ledger.hide(part, n * hidden)
-    return avail
+    avail: float, ring: float, core: float, tp: float, tp_overlap: float, fsdp: float, fsdp_overlap: float
+) -> tuple[float, float, float, float]:
+    """Hide one phase of one layer's communication behind its compute, each second of compute at most
+    once, in order: ring attention's shifts behind the attention core (``core``), then ``tp_overlap``
+    of the tensor-parallel collectives, then ``fsdp_overlap`` of the FSDP traffic, each behind the
+    compute still free. Returns (compute left free, hidden ring, hidden TP, hidden FSDP)."""
+    h_ring = min(ring, core if core < avail else avail)
+    avail -= h_ring
+    h_tp = min(tp, tp_overlap * avail)
+    avail -= h_tp
+    h_fsdp = min(fsdp, fsdp_overlap * avail)
+    return avail - h_fsdp, h_ring, h_tp, h_fsdp
 
 
 def _layer_comm(
@@ -393,19 +407,20 @@ def _layer_comm(
     shards: Shards,
     tokens_chip: float,
     ledger: Ledger | None = None,
-) -> tuple[dict[str, float], float]:
+) -> tuple[float, float, float, float, float]:
     """(exposed tensor-, context-, FSDP- and expert-parallel seconds of one microbatch on the fullest
     stage, the backward compute left free for the data-parallel all-reduce).
 
     Per layer and phase, compute hides communication at most once (``_hide``): ring attention's
     K,V shifts behind the attention core, then ``tp_overlap`` of the tensor-parallel collectives,
-    then ``fsdp_overlap`` of the FSDP gathers and reduce-scatters behind what is left. Expert
+    then ``fsdp_overlap`` of the FSDP gathers (forward and backward) and gradient reduce-scatters
+    (backward) behind what is left. Expert
     all-to-alls and the embedding and head's FSDP traffic (no layer compute at the ends of the
     step) stay exposed."""
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
     layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
-    exposed = dict.fromkeys(COMM_PARTS, 0.0)
+    e_tp = e_cp = e_fsdp = e_ep = 0.0
     recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
     act = tokens_chip * cfg.d_model * a_bytes
     tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
@@ -419,23 +434,24 @@ def _layer_comm(
         ag = rs = 0.0
         if par.fsdp > 1:
             ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n)
-        forward = [
-            ("context_parallel", ring, 1.0, core_f / g.count),
-            ("tensor_parallel", tp_one, eff.tp_overlap, None),
-            ("fsdp", ag, eff.fsdp_overlap, None),
-        ]
-        backward = [
-            ("context_parallel", 2 * ring, 1.0, core_b / g.count),
-            ("tensor_parallel", (1 + recompute) * tp_one, eff.tp_overlap, None),
-            ("fsdp", ag + rs, eff.fsdp_overlap, None),
-        ]
-        _hide(fwd / g.count, forward, exposed, n, ledger)
-        uncovered += n * _hide(bwd / g.count, backward, exposed, n, ledger)
+        c = g.count
+        tp_b = (1 + recompute) * tp_one
+        _, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
+        left, b_ring, b_tp, b_fsdp = _hide(
+            bwd / c, 2 * ring, core_b / c, tp_b, eff.tp_overlap, ag + rs, eff.fsdp_overlap
+        )
+        uncovered += n * left
+        e_cp += n * (3 * ring - f_ring - b_ring)
+        e_tp += n * (tp_one + tp_b - f_tp - b_tp)
+        e_fsdp += n * (2 * ag + rs - f_fsdp - b_fsdp)
         routed = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
-            exposed["expert_parallel"] += n * (2 + recompute) * 2 * pricer.time("all-to-all", ("ep",), routed)
+            e_ep += n * (2 + recompute) * 2 * pricer.time("all-to-all", ("ep",), routed)
         if ledger is not None:
+            ledger.hide("context_parallel", n * (f_ring + b_ring))
+            ledger.hide("tensor_parallel", n * (f_tp + b_tp))
+            ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
             ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
@@ -443,12 +459,13 @@ def _layer_comm(
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
-        exposed["fsdp"] += 2 * pricer.time("all-gather", axes, edge)
-        exposed["fsdp"] += pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes)
+        e_fsdp += 2 * pricer.time("all-gather", axes, edge) + pricer.time(
+            "reduce-scatter", axes, edge * g_bytes / w_bytes
+        )
         if ledger is not None:
             ledger.comm("fsdp", "all-gather", axes, edge, 2)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
-    return exposed, uncovered
+    return e_tp, e_cp, e_fsdp, e_ep, uncovered
 
 
 def _fsdp_layer(
@@ -463,21 +480,18 @@ def _fsdp_layer(
 ) -> tuple[float, float]:
     """One layer's FSDP weight all-gather and gradient reduce-scatter (routed experts only over the rest of fsdp)."""
     dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
-    calls = [
-        ("all-gather", shards.dense_fsdp_axes, dense_w),
-        ("reduce-scatter", shards.dense_fsdp_axes, dense_w * g_bytes / w_bytes),
-    ]
+    axes, grad = shards.dense_fsdp_axes, g_bytes / w_bytes
+    ag = pricer.time("all-gather", axes, dense_w)
+    rs = pricer.time("reduce-scatter", axes, dense_w * grad)
     if shards.expert_fsdp > 1:
-        calls += [("all-gather", ("fsdp",), expert_w), ("reduce-scatter", ("fsdp",), expert_w * g_bytes / w_bytes)]
-    ag = rs = 0.0
-    for kind, axes, nbytes in calls:
-        t = pricer.time(kind, axes, nbytes)
-        if kind == "all-gather":
-            ag += t
-        else:
-            rs += t
-        if ledger is not None:
-            ledger.comm("fsdp", kind, axes, nbytes, n * (2 if kind == "all-gather" else 1))
+        ag += pricer.time("all-gather", ("fsdp",), expert_w)
+        rs += pricer.time("reduce-scatter", ("fsdp",), expert_w * grad)
+    if ledger is not None:  # a gather forward and again backward, a reduce-scatter backward
+        ledger.comm("fsdp", "all-gather", axes, dense_w, 2 * n)
+        ledger.comm("fsdp", "reduce-scatter", axes, dense_w * grad, n)
+        if shards.expert_fsdp > 1:
+            ledger.comm("fsdp", "all-gather", ("fsdp",), expert_w, 2 * n)
+            ledger.comm("fsdp", "reduce-scatter", ("fsdp",), expert_w * grad, n)
     return ag, rs
 
 
@@ -521,14 +535,6 @@ def optimizer_cost(precision: TrainingPrecision, params: float = 1.0) -> Cost:
     return optimizer_update_cost(precision) * params
 
 
-@lru_cache(maxsize=64)
-def _optimizer_unit_s(chip: Chip, eff: Efficiency, precision: TrainingPrecision) -> float:
-    """Seconds per parameter of the optimizer update: its roofline (max of compute and HBM), linear
-    in the parameter count."""
-    est = roofline(optimizer_cost(precision), chip, efficiency=eff)
-    return max(est.compute_s, est.memory_s)
-
-
 def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]:
     """(fits, bytes per chip) without timing the step."""
     prof = profile_for(setup, par.remat)
@@ -537,8 +543,9 @@ def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]
 
 
 def _bound(br: dict[str, float], sums: OpSums) -> str:
-    ops = sum(br[k] for k in COMPUTE_PARTS)
-    comm = sum(v for k, v in br.items() if k not in (*COMPUTE_PARTS, "pipeline_bubble", "optimizer", "offload"))
+    ops = br["compute_forward"] + br["compute_backward"] + br["compute_recompute"]
+    comm = br["tensor_parallel"] + br["context_parallel"] + br["fsdp"] + br["expert_parallel"]
+    comm += br["pipeline_p2p"] + br["data_parallel"]
     compute, memory = sums.compute_bound, sums.memory_bound
     share = ops / max(compute + memory, 1e-30)
     candidates = {

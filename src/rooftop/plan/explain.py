@@ -4,26 +4,34 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rooftop.cost.collectives import mesh_groups
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.plan.parallelism import Parallelism, validate
-from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh
+from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
 from rooftop.units import format_bytes, format_duration
 
 
 def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
-    """Per-chip batch (tokens) below which pure FSDP/DP is communication-bound: the weights'
-    all-gather and reduce-scatter (4 bytes per parameter of bf16 traffic against 6 FLOPs per
-    parameter per token) must hide behind compute, so tokens per chip > C / (W_bidir x axes)
-    (How to Scale Your Model, Part 5: ~2550 / n_axes on TPU v5p with its 9e10 B/s links).
-    Returns (tokens, axes used, link description)."""
-    chip, topo = setup.chip, setup.topology
-    peak = chip.flops_per_s("bf16")
-    if topo.dims[-1].link == "ici":
-        axes = sum(1 for d in topo.dims if d.link == "ici" and d.size > 1) or 1
-        bidir = 2 * chip.link_bytes_per_s
-        return peak / (bidir * axes), axes, f"{axes} ICI axes of {2 * chip.link_bytes_per_s:.3g} B/s bidirectional"
-    nic = chip.dcn_bytes_per_s if topo.num_chips > topo.dims[-1].size else chip.link_count * chip.link_bytes_per_s
-    return peak / nic, 1, f"{nic:.3g} B/s per GPU into the {'fabric' if nic == chip.dcn_bytes_per_s else 'NVLink'}"
+    """Per-chip batch (tokens) below which pure FSDP cannot hide its weight traffic, priced as the
+    step prices it: FSDP over every chip (the mesh the step lays), per layer an all-gather of the
+    weights forward, again backward and a reduce-scatter of the gradients (cost/collectives.py, the
+    setup's network efficiency), against 6 FLOPs per parameter per token at the matrix peak x
+    efficiency: tokens per chip > communication_s x peak x matrix / (6 x layer parameters). With
+    bf16 weights and gradients over a torus of k wrapped axes this is (N-1)/N x C / (W_bidir x k),
+    How to Scale Your Model Part 5's ~2550 / k on TPU v5p with its 9e10 B/s links.
+    Returns (tokens, groups the gather runs over, their links)."""
+    chip, eff = setup.chip, setup.efficiency
+    par = Parallelism(fsdp=setup.chips)
+    mesh = layout_mesh(setup.topology, par)
+    pricer = CommPricer(mesh, chip, eff.network)
+    _, w_bytes, g_bytes = setup.element_bytes
+    params = max(g.params + g.expert_params for g in profile_for(setup, "none").groups)
+    comm = 2 * pricer.time("all-gather", ("fsdp",), params * w_bytes)
+    comm += pricer.time("reduce-scatter", ("fsdp",), params * g_bytes)
+    rate = setup.peak_flops_per_s * eff.matrix
+    groups = mesh_groups(mesh, ("fsdp",), chip) if setup.chips > 1 else ()
+    links = ", ".join(f"{g.shape} of {g.size} over {g.link}" for g in groups) or "one chip"
+    return comm * rate / (6 * params), len(groups), links
 
 
 def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:
@@ -51,7 +59,8 @@ def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[s
     verdict = "below" if per_chip < crit else "above"
     lines.append(
         f"{per_chip:,.0f} tokens per chip per step is {verdict} the ~{crit:,.0f} tokens per chip that pure FSDP "
-        f"needs to hide its weight traffic ({setup.chip.name}: {links})."
+        f"needs to hide its weight traffic (its gathers and reduce-scatters priced as the step prices them, over "
+        f"{links} on {setup.chip.name})."
     )
     data = min(setup.chips, setup.global_batch)
     if setup.chips % data == 0 and setup.chips == data:

@@ -27,7 +27,7 @@ Published measurements (quoted exactly; lengths in tokens):
   292 per request (AI-Hypercomputer/JetStream ``experimental/jax/README.md``, commit 770bdd7,
   "Offline Benchmarking result"); the model shards over the 8 chips (``--platform=tpu=8``).
 
-How each row is predicted (plan/inference.py, plan/serving.py): the same point the serving
+How each row is predicted (plan/serve/phase.py, plan/serve/sweep.py): the same point the serving
 planner evaluates, with one replica of tp chips at the row's batch. Throughput of a static batch
 = batch x gen / (prefill of the batch + gen x decode step at the mean context prompt + gen / 2),
 per chip; TTFT = prefill of one prompt. Continuous batching (JetStream) is read the same way with
@@ -55,8 +55,9 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
-from rooftop.plan import inference as inf
-from rooftop.plan.serving import ServingRequest, evaluate_point
+from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.sweep import ServingRequest, evaluate_point
 
 FP8 = Dtypes("fp8", "fp8", "fp8")
 BF16 = Dtypes()
@@ -200,7 +201,7 @@ def predict(row: Row, eff: Efficiency | None = None) -> tuple[float, bool]:
     req = ServingRequest(
         get_model(row.model), chip, topology, row.prompt_len, row.gen_len, row.dtypes, batch=row.batch, efficiency=eff
     )
-    layout = inf.ServingLayout(tp=row.tp)
+    layout = sl.ServingLayout(tp=row.tp)
     mesh = make_mesh(topology, layout.mesh_axes())
     ttft = inf.prefill(req.cfg, chip, mesh, layout, 1, row.prompt_len, row.dtypes, req.eff)
     point = evaluate_point(req, layout, mesh, row.batch, ttft)

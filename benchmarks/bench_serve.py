@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rooftop.cli.main import build_parser
 from rooftop.cli.serve import plan_payload, request_from_args
-from rooftop.plan.serving import plan_serving
+from rooftop.plan.serve.sweep import plan_serving
 
 SCENARIOS = [
     "llama-3-70b --chip tpu-v5e --topology 4x4 --prompt-len 2048 --gen-len 512",

@@ -16,8 +16,8 @@ from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.search import search
-from rooftop.plan.training import TrainingSetup, model_profile
+from rooftop.plan.train.search import search
+from rooftop.plan.train.step import TrainingSetup, model_profile
 
 CASES = [
     ("llama-3.1-405b", "h100", "2048x8", 16 * 2**20, 8192),

@@ -47,9 +47,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Workload": ("rooftop.model.config", "Workload"),
     "layer_costs": ("rooftop.model.transformer", "layer_costs"),
     "model_costs": ("rooftop.model.transformer", "model_costs"),
-    "Parallelism": ("rooftop.plan.parallelism", "Parallelism"),
-    "search_training": ("rooftop.plan.search", "search"),
-    "TrainingSetup": ("rooftop.plan.training", "TrainingSetup"),
+    "Parallelism": ("rooftop.plan.train.layout", "Parallelism"),
+    "search_training": ("rooftop.plan.train.search", "search"),
+    "TrainingSetup": ("rooftop.plan.train.step", "TrainingSetup"),
 }
 
 if TYPE_CHECKING:
@@ -64,9 +64,9 @@ if TYPE_CHECKING:
     from rooftop.model.catalog import get_model, load_hf_config
     from rooftop.model.config import Dtypes, TransformerConfig, Workload
     from rooftop.model.transformer import layer_costs, model_costs
-    from rooftop.plan.parallelism import Parallelism
-    from rooftop.plan.search import search as search_training
-    from rooftop.plan.training import TrainingSetup
+    from rooftop.plan.train.layout import Parallelism
+    from rooftop.plan.train.search import search as search_training
+    from rooftop.plan.train.step import TrainingSetup
 
 
 def __getattr__(name: str) -> Any:

@@ -54,7 +54,7 @@ def test_public_names_resolve(name: str) -> None:
 
 def test_public_names_are_the_library_objects() -> None:
     from rooftop.cost.roofline import roofline
-    from rooftop.plan.search import search
+    from rooftop.plan.train.search import search
 
     assert rooftop.roofline is roofline
     assert rooftop.search_training is search
@@ -70,7 +70,7 @@ def test_parser_choices_match_the_library() -> None:
     from rooftop.cli.models import REMAT_CHOICES
     from rooftop.cli.train import OBJECTIVES
     from rooftop.model.config import REMAT_POLICIES
-    from rooftop.plan import search
+    from rooftop.plan.train import search
 
     assert tuple(REMAT_POLICIES) == REMAT_CHOICES
     assert search.OBJECTIVES == OBJECTIVES

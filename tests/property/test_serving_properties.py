@@ -12,9 +12,10 @@ from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.plan import inference as inf
-from rooftop.plan.inference import ServingLayout
-from rooftop.plan.serving import ServingRequest, evaluate_point, pareto_frontier, plan_serving
+from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.layout import ServingLayout
+from rooftop.plan.serve.sweep import ServingRequest, evaluate_point, pareto_frontier, plan_serving
 
 MODELS = {name: get_model(name) for name in ("llama-3-8b", "mistral-7b", "mixtral-8x7b", "gemma-2-27b")}
 CHIPS = {"h100": ("8", (1, 2, 4, 8)), "tpu-v5e": ("2x4", (1, 2, 4, 8))}
@@ -47,7 +48,7 @@ def test_more_batch_never_lowers_throughput_until_memory_runs_out(case, b1: int,
     if not _valid(req, layout):
         return
     small, large = sorted((b1, b2))
-    fit = inf.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
+    fit = sl.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
     if large > fit:
         return
     ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
@@ -77,12 +78,12 @@ def test_kv_cache_shards_add_up(case, batch: int) -> None:  # type: ignore[no-un
     req, layout, _ = _setup(*case)
     if not _valid(req, layout):
         return
-    per_chip = inf.kv_cache_per_chip_bytes(req.cfg, layout, batch, req.max_context_len, req.dtypes.kv_cache)
+    per_chip = sl.kv_cache_per_chip_bytes(req.cfg, layout, batch, req.max_context_len, req.dtypes.kv_cache)
     total = kv_cache_bytes(req.cfg, batch, req.max_context_len, req.dtypes.kv_cache)
-    assert per_chip * inf.kv_shards(req.cfg, layout.tp) == total
+    assert per_chip * sl.kv_shards(req.cfg, layout.tp) == total
     # cache per chip never grows with tp; the step never reads more of it than the chip holds plus the new token
     step = inf.decode_step(req.cfg, req.chip, _setup(*case)[2], layout, batch, req.max_context_len, req.dtypes, req.eff)
-    new_token = kv_cache_bytes(req.cfg, batch, 1, req.dtypes.kv_cache) / inf.kv_shards(req.cfg, layout.tp)
+    new_token = kv_cache_bytes(req.cfg, batch, 1, req.dtypes.kv_cache) / sl.kv_shards(req.cfg, layout.tp)
     assert step.kv_cache_bytes <= per_chip + new_token * (1 + 1e-9)
 
 
@@ -106,7 +107,7 @@ def test_frontier_is_fitting_and_undominated(model: str, chip_name: str, prompt:
 
 def _valid(req: ServingRequest, layout: ServingLayout) -> bool:
     try:
-        inf.validate_layout(req.cfg, layout)
+        sl.validate_layout(req.cfg, layout)
     except Exception:
         return False
     return True

@@ -1,4 +1,4 @@
-"""plan/inference.py: hand-derived decode and prefill costs, sharding, memory, the critical batch."""
+"""plan/serve/phase.py: hand-derived decode and prefill costs, sharding, memory, the critical batch."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes, Workload
-from rooftop.plan import inference as inf
-from rooftop.plan.inference import ServingLayout
+from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.layout import ServingLayout
 
 L70 = get_model("llama-3-70b")
 L8 = get_model("llama-3-8b")
@@ -145,17 +146,17 @@ def test_kv_cache_per_chip_for_gqa() -> None:
     per_token = 80 * 2 * 8 * 128 * 2
     assert per_token == 327_680
     total = 4 * 1000 * per_token
-    assert inf.kv_cache_per_chip_bytes(L70, ServingLayout(tp=1), 4, 1000, "bf16") == total
-    assert inf.kv_cache_per_chip_bytes(L70, ServingLayout(tp=8), 4, 1000, "bf16") == total / 8
+    assert sl.kv_cache_per_chip_bytes(L70, ServingLayout(tp=1), 4, 1000, "bf16") == total
+    assert sl.kv_cache_per_chip_bytes(L70, ServingLayout(tp=8), 4, 1000, "bf16") == total / 8
     # tp = 16 > 8 KV heads: each head lives on two chips, so still / 8
-    assert inf.kv_cache_per_chip_bytes(L70, ServingLayout(tp=16), 4, 1000, "bf16") == total / 8
-    assert inf.kv_cache_per_chip_bytes(L70, ServingLayout(tp=8, pp=2), 4, 1000, "int8") == total / 2 / 8 / 2
+    assert sl.kv_cache_per_chip_bytes(L70, ServingLayout(tp=16), 4, 1000, "bf16") == total / 8
+    assert sl.kv_cache_per_chip_bytes(L70, ServingLayout(tp=8, pp=2), 4, 1000, "int8") == total / 2 / 8 / 2
 
 
 def test_mla_latent_cache_is_replicated_over_tp() -> None:
     ds = get_model("deepseek-v3")
     per_token = 61 * (512 + 64) * 1  # 61 layers x (latent 512 + rope key 64) x 1 byte
-    assert inf.kv_cache_per_chip_bytes(ds, ServingLayout(tp=8), 2, 100, "fp8") == 2 * 100 * per_token
+    assert sl.kv_cache_per_chip_bytes(ds, ServingLayout(tp=8), 2, 100, "fp8") == 2 * 100 * per_token
 
 
 def test_weights_per_chip_tp8() -> None:
@@ -163,17 +164,17 @@ def test_weights_per_chip_tp8() -> None:
 
     norms = 80 * 2 * 8192 + 8192  # two RMSNorms per layer and the final one stay whole on each chip
     expected = ((params_total(L70) - norms) / 8 + norms) * 2
-    assert inf.weights_per_chip_bytes(L70, ServingLayout(tp=8), "bf16") == pytest.approx(expected)
+    assert sl.weights_per_chip_bytes(L70, ServingLayout(tp=8), "bf16") == pytest.approx(expected)
 
 
 def test_max_batch_fills_usable_hbm() -> None:
     eff = default_efficiency("serving", "tpu")
     layout = ServingLayout(tp=16)
-    weights = inf.weights_per_chip_bytes(L70, layout, "bf16")
+    weights = sl.weights_per_chip_bytes(L70, layout, "bf16")
     per_seq = 2560 * 327_680 / 8
     expected = int((16 * 2**30 * 0.9 - weights) // per_seq)
-    assert inf.max_batch(L70, V5E, layout, 2560, BF16, eff) == expected
-    assert inf.max_batch(L70, V5E, ServingLayout(tp=8, replicas=2), 2560, BF16, eff) == 0  # 16.4 GiB of weights
+    assert sl.max_batch(L70, V5E, layout, 2560, BF16, eff) == expected
+    assert sl.max_batch(L70, V5E, ServingLayout(tp=8, replicas=2), 2560, BF16, eff) == 0  # 16.4 GiB of weights
 
 
 # ---------------------------------------------------------------- prefill
@@ -232,13 +233,13 @@ def test_expert_parallelism_busiest_chip_reads_a_whole_expert() -> None:
 
 def test_validate_layout_names_the_rule() -> None:
     with pytest.raises(InvalidConfigError, match=r"tp=3 does not divide n_heads=64; valid: 1, 2, 4, 8"):
-        inf.validate_layout(L70, ServingLayout(tp=3))
+        sl.validate_layout(L70, ServingLayout(tp=3))
     with pytest.raises(InvalidConfigError, match="mixture-of-experts"):
-        inf.validate_layout(L70, ServingLayout(tp=2, ep=2))
+        sl.validate_layout(L70, ServingLayout(tp=2, ep=2))
     with pytest.raises(InvalidConfigError, match="must divide tp"):
         ServingLayout(tp=2, ep=4)
     with pytest.raises(InvalidConfigError, match="pp=3 does not divide n_layers=80"):
-        inf.validate_layout(L70, ServingLayout(tp=1, pp=3))
+        sl.validate_layout(L70, ServingLayout(tp=1, pp=3))
 
 
 # ---------------------------------------------------------------- the efficiency file

@@ -14,8 +14,9 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
-from rooftop.plan.inference import ServingLayout, decode_step
-from rooftop.plan.training import CommPricer
+from rooftop.plan.serve.layout import ServingLayout
+from rooftop.plan.serve.phase import decode_step
+from rooftop.plan.train.step import CommPricer
 
 H100 = get_chip("h100")
 MESH = make_mesh(parse_topology(H100, "1x8"), {"tp": 8})

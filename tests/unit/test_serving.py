@@ -1,4 +1,4 @@
-"""plan/serving.py and plan/serving_disagg.py: the sweep, frontier, choice, cost, disaggregation."""
+"""plan/serve/sweep.py and plan/serve/disagg.py: the sweep, frontier, choice, cost, disaggregation."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.plan.serving import ServingRequest, choose, min_slice, pareto_frontier, plan_serving
-from rooftop.plan.serving_disagg import disaggregate
+from rooftop.plan.serve.disagg import disaggregate
+from rooftop.plan.serve.sweep import ServingRequest, choose, min_slice, pareto_frontier, plan_serving
 
 V5E = get_chip("tpu-v5e")
 H100 = get_chip("h100")

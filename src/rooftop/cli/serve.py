@@ -15,8 +15,8 @@ from rooftop.units import format_bytes, format_duration, parse_duration, parse_n
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rooftop.plan.inference import PhaseTime
-    from rooftop.plan.serving import ServingPlan, ServingPoint, ServingRequest
+    from rooftop.plan.serve.phase import PhaseTime
+    from rooftop.plan.serve.sweep import ServingPlan, ServingPoint, ServingRequest
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
@@ -74,7 +74,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
-    from rooftop.plan.serving import ServingRequest
+    from rooftop.plan.serve.sweep import ServingRequest
 
     chip = chip_from_args(args)
     if args.topology:
@@ -179,7 +179,7 @@ def _large_batch_end(plan: ServingPlan) -> dict[str, Any] | None:
 
 
 def plan_payload(plan: ServingPlan) -> dict[str, Any]:
-    from rooftop.plan.serving_disagg import disaggregate, disaggregation_dict
+    from rooftop.plan.serve.disagg import disaggregate, disaggregation_dict
 
     req = plan.request
     dt = req.dtypes
@@ -307,7 +307,7 @@ def _render(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> Non
 
 
 def run(args: argparse.Namespace) -> Output:
-    from rooftop.plan.serving import plan_serving
+    from rooftop.plan.serve.sweep import plan_serving
 
     plan = plan_serving(request_from_args(args))
     payload = plan_payload(plan)

@@ -13,7 +13,7 @@ from rooftop.units import SECONDS_PER_HOUR, parse_number
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rooftop.plan.training import TrainingSetup
+    from rooftop.plan.train.step import TrainingSetup
 
 OBJECTIVES = ("time", "cost", "memory")  # plan.search.OBJECTIVES (a test checks); importing it loads the planner
 
@@ -52,7 +52,7 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
     from rooftop.cost.efficiency import default_efficiency, parse_efficiency
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
-    from rooftop.plan.training import TrainingSetup
+    from rooftop.plan.train.step import TrainingSetup
 
     chip = chip_from_args(args)
     cfg = get_model(args.model)
@@ -76,10 +76,10 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
 
 def run(args: argparse.Namespace) -> Output:
     from rooftop.cost.efficiency import IDEAL
-    from rooftop.plan.explain import explain, no_layout_reason
-    from rooftop.plan.search import parse_fix
-    from rooftop.plan.step_breakdown import breakdown_of
-    from rooftop.plan.training import CommPricer, TrainingSetup, evaluate, layout_mesh
+    from rooftop.plan.train.breakdown import breakdown_of
+    from rooftop.plan.train.explain import explain, no_layout_reason
+    from rooftop.plan.train.search import parse_fix
+    from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh
     from rooftop.report.train_report import plot_train, render_train, step_dict
 
     if args.top < 1:
@@ -143,7 +143,7 @@ def _search_with_progress(setup: TrainingSetup, args: argparse.Namespace) -> Any
     """The search, with a live count of layouts on stderr when it is a terminal."""
     from rich.console import Console
 
-    from rooftop.plan.search import parse_fix, search
+    from rooftop.plan.train.search import parse_fix, search
 
     fix = parse_fix(args.fix)
     if not sys.stderr.isatty():

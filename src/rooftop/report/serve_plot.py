@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rooftop.plan.serving import ServingPlan
+from rooftop.plan.serve.sweep import ServingPlan
 from rooftop.report.plot import _figure, save
 
 BOUND_COLORS = {"memory": "tab:blue", "compute": "tab:red", "collective": "tab:orange", "overhead": "tab:gray"}

@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.console import Console
 
-from rooftop.plan.step_breakdown import StepPart
-from rooftop.plan.training import StepResult
+from rooftop.plan.train.breakdown import StepPart
+from rooftop.plan.train.step import StepResult
 from rooftop.report.formulas import term_dict, term_formula
 from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration

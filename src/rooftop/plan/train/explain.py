@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from rooftop.cost.collectives import mesh_groups
 from rooftop.errors import InvalidConfigError, ShardingError
-from rooftop.plan.parallelism import Parallelism, validate
-from rooftop.plan.training import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
+from rooftop.plan.train.layout import Parallelism, validate
+from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
 from rooftop.units import format_bytes, format_duration
 
 

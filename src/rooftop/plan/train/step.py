@@ -45,8 +45,8 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import TrainingPrecision, optimizer_update_cost, training_bytes_per_param
-from rooftop.plan.parallelism import Parallelism, microbatch_size
-from rooftop.plan.training_profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
+from rooftop.plan.train.layout import Parallelism, microbatch_size
+from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
 
 #: the compute parts of a step (one per phase) and its communication parts hidden per layer
 COMPUTE_PARTS = ("compute_forward", "compute_backward", "compute_recompute")

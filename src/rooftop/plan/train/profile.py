@@ -4,7 +4,7 @@ prices any microbatch size and layout fast, and the sums of its per-op times a s
 
 Each op is timed as max(compute, memory) on the chip by cost/roofline.roofline_table (the
 per-op roofline over a table of ops), its FLOPs and activation bytes sharded evenly over tp x cp
-and its weights over tp (and ep for experts); see plan/training.py for the step built from them.
+and its weights over tp (and ep for experts); see plan/train/step.py for the step built from them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
 from rooftop.model.transformer import model_costs
-from rooftop.plan.parallelism import Parallelism
+from rooftop.plan.train.layout import Parallelism
 
 _DEFAULT_DTYPES = Dtypes()
 #: a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against the

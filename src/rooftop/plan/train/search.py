@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.model.config import REMAT_POLICIES
-from rooftop.plan.parallelism import Parallelism, divisors, microbatch_size, replica_batch, validate
-from rooftop.plan.training import (
+from rooftop.plan.train.layout import Parallelism, divisors, microbatch_size, replica_batch, validate
+from rooftop.plan.train.profile import ModelProfile
+from rooftop.plan.train.step import (
     CommPricer,
     MemoryTerms,
     StepParts,
@@ -37,7 +38,6 @@ from rooftop.plan.training import (
     step_parts,
     step_result,
 )
-from rooftop.plan.training_profile import ModelProfile
 
 OBJECTIVES = ("time", "cost", "memory")
 REMAT_ORDER = ("none", "selective", "dots", "full")

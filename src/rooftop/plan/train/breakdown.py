@@ -1,6 +1,6 @@
 """A training step, part by part, each part with its terms: the seconds and the figures they came from.
 
-The search prices thousands of layouts with numbers only (plan/training.py); the layouts it reports
+The search prices thousands of layouts with numbers only (plan/train/step.py); the layouts it reports
 are priced again through the same functions with a ``Ledger`` that records every collective and every
 second hidden behind compute, and each part becomes a ``StepPart``:
 
@@ -25,8 +25,9 @@ import numpy as np
 
 from rooftop.cost.cost import Comm
 from rooftop.cost.roofline import Term, collective_term, roofline
-from rooftop.plan.parallelism import Parallelism, microbatch_size
-from rooftop.plan.training import (
+from rooftop.plan.train.layout import Parallelism, microbatch_size
+from rooftop.plan.train.profile import ModelProfile, op_roofline
+from rooftop.plan.train.step import (
     COMM_PARTS,
     COMPUTE_PARTS,
     PARTS,
@@ -43,7 +44,6 @@ from rooftop.plan.training import (
     step_parts,
     step_result,
 )
-from rooftop.plan.training_profile import ModelProfile, op_roofline
 
 #: what hides each communication part (for the "hidden" term)
 COVER = {

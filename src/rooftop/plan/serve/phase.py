@@ -2,7 +2,7 @@
 (``model/transformer.model_costs``), sharded over a serving layout and timed on the roofline
 (``cost/roofline.roofline``) plus the fixed costs a bandwidth roofline misses.
 
-Layouts and the sharding of every op live in plan/serving_layout.py (``ServingLayout``: replicas
+Layouts and the sharding of every op live in plan/serve/layout.py (``ServingLayout``: replicas
 of tp x pp chips, ep expert-parallel within the TP group; ``share``: how an op's FLOPs, weights,
 cache and activations divide over the TP group), re-exported here. The bytes of each op are split
 into weights, KV cache and activations exactly, by pricing the same ops with an 8-byte probe dtype
@@ -44,46 +44,15 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import kv_cache_bytes, mlp_parts
+from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serving_layout import (
+from rooftop.plan.serve.layout import (
     ATTENTION_OPS,
     GROUPS,
     MATMUL_OPS,
-    ChipMemory,
     ServingLayout,
-    Share,
-    chip_memory,
-    describe_memory,
-    kv_cache_per_chip_bytes,
-    kv_shards,
-    max_batch,
     share,
-    validate_layout,
-    weights_per_chip_bytes,
 )
-
-__all__ = [
-    "GROUPS",
-    "ChipCost",
-    "ChipMemory",
-    "PhaseTime",
-    "ServingLayout",
-    "Share",
-    "chip_cost",
-    "chip_memory",
-    "compute_bound_batch",
-    "critical_batch",
-    "decode_step",
-    "describe_memory",
-    "kv_cache_bytes",
-    "kv_cache_per_chip_bytes",
-    "kv_shards",
-    "max_batch",
-    "prefill",
-    "validate_layout",
-    "weights_per_chip_bytes",
-]
 
 _WEIGHT_LEAVES = MATMUL_OPS | {"embedding", "positions"}
 _KV_LEAVES = frozenset({"scores", "values", "kv_cache_write"})

@@ -1,6 +1,6 @@
 """Serving plans: sweep layouts and batch sizes, the latency/throughput frontier, the choice under
-latency targets, and the dollar cost of tokens. Every number comes from plan/inference.py
-(prefill and decode priced from the model's ops); disaggregated serving is plan/serving_disagg.py.
+latency targets, and the dollar cost of tokens. Every number comes from plan/serve/phase.py
+(prefill and decode priced from the model's ops); disaggregated serving is plan/serve/disagg.py.
 
 A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch per replica:
 
@@ -25,9 +25,12 @@ from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
-from rooftop.plan import inference as inf
-from rooftop.plan.inference import ChipMemory, PhaseTime, ServingLayout
-from rooftop.plan.parallelism import divisors
+from rooftop.model.memory import kv_cache_bytes
+from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.layout import ChipMemory, ServingLayout
+from rooftop.plan.serve.phase import PhaseTime
+from rooftop.plan.train.layout import divisors
 from rooftop.units import format_bytes, format_duration
 
 SECONDS_PER_HOUR = 3600.0
@@ -133,7 +136,7 @@ class ServingPlan:
 
 def _valid(cfg: TransformerConfig, layout: ServingLayout) -> bool:
     try:
-        inf.validate_layout(cfg, layout)
+        sl.validate_layout(cfg, layout)
     except InvalidConfigError:
         return False
     return True
@@ -164,7 +167,7 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
 
 def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
     return (
-        inf.weights_per_chip_bytes(req.cfg, layout, req.dtypes.weights)
+        sl.weights_per_chip_bytes(req.cfg, layout, req.dtypes.weights)
         < req.chip.hbm_bytes * req.eff.usable_hbm_fraction
     )
 
@@ -174,7 +177,7 @@ def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
 
 def _reason(p: PhaseTime, mem: ChipMemory, fits: bool) -> str:
     if not fits:
-        return f"does not fit: {inf.describe_memory(mem)}"
+        return f"does not fit: {sl.describe_memory(mem)}"
     d = format_duration
     if p.bound == "memory":
         return (
@@ -194,7 +197,7 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
     step = inf.decode_step(cfg, chip, mesh, layout, batch, req.decode_context_len, dt, eff)
     pre = inf.prefill(cfg, chip, mesh, layout, batch, req.prompt_len, dt, eff)
     prefill_batch_s = pre.time_s / layout.pp  # stages pipeline over the batch's prompts
-    mem = inf.chip_memory(cfg, chip, layout, batch, req.max_context_len, dt, eff)
+    mem = sl.chip_memory(cfg, chip, layout, batch, req.max_context_len, dt, eff)
     replica_time = req.gen_len * step.time_s + prefill_batch_s
     tokens_per_s = layout.replicas * batch * req.gen_len / replica_time
     cin = cout = None
@@ -211,7 +214,7 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
         tokens_per_s / layout.chips,
         layout.replicas * batch / step.time_s,
         prefill_batch_s,
-        inf.kv_cache_bytes(cfg, batch, req.max_context_len, dt.kv_cache),
+        kv_cache_bytes(cfg, batch, req.max_context_len, dt.kv_cache),
         mem,
         mem.fits,
         step.bound,
@@ -239,14 +242,14 @@ def _batches(req: ServingRequest, layout: ServingLayout, fit: int) -> list[int]:
 
 def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSummary:
     cfg, dt, eff = req.cfg, req.dtypes, req.eff
-    weights = inf.weights_per_chip_bytes(cfg, layout, dt.weights)
+    weights = sl.weights_per_chip_bytes(cfg, layout, dt.weights)
     cb = inf.compute_bound_batch(cfg, req.chip, layout, req.decode_context_len, dt, eff, limit=1 << 14)
-    mem = inf.chip_memory(cfg, req.chip, layout, max(fit, 1), req.max_context_len, dt, eff)
+    mem = sl.chip_memory(cfg, req.chip, layout, max(fit, 1), req.max_context_len, dt, eff)
     if fit == 0:
         return LayoutSummary(
-            layout, 0, cb, weights, "weights", f"does not fit even one sequence per replica: {inf.describe_memory(mem)}"
+            layout, 0, cb, weights, "weights", f"does not fit even one sequence per replica: {sl.describe_memory(mem)}"
         )
-    where = f"KV cache of {fit} sequences at {req.max_context_len} tokens fills HBM ({inf.describe_memory(mem)})"
+    where = f"KV cache of {fit} sequences at {req.max_context_len} tokens fills HBM ({sl.describe_memory(mem)})"
     if cb is not None and cb <= min(fit, req.batch_cap):
         return LayoutSummary(
             layout,
@@ -280,7 +283,7 @@ def _sweep_layout(
     except ShardingError as exc:
         notes.append(f"layout {layout.label()} skipped: {exc}")
         return [], _summary(req, layout, 0)
-    fit = inf.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
+    fit = sl.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
     summary = _summary(req, layout, fit)
     ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
     points = [evaluate_point(req, layout, mesh, b, ttft) for b in _batches(req, layout, fit)]
@@ -358,13 +361,13 @@ def min_slice(req: ServingRequest) -> dict[str, object] | None:
             layout = ServingLayout(tp=t, pp=n // t)
             if not _valid(req.cfg, layout):
                 continue
-            mem = inf.chip_memory(req.cfg, req.chip, layout, layout.pp, req.max_context_len, req.dtypes, req.eff)
+            mem = sl.chip_memory(req.cfg, req.chip, layout, layout.pp, req.max_context_len, req.dtypes, req.eff)
             if mem.fits:
                 return {
                     "chips": n,
                     "parallelism": layout.as_dict(),
                     "memory_per_chip_bytes": mem.total_bytes,
-                    "reason": f"{n} chips: {inf.describe_memory(mem)}",
+                    "reason": f"{n} chips: {sl.describe_memory(mem)}",
                 }
     return None
 

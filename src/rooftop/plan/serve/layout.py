@@ -1,6 +1,6 @@
 """Serving layouts and where things live on their chips: the tensor/pipeline/expert layout of a
 served model, how each op of the model's cost tree divides over a TP group, and the weights and
-KV cache each chip stores (plan/inference.py prices and times the steps with these rules).
+KV cache each chip stores (plan/serve/phase.py prices and times the steps with these rules).
 
 Sharding (``share``): FLOPs and weights of tensor-parallel matmuls / tp (Megatron: column-parallel
 q/k/v/gate/up, row-parallel o/down, vocab-parallel embedding and unembedding; Shoeybi et al. 2019);
@@ -21,7 +21,7 @@ from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
 from rooftop.model.transformer import OP_CATEGORY
-from rooftop.plan.parallelism import divisors
+from rooftop.plan.train.layout import divisors
 from rooftop.units import format_bytes
 
 GROUPS = ("matmul", "attention", "elementwise")

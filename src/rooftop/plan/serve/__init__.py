@@ -1,0 +1,1 @@
+"""Serving planner: layouts, prefill and decode phases, the sweep, disaggregation."""

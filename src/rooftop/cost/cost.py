@@ -89,7 +89,7 @@ class Cost:
     def __radd__(self, other: object) -> Cost:
         if other == 0:
             return self
-        return NotImplemented  # type: ignore[return-value]
+        return NotImplemented
 
     def __mul__(self, k: float) -> Cost:
         if not isinstance(k, (int, float)) or k < 0:

@@ -180,7 +180,7 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     )
     if kwargs["hbm_bytes_per_s"] == 0:
         raise r.fail("memory.hbm_bytes_per_s", "must be > 0")
-    return Chip(**kwargs, sources=MappingProxyType(r.sources))  # type: ignore[arg-type]
+    return Chip(**kwargs, sources=MappingProxyType(r.sources))
 
 
 def load_chip_file(path: str | Path) -> Chip:

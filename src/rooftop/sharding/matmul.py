@@ -376,9 +376,9 @@ def _build(
 
     if target is not None:  # shard output dims by slicing replicated inputs first: fewer FLOPs
         for d in out_dims:
-            cur, want = axes(d), target.axes_of(d)
-            extra = want[len(cur) :]
-            if extra and want[: len(cur)] == cur and not set(extra) & set(lhs.used + rhs.used):
+            cur, wanted = axes(d), target.axes_of(d)
+            extra = wanted[len(cur) :]
+            if extra and wanted[: len(cur)] == cur and not set(extra) & set(lhs.used + rhs.used):
                 lhs = p.slice(lhs, d, extra) if d in lhs.dims else lhs
                 rhs = p.slice(rhs, d, extra) if d in rhs.dims else rhs
     res = Sharding(expr.out.name, out_dims, tuple(axes(d) for d in out_dims), unreduced)

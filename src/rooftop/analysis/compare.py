@@ -280,7 +280,9 @@ def judge(
     est = priced.estimate
     lower = est.lower_bound_s / max(priced.executions, 1.0) if est is not None else None
 
-    def report(lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str):
+    def report(
+        lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str
+    ) -> OpReport:
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
         return OpReport(name, module, opcode, category, *measured, *counts)

@@ -89,7 +89,7 @@ class Efficiency:
         unknown = sorted(set(changes) - set(names))
         if unknown:
             raise InvalidConfigError(f"unknown efficiency factor {unknown[0]!r} (valid: {', '.join(names)})")
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]  # factors are floats, checked above
 
     def as_dict(self) -> dict[str, Any]:
         """Every factor (and ``usable_hbm_fraction``) with the sources of the defaults used."""

@@ -79,15 +79,17 @@ def render_train(
     ]
     console.print(table(title, ["#", "layout", "step", "MFU", "tokens/s", "mem/chip", "bound"], rows))
     best = ranked[0]
-    rows = []
+    part_rows: list[tuple[str, str, str, str]] = []
     for part in parts:
         if part.time_s <= 0:
             continue
-        rows.append((part.name.replace("_", " "), format_duration(part.time_s), part.bound, ""))
+        part_rows.append((part.name.replace("_", " "), format_duration(part.time_s), part.bound, ""))
         for t in part.terms:
             if t.seconds:
-                rows.append(("  " + t.name, format_duration(t.seconds), t.kind, term_formula(t)))
-    console.print(table("step time of the best layout, part by part", ["part / term", "time", "bound", "from"], rows))
+                part_rows.append(("  " + t.name, format_duration(t.seconds), t.kind, term_formula(t)))
+    console.print(
+        table("step time of the best layout, part by part", ["part / term", "time", "bound", "from"], part_rows)
+    )
     console.print(
         table(
             f"memory per chip (HBM {format_bytes(best.hbm_bytes)}, usable {format_bytes(best.usable_hbm_bytes)})",

@@ -170,6 +170,8 @@ def disaggregate(plan: ServingPlan, requests_per_s: float) -> Disaggregation:
                 "output token or TTFT over them"
             ),
         )
+    elif pre is None or dec is None:  # disagg_chips is set only when both pools are
+        raise AssertionError("unreachable")
     elif disagg_chips < col.chips:
         rec, why = "disaggregated", f"{disagg_chips} chips ({pre.chips} prefill + {dec.chips} decode) vs {col.chips}"
     else:

@@ -4,6 +4,13 @@ A Cost is additive (``a + b``), scales by a count (``k * a``) and has a zero
 (``Cost()``). FLOPs are kept per (unit, dtype) so that a mixed program is timed at
 the right peak; collectives are kept as records (kind, axes, bytes, count) so that
 their time is priced by one rule set (cost/collectives.py) with latency included.
+
+HBM bytes carry their kind (``BYTE_KINDS``: weights, KV cache, activations, optimizer
+state; what no op rule typed is "other"), so a planner reads how many of a step's bytes
+are weights from the Cost itself, never by re-pricing. A ``CostTree`` leaf carries an
+``OpTag``: what kind of op it is and how it divides over a tensor-parallel group, set
+where model/ makes the op; planners read tags, never op names (sharding/tensor.py turns a
+tag into per-chip fractions).
 """
 
 from __future__ import annotations
@@ -11,11 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 from rooftop.errors import InvalidConfigError
 
 COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute")
 FlopsKey = tuple[str, str]  # (unit, dtype): ("matrix", "bf16")
+#: what HBM bytes are; "other" is whatever no op rule typed (bytes_of gives it as the remainder)
+BYTE_KINDS = ("weights", "kv_cache", "activations", "optimizer", "other")
+_TYPED_KINDS = frozenset(BYTE_KINDS) - {"other"}
+_NO_BYTES: Mapping[str, float] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -44,7 +56,10 @@ class Comm:
         return Comm(self.kind, self.axes, self.bytes, self.count * k, self.label)
 
 
-def _merge(a: Mapping[FlopsKey, float], b: Mapping[FlopsKey, float], kb: float = 1.0) -> dict[FlopsKey, float]:
+_K = TypeVar("_K")
+
+
+def _merge(a: Mapping[_K, float], b: Mapping[_K, float], kb: float = 1.0) -> dict[_K, float]:
     out = dict(a)
     for k, v in b.items():
         out[k] = out.get(k, 0.0) + kb * v
@@ -53,20 +68,43 @@ def _merge(a: Mapping[FlopsKey, float], b: Mapping[FlopsKey, float], kb: float =
 
 @dataclass(frozen=True)
 class Cost:
-    """Counts only: FLOPs per (unit, dtype), bytes through HBM, collectives."""
+    """Counts only: FLOPs per (unit, dtype), bytes through HBM (``hbm_bytes`` in all, the typed
+    part of them by kind in ``bytes_by``), collectives."""
 
     flops_by: Mapping[FlopsKey, float] = field(default_factory=lambda: MappingProxyType({}))
     hbm_bytes: float = 0.0
     comms: tuple[Comm, ...] = ()
+    bytes_by: Mapping[str, float] = field(default_factory=lambda: _NO_BYTES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flops_by", MappingProxyType(dict(self.flops_by)))
         if self.hbm_bytes < 0 or any(v < 0 for v in self.flops_by.values()):
             raise InvalidConfigError("a Cost cannot have negative FLOPs or bytes")
+        if self.bytes_by:
+            typed = {k: float(v) for k, v in self.bytes_by.items() if v}
+            bad = sorted(set(typed) - _TYPED_KINDS)
+            if bad:
+                raise InvalidConfigError(f"unknown kind of HBM bytes {bad[0]!r} (valid: {', '.join(BYTE_KINDS)})")
+            if any(v < 0 for v in typed.values()) or sum(typed.values()) > self.hbm_bytes * (1 + 1e-9) + 1e-6:
+                raise InvalidConfigError("a Cost's typed bytes must be >= 0 and add up to at most its HBM bytes")
+            object.__setattr__(self, "bytes_by", MappingProxyType(typed) if typed else _NO_BYTES)
 
     @staticmethod
     def of(flops: float = 0.0, hbm_bytes: float = 0.0, dtype: str = "bf16", unit: str = "matrix") -> Cost:
         return Cost({(unit, dtype): float(flops)} if flops else {}, float(hbm_bytes))
+
+    @staticmethod
+    def typed(flops_by: Mapping[FlopsKey, float], bytes_by: Mapping[str, float]) -> Cost:
+        """A Cost whose every HBM byte has a kind (``bytes_by`` may name "other")."""
+        return Cost(flops_by, float(sum(bytes_by.values())), (), {k: v for k, v in bytes_by.items() if k != "other"})
+
+    def bytes_of(self, kind: str) -> float:
+        """HBM bytes of one kind (BYTE_KINDS); "other" is what no rule typed."""
+        if kind == "other":
+            return max(0.0, self.hbm_bytes - sum(self.bytes_by.values()))
+        if kind not in _TYPED_KINDS:
+            raise InvalidConfigError(f"unknown kind of HBM bytes {kind!r} (valid: {', '.join(BYTE_KINDS)})")
+        return self.bytes_by.get(kind, 0.0)
 
     @property
     def flops(self) -> float:
@@ -84,7 +122,13 @@ class Cost:
     def __add__(self, other: Cost) -> Cost:
         if not isinstance(other, Cost):
             return NotImplemented
-        return Cost(_merge(self.flops_by, other.flops_by), self.hbm_bytes + other.hbm_bytes, self.comms + other.comms)
+        typed = _merge(self.bytes_by, other.bytes_by) if other.bytes_by else self.bytes_by
+        return Cost(
+            _merge(self.flops_by, other.flops_by),
+            self.hbm_bytes + other.hbm_bytes,
+            self.comms + other.comms,
+            typed,
+        )
 
     def __radd__(self, other: object) -> Cost:
         if other == 0:
@@ -98,25 +142,58 @@ class Cost:
             {key: v * k for key, v in self.flops_by.items()},
             self.hbm_bytes * k,
             tuple(c.scaled(k) for c in self.comms),
+            {kind: v * k for kind, v in self.bytes_by.items()} if self.bytes_by else _NO_BYTES,
         )
 
     __rmul__ = __mul__
 
     def with_comm(self, *comms: Comm) -> Cost:
-        return Cost(self.flops_by, self.hbm_bytes, self.comms + comms)
+        return Cost(self.flops_by, self.hbm_bytes, self.comms + comms, self.bytes_by)
 
 
 def total(costs: Iterable[Cost]) -> Cost:
     return sum(costs, Cost())
 
 
+#: what an op does (OpTag.category): a weight matmul, the attention core over the cached keys and
+#: values, an elementwise or reduction op, a write of new keys and values to the cache, a table lookup
+OP_CATEGORIES = ("matmul", "attention", "elementwise", "io", "lookup")
+#: how an op divides over a tensor-parallel group of tp chips (OpTag.split; sharding/tensor.py):
+#: "tensor" Megatron column/row-parallel weight matmul (FLOPs and weights / tp); "kv_heads" the k and v
+#: projections (/ the chips the KV heads spread over); "heads" per-head elementwise work (/ tp);
+#: "attention" the attention core and the cache (FLOPs / tp over query heads, cache over KV heads);
+#: "vocab" a vocabulary-parallel table (weights / tp); "tokens" replicated, or split over tokens under
+#: sequence parallelism; "replicated" the same on every chip of the group
+OP_SPLITS = ("tensor", "kv_heads", "heads", "attention", "vocab", "tokens", "replicated")
+
+
+@dataclass(frozen=True)
+class OpTag:
+    """What an op is, set where model/ makes it: ``category`` (OP_CATEGORIES), ``split``
+    (OP_SPLITS), ``expert`` (a routed expert's op: its weights also divide over expert
+    parallelism) and ``flash_recompute`` (an op a FlashAttention backward pass runs again)."""
+
+    category: str
+    split: str
+    expert: bool = False
+    flash_recompute: bool = False
+
+    def __post_init__(self) -> None:
+        if self.category not in OP_CATEGORIES:
+            raise InvalidConfigError(f"unknown op category {self.category!r} (valid: {', '.join(OP_CATEGORIES)})")
+        if self.split not in OP_SPLITS:
+            raise InvalidConfigError(f"unknown op split {self.split!r} (valid: {', '.join(OP_SPLITS)})")
+
+
 @dataclass(frozen=True)
 class CostTree:
-    """A named breakdown: a Cost at each leaf, sums at each node (``layer/attention/qkv``)."""
+    """A named breakdown: a Cost at each leaf, sums at each node (``layer/attention/qkv``); a leaf
+    made by model/ carries its ``tag``."""
 
     name: str
     cost: Cost = field(default_factory=Cost)
     children: tuple[CostTree, ...] = ()
+    tag: OpTag | None = None
 
     @staticmethod
     def node(name: str, children: Iterable[CostTree]) -> CostTree:
@@ -130,4 +207,8 @@ class CostTree:
             yield from child.walk(path)
 
     def scaled(self, k: float) -> CostTree:
-        return CostTree(self.name, self.cost * k, tuple(c.scaled(k) for c in self.children))
+        return CostTree(self.name, self.cost * k, tuple(c.scaled(k) for c in self.children), self.tag)
+
+    def leaves(self, prefix: str = "") -> Iterator[tuple[str, CostTree]]:
+        """(path, leaf) of every leaf, in order."""
+        return ((path, t) for path, t in self.walk(prefix) if not t.children)

@@ -14,10 +14,12 @@ from rooftop.errors import InvalidConfigError
 
 @dataclass(frozen=True)
 class Operand:
-    """A tensor by its named dims and dtype: ``Operand(("B", "D"), "bf16")``."""
+    """A tensor by its named dims and dtype: ``Operand(("B", "D"), "bf16")``; ``kind`` says what
+    its bytes are (cost.BYTE_KINDS: "weights", "activations", ...; "other" when not known)."""
 
     dims: tuple[str, ...]
     dtype: str = "bf16"
+    kind: str = "other"
 
     def elements(self, sizes: Mapping[str, int]) -> float:
         return float(math.prod(_size(sizes, d) for d in self.dims))
@@ -59,19 +61,27 @@ def matmul(lhs: Operand, rhs: Operand, out: Operand, sizes: Mapping[str, int], c
     (bf16 activations x int8 weights read one byte per weight). The compute dtype is
     the wider input dtype unless given (bf16 x int8 computes in bf16)."""
     dtype = canonical_dtype(compute) if compute else compute_dtype(lhs.dtype, rhs.dtype)
-    nbytes = lhs.nbytes(sizes) + rhs.nbytes(sizes) + out.nbytes(sizes)
-    return Cost({("matrix", dtype): matmul_flops(lhs, rhs, out, sizes)}, nbytes)
+    by: dict[str, float] = {}
+    for x in (lhs, rhs, out):
+        by[x.kind] = by.get(x.kind, 0.0) + x.nbytes(sizes)
+    return Cost.typed({("matrix", dtype): matmul_flops(lhs, rhs, out, sizes)}, by)
 
 
 def elementwise(
-    elements: float, dtype: str = "bf16", flops_per_element: float = 1.0, inputs: int = 1, outputs: int = 1
+    elements: float,
+    dtype: str = "bf16",
+    flops_per_element: float = 1.0,
+    inputs: int = 1,
+    outputs: int = 1,
+    kind: str = "other",
 ) -> Cost:
     """Vector-unit op over ``elements``: FLOPs = elements x flops_per_element; bytes =
-    elements x (inputs + outputs) x dtype bytes (each operand read once, result written once)."""
+    elements x (inputs + outputs) x dtype bytes (each operand read once, result written once),
+    all of one ``kind``."""
     d = canonical_dtype(dtype)
-    return Cost(
+    return Cost.typed(
         {("vector", d): elements * flops_per_element} if flops_per_element else {},
-        elements * (inputs + outputs) * dtype_bytes(d),
+        {kind: elements * (inputs + outputs) * dtype_bytes(d)},
     )
 
 
@@ -223,13 +233,13 @@ def fused_attention_flops(
     return 2.0 * batch * heads * pairs * (d_qk + d_v) * (ATTENTION_BACKWARD_FACTOR if backward else 1.0)
 
 
-def explicit(flops: float, hbm_bytes: float, dtype: str = "bf16", unit: str = "matrix") -> Cost:
-    """An op given directly by its FLOPs and bytes."""
+def explicit(flops: float, hbm_bytes: float, dtype: str = "bf16", unit: str = "matrix", kind: str = "other") -> Cost:
+    """An op given directly by its FLOPs and bytes (all of one ``kind``)."""
     if unit not in ("matrix", "vector"):
         raise InvalidConfigError(f"unknown compute unit {unit!r} (valid: matrix, vector)")
     if flops < 0 or hbm_bytes < 0:
         raise InvalidConfigError(f"FLOPs and bytes must be >= 0, got flops={flops}, bytes={hbm_bytes}")
-    return Cost({(unit, canonical_dtype(dtype)): float(flops)} if flops else {}, float(hbm_bytes))
+    return Cost.typed({(unit, canonical_dtype(dtype)): float(flops)} if flops else {}, {kind: float(hbm_bytes)})
 
 
 def shape_elements(shape: Sequence[int]) -> float:

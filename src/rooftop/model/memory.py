@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from rooftop.cost.cost import Cost
+from rooftop.cost.cost import Cost, OpTag
 from rooftop.dtypes import canonical_dtype, dtype_bytes
 from rooftop.errors import UnknownNameError
 from rooftop.model.config import REMAT_POLICIES, LayerGroup, TransformerConfig, layer_groups, remat_policy
+from rooftop.model.tags import OP_TAGS
 
 # ---------------------------------------------------------------- weights
 
@@ -178,6 +179,7 @@ class ParamTree:
     kind: str = "group"
     count: int = 1
     children: tuple[ParamTree, ...] = ()
+    tag: OpTag | None = None  # a leaf's: the tag of the op that uses the weight (model/tags.py)
 
     @staticmethod
     def node(name: str, children: Iterable[ParamTree], count: int = 1) -> ParamTree:
@@ -196,7 +198,9 @@ class ParamTree:
         if k == 1:
             return self
         kids = tuple(c.scaled(k) for c in self.children)
-        return ParamTree(self.name, self.params * k, self.active * k, self.matmul * k, self.kind, self.count, kids)
+        return ParamTree(
+            self.name, self.params * k, self.active * k, self.matmul * k, self.kind, self.count, kids, self.tag
+        )
 
     def find(self, path: str) -> ParamTree:
         node = self
@@ -213,12 +217,15 @@ def _part_leaf(part: Part, sizes: dict[str, int]) -> ParamTree:
     per = part.params(sizes)
     frac = part.active / part.copies
     matmul_params = 0.0 if part.is_norm else (per - (math.prod(sizes[d] for d in part.dims_out) if part.bias else 0))
+    name = part.name.split("/")[-1]
+    tag = OP_TAGS[name]
     return ParamTree(
-        part.name.split("/")[-1],
+        name,
         per * part.copies,
         per * part.copies * frac,
         matmul_params * part.copies * frac,
         "norm" if part.is_norm else "matmul",
+        tag=replace(tag, expert=True) if part.name.startswith("experts/") else tag,
     )
 
 
@@ -242,10 +249,10 @@ def param_tree(cfg: TransformerConfig) -> ParamTree:
     part of a TransformerConfig, so it is not counted (671B main model, DeepSeek-V3 report)."""
     s = dim_sizes(cfg)
     vd = float(cfg.vocab_size * cfg.d_model)
-    kids = [ParamTree("embedding", vd, vd, 0.0, "embedding")]
+    kids = [ParamTree("embedding", vd, vd, 0.0, "embedding", tag=OP_TAGS["embedding"])]
     if cfg.positions == "learned":
         pd = float(cfg.max_seq_len * cfg.d_model)
-        kids.append(ParamTree("positions", pd, pd, 0.0, "embedding"))
+        kids.append(ParamTree("positions", pd, pd, 0.0, "embedding", tag=OP_TAGS["positions"]))
     groups = []
     for g in layer_groups(cfg):
         layer = [
@@ -255,10 +262,9 @@ def param_tree(cfg: TransformerConfig) -> ParamTree:
         groups.append(ParamTree.node(g.name, layer, g.count))
     kids.append(ParamTree.node("layers", groups))
     fn = float(cfg.norm_params)
-    kids.append(ParamTree("final_norm", fn, fn, 0.0, "norm"))
-    kids.append(
-        ParamTree("unembedding", 0.0 if cfg.tied_embeddings else vd, 0.0 if cfg.tied_embeddings else vd, vd, "matmul")
-    )
+    kids.append(ParamTree("final_norm", fn, fn, 0.0, "norm", tag=OP_TAGS["final_norm"]))
+    head = 0.0 if cfg.tied_embeddings else vd
+    kids.append(ParamTree("unembedding", head, head, vd, "matmul", tag=OP_TAGS["unembedding"]))
     return ParamTree.node("model", kids)
 
 

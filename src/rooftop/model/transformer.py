@@ -49,7 +49,8 @@ Conventions (and sources):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 
 from rooftop.cost.cost import Cost, CostTree, total
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
@@ -75,9 +76,12 @@ from rooftop.model.memory import (  # the weights' shapes and the parameter tree
     params_matmul_active,
     params_total,
 )
+from rooftop.model.tags import OP_CATEGORY, OP_TAGS
 
 __all__ = [
     "OP_CATEGORY",
+    "OP_TAGS",
+    "TRAIN_PHASES",
     "LayerGroup",
     "ParamTree",
     "attended_pairs",
@@ -95,6 +99,7 @@ __all__ = [
     "params_total",
     "prefill_flops",
     "recompute_flops_per_token",
+    "train_leaves",
     "vector_flops_per_token_forward",
 ]
 
@@ -104,30 +109,11 @@ ROUTING_FLOPS_PER_EXPERT = 5.0  # softmax/sigmoid over the router logits, top-k 
 LOSS_FLOPS_PER_LOGIT = 5.0  # log-softmax over the vocabulary
 MLA_ABSORBED_PHASES = ("decode",)
 
-#: The op category of each leaf name (what a remat policy recomputes; config.REMAT_POLICIES).
-OP_CATEGORY: dict[str, str] = {
-    **dict.fromkeys(
-        ("q", "k", "v", "o", "q_a", "q_b", "kv_a", "kv_b", "q_absorb", "v_up", "gate", "up", "down", "router"), "matmul"
-    ),
-    **dict.fromkeys(("scores", "softmax", "values"), "attention"),
-    **dict.fromkeys(
-        (
-            "norm",
-            "post_norm",
-            "q_norm",
-            "k_norm",
-            "q_a_norm",
-            "kv_a_norm",
-            "rope",
-            "act",
-            "residual",
-            "routing",
-            "combine",
-        ),
-        "elementwise",
-    ),
-    "kv_cache_write": "io",
-}
+
+def _leaf(name: str, cost: Cost, expert: bool = False) -> CostTree:
+    """A leaf of the cost tree with its tag (OP_TAGS; ``expert`` for a routed expert's ops)."""
+    tag = OP_TAGS[name]
+    return CostTree(name, cost, (), replace(tag, expert=True) if expert else tag)
 
 
 # ---------------------------------------------------------------- ops of one layer
@@ -147,26 +133,27 @@ class _Ctx:
 
     def proj(self, part: Part, rows: tuple[str, ...] | None = None, touched: float = 1.0) -> Cost:
         rows = self.rows if rows is None else rows
-        lhs = Operand((*rows, *part.dims_in), self.dt.activations)
-        rhs = Operand((*part.dims_in, *part.dims_out), self.dt.weights)
-        out = Operand((*rows, *part.dims_out), self.dt.activations)
+        lhs = Operand((*rows, *part.dims_in), self.dt.activations, "activations")
+        rhs = Operand((*part.dims_in, *part.dims_out), self.dt.weights, "weights")
+        out = Operand((*rows, *part.dims_out), self.dt.activations, "activations")
         cost = matmul(lhs, rhs, out, self.sizes)
         if part.bias:
             cost += explicit(out.elements(self.sizes), 0.0, self.dt.activations, "vector")
         if touched != 1.0:
-            cost += explicit(0.0, rhs.nbytes(self.sizes) * (touched - 1.0), self.dt.weights)
+            cost += explicit(0.0, rhs.nbytes(self.sizes) * (touched - 1.0), self.dt.weights, kind="weights")
         return cost
 
     def einsum(self, lhs: tuple[str, ...], rhs: tuple[str, ...], out: tuple[str, ...]) -> Cost:
         """A weight matmul that is not a plain projection (e.g. per-head weights)."""
         a, w = self.dt.activations, self.dt.weights
-        return matmul(Operand(lhs, a), Operand(rhs, w), Operand(out, a), self.sizes)
+        act = "activations"
+        return matmul(Operand(lhs, a, act), Operand(rhs, w, "weights"), Operand(out, a, act), self.sizes)
 
     def norm(self, width: float) -> Cost:
-        return elementwise(self.tokens * width, self.dt.activations, self.cfg.norm_kind.flops_per_element)
+        return self.vec(self.tokens * width, self.cfg.norm_kind.flops_per_element)
 
     def vec(self, elements: float, flops_per_element: float, inputs: int = 1) -> Cost:
-        return elementwise(elements, self.dt.activations, flops_per_element, inputs)
+        return elementwise(elements, self.dt.activations, flops_per_element, inputs, kind="activations")
 
 
 def _residual(c: _Ctx) -> Cost:
@@ -176,12 +163,16 @@ def _residual(c: _Ctx) -> Cost:
     add = c.vec(elements, 1.0, 2)
     if not c.w.dropout:
         return add
-    return add + explicit(elements, elements * (2 * dtype_bytes(c.dt.activations) + 1), c.dt.activations, "vector")
+    dropout = elements * (2 * dtype_bytes(c.dt.activations) + 1)
+    return add + explicit(elements, dropout, c.dt.activations, "vector", "activations")
 
 
-def _attention_core(c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v_bytes: float) -> list:
+def _attention_core(
+    c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v_bytes: float, kv_kind: str = "kv_cache"
+) -> list:
     """scores (QK^T), softmax, values (AV) as one fused kernel: FLOPs over the attended
-    pairs; bytes = Q read, K and V read once (``k_bytes``/``v_bytes``), O written."""
+    pairs; bytes = Q read, K and V read once (``k_bytes``/``v_bytes``, of ``kv_kind``: the
+    cache when serving, activations in training), O written."""
     w, n = c.w, c.cfg.n_heads
     pairs = w.batch * attended_pairs(w.seq_len, w.kv_len, window, w.causal)
     act = dtype_bytes(c.dt.activations)
@@ -190,10 +181,13 @@ def _attention_core(c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v
     # passes over the N x pairs matrix (Dao et al. 2022, section 2.2, standard attention).
     matrix = 0.0 if w.flash else pairs * n * act
     dropped = matrix * (2 + 1 / act) if w.dropout else 0.0  # read, write, 1-byte mask
+    kv_kind = "activations" if c.w.phase == "train" else kv_kind
+    dt = c.dt.activations
+    k_read, v_read = explicit(0.0, k_bytes, dt, kind=kv_kind), explicit(0.0, v_bytes, dt, kind=kv_kind)
     return [
-        ("scores", explicit(2.0 * pairs * n * qk, c.tokens * n * qk * act + k_bytes + matrix, c.dt.activations)),
-        ("softmax", explicit(SOFTMAX_FLOPS_PER_ELEMENT * pairs * n, 2 * matrix + dropped, c.dt.activations, "vector")),
-        ("values", explicit(2.0 * pairs * n * v, v_bytes + c.tokens * n * v * act + matrix, c.dt.activations)),
+        ("scores", explicit(2.0 * pairs * n * qk, c.tokens * n * qk * act + matrix, dt, kind="activations") + k_read),
+        ("softmax", explicit(SOFTMAX_FLOPS_PER_ELEMENT * pairs * n, 2 * matrix + dropped, dt, "vector", "activations")),
+        ("values", explicit(2.0 * pairs * n * v, c.tokens * n * v * act + matrix, dt, kind="activations") + v_read),
     ]
 
 
@@ -209,7 +203,7 @@ def _kv_write(c: _Ctx) -> list:
     if c.w.phase == "train":
         return []
     nbytes = c.tokens * kv_cache_elements_per_token(c.cfg) * dtype_bytes(c.dt.kv_cache)
-    return [("kv_cache_write", explicit(0.0, nbytes, c.dt.kv_cache))]
+    return [("kv_cache_write", explicit(0.0, nbytes, c.dt.kv_cache, kind="kv_cache"))]
 
 
 def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
@@ -255,7 +249,9 @@ def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list:
     act = dtype_bytes(c.dt.activations)
     k_bytes = _kv_read_tokens(c.w, 0) * n * (m.qk_nope_head_dim + m.qk_rope_head_dim) * act
     v_bytes = _kv_read_tokens(c.w, 0) * n * m.v_head_dim * act
-    return ops + _attention_core(c, 0, m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim, k_bytes, v_bytes)
+    # the naive form attends over up-projected keys and values (activations), not over the cache
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    return ops + _attention_core(c, 0, qk, m.v_head_dim, k_bytes, v_bytes, "activations")
 
 
 def _attention(c: _Ctx, window: int) -> CostTree:
@@ -265,7 +261,7 @@ def _attention(c: _Ctx, window: int) -> CostTree:
     ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
         ops.append(("post_norm", c.norm(c.cfg.d_model)))
-    return CostTree.node("attention", (CostTree(n, cost) for n, cost in ops))
+    return CostTree.node("attention", (_leaf(n, cost) for n, cost in ops))
 
 
 def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float) -> list:
@@ -279,18 +275,21 @@ def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems:
 
 def _mlp(c: _Ctx, moe: bool) -> CostTree:
     cfg, p = c.cfg, mlp_parts(c.cfg, moe)
-    kids: list[CostTree] = [CostTree("norm", c.norm(cfg.d_model))] if "norm" in p else []
+    kids: list[CostTree] = [_leaf("norm", c.norm(cfg.d_model))] if "norm" in p else []
     if moe and cfg.moe:
         e = cfg.moe
         assign = {**c.sizes, "A": int(c.tokens * e.top_k)}
         touched = e.n_experts * (1.0 - (1.0 - e.top_k / e.n_experts) ** c.tokens)
         cx = _Ctx(cfg, c.w, c.dt, assign, ("A",))
         kids += [
-            CostTree("router", c.proj(p["router"])),
-            CostTree("routing", c.vec(c.tokens * e.n_experts, ROUTING_FLOPS_PER_EXPERT)),
+            _leaf("router", c.proj(p["router"])),
+            _leaf("routing", c.vec(c.tokens * e.n_experts, ROUTING_FLOPS_PER_EXPERT)),
             CostTree.node(
                 "experts",
-                (CostTree(n, x) for n, x in _ffn(cx, p, "experts/", ("A",), assign["A"] * e.d_ff_expert, touched)),
+                (
+                    _leaf(n, x, expert=True)
+                    for n, x in _ffn(cx, p, "experts/", ("A",), assign["A"] * e.d_ff_expert, touched)
+                ),
             ),
         ]
         if e.n_shared_experts:
@@ -300,17 +299,17 @@ def _mlp(c: _Ctx, moe: bool) -> CostTree:
                 CostTree.node(
                     "shared",
                     (
-                        CostTree(n, x)
+                        _leaf(n, x)
                         for n, x in _ffn(cs, p, "shared/", ("A",), sh["A"] * e.d_ff_expert, e.n_shared_experts)
                     ),
                 )
             )
-        kids.append(CostTree("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
+        kids.append(_leaf("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
     else:
-        kids += [CostTree(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
-    kids.append(CostTree("residual", _residual(c)))
+        kids += [_leaf(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
+    kids.append(_leaf("residual", _residual(c)))
     if "post_norm" in p:
-        kids.append(CostTree("post_norm", c.norm(cfg.d_model)))
+        kids.append(_leaf("post_norm", c.norm(cfg.d_model)))
     return CostTree.node("moe" if moe else "mlp", kids)
 
 
@@ -344,22 +343,25 @@ def _renamed(tree: CostTree, name: str) -> CostTree:
 def _forward(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, name: str) -> CostTree:
     c = _ctx(cfg, workload, dtypes)
     w_bytes, a_bytes = dtype_bytes(dtypes.weights), dtype_bytes(dtypes.activations)
-    kids = [CostTree("embedding", explicit(0.0, c.tokens * cfg.d_model * (w_bytes + a_bytes), dtypes.activations))]
+    # the lookup reads one row of the table per token (weights) and writes it out (activations)
+    rows = c.tokens * cfg.d_model
+    lookup = explicit(0.0, rows * w_bytes, dtypes.weights, kind="weights")
+    kids = [_leaf("embedding", lookup + explicit(0.0, rows * a_bytes, dtypes.activations, kind="activations"))]
     if cfg.positions == "learned":
-        kids.append(CostTree("positions", c.vec(c.tokens * cfg.d_model, 1.0, 2)))
+        kids.append(_leaf("positions", c.vec(c.tokens * cfg.d_model, 1.0, 2)))
     groups = [_renamed(layer_costs(cfg, workload, dtypes, g).scaled(g.count), g.name) for g in layer_groups(cfg)]
-    kids += [CostTree.node("layers", groups), CostTree("final_norm", c.norm(cfg.d_model))]
+    kids += [CostTree.node("layers", groups), _leaf("final_norm", c.norm(cfg.d_model))]
     head_rows = ("B", "T") if workload.phase == "train" else ("B",)  # inference needs only the last logits
-    kids.append(CostTree("unembedding", c.proj(Part("unembedding", ("D",), ("V",)), head_rows)))
+    kids.append(_leaf("unembedding", c.proj(Part("unembedding", ("D",), ("V",)), head_rows)))
     if workload.phase == "train":
-        kids.append(CostTree("loss", c.vec(c.tokens * cfg.vocab_size, LOSS_FLOPS_PER_LOGIT)))
+        kids.append(_leaf("loss", c.vec(c.tokens * cfg.vocab_size, LOSS_FLOPS_PER_LOGIT)))
     return CostTree.node(name, kids)
 
 
 def _select(tree: CostTree, categories: frozenset[str]) -> CostTree:
-    """The leaves of ``tree`` whose OP_CATEGORY is in ``categories`` (same structure)."""
+    """The leaves of ``tree`` whose tag's category is in ``categories`` (same structure)."""
     if not tree.children:
-        return tree if OP_CATEGORY.get(tree.name) in categories else CostTree(tree.name)
+        return tree if tree.tag is not None and tree.tag.category in categories else CostTree(tree.name, tag=tree.tag)
     return CostTree.node(tree.name, [_select(ch, categories) for ch in tree.children])
 
 
@@ -378,6 +380,22 @@ def model_costs(
     layers = next(ch for ch in fwd.children if ch.name == "layers")
     recompute = _renamed(_select(layers, policy.recompute), "recompute")
     return CostTree.node("model", [fwd, _renamed(fwd.scaled(2.0), "backward"), recompute])
+
+
+TRAIN_PHASES = ("forward", "backward", "recompute")
+
+
+def train_leaves(tree: CostTree) -> Iterator[tuple[int, str | None, CostTree]]:
+    """(phase, layer group, leaf) of every op of a train ``model_costs`` tree: phase indexes
+    TRAIN_PHASES; the group is the LayerGroup name of a layer's op, None outside the layers."""
+    for phase, branch in enumerate(tree.children):
+        # forward and backward: model/{embedding, layers/<group>/..., final_norm, ...}; recompute: <group>/...
+        for top in (branch,) if phase == 2 else branch.children:
+            if not top.children:
+                yield phase, None, top
+            for group in top.children:
+                for _, leaf in group.leaves():
+                    yield phase, group.name, leaf
 
 
 # ---------------------------------------------------------------- per-token summaries

@@ -2,33 +2,32 @@
 served model, how each op of the model's cost tree divides over a TP group, and the weights and
 KV cache each chip stores (plan/serve/phase.py prices and times the steps with these rules).
 
-Sharding (``share``): FLOPs and weights of tensor-parallel matmuls / tp (Megatron: column-parallel
-q/k/v/gate/up, row-parallel o/down, vocab-parallel embedding and unembedding; Shoeybi et al. 2019);
-k and v projections and the KV cache / min(tp, K) (KV heads are replicated once tp > K; MLA's latent
-cache is replicated on every chip); attention FLOPs / tp (query heads); norms, residuals, the router
-and MLA's down-projections are replicated. Layers / pp per pipeline stage; routed experts spread
-over ep chips of the TP group, each split over the remaining tp / ep.
+Sharding: each op and weight divides over the TP group as its tag says (model/tags.py, the rule in
+sharding/tensor.py): tensor-parallel matmuls / tp (Megatron), k and v projections and the KV cache /
+min(tp, K) (KV heads are replicated once tp > K; MLA's latent cache is replicated on every chip),
+attention FLOPs / tp (query heads); norms, residuals, the router and MLA's down-projections are
+replicated. Layers / pp per pipeline stage; routed experts spread over ep chips of the TP group, each
+split over the remaining tp / ep.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from rooftop.cost.cost import OpTag
 from rooftop.cost.efficiency import Efficiency
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
-from rooftop.model.transformer import OP_CATEGORY
 from rooftop.plan.train.layout import divisors
+from rooftop.sharding import tensor
 from rooftop.units import format_bytes
 
+#: the op groups a serving step times one roofline each (``op_group``)
 GROUPS = ("matmul", "attention", "elementwise")
-MATMUL_OPS = frozenset({n for n, c in OP_CATEGORY.items() if c == "matmul"} | {"unembedding"})
-ATTENTION_OPS = frozenset({"scores", "softmax", "values", "kv_cache_write"})
-_REPLICATED = frozenset({"q_a", "q_a_norm", "kv_a", "kv_a_norm", "router", "routing"})
-_BY_HEADS = frozenset({"rope", "act", "q_norm", "k_norm"})
 
 
 @dataclass(frozen=True)
@@ -90,68 +89,52 @@ def validate_layout(cfg: TransformerConfig, layout: ServingLayout) -> None:
 
 def kv_shards(cfg: TransformerConfig, tp: int) -> int:
     """Chips the KV cache is split over within a TP group: min(tp, K); MLA's latent: 1 (replicated)."""
-    return 1 if cfg.mla is not None else min(tp, cfg.n_kv_heads)
+    return tensor.kv_shards(tp, _kv_heads(cfg))
 
 
-@dataclass(frozen=True)
-class Share:
-    """Fractions of an op's FLOPs, weight bytes, cache bytes and activation bytes one chip handles."""
-
-    flops: float = 1.0
-    weights: float = 1.0
-    kv: float = 1.0
-    act: float = 1.0
+def _kv_heads(cfg: TransformerConfig) -> int | None:
+    return None if cfg.mla is not None else cfg.n_kv_heads
 
 
-def share(name: str, cfg: TransformerConfig, tp: int, sequence_parallel: bool = False) -> Share:
-    """How one op of the tree divides over a TP group (module docstring). Activations of a
-    tensor-parallel matmul: the input is read whole and the output written as a shard (column
-    parallel), or the reverse (row parallel): (1 + 1/tp) / 2 of them on average. With
-    ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens
-    (Korthikanti et al. 2022: the all-reduce becomes reduce-scatter + all-gather, same bytes)."""
-    if name in ("k", "v") and cfg.mla is None:
-        s = kv_shards(cfg, tp)
-        return Share(1 / s, 1 / s, 1.0, (1 + 1 / s) / 2)
-    if name in _REPLICATED:
-        return Share()
-    if name in MATMUL_OPS:
-        return Share(1 / tp, 1 / tp, 1.0, (1 + 1 / tp) / 2)
-    if name in ATTENTION_OPS:
-        return Share(1 / tp, 1.0, 1 / kv_shards(cfg, tp), 1 / tp)
-    if name in _BY_HEADS:
-        return Share(1 / tp, 1.0, 1.0, 1 / tp)
-    if name in ("embedding", "positions"):
-        return Share(1.0, 1 / tp, 1.0, 1.0)
-    if sequence_parallel:
-        return Share(1 / tp, 1.0, 1.0, 1 / tp)
-    return Share()  # norms, residuals, combine: replicated on every chip of the group
+def share(tag: OpTag, cfg: TransformerConfig, tp: int, sequence_parallel: bool = False) -> tensor.Share:
+    """How an op tagged ``tag`` divides over a TP group of ``cfg`` (sharding/tensor.py); with
+    ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens."""
+    return tensor.share(tag, tp, _kv_heads(cfg), sequence_parallel)
+
+
+def op_group(tag: OpTag) -> str:
+    """The GROUPS entry an op is timed in: weight matmuls, the attention core and the cache
+    writes, everything else (elementwise ops and lookups)."""
+    if tag.category == "matmul":
+        return "matmul"
+    return "attention" if tag.category in ("attention", "io") else "elementwise"
 
 
 # ---------------------------------------------------------------- memory
 
 
-def _param_leaves(tree: ParamTree, in_layers: bool = False):  # type: ignore[no-untyped-def]
+def _leaves(tree: ParamTree) -> Iterator[ParamTree]:
     for child in tree.children:
-        inside = in_layers or child.name == "layers"
-        if child.children:
-            yield from _param_leaves(child, inside)
-        else:
-            yield child, inside
+        yield from _leaves(child) if child.children else (child,)
 
 
 def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight_dtype: str) -> float:
     """Stored weights on the busiest chip: each parameter / its TP share (``share``), layers / pp;
-    with pp > 1 the first or last stage also holds the embedding or the unembedding."""
+    with pp > 1 the first or last stage also holds the embedding or the output head (the
+    tables: lookups and matmuls outside the layers)."""
     layers = outside = 0.0
     edge = []
-    for leaf, in_layers in _param_leaves(param_tree(cfg)):
-        b = leaf.params * share(leaf.name, cfg, layout.tp).weights * dtype_bytes(weight_dtype)
-        if in_layers:
-            layers += b
-        elif leaf.name in ("embedding", "unembedding"):
-            edge.append(b)
-        else:
-            outside += b
+    tree = param_tree(cfg)
+    for top in tree.children:
+        for leaf in _leaves(top) if top.children else (top,):
+            assert leaf.tag is not None  # param_tree tags every leaf
+            b = leaf.params * share(leaf.tag, cfg, layout.tp).weights * dtype_bytes(weight_dtype)
+            if top.children:  # the layers
+                layers += b
+            elif leaf.tag.category in ("lookup", "matmul"):
+                edge.append(b)
+            else:
+                outside += b
     ends = max(edge, default=0.0) if layout.pp > 1 else sum(edge)
     return layers / layout.pp + ends + outside
 

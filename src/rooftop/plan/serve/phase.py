@@ -2,12 +2,9 @@
 (``model/transformer.model_costs``), sharded over a serving layout and timed on the roofline
 (``cost/roofline.roofline``) plus the fixed costs a bandwidth roofline misses.
 
-Layouts and the sharding of every op live in plan/serve/layout.py (``ServingLayout``: replicas
-of tp x pp chips, ep expert-parallel within the TP group; ``share``: how an op's FLOPs, weights,
-cache and activations divide over the TP group), re-exported here. The bytes of each op are split
-into weights, KV cache and activations exactly, by pricing the same ops with an 8-byte probe dtype
-for the weights and the cache: the byte difference per op is linear in bytes per element
-(``_bytes_by_kind``).
+Layouts live in plan/serve/layout.py (``ServingLayout``: replicas of tp x pp chips, ep
+expert-parallel within the TP group); how an op's FLOPs, weights, cache and activations divide over
+the TP group is read from the op's tag (sharding/tensor.py), its bytes by kind from its Cost.
 
 Decode step (one new token for each of ``batch`` sequences at context S), per chip:
 
@@ -46,34 +43,7 @@ from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serve.layout import (
-    ATTENTION_OPS,
-    GROUPS,
-    MATMUL_OPS,
-    ServingLayout,
-    share,
-)
-
-_WEIGHT_LEAVES = MATMUL_OPS | {"embedding", "positions"}
-_KV_LEAVES = frozenset({"scores", "values", "kv_cache_write"})
-_PROBE = "fp64"  # an 8-byte dtype no one serves in: the probe that separates weight and cache bytes
-
-
-def _leaves(tree):  # type: ignore[no-untyped-def]
-    return [(path, t) for path, t in tree.walk() if not t.children]
-
-
-def _bytes_by_kind(base, probe, dtypes: Dtypes) -> list[tuple[str, str, Cost, float, float]]:  # type: ignore[no-untyped-def]
-    """(path, name, cost, weight bytes, cache bytes) of every leaf: the probe tree prices weights
-    and cache at 8 bytes, so (probe - base) / (8 - beta) elements of each kind per leaf."""
-    bw, bk, big = dtype_bytes(dtypes.weights), dtype_bytes(dtypes.kv_cache), dtype_bytes(_PROBE)
-    out = []
-    for (path, leaf), (_, pleaf) in zip(_leaves(base), _leaves(probe), strict=True):
-        delta = pleaf.cost.hbm_bytes - leaf.cost.hbm_bytes
-        w = delta / (big - bw) * bw if leaf.name in _WEIGHT_LEAVES else 0.0
-        k = delta / (big - bk) * bk if leaf.name in _KV_LEAVES else 0.0
-        out.append((path, leaf.name, leaf.cost, w, k))
-    return out
+from rooftop.plan.serve.layout import GROUPS, ServingLayout, op_group, share
 
 
 @dataclass(frozen=True)
@@ -106,20 +76,21 @@ def _expert_imbalance(cfg: TransformerConfig, ep: int, expert_weight_bytes: floa
 def chip_cost(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout) -> ChipCost:
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
     expert parallelism, grouped into matmul / attention / elementwise ops."""
-    base = model_costs(cfg, workload, dtypes)
-    probe = model_costs(cfg, workload, Dtypes(_PROBE, dtypes.activations, _PROBE))
-    leaves = _bytes_by_kind(base, probe, dtypes)
-    experts = sum(w for path, _, _, w, _ in leaves if "/experts/" in path)
+    leaves = [leaf for _, leaf in model_costs(cfg, workload, dtypes).leaves()]
+    experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
     flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}
     nbytes = dict.fromkeys(GROUPS, 0.0)
     totals = [0.0, 0.0, 0.0]
-    for path, name, cost, w, k in leaves:
-        s = share(name, cfg, layout.tp, workload.phase == "prefill")
-        group = "matmul" if name in MATMUL_OPS else "attention" if name in ATTENTION_OPS else "elementwise"
+    for leaf in leaves:
+        tag, cost = leaf.tag, leaf.cost
+        assert tag is not None  # model_costs tags every leaf
+        s = share(tag, cfg, layout.tp, workload.phase == "prefill")
+        group = op_group(tag)
         for key, v in cost.flops_by.items():
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
-        w_chip = w * s.weights * (imbalance if "/experts/" in path else 1.0)
+        w, k = cost.bytes_of("weights"), cost.bytes_of("kv_cache")
+        w_chip = w * s.weights * (imbalance if tag.expert else 1.0)
         k_chip = k * s.kv
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip

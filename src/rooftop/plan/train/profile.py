@@ -9,6 +9,7 @@ and its weights over tp (and ep for experts); see plan/train/step.py for the ste
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -19,16 +20,11 @@ from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
-from rooftop.model.transformer import model_costs
+from rooftop.model.memory import ParamTree, activation_bytes_per_token, logits_bytes_per_token, param_tree
+from rooftop.model.transformer import model_costs, train_leaves
 from rooftop.plan.train.layout import Parallelism
 
 _DEFAULT_DTYPES = Dtypes()
-#: a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against the
-#: forward's 2 (2.5x; Dao 2023, FlashAttention-2, section 3.1), the extra 0.5x counted as recompute
-#: (hardware FLOPs, not model FLOPs), whatever the remat policy.
-FLASH_BACKWARD_RECOMPUTE = ("scores", "softmax")
-ATTENTION_CORE = ("scores", "softmax", "values")
 
 
 @dataclass(frozen=True)
@@ -46,7 +42,7 @@ class GroupProfile:
 class ModelProfile:
     """Per-op figures for ONE sequence, from which any microbatch size is priced fast:
     op flops F (per sequence), weight bytes W (independent of the batch) and activation
-    bytes A (per sequence), found from the op costs at batch 1 and batch 2."""
+    bytes A (per sequence), read from the op costs' bytes by kind (``model_profile``)."""
 
     cfg: TransformerConfig
     seq_len: int
@@ -116,14 +112,6 @@ class ModelProfile:
     logits_bytes_per_token: float
 
 
-def _leaves(
-    cfg: TransformerConfig, seq_len: int, remat: str, batch: int, dtypes: Dtypes, flash: bool, dropout: bool
-) -> list[tuple[str, Cost]]:
-    work = Workload("train", batch, seq_len, causal=flash, flash=flash, dropout=dropout)
-    tree = model_costs(cfg, work, dtypes, remat)
-    return [(path, node.cost) for path, node in tree.walk() if not node.children]
-
-
 @lru_cache(maxsize=64)
 def model_profile(
     cfg: TransformerConfig,
@@ -137,40 +125,40 @@ def model_profile(
 ) -> ModelProfile:
     """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
     every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
-    style dropout on attention probabilities and residual branches."""
-    one = _leaves(cfg, seq_len, remat, 1, dtypes, flash, dropout)
-    two = _leaves(cfg, seq_len, remat, 2, dtypes, flash, dropout)
+    style dropout on attention probabilities and residual branches.
+
+    Each op of one sequence gives a row: its FLOPs, its weight bytes (the bytes its Cost types
+    as weights, read once per microbatch whatever its size) and its other bytes (per sequence).
+    A lookup reads one table row per token, so its weight bytes count per sequence too. With
+    flash attention the backward's recompute of the scores and softmax (ops tagged
+    ``flash_recompute``) is a row of the recompute phase (hardware FLOPs, not model FLOPs)."""
+    work = Workload("train", 1, seq_len, causal=flash, flash=flash, dropout=dropout)
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
     rows, costs = [], []
-    for (path, c1), (_, c2) in zip(one, two, strict=True):
-        parts = path.split("/")
-        flops = c1.flops
-        act = c2.hbm_bytes - c1.hbm_bytes
-        weight = max(0.0, c1.hbm_bytes - act)
-        # layer ops sit under model/{forward,backward}/layers/<group>/... or model/recompute/<group>/...
-        gname = parts[3] if len(parts) > 3 and parts[2] == "layers" else parts[2] if parts[1] == "recompute" else ""
-        grp = names.index(gname) if gname in names else -1
-        phase = {"forward": 0, "backward": 1, "recompute": 2}.get(parts[1], 0)
-        on_matrix = flops > 0 and _is_matrix(c1)
-        rows.append((flops, 0.0, weight, act, grp, phase, "experts" in parts, parts[-1] in ATTENTION_CORE, on_matrix))
-        costs.append(c1)
-        if flash and phase == 0 and grp >= 0 and parts[-1] in FLASH_BACKWARD_RECOMPUTE:
-            rows.append((flops, 0.0, weight, act, grp, 2, "experts" in parts, True, on_matrix))
-            costs.append(c1)
+    for phase, gname, leaf in train_leaves(model_costs(cfg, work, dtypes, remat)):
+        c, tag = leaf.cost, leaf.tag
+        fixed = tag is not None and tag.category != "lookup"
+        weight = c.bytes_of("weights") if fixed else 0.0
+        grp = names.index(gname) if gname is not None else -1
+        expert = tag is not None and tag.expert
+        core = tag is not None and tag.category == "attention"
+        row = (c.flops, weight, c.hbm_bytes - weight, grp, phase, expert, core, _is_matrix(c))
+        rows.append(row)
+        costs.append(c)
+        if flash and phase == 0 and grp >= 0 and tag is not None and tag.flash_recompute:
+            rows.append((*row[:4], 2, *row[5:]))
+            costs.append(c)
     keys, flops_table_ = flops_table(costs)
     cols = list(zip(*rows, strict=True))
     tree = param_tree(cfg)
     gprof = []
     for g in groups:
         node = tree.find(f"layers/{g.name}")
-        expert = 0.0
-        if g.moe:
-            moe = node.find("moe")
-            expert = sum(c.params for c in moe.children if c.name == "experts")
-        gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - expert) / g.count, expert / g.count))
-    flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[5])
-    matrix_mask = np.array(cols[8], dtype=float)
+        routed = sum(leaf.params for leaf in _param_leaves(node) if leaf.tag is not None and leaf.tag.expert)
+        gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - routed) / g.count, routed / g.count))
+    flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[4])
+    matrix_mask = np.array(cols[7], dtype=float)
     model_fl = float(np.sum(flops_arr * matrix_mask * (phase_arr < 2))) / seq_len
     hw_fl = float(np.sum(flops_arr * matrix_mask)) / seq_len
     return ModelProfile(
@@ -181,12 +169,12 @@ def model_profile(
         eff,
         keys,
         flops_table_,
-        np.array(cols[2]),
+        np.array(cols[1], dtype=float),
+        np.array(cols[2], dtype=float),
         np.array(cols[3]),
-        np.array(cols[4]),
         phase_arr,
+        np.array(cols[5], dtype=bool),
         np.array(cols[6], dtype=bool),
-        np.array(cols[7], dtype=bool),
         tuple(gprof),
         model_fl,
         hw_fl,
@@ -195,6 +183,11 @@ def model_profile(
         activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
         logits_bytes_per_token(cfg),
     )
+
+
+def _param_leaves(tree: ParamTree) -> Iterator[ParamTree]:
+    for child in tree.children:
+        yield from _param_leaves(child) if child.children else (child,)
 
 
 def _is_matrix(cost: Cost) -> bool:

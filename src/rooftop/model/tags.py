@@ -1,0 +1,32 @@
+"""The tag of every op (and weight) model/ makes: what kind of op it is and how it divides over a
+tensor-parallel group (cost.OpTag). Written once, here, next to the names model/ gives its ops;
+transformer.py puts the tags on the cost tree and memory.py on the parameter tree, and planners
+read the tags there, never these names. sharding/tensor.py turns a split into per-chip fractions.
+"""
+
+from __future__ import annotations
+
+from rooftop.cost.cost import OpTag
+
+#: Every op model/ makes, with its tag (cost.OpTag): (category, how it divides over a TP group).
+#: The categories are what a remat policy recomputes (config.REMAT_POLICIES); sharding/tensor.py
+#: turns a split into per-chip fractions. Planners read the tags on the tree, never these names.
+OP_TAGS: dict[str, OpTag] = {
+    **dict.fromkeys(
+        ("q", "o", "q_b", "kv_b", "q_absorb", "v_up", "gate", "up", "down", "unembedding"), OpTag("matmul", "tensor")
+    ),
+    **dict.fromkeys(("k", "v"), OpTag("matmul", "kv_heads")),
+    **dict.fromkeys(("q_a", "kv_a", "router"), OpTag("matmul", "replicated")),
+    # a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against
+    # the forward's 2 (2.5x; Dao 2023, FlashAttention-2, section 3.1)
+    **dict.fromkeys(("scores", "softmax"), OpTag("attention", "attention", flash_recompute=True)),
+    "values": OpTag("attention", "attention"),
+    "kv_cache_write": OpTag("io", "attention"),
+    **dict.fromkeys(("rope", "act", "q_norm", "k_norm"), OpTag("elementwise", "heads")),
+    **dict.fromkeys(("q_a_norm", "kv_a_norm", "routing"), OpTag("elementwise", "replicated")),
+    **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm", "loss"), OpTag("elementwise", "tokens")),
+    "embedding": OpTag("lookup", "vocab"),
+    "positions": OpTag("elementwise", "vocab"),
+}
+#: The op category of each leaf name (OP_TAGS' categories).
+OP_CATEGORY: dict[str, str] = {name: tag.category for name, tag in OP_TAGS.items()}

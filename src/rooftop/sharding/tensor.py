@@ -1,0 +1,60 @@
+"""How a tagged op divides over a tensor-parallel group: the one place the rule lives.
+
+model/ tags every op it makes with how it splits (cost.OpTag.split, cost.OP_SPLITS); this module
+turns a tag into the fractions of the op's FLOPs, weight bytes, KV-cache bytes and activation bytes
+that one chip of a group of ``tp`` chips handles (``Share``):
+
+- "tensor": Megatron's column-parallel (q, k, v, gate, up) and row-parallel (o, down) matmuls and the
+  vocabulary-parallel output head: FLOPs and weights / tp. The input is read whole and the output
+  written as a shard (column parallel), or the reverse (row parallel): (1 + 1/tp) / 2 of the
+  activation bytes on average (Shoeybi et al. 2019, section 3).
+- "kv_heads": the k and v projections of grouped-query attention: their weights and FLOPs spread over
+  the KV heads, min(tp, K) ways (KV heads are replicated once tp > K).
+- "attention": the attention core and the cache writes: FLOPs and activations / tp (query heads),
+  the cache / the chips the KV heads spread over (``kv_shards``; MLA's latent cache has no heads and
+  is replicated).
+- "heads": per-head elementwise work (rotary embedding, q/k norms, the MLP activation): / tp.
+- "vocab": a vocabulary-parallel table (the embedding lookup): weights / tp, the lookup replicated.
+- "tokens": norms and residual adds: replicated, or split over the tokens under sequence parallelism
+  (Korthikanti et al. 2022: the all-reduce becomes reduce-scatter + all-gather, same bytes).
+- "replicated": the same on every chip (MLA's down-projections, the MoE router).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooftop.cost.cost import OpTag
+
+
+@dataclass(frozen=True)
+class Share:
+    """Fractions of an op's FLOPs, weight bytes, cache bytes and activation bytes one chip handles."""
+
+    flops: float = 1.0
+    weights: float = 1.0
+    kv: float = 1.0
+    act: float = 1.0
+
+
+def kv_shards(tp: int, kv_heads: int | None) -> int:
+    """Chips of a TP group the KV cache spreads over: min(tp, K); a cache with no heads to split
+    (``kv_heads`` None, as MLA's latent) is replicated: 1."""
+    return 1 if kv_heads is None else min(tp, kv_heads)
+
+
+def share(tag: OpTag, tp: int, kv_heads: int | None, sequence_parallel: bool = False) -> Share:
+    """One chip's fractions of an op tagged ``tag`` in a TP group of ``tp`` chips (module docstring)."""
+    split = tag.split
+    if split == "tensor":
+        return Share(1 / tp, 1 / tp, 1.0, (1 + 1 / tp) / 2)
+    if split == "kv_heads":
+        s = kv_shards(tp, kv_heads)
+        return Share(1 / s, 1 / s, 1.0, (1 + 1 / s) / 2)
+    if split == "attention":
+        return Share(1 / tp, 1.0, 1 / kv_shards(tp, kv_heads), 1 / tp)
+    if split == "heads" or (split == "tokens" and sequence_parallel):
+        return Share(1 / tp, 1.0, 1.0, 1 / tp)
+    if split == "vocab":
+        return Share(1.0, 1 / tp, 1.0, 1.0)
+    return Share()  # "replicated", and "tokens" without sequence parallelism

@@ -123,7 +123,7 @@ def test_no_collectives_without_tensor_parallelism() -> None:
     ],
 )
 def test_critical_batch_is_critical_intensity_times_weight_bytes(dtypes: Dtypes, expected: float) -> None:
-    assert inf.critical_batch(V5E, dtypes, IDEAL)["ideal"] == pytest.approx(expected)
+    assert inf.critical_batch(V5E, dtypes, IDEAL).ideal == pytest.approx(expected)
     # the priced ops of one chip cross over within ~15% of it (the activations a matmul reads and writes,
     # 2b/D of its weights per token, push it a little higher)
     found = inf.compute_bound_batch(L70, V5E, ServingLayout(tp=1), 2304, dtypes, IDEAL)
@@ -135,7 +135,7 @@ def test_critical_batch_is_critical_intensity_times_weight_bytes(dtypes: Dtypes,
 def test_critical_batch_with_efficiency() -> None:
     eff = default_efficiency("serving", "tpu")
     got = inf.critical_batch(V5E, BF16, eff)
-    assert got["with_efficiency"] == pytest.approx(1.97e14 * 2 / (2 * 8.19e11) * 0.6 / 0.85)
+    assert got.with_efficiency == pytest.approx(1.97e14 * 2 / (2 * 8.19e11) * 0.6 / 0.85)
 
 
 # ---------------------------------------------------------------- KV cache and memory

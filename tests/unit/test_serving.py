@@ -125,12 +125,12 @@ def test_pipeline_layouts_only_when_tp_alone_cannot_hold_the_weights() -> None:
 
 def test_min_slice() -> None:
     # 70B in bf16: 141 GB of weights; a v5e holds 16 GiB x 0.9, so 16 chips (tp=8 needs 16.4 GiB)
-    assert min_slice(ServingRequest(L70, V5E, parse_topology(V5E, "4x4"), 2048, 512))["chips"] == 16
+    assert min_slice(ServingRequest(L70, V5E, parse_topology(V5E, "4x4"), 2048, 512)).chips == 16
     # int8 halves it: 8 chips of 8.2 GiB
     req = ServingRequest(L70, V5E, parse_topology(V5E, "4x4"), 2048, 512, Dtypes("int8", "bf16", "int8"))
-    assert min_slice(req)["chips"] == 8
+    assert min_slice(req).chips == 8
     # an H100 holds 72 GiB: two GPUs
-    assert min_slice(ServingRequest(L70, H100, parse_topology(H100, "8"), 2048, 512))["chips"] == 2
+    assert min_slice(ServingRequest(L70, H100, parse_topology(H100, "8"), 2048, 512)).chips == 2
 
 
 def test_moe_sweeps_expert_parallel_layouts() -> None:

@@ -15,8 +15,8 @@ from rooftop.units import format_bytes, format_duration, parse_duration, parse_n
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rooftop.plan.serve.phase import PhaseTime
-    from rooftop.plan.serve.sweep import ServingPlan, ServingPoint, ServingRequest
+    from rooftop.plan.serve.phase import CriticalBatch, PhaseTime
+    from rooftop.plan.serve.sweep import MinSlice, ServingPlan, ServingPoint, ServingRequest
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
@@ -133,6 +133,33 @@ def phase_dict(p: PhaseTime, terms: bool = True) -> dict[str, Any]:
     return out
 
 
+def critical_batch_dict(cb: CriticalBatch) -> dict[str, Any]:
+    return {
+        "compute_dtype": cb.compute_dtype,
+        "ideal": cb.ideal,
+        "with_efficiency": cb.with_efficiency,
+        "formula": f"{cb.chip} {cb.compute_dtype} peak {cb.peak_flops_per_s:.4g} FLOP/s x {cb.bytes_per_weight:g} "
+        f"bytes per weight / (2 x {cb.hbm_bytes_per_s:.4g} B/s) = {cb.ideal:.4g}",
+    }
+
+
+def min_slice_reason(m: MinSlice) -> str:
+    from rooftop.plan.serve.layout import describe_memory
+
+    return f"{m.chips} chips: {describe_memory(m.memory)}"
+
+
+def min_slice_dict(m: MinSlice | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {
+        "chips": m.chips,
+        "parallelism": m.layout.as_dict(),
+        "memory_per_chip_bytes": m.memory.total_bytes,
+        "reason": min_slice_reason(m),
+    }
+
+
 def point_dict(p: ServingPoint) -> dict[str, Any]:
     cost = None
     if p.cost_input_usd_per_m is not None:
@@ -201,7 +228,7 @@ def plan_payload(plan: ServingPlan) -> dict[str, Any]:
         "price_usd_per_chip_hour": req.price,
         "efficiency": req.eff.as_dict(),
         "constraints": {"max_step_latency_s": req.max_step_latency_s, "max_ttft_s": req.max_ttft_s},
-        "critical_batch": plan.critical_batch,
+        "critical_batch": critical_batch_dict(plan.critical_batch),
         "points": [point_dict(p) for p in plan.points],
         "frontier": list(plan.frontier),
         "chosen": plan.chosen,
@@ -218,7 +245,7 @@ def plan_payload(plan: ServingPlan) -> dict[str, Any]:
             for s in plan.layouts
         ],
         "large_batch_end": _large_batch_end(plan),
-        "min_slice": plan.min_slice,
+        "min_slice": min_slice_dict(plan.min_slice),
         "notes": list(plan.notes),
     }
     if req.requests_per_s:
@@ -296,7 +323,7 @@ def _render(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> Non
         )
     )
     if plan.min_slice:
-        console.print(f"smallest slice that holds the model and one sequence: {plan.min_slice['reason']}")
+        console.print(f"smallest slice that holds the model and one sequence: {min_slice_reason(plan.min_slice)}")
     disagg = payload.get("disaggregation")
     if disagg:
         console.print(

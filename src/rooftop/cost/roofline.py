@@ -136,6 +136,14 @@ def memory_term(hbm_bytes: float, chip: Chip, eff: Efficiency = IDEAL, name: str
     return Term(name, hbm_bytes / hbm_rate(chip, eff), "memory", "hbm", figures)
 
 
+def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = "") -> Term:
+    """Bytes over the chip's host link (PCIe or the TPU host interface), each way: bytes / host
+    bytes/s (infinite when the chip file gives no host link)."""
+    host = chip.host_bytes_per_s
+    figures = (("bytes", nbytes), ("chip", chip.name), ("host_bytes_per_s", host), ("what", what))
+    return Term(name, nbytes / host if host > 0 else float("inf"), "host", "host", figures)
+
+
 def collective_term(comm: Comm, mesh: Mesh, chip: Chip, eff: Efficiency = IDEAL, name: str = "") -> Term:
     """``comm.count`` x the time of one ``comm`` (cost/collectives.py, network efficiency applied there)."""
     from rooftop.cost.collectives import collective_time

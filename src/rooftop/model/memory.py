@@ -369,7 +369,8 @@ def optimizer_update_cost(precision: TrainingPrecision | None = None) -> Cost:
     updated = b["master"] or b["weights"]
     written = updated + b["optimizer"] + (b["weights"] if b["master"] else 0.0)
     flops = OPTIMIZERS[p.optimizer].flops_per_param
-    return Cost.of(flops, b["grads"] + updated + b["optimizer"] + written, p.optimizer_state, "vector")
+    key = ("vector", canonical_dtype(p.optimizer_state))
+    return Cost.typed({key: flops}, {"optimizer": b["grads"] + updated + b["optimizer"] + written})
 
 
 def training_state_bytes(cfg: TransformerConfig, precision: TrainingPrecision | None = None) -> dict[str, float]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, collective_term, roofline
+from rooftop.cost.roofline import Term, collective_term, flop_rate, memory_term, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -210,7 +210,6 @@ def _phase_time(
     eff: Efficiency,
     hops: int,
 ) -> PhaseTime:
-    bw = chip.hbm_bytes_per_s * eff.hbm
     group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
     coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
     kernels = cfg.n_layers * eff.kernels_per_layer
@@ -229,9 +228,9 @@ def _phase_time(
         cost.kv_cache_bytes,
         cost.other_bytes,
         cost.flops,
-        cost.weights_bytes / bw,
-        cost.kv_cache_bytes / bw,
-        cost.other_bytes / bw,
+        memory_term(cost.weights_bytes, chip, eff).seconds,
+        memory_term(cost.kv_cache_bytes, chip, eff).seconds,
+        memory_term(cost.other_bytes, chip, eff).seconds,
         compute_s,
         group_s,
         group_bound,
@@ -240,7 +239,7 @@ def _phase_time(
         count,
         launch_s,
         eff.step_s,
-        (cost.weights_bytes + cost.kv_cache_bytes) / chip.hbm_bytes_per_s,
+        memory_term(cost.weights_bytes + cost.kv_cache_bytes, chip).seconds,  # at the peak: the floor
         tuple(terms),
     )
 
@@ -296,22 +295,34 @@ def prefill(
 # ---------------------------------------------------------------- where decode turns compute-bound
 
 
-def critical_batch(chip: Chip, dtypes: Dtypes, eff: Efficiency) -> dict[str, float | str]:
+@dataclass(frozen=True)
+class CriticalBatch:
     """Batch at which a weight matmul's FLOPs time equals its weight-read time: 2 b N / F = N beta_w
-    / BW, so b* = F x beta_w / (2 BW) = critical intensity x beta_w / 2; with the efficiencies,
-    F x matrix x beta_w / (2 BW x hbm). Activations and attention push the real crossover a little
-    higher (``compute_bound_batch``)."""
-    dt = compute_dtype(dtypes.activations, dtypes.weights)
-    used, flops = chip.flops_rate(dt)
-    beta = dtype_bytes(dtypes.weights)
-    ideal = flops * beta / (2 * chip.hbm_bytes_per_s)
-    return {
-        "compute_dtype": used,
-        "ideal": ideal,
-        "with_efficiency": ideal * eff.matrix / eff.hbm,
-        "formula": f"{chip.name} {used} peak {flops:.4g} FLOP/s x {beta:g} bytes per weight / "
-        f"(2 x {chip.hbm_bytes_per_s:.4g} B/s) = {ideal:.4g}",
-    }
+    / BW, so b* = F x beta_w / (2 BW) = critical intensity x beta_w / 2 (``ideal``); with the
+    efficiencies, F x matrix x beta_w / (2 BW x hbm) (``with_efficiency``). Activations and
+    attention push the real crossover a little higher (``compute_bound_batch``)."""
+
+    chip: str
+    compute_dtype: str
+    peak_flops_per_s: float
+    bytes_per_weight: float
+    hbm_bytes_per_s: float
+    matrix_efficiency: float
+    hbm_efficiency: float
+
+    @property
+    def ideal(self) -> float:
+        return self.peak_flops_per_s * self.bytes_per_weight / (2 * self.hbm_bytes_per_s)
+
+    @property
+    def with_efficiency(self) -> float:
+        return self.ideal * self.matrix_efficiency / self.hbm_efficiency
+
+
+def critical_batch(chip: Chip, dtypes: Dtypes, eff: Efficiency) -> CriticalBatch:
+    """The CriticalBatch of ``chip`` for weights in ``dtypes.weights`` (peak from cost/roofline.flop_rate)."""
+    used, peak, _ = flop_rate(chip, "matrix", compute_dtype(dtypes.activations, dtypes.weights), eff)
+    return CriticalBatch(chip.name, used, peak, dtype_bytes(dtypes.weights), chip.hbm_bytes_per_s, eff.matrix, eff.hbm)
 
 
 def compute_bound_batch(

@@ -126,8 +126,8 @@ class ServingPlan:
     chosen: int | None
     chosen_reason: str
     layouts: tuple[LayoutSummary, ...]
-    min_slice: dict[str, object] | None
-    critical_batch: dict[str, float | str]
+    min_slice: MinSlice | None
+    critical_batch: inf.CriticalBatch
     notes: tuple[str, ...]
 
 
@@ -349,7 +349,16 @@ def choose(
 # ---------------------------------------------------------------- the smallest slice
 
 
-def min_slice(req: ServingRequest) -> dict[str, object] | None:
+@dataclass(frozen=True)
+class MinSlice:
+    """The fewest chips that hold the model and one sequence's cache, the layout, and its memory."""
+
+    chips: int
+    layout: ServingLayout
+    memory: sl.ChipMemory
+
+
+def min_slice(req: ServingRequest) -> MinSlice | None:
     """The fewest chips (powers of two) with a layout whose weights and one sequence's cache at
     the largest context fit: tp as large as the fast domain allows, then pipeline stages."""
     spec = req.chip.topology
@@ -363,12 +372,7 @@ def min_slice(req: ServingRequest) -> dict[str, object] | None:
                 continue
             mem = sl.chip_memory(req.cfg, req.chip, layout, layout.pp, req.max_context_len, req.dtypes, req.eff)
             if mem.fits:
-                return {
-                    "chips": n,
-                    "parallelism": layout.as_dict(),
-                    "memory_per_chip_bytes": mem.total_bytes,
-                    "reason": f"{n} chips: {sl.describe_memory(mem)}",
-                }
+                return MinSlice(n, layout, mem)
     return None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rooftop.cost.cost import Comm
-from rooftop.cost.roofline import Term, collective_term, roofline
+from rooftop.cost.roofline import Term, collective_term, host_term, roofline
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.profile import ModelProfile, op_roofline
 from rooftop.plan.train.step import (
@@ -182,15 +182,8 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
     est = roofline(optimizer_cost(setup.precision, opt_params), setup.chip, efficiency=setup.efficiency)
     opt_terms = tuple(est.terms)
     out["optimizer"] = StepPart("optimizer", max(est.compute_s, est.memory_s), est.bound, opt_terms, "max")
-    host = setup.chip.host_bytes_per_s
     off_terms = tuple(
-        Term(
-            "host link",
-            nbytes / host if host > 0 else float("inf"),
-            "host",
-            "host",
-            (("bytes", nbytes), ("host_bytes_per_s", host), ("what", what)),
-        )
+        host_term(nbytes, setup.chip, what=what)
         for what, nbytes in offload_transfers(setup, par, opt_params, shards.params(prof, par), m)
     )
     out["offload"] = StepPart("offload", sum(t.seconds for t in off_terms), "host", off_terms)

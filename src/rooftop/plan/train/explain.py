@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rooftop.cost.collectives import mesh_groups
+from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
@@ -28,7 +29,7 @@ def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
     params = max(g.params + g.expert_params for g in profile_for(setup, "none").groups)
     comm = 2 * pricer.time("all-gather", ("fsdp",), params * w_bytes)
     comm += pricer.time("reduce-scatter", ("fsdp",), params * g_bytes)
-    rate = setup.peak_flops_per_s * eff.matrix
+    rate = flop_rate(chip, "matrix", setup.dtypes.activations, eff)[2]
     groups = mesh_groups(mesh, ("fsdp",), chip) if setup.chips > 1 else ()
     links = ", ".join(f"{g.shape} of {g.size} over {g.link}" for g in groups) or "one chip"
     return comm * rate / (6 * params), len(groups), links

@@ -39,7 +39,7 @@ from functools import cached_property, lru_cache
 from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import roofline
+from rooftop.cost.roofline import host_term, roofline
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
@@ -592,10 +592,7 @@ def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, par
     transfers = offload_transfers(setup, par, opt_params, params_shard, m)
     if not transfers:
         return 0.0
-    host = setup.chip.host_bytes_per_s
-    if host <= 0:
-        return math.inf
-    return sum(nbytes for _, nbytes in transfers) / host
+    return host_term(sum(nbytes for _, nbytes in transfers), setup.chip).seconds
 
 
 @lru_cache(maxsize=16)

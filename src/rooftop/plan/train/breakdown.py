@@ -26,6 +26,7 @@ import numpy as np
 from rooftop.cost.cost import Comm
 from rooftop.cost.roofline import Term, collective_term, host_term, roofline
 from rooftop.plan.train.layout import Parallelism, microbatch_size
+from rooftop.plan.train.memory import Shards, offload_transfers
 from rooftop.plan.train.profile import ModelProfile, op_roofline
 from rooftop.plan.train.step import (
     COMM_PARTS,
@@ -33,12 +34,10 @@ from rooftop.plan.train.step import (
     PARTS,
     CommPricer,
     Ledger,
-    Shards,
     StepResult,
     TrainingSetup,
     _pp_boundary_bytes,
     layout_mesh,
-    offload_transfers,
     optimizer_cost,
     profile_for,
     step_parts,

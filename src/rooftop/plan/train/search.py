@@ -11,7 +11,7 @@ most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenev
 (ZeRO-0 moves the same bytes and holds more, so it is dominated), ZeRO-2 when ZeRO-1 does not
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
 
-Speed: a layout's variants are checked from one memory breakdown (training.MemoryTerms)
+Speed: a layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms)
 without building them; layouts that differ only in virtual stages share the variant found and
 all of the step but its pipeline terms; collective rates are shared by every mesh that places
 an axis alike, and per-op time sums by layouts with the same tp, cp, ep and microbatch size.
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.model.config import REMAT_POLICIES
 from rooftop.plan.train.layout import Parallelism, divisors, microbatch_size, replica_batch, validate
+from rooftop.plan.train.memory import MemoryTerms
 from rooftop.plan.train.profile import ModelProfile
 from rooftop.plan.train.step import (
     CommPricer,
-    MemoryTerms,
     StepParts,
     StepResult,
     TrainingSetup,

@@ -24,8 +24,9 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   (p - 1) / (v m)).
 - expert parallelism: per MoE layer per microbatch, a dispatch and a combine all-to-all of
   the routed tokens forward, the same backward (Lepikhin 2020, GShard).
-- optimizer: Adam's update is HBM-bound: the shard's master weights, two moments and
-  gradients read, master, moments and bf16 weights written (28 bytes per parameter).
+- optimizer: the chosen optimizer's update of the chip's shard on the roofline
+  (model/memory.optimizer_update_cost: mixed-precision Adam reads gradients, master weights and
+  two moments and writes them back with the bf16 weights, 28 bytes per parameter; SGD fewer).
 - offload: optimizer state to host memory and back over PCIe each step (ZeRO-Offload,
   Ren 2021); parameters also streamed in per microbatch forward and backward.
 """
@@ -34,18 +35,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import host_term, roofline
+from rooftop.cost.roofline import roofline
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
-from rooftop.model.memory import TrainingPrecision, optimizer_update_cost, training_bytes_per_param
+from rooftop.model.memory import TrainingPrecision, optimizer_update_cost
 from rooftop.plan.train.layout import Parallelism, microbatch_size
+from rooftop.plan.train.memory import Shards, memory_per_chip, offload_s, params_per_chip
 from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
 
 #: the compute parts of a step (one per phase) and its communication parts hidden per layer
@@ -210,42 +212,6 @@ class TrainingSetup:
         return self.chip.flops_per_s(self.dtypes.activations)
 
 
-@dataclass(frozen=True)
-class Shards:
-    """How the data axes shard dense and routed-expert state. Expert parallelism takes its ep
-    ranks from fsdp when ep divides fsdp, else from dp (layout_mesh): experts are then
-    ZeRO-sharded only over the rest of that axis, and their gathers and gradient reductions
-    run only over the rest too (each ep rank holds different experts)."""
-
-    dense_fsdp: int
-    expert_fsdp: int
-    dense_dp: int
-    expert_dp: int
-    dense_fsdp_axes: tuple[str, ...]
-    dense_dp_axes: tuple[str, ...]
-
-    @staticmethod
-    def of(par: Parallelism) -> Shards:
-        in_fsdp = par.ep > 1 and par.fsdp % par.ep == 0
-        in_dp = par.ep > 1 and not in_fsdp
-        return Shards(
-            par.fsdp,
-            par.fsdp // par.ep if in_fsdp else par.fsdp,
-            par.dp,
-            par.dp // par.ep if in_dp else par.dp,
-            ("fsdp", "ep") if in_fsdp else ("fsdp",),
-            ("dp", "ep") if in_dp else ("dp",),
-        )
-
-    def params(self, prof: ModelProfile, par: Parallelism, over_dp: bool = False) -> float:
-        """Parameters one chip holds: dense over tp x pp x fsdp, routed experts over tp x pp x ep
-        x the rest of fsdp; ``over_dp`` also shards over dp (ZeRO-1/2 state)."""
-        dense, expert = _params_per_chip(prof, par)
-        return dense / (self.dense_fsdp * (self.dense_dp if over_dp else 1)) + expert / (
-            self.expert_fsdp * (self.expert_dp if over_dp else 1)
-        )
-
-
 def profile_for(setup: TrainingSetup, remat: str) -> ModelProfile:
     """The (cached) model profile of ``setup`` under a remat policy."""
     return model_profile(
@@ -309,7 +275,7 @@ def step_parts(
         per_mb,
         _dp_exposed(setup, par, prof, pricer, shards, uncovered, ledger),
         opt_params * setup.optimizer_s_per_param,
-        _offload_time(setup, par, opt_params, shards.params(prof, par), par.microbatches),
+        offload_s(setup, par, opt_params, shards.params(prof, par), par.microbatches),
     )
 
 
@@ -500,7 +466,7 @@ def _dp_comms(
 ) -> list[tuple[tuple[str, ...], float]]:
     """The gradient all-reduces of one step: (axes, bytes per chip)."""
     g_bytes = setup.element_bytes[2]
-    dense_chip, expert_chip = _params_per_chip(prof, par)
+    dense_chip, expert_chip = params_per_chip(prof, par)
     # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
     out = [((*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)]
     if shards.expert_dp > 1 or par.cp > 1:
@@ -556,108 +522,3 @@ def _bound(br: dict[str, float], sums: OpSums) -> str:
         "offload": br["offload"],
     }
     return max(candidates, key=lambda k: candidates[k])
-
-
-def _params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
-    """(dense, routed-expert) parameters per chip of the fullest pipeline stage, before
-    FSDP/ZeRO sharding: ceil(L / pp) layers' weights plus the embedding and head (the first
-    and last stages hold them; counting both is the conservative choice), over tp; routed
-    experts also over ep."""
-    share = math.ceil(prof.n_layers / par.pp) / prof.n_layers
-    return (prof.dense_layer_params * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
-
-
-def offload_transfers(
-    setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int
-) -> list[tuple[str, float]]:
-    """(what, bytes) crossing the host link per step: the optimizer state and master copy out and back
-    (ZeRO-Offload, Ren 2021), and with offload=params the weights in per microbatch forward and backward."""
-    if par.offload == "none":
-        return []
-    state = _state_bytes(setup.precision)
-    out = [
-        (
-            "optimizer state and master weights, to the host and back",
-            2 * opt_params * (state["master"] + state["optimizer"]),
-        )
-    ]
-    if par.offload == "params":
-        out.append(
-            ("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state["weights"])
-        )
-    return out
-
-
-def _offload_time(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:
-    transfers = offload_transfers(setup, par, opt_params, params_shard, m)
-    if not transfers:
-        return 0.0
-    return host_term(sum(nbytes for _, nbytes in transfers), setup.chip).seconds
-
-
-@lru_cache(maxsize=16)
-def _state_bytes(precision: TrainingPrecision) -> dict[str, float]:
-    return training_bytes_per_param(precision)
-
-
-def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> dict[str, float]:
-    """Bytes per chip: weights (sharded over fsdp, offloaded with offload=params), gradients
-    (over fsdp, and dp at ZeRO-2), master copy and optimizer state (over fsdp, and dp at
-    ZeRO-1/2; on the host with offload), activations of the stage's layers for the
-    microbatches in flight (1F1B: min(m, pp) on the first stage), fp32 logits of one
-    microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers)."""
-    return MemoryTerms.of(setup, par, prof, b).breakdown(prof.activation_bytes_per_token, par.zero_stage, par.offload)
-
-
-@dataclass(frozen=True)
-class MemoryTerms:
-    """memory_per_chip's figures for one layout before its remat policy, ZeRO stage and offload
-    are chosen: the search derives every variant of a layout from one of these."""
-
-    state: dict[str, float]  # bytes per parameter: weights, grads, master, optimizer
-    held: float  # parameters one chip holds (over tp x pp x fsdp; experts over ep)
-    held_over_dp: float  # the same also sharded over dp (ZeRO-1/2 state)
-    n_layers: int
-    stage_layers: int
-    tokens_chip: float
-    tp: int
-    in_flight: int
-    logits: float
-    buffers: float
-
-    @staticmethod
-    def of(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> MemoryTerms:
-        """From any remat policy's profile: the parameter figures do not depend on it."""
-        state = _state_bytes(setup.precision)
-        shards = Shards.of(par)
-        tokens_chip = b * setup.seq_len / par.cp
-        buffers = 0.0
-        if par.fsdp > 1:
-            biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
-            buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
-        return MemoryTerms(
-            state,
-            shards.params(prof, par),
-            shards.params(prof, par, over_dp=True),
-            setup.cfg.n_layers,
-            math.ceil(setup.cfg.n_layers / par.pp),
-            tokens_chip,
-            par.tp,
-            min(par.microbatches, par.pp) if par.pp > 1 else 1,
-            tokens_chip * prof.logits_bytes_per_token / par.tp,
-            buffers,
-        )
-
-    def breakdown(self, act_bytes_per_token: float, zero_stage: int, offload: str) -> dict[str, float]:
-        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes."""
-        state = self.state
-        opt_params = self.held_over_dp if zero_stage >= 1 else self.held
-        act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip / self.tp
-        return {
-            "weights": 0.0 if offload == "params" else self.held * state["weights"],
-            "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],
-            "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
-            "activations": act * self.in_flight,
-            "logits": self.logits,
-            "buffers": self.buffers,
-        }

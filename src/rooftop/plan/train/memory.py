@@ -1,0 +1,161 @@
+"""Memory per chip of a training layout: how the data axes shard dense and routed-expert state
+(``Shards``), the bytes each chip holds by kind (``memory_per_chip``, from ``MemoryTerms`` so that
+a search derives every variant of a layout from one set of figures), and what crosses the host
+link when state is offloaded (``offload_transfers``, timed by cost/roofline.host_term).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from rooftop.cost.roofline import host_term
+from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
+from rooftop.plan.train.layout import Parallelism
+from rooftop.plan.train.profile import ModelProfile
+
+if TYPE_CHECKING:
+    from rooftop.plan.train.step import TrainingSetup
+
+
+@dataclass(frozen=True)
+class Shards:
+    """How the data axes shard dense and routed-expert state. Expert parallelism takes its ep
+    ranks from fsdp when ep divides fsdp, else from dp (layout_mesh): experts are then
+    ZeRO-sharded only over the rest of that axis, and their gathers and gradient reductions
+    run only over the rest too (each ep rank holds different experts)."""
+
+    dense_fsdp: int
+    expert_fsdp: int
+    dense_dp: int
+    expert_dp: int
+    dense_fsdp_axes: tuple[str, ...]
+    dense_dp_axes: tuple[str, ...]
+
+    @staticmethod
+    def of(par: Parallelism) -> Shards:
+        in_fsdp = par.ep > 1 and par.fsdp % par.ep == 0
+        in_dp = par.ep > 1 and not in_fsdp
+        return Shards(
+            par.fsdp,
+            par.fsdp // par.ep if in_fsdp else par.fsdp,
+            par.dp,
+            par.dp // par.ep if in_dp else par.dp,
+            ("fsdp", "ep") if in_fsdp else ("fsdp",),
+            ("dp", "ep") if in_dp else ("dp",),
+        )
+
+    def params(self, prof: ModelProfile, par: Parallelism, over_dp: bool = False) -> float:
+        """Parameters one chip holds: dense over tp x pp x fsdp, routed experts over tp x pp x ep
+        x the rest of fsdp; ``over_dp`` also shards over dp (ZeRO-1/2 state)."""
+        dense, expert = params_per_chip(prof, par)
+        return dense / (self.dense_fsdp * (self.dense_dp if over_dp else 1)) + expert / (
+            self.expert_fsdp * (self.expert_dp if over_dp else 1)
+        )
+
+
+def params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
+    """(dense, routed-expert) parameters per chip of the fullest pipeline stage, before
+    FSDP/ZeRO sharding: ceil(L / pp) layers' weights plus the embedding and head (the first
+    and last stages hold them; counting both is the conservative choice), over tp; routed
+    experts also over ep."""
+    share = math.ceil(prof.n_layers / par.pp) / prof.n_layers
+    return (prof.dense_layer_params * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
+
+
+def offload_transfers(
+    setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int
+) -> list[tuple[str, float]]:
+    """(what, bytes) crossing the host link per step: the optimizer state and master copy out and back
+    (ZeRO-Offload, Ren 2021), and with offload=params the weights in per microbatch forward and backward."""
+    if par.offload == "none":
+        return []
+    state = _state_bytes(setup.precision)
+    out = [
+        (
+            "optimizer state and master weights, to the host and back",
+            2 * opt_params * (state["master"] + state["optimizer"]),
+        )
+    ]
+    if par.offload == "params":
+        out.append(
+            ("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state["weights"])
+        )
+    return out
+
+
+def offload_s(setup: TrainingSetup, par: Parallelism, opt_params: float, params_shard: float, m: int) -> float:
+    transfers = offload_transfers(setup, par, opt_params, params_shard, m)
+    if not transfers:
+        return 0.0
+    return host_term(sum(nbytes for _, nbytes in transfers), setup.chip).seconds
+
+
+@lru_cache(maxsize=16)
+def _state_bytes(precision: TrainingPrecision) -> dict[str, float]:
+    return training_bytes_per_param(precision)
+
+
+def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> dict[str, float]:
+    """Bytes per chip: weights (sharded over fsdp, offloaded with offload=params), gradients
+    (over fsdp, and dp at ZeRO-2), master copy and optimizer state (over fsdp, and dp at
+    ZeRO-1/2; on the host with offload), activations of the stage's layers for the
+    microbatches in flight (1F1B: min(m, pp) on the first stage), fp32 logits of one
+    microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers)."""
+    return MemoryTerms.of(setup, par, prof, b).breakdown(prof.activation_bytes_per_token, par.zero_stage, par.offload)
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """memory_per_chip's figures for one layout before its remat policy, ZeRO stage and offload
+    are chosen: the search derives every variant of a layout from one of these."""
+
+    state: dict[str, float]  # bytes per parameter: weights, grads, master, optimizer
+    held: float  # parameters one chip holds (over tp x pp x fsdp; experts over ep)
+    held_over_dp: float  # the same also sharded over dp (ZeRO-1/2 state)
+    n_layers: int
+    stage_layers: int
+    tokens_chip: float
+    tp: int
+    in_flight: int
+    logits: float
+    buffers: float
+
+    @staticmethod
+    def of(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> MemoryTerms:
+        """From any remat policy's profile: the parameter figures do not depend on it."""
+        state = _state_bytes(setup.precision)
+        shards = Shards.of(par)
+        tokens_chip = b * setup.seq_len / par.cp
+        buffers = 0.0
+        if par.fsdp > 1:
+            biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
+            buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
+        return MemoryTerms(
+            state,
+            shards.params(prof, par),
+            shards.params(prof, par, over_dp=True),
+            setup.cfg.n_layers,
+            math.ceil(setup.cfg.n_layers / par.pp),
+            tokens_chip,
+            par.tp,
+            min(par.microbatches, par.pp) if par.pp > 1 else 1,
+            tokens_chip * prof.logits_bytes_per_token / par.tp,
+            buffers,
+        )
+
+    def breakdown(self, act_bytes_per_token: float, zero_stage: int, offload: str) -> dict[str, float]:
+        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes."""
+        state = self.state
+        opt_params = self.held_over_dp if zero_stage >= 1 else self.held
+        act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip / self.tp
+        return {
+            "weights": 0.0 if offload == "params" else self.held * state["weights"],
+            "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],
+            "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
+            "activations": act * self.in_flight,
+            "logits": self.logits,
+            "buffers": self.buffers,
+        }

@@ -51,7 +51,7 @@ def improve(chip: Chip, figure: str, k: float) -> Chip:
             "vector_flops_per_s": MappingProxyType({d: v * k for d, v in chip.vector_flops_per_s.items()})
         },
         "hbm_bw": lambda: {"hbm_bytes_per_s": chip.hbm_bytes_per_s * k},
-        "hbm_capacity": lambda: {"hbm_bytes": chip.hbm_bytes * k},
+        "hbm_capacity": lambda: {"hbm_capacity_bytes": chip.hbm_capacity_bytes * k},
         "link_bw": lambda: {"link_bytes_per_s": chip.link_bytes_per_s * k},
         "link_latency": lambda: {"link_latency_s": chip.link_latency_s / k},
         "dcn_bw": lambda: {"dcn_bytes_per_s": chip.dcn_bytes_per_s * k},

@@ -21,7 +21,7 @@ def test_figures_have_sources_and_plausible_values(name: str) -> None:
     for key, fig in chip.sources.items():
         assert fig.source.strip(), f"{name}: {key} has no source"
     assert 1e14 <= chip.flops_per_s("bf16") <= 5e15
-    assert 1e10 <= chip.hbm_bytes <= 3e11
+    assert 1e10 <= chip.hbm_capacity_bytes <= 3e11
     assert 5e11 <= chip.hbm_bytes_per_s <= 1e13
     assert 1e10 <= chip.link_bytes_per_s <= 2e11
     assert 1 <= chip.link_count <= 18
@@ -68,7 +68,7 @@ source = "spec"
 
 def test_user_chip_file_loads(tmp_path: Path) -> None:
     chip = load_chip_file(_write(tmp_path, GOOD))
-    assert chip.hbm_bytes == 8 * 2**30
+    assert chip.hbm_capacity_bytes == 8 * 2**30
     assert chip.hbm_bytes_per_s == 500e9
     assert get_chip(str(tmp_path / "mychip.toml")).name == "mychip"
     assert "mychip" in [c.name for c in load_chips(tmp_path)]

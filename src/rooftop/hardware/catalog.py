@@ -162,7 +162,7 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
         kind=data["kind"],
         matrix_flops_per_s=MappingProxyType(matrix),
         vector_flops_per_s=MappingProxyType(r.table("vector_flops_per_s", required=False)),
-        hbm_bytes=r.figure("memory.hbm_bytes"),
+        hbm_capacity_bytes=r.figure("memory.hbm_bytes"),
         hbm_bytes_per_s=r.figure("memory.hbm_bytes_per_s"),
         on_chip_bytes=MappingProxyType(r.table("on_chip_bytes", required=False)),
         link_count=int(r.figure("links.count") or 0),

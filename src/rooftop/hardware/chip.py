@@ -56,7 +56,7 @@ class Chip:
     kind: Literal["tpu", "gpu", "cpu", "custom"]
     matrix_flops_per_s: MappingProxyType[str, float]
     vector_flops_per_s: MappingProxyType[str, float]
-    hbm_bytes: float
+    hbm_capacity_bytes: float
     hbm_bytes_per_s: float
     link_count: int
     link_bytes_per_s: float
@@ -78,6 +78,11 @@ class Chip:
             raise InvalidConfigError(f"chip {self.name}: hbm_bytes_per_s must be > 0, got {self.hbm_bytes_per_s}")
         if not self.matrix_flops_per_s:
             raise InvalidConfigError(f"chip {self.name}: needs at least one matrix_flops_per_s entry")
+
+    @property
+    def hbm_bytes(self) -> float:
+        """HBM capacity in bytes (the name of rooftop 0.1; ``hbm_capacity_bytes`` says what it is)."""
+        return self.hbm_capacity_bytes
 
     def __hash__(self) -> int:  # the mappings are read-only views; hash the identity figures
         return hash((self.name, self.path, self.hbm_bytes_per_s, tuple(sorted(self.matrix_flops_per_s.items()))))

@@ -42,7 +42,7 @@ def render_catalog(console: Console, chips: Sequence[Chip]) -> None:
                 c.name,
                 c.vendor,
                 format_rate(bf16, "FLOP/s"),
-                format_bytes(c.hbm_bytes),
+                format_bytes(c.hbm_capacity_bytes),
                 format_rate(c.hbm_bytes_per_s),
                 f"{c.critical_intensity('bf16'):.0f}",
                 f"{c.link_count} x {format_rate(c.link_bytes_per_s)}",

@@ -61,7 +61,7 @@ def chip_dict(chip: Chip) -> dict[str, Any]:
         "description": chip.description,
         "matrix_flops_per_s": dict(chip.matrix_flops_per_s),
         "vector_flops_per_s": dict(chip.vector_flops_per_s),
-        "hbm_bytes": chip.hbm_bytes,
+        "hbm_bytes": chip.hbm_capacity_bytes,
         "hbm_bytes_per_s": chip.hbm_bytes_per_s,
         "on_chip_bytes": dict(chip.on_chip_bytes),
         "links": {

@@ -174,8 +174,8 @@ def chip_memory(
     return ChipMemory(
         weights_per_chip_bytes(cfg, layout, dtypes.weights),
         kv_cache_per_chip_bytes(cfg, layout, batch, context_len, dtypes.kv_cache),
-        chip.hbm_bytes,
-        chip.hbm_bytes * eff.usable_hbm_fraction,
+        chip.hbm_capacity_bytes,
+        chip.hbm_capacity_bytes * eff.usable_hbm_fraction,
     )
 
 

@@ -168,7 +168,7 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
 def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
     return (
         sl.weights_per_chip_bytes(req.cfg, layout, req.dtypes.weights)
-        < req.chip.hbm_bytes * req.eff.usable_hbm_fraction
+        < req.chip.hbm_capacity_bytes * req.eff.usable_hbm_fraction
     )
 
 

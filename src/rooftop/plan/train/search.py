@@ -171,7 +171,7 @@ class _Context:
     def __post_init__(self) -> None:
         self.variants = {has_dp: _variants(has_dp, self.fix) for has_dp in (False, True)}
         self.first_remat = self.variants[False][0][1]
-        self.usable = self.setup.chip.hbm_bytes * self.setup.efficiency.usable_hbm_fraction
+        self.usable = self.setup.chip.hbm_capacity_bytes * self.setup.efficiency.usable_hbm_fraction
         self._last: tuple[tuple[int, int], _Fit] | None = None
 
     def profile(self, remat: str) -> ModelProfile:

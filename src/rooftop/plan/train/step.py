@@ -315,8 +315,8 @@ def step_result(
         sum(br.values()),
         br,
         memory,
-        setup.chip.hbm_bytes,
-        setup.chip.hbm_bytes * setup.efficiency.usable_hbm_fraction,
+        setup.chip.hbm_capacity_bytes,
+        setup.chip.hbm_capacity_bytes * setup.efficiency.usable_hbm_fraction,
         setup.tokens_per_step,
         prof.model_flops_per_token * setup.tokens_per_step,
         prof.hardware_flops_per_token * setup.tokens_per_step,
@@ -505,7 +505,7 @@ def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]
     """(fits, bytes per chip) without timing the step."""
     prof = profile_for(setup, par.remat)
     total = sum(memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par)).values())
-    return total <= setup.chip.hbm_bytes * setup.efficiency.usable_hbm_fraction, total
+    return total <= setup.chip.hbm_capacity_bytes * setup.efficiency.usable_hbm_fraction, total
 
 
 def _bound(br: dict[str, float], sums: OpSums) -> str:

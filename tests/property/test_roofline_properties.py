@@ -45,3 +45,35 @@ def test_scaling_a_cost_scales_time(f: float, b: float, k: float) -> None:
     one = roofline(explicit(f, b), chip)
     many = roofline(k * explicit(f, b), chip)
     assert abs(many.upper_bound_s - k * one.upper_bound_s) <= 1e-9 * max(1.0, many.upper_bound_s)
+
+
+KEYS = [("matrix", "bf16"), ("matrix", "fp8"), ("matrix", "int8"), ("vector", "fp32"), ("vector", "bf16")]
+op_costs = st.lists(
+    st.tuples(st.lists(st.tuples(st.sampled_from(KEYS), flops), max_size=3), nbytes), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(op_costs, frac, frac, frac, st.sampled_from(CHIPS))
+def test_the_table_roofline_is_the_scalar_roofline(  # type: ignore[no-untyped-def]
+    ops, matrix: float, vector: float, hbm: float, chip
+) -> None:
+    """roofline_table (numpy over ops) gives every op the compute and memory seconds roofline() gives it."""
+    from rooftop.cost.cost import Cost
+    from rooftop.cost.roofline import flops_table, roofline_table
+
+    costs = []
+    for terms, b in ops:
+        by: dict[tuple[str, str], float] = {}
+        for key, f in terms:
+            by[key] = by.get(key, 0.0) + f
+        costs.append(Cost(by, b))
+    eff = Efficiency(matrix=matrix, vector=vector, hbm=hbm)
+    keys, table = flops_table(costs)
+    got = roofline_table(table, keys, [c.hbm_bytes for c in costs], chip, eff)
+    for i, c in enumerate(costs):
+        est = roofline(c, chip, efficiency=eff)
+        assert abs(got.compute_s[i] - est.compute_s) <= 1e-9 * est.compute_s + 1e-300
+        assert abs(got.memory_s[i] - est.memory_s) <= 1e-12 * est.memory_s
+        assert got.time_s[i] == max(got.compute_s[i], got.memory_s[i])
+        assert bool(got.compute_bound[i]) == (got.compute_s[i] >= got.memory_s[i])

@@ -16,8 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rooftop.cli.main import build_parser
-from rooftop.cli.serve import plan_payload, request_from_args
+from rooftop.cli.serve import request_from_args
 from rooftop.plan.serve.sweep import plan_serving
+from rooftop.report.serve import serve_payload
 
 SCENARIOS = [
     "llama-3-70b --chip tpu-v5e --topology 4x4 --prompt-len 2048 --gen-len 512",
@@ -34,7 +35,7 @@ def in_process(argv: list[str], repeats: int = 3) -> tuple[float, int, int]:
     for _ in range(repeats):
         t0 = time.perf_counter()
         plan = plan_serving(request_from_args(args))
-        payload = json.dumps(plan_payload(plan), default=str)
+        payload = json.dumps(serve_payload(plan), default=str)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), len(plan.points), len(payload)
 

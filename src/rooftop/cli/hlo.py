@@ -7,16 +7,9 @@ times it on the chip with the roofline, and names the mesh axes each collective 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import Output, add_common, chip_from_args
 from rooftop.errors import InvalidConfigError
-from rooftop.units import format_bytes, format_duration, format_number
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,106 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def op_dict(t: TimedOp) -> dict[str, Any]:
-    """One instruction of the JSON table: totals over its executions, SI units; FLOPs null when unknown."""
-    op, est, k = t.op, t.estimate, t.op.executions
-    traffic, unknown, uses = op.cost.traffic, bool(op.cost.unknown), op.cost.collectives
-    groups = [[list(g) for g in (u.groups if u.groups is not None else u.pairs or ())] for u in uses]
-    shape = op.shape.leaves()[0] if len(op.shape.leaves()) == 1 else None
-    padded = shape is not None and shape.padded_dims != shape.dims
-    return {
-        "name": op.name, "opcode": op.opcode, "computation": op.computation, "shape": str(op.shape),
-        "dtype": op.dtype, "executions": k, "flops": None if unknown else op.cost.flops * k,
-        "transcendentals": op.cost.transcendentals * k, "bytes": traffic.logical_bytes * k,
-        "padded_bytes": traffic.padded_bytes * k, "hbm_bytes": traffic.hbm_bytes * k,
-        "memory_space": op.memory_space,
-        "padded_shape": f"{shape.dtype}[{','.join(map(str, shape.padded_dims))}]" if padded and shape else None,
-        "compute_s": None if unknown else est.compute_s, "memory_s": est.memory_s, "comm_s": est.network_s,
-        "lower_bound_s": est.lower_bound_s, "upper_bound_s": est.upper_bound_s, "bound": est.bound,
-        "replica_groups": (groups[0] if len(groups) == 1 else groups) if uses else None,
-        "mesh_axes": list(dict.fromkeys(a for m in t.matches for a in m.axes or ())) if uses else None,
-        "collective": "; ".join(m.describe(u.opcode) for m, u in zip(t.matches, uses, strict=True)) or None,
-        "comm_bytes": sum(u.bytes for u in uses) * k, "flops_unknown": op.cost.unknown or None,
-        "note": op.cost.note or None, "line": op.line,
-    }  # fmt: skip
-
-
-def payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
-    rows = [op_dict(t) for t in analysis.ops]
-    order = sorted(range(len(rows)), key=lambda i: -analysis.ops[i].estimate.lower_bound_s)
-    return {
-        "module": analysis.module,
-        "chip": analysis.chip.name,
-        "mesh": {"axes": dict(analysis.mesh.axes), "inferred": analysis.mesh.inferred, "how": analysis.mesh.how},
-        "topology": analysis.topology.spec,
-        "totals": analysis.totals(),
-        "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],
-        "top": [rows[i]["name"] for i in order[:top]],
-        "instructions": rows,
-        "notes": list(analysis.notes),
-    }
-
-
 def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.hlo.analyze import analyze
     from rooftop.analysis.hlo.parse import parse_hlo_file
+    from rooftop.report import hlo as report
 
     if args.top < 0:
         raise InvalidConfigError(f"--top {args.top} must be >= 0")
     chip = chip_from_args(args)
     analysis = analyze(parse_hlo_file(args.file), chip, args.mesh, args.topology)
-    data = payload(analysis, args.top)
-
-    def render(console: Console) -> None:
-        _render(console, analysis, data, args.top)
-
-    return Output(data, render)
-
-
-def _time(seconds: float | None) -> str:
-    return "?" if seconds is None else format_duration(seconds) if seconds else "0"
-
-
-def _row(r: dict[str, Any]) -> tuple[str, ...]:
-    flops = "unknown" if r["flops"] is None else format_number(r["flops"], "FLOP")
-    if r["transcendentals"]:
-        flops += f" + {format_number(r['transcendentals'])} transc."
-    padding = f" -> {r['padded_shape']}, {r['padded_bytes'] / r['bytes']:.3g}x bytes" if r["padded_shape"] else ""
-    space = "HBM" if r["memory_space"] == 0 else f"S({r['memory_space']})"
-    count = f" x{r['executions']:g}" if r["executions"] != 1 else ""
-    return (r["name"], r["opcode"], r["shape"] + padding + count, flops, format_bytes(r["padded_bytes"]), space,
-            _time(r["lower_bound_s"]), r["bound"])  # fmt: skip
-
-
-def _render(console: Console, analysis: HloAnalysis, data: dict[str, Any], top: int) -> None:
-    from rooftop.report.table import table
-
-    rows = {(r["name"], r["computation"]): r for r in data["instructions"]}
-    chosen = [rows[(t.op.name, t.op.computation)] for t in analysis.top(top)]
-    columns = ["instruction", "opcode", "shape", "FLOPs", "bytes", "result in", "time", "bound"]
-    title = f"{data['module']} on {analysis.chip.name}: top {len(chosen)} of {len(rows)} instructions by predicted time"
-    listing = table(title, columns, [_row(r) for r in chosen])
-    listing.columns[2].no_wrap = True
-    console.print(listing)
-    comms = sorted((r for r in data["instructions"] if r["collective"]), key=lambda r: -r["comm_s"])[:top]
-    if comms:
-        console.print(table(
-            f"collectives on mesh {analysis.mesh.spec()} ({analysis.topology.spec} {analysis.chip.name})",
-            ["instruction", "collective", "bytes", "time"],
-            [(r["name"], r["collective"], format_bytes(r["comm_bytes"]), _time(r["comm_s"])) for r in comms],
-        ))  # fmt: skip
-    t = data["totals"]
-    padding = f"{t['padding_overhead']:.3g}x, waste {format_bytes(t['padding_waste_bytes'])}"
-    per_axis = "; ".join(f"{c['axes']}: {format_bytes(c['bytes'])} in {c['count']:g}, {_time(c['comm_s'])}"
-                         for c in data["collectives_by_axis"])  # fmt: skip
-    console.print(table("totals", ["quantity", "value"], [
-        ("FLOPs", format_number(t["flops"], "FLOP")), ("transcendentals", format_number(t["transcendentals"])),
-        ("bytes (logical)", format_bytes(t["bytes"])),
-        ("bytes (padded to tiles)", f"{format_bytes(t['padded_bytes'])} ({padding})"),
-        ("HBM bytes", format_bytes(t["hbm_bytes"])), ("collective bytes per axis", per_axis or "none"),
-        ("compute / memory / network", " / ".join(_time(t[k]) for k in ("compute_s", "memory_s", "comm_s"))),
-        ("predicted (sum of lower bounds)", f"[bold]{_time(t['predicted_s'])}[/bold]"),
-        ("overlap bound / serial bound", f"{_time(t['overlap_bound_s'])} / {_time(t['upper_bound_s'])}"),
-    ]))  # fmt: skip
-    for note in data["notes"]:
-        console.print(f"note: {note}", soft_wrap=True)
+    data = report.hlo_payload(analysis, args.top)
+    return Output(data, lambda console: report.render_hlo(console, analysis, data, args.top))

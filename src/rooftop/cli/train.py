@@ -11,8 +11,6 @@ from rooftop.errors import InvalidConfigError
 from rooftop.units import SECONDS_PER_HOUR, parse_number
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from rooftop.plan.train.step import TrainingSetup
 
 OBJECTIVES = ("time", "cost", "memory")  # plan.search.OBJECTIVES (a test checks); importing it loads the planner
@@ -80,7 +78,7 @@ def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.train.explain import explain, no_layout_reason
     from rooftop.plan.train.search import parse_fix
     from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh
-    from rooftop.report.train_report import plot_train, render_train, step_dict
+    from rooftop.report import train as report
 
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
@@ -106,37 +104,11 @@ def run(args: argparse.Namespace) -> Output:
     )
     lines = explain(setup, best, ideal)
     totals = _totals(args, setup, best)
-    payload: dict[str, Any] = {
-        "schema_version": 2,  # 2: best/candidates[].breakdown parts are objects with terms (seconds in breakdown_s)
-        "model": setup.cfg.name,
-        "chip": setup.chip.name,
-        "topology": setup.topology.spec,
-        "chips": setup.chips,
-        "global_batch_sequences": setup.global_batch,
-        "global_batch_tokens": setup.tokens_per_step,
-        "seq_len": setup.seq_len,
-        "efficiency": setup.efficiency.as_dict(),
-        "best": {**step_dict(best, parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
-        "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
-        "evaluated": result.evaluated,
-        "timed": result.timed,
-        "unlayable": result.unlayable,
-        "explanation": lines,
-        **totals,
-    }
-
-    def render(console: Console) -> None:
-        render_train(
-            console,
-            f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), "
-            f"{result.evaluated} layouts evaluated",
-            ranked,
-            lines,
-            totals,
-            parts[0],
-        )
-
-    return Output(payload, render, [lambda path: plot_train(best, path)])
+    return Output(
+        report.train_payload(setup, result, ranked, parts, ideal, lines, totals),
+        lambda console: report.render_train(console, setup, result.evaluated, ranked, lines, totals, parts[0]),
+        [lambda path: report.plot_train(best, path)],
+    )
 
 
 def _search_with_progress(setup: TrainingSetup, args: argparse.Namespace) -> Any:

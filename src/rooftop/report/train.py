@@ -1,16 +1,19 @@
-"""Rendering of training plans: JSON dicts, tables and the plot."""
+"""``rooftop train``: the ranked training layouts as JSON, tables and a breakdown chart."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from rooftop.plan.train.breakdown import StepPart
-from rooftop.plan.train.step import StepResult
 from rooftop.report.formulas import term_dict, term_formula
 from rooftop.report.table import table
 from rooftop.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.plan.train.breakdown import StepPart
+    from rooftop.plan.train.search import SearchResult
+    from rooftop.plan.train.step import StepResult, TrainingSetup
 
 
 def part_dict(part: StepPart) -> dict[str, Any]:
@@ -57,14 +60,51 @@ def step_dict(r: StepResult, parts: list[StepPart]) -> dict[str, Any]:
     }
 
 
+def train_payload(
+    setup: TrainingSetup,
+    result: SearchResult,
+    ranked: list[StepResult],
+    parts: list[list[StepPart]],
+    ideal: StepResult,
+    explanation: list[str],
+    totals: dict[str, Any],
+) -> dict[str, Any]:
+    """``rooftop train --json``: ``ranked[0]`` is the best layout, ``parts`` the breakdown of each, ``ideal``
+    the best layout at ideal efficiency, ``totals`` the training time, chip-hours and dollars (null without
+    ``--tokens``)."""
+    return {
+        "schema_version": 2,  # 2: best/candidates[].breakdown parts are objects with terms (seconds in breakdown_s)
+        "model": setup.cfg.name,
+        "chip": setup.chip.name,
+        "topology": setup.topology.spec,
+        "chips": setup.chips,
+        "global_batch_sequences": setup.global_batch,
+        "global_batch_tokens": setup.tokens_per_step,
+        "seq_len": setup.seq_len,
+        "efficiency": setup.efficiency.as_dict(),
+        "best": {**step_dict(ranked[0], parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
+        "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
+        "evaluated": result.evaluated,
+        "timed": result.timed,
+        "unlayable": result.unlayable,
+        "explanation": explanation,
+        **totals,
+    }
+
+
 def render_train(
     console: Console,
-    title: str,
+    setup: TrainingSetup,
+    evaluated: int,
     ranked: list[StepResult],
     explanation: list[str],
     totals: dict[str, Any],
     parts: list[StepPart],
 ) -> None:
+    """The ranked layouts, the best one's step part by part and its memory, the explanation and the totals."""
+    title = (
+        f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), {evaluated} layouts evaluated"
+    )
     rows = [
         (
             i + 1,

@@ -1,0 +1,90 @@
+"""``rooftop profile``: every op of a profile next to its roofline, as JSON and tables."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from rooftop.report.table import table
+from rooftop.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooftop.analysis.compare import ProfileReport
+    from rooftop.hardware.chip import Chip
+
+
+def profile_payload(report: ProfileReport, chip: Chip) -> dict[str, Any]:
+    """``rooftop profile --json``."""
+    return {
+        "source": report.source,
+        "chip": chip.name,
+        "ops": [dataclasses.asdict(o) for o in report.ops],
+        "steps": [dataclasses.asdict(s) for s in report.steps],
+        "overlap": report.overlap(),
+        "categories": {k: dict(v) for k, v in report.categories.items()},
+        "sharding": list(report.sharding),
+        "memory": dict(report.memory),
+        "notes": list(report.notes),
+    }
+
+
+def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int) -> None:
+    """The ``top`` ops by time lost (at least one), steps, parts, overlap, memory and notes."""
+    rows = []
+    for o in report.ops[: max(top, 1)]:
+        eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
+        lb = format_duration(o.lower_bound_s) if o.lower_bound_s is not None else "?"
+        rows.append(
+            (
+                o.name,
+                o.count,
+                format_duration(o.measured_s),
+                lb,
+                eff,
+                o.bound or "-",
+                o.verdict,
+                format_duration(o.lost_s),
+                o.collective or "",
+            )
+        )
+    console.print(
+        table(
+            f"ops of {report.source} on {chip.name}, ranked by time lost vs roofline",
+            ["op", "runs", "measured", "roofline", "eff.", "bound", "verdict", "lost", "mesh axes"],
+            rows,
+        )
+    )
+    if report.steps:
+        console.print(
+            table(
+                "steps (means over devices)",
+                ["step", "duration", "busy", "comm", "overlapped", "idle"],
+                [
+                    (
+                        s.index,
+                        *(format_duration(v) for v in (s.duration_s, s.busy_s, s.comm_s, s.overlap_s, s.idle_s)),
+                    )
+                    for s in report.steps
+                ],
+            )
+        )
+    console.print(
+        table(
+            "where the time goes (per device)",
+            ["part", "measured", "roofline"],
+            [
+                (k, format_duration(v["measured_s"]), format_duration(v["lower_bound_s"]))
+                for k, v in report.categories.items()
+            ],
+        )
+    )
+    ov = report.overlap()
+    console.print(f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
+    if report.memory.get("available"):
+        console.print(f"peak memory {format_bytes(float(report.memory['peak_bytes']))}")  # type: ignore[arg-type]
+    for line in report.sharding:
+        console.print(f"sharding: {line}")
+    for note in report.notes:
+        console.print(f"[dim]note: {note}[/dim]")

@@ -1,0 +1,310 @@
+"""``rooftop serve``: a serving plan as JSON, tables and a frontier chart.
+
+The chart plots time per output token against tokens/s per chip for every fitting point,
+coloured by what bounds its decode step, the Pareto frontier drawn through, the chosen point
+starred and the latency target (if any) shaded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rooftop.dtypes import compute_dtype
+from rooftop.plan.serve.disagg import disaggregate, disaggregation_dict
+from rooftop.plan.serve.layout import describe_memory
+from rooftop.report.formulas import term_dict
+from rooftop.report.table import table
+from rooftop.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rooftop.plan.serve.phase import CriticalBatch, PhaseTime
+    from rooftop.plan.serve.sweep import MinSlice, ServingPlan, ServingPoint
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def phase_dict(p: PhaseTime, terms: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "weights_bytes": p.weights_bytes,
+        "kv_cache_bytes": p.kv_cache_bytes,
+        "other_bytes": p.other_bytes,
+        "flops": p.flops,
+        "weights_s": p.weights_s,
+        "kv_cache_s": p.kv_cache_s,
+        "other_memory_s": p.other_memory_s,
+        "compute_s": p.compute_s,
+        **{f"{g}_s": t for g, t in p.group_s.items()},
+        "group_bound": dict(p.group_bound),
+        "roofline_s": p.roofline_s,
+        "bandwidth_roofline_s": p.bandwidth_roofline_s,
+        "collective_s": p.collective_s,
+        "collective_latency_s": p.collective_latency_s,
+        "collectives": p.collectives,
+        "launch_s": p.launch_s,
+        "scheduling_s": p.scheduling_s,
+        "overhead_s": p.overhead_s,
+        "time_s": p.time_s,
+        "bound": p.bound,
+    }
+    if terms:
+        out["terms"] = [term_dict(t) for t in p.terms]
+    return out
+
+
+def critical_batch_dict(cb: CriticalBatch) -> dict[str, Any]:
+    return {
+        "compute_dtype": cb.compute_dtype,
+        "ideal": cb.ideal,
+        "with_efficiency": cb.with_efficiency,
+        "formula": f"{cb.chip} {cb.compute_dtype} peak {cb.peak_flops_per_s:.4g} FLOP/s x {cb.bytes_per_weight:g} "
+        f"bytes per weight / (2 x {cb.hbm_bytes_per_s:.4g} B/s) = {cb.ideal:.4g}",
+    }
+
+
+def min_slice_reason(m: MinSlice) -> str:
+    return f"{m.chips} chips: {describe_memory(m.memory)}"
+
+
+def min_slice_dict(m: MinSlice | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {
+        "chips": m.chips,
+        "parallelism": m.layout.as_dict(),
+        "memory_per_chip_bytes": m.memory.total_bytes,
+        "reason": min_slice_reason(m),
+    }
+
+
+def point_dict(p: ServingPoint) -> dict[str, Any]:
+    cost = None
+    if p.cost_input_usd_per_m is not None:
+        cost = {"input": p.cost_input_usd_per_m, "output": p.cost_output_usd_per_m}
+    return {
+        "batch": p.batch,
+        "parallelism": p.layout.as_dict(),
+        "ttft_s": p.ttft_s,
+        "step_time_s": p.step_time_s,
+        "tokens_per_s": p.tokens_per_s,
+        "tokens_per_s_per_chip": p.tokens_per_s_per_chip,
+        "decode_tokens_per_s": p.decode_tokens_per_s,
+        "prefill_batch_s": p.prefill_batch_s,
+        "kv_cache_bytes": p.kv_cache_bytes,
+        "memory_per_chip_bytes": p.memory.total_bytes,
+        "memory": {
+            "weights_bytes": p.memory.weights_bytes,
+            "kv_cache_bytes": p.memory.kv_cache_bytes,
+            "usable_bytes": p.memory.usable_bytes,
+            "capacity_bytes": p.memory.capacity_bytes,
+        },
+        "fits": p.fits,
+        "bound": p.bound,
+        "reason": p.reason,
+        "cost_per_million_tokens_usd": cost,
+        "breakdown": phase_dict(p.decode),
+        "prefill_batch_breakdown": phase_dict(p.prefill, terms=False) | {"batch": p.prefill.batch},
+    }
+
+
+def _large_batch_end(plan: ServingPlan) -> dict[str, Any] | None:
+    """The limit at the large-batch end of the chosen point's layout (else the best fitting one)."""
+    layout = plan.points[plan.chosen].layout if plan.chosen is not None else None
+    fitting = [s for s in plan.layouts if s.max_batch > 0]
+    summary = next((s for s in plan.layouts if s.layout == layout), fitting[0] if fitting else None)
+    if summary is None:
+        return None
+    return {
+        "parallelism": summary.layout.as_dict(),
+        "batch": summary.max_batch,
+        "limit": summary.limit,
+        "reason": summary.reason,
+    }
+
+
+def serve_payload(plan: ServingPlan) -> dict[str, Any]:
+    """``rooftop serve --json``; with ``requests_per_s``, the disaggregation pools too."""
+    req = plan.request
+    dt = req.dtypes
+    payload: dict[str, Any] = {
+        "model": req.cfg.name,
+        "chip": req.chip.name,
+        "topology": req.topology.spec,
+        "chips": req.topology.num_chips,
+        "prompt_len": req.prompt_len,
+        "gen_len": req.gen_len,
+        "decode_context_len": req.decode_context_len,
+        "max_context_len": req.max_context_len,
+        "dtypes": {
+            "weights": dt.weights,
+            "kv_cache": dt.kv_cache,
+            "activations": dt.activations,
+            "compute": compute_dtype(dt.weights, dt.activations),
+        },
+        "price_usd_per_chip_hour": req.price,
+        "efficiency": req.eff.as_dict(),
+        "constraints": {"max_step_latency_s": req.max_step_latency_s, "max_ttft_s": req.max_ttft_s},
+        "critical_batch": critical_batch_dict(plan.critical_batch),
+        "points": [point_dict(p) for p in plan.points],
+        "frontier": list(plan.frontier),
+        "chosen": plan.chosen,
+        "chosen_reason": plan.chosen_reason,
+        "layouts": [
+            {
+                "parallelism": s.layout.as_dict(),
+                "max_batch": s.max_batch,
+                "compute_bound_batch": s.compute_bound_batch,
+                "weights_per_chip_bytes": s.weights_per_chip_bytes,
+                "limit": s.limit,
+                "reason": s.reason,
+            }
+            for s in plan.layouts
+        ],
+        "large_batch_end": _large_batch_end(plan),
+        "min_slice": min_slice_dict(plan.min_slice),
+        "notes": list(plan.notes),
+    }
+    if req.requests_per_s:
+        payload["disaggregation"] = disaggregation_dict(plan, disaggregate(plan, req.requests_per_s))
+    return payload
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def _usd(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _frontier_table(plan: ServingPlan) -> Table:
+    req = plan.request
+    chosen = {plan.chosen} if plan.chosen is not None else set()
+    rows = []
+    for i in sorted(set(plan.frontier) | chosen, key=lambda i: plan.points[i].step_time_s):
+        p = plan.points[i]
+        rows.append(
+            (
+                f"{'*' if i == plan.chosen else ''}{i}",
+                p.layout.label(),
+                p.batch,
+                format_duration(p.step_time_s),
+                format_duration(p.ttft_s),
+                f"{p.tokens_per_s:.4g}",
+                f"{p.tokens_per_s_per_chip:.4g}",
+                format_bytes(p.memory.total_bytes),
+                p.bound,
+                _usd(p.cost_input_usd_per_m),
+                _usd(p.cost_output_usd_per_m),
+            )
+        )
+    title = (
+        f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: prompt {req.prompt_len}, generate {req.gen_len} "
+        f"(weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}); frontier, * = chosen"
+    )
+    columns = ["#", "layout", "batch", "step", "TTFT", "tok/s", "tok/s/chip", "mem/chip", "bound", "$/M in", "$/M out"]
+    return table(title, columns, rows)
+
+
+def _step_table(p: ServingPoint) -> Table:
+    d = p.decode
+    parts = [
+        ("bandwidth roofline (weights + KV) / HBM", d.bandwidth_roofline_s),
+        *((f"{g} ops ({d.group_bound[g]}-bound)", t) for g, t in d.group_s.items()),
+        ("collectives", d.collective_s),
+        ("kernel launches", d.launch_s),
+        ("scheduling", d.scheduling_s),
+        ("step", d.time_s),
+    ]
+    return table(
+        "decode step of the chosen point, per chip", ["term", "time"], [(n, format_duration(t)) for n, t in parts]
+    )
+
+
+def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> None:
+    console.print(_frontier_table(plan))
+    console.print(f"chosen: {plan.chosen_reason}")
+    if plan.chosen is not None:
+        console.print(_step_table(plan.points[plan.chosen]))
+    console.print(
+        table(
+            "layouts: where the large-batch end stops",
+            ["layout", "max batch", "compute-bound at", "limit", "reason"],
+            [(s.layout.label(), s.max_batch, s.compute_bound_batch or "-", s.limit, s.reason) for s in plan.layouts],
+        )
+    )
+    if plan.min_slice:
+        console.print(f"smallest slice that holds the model and one sequence: {min_slice_reason(plan.min_slice)}")
+    disagg = payload.get("disaggregation")
+    if disagg:
+        console.print(
+            f"disaggregation at {disagg['requests_per_s']:g} req/s: {disagg['recommendation']} ({disagg['reason']})"
+        )
+    for note in plan.notes:
+        console.print(f"note: {note}")
+
+
+# ---------------------------------------------------------------- chart
+
+BOUND_COLORS = {"memory": "tab:blue", "compute": "tab:red", "collective": "tab:orange", "overhead": "tab:gray"}
+
+
+def _xy(points: list[Any]) -> tuple[list[float], list[float]]:
+    return [p.step_time_s * 1e3 for p in points], [p.tokens_per_s_per_chip for p in points]
+
+
+def _points_by_bound(ax: Any, plan: ServingPlan) -> None:
+    for bound, color in BOUND_COLORS.items():
+        pts = [p for p in plan.points if p.fits and p.bound == bound]
+        if pts:
+            ax.scatter(*_xy(pts), s=22, c=color, alpha=0.55, label=f"{bound}-bound step")
+
+
+def _frontier_and_choice(ax: Any, plan: ServingPlan) -> None:
+    front = [plan.points[i] for i in plan.frontier]
+    if front:
+        ax.plot(*_xy(front), "-", color="black", lw=1.2, label="Pareto frontier")
+        for p in front:
+            ax.annotate(
+                f"{p.layout.label()} b={p.batch}",
+                (p.step_time_s * 1e3, p.tokens_per_s_per_chip),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize=7,
+            )
+    if plan.chosen is not None:
+        c = plan.points[plan.chosen]
+        ax.plot(
+            *_xy([c]), "*", ms=18, color="gold", mec="black", zorder=5, label=f"chosen: {c.layout.label()} b={c.batch}"
+        )
+
+
+def plot_serve(path: str, plan: ServingPlan) -> None:
+    """The latency/throughput frontier chart (see the module docstring)."""
+    from rooftop.report.plot import _figure, save
+
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    req = plan.request
+    _points_by_bound(ax, plan)
+    _frontier_and_choice(ax, plan)
+    if req.max_step_latency_s:
+        target = req.max_step_latency_s * 1e3
+        hi = max([p.step_time_s * 1e3 for p in plan.points if p.fits] + [target]) * 1.3
+        ax.axvspan(target, hi, color="grey", alpha=0.12, label="over --max-step-latency")
+        ax.set_xlim(right=hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time per output token (decode step, ms)")
+    ax.set_ylabel("output tokens/s per chip (prefill included)")
+    ax.set_title(
+        f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: prompt {req.prompt_len}, "
+        f"generate {req.gen_len}, weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}",
+        fontsize=9,
+    )
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="lower right")
+    save(fig, path)
+    plt.close(fig)

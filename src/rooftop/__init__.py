@@ -49,6 +49,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "model_costs": ("rooftop.model.transformer", "model_costs"),
     "Parallelism": ("rooftop.plan.train.layout", "Parallelism"),
     "search_training": ("rooftop.plan.train.search", "search"),
+    "plan_training": ("rooftop.plan.train.plan", "plan_training"),
     "TrainingSetup": ("rooftop.plan.train.step", "TrainingSetup"),
 }
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from rooftop.model.config import Dtypes, TransformerConfig, Workload
     from rooftop.model.transformer import layer_costs, model_costs
     from rooftop.plan.train.layout import Parallelism
+    from rooftop.plan.train.plan import plan_training
     from rooftop.plan.train.search import search as search_training
     from rooftop.plan.train.step import TrainingSetup
 
@@ -116,6 +118,7 @@ __all__ = [
     "matmul",
     "model_costs",
     "parse_topology",
+    "plan_training",
     "reduction",
     "roofline",
     "search_training",

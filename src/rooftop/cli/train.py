@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rooftop.cli.common import Output, add_common, chip_from_args
 from rooftop.errors import InvalidConfigError
-from rooftop.units import SECONDS_PER_HOUR, parse_number
+from rooftop.units import parse_number
 
 if TYPE_CHECKING:
+    from rooftop.plan.train.plan import TrainingPlan
     from rooftop.plan.train.step import TrainingSetup
 
 OBJECTIVES = ("time", "cost", "memory")  # plan.search.OBJECTIVES (a test checks); importing it loads the planner
@@ -73,84 +75,39 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
 
 
 def run(args: argparse.Namespace) -> Output:
-    from rooftop.cost.efficiency import IDEAL
-    from rooftop.plan.train.breakdown import breakdown_of
-    from rooftop.plan.train.explain import explain, no_layout_reason
+    from rooftop.plan.train.plan import plan_training
     from rooftop.plan.train.search import parse_fix
-    from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh
     from rooftop.report import train as report
 
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
+    price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour else None
+    if price is not None and price < 0:
+        raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {args.price_per_chip_hour!r}")
+    tokens = parse_number(args.tokens) if args.tokens else None
+    if tokens is not None and tokens < 1:
+        raise InvalidConfigError(f"--tokens must be > 0, got {args.tokens!r}")
     setup = setup_from_args(args)
-    result = _search_with_progress(setup, args)
-    if not result.ranked and result.best_unfit is None:
-        raise InvalidConfigError(no_layout_reason(setup, parse_fix(args.fix), result.unlayable))
-    ranked = result.ranked or [result.best_unfit]  # nothing fits: the smallest layout is the result, fits=false
-    best = ranked[0]
-    ideal_setup = TrainingSetup(
-        setup.cfg,
-        setup.chip,
-        setup.topology,
-        setup.global_batch,
-        setup.seq_len,
-        IDEAL,
-        setup.precision,
-        setup.dtypes,
-    )
-    parts = [breakdown_of(setup, r.parallelism) for r in ranked]
-    ideal = evaluate(
-        ideal_setup, best.parallelism, CommPricer(layout_mesh(setup.topology, best.parallelism), setup.chip, 1.0)
-    )
-    lines = explain(setup, best, ideal)
-    totals = _totals(args, setup, best)
+    fix = parse_fix(args.fix)
+    plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))
+    best = plan.ranked[0]
     return Output(
-        report.train_payload(setup, result, ranked, parts, ideal, lines, totals),
-        lambda console: report.render_train(console, setup, result.evaluated, ranked, lines, totals, parts[0]),
+        report.train_payload(plan),
+        lambda console: report.render_train(console, plan),
         [lambda path: report.plot_train(best, path)],
     )
 
 
-def _search_with_progress(setup: TrainingSetup, args: argparse.Namespace) -> Any:
-    """The search, with a live count of layouts on stderr when it is a terminal."""
+def _with_progress(work: Callable[[Callable[[int], None] | None], TrainingPlan]) -> TrainingPlan:
+    """Run ``work`` with a live count of layouts on stderr when it is a terminal."""
+    if not sys.stderr.isatty():
+        return work(None)
     from rich.console import Console
 
-    from rooftop.plan.train.search import parse_fix, search
-
-    fix = parse_fix(args.fix)
-    if not sys.stderr.isatty():
-        return search(setup, fix, args.objective, args.top)
     console = Console(stderr=True)
     with console.status("searching layouts...") as status:
 
         def progress(n: int) -> None:
             status.update(f"searching layouts: {n:,} evaluated")
 
-        return search(setup, fix, args.objective, args.top, progress)
-
-
-def _totals(args: argparse.Namespace, setup: TrainingSetup, best: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "tokens": None,
-        "train_time_s": None,
-        "chip_hours": None,
-        "cost_usd": None,
-        "price_usd_per_chip_hour": None,
-    }
-    price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour else setup.chip.price_usd_per_hour
-    if price is not None and price < 0:
-        raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {args.price_per_chip_hour!r}")
-    out["price_usd_per_chip_hour"] = price
-    if args.tokens:
-        tokens = parse_number(args.tokens)
-        if tokens < 1:
-            raise InvalidConfigError(f"--tokens must be > 0, got {args.tokens!r}")
-        seconds = tokens / best.tokens_per_s
-        chip_hours = seconds * setup.chips / SECONDS_PER_HOUR
-        out.update(
-            tokens=tokens,
-            train_time_s=seconds,
-            chip_hours=chip_hours,
-            cost_usd=chip_hours * price if price is not None else None,
-        )
-    return out
+        return work(progress)

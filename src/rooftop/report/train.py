@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rooftop.plan.train.breakdown import StepPart
-    from rooftop.plan.train.search import SearchResult
-    from rooftop.plan.train.step import StepResult, TrainingSetup
+    from rooftop.plan.train.plan import TrainingPlan, TrainingTotals
+    from rooftop.plan.train.step import StepResult
 
 
 def part_dict(part: StepPart) -> dict[str, Any]:
@@ -60,18 +60,22 @@ def step_dict(r: StepResult, parts: list[StepPart]) -> dict[str, Any]:
     }
 
 
-def train_payload(
-    setup: TrainingSetup,
-    result: SearchResult,
-    ranked: list[StepResult],
-    parts: list[list[StepPart]],
-    ideal: StepResult,
-    explanation: list[str],
-    totals: dict[str, Any],
-) -> dict[str, Any]:
-    """``rooftop train --json``: ``ranked[0]`` is the best layout, ``parts`` the breakdown of each, ``ideal``
-    the best layout at ideal efficiency, ``totals`` the training time, chip-hours and dollars (null without
-    ``--tokens``)."""
+def totals_dict(t: TrainingTotals) -> dict[str, Any]:
+    """The training time, chip-hours and dollars (null without ``--tokens``)."""
+    return {
+        "tokens": t.tokens,
+        "train_time_s": t.train_time_s,
+        "chip_hours": t.chip_hours,
+        "cost_usd": t.cost_usd,
+        "price_usd_per_chip_hour": t.price_usd_per_chip_hour,
+    }
+
+
+def train_payload(plan: TrainingPlan) -> dict[str, Any]:
+    """``rooftop train --json``: ``best`` is the best layout with its breakdown and its step at ideal
+    efficiency, ``candidates`` the ranked layouts, then the search's counts, the explanation and the
+    totals."""
+    setup, ranked, parts, ideal, result = plan.setup, plan.ranked, plan.parts, plan.ideal, plan.search
     return {
         "schema_version": 2,  # 2: best/candidates[].breakdown parts are objects with terms (seconds in breakdown_s)
         "model": setup.cfg.name,
@@ -87,21 +91,14 @@ def train_payload(
         "evaluated": result.evaluated,
         "timed": result.timed,
         "unlayable": result.unlayable,
-        "explanation": explanation,
-        **totals,
+        "explanation": plan.explanation,
+        **totals_dict(plan.totals),
     }
 
 
-def render_train(
-    console: Console,
-    setup: TrainingSetup,
-    evaluated: int,
-    ranked: list[StepResult],
-    explanation: list[str],
-    totals: dict[str, Any],
-    parts: list[StepPart],
-) -> None:
+def render_train(console: Console, plan: TrainingPlan) -> None:
     """The ranked layouts, the best one's step part by part and its memory, the explanation and the totals."""
+    setup, evaluated, ranked, totals = plan.setup, plan.search.evaluated, plan.ranked, plan.totals
     title = (
         f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), {evaluated} layouts evaluated"
     )
@@ -120,7 +117,7 @@ def render_train(
     console.print(table(title, ["#", "layout", "step", "MFU", "tokens/s", "mem/chip", "bound"], rows))
     best = ranked[0]
     part_rows: list[tuple[str, str, str, str]] = []
-    for part in parts:
+    for part in plan.parts[0]:
         if part.time_s <= 0:
             continue
         part_rows.append((part.name.replace("_", " "), format_duration(part.time_s), part.bound, ""))
@@ -137,14 +134,14 @@ def render_train(
             [(k, format_bytes(v)) for k, v in best.memory.items() if v > 0],
         )
     )
-    for line in explanation:
+    for line in plan.explanation:
         console.print(line)
-    if totals.get("train_time_s") is not None:
-        cost = totals.get("cost_usd")
+    if totals.tokens is not None and totals.train_time_s is not None and totals.chip_hours is not None:
+        cost = totals.cost_usd
         cost_txt = f", ${cost:,.0f}" if cost is not None else " (no price for this chip: pass --price-per-chip-hour)"
         console.print(
-            f"[bold]Training on {totals['tokens']:.3g} tokens: {format_duration(totals['train_time_s'])}, "
-            f"{totals['chip_hours']:,.0f} chip-hours{cost_txt}[/bold]"
+            f"[bold]Training on {totals.tokens:.3g} tokens: {format_duration(totals.train_time_s)}, "
+            f"{totals.chip_hours:,.0f} chip-hours{cost_txt}[/bold]"
         )
 
 

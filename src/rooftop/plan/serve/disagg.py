@@ -29,8 +29,8 @@ from rooftop.cost.roofline import collective_term
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.plan.serve.sweep import SECONDS_PER_HOUR, ServingPlan, ServingPoint
-from rooftop.units import format_bytes, format_duration
+from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
+from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,8 @@ from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.train.layout import divisors
-from rooftop.units import format_bytes, format_duration
+from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration
 
-SECONDS_PER_HOUR = 3600.0
 DEFAULT_BATCH_CAP = 4096
 
 

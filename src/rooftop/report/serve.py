@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rooftop.dtypes import compute_dtype
-from rooftop.plan.serve.disagg import disaggregate, disaggregation_dict
 from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
 from rooftop.report.table import table
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from rooftop.plan.serve.disagg import Disaggregation, Pool
     from rooftop.plan.serve.phase import CriticalBatch, PhaseTime
     from rooftop.plan.serve.sweep import MinSlice, ServingPlan, ServingPoint
 
@@ -168,7 +168,8 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "notes": list(plan.notes),
     }
     if req.requests_per_s:
-        payload["disaggregation"] = disaggregation_dict(plan, disaggregate(plan, req.requests_per_s))
+        assert plan.disaggregation is not None  # plan_serving sets it with requests_per_s
+        payload["disaggregation"] = disaggregation_dict(plan, plan.disaggregation)
     return payload
 
 
@@ -308,3 +309,44 @@ def plot_serve(path: str, plan: ServingPlan) -> None:
     ax.legend(fontsize=8, loc="lower right")
     save(fig, path)
     plt.close(fig)
+
+
+def _pool_dict(plan: ServingPlan, pool: Pool | None) -> dict[str, Any] | None:
+    if pool is None:
+        return None
+    p = plan.points[pool.point]
+    return {
+        "point": pool.point,
+        "parallelism": p.layout.as_dict() | {"replicas": pool.replicas},
+        "batch": p.batch,
+        "chips_per_replica": p.layout.chips_per_replica,
+        "replicas": pool.replicas,
+        "chips": pool.chips,
+        "ttft_s": pool.ttft_s,
+        "time_per_output_token_s": pool.time_per_output_token_s or None,
+        "utilization": pool.utilization,
+    }
+
+
+def disaggregation_dict(plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
+    pre, dec, col = (_pool_dict(plan, x) for x in (d.prefill, d.decode, d.colocated))
+    if pre is not None:
+        pre.pop("batch")
+        pre.pop("time_per_output_token_s")
+    return {
+        "requests_per_s": d.requests_per_s,
+        "prefill": pre,
+        "decode": dec,
+        "kv_transfer": {
+            "bytes_per_request": d.kv_transfer_bytes,
+            "time_s": d.kv_transfer_s,
+            "bytes_per_s": d.kv_transfer_bytes_per_s,
+            "link_bytes_per_s_per_chip": plan.request.chip.dcn_bytes_per_s,
+        },
+        "disaggregated_chips": (d.prefill.chips + d.decode.chips) if d.prefill and d.decode else None,
+        "colocated": col,
+        "colocated_chips": d.colocated.chips if d.colocated else None,
+        "recommendation": d.recommendation,
+        "reason": d.reason,
+        "cost_per_million_tokens_usd": d.cost,
+    }

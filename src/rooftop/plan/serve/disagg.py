@@ -22,15 +22,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.cost import Comm
 from rooftop.cost.roofline import collective_term
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
 
 
 @dataclass(frozen=True)
@@ -193,44 +195,3 @@ def disaggregate(plan: ServingPlan, requests_per_s: float) -> Disaggregation:
         why,
         _costs(plan, requests_per_s, pre, dec, col),
     )
-
-
-def pool_dict(plan: ServingPlan, pool: Pool | None) -> dict[str, Any] | None:
-    if pool is None:
-        return None
-    p = plan.points[pool.point]
-    return {
-        "point": pool.point,
-        "parallelism": p.layout.as_dict() | {"replicas": pool.replicas},
-        "batch": p.batch,
-        "chips_per_replica": p.layout.chips_per_replica,
-        "replicas": pool.replicas,
-        "chips": pool.chips,
-        "ttft_s": pool.ttft_s,
-        "time_per_output_token_s": pool.time_per_output_token_s or None,
-        "utilization": pool.utilization,
-    }
-
-
-def disaggregation_dict(plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
-    pre, dec, col = (pool_dict(plan, x) for x in (d.prefill, d.decode, d.colocated))
-    if pre is not None:
-        pre.pop("batch")
-        pre.pop("time_per_output_token_s")
-    return {
-        "requests_per_s": d.requests_per_s,
-        "prefill": pre,
-        "decode": dec,
-        "kv_transfer": {
-            "bytes_per_request": d.kv_transfer_bytes,
-            "time_s": d.kv_transfer_s,
-            "bytes_per_s": d.kv_transfer_bytes_per_s,
-            "link_bytes_per_s_per_chip": plan.request.chip.dcn_bytes_per_s,
-        },
-        "disaggregated_chips": (d.prefill.chips + d.decode.chips) if d.prefill and d.decode else None,
-        "colocated": col,
-        "colocated_chips": d.colocated.chips if d.colocated else None,
-        "recommendation": d.recommendation,
-        "reason": d.reason,
-        "cost_per_million_tokens_usd": d.cost,
-    }

@@ -28,6 +28,7 @@ from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.train.layout import divisors
@@ -128,6 +129,7 @@ class ServingPlan:
     min_slice: MinSlice | None
     critical_batch: inf.CriticalBatch
     notes: tuple[str, ...]
+    disaggregation: Disaggregation | None = None  # with ``request.requests_per_s`` (plan/serve/disagg.py)
 
 
 # ---------------------------------------------------------------- layouts
@@ -402,7 +404,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         summaries.append(summary)
     frontier = pareto_frontier(points)
     chosen, why = choose(points, req.max_step_latency_s, req.max_ttft_s)
-    return ServingPlan(
+    plan = ServingPlan(
         req,
         tuple(points),
         frontier,
@@ -413,3 +415,6 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         inf.critical_batch(req.chip, req.dtypes, req.eff),
         tuple(notes),
     )
+    if req.requests_per_s:
+        plan = dataclasses.replace(plan, disaggregation=disaggregate(plan, req.requests_per_s))
+    return plan

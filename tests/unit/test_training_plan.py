@@ -50,3 +50,15 @@ def test_bad_totals_and_top_are_refused() -> None:
         totals_for(plan.setup, plan.ranked[0], 0.0, None)
     with pytest.raises(InvalidConfigError, match="top must be >= 1"):
         plan_training(_setup(), top=0)
+
+
+def test_a_layout_with_other_choices_is_the_layout_built_with_them() -> None:
+    from dataclasses import replace
+
+    from rooftop.plan.train.layout import Parallelism
+
+    base = Parallelism(dp=4, fsdp=2, tp=8, pp=2, microbatches=8, virtual_stages=2)
+    fast = base.with_choices("full", 1, "optimizer")
+    slow = replace(base, remat="full", zero_stage=1, offload="optimizer")
+    assert fast == slow and hash(fast) == hash(slow) and fast.label() == slow.label()
+    assert base.remat == "none"  # the base is unchanged

@@ -65,6 +65,13 @@ class Parallelism:
     def chips(self) -> int:
         return self.dp * self.fsdp * self.pp * self.cp * self.tp
 
+    def with_choices(self, remat: str, zero_stage: int, offload: str) -> Parallelism:
+        """This layout with other remat, ZeRO and offload choices, each already validated on a
+        layout of the same degrees (what a search does): no dataclasses.replace, no re-validation."""
+        out = object.__new__(Parallelism)
+        out.__dict__.update(self.__dict__, remat=remat, zero_stage=zero_stage, offload=offload)
+        return out
+
     @property
     def data_degree(self) -> int:
         """Model replicas that see different data: dp x fsdp."""

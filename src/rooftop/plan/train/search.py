@@ -192,12 +192,13 @@ class _Context:
 
     def make(self, base: Parallelism, variant: Variant) -> Parallelism:
         offload, remat, zero = variant
-        return replace(base, remat=remat, zero_stage=zero, offload=offload)
+        return base.with_choices(remat, zero, offload)
 
     def check(self, base: Parallelism, variant: Variant) -> None:
         """Raise, as building it would, if a variant's choices are invalid (checked once each)."""
         if variant not in self.checked:
-            self.make(base, variant)
+            offload, remat, zero = variant
+            replace(base, remat=remat, zero_stage=zero, offload=offload)
             self.checked.add(variant)
 
     def fit(self, base: Parallelism, pricer: CommPricer) -> _Fit:

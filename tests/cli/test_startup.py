@@ -68,9 +68,11 @@ def test_unknown_public_name_raises_attribute_error() -> None:
 def test_parser_choices_match_the_library() -> None:
     """Choices the CLI spells out (so that --help need not import the planner) are the library's."""
     from rooftop.cli.models import REMAT_CHOICES
-    from rooftop.cli.train import OBJECTIVES
+    from rooftop.cli.train import OBJECTIVES, OPTIMIZERS
     from rooftop.model.config import REMAT_POLICIES
+    from rooftop.model.memory import OPTIMIZERS as LIBRARY_OPTIMIZERS
     from rooftop.plan.train import search
 
     assert tuple(REMAT_POLICIES) == REMAT_CHOICES
     assert search.OBJECTIVES == OBJECTIVES
+    assert tuple(LIBRARY_OPTIMIZERS) == OPTIMIZERS

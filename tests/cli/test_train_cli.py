@@ -99,3 +99,17 @@ def test_model_that_cannot_fit_is_a_result_not_an_error() -> None:
     assert d["best"]["fits"] is False
     assert d["best"]["memory_per_chip_bytes"]["total"] > d["best"]["usable_hbm_bytes"]
     assert any("does not fit" in line or "Nothing fits" in line for line in d["explanation"])
+
+
+def test_the_optimizer_flag_changes_the_state_and_the_update() -> None:
+    """SGD keeps no moments: less optimizer memory and a shorter update than Adam, same layout."""
+    args = ["train", "llama-2-13b", "--chip", "h100", "--chips", "256", "--batch-tokens", "256Ki", "--seq-len", "4096"]
+    args += ["--fix", "dp=16,fsdp=4,tp=4,microbatches=1", "--json"]
+    adam = json.loads(run_cli(*args, "--optimizer", "adam")[1])
+    sgd = json.loads(run_cli(*args, "--optimizer", "sgd")[1])
+    assert (adam["optimizer"], sgd["optimizer"]) == ("adam", "sgd")
+    a, s = adam["best"], sgd["best"]
+    assert a["parallelism"] == s["parallelism"]
+    # Adam keeps an fp32 master copy and 2 fp32 moments (12 B/param), SGD the master only (4 B/param)
+    assert a["memory_per_chip_bytes"]["optimizer"] == pytest.approx(3 * s["memory_per_chip_bytes"]["optimizer"])
+    assert s["breakdown_s"]["optimizer"] < a["breakdown_s"]["optimizer"]

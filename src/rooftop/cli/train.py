@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
 
 OBJECTIVES = ("time", "cost", "memory")  # plan.search.OBJECTIVES (a test checks); importing it loads the planner
+OPTIMIZERS = ("adam", "adamw", "lion", "sgd-momentum", "sgd")  # model.memory.OPTIMIZERS (a test checks)
 
 MAX_SEQUENCES = 10**8  # per optimizer step; far above any published run
 
@@ -35,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"
     )
     p.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
+    p.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="adam",
+        help="optimizer whose state is stored and updated each step (default adam: fp32 master and two moments)",
+    )
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
     p.add_argument("--plot", metavar="FILE.png", help="write the best layout's step-time and memory breakdown")
@@ -52,6 +59,7 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
     from rooftop.cost.efficiency import default_efficiency, parse_efficiency
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
+    from rooftop.model.memory import TrainingPrecision
     from rooftop.plan.train.step import TrainingSetup
 
     chip = chip_from_args(args)
@@ -71,7 +79,8 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)
     # a batch that is not a whole number of sequences is rounded to the nearest (reported as global_batch_tokens)
-    return TrainingSetup(cfg, chip, topo, max(1, round(batch_tokens / seq)), seq, eff)
+    precision = TrainingPrecision(optimizer=args.optimizer)
+    return TrainingSetup(cfg, chip, topo, max(1, round(batch_tokens / seq)), seq, eff, precision)
 
 
 def run(args: argparse.Namespace) -> Output:

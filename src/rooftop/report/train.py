@@ -86,6 +86,7 @@ def train_payload(plan: TrainingPlan) -> dict[str, Any]:
         "global_batch_tokens": setup.tokens_per_step,
         "seq_len": setup.seq_len,
         "efficiency": setup.efficiency.as_dict(),
+        "optimizer": setup.precision.optimizer,
         "best": {**step_dict(ranked[0], parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
         "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
         "evaluated": result.evaluated,

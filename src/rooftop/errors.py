@@ -8,6 +8,13 @@ import difflib
 from collections.abc import Iterable
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters: a 5,000-digit
+    number or a megabyte-long name from an input file stays a one-line message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 20]}...{text[-12:]} ({len(text)} characters)"
+
+
 class RooftopError(Exception):
     """Base of every error rooftop raises on bad input."""
 

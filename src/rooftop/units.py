@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
@@ -25,14 +25,14 @@ TIB = 2.0**40
 SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
 
-_NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+_NUM = r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"  # ASCII digits only
 _QTY = re.compile(rf"^\s*{_NUM}\s*([A-Za-zµ/]*)\s*$")
 
 
 def _split(text: str, what: str) -> tuple[float, str]:
     m = _QTY.match(str(text))
     if not m:
-        raise InvalidConfigError(f"cannot read {what} {text!r}: expected a number with an optional unit")
+        raise InvalidConfigError(f"cannot read {what} {shown(text)}: expected a number with an optional unit")
     value = float(m.group(1))
     if not math.isfinite(value) or abs(value) > 1e30:
         raise InvalidConfigError(f"{what} {text!r} is out of range (at most 1e30)")
@@ -86,6 +86,32 @@ def parse_duration(text: str | float | int) -> float:
     if suffix not in _TIME and suffix != "":
         raise InvalidConfigError(f"cannot read duration {text!r}: unknown unit {suffix!r} (valid: {', '.join(_TIME)})")
     return value * _TIME.get(suffix, 1.0)
+
+
+#: integers rooftop reads (counts, sizes, ids): ASCII digits only ("²" and "١" pass str.isdigit() but
+#: are not numbers here), at most MAX_INT_DIGITS of them (far below Python's 4,300-digit conversion limit)
+MAX_INT_DIGITS = 30
+_ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def is_ascii_int(text: str) -> bool:
+    """Whether ``text`` is an optionally signed run of ASCII digits of at most MAX_INT_DIGITS."""
+    return bool(_ASCII_INT.fullmatch(text)) and len(text.lstrip("+-")) <= MAX_INT_DIGITS
+
+
+def parse_int(text: str, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer written in ASCII digits, within [lo, hi] when given; a one-line InvalidConfigError
+    naming ``what`` otherwise (use at every place a count, size or id is read from text)."""
+    s = str(text).strip()
+    if not is_ascii_int(s):
+        raise InvalidConfigError(
+            f"{what} {shown(text)} is not an integer (ASCII digits, at most {MAX_INT_DIGITS} of them)"
+        )
+    v = int(s)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        bounds = f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in [{lo}, {hi}]"
+        raise InvalidConfigError(f"{what} {shown(text)} must be {bounds}")
+    return v
 
 
 def _scaled(value: float, steps: list[tuple[float, str]], unit: str, digits: int) -> str:

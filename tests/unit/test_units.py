@@ -56,3 +56,17 @@ def test_formatting() -> None:
     assert format_duration(2.3e-5) == "23 us"
     assert format_duration(5400) == "1.5 h"
     assert format_duration(3 * 86400) == "3 d"
+
+
+def test_integers_are_ascii_digits_of_bounded_length() -> None:
+    from rooftop.units import parse_int
+
+    assert parse_int(" 42 ", "x") == 42 and parse_int("-3", "x") == -3
+    for bad in ("²", "١٢", "4.5", "1e3", "", "1" * 5000):
+        with pytest.raises(InvalidConfigError, match="is not an integer") as err:
+            parse_int(bad, "--topology dim")
+        assert len(str(err.value)) < 200  # a 5,000-digit input still gives a short line
+    with pytest.raises(InvalidConfigError, match=r"must be in \[1, 8\]"):
+        parse_int("9", "tp", 1, 8)
+    with pytest.raises(InvalidConfigError, match="cannot read number"):
+        parse_number("²")

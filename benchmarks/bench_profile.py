@@ -103,12 +103,26 @@ def jax_chrome(path: Path, events: int, markers: bool = True) -> int:
     return written
 
 
-def kineto_json(path: Path, events: int) -> int:
-    """PyTorch (Kineto) trace of about ``events`` events over GPUS ranks; returns the number written."""
+#: the args a real Kineto trace (PyTorch 2.x, record_shapes=True) puts on its events, so that the synthetic
+#: events weigh what real ones do (about 1 KB each as JSON)
+KERNEL_ARGS = {"queued": 0, "context": 1, "registers per thread": 168, "shared memory": 232448,
+               "blocks per SM": 1.02, "warps per SM": 12.2, "grid": [132, 1, 1], "block": [384, 1, 1],
+               "est. achieved occupancy %": 19}  # fmt: skip
+CPU_OP_ARGS = {"Record function id": 0, "Ev Idx": 0, "Input Strides": [[512, 1], [512, 1]],
+               "Concrete Inputs": ["", ""], "Sequence number": 0, "Fwd thread id": 0}  # fmt: skip
+RUNTIME_ARGS = {"cbid": 211}
+
+
+def kineto_json(path: Path, events: int, tiny: bool = False) -> int:
+    """PyTorch (Kineto) trace of about ``events`` events over GPUS ranks; returns the number written.
+    ``tiny``: only short kernels of a few names, with no launch events or ops (the case of a trace
+    recorded without CPU activities), which must be grouped by kernel name."""
+    if tiny:
+        return kineto_tiny(path, events)
     per_step = GPUS * (1 + 3 * COMPUTE + 2 * COMM)
     steps = max(1, events // per_step)
     period_us, written, first, corr = (COMPUTE + 5) * 20.0, 0, [True], 0
-    dims = {"Input Dims": [[512, 512], [512, 512]], "Input type": ["float", "float"]}
+    dims = {"Input Dims": [[512, 512], [512, 512]], "Input type": ["float", "float"], **CPU_OP_ARGS}
     nccl = {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20, "dtype": "Float",
             "Group size": GPUS}  # fmt: skip
     with gzip.open(path, "wt", compresslevel=1) as fh:
@@ -126,10 +140,12 @@ def kineto_json(path: Path, events: int) -> int:
                     batch.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": r, "ts": at,
                                   "dur": 10, "args": {**dims, "External id": corr}})  # fmt: skip
                     batch.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": r,
-                                  "ts": at + 2, "dur": 3, "args": {"correlation": corr}})  # fmt: skip
+                                  "ts": at + 2, "dur": 3,
+                                  "args": {"External id": corr, "correlation": corr, **RUNTIME_ARGS}})  # fmt: skip
                     batch.append({"ph": "X", "cat": "kernel", "name": f"sm90_gemm_{k % 4}", "pid": 2 + r, "tid": 7,
                                   "ts": at + 20, "dur": 12.0 + k % 5,
-                                  "args": {"device": r, "stream": 7, "correlation": corr}})  # fmt: skip
+                                  "args": {"External id": corr, "device": r, "stream": 7, "correlation": corr,
+                                           **KERNEL_ARGS}})  # fmt: skip
                 for j in range(COMM):
                     corr += 1
                     at = t0 + 5 + 70 * j
@@ -141,6 +157,26 @@ def kineto_json(path: Path, events: int) -> int:
             _write(fh, batch, first)
             written += len(batch)
         fh.write('\n],"traceName":"synthetic"}\n')
+    return written
+
+
+def kineto_tiny(path: Path, events: int) -> int:
+    """``events`` 2 us kernels of 16 names on GPUS devices, no launches, no ops: nothing explains them."""
+    written, first = 0, [True]
+    with gzip.open(path, "wt", compresslevel=1) as fh:
+        fh.write('{"schemaVersion":1,"traceEvents":[\n')
+        batch = []
+        for i in range(events):
+            r = i % GPUS
+            batch.append({"ph": "X", "cat": "kernel", "name": f"elementwise_kernel_{i % 16}", "pid": 2 + r, "tid": 7,
+                          "ts": (i // GPUS) * 3.0, "dur": 2.0,
+                          "args": {"device": r, "stream": 7, "correlation": i + 1, **KERNEL_ARGS}})  # fmt: skip
+            if len(batch) >= 4096:
+                _write(fh, batch, first)
+                written, batch = written + len(batch), []
+        _write(fh, batch, first)
+        written += len(batch)
+        fh.write("\n]}\n")
     return written
 
 
@@ -178,7 +214,8 @@ def run(label: str, path: Path, hlo: Path | None, written: int, cprofile: bool) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000, help="events per trace (default 200000)")
-    parser.add_argument("--trace", choices=("jax", "kineto", "both"), default="both")
+    parser.add_argument("--trace", choices=("jax", "kineto", "tiny", "both"), default="both",
+                        help="both = jax and kineto; tiny = kernels only, none launched by an op")  # fmt: skip
     parser.add_argument("--no-markers", action="store_true", help="jax: no Steps line (steps from module runs)")
     parser.add_argument("--no-hlo", action="store_true", help="jax: no HLO (ops measured only, as without --hlo)")
     parser.add_argument("--cprofile", action="store_true", help="print the top of a cProfile of the total run")
@@ -198,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
             path = work / "synthetic.pt.trace.json.gz"
             written = kineto_json(path, args.events)
             run("kineto", path, None, written, args.cprofile)
+        if args.trace == "tiny":
+            path = work / "tiny.pt.trace.json.gz"
+            written = kineto_json(path, args.events, tiny=True)
+            run("tiny", path, None, written, args.cprofile)
     return 0
 
 

@@ -486,3 +486,23 @@ def test_oversized_xplane_is_refused_before_reading(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(xplane, "_MAX_XPLANE_BYTES", 10)
     with pytest.raises(ParseError, match="big.xplane.pb: 100 bytes, over the 2 GiB a protobuf message can hold"):
         load_trace(path)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the JAX bridge checks its arguments before profiling
+
+
+@pytest.mark.parametrize("steps", [0, -1, 1.5, True, 10**9, "3"])
+def test_jaxlink_analyze_steps_are_checked_first(steps: Any) -> None:
+    from rooftop.jaxlink.analyze import analyze
+
+    with pytest.raises(InvalidConfigError, match=r"steps .* must be an integer in \[1, 10000\]"):
+        analyze(lambda x: x, 1.0, steps=steps)
+
+
+def test_jaxlink_analyze_logdir_must_be_a_directory(tmp_path: Path) -> None:
+    from rooftop.jaxlink.analyze import analyze
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidConfigError, match="is not a directory"):
+        analyze(lambda x: x, 1.0, logdir=tmp_path / "file")

@@ -99,7 +99,7 @@ class ProfileReport:
 
 
 def _base_module(name: str | None) -> str | None:
-    return re.sub(r"\(\d+\)$", "", name) if name else name
+    return re.sub(r"\([0-9]+\)$", "", name) if name else name  # "jit_f(12)" -> "jit_f" (ASCII digits)
 
 
 def _instruction_key(name: str) -> str:

@@ -31,7 +31,7 @@ from rooftop.errors import InvalidConfigError, ParseError, shown
 
 JAX_EXTRA = "reading .xplane.pb needs the jax extra: pip install 'rooftop[jax]'"
 _NS_PER_S = 1e9  # XPlane times are nanoseconds (divided, so 500 ns -> 5e-07 s exactly rounded)
-_BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$")
+_BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_([0-9]+)_bfc$")
 _PROGRESS_EVERY = 1 << 16
 _MAX_XPLANE_BYTES = 2**31 - 1  # protobuf refuses a larger message
 

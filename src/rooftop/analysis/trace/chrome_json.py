@@ -260,7 +260,8 @@ class _Mapper:
         self.kineto_events = 0
         self.count = 0
         self.seen = 0
-        self.host_ops = True
+        self.host_ops = True  # whether host events with hlo_op are the ops (no device plane named yet)
+        self.device_planes = 0  # processes named /device:... (not CUSTOM)
         self.line_keys: dict[tuple[Any, Any], str] = {}
         self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
 
@@ -321,10 +322,11 @@ class _Mapper:
         name = args.get("name") if isinstance(args, dict) else None
         self.lines.clear()  # names change what a line is
         if ev.get("name") == "process_name" and name is not None:
-            self.processes[ev.get("pid")] = str(name)
-            self.host_ops = not any(
-                p.startswith("/device:") and not p.startswith("/device:CUSTOM") for p in self.processes.values()
-            )
+            pid, text = ev.get("pid"), str(name)
+            old = self.processes.get(pid)
+            self.device_planes += _is_device(text) - (old is not None and _is_device(old))  # O(1) per event
+            self.processes[pid] = text
+            self.host_ops = self.device_planes == 0
         elif ev.get("name") == "thread_name" and name is not None:
             self.threads[(ev.get("pid"), ev.get("tid"))] = str(name).strip()
 
@@ -421,6 +423,10 @@ def _time_us(value: Any, what: str, negative: str = "") -> float:
     if negative and number < 0:
         raise ValueError(f"{negative} ({what} {shown(value)})")
     return float(number)
+
+
+def _is_device(process: str) -> bool:
+    return process.startswith("/device:") and not process.startswith("/device:CUSTOM")
 
 
 def _cut(exc: Exception) -> str:

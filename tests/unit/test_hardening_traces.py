@@ -6,18 +6,21 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rooftop.analysis import compare
 from rooftop.analysis.trace import chrome_json
 from rooftop.analysis.trace.classify import step_number
-from rooftop.analysis.trace.events import natural_key
+from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, natural_key
 from rooftop.analysis.trace.load import load_trace
-from rooftop.analysis.trace.ops import detect_steps
+from rooftop.analysis.trace.ops import detect_steps, op_executions
 from rooftop.errors import InvalidConfigError, ParseError, RooftopError
 from tests.conftest import run_cli
 
@@ -506,3 +509,89 @@ def test_jaxlink_analyze_logdir_must_be_a_directory(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(InvalidConfigError, match="is not a directory"):
         analyze(lambda x: x, 1.0, logdir=tmp_path / "file")
+
+
+def test_device_ordinal_must_be_a_device_number(tmp_path: Path) -> None:
+    host = {"ph": "M", "name": "process_name", "pid": 5, "args": {"name": "/host:CPU"}}
+    op = {"ph": "X", "name": "dot.1", "pid": 5, "tid": 1, "ts": 1, "dur": 1,
+          "args": {"hlo_op": "dot.1", "hlo_module": "jit_h", "device_ordinal": "3"}}  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([host, op]))
+    assert [e.device for e in load_trace(path).events] == ["/device:CPU:3"]
+    op["args"]["device_ordinal"] = "3²"
+    path.write_text(json.dumps([host, op]))
+    _one_line_error(path, "trace event 2 has a field of the wrong type (device_ordinal '3²' is not a device number")
+
+
+# ----------------------------------------------------------------------------------------------------
+# loops bounded by closed forms: hostile shapes that were quadratic (minutes) now take about a second
+
+
+def _timed(fn: Callable[[], Any], limit_s: float = 10.0) -> Any:
+    start = time.perf_counter()
+    value = fn()
+    assert time.perf_counter() - start < limit_s
+    return value
+
+
+def test_prefix_sums_measure_windows_as_clipping_does() -> None:
+    rng = random.Random(15)
+    for _ in range(300):
+        edges = sorted(rng.uniform(0, 100) for _ in range(2 * rng.randint(0, 40)))
+        merged = list(zip(edges[::2], edges[1::2], strict=True))
+        prefix = compare._Prefix(merged)
+        lo = rng.uniform(-10, 110)
+        hi = lo + rng.choice([0.0, rng.uniform(0, 5), rng.uniform(0, 120)])
+        want = compare._intersection([(lo, hi)], merged)
+        assert prefix.within(lo, hi) == pytest.approx(want, abs=1e-9)
+        assert compare._overlap(lo, hi, merged, prefix) == pytest.approx(want, abs=1e-9)
+
+
+def _events(rows: list[tuple[str, str, str, float, float, int | None, str, dict[str, Any]]]) -> EventTable:
+    return EventTable.from_events(
+        OpEvent(device, line, name, None, None, start, dur, step, kind, None, args)  # type: ignore[arg-type]
+        for device, line, name, start, dur, step, kind, args in rows
+    )
+
+
+def test_overlapping_steps_over_many_kernels() -> None:
+    kernels = [("/device:GPU:0", "s7", "k", 2e-6 * i, 1e-6, None, "kernel", {}) for i in range(20_000)]
+    steps = [("/host:CPU", "t", f"ProfilerStep#{i}", 0.0, 1.0, i, "step", {}) for i in range(3_000)]
+    trace = Trace(_events(kernels + steps), "hostile", "kineto")
+    report = _timed(lambda: compare.compare(trace, {}))
+    assert len(report.steps) == 3_000
+    assert all(s.busy_s == pytest.approx(20_000 * 1e-6) for s in report.steps)
+
+
+def test_long_collectives_over_many_kernels() -> None:
+    from rooftop.analysis.torch.kineto import kineto_report
+    from rooftop.hardware.catalog import get_chip
+
+    nccl = {"cat": "kernel", "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
+            "Group size": 2, "dtype": "Float"}  # fmt: skip
+    kernels = [("/device:GPU:0", "s7", "k", 2e-6 * i, 1e-6, None, "kernel", {"cat": "kernel"}) for i in range(20_000)]
+    comms = [
+        ("/device:GPU:0", "s8", "ncclKernel_AllReduce", 1e-9 * i, 0.04, None, "kernel", nccl) for i in range(5_000)
+    ]
+    trace = Trace(_events(kernels + comms), "hostile", "kineto")
+    report = _timed(lambda: kineto_report(trace, get_chip("h100")))
+    assert any(r.name.startswith("nccl allreduce") for r in report.ops)
+
+
+def test_many_process_names(tmp_path: Path) -> None:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": i, "args": {"name": f"/device:CUSTOM:{i}"}} for i in range(50_000)
+    ]
+    events.append({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert len(_timed(lambda: load_trace(path)).events) == 1
+
+
+def test_one_instruction_run_as_many_distinct_kernels() -> None:
+    rows = [("/device:GPU:0", "s", f"k{i}", 1e-6 * i, 5e-7, None, "kernel", {}) for i in range(30_000)]
+    table = EventTable.from_events(
+        OpEvent(d, ln, n, "jit_f", "fusion.1", s, du, st, k, None, a) for d, ln, n, s, du, st, k, a in rows
+    )
+    (execution,) = _timed(lambda: op_executions(Trace(table, "hostile", "chrome-json")))
+    assert execution.events == 30_000 and execution.kernel_names[:2] == ("k0", "k1")

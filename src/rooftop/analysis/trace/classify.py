@@ -89,6 +89,8 @@ def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_op
     if role == "host":
         if inst is not None and host_ops:
             ordinal = stats.get("device_ordinal")
+            if ordinal is not None and ordinal.__class__ is not int:
+                ordinal = _ordinal(ordinal)
             return "op", plane if ordinal is None else f"/device:CPU:{ordinal}", module, inst, step, None
         marker = PROFILER_STEP.match(name)
         if marker or ("step_num" in stats and inst is None):
@@ -120,6 +122,15 @@ def step_number(value: Any) -> int | None:
         if digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= _STEP_DIGITS:
             return step_number(int(text))
     return None
+
+
+def _ordinal(value: Any) -> int:
+    """A device_ordinal that is not an int: ASCII digits (or an integral float) as its number; a TypeError
+    naming the value otherwise."""
+    number = step_number(value)
+    if number is None or number < 0:
+        raise TypeError(f"device_ordinal {shown(value)} is not a device number (an integer >= 0)")
+    return number
 
 
 def name_text(value: Any, what: str) -> str | None:

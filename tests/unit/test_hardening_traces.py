@@ -196,6 +196,7 @@ def test_hlo_op_and_module_of_other_types(tmp_path: Path) -> None:
     [
         ("pid", [1], "pid [1] is not a process or thread id"),
         ("tid", {"a": 1}, "tid {'a': 1} is not a process or thread id"),
+        ("tid", float("nan"), "tid nan is not a process or thread id"),
         ("cat", ["kernel"], "cat ['kernel'] is not a category name"),
         ("ts", "soon", "ts 'soon' is not a number of microseconds"),
         ("dur", -5, "'gemm' has a negative duration (dur -5)"),

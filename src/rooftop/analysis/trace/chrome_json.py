@@ -271,8 +271,8 @@ class _Mapper:
             return
         ph = ev.get("ph")
         pid, tid = ev.get("pid"), ev.get("tid")
-        if pid.__class__ not in _IDS or tid.__class__ not in _IDS:  # they key dicts: no lists, no objects
-            bad = ("pid", pid) if pid.__class__ not in _IDS else ("tid", tid)
+        if pid.__class__ not in _IDS or tid.__class__ not in _IDS or pid != pid or tid != tid:  # they key dicts
+            bad = ("pid", pid) if pid.__class__ not in _IDS or pid != pid else ("tid", tid)
             raise TypeError(f"{bad[0]} {shown(bad[1])} is not a process or thread id (a number or a string)")
         if ph == "X":
             ts: Any = ev.get("ts", 0.0)

@@ -68,11 +68,15 @@ class _Listing:
         self.skipped: set[str] = set()
 
     def entries(self, directory: Path) -> list[tuple[Path, bool]]:
-        """(path, is_dir) of the readable entries of ``directory``, sorted by name."""
+        """(path, is_dir) of the readable entries of ``directory``, sorted by name; a subdirectory that
+        cannot be listed has none (it is counted as passed over), the directory given is an error."""
         try:
             with os.scandir(directory) as it:
                 found = list(it)
         except OSError as exc:
+            if os.path.realpath(directory) != str(self.root):
+                self.skipped.add(str(directory))
+                return []
             raise InvalidConfigError(f"{directory}: cannot read the directory ({exc.strerror})") from None
         out = []
         for entry in sorted(found, key=lambda e: e.name):

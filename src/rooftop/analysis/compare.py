@@ -26,9 +26,10 @@ with the PyTorch path, which prices ops from their aten shapes instead of HLO (a
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
@@ -99,7 +100,7 @@ class ProfileReport:
 
 
 def _base_module(name: str | None) -> str | None:
-    return re.sub(r"\(\d+\)$", "", name) if name else name
+    return re.sub(r"\([0-9]+\)$", "", name) if name else name  # "jit_f(12)" -> "jit_f" (ASCII digits)
 
 
 def _instruction_key(name: str) -> str:
@@ -199,23 +200,45 @@ def _comm_overlap(execs: list[OpExecution], compute: Mapping[str, list[tuple[flo
     total = sum(e.end_s - e.start_s for e in execs)
     if not total:
         return None
-    ends = compute.ends if isinstance(compute, DeviceIntervals) else _Ends(compute)
-    hidden = sum(_overlap(e.start_s, e.end_s, compute.get(e.device, []), ends[e.device]) for e in execs)
+    prefixes = compute.prefixes if isinstance(compute, DeviceIntervals) else _Prefixes(compute)
+    hidden = sum(_overlap(e.start_s, e.end_s, compute.get(e.device, []), prefixes[e.device]) for e in execs)
     return hidden / total
 
 
-class _Ends(dict[str, list[float] | None]):
-    """device -> the end times of its merged (sorted, disjoint) intervals, built on first use; None where
-    they cannot be bisected (:func:`_ordered`)."""
+class _Prefix:
+    """The length of a merged (sorted, disjoint) interval list inside a window in O(log n), whatever the
+    window: prefix sums of the lengths between the first and the last interval that meet it, less the
+    parts of those two outside it. (Steps may overlap, even all span the whole trace: clipping each
+    step's intervals one by one would cost steps x intervals.)"""
+
+    __slots__ = ("ends", "starts", "sums")
+
+    def __init__(self, intervals: list[tuple[float, float]]) -> None:
+        self.starts = [s for s, _ in intervals]
+        self.ends = [e for _, e in intervals]
+        self.sums = [0.0, *itertools.accumulate(e - s for s, e in intervals)]
+
+    def within(self, lo: float, hi: float) -> float:
+        first, stop = bisect.bisect_right(self.ends, lo), bisect.bisect_left(self.starts, hi)
+        if first >= stop:
+            return 0.0
+        total = self.sums[stop] - self.sums[first]
+        total -= max(0.0, lo - self.starts[first]) + max(0.0, self.ends[stop - 1] - hi)
+        return max(0.0, total)
+
+
+class _Prefixes(dict[str, _Prefix | None]):
+    """device -> the :class:`_Prefix` of its merged (sorted, disjoint) intervals, built on first use; None
+    where they cannot be bisected (:func:`_ordered`)."""
 
     def __init__(self, intervals: Mapping[str, list[tuple[float, float]]]) -> None:
         super().__init__()
         self.intervals = intervals
 
-    def __missing__(self, device: str) -> list[float] | None:
+    def __missing__(self, device: str) -> _Prefix | None:
         merged = self.intervals.get(device, [])
-        ends = self[device] = [e for _, e in merged] if _ordered(merged) else None
-        return ends
+        prefix = self[device] = _Prefix(merged) if _ordered(merged) else None
+        return prefix
 
 
 def _ordered(merged: list[tuple[float, float]]) -> bool:
@@ -225,27 +248,32 @@ def _ordered(merged: list[tuple[float, float]]) -> bool:
 
 
 class DeviceIntervals(dict[str, list[tuple[float, float]]]):
-    """device -> merged intervals (sorted, disjoint), with their end times (``ends``) for bisection,
+    """device -> merged intervals (sorted, disjoint), with their prefix sums (``prefixes``) for bisection,
     kept with them so that judging many ops bisects into the same lists."""
 
     def __init__(self, intervals: Mapping[str, list[tuple[float, float]]]) -> None:
         super().__init__(intervals)
-        self.ends = _Ends(self)
+        self.prefixes = _Prefixes(self)
 
 
-def _overlap(lo: float, hi: float, merged: list[tuple[float, float]], ends: list[float] | None) -> float:
-    """``_intersection([(lo, hi)], merged)`` in O(log n + k): ``merged`` is sorted and disjoint, ``ends`` its
-    end times; the intervals ending at or before ``lo`` add nothing, the walk stops past ``hi``. The same
-    terms are added in the same order, so the sum is the same to the last bit."""
-    if ends is None:
+_WALK = 64  # intervals summed one by one before the closed form (_Prefix) takes over
+
+
+def _overlap(lo: float, hi: float, merged: list[tuple[float, float]], prefix: _Prefix | None) -> float:
+    """``_intersection([(lo, hi)], merged)`` in O(log n): ``merged`` is sorted and disjoint, ``prefix`` its
+    prefix sums. Up to :data:`_WALK` intervals from the first one ending after ``lo`` are summed in the
+    order of :func:`_intersection` (the same sum to the last bit); a window holding more (a collective
+    spanning a whole trace of kernels, many times over) is measured by the prefix sums instead."""
+    if prefix is None:
         return _intersection([(lo, hi)], merged)
+    first = bisect.bisect_right(prefix.ends, lo)
     total = 0.0
-    for j in range(bisect.bisect_right(ends, lo), len(merged)):
+    for j in range(first, min(first + _WALK, len(merged))):
         s, e = merged[j]
         total += max(0.0, min(hi, e) - max(lo, s))
         if hi < e:
-            break
-    return total
+            return total
+    return total if first + _WALK >= len(merged) else prefix.within(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -355,22 +383,42 @@ class _Clipper:
         return [(max(s, lo), min(e, hi)) for s, e in self.intervals[first:stop]]
 
 
+def _device_windows(
+    compute: list[tuple[float, float]], comm: list[tuple[float, float]]
+) -> Callable[[float, float], tuple[float, float, float]]:
+    """(busy, communication, overlap) seconds of one device inside a window: O(log n) per window from
+    prefix sums (overlap = compute + communication - their union); merged lists with a reversed
+    interval (not bisectable: :func:`_ordered`) are clipped interval by interval instead."""
+    if _ordered(compute) and _ordered(comm):
+        c, k, u = _Prefix(compute), _Prefix(comm), _Prefix(_merge(compute + comm))
+
+        def by_prefix(lo: float, hi: float) -> tuple[float, float, float]:
+            busy, cm = u.within(lo, hi), k.within(lo, hi)
+            return busy, cm, max(0.0, c.within(lo, hi) + cm - busy)
+
+        return by_prefix
+    compute_d, comm_d = _Clipper(compute), _Clipper(comm)
+
+    def by_clipping(lo: float, hi: float) -> tuple[float, float, float]:
+        c, k = compute_d.clip(lo, hi), comm_d.clip(lo, hi)
+        return _intersection([(lo, hi)], _merge(c + k)), _length(k), _intersection(c, k)
+
+    return by_clipping
+
+
 def _steps(
     trace: Trace, execs: list[OpExecution], intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None
 ) -> list[StepReport]:
     out = []
     compute, comm = intervals or device_intervals(execs)
     devices = sorted(set(compute) | set(comm)) or ["-"]
-    clippers = [(_Clipper(compute.get(d, [])), _Clipper(comm.get(d, []))) for d in devices]
+    windows = [_device_windows(compute.get(d, []), comm.get(d, [])) for d in devices]
     for step in detect_steps(trace):
         lo, hi = step.start_s, step.end_s
-        window = [(lo, hi)]
         busy = cm = ov = 0.0
-        for compute_d, comm_d in clippers:
-            c, k = compute_d.clip(lo, hi), comm_d.clip(lo, hi)
-            busy += _intersection(window, _merge(c + k))
-            cm += _length(k)
-            ov += _intersection(c, k)
+        for device_window in windows:
+            b, k, o = device_window(lo, hi)
+            busy, cm, ov = busy + b, cm + k, ov + o
         n = len(devices)
         dur = step.end_s - step.start_s
         out.append(StepReport(step.index, dur, busy / n, cm / n, ov / n, max(0.0, dur - busy / n)))

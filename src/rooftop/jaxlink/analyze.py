@@ -15,9 +15,11 @@ from typing import Any
 
 from rooftop.analysis.compare import ProfileReport
 from rooftop.analysis.profile import profile_report
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.chip import Chip
+
+MAX_STEPS = 10_000  # profiled calls: each one's events are kept in memory
 
 
 def _block(out: Any) -> None:
@@ -35,13 +37,16 @@ def analyze(
     topology: str | None = None,
     logdir: str | Path | None = None,
 ) -> ProfileReport:
-    """Profile ``steps`` calls of ``fn(*args)`` and compare each op with its roofline on ``chip``."""
+    """Profile ``steps`` calls of ``fn(*args)`` and compare each op with its roofline on ``chip``. The
+    profile is written to ``logdir`` when given (a new run directory in it), else to a temporary one."""
+    if steps.__class__ is not int or not 1 <= steps <= MAX_STEPS:
+        raise InvalidConfigError(f"steps {shown(steps)} must be an integer in [1, {MAX_STEPS}]")
+    if logdir is not None and (not str(logdir).strip() or (Path(logdir).exists() and not Path(logdir).is_dir())):
+        raise InvalidConfigError(f"logdir {shown(str(logdir))} is not a directory; give a directory for the profile")
     try:
         import jax
     except ModuleNotFoundError:
         raise InvalidConfigError("rooftop.jaxlink.analyze needs JAX: pip install 'rooftop[jax]'") from None
-    if steps < 1:
-        raise InvalidConfigError(f"steps must be >= 1, got {steps}")
     target = get_chip(chip) if isinstance(chip, str) else chip
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     compiled = jitted.lower(*args).compile()
@@ -54,7 +59,7 @@ def analyze(
                 with jax.profiler.StepTraceAnnotation("step", step_num=i):
                     _block(jitted(*args))
         hlo_path = None
-        if hlo_text is not None:
-            hlo_path = out_dir / "compiled.hlo.txt"
+        if hlo_text is not None:  # in the private temporary directory, never in the user's logdir
+            hlo_path = Path(tmp) / "compiled.hlo.txt"
             hlo_path.write_text(hlo_text)
         return profile_report(out_dir, target, hlo=hlo_path, mesh=mesh, topology=topology)

@@ -5,6 +5,7 @@ NCCL kernels are priced from their args as collectives on a topology of their gr
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -50,7 +51,9 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
         cat = a.get("cat")
         if cat == "cpu_op" and "Input Dims" in a:
             ops[(device[i], line[i])].append(i)
-            external.setdefault(a.get("External id"), i)
+            ext = _link_id(a.get("External id"))
+            if ext is not None:
+                external.setdefault(ext, i)
         elif cat in _LAUNCH_CATS and corr[i] is not None:
             launch.setdefault(corr[i], i)
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
@@ -59,10 +62,11 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
         if k != "kernel":
             continue
         at = launch.get(c) if c is not None else None
+        ext = _link_id(args[i].get("External id"))
         if at is not None:
             queries[(device[at], line[at])].append((start[at], i))
-        elif args[i].get("External id") in external:
-            out[i] = (external[args[i]["External id"]], "")
+        elif ext is not None and ext in external:
+            out[i] = (external[ext], "")
         else:
             out[i] = (None, f"its launch (correlation {c}) is not in the trace")
     no_op = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
@@ -80,6 +84,22 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
                 stack.pop()
             out[kernel] = (stack[-1], "") if stack else (None, no_op)
     return out
+
+
+def _link_id(value: Any) -> int | str | None:
+    """An ``External id`` that can link a kernel to its op: an int or a string (None for a list, an object,
+    a float or a boolean, which link nothing)."""
+    return value if value.__class__ is int or value.__class__ is str else None
+
+
+def _hashable(value: Any) -> Any:
+    """An NCCL arg as part of a grouping key: scalars as they are, lists and objects as their JSON text."""
+    if value is None or value.__class__ in (int, float, str, bool):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 class _Executions:
@@ -135,15 +155,15 @@ class _Nccl:
 
     def key(self, args: Any) -> tuple:
         size = args.get("Group size", self.world)
-        return (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"),
-                args.get("dtype"), size)  # fmt: skip
+        values = (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
+        return (*map(_hashable, values), _hashable(size))
 
     def price(self, key: tuple, args: Any, kernel: str) -> tuple[str, str | None, Priced]:
         """(row name, opcode, Priced) of the NCCL kernels of ``key``; ``kernel`` names those without args."""
         coll, n_in, n_out, dtype, size = key
         nelems = n_out if coll and "gather" in str(coll) else n_in
         name = f"nccl {coll} {nelems} x {dtype} (group of {size})" if coll else kernel
-        if not isinstance(size, int) or size < 1:
+        if size.__class__ is not int or size < 1:
             return name, None, Priced(None, unknown="the kernel names no Group size and the trace no world size")
         mesh = self.mesh(size)
         if isinstance(mesh, str):

@@ -28,14 +28,20 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
-from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role
+from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role, step_number
 from rooftop.analysis.trace.events import MemorySample, ProgressFn, RowBuilder, Trace, natural_key
-from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.analysis.trace.files import open_regular
+from rooftop.errors import InvalidConfigError, ParseError, shown
 
 _US_PER_S = 1e6  # trace-event timestamps are microseconds
 _CHUNK_CHARS = 1 << 20
+_MAX_VALUE_CHARS = 1 << 26  # one JSON value (an event, a metadata value) longer than this is not a trace
+_MAX_US = 1e18  # |ts| and dur bound (31,700 years): sums of two stay finite; NaN fails the comparison
+_NUMBERS: frozenset[Any] = frozenset({int, float})  # classes, tested with "in" (bool is not int here)
+_IDS: frozenset[Any] = frozenset({int, str, float, type(None)})  # what a pid or tid may be (they key dicts)
+_INT64_MAX = 2**63 - 1
 _BATCH_CHARS = 1 << 10  # decode array elements in batches when at least this much text holds whole ones
 _PROGRESS_EVERY = 1 << 16
 _WS = re.compile(r"[ \t\n\r]*")
@@ -104,10 +110,17 @@ class JsonStream:
             except json.JSONDecodeError as exc:
                 if self.eof:
                     self.fail(f"invalid JSON ({exc.msg})", exc.pos)
+                if len(self.buf) - self.pos > _MAX_VALUE_CHARS:  # no trace event is this long: stop reading
+                    limit = f"or a value longer than {_MAX_VALUE_CHARS >> 20} Mi characters"
+                    self.fail(f"invalid JSON ({exc.msg}, {limit})", exc.pos)
+            except ValueError:  # an integer past Python's 4,300-digit conversion limit
+                self.fail("invalid JSON: a number with more than 4300 digits")
+            except RecursionError:
+                self.fail("invalid JSON: values nested too deeply to read")
             self.fill(chars)  # the value may continue in the next chunk
             chars *= 2
 
-    def fail(self, message: str, at: int | None = None) -> None:
+    def fail(self, message: str, at: int | None = None) -> NoReturn:
         if at is None and self.batch_at is not None:
             at = self._element_end(*self.batch_at)
         at = self.pos if at is None else at
@@ -149,7 +162,7 @@ class JsonStream:
             if cut + self.consumed not in self.bad_cuts:
                 try:
                     return self.decoder.decode("[" + self.buf[pos : cut + 1] + "]"), cut + 1
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):  # a cut inside a value, or a value value() reports
                     self.bad_cuts.add(cut + self.consumed)
                     tries -= 1
             cut = self.buf.rfind("},", pos, pos + (cut - pos) // 2 + 2)  # one in the first half
@@ -165,20 +178,23 @@ class JsonStream:
         return end
 
 
-def _open_text(path: Path) -> tuple[io.BufferedReader, io.TextIOWrapper]:
-    raw = path.open("rb")
-    magic = raw.read(2)
-    raw.seek(0)
-    stream: gzip.GzipFile | io.BufferedReader = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
-    return raw, io.TextIOWrapper(stream, encoding="utf-8")
+def _open_text(path: Path) -> tuple[io.BufferedReader, io.TextIOWrapper, bool]:
+    """The raw file (a regular file: :func:`open_regular`), its text and whether it is gzip-compressed."""
+    raw = open_regular(path)
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as exc:
+        raw.close()
+        raise InvalidConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    gz = magic == b"\x1f\x8b"
+    stream: gzip.GzipFile | io.BufferedReader = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+    return raw, io.TextIOWrapper(stream, encoding="utf-8"), gz
 
 
 def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
     """Stream a Chrome/Perfetto or Kineto JSON trace (``.json`` or gzip) into a Trace."""
-    try:
-        raw, text = _open_text(path)
-    except OSError as exc:
-        raise InvalidConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    raw, text, gz = _open_text(path)
     mapper = _Mapper()
     stream = JsonStream(text, str(path))
     try:
@@ -186,13 +202,20 @@ def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
             for n, event in enumerate(_events(stream, mapper.top), 1):
                 try:
                     mapper.event(event)
-                except (TypeError, ValueError, AttributeError) as exc:
-                    stream.fail(f"trace event {n} has a field of the wrong type ({exc})")
+                except (TypeError, AttributeError) as exc:
+                    stream.fail(f"trace event {n} has a field of the wrong type ({_cut(exc)})")
+                except ValueError as exc:
+                    stream.fail(f"trace event {n}: {_cut(exc)}")
                 if progress is not None and n % _PROGRESS_EVERY == 0:
                     progress(n, raw.tell())
             size = raw.tell()
-    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
-        raise ParseError(f"truncated or corrupt compressed JSON trace ({exc})", source=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        what = "truncated or corrupt compressed JSON trace" if gz else "not a JSON trace (the text is not UTF-8)"
+        raise ParseError(f"{what} ({_cut(exc)})", source=str(path)) from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ParseError(f"truncated or corrupt compressed JSON trace ({_cut(exc)})", source=str(path)) from exc
+    except OSError as exc:  # an I/O error while reading
+        raise InvalidConfigError(f"{path}: cannot read ({exc.strerror or _cut(exc)})") from exc
     if progress is not None:
         progress(mapper.count, size)
     return mapper.trace(str(path))
@@ -232,12 +255,13 @@ class _Mapper:
         self.rows = RowBuilder()
         self.processes: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
-        self.open: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        self.open: dict[tuple[Any, Any], list[tuple[float, dict[str, Any]]]] = {}  # B events: (ts, event)
         self.memory: list[MemorySample] = []
         self.kineto_events = 0
         self.count = 0
         self.seen = 0
-        self.host_ops = True
+        self.host_ops = True  # whether host events with hlo_op are the ops (no device plane named yet)
+        self.device_planes = 0  # processes named /device:... (not CUSTOM)
         self.line_keys: dict[tuple[Any, Any], str] = {}
         self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
 
@@ -246,41 +270,63 @@ class _Mapper:
         if not isinstance(ev, dict):
             return
         ph = ev.get("ph")
+        pid, tid = ev.get("pid"), ev.get("tid")
+        if pid.__class__ not in _IDS or tid.__class__ not in _IDS or pid != pid or tid != tid:  # they key dicts
+            bad = ("pid", pid) if pid.__class__ not in _IDS or pid != pid else ("tid", tid)
+            raise TypeError(f"{bad[0]} {shown(bad[1])} is not a process or thread id (a number or a string)")
         if ph == "X":
-            ts = float(ev.get("ts", 0.0))
-            if ts - ts != 0.0:  # inf or nan (the common case inlined: _number raises)
-                ts = _number(ev.get("ts", 0.0), "ts")
-            dur = float(ev.get("dur", 0.0))
-            if dur - dur != 0.0:
-                dur = _number(ev.get("dur", 0.0), "dur")
-            if dur < 0:
-                raise ValueError(f"{ev.get('name', '?')!r} has a negative duration {dur}")
+            ts: Any = ev.get("ts", 0.0)
+            dur: Any = ev.get("dur", 0.0)
+            if ts.__class__ not in _NUMBERS or not -_MAX_US <= ts <= _MAX_US:  # the common case inlined
+                ts = _time_us(ts, "ts")
+            if dur.__class__ not in _NUMBERS or not 0 <= dur <= _MAX_US:
+                dur = _time_us(dur, "dur", f"{shown(ev.get('name', '?'))} has a negative duration")
             self._timed(ev, ts, dur)
         elif ph == "B":
-            self.open.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+            self.open.setdefault((pid, tid), []).append((_time_us(ev.get("ts", 0.0), "ts"), ev))
         elif ph == "E":
-            stack = self.open.get((ev.get("pid"), ev.get("tid")))
+            stack = self.open.get((pid, tid))
             if stack:
-                begin = stack.pop()
-                begin.setdefault("args", {}).update(ev.get("args") or {})
-                start = float(begin.get("ts", 0.0))
-                self._timed(begin, start, float(ev.get("ts", start)) - start)
+                start, begin = stack.pop()
+                end = _time_us(ev.get("ts", start), "ts")
+                if end < start:
+                    raise ValueError(
+                        f"{shown(begin.get('name', '?'))} ends (E at ts {end:g} us) before it begins (B at ts "
+                        f"{start:g} us); a B/E pair must not end before it begins"
+                    )
+                args = begin.get("args")
+                end_args = ev.get("args")
+                if isinstance(end_args, dict) and end_args:
+                    begin["args"] = {**args, **end_args} if isinstance(args, dict) else end_args
+                self._timed(begin, start, end - start)
         elif ph == "M":
             self._meta(ev)
         elif ph in ("i", "I") and ev.get("name") == "[memory]":
-            args = ev.get("args") or {}
-            device = f"/device:GPU:{args.get('Device Id')}" if args.get("Device Type", 1) != 0 else "/host:CPU"
-            total = args.get("Total Allocated", args.get("Bytes", 0))
-            self.memory.append(MemorySample(float(ev.get("ts", 0.0)) / _US_PER_S, float(total), device))
+            self._memory_sample(ev)
+
+    def _memory_sample(self, ev: dict[str, Any]) -> None:
+        args = ev.get("args")
+        if not isinstance(args, dict):
+            args = {}
+        on_host = args.get("Device Type", 1) == 0
+        device = "/host:CPU" if on_host else f"/device:GPU:{_device_id(args.get('Device Id'), 'Device Id')}"
+        total: Any = args.get("Total Allocated", args.get("Bytes", 0))
+        if total.__class__ not in _NUMBERS:
+            raise TypeError(f"[memory] Total Allocated {shown(total)} is not a number of bytes")
+        if not 0 <= total <= 2.0**64:
+            raise ValueError(f"[memory] Total Allocated {shown(total)} is not a byte count in [0, 2**64]")
+        self.memory.append(MemorySample(_time_us(ev.get("ts", 0.0), "ts") / _US_PER_S, float(total), device))
 
     def _meta(self, ev: dict[str, Any]) -> None:
-        name = (ev.get("args") or {}).get("name")
+        args = ev.get("args")
+        name = args.get("name") if isinstance(args, dict) else None
         self.lines.clear()  # names change what a line is
         if ev.get("name") == "process_name" and name is not None:
-            self.processes[ev.get("pid")] = str(name)
-            self.host_ops = not any(
-                p.startswith("/device:") and not p.startswith("/device:CUSTOM") for p in self.processes.values()
-            )
+            pid, text = ev.get("pid"), str(name)
+            old = self.processes.get(pid)
+            self.device_planes += _is_device(text) - (old is not None and _is_device(old))  # O(1) per event
+            self.processes[pid] = text
+            self.host_ops = self.device_planes == 0
         elif ev.get("name") == "thread_name" and name is not None:
             self.threads[(ev.get("pid"), ev.get("tid"))] = str(name).strip()
 
@@ -289,7 +335,11 @@ class _Mapper:
         args = ev.get("args")  # kept as read; the OpEvent.args view turns values into text
         if not isinstance(args, dict):
             args = {}
-        name, cat = str(ev.get("name", "")), ev.get("cat")
+        name, cat = ev.get("name", ""), ev.get("cat")
+        if name.__class__ is not str:
+            name = str(name)
+        if cat is not None and cat.__class__ is not str:
+            raise TypeError(f"cat {shown(cat)} is not a category name (a string)")
         pid, tid = ev.get("pid"), ev.get("tid")
         line = self.line_keys.get((pid, tid))
         if line is None:
@@ -324,12 +374,16 @@ class _Mapper:
         corr = args.get("correlation")
         corr_text = None if corr is None else str(corr)
         if cat in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"):
-            device = f"/device:GPU:{args.get('device', pid)}"
+            number = args.get("device")  # the GPU; the pid (Kineto's GPU processes are numbered) without it
+            device = f"/device:GPU:{pid if number is None else _device_id(number, 'device')}"
             kind = {"kernel": "kernel", "gpu_user_annotation": "other"}.get(cat, "memcpy")
             return kind, device, None, corr_text
         marker = PROFILER_STEP.match(name) if cat == "user_annotation" else None
         if marker:
-            return "step", "/host:CPU", int(marker.group(1)), None
+            number = step_number(marker.group(1))
+            if number is None:
+                raise ValueError(f"step marker {shown(name)} has a step number past int64 (at most {_INT64_MAX})")
+            return "step", "/host:CPU", number, None
         return "other", "/host:CPU", None, corr_text
 
     def trace(self, source: str) -> Trace:
@@ -339,9 +393,12 @@ class _Mapper:
         metadata = {k: v for k, v in self.top.items() if k != "traceEvents"}
         metadata["trace_event_count"] = self.seen
         devices = {d for d in set(table.column("device")) if d.startswith("/device:")}
-        if kineto:
-            props = metadata.get("deviceProperties") or []
-            devices |= {f"/device:GPU:{p['id']}" for p in props if isinstance(p, dict) and "id" in p}
+        if kineto:  # the devices deviceProperties lists (entries that are not {"id": <number>, ...} say nothing)
+            props = metadata.get("deviceProperties")
+            for p in props if isinstance(props, list) else ():
+                number = step_number(p.get("id")) if isinstance(p, dict) else None
+                if number is not None and number >= 0:
+                    devices.add(f"/device:GPU:{number}")
         else:
             devices |= {p for p in self.processes.values() if isinstance(p, str) and p.startswith("/device:")}
         self.memory.sort()
@@ -349,9 +406,38 @@ class _Mapper:
         return Trace(table, source, fmt, {}, tuple(self.memory), tuple(sorted(devices, key=natural_key)), metadata)
 
 
-def _number(value: Any, what: str) -> float:
-    """A finite event time in microseconds (a ValueError is reported with the file and event)."""
-    out = float(value)
-    if out != out or out in (float("inf"), float("-inf")):
-        raise ValueError(f"{what} {value!r} is not finite")
-    return out
+def _time_us(value: Any, what: str, negative: str = "") -> float:
+    """An event time or duration in microseconds: a number (or a numeric string, as some writers quote
+    them) within +-1e18 us, and not negative when ``negative`` says what that would mean; else a
+    ValueError naming the value (reported with the file, the line and the event)."""
+    number: Any = value
+    if value.__class__ is str and value.isascii() and len(value) <= 64:
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number.__class__ not in _NUMBERS:
+        raise TypeError(f"{what} {shown(value)} is not a number of microseconds")
+    if not -_MAX_US <= number <= _MAX_US:  # NaN fails too; a 400-digit int is compared, not converted
+        raise ValueError(f"{what} {shown(value)} is not a finite time within +-1e18 us")
+    if negative and number < 0:
+        raise ValueError(f"{negative} ({what} {shown(value)})")
+    return float(number)
+
+
+def _is_device(process: str) -> bool:
+    return process.startswith("/device:") and not process.startswith("/device:CUSTOM")
+
+
+def _cut(exc: Exception) -> str:
+    """An exception's text on one line of at most ~300 characters (it may quote a huge value)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else f"{text[:280]}... ({len(text)} characters)"
+
+
+def _device_id(value: Any, what: str) -> str:
+    """A GPU number from a Kineto arg (an int, or ASCII digits): its text; a ValueError otherwise."""
+    number = step_number(value) if value.__class__ is not float else None
+    if number is None or number < 0:
+        raise ValueError(f"{what} {shown(value)} is not a device number (an integer >= 0)")
+    return str(number)

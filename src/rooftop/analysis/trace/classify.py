@@ -23,8 +23,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MODULE_NAME = re.compile(r"^(?P<name>.+)\((?P<id>\d+)\)$")
-PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+from rooftop.errors import shown
+
+MODULE_NAME = re.compile(r"^(?P<name>.+)\((?P<id>[0-9]+)\)$")
+PROFILER_STEP = re.compile(r"^ProfilerStep#([0-9]+)$")  # ASCII digits: "²" passes str.isdigit, not int()
+#: step numbers, program ids and device numbers are int64 in the profilers that write them
+INT64_MAX = 2**63 - 1
+_STEP_DIGITS = 19
 _FRAMEWORK_LINES = frozenset(
     {
         "TensorFlow Ops",
@@ -67,26 +72,33 @@ def line_role(plane: str, line: str) -> str:
 def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_ops: bool) -> tuple[Any, ...]:
     """(kind, device, module, instruction, step, correlation) of one event on a line of ``role``."""
     module, inst, corr = stats.get("hlo_module"), stats.get("hlo_op"), stats.get("correlation_id")
+    if module is not None and module.__class__ is not str:
+        module = name_text(module, "hlo_module")
+    if inst is not None and inst.__class__ is not str:
+        inst = name_text(inst, "hlo_op")
     if corr is not None:
         corr = str(corr)
     step = stats.get("step_num")
     if step is None:
         step = stats.get("group_id")
     if step is not None:
-        step = _int(step)
+        step = step_number(step)
     if role == "stream":
         kind = "memcpy" if "memcpy_details" in stats or name.startswith(_MEMCPY_NAMES) else "kernel"
         return kind, plane, module, inst, step, corr
     if role == "host":
         if inst is not None and host_ops:
             ordinal = stats.get("device_ordinal")
+            if ordinal is not None and ordinal.__class__ is not int:
+                ordinal = _ordinal(ordinal)
             return "op", plane if ordinal is None else f"/device:CPU:{ordinal}", module, inst, step, None
         marker = PROFILER_STEP.match(name)
         if marker or ("step_num" in stats and inst is None):
-            return "step", plane, None, None, int(marker.group(1)) if marker else step, None
+            return "step", plane, None, None, step_number(marker.group(1)) if marker else step, None
         return "other", plane, module, inst, step, corr
     if role == "steps":
-        return "step", plane, None, None, int(name) if name.isdigit() else step, None
+        number = step_number(name) if name.isascii() and name.isdigit() else None
+        return "step", plane, None, None, step if number is None else number, None
     if role == "modules":
         m = MODULE_NAME.match(name)
         return "module", plane, m.group("name") if m else name, None, step, None
@@ -95,8 +107,39 @@ def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_op
     return role, plane, module, inst, step, corr  # "memcpy" or "other"
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
+def step_number(value: Any) -> int | None:
+    """A step number from a stat, an arg or a name: an int64 (an int, an integral float, or ASCII digits
+    with an optional sign); None for anything else (NaN, infinity, "²", 5,000 digits, a list), which
+    leaves the event to be placed by the step markers' time windows."""
+    cls = value.__class__
+    if cls is int:
+        return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
+    if cls is float:
+        return int(value) if value.is_integer() and -(2.0**63) <= value < 2.0**63 else None
+    if cls is str:
+        text = value.strip()
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= _STEP_DIGITS:
+            return step_number(int(text))
+    return None
+
+
+def _ordinal(value: Any) -> int:
+    """A device_ordinal that is not an int: ASCII digits (or an integral float) as its number; a TypeError
+    naming the value otherwise."""
+    number = step_number(value)
+    if number is None or number < 0:
+        raise TypeError(f"device_ordinal {shown(value)} is not a device number (an integer >= 0)")
+    return number
+
+
+def name_text(value: Any, what: str) -> str | None:
+    """A module or instruction name given as something other than a string: a number (an int-typed stat)
+    as its text, bytes decoded; a TypeError naming the value for a list, an object or a boolean."""
+    if value is None or value.__class__ is str:
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    raise TypeError(f"{what} {shown(value)} is not a name (expected a string)")

@@ -28,7 +28,7 @@ ProgressFn = Callable[[int, int], None]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _FLUSH_ROWS = 1 << 14  # RowBuilder: rows collected as tuples, moved into columns this many at a time
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")  # ASCII only: "²" is a digit to str.isdigit but not to int()
 
 
 def args_view(raw: Mapping[Any, Any] | None) -> Mapping[str, str]:
@@ -162,8 +162,10 @@ class Trace:
 
 @cache
 def natural_key(text: str) -> tuple[Any, ...]:
-    """Sort key that orders ``GPU:2`` before ``GPU:10``."""
-    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
+    """Sort key that orders ``GPU:2`` before ``GPU:10``: text parts as text, runs of ASCII digits by value,
+    compared as (length without leading zeros, digits), so a 5,000-digit run needs no int conversion."""
+    parts = _DIGITS.split(str(text))
+    return tuple((len(p.lstrip("0")), p.lstrip("0"), p) if k % 2 else p for k, p in enumerate(parts))
 
 
 class RowBuilder:

@@ -14,6 +14,8 @@ Pure functions of a loaded Trace (op executions, per-op groups, steps) are in :m
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from rooftop.analysis.gcpause import paused_gc
@@ -30,14 +32,20 @@ def load_trace(path: str | Path, progress: ProgressFn | None = None) -> Trace:
 
 
 def _load(p: Path, progress: ProgressFn | None) -> Trace:
-    if not p.exists():
-        raise InvalidConfigError(f"{p}: no such file or directory; expected a profile directory or trace file")
-    if p.is_dir():
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise InvalidConfigError(
+            f"{p}: no such file or directory; expected a profile directory or trace file"
+        ) from None
+    except (OSError, ValueError) as exc:  # permission, a loop of links, a NUL in the name
+        raise InvalidConfigError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(mode):
         xplanes, jsons = _profile_files(p)
         if xplanes:
             return load_xplanes(xplanes, source=str(p), progress=progress)
         if len(jsons) > 1:
-            names = ", ".join(j.name for j in jsons)
+            names = ", ".join(j.name for j in jsons[:5]) + (f" and {len(jsons) - 5} more" if len(jsons) > 5 else "")
             raise InvalidConfigError(f"{p}: several JSON traces ({names}); pass one file")
         p = jsons[0]
     name = p.name.lower()
@@ -50,28 +58,96 @@ def _load(p: Path, progress: ProgressFn | None) -> Trace:
     )
 
 
+class _Listing:
+    """The entries of a profile directory that may be read: regular files and directories inside it. A
+    symbolic link counts only when it resolves inside the directory given (a link out of it, or to a
+    device or a FIFO, is never read); what was passed over is counted for the error message."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.skipped: set[str] = set()
+
+    def entries(self, directory: Path) -> list[tuple[Path, bool]]:
+        """(path, is_dir) of the readable entries of ``directory``, sorted by name; a subdirectory that
+        cannot be listed has none (it is counted as passed over), the directory given is an error."""
+        try:
+            with os.scandir(directory) as it:
+                found = list(it)
+        except OSError as exc:
+            if os.path.realpath(directory) != str(self.root):
+                self.skipped.add(str(directory))
+                return []
+            raise InvalidConfigError(f"{directory}: cannot read the directory ({exc.strerror})") from None
+        out = []
+        for entry in sorted(found, key=lambda e: e.name):
+            try:
+                if entry.is_symlink() and not self.inside(Path(entry.path)):
+                    self.skipped.add(entry.path)
+                    continue
+                mode = os.stat(entry.path).st_mode
+            except (OSError, ValueError):
+                self.skipped.add(entry.path)
+                continue
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                out.append((Path(entry.path), stat.S_ISDIR(mode)))
+            else:
+                self.skipped.add(entry.path)
+        return out
+
+    def inside(self, path: Path) -> bool:
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError, ValueError):  # a loop of links
+            return False
+
+    def files(self, directory: Path, *suffixes: str) -> list[Path]:
+        return [p for p, is_dir in self.entries(directory) if not is_dir and p.name.lower().endswith(suffixes)]
+
+    def subdirs(self, directory: Path) -> list[Path]:
+        return [p for p, is_dir in self.entries(directory) if is_dir]
+
+
 def _profile_files(directory: Path) -> tuple[list[Path], list[Path]]:
     """The ``*.xplane.pb`` files of the run to load, or the JSON traces, under ``directory``."""
-    for run in _candidate_runs(directory):
-        xplanes = sorted(run.glob("*.xplane.pb"))
+    listing = _Listing(directory)
+    for run in _candidate_runs(directory, listing):
+        xplanes = [f for f in listing.files(run, ".xplane.pb") if f.name.endswith(".xplane.pb")]
         if xplanes:
             return xplanes, []
-        jsons = sorted(f for f in run.iterdir() if f.is_file() and f.name.lower().endswith((".json", ".json.gz")))
+        jsons = listing.files(run, ".json", ".json.gz")
         preferred = [f for f in jsons if f.name.endswith(".trace.json.gz") and not f.name.startswith("perfetto")]
         if preferred or jsons:
             return [], preferred[:1] if len(preferred) == 1 else jsons
+    n = len(listing.skipped)
+    skipped = (
+        f" (not read: {n} {'entry that is' if n == 1 else 'entries that are'} not a regular file or directory inside it"
+        ": a link out of it, a device, a FIFO)"
+        if n
+        else ""
+    )
     raise InvalidConfigError(
-        f"{directory}: no profile found; expected <logdir>/plugins/profile/<run>/<host>.xplane.pb, "
+        f"{directory}: no profile found{skipped}; expected <logdir>/plugins/profile/<run>/<host>.xplane.pb, "
         "a run directory with .xplane.pb files, or a directory with one .json/.json.gz trace"
     )
 
 
-def _candidate_runs(directory: Path) -> list[Path]:
+def _candidate_runs(directory: Path, listing: _Listing) -> list[Path]:
     """``directory`` itself, then the newest run under ``plugins/profile`` (or under ``directory``)."""
     runs: list[Path] = [directory]
-    for base in (directory / "plugins" / "profile", directory):
-        if base.is_dir():
-            subdirs = [d for d in base.iterdir() if d.is_dir() and any(d.glob("*.xplane.pb"))]
-            subdirs.sort(key=lambda d: (d.name, d.stat().st_mtime), reverse=True)
-            runs.extend(subdirs[:1])
+    plugins = directory / "plugins" / "profile"
+    for base in (plugins, directory):
+        if base is plugins and not (os.path.isdir(plugins) and listing.inside(plugins)):
+            continue
+        subdirs = [
+            d for d in listing.subdirs(base) if any(f.name.endswith(".xplane.pb") for f in listing.files(d, ".pb"))
+        ]
+        subdirs.sort(key=lambda d: (d.name, _mtime(d)), reverse=True)
+        runs.extend(subdirs[:1])
     return runs
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0

@@ -104,28 +104,32 @@ def _stream_executions(
     open_ = False
     prev_mod = prev_what = mod0 = inst0 = None
     names: tuple[str, ...] = ()
+    more: dict[str, None] | None = None  # the kernel names of an execution of several, in order (O(1) each)
     name0, start0, end, busy, events, step0 = "", 0.0, 0.0, 0.0, 0, None
     for i in rows:
         inst, nm, mod, dur = instruction[i], name[i], module[i], duration[i]
         what = inst if inst is not None else nm
         if open_ and inst is not None and what == prev_what and mod == prev_mod and kind[i] == "kernel":
-            if nm not in names:
-                names = (*names, nm)
+            if more is None:
+                more = dict.fromkeys(names)
+            more[nm] = None
             end = max(end, start[i] + dur)
             busy = busy + dur
             events += 1
         else:
             if open_:
-                out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, names, step0))
+                kernels = names if more is None else tuple(more)
+                out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, kernels, step0))
             single = singles.get(nm)
             if single is None:
                 single = singles[nm] = (nm,)
-            names = single
+            names, more = single, None
             mod0, inst0, name0, start0, step0 = mod, inst, inst or nm, start[i], step[i]
             end, busy, events, open_ = start0 + dur, dur, 1, True
         prev_mod, prev_what = mod, what
     if open_:
-        out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, names, step0))
+        kernels = names if more is None else tuple(more)
+        out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, kernels, step0))
 
 
 def _sort_by_time(out: list[OpExecution]) -> None:

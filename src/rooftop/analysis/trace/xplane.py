@@ -26,12 +26,14 @@ from typing import Any
 
 from rooftop.analysis.trace.classify import MODULE_NAME, classify, line_role
 from rooftop.analysis.trace.events import EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
-from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.analysis.trace.files import read_regular
+from rooftop.errors import InvalidConfigError, ParseError, shown
 
 JAX_EXTRA = "reading .xplane.pb needs the jax extra: pip install 'rooftop[jax]'"
 _NS_PER_S = 1e9  # XPlane times are nanoseconds (divided, so 500 ns -> 5e-07 s exactly rounded)
-_BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$")
+_BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_([0-9]+)_bfc$")
 _PROGRESS_EVERY = 1 << 16
+_MAX_XPLANE_BYTES = 2**31 - 1  # protobuf refuses a larger message
 
 
 def _profile_data() -> Any:
@@ -40,6 +42,31 @@ def _profile_data() -> Any:
     except ImportError as exc:
         raise InvalidConfigError(JAX_EXTRA) from exc
     return ProfileData
+
+
+def _cut(exc: BaseException) -> str:
+    """An exception's text on one line of at most ~300 characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else f"{text[:280]}... ({len(text)} characters)"
+
+
+def _stats(owner: Any) -> dict[Any, Any]:
+    """The (name, value) stats of an event or plane as a dict. jaxlib decodes a bytes stat as UTF-8 text
+    and raises for one that is not: such a stat (a binary payload, which args leave out anyway) is
+    skipped and the iteration goes on to the next one."""
+    try:
+        return dict(owner.stats)
+    except UnicodeDecodeError:
+        out: dict[Any, Any] = {}
+        it = iter(owner.stats)  # a fresh iteration (the failed one is partly consumed)
+        while True:
+            try:
+                key, value = next(it)
+            except StopIteration:
+                return out
+            except UnicodeDecodeError:
+                continue
+            out[key] = value
 
 
 def _stat_text(value: Any) -> str | None:
@@ -65,10 +92,6 @@ def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | N
         host = path.name.removesuffix(".xplane.pb").removesuffix(".pb")
         data = _read(path)
         bytes_read += len(data)
-        try:
-            space = profile_data.from_serialized_xspace(data)
-        except Exception as exc:  # jaxlib raises RuntimeError("Failed to parse XSpace ...")
-            raise ParseError(f"truncated or corrupt XPlane protobuf ({exc})", source=str(path)) from exc
         prefix = host if len(paths) > 1 else ""
         module_protos = metadata_hlo_protos(data, str(path), metadata)
         for key, value in module_protos.items():
@@ -79,7 +102,19 @@ def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | N
             if progress is not None:
                 progress(base + n, total)
 
-        tables.append(reader.read(space, tick))
+        # jaxlib's C++ reader logs to fd 2 while parsing (invalid UTF-8) and while iterating (one line per
+        # stat without a value): kept off the terminal for the whole read
+        with _quiet_stderr():
+            try:
+                space = profile_data.from_serialized_xspace(data)
+            except Exception as exc:  # jaxlib raises RuntimeError("Failed to parse XSpace ...")
+                raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=str(path)) from exc
+            try:
+                tables.append(reader.read(space, tick))
+            except TypeError as exc:  # a stat of a type no profiler writes
+                raise ParseError(f"XPlane event with a stat of the wrong type ({_cut(exc)})", source=str(path)) from exc
+            except (ValueError, OverflowError) as exc:  # a negative duration
+                raise ParseError(_cut(exc), source=str(path)) from exc
         loaded += len(tables[-1])
         devices.extend(reader.devices)
         metadata["hosts"].append(host)
@@ -92,10 +127,7 @@ def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | N
 
 
 def _read(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InvalidConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    data = read_regular(path, _MAX_XPLANE_BYTES, "the 2 GiB a protobuf message can hold (not an XPlane)")
     if not data:
         raise ParseError("truncated or corrupt XPlane protobuf (empty file)", source=str(path))
     return data
@@ -124,7 +156,7 @@ class _SpaceReader:
         planes.sort(key=lambda p: p.name.startswith("/host:"))
         for plane in planes:
             name = plane.name
-            stats = {k: _stat_text(v) for k, v in plane.stats if k}
+            stats = {k: _stat_text(v) for k, v in _stats(plane).items() if k}
             if name == "Task Environment" or name == "/host:metadata":
                 self.metadata.setdefault("environment", {}).update({k: v for k, v in stats.items() if v is not None})
                 continue
@@ -148,12 +180,18 @@ class _SpaceReader:
             line_name = line.name
             role = line_role(plane_name, line_name)
             for ev in line.events:
-                stats = dict(ev.stats)  # values as read; the OpEvent.args view turns them into text
+                try:
+                    stats = dict(ev.stats)  # values as read; the OpEvent.args view turns them into text
+                except UnicodeDecodeError:
+                    stats = _stats(ev)
                 name = ev.name
                 kind, device, module, inst, step, corr = classify(
                     role, plane_name, name, stats, host_ops=device_events == 0
                 )
                 start_s, dur_s = ev.start_ns / _NS_PER_S, ev.duration_ns / _NS_PER_S
+                if dur_s < 0:
+                    raise ValueError(f"event {shown(name)} on line {shown(line_name)} has a negative duration "
+                                     f"({ev.duration_ns:g} ns)")  # fmt: skip
                 if kind == "module":
                     modules.append((start_s, start_s + dur_s, module))
                 elif module is None and kind == "op":
@@ -181,14 +219,13 @@ class _SpaceReader:
                 modules.sort()
 
     def _memory(self, time_s: float, stats: dict[str, Any], device: str) -> None:
+        """A memory sample from an allocation event; one whose byte count is not a number >= 0 is skipped."""
         value = stats.get("bytes_in_use", stats.get("bytes_allocated"))
         allocator = str(stats.get("allocator_name", ""))
         m = _BFC_ALLOCATOR.match(allocator)
         where = f"{self.prefix}/device:{m.group(1)}:{m.group(2)}" if m else allocator or device
-        try:
+        if value is None or (value.__class__ in (int, float) and 0 <= value <= 2.0**64):
             self.memory.append(MemorySample(time_s, float(value or 0), where))
-        except (TypeError, ValueError):
-            return
 
 
 def _containing(modules: list[tuple[float, float, str]], t: float) -> str | None:
@@ -258,7 +295,7 @@ def metadata_hlo_protos(data: bytes, source: str, metadata: dict[str, Any]) -> d
     try:
         space.ParseFromString(data)
     except Exception as exc:  # google.protobuf.message.DecodeError
-        raise ParseError(f"truncated or corrupt XPlane protobuf ({exc})", source=source) from exc
+        raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=source) from exc
     metadata.setdefault("hostnames", []).extend(space.hostnames)
     out: dict[str, bytes] = {}
     for plane in space.planes:
@@ -274,17 +311,39 @@ def metadata_hlo_protos(data: bytes, source: str, metadata: dict[str, Any]) -> d
 
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
-    """Send file descriptor 2 to /dev/null for the duration (C++ logging bypasses sys.stderr)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+    """Send file descriptor 2 to /dev/null for the duration: jaxlib's C++ logging writes there, bypassing
+    sys.stderr. When sys.stderr is the stream on fd 2, it is pointed at a copy of the real fd 2 meanwhile,
+    so Python's own output (progress, warnings) still reaches the terminal."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no fd 2 (closed), or no sys.stderr: nothing to quiet
+        yield
+        return
+    python_stderr = sys.stderr
+    on_fd2 = _fileno(python_stderr) == 2
     devnull = os.open(os.devnull, os.O_WRONLY)
+    copy = None
     try:
         os.dup2(devnull, 2)
+        if on_fd2:
+            copy = os.fdopen(os.dup(saved), "w", encoding=python_stderr.encoding, errors="backslashreplace")
+            sys.stderr = copy
         yield
     finally:
+        if copy is not None:
+            sys.stderr = python_stderr
+            copy.close()
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def hlo_proto_to_text(proto: bytes) -> str:

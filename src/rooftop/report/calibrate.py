@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rooftop.report.table import table
+from rooftop.report.table import say, table
 from rooftop.units import format_duration, format_rate
 
 if TYPE_CHECKING:
@@ -50,4 +50,4 @@ def render_calibrate(console: Console, cal: Calibration, chip_file: str | None) 
             rows,
         )
     )
-    console.print(f"chip file written to {chip_file}" if chip_file else "pass --out FILE.toml to write a chip file")
+    say(console, f"chip file written to {chip_file}" if chip_file else "pass --out FILE.toml to write a chip file")

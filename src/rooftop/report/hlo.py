@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rooftop.report.table import table
+from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_duration, format_number
 
 if TYPE_CHECKING:
@@ -94,8 +94,8 @@ def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], to
         ("bytes (padded to tiles)", f"{format_bytes(t['padded_bytes'])} ({padding})"),
         ("HBM bytes", format_bytes(t["hbm_bytes"])), ("collective bytes per axis", per_axis or "none"),
         ("compute / memory / network", " / ".join(_time(t[k]) for k in ("compute_s", "memory_s", "comm_s"))),
-        ("predicted (sum of lower bounds)", f"[bold]{_time(t['predicted_s'])}[/bold]"),
+        ("predicted (sum of lower bounds)", styled(_time(t["predicted_s"]), "bold")),
         ("overlap bound / serial bound", f"{_time(t['overlap_bound_s'])} / {_time(t['upper_bound_s'])}"),
     ]))  # fmt: skip
     for note in data["notes"]:
-        console.print(f"note: {note}", soft_wrap=True)
+        say(console, f"note: {note}", soft_wrap=True)

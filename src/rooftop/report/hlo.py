@@ -62,7 +62,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
     flops = "unknown" if r["flops"] is None else format_number(r["flops"], "FLOP")
     if r["transcendentals"]:
         flops += f" + {format_number(r['transcendentals'])} transc."
-    padding = f" -> {r['padded_shape']}, {r['padded_bytes'] / r['bytes']:.3g}x bytes" if r["padded_shape"] else ""
+    ratio = f", {r['padded_bytes'] / r['bytes']:.3g}x bytes" if r["bytes"] else ""  # 0 bytes: run 0 times
+    padding = f" -> {r['padded_shape']}{ratio}" if r["padded_shape"] else ""
     space = "HBM" if r["memory_space"] == 0 else f"S({r['memory_space']})"
     count = f" x{r['executions']:g}" if r["executions"] != 1 else ""
     return (r["name"], r["opcode"], r["shape"] + padding + count, flops, format_bytes(r["padded_bytes"]), space,

@@ -14,22 +14,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", metavar="FILE.toml", help="write the chip file here (usable with --chip FILE.toml)")
     p.add_argument("--name", default="calibrated", help="chip name in the file (default: calibrated)")
     p.add_argument("--quick", action="store_true", help="small sizes: seconds instead of a minute (less accurate)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per measurement; the best is kept")
+    p.add_argument("--repeats", default="5", help="timed runs per measurement; the best is kept")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> Output:
     from rich.console import Console
 
-    from rooftop.jaxlink.calibrate import calibrate, chip_toml, write_chip_file
+    from rooftop.jaxlink.calibrate import MAX_REPEATS, calibrate, check_chip_name, chip_toml
     from rooftop.report import calibrate as report
+    from rooftop.units import parse_int
 
+    # every argument is checked before a minute of measuring
+    check_chip_name(args.name)
+    if args.out is not None:
+        report.check_chip_path(args.out)
+    repeats = parse_int(args.repeats, "--repeats", lo=1, hi=MAX_REPEATS)
     stderr = Console(stderr=True)
-    progress = (lambda msg: stderr.print(f"[dim]measuring {msg}...[/dim]")) if sys.stderr.isatty() else None
-    cal = calibrate(quick=args.quick, repeats=max(1, args.repeats), progress=progress)
+    say = (lambda msg: stderr.print(f"measuring {msg}...", style="dim", markup=False)) if sys.stderr.isatty() else None
+    cal = calibrate(quick=args.quick, repeats=repeats, progress=say)
     text = chip_toml(cal, args.name)
-    if args.out:
-        write_chip_file(text, args.out)
+    if args.out is not None:
+        report.write_chip_file(text, args.out)
     return Output(
         report.calibrate_payload(cal, text, args.out), lambda console: report.render_calibrate(console, cal, args.out)
     )

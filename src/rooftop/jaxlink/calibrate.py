@@ -22,9 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 
 DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
+
+#: the most timed runs per measurement (each is a full matmul or sweep over memory)
+MAX_REPEATS = 100
+#: the longest chip name a calibration writes
+MAX_NAME_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -58,13 +63,15 @@ def _jax() -> Any:
 
 
 def _best_time(fn: Callable[[], Any], repeats: int) -> float:
+    """The fastest of ``repeats`` timed runs after a warm-up; never below the clock's resolution
+    (a rate is divided by it)."""
     fn().block_until_ready()  # compile and warm up
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn().block_until_ready()
         best = min(best, time.perf_counter() - t0)
-    return best
+    return max(best, time.get_clock_info("perf_counter").resolution, 1e-9)
 
 
 def _matmul(jax: Any, dtype: str, n: int, repeats: int) -> Measurement:
@@ -126,8 +133,29 @@ def _collectives(jax: Any, elements: int, repeats: int) -> tuple[Measurement, Me
     return link, Measurement("latency", lat, f"all-reduce of {n} floats over {n} devices (latency-bound)")
 
 
+def check_repeats(repeats: int) -> int:
+    """``repeats`` if it is a whole number of timed runs in [1, MAX_REPEATS]; else a one-line error."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise InvalidConfigError(
+            f"repeats {shown(repeats)} must be a whole number of timed runs in [1, {MAX_REPEATS}] (default 5)"
+        )
+    return repeats
+
+
+def check_chip_name(name: str) -> str:
+    """``name`` if it can name a chip (printable text, 1 to MAX_NAME_CHARS characters, not only
+    spaces); else a one-line error naming it."""
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise InvalidConfigError(
+            f"chip name {shown(name)} must be printable text of 1 to {MAX_NAME_CHARS} characters "
+            "(no control characters), e.g. my-gpu"
+        )
+    return name
+
+
 def calibrate(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None) -> Calibration:
     """Measure the first JAX device (and the collectives across all of them)."""
+    check_repeats(repeats)
     jax = _jax()
     dev = jax.devices()[0]
     accel = dev.platform != "cpu"
@@ -161,14 +189,23 @@ def _fig(m: Measurement, cal: Calibration) -> str:
     return f"{{ value = {float(m.value)!r}, source = {_quote(src)} }}"
 
 
+def _quote_char(ch: str) -> str:
+    code = ord(ch)
+    if ch in '"\\':
+        return "\\" + ch
+    if code < 0x20 or code == 0x7F:
+        return f"\\u{code:04x}"
+    return "\\ufffd" if 0xD800 <= code <= 0xDFFF else ch  # a lone surrogate is no Unicode scalar value
+
+
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``text`` as a TOML basic string: quotes, backslashes and control characters escaped."""
+    return '"' + "".join(_quote_char(ch) for ch in text) + '"'
 
 
 def chip_toml(cal: Calibration, name: str) -> str:
     """The calibration as a chip file of the catalog's schema (hardware/catalog.py)."""
-    if not name or any(c in name for c in '"\\\n'):
-        raise InvalidConfigError(f"chip name {name!r} must be non-empty and plain text")
+    check_chip_name(name)
     lines = [
         f"# Written by `rooftop calibrate` on {cal.date}: measured, not datasheet, ceilings.",
         "schema_version = 1",
@@ -210,21 +247,3 @@ def chip_toml(cal: Calibration, name: str) -> str:
         f"source = {_quote(f'the {cal.devices} devices JAX sees, treated as one switched domain')}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_chip_file(text: str, path: str) -> None:
-    """Validate the text as a chip file, then write it atomically (nothing half-written)."""
-    import tomllib
-
-    from rooftop.hardware.catalog import chip_from_dict
-
-    chip_from_dict(tomllib.loads(text), path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise InvalidConfigError(f"cannot write chip file {path!r}: {exc.strerror}") from None

@@ -1,16 +1,38 @@
-"""``rooftop calibrate``: the measured ceilings of this JAX device as JSON and a table."""
+"""``rooftop calibrate``: the measured ceilings of this JAX device as JSON, a table and a chip file."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rooftop.report.table import table
+from rooftop.report.files import check_output_path, replacing
+from rooftop.report.table import say, table
 from rooftop.units import format_duration, format_rate
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from rooftop.jaxlink.calibrate import Calibration
+
+
+def check_chip_path(path: str) -> str:
+    """``path`` if a chip file can be written there (a ``.toml`` name in an existing folder, so
+    ``--chip FILE.toml`` reads it back); else a one-line error, before anything is measured."""
+    check_output_path(path, "chip file", (".toml",), "mychip.toml", flag="--out")
+    return path
+
+
+def write_chip_file(text: str, path: str) -> None:
+    """Validate ``text`` as a chip file, then write it atomically (report/files.py: a temporary
+    file made with mkstemp beside ``path``, renamed over it; nothing half-written, no planted
+    link followed)."""
+    import tomllib
+
+    from rooftop.hardware.catalog import chip_from_dict
+
+    check_chip_path(path)
+    chip_from_dict(tomllib.loads(text), path)
+    with replacing(path, "chip file") as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def calibrate_payload(cal: Calibration, chip_toml: str, chip_file: str | None) -> dict[str, Any]:
@@ -50,4 +72,4 @@ def render_calibrate(console: Console, cal: Calibration, chip_file: str | None) 
             rows,
         )
     )
-    console.print(f"chip file written to {chip_file}" if chip_file else "pass --out FILE.toml to write a chip file")
+    say(console, f"chip file written to {chip_file}" if chip_file else "pass --out FILE.toml to write a chip file")

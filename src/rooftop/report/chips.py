@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.serialize import chip_dict
-from rooftop.report.table import table
+from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_rate
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def chip_payload(chip: Chip) -> dict[str, Any]:
 
 
 def render_chip(console: Console, chip: Chip) -> None:
-    console.print(f"[bold]{chip.name}[/bold] ({chip.vendor}) {chip.description}")
+    say(console, styled(chip.name, "bold"), f" ({chip.vendor}) {chip.description}")
     rows = [(k, f"{f.value:.4g}", f.source + (f" [{f.note}]" if f.note else "")) for k, f in chip.sources.items()]
     rows.append(("topology", chip.topology.kind, chip.topology.source))
     console.print(table(f"{chip.name}: figures and sources", ["figure", "value (SI)", "source"], rows))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.formulas import collective_formula, collective_why, group_why
-from rooftop.report.table import table
+from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_duration, format_rate
 
 if TYPE_CHECKING:
@@ -110,8 +110,8 @@ def render_collective(
         ("devices", str(ct.devices)),
         ("bandwidth term", format_duration(ct.bandwidth_time_s)),
         ("latency term", f"{format_duration(ct.latency_time_s)} ({ct.hops} hops)"),
-        ("time", f"[bold]{format_duration(ct.time_s)}[/bold]"),
-        ("bound", f"[bold]{ct.bound}[/bold]"),
+        ("time", styled(format_duration(ct.time_s), "bold")),
+        ("bound", styled(ct.bound, "bold")),
     ]
     title = f"{ct.kind} over {','.join(ct.axes)} on {chip.name} {mesh.topology.spec} ({mesh.spec()})"
     console.print(table(title, ["quantity", "value"], rows))
@@ -133,7 +133,7 @@ def render_collective(
             ],
         )
     )
-    console.print(f"formula: {collective_formula(ct)}")
-    console.print(f"why: {collective_why(ct, chip)}")
+    say(console, f"formula: {collective_formula(ct)}")
+    say(console, f"why: {collective_why(ct, chip)}")
     if array and array["note"]:
-        console.print(f"note: {array['note']}")
+        say(console, f"note: {array['note']}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rooftop.report.table import table
+from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_duration, format_number
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
     flops = "unknown" if r["flops"] is None else format_number(r["flops"], "FLOP")
     if r["transcendentals"]:
         flops += f" + {format_number(r['transcendentals'])} transc."
-    padding = f" -> {r['padded_shape']}, {r['padded_bytes'] / r['bytes']:.3g}x bytes" if r["padded_shape"] else ""
+    ratio = f", {r['padded_bytes'] / r['bytes']:.3g}x bytes" if r["bytes"] else ""  # 0 bytes: run 0 times
+    padding = f" -> {r['padded_shape']}{ratio}" if r["padded_shape"] else ""
     space = "HBM" if r["memory_space"] == 0 else f"S({r['memory_space']})"
     count = f" x{r['executions']:g}" if r["executions"] != 1 else ""
     return (r["name"], r["opcode"], r["shape"] + padding + count, flops, format_bytes(r["padded_bytes"]), space,
@@ -94,8 +95,8 @@ def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], to
         ("bytes (padded to tiles)", f"{format_bytes(t['padded_bytes'])} ({padding})"),
         ("HBM bytes", format_bytes(t["hbm_bytes"])), ("collective bytes per axis", per_axis or "none"),
         ("compute / memory / network", " / ".join(_time(t[k]) for k in ("compute_s", "memory_s", "comm_s"))),
-        ("predicted (sum of lower bounds)", f"[bold]{_time(t['predicted_s'])}[/bold]"),
+        ("predicted (sum of lower bounds)", styled(_time(t["predicted_s"]), "bold")),
         ("overlap bound / serial bound", f"{_time(t['overlap_bound_s'])} / {_time(t['upper_bound_s'])}"),
     ]))  # fmt: skip
     for note in data["notes"]:
-        console.print(f"note: {note}", soft_wrap=True)
+        say(console, f"note: {note}", soft_wrap=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.formulas import term_formula
 from rooftop.report.serialize import estimate_dict
-from rooftop.report.table import print_estimate, table
+from rooftop.report.table import print_estimate, say, styled, table
 from rooftop.units import format_bytes, format_duration, format_number
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
         )
     )
     for note in best.strategy.slices:
-        console.print(f"  {note}")
+        say(console, f"  {note}")
     est = best.estimate
     rows = [
         ("per-device FLOPs", format_number(est.flops, "FLOP")),
@@ -180,7 +180,7 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
         ("communication", format_duration(est.network_s)),
         ("lower bound (overlap)", format_duration(est.lower_bound_s)),
         ("upper bound (serial)", format_duration(est.upper_bound_s)),
-        ("bound", f"[bold]{est.bound}[/bold]"),
+        ("bound", styled(est.bound, "bold")),
         ("output", best.strategy.output.notation()),
     ]
     console.print(table("per device", ["quantity", "value"], rows))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.config import REMAT_POLICIES, config_to_dict, remat_policy
-from rooftop.report.table import table
+from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_number
 
 if TYPE_CHECKING:
@@ -96,8 +96,8 @@ def model_payload(
 
 def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) -> None:
     """Tables of ``rooftop model`` from its payload ``d``."""
-    console.print(f"[bold]{cfg.name}[/bold]  {d['model']['description']}")
-    console.print(f"source: {cfg.source}")
+    say(console, styled(cfg.name, "bold"), f"  {d['model']['description']}")
+    say(console, f"source: {cfg.source}")
     t, b = d["seq_len"], d["batch"]
     rows = [
         ("parameters (total / active)", f"{format_number(d['params_total'])} / {format_number(d['params_active'])}"),

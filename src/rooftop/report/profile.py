@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from rooftop.report.table import table
+from rooftop.report.table import say, table
 from rooftop.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
@@ -81,10 +81,10 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         )
     )
     ov = report.overlap()
-    console.print(f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
+    say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
     if report.memory.get("available"):
-        console.print(f"peak memory {format_bytes(float(report.memory['peak_bytes']))}")  # type: ignore[arg-type]
+        say(console, f"peak memory {format_bytes(float(report.memory['peak_bytes']))}")  # type: ignore[arg-type]
     for line in report.sharding:
-        console.print(f"sharding: {line}")
+        say(console, f"sharding: {line}")
     for note in report.notes:
-        console.print(f"[dim]note: {note}[/dim]")
+        say(console, f"note: {note}", style="dim")

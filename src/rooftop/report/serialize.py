@@ -17,20 +17,31 @@ SCHEMA_VERSION = 1
 
 
 def _clean(obj: Any) -> Any:
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, int):  # beyond any float: null, as an infinity is (and no 4,300-digit str limit)
+        return int(obj) if obj.bit_length() <= 1000 else _clean(float(obj) if obj.bit_length() < 1024 else math.inf)
     if isinstance(obj, Mapping):
         return {str(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((_clean(v) for v in obj), key=repr)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return _clean({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+    tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays: Python numbers and lists
+    if callable(tolist):
+        return _clean(tolist())
     return obj
 
 
 def to_json(payload: Mapping[str, Any]) -> str:
+    """The payload as JSON: non-finite floats (numpy's too) become null, numpy values plain numbers,
+    anything else JSON has no type for its ``str``."""
     body = {"schema_version": SCHEMA_VERSION, **payload}
-    return json.dumps(_clean(body), indent=2, allow_nan=False)
+    return json.dumps(_clean(body), indent=2, allow_nan=False, default=str)
 
 
 def estimate_dict(est: Estimate) -> dict[str, Any]:

@@ -7,12 +7,15 @@ starred and the latency target (if any) shaded.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.dtypes import compute_dtype
 from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
-from rooftop.report.table import table
+from rooftop.report.plot import label
+from rooftop.report.table import say, table
 from rooftop.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
@@ -226,7 +229,7 @@ def _step_table(p: ServingPoint) -> Table:
 
 def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> None:
     console.print(_frontier_table(plan))
-    console.print(f"chosen: {plan.chosen_reason}")
+    say(console, f"chosen: {plan.chosen_reason}")
     if plan.chosen is not None:
         console.print(_step_table(plan.points[plan.chosen]))
     console.print(
@@ -237,19 +240,25 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
         )
     )
     if plan.min_slice:
-        console.print(f"smallest slice that holds the model and one sequence: {min_slice_reason(plan.min_slice)}")
+        say(console, f"smallest slice that holds the model and one sequence: {min_slice_reason(plan.min_slice)}")
     disagg = payload.get("disaggregation")
     if disagg:
-        console.print(
-            f"disaggregation at {disagg['requests_per_s']:g} req/s: {disagg['recommendation']} ({disagg['reason']})"
+        say(
+            console,
+            f"disaggregation at {disagg['requests_per_s']:g} req/s: {disagg['recommendation']} ({disagg['reason']})",
         )
     for note in plan.notes:
-        console.print(f"note: {note}")
+        say(console, f"note: {note}")
 
 
 # ---------------------------------------------------------------- chart
 
 BOUND_COLORS = {"memory": "tab:blue", "compute": "tab:red", "collective": "tab:orange", "overhead": "tab:gray"}
+
+
+def _plotted(points: Sequence[ServingPoint]) -> list[ServingPoint]:
+    """The points a log-log chart can place (positive, finite coordinates)."""
+    return [p for p in points if 0 < p.step_time_s < math.inf and 0 < p.tokens_per_s_per_chip < math.inf]
 
 
 def _xy(points: list[Any]) -> tuple[list[float], list[float]]:
@@ -258,57 +267,55 @@ def _xy(points: list[Any]) -> tuple[list[float], list[float]]:
 
 def _points_by_bound(ax: Any, plan: ServingPlan) -> None:
     for bound, color in BOUND_COLORS.items():
-        pts = [p for p in plan.points if p.fits and p.bound == bound]
+        pts = [p for p in _plotted(plan.points) if p.fits and p.bound == bound]
         if pts:
             ax.scatter(*_xy(pts), s=22, c=color, alpha=0.55, label=f"{bound}-bound step")
 
 
 def _frontier_and_choice(ax: Any, plan: ServingPlan) -> None:
-    front = [plan.points[i] for i in plan.frontier]
+    front = _plotted([plan.points[i] for i in plan.frontier])
     if front:
         ax.plot(*_xy(front), "-", color="black", lw=1.2, label="Pareto frontier")
         for p in front:
             ax.annotate(
-                f"{p.layout.label()} b={p.batch}",
+                label(f"{p.layout.label()} b={p.batch}"),
                 (p.step_time_s * 1e3, p.tokens_per_s_per_chip),
                 textcoords="offset points",
                 xytext=(4, -10),
                 fontsize=7,
             )
-    if plan.chosen is not None:
-        c = plan.points[plan.chosen]
-        ax.plot(
-            *_xy([c]), "*", ms=18, color="gold", mec="black", zorder=5, label=f"chosen: {c.layout.label()} b={c.batch}"
-        )
+    chosen = _plotted([plan.points[plan.chosen]]) if plan.chosen is not None else []
+    for c in chosen:
+        name = label(f"chosen: {c.layout.label()} b={c.batch}")
+        ax.plot(*_xy([c]), "*", ms=18, color="gold", mec="black", zorder=5, label=name)
 
 
 def plot_serve(path: str, plan: ServingPlan) -> None:
     """The latency/throughput frontier chart (see the module docstring)."""
-    from rooftop.report.plot import _figure, save
+    from rooftop.report.plot import check_plot_path, figure, save
 
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    check_plot_path(path)
     req = plan.request
-    _points_by_bound(ax, plan)
-    _frontier_and_choice(ax, plan)
-    if req.max_step_latency_s:
-        target = req.max_step_latency_s * 1e3
-        hi = max([p.step_time_s * 1e3 for p in plan.points if p.fits] + [target]) * 1.3
-        ax.axvspan(target, hi, color="grey", alpha=0.12, label="over --max-step-latency")
-        ax.set_xlim(right=hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("time per output token (decode step, ms)")
-    ax.set_ylabel("output tokens/s per chip (prefill included)")
-    ax.set_title(
-        f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: prompt {req.prompt_len}, "
-        f"generate {req.gen_len}, weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}",
-        fontsize=9,
-    )
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower right")
-    save(fig, path)
-    plt.close(fig)
+    with figure() as (fig, ax):
+        _points_by_bound(ax, plan)
+        _frontier_and_choice(ax, plan)
+        if req.max_step_latency_s and math.isfinite(req.max_step_latency_s):
+            target = req.max_step_latency_s * 1e3
+            hi = max([p.step_time_s * 1e3 for p in _plotted(plan.points) if p.fits] + [target]) * 1.3
+            ax.axvspan(target, hi, color="grey", alpha=0.12, label="over --max-step-latency")
+            ax.set_xlim(right=hi)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("time per output token (decode step, ms)")
+        ax.set_ylabel("output tokens/s per chip (prefill included)")
+        ax.set_title(
+            f"{label(req.cfg.name)} on {req.topology.spec} {label(req.chip.name)}: prompt {req.prompt_len}, "
+            f"generate {req.gen_len}, weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}",
+            fontsize=9,
+        )
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=8, loc="lower right")
+        save(fig, path)
 
 
 def _pool_dict(plan: ServingPlan, pool: Pool | None) -> dict[str, Any] | None:

@@ -1,10 +1,18 @@
-"""Rich tables for the terminal. Library code never prints; these functions do.
+"""Rich tables and lines for the terminal. Library code never prints; these functions do.
+
+Text reaches the terminal as literal text, never as rich markup: names come from input
+files (a kernel called ``[/bold]``, an instruction ``mul[/x]``, a chip called
+``[red on white blink]ALERT[/]``), so every string goes in as a ``rich.text.Text``, with
+control characters (escape sequences, carriage returns, bidirectional overrides) shown as
+``\\x1b``-style escapes instead of reaching the terminal. Emphasis rooftop adds itself is
+a style on a Text (``styled``), not markup in a string.
 
 rich is imported when a table is built, so commands printing JSON never load it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,23 +21,85 @@ from rooftop.units import format_bytes, format_duration, format_number
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from rooftop.cost.roofline import Estimate
 
+#: characters that must not reach a terminal as they are: C0/C1 controls (ESC starts an
+#: escape sequence, CR overwrites the line), bidirectional overrides and isolates, and
+#: line/paragraph separators, and lone surrogates (JSON can spell them; no terminal encoding can)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+#: the longest text and the longest run of non-blanks a cell or a line shows (--json has it all)
+MAX_TEXT = 5000
+MAX_WORD = 1000
+_WORD = re.compile(f"\\S{{{MAX_WORD + 1},}}")
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    char = m.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(text: object) -> str:
+    """``text`` as a string whose control characters are written out (``\\x1b``, ``\\n``)."""
+    return _UNSAFE.sub(_escape_char, str(text))
+
+
+def clipped(text: str) -> str:
+    """``text`` cut to MAX_TEXT characters and each run of non-blanks to MAX_WORD (rich folds a
+    long word in time quadratic in its length: a 20,000-character kernel name took 11 s)."""
+    if len(text) > MAX_TEXT:
+        text = f"{text[: MAX_TEXT - 40]}... ({len(text)} characters)"
+    return _WORD.sub(lambda m: f"{m.group()[: MAX_WORD - 40]}... ({len(m.group())} characters)", text)
+
+
+def plain(value: object) -> Text:
+    """``value`` as literal terminal text: no markup, no emoji codes, no control characters,
+    no unbounded length."""
+    from rich.text import Text
+
+    if isinstance(value, Text):
+        return value
+    return Text(clipped(visible(value)))
+
+
+def styled(value: object, style: str) -> Text:
+    """``value`` as literal text in ``style`` (rooftop's own emphasis, e.g. "bold")."""
+    text = plain(value).copy()
+    text.stylize(style)
+    return text
+
+
+def say(console: Console, *parts: object, style: str | None = None, soft_wrap: bool = False) -> None:
+    """Print one line made of ``parts`` (strings and Texts) as literal text, numbers highlighted
+    as rich highlights a plain line."""
+    from rich.text import Text
+
+    line = Text.assemble(*(plain(p) for p in parts))
+    if style:
+        line.stylize(style)
+    console.print(console.highlighter(line), soft_wrap=soft_wrap)
+
+
+def table(title: object, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A table whose title and cells are literal text (see the module docstring); a cell that
+    is already a ``Text`` keeps its style."""
     from rich.table import Table  # here, not at the top: --json output never loads rich
 
-    t = Table(title=title, title_justify="left", header_style="bold")
+    t = Table(title=plain(title), title_justify="left", header_style="bold")
     for i, col in enumerate(columns):
-        t.add_column(col, justify="left" if i == 0 else "right")
+        t.add_column(plain(col), justify="left" if i == 0 else "right")
     for row in rows:
-        t.add_row(*(str(c) for c in row))
+        t.add_row(*(plain(c) for c in row))
     return t
 
 
 def estimate_table(title: str, est: Estimate) -> Table:
-    rows = [
+    rows: list[tuple[str, object]] = [
         ("FLOPs", format_number(est.flops, "FLOP")),
         ("HBM bytes", format_bytes(est.hbm_bytes)),
         ("arithmetic intensity", f"{est.arithmetic_intensity:.4g} FLOP/B"),
@@ -42,7 +112,7 @@ def estimate_table(title: str, est: Estimate) -> Table:
     rows += [
         ("lower bound (overlap)", format_duration(est.lower_bound_s)),
         ("upper bound (serial)", format_duration(est.upper_bound_s)),
-        ("bound", f"[bold]{est.bound}[/bold]"),
+        ("bound", styled(est.bound, "bold")),
     ]
     return table(title, ["quantity", "value"], rows)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.formulas import term_dict, term_formula
-from rooftop.report.table import table
+from rooftop.report.table import say, table
 from rooftop.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
@@ -136,36 +137,42 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
         )
     )
     for line in plan.explanation:
-        console.print(line)
+        say(console, line)
     if totals.tokens is not None and totals.train_time_s is not None and totals.chip_hours is not None:
         cost = totals.cost_usd
         cost_txt = f", ${cost:,.0f}" if cost is not None else " (no price for this chip: pass --price-per-chip-hour)"
-        console.print(
-            f"[bold]Training on {totals.tokens:.3g} tokens: {format_duration(totals.train_time_s)}, "
-            f"{totals.chip_hours:,.0f} chip-hours{cost_txt}[/bold]"
+        say(
+            console,
+            f"Training on {totals.tokens:.3g} tokens: {format_duration(totals.train_time_s)}, "
+            f"{totals.chip_hours:,.0f} chip-hours{cost_txt}",
+            style="bold",
         )
 
 
 def plot_train(best: StepResult, path: str) -> None:
     """Two panels: the step-time breakdown and the per-chip memory breakdown against HBM."""
-    from rooftop.report.plot import _figure, save
+    import matplotlib
 
-    plt = _figure()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    parts = [(k.replace("_", " "), v) for k, v in best.breakdown.items() if v > 0]
-    a1.barh([p[0] for p in parts], [p[1] for p in parts], color="tab:blue")
-    a1.set_xlabel("seconds per step")
-    a1.set_title(f"step {best.step_time_s:.3g} s, MFU {best.mfu:.1%}")
-    mem = [(k, v / 2**30) for k, v in best.memory.items() if v > 0]
-    left = 0.0
-    for i, (k, v) in enumerate(mem):
-        a2.barh(["memory"], [v], left=left, label=k, color=plt.cm.tab10(i))
-        left += v
-    a2.axvline(best.hbm_bytes / 2**30, color="red", ls="--", label="HBM")
-    a2.axvline(best.usable_hbm_bytes / 2**30, color="orange", ls=":", label="usable")
-    a2.set_xlabel("GiB per chip")
-    a2.set_title("fits" if best.fits else "does NOT fit")
-    a2.legend(fontsize=8, loc="upper right")
-    fig.suptitle(best.parallelism.label())
-    save(fig, path)
-    plt.close(fig)
+    from rooftop.report.plot import check_plot_path, figure, label, save
+
+    check_plot_path(path)
+    tab10 = matplotlib.colormaps["tab10"]
+    with figure(1, 2, figsize=(11, 4.5)) as (fig, (a1, a2)):
+        parts = [(label(k.replace("_", " ")), v) for k, v in best.breakdown.items() if math.isfinite(v) and v > 0]
+        a1.barh([p[0] for p in parts], [p[1] for p in parts], color="tab:blue")
+        a1.set_xlabel("seconds per step")
+        a1.set_title(f"step {best.step_time_s:.3g} s, MFU {best.mfu:.1%}")
+        mem = [(label(k), v / 2**30) for k, v in best.memory.items() if math.isfinite(v) and v > 0]
+        left = 0.0
+        for i, (k, v) in enumerate(mem):
+            a2.barh(["memory"], [v], left=left, label=k, color=tab10(i % 10))
+            left += v
+        limits = ((best.hbm_bytes, "red", "--", "HBM"), (best.usable_hbm_bytes, "orange", ":", "usable"))
+        for limit, color, ls, name in limits:
+            if math.isfinite(limit):
+                a2.axvline(limit / 2**30, color=color, ls=ls, label=name)
+        a2.set_xlabel("GiB per chip")
+        a2.set_title("fits" if best.fits else "does NOT fit")
+        a2.legend(fontsize=8, loc="upper right")
+        fig.suptitle(label(best.parallelism.label(), 200))
+        save(fig, path)

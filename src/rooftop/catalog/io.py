@@ -16,12 +16,18 @@ from rooftop.errors import InvalidConfigError, one_line, shown
 MAX_FILE_BYTES = 16 * 2**20
 
 
+def path_text(path: str | Path) -> str:
+    """A path for a message: as given, or cut (quoted, with its length) past 300 characters."""
+    text = str(path)
+    return text if len(text) <= 300 else shown(text, 300)
+
+
 def read_text_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The UTF-8 text of a user's regular file of at most ``max_bytes``. A missing file, a
     directory, a FIFO or device (``/dev/zero``, which would never end, or a pipe, which would
     block), an unreadable path, a huge file or bytes that are not UTF-8 raise one
     InvalidConfigError naming the file."""
-    name = shown(str(path))
+    name = path_text(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -63,7 +69,7 @@ def read_toml_file(path: str | Path, what: str) -> dict[str, Any]:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 200)
         if type(exc) is ValueError:
             reason = "a number has too many digits"
-        raise InvalidConfigError(f"{what} file {shown(str(path))}: not valid TOML ({reason})") from None
+        raise InvalidConfigError(f"{what} file {path_text(path)}: not valid TOML ({reason})") from None
 
 
 def builtin_tomls(folder: str) -> list[tuple[str, dict[str, Any]]]:

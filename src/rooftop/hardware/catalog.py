@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, read_toml_file
+from rooftop.catalog.io import builtin_tomls, path_text, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
 from rooftop.hardware.chip import MAX_CHIPS, MAX_TORUS_DIMS, Chip, Figure, TopologySpec
 from rooftop.units import MAX_QUANTITY, parse_number
@@ -33,6 +33,8 @@ _REQUIRED = (
 _KINDS = ("tpu", "gpu", "cpu", "custom")
 _POSITIVE_TABLES = {"matrix_flops_per_s", "vector_flops_per_s"}
 _POSITIVE_FIELDS = {"memory.hbm_bytes_per_s", "links.bytes_per_s", "links.count"}
+#: smallest nonzero rate (FLOPs/s, bytes/s): a time divided by less could overflow to infinity
+MIN_RATE = 1.0
 #: most links per chip (real chips have 4 to 18)
 MAX_LINKS = 1 << 16
 
@@ -46,7 +48,7 @@ class _Reader:
         self.sources: dict[str, Figure] = {}
 
     def fail(self, field: str, why: str) -> InvalidConfigError:
-        where = self.path if len(self.path) <= 200 else shown(self.path)
+        where = path_text(self.path)
         return InvalidConfigError(f"chip file {where}: field {shown(field)} {why}")
 
     def raw(self, dotted: str) -> Any:
@@ -81,6 +83,8 @@ class _Reader:
             raise self.fail(dotted, f"must be a finite number in [0, 1e30], got {shown(raw)}")
         if value == 0 and (dotted.split(".")[0] in _POSITIVE_TABLES or dotted in _POSITIVE_FIELDS):
             raise self.fail(dotted, "must be > 0 (a rate of 0 would make every time infinite)")
+        if 0 < value < MIN_RATE and (dotted.split(".")[0] in _POSITIVE_TABLES or dotted.endswith("_per_s")):
+            raise self.fail(dotted, f"is {shown(raw)}; a rate must be 0 (none) or at least 1 per second")
         if dotted == "links.count" and (value != int(value) or value > MAX_LINKS):
             raise self.fail(dotted, f"must be a whole number of links in [1, {MAX_LINKS}], got {shown(raw)}")
         self.sources[dotted] = Figure(value, source, str(node.get("note", "")))
@@ -225,7 +229,7 @@ def load_chips(extra: str | Path | None = None) -> tuple[Chip, ...]:
         except (OSError, ValueError):  # a name too long, a NUL byte: the reader says which
             is_dir, files = False, [p]
         if is_dir and not files:
-            raise InvalidConfigError(f"catalog directory {shown(str(p))} has no .toml chip files")
+            raise InvalidConfigError(f"catalog directory {path_text(p)} has no .toml chip files")
         for f in files:
             c = load_chip_file(f)
             chips[c.name] = c

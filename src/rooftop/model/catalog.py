@@ -14,6 +14,7 @@ unknown name raises UnknownNameError with close matches.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, read_text_file, read_toml_file
+from rooftop.catalog.io import builtin_tomls, path_text, read_text_file, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
 from rooftop.model.config import MAX_LAYERS, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
 from rooftop.units import MAX_QUANTITY
@@ -208,8 +209,9 @@ class _HF:
 
 
 def _integral(value: float) -> bool:
-    """A whole number small enough to be a size (the model's limits then name the field)."""
-    return abs(value) <= 2**62 and value == int(value)  # abs(nan) <= x is false: nan is not integral
+    """A JSON integer, or a float with a whole value (1e15; not 1.5, inf or nan): the model's
+    bounds then name the field when it is too large."""
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
 
 
 def _gated_act(r: _HF, out: dict[str, Any], key: str = "hidden_act") -> None:
@@ -348,7 +350,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConf
     the model is named after the file's folder unless ``name`` is given."""
     p = Path(path)
     text = read_text_file(p, "config")  # a regular file of bounded size: not /dev/zero, not a FIFO
-    where = str(p) if len(str(p)) <= 200 else shown(str(p))
+    where = path_text(p)
     try:
         data = json.loads(text, parse_constant=_no_constant)
     except (RecursionError, ValueError) as exc:  # JSONDecodeError, NaN/Infinity, a 5,000-digit integer

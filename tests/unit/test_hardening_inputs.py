@@ -449,3 +449,35 @@ def test_factorizations_use_divisors() -> None:
     assert time.perf_counter() - start < 0.5
     assert shapes[0] == (256, 256, 256) and len(shapes) == len(set(shapes)) == 61
     assert _factorizations(12, 2) == [(3, 4), (2, 6), (1, 12)]
+
+
+# ---------------------------------------------------------------- sizes of the notation itself
+
+
+def test_many_mesh_axes_are_refused_fast() -> None:
+    mesh = ",".join(f"a{i}=1" for i in range(20_000)) + ",X=16"
+    axes = ",".join(f"a{i}" for i in range(20_000))
+    err = one_line_error(*COLLECTIVE, "--topology", "4x4", "--mesh", mesh, "--axes", axes, seconds=5)
+    assert "more than 64 axes" in err
+    assert "longer than 100" in one_line_error("shard", "A[I]", "--shape", "4", "--mesh", "x" * 101 + "=4")
+
+
+def test_many_tensor_dims_are_refused_fast() -> None:
+    dims = ",".join(f"d{i}" for i in range(20_000))
+    err = one_line_error("matmul", f"A[{dims},K] @ B[K,N]", "--dims", "K=4,N=4", "--chip", "h100", seconds=5)
+    assert "20,001 dims; at most 64" in err
+
+
+def test_mesh_axis_lookup_by_name() -> None:
+    from rooftop.hardware.catalog import get_chip
+    from rooftop.hardware.topology import make_mesh, parse_topology
+
+    mesh = make_mesh(parse_topology(get_chip("tpu-v5e"), "4x4"), "data=4,model=4")
+    assert mesh.axis("model").size == 4 and mesh.size(["data", "model"]) == 16
+    with pytest.raises(ShardingError, match="unknown mesh axis 'x'"):
+        mesh.axis("x")
+
+
+def test_empty_plot_name_is_an_error() -> None:
+    err = one_line_error("roofline", "--chip", "h100", "--flops", "1e12", "--bytes", "1GiB", "--plot", "")
+    assert "--plot is empty" in err

@@ -105,4 +105,4 @@ def emit(out: Output, args: argparse.Namespace) -> None:
         console = Console() if sys.stdout.isatty() else Console(width=140)
         out.render(console)
         if plot:
-            console.print(f"plot written to {plot}")
+            console.print(f"plot written to {plot}", markup=False, highlight=False)  # a name is not markup

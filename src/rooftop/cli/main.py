@@ -80,11 +80,19 @@ def _check_catalog(args: argparse.Namespace) -> None:
     load_chips(catalog)
 
 
+def _check_plot(args: argparse.Namespace) -> None:
+    """--plot names a file: an empty one is an error, not a chart silently skipped."""
+    plot = getattr(args, "plot", None)
+    if plot is not None and not plot.strip():
+        raise InvalidConfigError("--plot is empty: give the chart's file name, e.g. --plot roofline.png")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         _check_catalog(args)
+        _check_plot(args)
         out: Output = args.func(args)
         emit(out, args)
     except RooftopError as err:

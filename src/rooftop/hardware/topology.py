@@ -16,10 +16,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS, Chip
 from rooftop.units import parse_int
+
+#: most named axes of a mesh (real meshes have 1 to 6) and the longest axis name
+MAX_MESH_AXES = 64
+MAX_AXIS_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -235,10 +240,14 @@ class Mesh:
     def shape(self) -> dict[str, int]:
         return {a.name: a.size for a in self.axes}
 
+    @cached_property
+    def _by_name(self) -> dict[str, MeshAxis]:
+        return {a.name: a for a in self.axes}
+
     def axis(self, name: str) -> MeshAxis:
-        for a in self.axes:
-            if a.name == name:
-                return a
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
         raise ShardingError(f"unknown mesh axis {shown(name)} (mesh axes: {', '.join(a.name for a in self.axes)})")
 
     def size(self, names: tuple[str, ...] | list[str]) -> int:
@@ -262,7 +271,11 @@ def parse_mesh_spec(text: str) -> dict[str, int]:
         name, size = m.group(1), parse_int(m.group(2), f"mesh axis {shown(m.group(1))} size", 1, MAX_CHIPS)
         if name in out:
             raise InvalidConfigError(f"mesh axis {shown(name)} appears twice in {shown(text)}")
+        if len(name) > MAX_AXIS_NAME:
+            raise InvalidConfigError(f"mesh axis name {shown(name)} is longer than {MAX_AXIS_NAME} characters")
         out[name] = size
+        if len(out) > MAX_MESH_AXES:
+            raise InvalidConfigError(f"mesh {shown(text)} has more than {MAX_MESH_AXES} axes")
     if not out:
         raise InvalidConfigError(f"empty mesh {shown(text)}: expected NAME=SIZE,..., e.g. data=8,model=4")
     total = math.prod(out.values())
@@ -278,6 +291,8 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
         axes = _default_axes(topology)
     if isinstance(axes, str):
         axes = parse_mesh_spec(axes)
+    if len(axes) > MAX_MESH_AXES:
+        raise ShardingError(f"a mesh of {len(axes):,} axes: at most {MAX_MESH_AXES} are supported")
     total = math.prod(axes.values())
     if total != topology.num_chips:
         raise ShardingError(

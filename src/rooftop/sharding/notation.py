@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from rooftop.errors import ParseError, ShardingError, shown
 
 _TENSOR = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_']*)?\s*\[([^\]]*)\]\s*(\{\s*U_([A-Za-z0-9_,]+)\s*\})?\s*$")
+#: most dims of one tensor in the notation (XLA programs use a handful)
+MAX_TENSOR_DIMS = 64
 _DIM = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:_([A-Za-z0-9_{},]+))?$")
 
 
@@ -62,8 +64,13 @@ def parse_tensor(text: str, default_name: str = "T") -> Tensor:
     m = _TENSOR.match(text)
     if not m:
         raise ParseError(f"cannot read tensor {shown(text.strip())}: expected NAME[DIM, DIM_AXES, ...], e.g. A[I_X, J]")
+    parts = m.group(2).split(",")
+    if len(parts) > MAX_TENSOR_DIMS:
+        raise ParseError(
+            f"tensor {shown(text.strip())} has {len(parts):,} dims; at most {MAX_TENSOR_DIMS} are supported"
+        )
     dims = []
-    for part in (p.strip() for p in m.group(2).split(",")):
+    for part in (p.strip() for p in parts):
         if not part:
             raise ParseError(f"empty dim in tensor {shown(text.strip())}")
         dm = _DIM.match(part)

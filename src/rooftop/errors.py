@@ -11,8 +11,27 @@ from collections.abc import Iterable
 def shown(value: object, limit: int = 60) -> str:
     """``repr(value)`` for an error message, cut to about ``limit`` characters: a 5,000-digit
     number or a megabyte-long name from an input file stays a one-line message."""
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"  # repr() fails past 4,300
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # e.g. an int past Python's digit limit inside a container
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else f"{text[: limit - 20]}...{text[-12:]} ({len(text)} characters)"
+
+
+#: longest error line the CLI prints (a backstop; messages cut what they echo with ``shown``)
+MAX_MESSAGE_CHARS = 2000
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` on one line (whitespace runs, newlines included, become one space), cut in the
+    middle beyond ``limit`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    keep = max(limit - 40, 20)
+    return f"{flat[: keep // 2]} ...({len(flat) - keep} characters cut)... {flat[-(keep // 2) :]}"
 
 
 class RooftopError(Exception):
@@ -20,25 +39,34 @@ class RooftopError(Exception):
 
     exit_code = 2
 
-    def one_line(self) -> str:
-        return " ".join(str(self).split())
+    def one_line(self, limit: int = MAX_MESSAGE_CHARS) -> str:
+        """The message on one line (every run of whitespace, newlines included, is one space),
+        cut in the middle beyond ``limit`` characters: a backstop for a message that echoes a
+        huge input without going through ``shown``."""
+        return one_line(str(self), limit)
 
 
 class InvalidConfigError(RooftopError):
     """A value, flag or file field is out of its valid range or inconsistent."""
 
 
+#: names longer than this get no did-you-mean (difflib's cost grows with the length)
+_MAX_MATCHED = 200
+
+
 class UnknownNameError(RooftopError):
     """A name (chip, model, dtype, remat policy, ...) that is not in its catalog."""
 
-    def __init__(self, kind: str, name: str, choices: Iterable[str]) -> None:
+    def __init__(self, kind: str, name: object, choices: Iterable[str]) -> None:
         self.kind = kind
         self.name = name
-        self.choices = sorted(set(choices))
-        close = difflib.get_close_matches(name.lower(), [c.lower() for c in self.choices], n=3, cutoff=0.5)
-        lookup = {c.lower(): c for c in self.choices}
-        hint = f"; did you mean {', '.join(lookup[c] for c in close)}?" if close else ""
-        super().__init__(f"unknown {kind} {name!r}{hint} (choices: {', '.join(self.choices)})")
+        self.choices = sorted({str(c) for c in choices})
+        hint = ""
+        if isinstance(name, str) and len(name) <= _MAX_MATCHED:  # a name from a file may be anything
+            lookup = {c.lower(): c for c in self.choices}
+            close = difflib.get_close_matches(name.lower(), list(lookup), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(lookup[c] for c in close)}?" if close else ""
+        super().__init__(f"unknown {kind} {shown(name)}{hint} (choices: {', '.join(self.choices)})")
 
 
 class ParseError(RooftopError):

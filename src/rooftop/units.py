@@ -29,14 +29,30 @@ _NUM = r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"  # ASCII d
 _QTY = re.compile(rf"^\s*{_NUM}\s*([A-Za-zµ/]*)\s*$")
 
 
+#: largest magnitude any quantity may have (far above every real figure; keeps products finite)
+MAX_QUANTITY = 1e30
+
+
+def _check_range(value: float, text: object, what: str) -> float:
+    if not math.isfinite(value) or abs(value) > MAX_QUANTITY:
+        raise InvalidConfigError(f"{what} {shown(text)} is out of range (a finite number of at most 1e30)")
+    return value
+
+
 def _split(text: str, what: str) -> tuple[float, str]:
     m = _QTY.match(str(text))
     if not m:
         raise InvalidConfigError(f"cannot read {what} {shown(text)}: expected a number with an optional unit")
-    value = float(m.group(1))
-    if not math.isfinite(value) or abs(value) > 1e30:
-        raise InvalidConfigError(f"{what} {text!r} is out of range (at most 1e30)")
-    return value, m.group(2)
+    return _check_range(float(m.group(1)), text, what), m.group(2)
+
+
+def _given(value: float | int, what: str) -> float:
+    """A number passed as a number (a TOML or JSON value, a Python caller): finite and in range."""
+    try:
+        as_float = float(value)
+    except OverflowError:
+        as_float = math.inf
+    return _check_range(as_float, value, what)
 
 
 def _prefix(suffix: str, text: str, what: str) -> float:
@@ -45,13 +61,13 @@ def _prefix(suffix: str, text: str, what: str) -> float:
     if suffix in _DECIMAL:
         return _DECIMAL[suffix]
     valid = ", ".join(k for k in [*_DECIMAL, *_BINARY] if k)
-    raise InvalidConfigError(f"cannot read {what} {text!r}: unknown prefix {suffix!r} (valid: {valid})")
+    raise InvalidConfigError(f"cannot read {what} {shown(text)}: unknown prefix {shown(suffix)} (valid: {valid})")
 
 
 def parse_number(text: str | float | int) -> float:
     """A plain count with an optional SI or binary prefix: "4M" -> 4e6, "15T" -> 1.5e13, "1.5e12"."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return _given(text, "number")
     value, suffix = _split(text, "number")
     return value * _prefix(suffix, text, "number")
 
@@ -59,7 +75,7 @@ def parse_number(text: str | float | int) -> float:
 def parse_bytes(text: str | float | int) -> float:
     """Bytes: "80GiB" -> 80 * 2**30, "16 GB" -> 16e9, "4096" -> 4096."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return _given(text, "byte size")
     value, suffix = _split(text, "byte size")
     if suffix.endswith("B"):
         suffix = suffix[:-1]
@@ -69,7 +85,7 @@ def parse_bytes(text: str | float | int) -> float:
 def parse_rate(text: str | float | int) -> float:
     """A rate per second: "819 GB/s" -> 8.19e11 bytes/s, "197 TFLOP/s" -> 1.97e14."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return _given(text, "rate")
     value, suffix = _split(text, "rate")
     for tail in ("B/s", "FLOP/s", "FLOPS", "/s", "Bps"):
         if suffix.endswith(tail):
@@ -81,10 +97,12 @@ def parse_rate(text: str | float | int) -> float:
 def parse_duration(text: str | float | int) -> float:
     """Seconds: "50ms" -> 0.05, "3us" -> 3e-6, "2h" -> 7200; a bare number is seconds."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return _given(text, "duration")
     value, suffix = _split(text, "duration")
     if suffix not in _TIME and suffix != "":
-        raise InvalidConfigError(f"cannot read duration {text!r}: unknown unit {suffix!r} (valid: {', '.join(_TIME)})")
+        raise InvalidConfigError(
+            f"cannot read duration {shown(text)}: unknown unit {shown(suffix)} (valid: {', '.join(_TIME)})"
+        )
     return value * _TIME.get(suffix, 1.0)
 
 
@@ -112,6 +130,38 @@ def parse_int(text: str, what: str, lo: int | None = None, hi: int | None = None
         bounds = f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in [{lo}, {hi}]"
         raise InvalidConfigError(f"{what} {shown(text)} must be {bounds}")
     return v
+
+
+def parse_count(text: str | int | float, what: str, lo: int = 1, hi: int | None = None) -> int:
+    """A whole number of things, written plainly or with a prefix ("4096", "8Ki", "4M", "1e6"),
+    within [lo, hi]; a one-line InvalidConfigError naming ``what`` and the bounds otherwise."""
+    if isinstance(text, (int, float)):
+        value = _given(text, what)
+    else:
+        number, suffix = _split(text, what)
+        value = number * _prefix(suffix, text, what)
+    desc = "a positive integer" if lo == 1 else "a non-negative integer" if lo == 0 else f"an integer >= {lo}"
+    if hi is not None:
+        desc += f" (at most {hi:,})"
+    if value != int(value) or not lo <= value <= (math.inf if hi is None else hi):
+        raise InvalidConfigError(f"{what} {shown(text)} must be {desc}")
+    return int(value)
+
+
+_PLAIN = re.compile(rf"^\s*{_NUM}\s*$")
+
+
+def parse_real(text: str, what: str, lo: float | None = None, hi: float | None = None) -> float:
+    """A plain decimal number in ASCII ("0.7", "2e-3"; no prefix, no nan or inf), within [lo, hi]
+    when given; a one-line InvalidConfigError naming ``what`` otherwise."""
+    m = _PLAIN.match(str(text))
+    if not m:
+        raise InvalidConfigError(f"{what} {shown(text)} is not a number (e.g. 0.7 or 2e-3)")
+    value = _check_range(float(m.group(1)), text, what)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f">= {lo:g}" if hi is None else f"<= {hi:g}" if lo is None else f"in [{lo:g}, {hi:g}]"
+        raise InvalidConfigError(f"{what} {shown(text)} must be {bounds}")
+    return value
 
 
 def _scaled(value: float, steps: list[tuple[float, str]], unit: str, digits: int) -> str:

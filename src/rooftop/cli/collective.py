@@ -13,9 +13,9 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import Output, add_common, chip_from_args
+from rooftop.cli.common import MAX_DIM, Output, add_common, chip_from_args, count
 from rooftop.cost.cost import COLLECTIVE_KINDS
-from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.errors import InvalidConfigError, ParseError, shown
 
 if TYPE_CHECKING:
     from rooftop.hardware.topology import Mesh
@@ -43,19 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def parse_array(text: str) -> tuple[str, tuple[int, ...]]:
     """ "bf16[1024,4096]" -> ("bf16", (1024, 4096))."""
     from rooftop.dtypes import canonical_dtype
-    from rooftop.units import parse_number
 
     m = _ARRAY.match(text)
     if not m:
-        raise ParseError(f"cannot read array {text!r}: expected DTYPE[SIZE, ...], e.g. bf16[1024,4096]")
-    shape = []
-    for part in filter(None, (p.strip() for p in m.group(2).split(","))):
-        value = parse_number(part)
-        if value != int(value) or value < 1:
-            raise ParseError(f"array {text!r}: size {part!r} must be a positive integer")
-        shape.append(int(value))
+        raise ParseError(f"cannot read array {shown(text)}: expected DTYPE[SIZE, ...], e.g. bf16[1024,4096]")
+    shape = [count(part, "--array size", MAX_DIM) for part in filter(None, (p.strip() for p in m.group(2).split(",")))]
     if not shape:
-        raise ParseError(f"array {text!r} has no dims; e.g. bf16[1024,4096]")
+        raise ParseError(f"array {shown(text)} has no dims; e.g. bf16[1024,4096]")
     return canonical_dtype(m.group(1)), tuple(shape)
 
 

@@ -12,10 +12,38 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
+
+#: largest size of one tensor dim read from a flag (XLA's dims are int64)
+MAX_DIM = 1 << 62
+#: largest token count (sequence, prompt, generated tokens, batch) read from a flag: model.config.MAX_TOKENS
+MAX_TOKENS = 1 << 40
+
+
+def int_type(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type=``: ASCII digits in [lo, hi]; the usage error echoes at most ~60
+    characters of the value ("²" and a 5,000-digit number are one short line)."""
+
+    def read(text: str) -> int:
+        from rooftop.units import parse_int
+
+        try:
+            return parse_int(text, "value", lo, hi)
+        except InvalidConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    read.__name__ = "integer"  # argparse names the type in some messages
+    return read
+
+
+def count(text: str, flag: str, hi: int, lo: int = 1) -> int:
+    """A count given to a flag: "4096", "8Ki", "4M" or "1e6", a whole number in [lo, hi]."""
+    from rooftop.units import parse_count
+
+    return parse_count(text, flag, lo, hi)
 
 
 @dataclass
@@ -48,18 +76,17 @@ def chip_from_args(args: argparse.Namespace) -> Chip:
 
 
 def parse_kv_ints(text: str, what: str) -> dict[str, int]:
-    """ "B=4096,D=8192" -> {"B": 4096, "D": 8192}; values accept "4k", "1M"."""
-    from rooftop.units import parse_number
-
+    """ "B=4096,D=8192" -> {"B": 4096, "D": 8192}; values accept "4k", "1M" (whole, in [1, MAX_DIM])."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            raise InvalidConfigError(f"cannot read {what} {part!r}: expected NAME=VALUE, e.g. B=4096")
+            raise InvalidConfigError(f"cannot read {what} {shown(part)}: expected NAME=VALUE, e.g. B=4096")
         k, v = (s.strip() for s in part.split("=", 1))
-        value = parse_number(v)
-        if value != int(value) or value < 1:
-            raise InvalidConfigError(f"{what} {k}={v} must be a positive integer")
-        out[k] = int(value)
+        if not k:
+            raise InvalidConfigError(f"{what} {shown(part)} has no name before '='; e.g. B=4096")
+        if k in out:
+            raise InvalidConfigError(f"{what} gives {shown(k)} twice")
+        out[k] = count(v, f"{what} {shown(k)}", MAX_DIM)
     return out
 
 
@@ -78,4 +105,4 @@ def emit(out: Output, args: argparse.Namespace) -> None:
         console = Console() if sys.stdout.isatty() else Console(width=140)
         out.render(console)
         if plot:
-            console.print(f"plot written to {plot}")
+            console.print(f"plot written to {plot}", markup=False, highlight=False)  # a name is not markup

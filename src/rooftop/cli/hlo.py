@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from rooftop.cli.common import Output, add_common, chip_from_args
+from rooftop.cli.common import Output, add_common, chip_from_args, int_type
 from rooftop.errors import InvalidConfigError
 
 
@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--topology", help="physical slice, e.g. 2x4 (TPU), 8 or 2x8 (GPU) (default: one of the device count)"
     )
-    p.add_argument("--top", type=int, default=10, metavar="N", help="instructions to list, by predicted time (10)")
+    p.add_argument(
+        "--top", type=int_type(0, 10**6), default=10, metavar="N", help="instructions to list, by predicted time (10)"
+    )
     p.set_defaults(func=run)
 
 

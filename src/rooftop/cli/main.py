@@ -29,7 +29,7 @@ from rooftop.cli import serve as serve_cmd
 from rooftop.cli import shard as shard_cmd
 from rooftop.cli import train as train_cmd
 from rooftop.cli.common import Output, emit
-from rooftop.errors import InvalidConfigError, RooftopError
+from rooftop.errors import InvalidConfigError, RooftopError, one_line
 
 #: every subcommand module, in the order ``rooftop --help`` lists them
 COMMANDS: tuple[ModuleType, ...] = (
@@ -51,7 +51,8 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (with a pointer to --help), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # argparse echoes the bad value whole: an argument with a newline or of a megabyte stays one short line
+        self.exit(2, f"{self.prog}: error: {one_line(message, 400)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,11 +80,19 @@ def _check_catalog(args: argparse.Namespace) -> None:
     load_chips(catalog)
 
 
+def _check_plot(args: argparse.Namespace) -> None:
+    """--plot names a file: an empty one is an error, not a chart silently skipped."""
+    plot = getattr(args, "plot", None)
+    if plot is not None and not plot.strip():
+        raise InvalidConfigError("--plot is empty: give the chart's file name, e.g. --plot roofline.png")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         _check_catalog(args)
+        _check_plot(args)
         out: Output = args.func(args)
         emit(out, args)
     except RooftopError as err:
@@ -101,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
-        text = " ".join(str(exc).split())[:300]
+        text = one_line(str(exc), 300)
         print(
             f"rooftop {args.command}: internal error: {type(exc).__name__}: {text} (rerun with --debug "
             "for the traceback, and please report it)",

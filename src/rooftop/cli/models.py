@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from rooftop.cli.common import Output, add_common
-from rooftop.errors import InvalidConfigError
+from rooftop.cli.common import MAX_TOKENS, Output, add_common, count
+from rooftop.errors import InvalidConfigError, shown
 
 if TYPE_CHECKING:
     from rooftop.model.catalog import ModelEntry
@@ -51,12 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _count(text: str | None, flag: str) -> int:
-    from rooftop.units import parse_number
-
-    value = parse_number(text or "")
-    if value != int(value) or value < 1:
-        raise InvalidConfigError(f"{flag} {text!r} must be a positive integer (e.g. 8192 or 8Ki)")
-    return int(value)
+    """A positive count of tokens or sequences, e.g. 8192 or 8Ki."""
+    return count(text or "", flag, MAX_TOKENS)
 
 
 def resolve_model(name: str) -> tuple[TransformerConfig, ModelEntry | None]:
@@ -78,7 +74,9 @@ def run_model(args: argparse.Namespace) -> Output:
             "give a model: `rooftop model NAME` or `--model path/to/config.json` (see `rooftop models`)"
         )
     if args.model and args.name:
-        raise InvalidConfigError(f"give the model once: NAME {args.name!r} or --model {args.model!r}, not both")
+        raise InvalidConfigError(
+            f"give the model once: NAME {shown(args.name)} or --model {shown(args.model)}, not both"
+        )
     cfg, entry = resolve_model(name)
     seq_len = _count(args.seq_len, "--seq-len") if args.seq_len else min(DEFAULT_SEQ_LEN, cfg.max_seq_len)
     batch = _count(args.batch, "--batch")

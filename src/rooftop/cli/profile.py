@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from rooftop.cli.common import Output, add_common, chip_from_args
+from rooftop.cli.common import Output, add_common, chip_from_args, int_type
 from rooftop.units import format_bytes
 
 
@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--hlo", metavar="FILE", help="HLO text of the program (default: the HLO embedded in the XPlane)")
     p.add_argument("--mesh", help="name the mesh axes, e.g. data=4,model=2 (default: inferred from replica groups)")
     p.add_argument("--topology", help="physical slice to time collectives on (default: one for the device count)")
-    p.add_argument("--top", type=int, default=15, help="ops to show, ranked by time lost vs roofline (default 15)")
+    p.add_argument(
+        "--top", type=int_type(0, 10**6), default=15, help="ops to show, ranked by time lost vs roofline (default 15)"
+    )
     p.set_defaults(func=run)
 
 

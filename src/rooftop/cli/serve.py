@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import Output, add_common, chip_from_args
-from rooftop.errors import InvalidConfigError
+from rooftop.cli.common import MAX_TOKENS, Output, add_common, chip_from_args, count
+from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_duration, parse_number
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
 ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
+MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it would slow down --help
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,13 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def _count(text: str | None, flag: str) -> int | None:
-    if text is None:
-        return None
-    value = parse_number(text)
-    if value != int(value) or value < 1:
-        raise InvalidConfigError(f"{flag} {text!r} must be a positive integer")
-    return int(value)
+def _count(text: str | None, flag: str, hi: int = MAX_TOKENS) -> int | None:
+    return None if text is None else count(text, flag, hi)
 
 
 def _positive(text: str | None, flag: str, parse: Any = parse_number) -> float | None:
@@ -61,7 +57,7 @@ def _positive(text: str | None, flag: str, parse: Any = parse_number) -> float |
         return None
     value = parse(text)
     if not value > 0:
-        raise InvalidConfigError(f"{flag} {text!r} must be > 0")
+        raise InvalidConfigError(f"{flag} {shown(text)} must be > 0")
     return float(value)
 
 
@@ -76,7 +72,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     if args.topology:
         topology = parse_topology(chip, args.topology)
     else:
-        topology = topology_for_chips(chip, _count(args.chips, "--chips") or 1)
+        topology = topology_for_chips(chip, _count(args.chips, "--chips", MAX_CHIPS) or 1)
     eff = IDEAL if args.ideal else default_efficiency("serving", chip.kind)
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)

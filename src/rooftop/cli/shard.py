@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from rooftop.cli.common import Output, add_common
-from rooftop.errors import InvalidConfigError
+from rooftop.cli.common import MAX_DIM, Output, add_common, count
+from rooftop.errors import InvalidConfigError, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,16 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    from rooftop.units import parse_number
-
-    out = []
-    for part in filter(None, (p.strip() for p in text.replace("x", ",").split(","))):
-        value = parse_number(part)
-        if value != int(value) or value < 1:
-            raise InvalidConfigError(f"--shape {text!r}: size {part!r} must be a positive integer")
-        out.append(int(value))
+    out = [
+        count(part, "--shape size", MAX_DIM)
+        for part in filter(None, (p.strip() for p in text.replace("x", ",").split(",")))
+    ]
     if not out:
-        raise InvalidConfigError(f"--shape {text!r} is empty; e.g. --shape 128,2048")
+        raise InvalidConfigError(f"--shape {shown(text)} is empty; e.g. --shape 128,2048")
     return tuple(out)
 
 

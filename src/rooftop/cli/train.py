@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rooftop.cli.common import Output, add_common, chip_from_args
-from rooftop.errors import InvalidConfigError
+from rooftop.cli.common import MAX_TOKENS, Output, add_common, chip_from_args, count, int_type
+from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_number
 
 if TYPE_CHECKING:
@@ -19,6 +19,8 @@ OBJECTIVES = ("time", "cost", "memory")  # plan.search.OBJECTIVES (a test checks
 OPTIMIZERS = ("adam", "adamw", "lion", "sgd-momentum", "sgd")  # model.memory.OPTIMIZERS (a test checks)
 
 MAX_SEQUENCES = 10**8  # per optimizer step; far above any published run
+MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it would slow down --help
+MAX_TOP = 256  # each layout shown gets its full breakdown and table rows
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"
     )
-    p.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
+    p.add_argument("--top", type=int_type(1, MAX_TOP), default=5, help="how many layouts to show (default 5)")
     p.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
@@ -48,11 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def _int(text: str, what: str) -> int:
-    v = parse_number(text)
-    if v != int(v) or v < 1:
-        raise InvalidConfigError(f"{what} must be a positive integer, got {text!r}")
-    return int(v)
+def _int(text: str, what: str, hi: int = MAX_TOKENS * MAX_SEQUENCES) -> int:
+    return count(text, what, hi)
 
 
 def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
@@ -65,9 +64,11 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
     chip = chip_from_args(args)
     cfg = get_model(args.model)
     topo = (
-        parse_topology(chip, args.topology) if args.topology else topology_for_chips(chip, _int(args.chips, "--chips"))
+        parse_topology(chip, args.topology)
+        if args.topology
+        else topology_for_chips(chip, _int(args.chips, "--chips", MAX_CHIPS))
     )
-    batch_tokens, seq = _int(args.batch_tokens, "--batch-tokens"), _int(args.seq_len, "--seq-len")
+    batch_tokens, seq = _int(args.batch_tokens, "--batch-tokens"), _int(args.seq_len, "--seq-len", MAX_TOKENS)
     if batch_tokens / seq > MAX_SEQUENCES:
         raise InvalidConfigError(
             f"--batch-tokens {batch_tokens} is {batch_tokens // seq:,} sequences, more than the {MAX_SEQUENCES:,} the "
@@ -90,12 +91,12 @@ def run(args: argparse.Namespace) -> Output:
 
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
-    price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour else None
+    price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour is not None else None
     if price is not None and price < 0:
-        raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {args.price_per_chip_hour!r}")
-    tokens = parse_number(args.tokens) if args.tokens else None
+        raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {shown(args.price_per_chip_hour)}")
+    tokens = parse_number(args.tokens) if args.tokens is not None else None
     if tokens is not None and tokens < 1:
-        raise InvalidConfigError(f"--tokens must be > 0, got {args.tokens!r}")
+        raise InvalidConfigError(f"--tokens must be >= 1, got {shown(args.tokens)}")
     setup = setup_from_args(args)
     fix = parse_fix(args.fix)
     plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))

@@ -28,7 +28,8 @@ from types import MappingProxyType
 from typing import Any
 
 from rooftop.catalog.io import builtin_toml
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
+from rooftop.units import parse_real
 
 PEAK_FRACTIONS = ("matrix", "vector", "hbm", "network")
 OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap")
@@ -36,6 +37,9 @@ OVERHEADS = ("kernel_s", "kernels_per_layer", "step_s")
 #: other spellings accepted by ``parse_efficiency`` (name -> (field, value -> field value))
 ALIASES = {"usable_hbm_fraction": ("memory_reserve", lambda v: 1.0 - v)}
 PURPOSES = ("training", "serving")
+#: upper bounds of the fixed costs: far above any real stack, low enough that a serving sweep's
+#: times and token rates stay finite (a kernel launch is microseconds, a step's overhead milliseconds)
+OVERHEAD_LIMITS = {"kernel_s": 1.0, "kernels_per_layer": 1e6, "step_s": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,8 @@ class Efficiency:
             )
         for name in OVERHEADS:
             v = getattr(self, name)
-            if not 0 <= v < float("inf"):
-                raise InvalidConfigError(f"overhead {name}={v} must be a finite number >= 0")
+            if not 0 <= v <= OVERHEAD_LIMITS[name]:
+                raise InvalidConfigError(f"overhead {name}={v} must be in [0, {OVERHEAD_LIMITS[name]:g}]")
 
     @property
     def usable_hbm_fraction(self) -> float:
@@ -88,7 +92,7 @@ class Efficiency:
         names = factor_names()
         unknown = sorted(set(changes) - set(names))
         if unknown:
-            raise InvalidConfigError(f"unknown efficiency factor {unknown[0]!r} (valid: {', '.join(names)})")
+            raise InvalidConfigError(f"unknown efficiency factor {shown(unknown[0])} (valid: {', '.join(names)})")
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]  # factors are floats, checked above
 
     def as_dict(self) -> dict[str, Any]:
@@ -148,12 +152,9 @@ def parse_efficiency(text: str, base: Efficiency) -> Efficiency:
     changes: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            raise InvalidConfigError(f"cannot read efficiency {part!r}: expected NAME=VALUE, e.g. matrix=0.7")
+            raise InvalidConfigError(f"cannot read efficiency {shown(part)}: expected NAME=VALUE, e.g. matrix=0.7")
         key, value = (s.strip() for s in part.split("=", 1))
-        try:
-            number = float(value)
-        except ValueError:
-            raise InvalidConfigError(f"efficiency {key}={value!r} is not a number") from None
+        number = parse_real(value, f"efficiency {shown(key)}")  # ASCII digits; no nan, inf or 1e400
         name, convert = ALIASES.get(key, (key, lambda v: v))
         changes[name] = convert(number)
     return base.replace(**changes)

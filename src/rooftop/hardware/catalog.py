@@ -14,10 +14,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, read_toml_file
-from rooftop.errors import InvalidConfigError, UnknownNameError
-from rooftop.hardware.chip import Chip, Figure, TopologySpec
-from rooftop.units import parse_number
+from rooftop.catalog.io import builtin_tomls, path_text, read_toml_file
+from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.hardware.chip import MAX_CHIPS, MAX_TORUS_DIMS, Chip, Figure, TopologySpec
+from rooftop.units import MAX_QUANTITY, parse_number
 
 _REQUIRED = (
     "name",
@@ -33,6 +33,10 @@ _REQUIRED = (
 _KINDS = ("tpu", "gpu", "cpu", "custom")
 _POSITIVE_TABLES = {"matrix_flops_per_s", "vector_flops_per_s"}
 _POSITIVE_FIELDS = {"memory.hbm_bytes_per_s", "links.bytes_per_s", "links.count"}
+#: smallest nonzero rate (FLOPs/s, bytes/s): a time divided by less could overflow to infinity
+MIN_RATE = 1.0
+#: most links per chip (real chips have 4 to 18)
+MAX_LINKS = 1 << 16
 
 
 class _Reader:
@@ -44,7 +48,8 @@ class _Reader:
         self.sources: dict[str, Figure] = {}
 
     def fail(self, field: str, why: str) -> InvalidConfigError:
-        return InvalidConfigError(f"chip file {self.path}: field {field!r} {why}")
+        where = path_text(self.path)
+        return InvalidConfigError(f"chip file {where}: field {shown(field)} {why}")
 
     def raw(self, dotted: str) -> Any:
         node: Any = self.data
@@ -67,19 +72,21 @@ class _Reader:
             raise self.fail(dotted, "has no source (every figure needs one)")
         raw = node["value"]
         if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-            raise self.fail(dotted, f"has an unreadable value {raw!r} (expected a number or a string with a unit)")
+            raise self.fail(dotted, f"has an unreadable value {shown(raw)} (expected a number or a string with a unit)")
         if isinstance(raw, str) and "/s" in raw and not dotted.endswith("_per_s"):
-            raise self.fail(dotted, f"is an amount, not a rate: {raw!r}")
+            raise self.fail(dotted, f"is an amount, not a rate: {shown(raw)}")
         try:
-            value = float(raw) if isinstance(raw, (int, float)) else _parse(raw)
-        except Exception as exc:
-            raise self.fail(dotted, f"has an unreadable value {raw!r} ({exc})") from None
-        if not math.isfinite(value) or value < 0:
-            raise self.fail(dotted, f"must be a finite number >= 0, got {raw!r}")
+            value = parse_number(raw) if isinstance(raw, (int, float)) else _parse(raw)
+        except InvalidConfigError as exc:
+            raise self.fail(dotted, f"has an unreadable value ({exc})") from None
+        if not math.isfinite(value) or not 0 <= value <= MAX_QUANTITY:
+            raise self.fail(dotted, f"must be a finite number in [0, 1e30], got {shown(raw)}")
         if value == 0 and (dotted.split(".")[0] in _POSITIVE_TABLES or dotted in _POSITIVE_FIELDS):
             raise self.fail(dotted, "must be > 0 (a rate of 0 would make every time infinite)")
-        if dotted == "links.count" and value != int(value):
-            raise self.fail(dotted, f"must be a whole number of links, got {raw!r}")
+        if 0 < value < MIN_RATE and (dotted.split(".")[0] in _POSITIVE_TABLES or dotted.endswith("_per_s")):
+            raise self.fail(dotted, f"is {shown(raw)}; a rate must be 0 (none) or at least 1 per second")
+        if dotted == "links.count" and (value != int(value) or value > MAX_LINKS):
+            raise self.fail(dotted, f"must be a whole number of links in [1, {MAX_LINKS}], got {shown(raw)}")
         self.sources[dotted] = Figure(value, source, str(node.get("note", "")))
         return value
 
@@ -105,37 +112,53 @@ def _parse(value: Any) -> float:
     return parse_number(text)
 
 
+def _whole(r: _Reader, field: str, value: Any, lo: int, hi: int) -> int:
+    """A TOML integer (or integral float) in [lo, hi]; strings, booleans, inf and nan are not sizes."""
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        ok, value = True, int(value)
+    if not ok or not lo <= value <= hi:
+        raise r.fail(field, f"has {shown(value)}; expected a whole number in [{lo}, {hi:,}]")
+    return int(value)
+
+
+def _sizes(r: _Reader, t: Mapping[str, Any], key: str, most: int) -> tuple[int, ...]:
+    values = t.get(key, [])
+    if not isinstance(values, list) or len(values) > most:
+        raise r.fail(f"topology.{key}", f"must be a list of at most {most} whole numbers, got {shown(values)}")
+    return tuple(_whole(r, f"topology.{key}", v, 1, MAX_CHIPS) for v in values)
+
+
 def _topology(r: _Reader) -> TopologySpec:
     t = r.raw("topology")
     if not isinstance(t, Mapping):
         raise r.fail("topology", "is missing")
     kind = t.get("kind")
     if kind not in ("torus", "switched"):
-        raise r.fail("topology.kind", f"must be 'torus' or 'switched', got {kind!r}")
-    try:
-        spec = TopologySpec(
-            kind=kind,
-            max_dims=tuple(int(x) for x in t.get("max_dims", ())),
-            max_chips=int(t.get("max_chips", 0)),
-            wraparound=str(t.get("wraparound", "none")),
-            wrap_length=int(t.get("wrap_length", 0)),
-            cube=tuple(int(x) for x in t.get("cube", ())),
-            domain_sizes=tuple(int(x) for x in t.get("domain_sizes", ())),
-            source=str(t.get("source", "")),
-            note=str(t.get("note", "")),
-        )
-    except (TypeError, ValueError) as exc:
-        raise r.fail("topology", f"has a malformed value ({exc})") from None
-    sizes = (*spec.max_dims, *spec.domain_sizes, *spec.cube)
-    if any(d < 1 for d in sizes) or spec.max_chips < 0 or spec.wrap_length < 0:
-        raise r.fail("topology", "needs positive max_dims, domain_sizes and cube sizes, and max_chips >= 0")
+        raise r.fail("topology.kind", f"must be 'torus' or 'switched', got {shown(kind)}")
+    for key in ("wraparound", "source", "note"):
+        if not isinstance(t.get(key, ""), str):
+            raise r.fail(f"topology.{key}", f"must be a string, got {shown(t.get(key))}")
+    spec = TopologySpec(
+        kind=kind,
+        max_dims=_sizes(r, t, "max_dims", MAX_TORUS_DIMS),
+        max_chips=_whole(r, "topology.max_chips", t.get("max_chips", 0), 0, MAX_CHIPS),
+        wraparound=t.get("wraparound", "none"),
+        wrap_length=_whole(r, "topology.wrap_length", t.get("wrap_length", 0), 0, MAX_CHIPS),
+        cube=_sizes(r, t, "cube", MAX_TORUS_DIMS),
+        domain_sizes=_sizes(r, t, "domain_sizes", 64),
+        source=t.get("source", ""),
+        note=t.get("note", ""),
+    )
     if spec.wraparound not in ("none", "full-axis", "whole-cubes"):
-        raise r.fail("topology.wraparound", f"must be none, full-axis or whole-cubes, got {spec.wraparound!r}")
+        raise r.fail("topology.wraparound", f"must be none, full-axis or whole-cubes, got {shown(spec.wraparound)}")
     if kind == "switched" and not spec.domain_sizes:
         raise r.fail("topology.domain_sizes", "is required for a switched (GPU) topology")
     if kind == "torus" and not spec.max_dims:
         raise r.fail("topology.max_dims", "is required for a torus (TPU) topology")
-    if not spec.source:
+    if kind == "torus" and math.prod(spec.max_dims) > MAX_CHIPS:
+        raise r.fail("topology.max_dims", f"make a pod of {math.prod(spec.max_dims):,} chips (at most {MAX_CHIPS:,})")
+    if not spec.source.strip():
         raise r.fail("topology.source", "is missing (every figure needs a source)")
     return spec
 
@@ -144,12 +167,14 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     """Build and validate a Chip from parsed TOML; errors name the file and field."""
     r = _Reader(data, path)
     if data.get("schema_version", 1) != 1:
-        raise r.fail("schema_version", f"is {data.get('schema_version')!r}; this rooftop reads chip files of version 1")
+        raise r.fail(
+            "schema_version", f"is {shown(data.get('schema_version'))}; this rooftop reads chip files of version 1"
+        )
     for key in ("name", "vendor", "kind"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise r.fail(key, "is missing or not a string")
     if data["kind"] not in _KINDS:
-        raise r.fail("kind", f"must be one of {', '.join(_KINDS)}, got {data['kind']!r}")
+        raise r.fail("kind", f"must be one of {', '.join(_KINDS)}, got {shown(data['kind'])}")
     matrix = r.table("matrix_flops_per_s")
     if not matrix:
         raise r.fail("matrix_flops_per_s", "needs at least one dtype")
@@ -198,9 +223,13 @@ def load_chips(extra: str | Path | None = None) -> tuple[Chip, ...]:
     chips = {c.name: c for c in _builtin()}
     if extra is not None:
         p = Path(extra)
-        files = sorted(p.glob("*.toml")) if p.is_dir() else [p]
-        if p.is_dir() and not files:
-            raise InvalidConfigError(f"catalog directory {p} has no .toml chip files")
+        try:
+            is_dir = p.is_dir()
+            files = sorted(p.glob("*.toml")) if is_dir else [p]
+        except (OSError, ValueError):  # a name too long, a NUL byte: the reader says which
+            is_dir, files = False, [p]
+        if is_dir and not files:
+            raise InvalidConfigError(f"catalog directory {path_text(p)} has no .toml chip files")
         for f in files:
             c = load_chip_file(f)
             chips[c.name] = c

@@ -11,6 +11,12 @@ from rooftop.errors import InvalidConfigError, UnknownNameError
 
 Unit = Literal["matrix", "vector"]
 
+#: most chips in any topology (a slice, a cluster of NVLink domains, or several slices over DCN):
+#: far above any system built, and it bounds every search over layouts and factorizations
+MAX_CHIPS = 1 << 24
+#: most physical dims of a torus a chip file may declare (TPUs have 2 or 3)
+MAX_TORUS_DIMS = 6
+
 
 @dataclass(frozen=True)
 class Figure:

@@ -16,9 +16,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
-from rooftop.errors import InvalidConfigError, ShardingError
-from rooftop.hardware.chip import Chip
+from rooftop.errors import InvalidConfigError, ShardingError, shown
+from rooftop.hardware.chip import MAX_CHIPS, Chip
+from rooftop.units import parse_int
+
+#: most named axes of a mesh (real meshes have 1 to 6) and the longest axis name
+MAX_MESH_AXES = 64
+MAX_AXIS_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -49,13 +55,22 @@ class Topology:
         return f"{self.chip.name} {self.spec}: " + " x ".join(parts)
 
 
+_SHAPE = re.compile(r"\s*[0-9]+(\s*x\s*[0-9]+)*\s*", re.ASCII)
+
+
 def _split_shape(text: str, what: str) -> tuple[int, ...]:
-    if not re.fullmatch(r"\s*\d+(\s*x\s*\d+)*\s*", text):
-        raise InvalidConfigError(f"cannot read {what} {text!r}: expected sizes joined by 'x', e.g. 4x4x4")
-    dims = tuple(int(p) for p in text.lower().split("x"))
-    if any(d < 1 for d in dims):
-        raise InvalidConfigError(f"{what} {text!r}: every size must be >= 1")
+    """ "4x4x4" -> (4, 4, 4): sizes in ASCII digits, each and their product at most MAX_CHIPS."""
+    if not _SHAPE.fullmatch(text):
+        raise InvalidConfigError(f"cannot read {what} {shown(text)}: expected sizes joined by 'x', e.g. 4x4x4")
+    dims = tuple(parse_int(p, f"{what} size", 1, MAX_CHIPS) for p in text.split("x"))
+    _check_chips(dims, text, what)
     return dims
+
+
+def _check_chips(dims: tuple[int, ...], text: str, what: str) -> None:
+    total = math.prod(dims)
+    if total > MAX_CHIPS:
+        raise InvalidConfigError(f"{what} {shown(text)} has {total:,} chips; at most {MAX_CHIPS:,} are supported")
 
 
 def _torus_wraps(chip: Chip, dims: tuple[int, ...]) -> tuple[bool, ...]:
@@ -78,7 +93,7 @@ def _check_torus(chip: Chip, dims: tuple[int, ...], text: str) -> None:
     pod = "x".join(map(str, spec.max_dims))
     limit = f"the {chip.name} pod is at most {pod} ({spec.max_chips or math.prod(spec.max_dims)} chips)"
     if len(dims) > len(spec.max_dims):
-        raise InvalidConfigError(f"{chip.name} slice {text!r} has {len(dims)} dims; {limit}")
+        raise InvalidConfigError(f"{chip.name} slice {shown(text)} has {len(dims)} dims; {limit}")
     chips = math.prod(dims)
     # the slice must fit in the pod in some orientation: compare dims sorted largest first
     if any(a > b for a, b in zip(sorted(dims, reverse=True), sorted(spec.max_dims, reverse=True), strict=False)):
@@ -107,10 +122,9 @@ def parse_topology(chip: Chip, text: str) -> Topology:
     slices = 1
     if "*" in text:
         left, text = text.split("*", 1)
-        if not left.strip().isdigit() or int(left) < 1:
-            raise InvalidConfigError(f"cannot read topology '{left}*{text}': the slice count before '*' must be >= 1")
-        slices = int(left)
+        slices = parse_int(left, "slice count before '*' in the topology", 1, MAX_CHIPS)
     dims = _split_shape(text, "topology")
+    _check_chips((slices, *dims), f"{slices}*{text}", "topology")
     if chip.topology.kind == "switched":
         return _switched(chip, dims, slices, text)
     _check_torus(chip, dims, text)
@@ -132,7 +146,7 @@ def _switched(chip: Chip, dims: tuple[int, ...], slices: int, text: str) -> Topo
             raise InvalidConfigError(f"{n} {chip.name} GPUs do not fill whole NVLink domains of {domain}")
         dims = (n // domain, domain)
     if len(dims) != 2:
-        raise InvalidConfigError(f"{chip.name} topology {text!r}: write NODESxGPUS_PER_NVLINK_DOMAIN, e.g. 16x8")
+        raise InvalidConfigError(f"{chip.name} topology {shown(text)}: write NODESxGPUS_PER_NVLINK_DOMAIN, e.g. 16x8")
     nodes, domain = dims
     valid = chip.topology.domain_sizes
     if domain > max(valid) or (nodes > 1 and domain not in valid):
@@ -147,8 +161,8 @@ def _switched(chip: Chip, dims: tuple[int, ...], slices: int, text: str) -> Topo
 def topology_for_chips(chip: Chip, n: int) -> Topology:
     """A default topology of ``n`` chips: GPUs in full NVLink domains; TPUs as the most
     cubic slice the generation allows."""
-    if n < 1:
-        raise InvalidConfigError(f"chip count must be >= 1, got {n}")
+    if not 1 <= n <= MAX_CHIPS:
+        raise InvalidConfigError(f"chip count must be in [1, {MAX_CHIPS:,}], got {n:,}")
     if chip.topology.kind == "switched":
         return parse_topology(chip, str(n))
     limit = chip.topology.max_chips or math.prod(chip.topology.max_dims)
@@ -167,19 +181,32 @@ def topology_for_chips(chip: Chip, n: int) -> Topology:
 
 
 def _factorizations(n: int, ndim: int) -> list[tuple[int, ...]]:
-    """Shapes of ``ndim`` dims with product n, most cubic first."""
+    """Shapes of ``ndim`` dims with product n (each listed once, sizes ascending), most cubic
+    first. Built from n's divisors, smallest size first: the work grows with the shapes there
+    are, not with n."""
+    divs = _divisors(n)
     out: list[tuple[int, ...]] = []
 
-    def rec(rem: int, k: int, acc: tuple[int, ...]) -> None:
+    def rec(rem: int, k: int, lo: int, acc: tuple[int, ...]) -> None:
         if k == 1:
-            out.append(acc + (rem,))
+            if rem >= lo:
+                out.append((*acc, rem))
             return
-        for d in range(1, rem + 1):
-            if rem % d == 0:
-                rec(rem // d, k - 1, acc + (d,))
+        for d in divs:
+            if d < lo or rem % d:
+                continue
+            if d**k > rem:
+                break
+            rec(rem // d, k - 1, d, (*acc, d))
 
-    rec(n, ndim, ())
-    return sorted(set(tuple(sorted(s)) for s in out), key=lambda s: (max(s) / min(s), s))
+    rec(n, max(ndim, 1), 1, ())
+    return sorted(out, key=lambda s: (max(s) / min(s), s))
+
+
+def _divisors(n: int) -> list[int]:
+    """Divisors of n ascending, from the pairs (d, n // d) with d <= sqrt(n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 @dataclass(frozen=True)
@@ -213,11 +240,15 @@ class Mesh:
     def shape(self) -> dict[str, int]:
         return {a.name: a.size for a in self.axes}
 
+    @cached_property
+    def _by_name(self) -> dict[str, MeshAxis]:
+        return {a.name: a for a in self.axes}
+
     def axis(self, name: str) -> MeshAxis:
-        for a in self.axes:
-            if a.name == name:
-                return a
-        raise ShardingError(f"unknown mesh axis {name!r} (mesh axes: {', '.join(a.name for a in self.axes)})")
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        raise ShardingError(f"unknown mesh axis {shown(name)} (mesh axes: {', '.join(a.name for a in self.axes)})")
 
     def size(self, names: tuple[str, ...] | list[str]) -> int:
         return math.prod(self.axis(n).size for n in names)
@@ -226,21 +257,30 @@ class Mesh:
         return ",".join(f"{a.name}={a.size}" for a in self.axes)
 
 
+_MESH_AXIS = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([0-9]+)", re.ASCII)
+
+
 def parse_mesh_spec(text: str) -> dict[str, int]:
-    """ "X=4,Y=4,Z=4" -> {"X": 4, "Y": 4, "Z": 4} (order kept: outermost first)."""
+    """ "X=4,Y=4,Z=4" -> {"X": 4, "Y": 4, "Z": 4} (order kept: outermost first); names are ASCII
+    identifiers, sizes ASCII digits in [1, MAX_CHIPS], their product at most MAX_CHIPS."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)", part)
+        m = _MESH_AXIS.fullmatch(part)
         if not m:
-            raise InvalidConfigError(f"cannot read mesh axis {part!r}: expected NAME=SIZE, e.g. data=8")
-        name, size = m.group(1), int(m.group(2))
+            raise InvalidConfigError(f"cannot read mesh axis {shown(part)}: expected NAME=SIZE, e.g. data=8")
+        name, size = m.group(1), parse_int(m.group(2), f"mesh axis {shown(m.group(1))} size", 1, MAX_CHIPS)
         if name in out:
-            raise InvalidConfigError(f"mesh axis {name!r} appears twice in {text!r}")
-        if size < 1:
-            raise InvalidConfigError(f"mesh axis {name}={size}: size must be >= 1")
+            raise InvalidConfigError(f"mesh axis {shown(name)} appears twice in {shown(text)}")
+        if len(name) > MAX_AXIS_NAME:
+            raise InvalidConfigError(f"mesh axis name {shown(name)} is longer than {MAX_AXIS_NAME} characters")
         out[name] = size
+        if len(out) > MAX_MESH_AXES:
+            raise InvalidConfigError(f"mesh {shown(text)} has more than {MAX_MESH_AXES} axes")
     if not out:
-        raise InvalidConfigError(f"empty mesh {text!r}: expected NAME=SIZE,..., e.g. data=8,model=4")
+        raise InvalidConfigError(f"empty mesh {shown(text)}: expected NAME=SIZE,..., e.g. data=8,model=4")
+    total = math.prod(out.values())
+    if total > MAX_CHIPS:
+        raise InvalidConfigError(f"mesh {shown(text)} has {total:,} devices; at most {MAX_CHIPS:,} are supported")
     return out
 
 
@@ -251,6 +291,8 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
         axes = _default_axes(topology)
     if isinstance(axes, str):
         axes = parse_mesh_spec(axes)
+    if len(axes) > MAX_MESH_AXES:
+        raise ShardingError(f"a mesh of {len(axes):,} axes: at most {MAX_MESH_AXES} are supported")
     total = math.prod(axes.values())
     if total != topology.num_chips:
         raise ShardingError(

@@ -14,6 +14,7 @@ unknown name raises UnknownNameError with close matches.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,9 +22,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, read_toml_file
-from rooftop.errors import InvalidConfigError, UnknownNameError
-from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig, config_from_dict
+from rooftop.catalog.io import builtin_tomls, path_text, read_text_file, read_toml_file
+from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
+from rooftop.model.config import MAX_LAYERS, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
+from rooftop.units import MAX_QUANTITY
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,11 @@ def _published(data: Any, where: str) -> dict[str, PublishedFigure]:
     out = {}
     for key, node in data.items():
         if not isinstance(node, Mapping) or "value" not in node or not str(node.get("source", "")).strip():
-            raise InvalidConfigError(f'{where}: published.{key} must be {{value = ..., source = "..."}}')
-        out[key] = PublishedFigure(float(node["value"]), str(node["source"]), str(node.get("note", "")))
+            raise InvalidConfigError(f'{where}: published.{shown(key)} must be {{value = ..., source = "..."}}')
+        value = node["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= MAX_QUANTITY:
+            raise InvalidConfigError(f"{where}: published.{shown(key)} value {shown(value)} must be a finite number")
+        out[key] = PublishedFigure(float(value), str(node["source"]), str(node.get("note", "")))
     return out
 
 
@@ -67,7 +72,7 @@ def entry_from_dict(data: Mapping[str, Any], where: str = "<model>") -> ModelEnt
     """Build and validate a ModelEntry from a parsed catalog TOML; errors name the file and field."""
     for key in ("name", "source"):
         if not isinstance(data.get(key), str) or not data[key].strip():
-            raise InvalidConfigError(f"{where}: field {key!r} is missing or not a string (every model needs one)")
+            raise InvalidConfigError(f"{where}: field {key} is missing or not a string (every model needs one)")
     arch = data.get("architecture")
     if not isinstance(arch, Mapping):
         raise InvalidConfigError(f"{where}: table [architecture] is missing")
@@ -184,20 +189,35 @@ class _HF:
         return InvalidConfigError(f"{self.where}: field {key!r} {why}")
 
     def get(self, key: str, default: Any = ..., kind: type | None = None) -> Any:
+        """The value of ``key`` (``default`` when absent or null; ``...``: required). ``kind`` int:
+        a JSON integer or integral number (1e15 is read, 1.5, inf, nan and "8" are not); bool: true
+        or false ("false" is a string, not false); str: a string."""
         value = self.data.get(key)
         if value is None:
             if default is ...:
                 raise self.fail(key, "is missing (needed for this architecture)")
             return default
-        if kind is int and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value)):
-            raise self.fail(key, f"must be an integer, got {value!r}")
-        return int(value) if kind is int else value
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _integral(value):
+                raise self.fail(key, f"must be an integer, got {shown(value)}")
+            return int(value)
+        if kind is bool and not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {shown(value)}")
+        if kind is str and not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {shown(value)}")
+        return value
+
+
+def _integral(value: float) -> bool:
+    """A JSON integer, or a float with a whole value (1e15; not 1.5, inf or nan): the model's
+    bounds then name the field when it is too large."""
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
 
 
 def _gated_act(r: _HF, out: dict[str, Any], key: str = "hidden_act") -> None:
-    act = r.get(key, "silu")
+    act = r.get(key, "silu", str)
     if act not in _GATED_ACT:
-        raise r.fail(key, f"has unsupported activation {act!r} (supported: {', '.join(_GATED_ACT)})")
+        raise r.fail(key, f"has unsupported activation {shown(act)} (supported: {', '.join(_GATED_ACT)})")
     out["mlp"] = _GATED_ACT[act]
 
 
@@ -206,8 +226,8 @@ def _gemma_act(r: _HF, out: dict[str, Any]) -> None:
 
 
 def _llama_bias(r: _HF, out: dict[str, Any]) -> None:
-    out["qkv_bias"] = out["out_bias"] = bool(r.get("attention_bias", False))
-    out["mlp_bias"] = bool(r.get("mlp_bias", False))
+    out["qkv_bias"] = out["out_bias"] = r.get("attention_bias", False, bool)
+    out["mlp_bias"] = r.get("mlp_bias", False, bool)
 
 
 def _sliding_all(r: _HF, out: dict[str, Any]) -> None:
@@ -217,7 +237,7 @@ def _sliding_all(r: _HF, out: dict[str, Any]) -> None:
 
 
 def _qwen_window(r: _HF, out: dict[str, Any]) -> None:
-    if r.get("use_sliding_window", False):
+    if r.get("use_sliding_window", False, bool):
         raise r.fail("use_sliding_window", "is true; Qwen2 sliding-window layers are not supported (set it false)")
 
 
@@ -231,12 +251,18 @@ def _gemma3_pattern(r: _HF, out: dict[str, Any]) -> None:
     types = r.get("layer_types", None)
     if types is not None:
         kinds = {"sliding_attention": "local", "full_attention": "global"}
-        if not isinstance(types, list) or any(t not in kinds for t in types):
+        if not isinstance(types, list) or not 0 < len(types) <= MAX_LAYERS:
+            raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer (1 to {MAX_LAYERS:,} entries)")
+        if any(not isinstance(t, str) or t not in kinds for t in types):
             raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer")
         out["attention_pattern"] = tuple(kinds[t] for t in types)
         return
     # transformers Gemma3 (before layer_types): is_sliding = bool((layer_idx + 1) % sliding_window_pattern).
     period = r.get("sliding_window_pattern", 6, int)
+    if not 1 <= period <= MAX_LAYERS:  # the pattern is built as a tuple of that length
+        raise r.fail(
+            "sliding_window_pattern", f"must be in [1, {MAX_LAYERS:,}] (a global layer every N), got {period:,}"
+        )
     out["attention_pattern"] = ("local",) * (period - 1) + ("global",)
 
 
@@ -257,7 +283,7 @@ def _deepseek_moe(r: _HF, out: dict[str, Any]) -> None:
         d_ff_expert=r.get("moe_intermediate_size", ..., int),
         n_shared_experts=r.get("n_shared_experts", 0, int),
         first_dense_layers=r.get("first_k_dense_replace", 0, int),
-        router_bias=r.get("topk_method", "noaux_tc") == "noaux_tc",  # e_score_correction_bias (DeepSeek-V3)
+        router_bias=r.get("topk_method", "noaux_tc", str) == "noaux_tc",  # e_score_correction_bias (DeepSeek-V3)
     )
 
 
@@ -312,8 +338,7 @@ def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json
     spec, r = HF_ARCHITECTURES[arch], _HF(data, where)
     out: dict[str, Any] = {ours: r.get(key, ..., int) for ours, key in spec.required.items()}
     for ours, (key, default) in spec.optional.items():
-        out.setdefault(ours, r.get(key, default, int if type(default) is int else None))
-    out["tied_embeddings"] = bool(out["tied_embeddings"])
+        out.setdefault(ours, r.get(key, default, type(default)))
     out.update(spec.fixed)
     for feature in spec.features:
         _FEATURES[feature](r, out)
@@ -324,21 +349,18 @@ def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConf
     """Read a config.json with ``json.load`` (nothing in it is executed) and import it;
     the model is named after the file's folder unless ``name`` is given."""
     p = Path(path)
+    text = read_text_file(p, "config")  # a regular file of bounded size: not /dev/zero, not a FIFO
+    where = path_text(p)
     try:
-        with p.open(encoding="utf-8") as fh:
-            data = json.load(fh, parse_constant=_no_constant)
-    except FileNotFoundError:
-        raise InvalidConfigError(f"config file {p} does not exist") from None
-    except OSError as exc:
-        raise InvalidConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise InvalidConfigError(f"config file {p}: not valid JSON ({reason})") from None
-    stem = p.stem if p.stem != "config" else (p.resolve().parent.name or "config")
+        data = json.loads(text, parse_constant=_no_constant)
+    except (RecursionError, ValueError) as exc:  # JSONDecodeError, NaN/Infinity, a 5,000-digit integer
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 200)
+        raise InvalidConfigError(f"config file {where}: not valid JSON ({reason})") from None
     try:
-        return config_from_hf(data, name or stem, str(p))
-    except (OverflowError, ValueError, TypeError) as exc:  # e.g. 1e400 or a list where a size belongs
-        raise InvalidConfigError(f"config file {p}: a field has an unusable value ({exc})") from None
+        stem = p.stem if p.stem != "config" else (p.resolve().parent.name or "config")
+    except (OSError, RuntimeError):  # a symlink loop: the file was read, so name it plainly
+        stem = "config"
+    return config_from_hf(data, name or stem, where)
 
 
 def _no_constant(name: str) -> float:

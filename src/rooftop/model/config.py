@@ -23,12 +23,13 @@ Catalog files and Hugging Face ``config.json`` files are read by model/catalog.p
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rooftop.dtypes import canonical_dtype
-from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.errors import InvalidConfigError, UnknownNameError, shown
 
 
 @dataclass(frozen=True)
@@ -115,15 +116,53 @@ REMAT_POLICIES: dict[str, RematPolicy] = {
 
 
 def remat_policy(name: str) -> RematPolicy:
-    if name not in REMAT_POLICIES:
+    if not isinstance(name, str) or name not in REMAT_POLICIES:
         raise UnknownNameError("remat policy", name, REMAT_POLICIES)
     return REMAT_POLICIES[name]
 
 
+#: largest value of each size a model may have: far above every published model, and small
+#: enough that every count stays an exact float and every loop or divisor list stays short
+MAX_LAYERS = 1 << 20
+MAX_HEADS = 1 << 20
+MAX_WIDTH = 1 << 28  # d_model, d_ff, head_dim, expert widths, MLA ranks
+MAX_VOCAB = 1 << 32
+MAX_TOKENS = 1 << 40  # max_seq_len, sliding_window, a workload's batch and lengths
+MAX_EXPERTS = 1 << 20
+_LIMITS = {
+    "n_layers": MAX_LAYERS,
+    "n_heads": MAX_HEADS,
+    "n_kv_heads": MAX_HEADS,
+    "vocab_size": MAX_VOCAB,
+    "max_seq_len": MAX_TOKENS,
+    "batch": MAX_TOKENS,
+    "seq_len": MAX_TOKENS,
+    "kv_len": MAX_TOKENS,
+    "n_experts": MAX_EXPERTS,
+    "top_k": MAX_EXPERTS,
+}
+
+
 def _positive(owner: str, **values: int) -> None:
+    """Each value a whole number in [1, its limit] (``_LIMITS``, else MAX_WIDTH)."""
     for key, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidConfigError(f"{owner}: {key}={value!r} must be a positive integer")
+        hi = _LIMITS.get(key, MAX_WIDTH)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= hi:
+            raise InvalidConfigError(f"{owner}: {key}={shown(value)} must be a whole number in [1, {hi:,}]")
+
+
+def _flags(owner: str, obj: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, bool):
+            raise InvalidConfigError(f"{owner}: {name}={shown(value)} must be true or false")
+
+
+def divisors(n: int) -> list[int]:
+    """Divisors of ``n`` ascending, from the pairs (d, n // d) with d <= sqrt(n) (n is bounded
+    by the limits above, so this is at most about a thousand steps)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 @dataclass(frozen=True)
@@ -143,8 +182,11 @@ class MoEConfig:
         _positive("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff_expert=self.d_ff_expert)
         if self.top_k > self.n_experts:
             raise InvalidConfigError(f"moe: top_k={self.top_k} exceeds n_experts={self.n_experts}")
-        if self.n_shared_experts < 0 or self.first_dense_layers < 0:
-            raise InvalidConfigError("moe: n_shared_experts and first_dense_layers must be >= 0")
+        for name, hi in (("n_shared_experts", MAX_EXPERTS), ("first_dense_layers", MAX_LAYERS)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= hi:
+                raise InvalidConfigError(f"moe: {name}={shown(value)} must be a whole number in [0, {hi:,}]")
+        _flags("moe", self, ("router_bias",))
 
 
 @dataclass(frozen=True)
@@ -168,8 +210,18 @@ class MLAConfig:
             qk_rope_head_dim=self.qk_rope_head_dim,
             v_head_dim=self.v_head_dim,
         )
-        if self.q_lora_rank < 0:
-            raise InvalidConfigError(f"mla: q_lora_rank={self.q_lora_rank} must be >= 0 (0: no query compression)")
+        q = self.q_lora_rank
+        if not isinstance(q, int) or isinstance(q, bool) or not 0 <= q <= MAX_WIDTH:
+            raise InvalidConfigError(
+                f"mla: q_lora_rank={shown(q)} must be a whole number in [0, {MAX_WIDTH:,}] (0: no query compression)"
+            )
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_FLAGS = ("norm_bias", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm", "parallel_layers")
 
 
 @dataclass(frozen=True)
@@ -208,15 +260,22 @@ class TransformerConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
-        owner = f"model {self.name!r}"
-        if not self.name:
+        owner = f"model {shown(self.name)}"
+        if not isinstance(self.name, str) or not self.name:
             raise InvalidConfigError("a model needs a name")
+        for sub, cls in (("moe", MoEConfig), ("mla", MLAConfig)):
+            if getattr(self, sub) is not None and not isinstance(getattr(self, sub), cls):
+                raise InvalidConfigError(f"{owner}: {sub} must be a {cls.__name__} or None")
         if not self.n_kv_heads:  # MLA: per-head keys and values (the cache is the latent, see MLAConfig)
             object.__setattr__(self, "n_kv_heads", self.n_heads)
         if not self.head_dim and self.mla is not None:
             object.__setattr__(self, "head_dim", self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
-        if not self.head_dim and isinstance(self.n_heads, int) and self.n_heads > 0:
+        if not self.head_dim and _whole(self.n_heads) and _whole(self.d_model) and self.n_heads > 0:
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        if not isinstance(self.attention_pattern, (list, tuple)):
+            raise InvalidConfigError(
+                f"{owner}: attention_pattern={shown(self.attention_pattern)} must be a list, e.g. ['local', 'global']"
+            )
         object.__setattr__(self, "attention_pattern", tuple(self.attention_pattern))
         _positive(
             owner,
@@ -229,19 +288,26 @@ class TransformerConfig:
             head_dim=self.head_dim,
             max_seq_len=self.max_seq_len,
         )
+        window = self.sliding_window
+        if not _whole(window) or not 0 <= window <= MAX_TOKENS:
+            raise InvalidConfigError(
+                f"{owner}: sliding_window={shown(window)} must be a whole number in [0, {MAX_TOKENS:,}] (0: none)"
+            )
         if self.n_heads % self.n_kv_heads:
-            valid = [k for k in range(1, self.n_heads + 1) if self.n_heads % k == 0]
+            valid = divisors(self.n_heads)
             raise InvalidConfigError(
                 f"{owner}: n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads};"
                 f" valid: {', '.join(map(str, valid))}"
             )
-        if self.mlp not in MLP_KINDS:
-            raise UnknownNameError("mlp activation", self.mlp, MLP_KINDS)
-        if self.norm not in NORM_KINDS:
-            raise UnknownNameError("norm", self.norm, NORM_KINDS)
-        if self.positions not in POSITIONS:
-            raise UnknownNameError("position encoding", self.positions, POSITIONS)
-        if self.norms_per_layer not in (1, 2, 4):
+        _flags(owner, self, _FLAGS)
+        for kind, value, choices in (
+            ("mlp activation", self.mlp, MLP_KINDS),
+            ("norm", self.norm, NORM_KINDS),
+            ("position encoding", self.positions, POSITIONS),
+        ):
+            if not isinstance(value, str) or value not in choices:
+                raise UnknownNameError(kind, value, choices)
+        if not _whole(self.norms_per_layer) or self.norms_per_layer not in (1, 2, 4):
             raise InvalidConfigError(
                 f"{owner}: norms_per_layer={self.norms_per_layer} must be 1 (parallel layers),"
                 " 2 (pre-norm) or 4 (pre- and post-norm)"
@@ -253,13 +319,14 @@ class TransformerConfig:
             )
 
     def _check_attention(self, owner: str) -> None:
-        if not self.attention_pattern:
-            raise InvalidConfigError(f"{owner}: attention_pattern is empty (e.g. ['global'] or ['local', 'global'])")
+        if not self.attention_pattern or len(self.attention_pattern) > MAX_LAYERS:
+            raise InvalidConfigError(
+                f"{owner}: attention_pattern has {len(self.attention_pattern):,} entries; give 1 to {MAX_LAYERS:,} "
+                "(e.g. ['global'] or ['local', 'global'])"
+            )
         for kind in self.attention_pattern:
-            if kind not in ATTENTION_KINDS:
+            if not isinstance(kind, str) or kind not in ATTENTION_KINDS:
                 raise UnknownNameError("attention kind", kind, ATTENTION_KINDS)
-        if self.sliding_window < 0:
-            raise InvalidConfigError(f"{owner}: sliding_window={self.sliding_window} must be >= 0 (0: none)")
         if "local" in self.attention_pattern and not self.sliding_window:
             raise InvalidConfigError(
                 f"{owner}: attention_pattern has 'local' layers but sliding_window is 0; give the window in tokens"
@@ -307,15 +374,26 @@ class LayerGroup:
 
 def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
     """Runs of identical layers, in order of first appearance; names are "dense"/"moe", with
-    "-local"/"-global" appended when the model has sliding-window layers."""
+    "-local"/"-global" appended when the model has sliding-window layers.
+
+    Counted in closed form, never layer by layer: layers [0, first_dense_layers) are dense, the
+    rest MoE (when the model has experts), and layer i has attention_pattern[i % P]. In a run of
+    layers [a, b), each of its first P layers i stands for the layers i, i + P, ... below b."""
     mixed = "local" in cfg.attention_pattern
-    found: dict[tuple[bool, int], list[int]] = {}
-    for i in range(cfg.n_layers):
-        found.setdefault((cfg.layer_is_moe(i), cfg.layer_window(i)), []).append(i)
+    period = len(cfg.attention_pattern)
+    split = min(cfg.moe.first_dense_layers, cfg.n_layers) if cfg.moe is not None else cfg.n_layers
+    found: dict[tuple[bool, int], list[int]] = {}  # (moe, window) -> [count, first layer]
+    for moe, (a, b) in ((False, (0, split)), (True, (split, cfg.n_layers))):
+        for first in range(a, min(a + period, b)):  # the first layer of each pattern entry in [a, b)
+            count = (b - 1 - first) // period + 1
+            key = (moe, cfg.layer_window(first))
+            seen = found.setdefault(key, [0, first])
+            seen[0] += count
+            seen[1] = min(seen[1], first)
     groups = []
-    for (moe, window), idx in found.items():
+    for (moe, window), (count, first) in sorted(found.items(), key=lambda kv: kv[1][1]):
         name = ("moe" if moe else "dense") + (("-local" if window else "-global") if mixed else "")
-        groups.append(LayerGroup(name, len(idx), moe, window, idx[0]))
+        groups.append(LayerGroup(name, count, moe, window, first))
     return tuple(groups)
 
 
@@ -389,7 +467,9 @@ def _sub(cls: type, data: Any, where: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise InvalidConfigError(f"{where}: unknown field(s) {', '.join(unknown)} (valid: {', '.join(sorted(names))})")
+        raise InvalidConfigError(
+            f"{where}: unknown field(s) {shown(', '.join(unknown))} (valid: {', '.join(sorted(names))})"
+        )
     try:
         return cls(**data)
     except TypeError as exc:
@@ -402,12 +482,10 @@ def config_from_dict(data: Mapping[str, Any], name: str, source: str = "", where
     unknown = sorted(set(data) - _SCALARS - {"moe", "mla"})
     if unknown:
         raise InvalidConfigError(
-            f"{where}: unknown architecture field(s) {', '.join(unknown)}"
+            f"{where}: unknown architecture field(s) {shown(', '.join(unknown))}"
             f" (valid: {', '.join(sorted(_SCALARS | {'moe', 'mla'}))})"
         )
     kwargs = {k: v for k, v in data.items() if k in _SCALARS}
-    if "attention_pattern" in kwargs:
-        kwargs["attention_pattern"] = tuple(kwargs["attention_pattern"])
     moe = _sub(MoEConfig, data["moe"], f"{where}: [moe]") if "moe" in data else None
     mla = _sub(MLAConfig, data["mla"], f"{where}: [mla]") if "mla" in data else None
     try:

@@ -4,17 +4,22 @@ their collectives from the Part 3 cases and their times from cost/roofline.py.""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.op import Operand, matmul
 from rooftop.cost.roofline import Estimate, Term, collective_term, roofline
-from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
 from rooftop.sharding.notation import MatmulExpr, Tensor
-from rooftop.sharding.shard import Sharding, resolve_sharding
+from rooftop.sharding.shard import Sharding, check_elements, resolve_sharding
+
+#: most strategies a sharded matmul enumerates (3 per sharded dim in both inputs, 2 per conflict
+#: and per late gather): real matmuls shard two or three dims and have tens
+MAX_STRATEGIES = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,8 @@ def check_sizes(expr: MatmulExpr, sizes: Mapping[str, int]) -> None:
         )
     extra = [n for n in sizes if n not in names]
     if extra:
-        raise InvalidConfigError(f"--dims names {', '.join(extra)}, which the expression does not use")
+        raise InvalidConfigError(f"--dims names {shown(', '.join(extra))}, which the expression does not use")
+    check_elements([sizes[n] for n in names], f"matmul {expr}")
 
 
 def operand(t: Tensor, dtype: str) -> Operand:
@@ -323,6 +329,12 @@ def plan_sharded_matmul(
     conflicts = _conflicts(lhs, rhs)
     choices = [_unique([lhs.axes_of(d), rhs.axes_of(d), ()]) for d in aligned]
     late = _late_gathers(lhs, rhs, target)
+    combos = math.prod(len(c) for c in choices) << (len(conflicts) + len(late))
+    if combos > MAX_STRATEGIES:
+        raise ShardingError(
+            f"{expr} has {combos:,} ways to compute (3 per dim sharded in both inputs, 2 per axis both shard a "
+            f"free dim over); at most {MAX_STRATEGIES:,} are enumerated: shard fewer dims"
+        )
     found: dict[tuple[object, ...], Strategy] = {}
     reasons: list[str] = []
     for targets, sides, pick in itertools.product(

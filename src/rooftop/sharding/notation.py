@@ -12,12 +12,15 @@ Multi-letter axis names (``B_data``) are resolved against the mesh's axis names.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rooftop.errors import ParseError, ShardingError
+from rooftop.errors import ParseError, ShardingError, shown
 
 _TENSOR = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_']*)?\s*\[([^\]]*)\]\s*(\{\s*U_([A-Za-z0-9_,]+)\s*\})?\s*$")
+#: most dims of one tensor in the notation (XLA programs use a handful)
+MAX_TENSOR_DIMS = 64
 _DIM = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:_([A-Za-z0-9_{},]+))?$")
 
 
@@ -60,19 +63,25 @@ def parse_tensor(text: str, default_name: str = "T") -> Tensor:
     """ "A[I_X, J]" -> Tensor("A", (Dim("I", "X"), Dim("J"))); "[B_data]{U_model}" works too."""
     m = _TENSOR.match(text)
     if not m:
-        raise ParseError(f"cannot read tensor {text.strip()!r}: expected NAME[DIM, DIM_AXES, ...], e.g. A[I_X, J]")
+        raise ParseError(f"cannot read tensor {shown(text.strip())}: expected NAME[DIM, DIM_AXES, ...], e.g. A[I_X, J]")
+    parts = m.group(2).split(",")
+    if len(parts) > MAX_TENSOR_DIMS:
+        raise ParseError(
+            f"tensor {shown(text.strip())} has {len(parts):,} dims; at most {MAX_TENSOR_DIMS} are supported"
+        )
     dims = []
-    for part in (p.strip() for p in m.group(2).split(",")):
+    for part in (p.strip() for p in parts):
         if not part:
-            raise ParseError(f"empty dim in tensor {text.strip()!r}")
+            raise ParseError(f"empty dim in tensor {shown(text.strip())}")
         dm = _DIM.match(part)
         if not dm:
-            raise ParseError(f"cannot read dim {part!r} in {text.strip()!r}: expected NAME or NAME_AXES, e.g. I_X")
+            raise ParseError(
+                f"cannot read dim {shown(part)} in {shown(text.strip())}: expected NAME or NAME_AXES, e.g. I_X"
+            )
         dims.append(Dim(dm.group(1), (dm.group(2) or "").strip("{}")))
-    names = [d.name for d in dims]
-    dup = {n for n in names if names.count(n) > 1}
+    dup = [n for n, k in Counter(d.name for d in dims).items() if k > 1]
     if dup:
-        raise ParseError(f"tensor {text.strip()!r} repeats dim {sorted(dup)[0]!r}")
+        raise ParseError(f"tensor {shown(text.strip())} repeats dim {shown(sorted(dup)[0])}")
     return Tensor(m.group(1) or default_name, tuple(dims), m.group(4) or "")
 
 
@@ -84,14 +93,16 @@ def parse_matmul(text: str) -> MatmulExpr:
         inputs, out_text = text, ""
     parts = re.split(r"\]\s*(?:@|\*|·|\bx\b)\s*", inputs, maxsplit=1)
     if len(parts) != 2:
-        raise ParseError(f"cannot read matmul {text!r}: expected 'A[I, J] @ B[J, K]' with an optional '-> C[I, K]'")
+        raise ParseError(
+            f"cannot read matmul {shown(text)}: expected 'A[I, J] @ B[J, K]' with an optional '-> C[I, K]'"
+        )
     lhs = parse_tensor(parts[0] + "]", "A")
     rhs = parse_tensor(parts[1], "B")
     if out_text.strip():
         out = parse_tensor(out_text, "C")
         for d in out.dims:
             if d.name not in lhs.dim_names and d.name not in rhs.dim_names:
-                raise ParseError(f"output dim {d.name!r} of {text!r} appears in neither input")
+                raise ParseError(f"output dim {shown(d.name)} of {shown(text)} appears in neither input")
         return MatmulExpr(lhs, rhs, out, True)
     return MatmulExpr(lhs, rhs, _infer_output(lhs, rhs), False)
 
@@ -112,25 +123,37 @@ def resolve_axes(text: str, axis_names: Sequence[str]) -> tuple[str, ...]:
         for p in parts:
             if p not in axis_names:
                 raise ShardingError(
-                    f"unknown mesh axis {p!r} in subscript {text!r} (mesh axes: {', '.join(axis_names)})"
+                    f"unknown mesh axis {shown(p)} in subscript {shown(text)} (mesh axes: {', '.join(axis_names)})"
                 )
         return parts
     found = _split_names(text, tuple(sorted(axis_names, key=len, reverse=True)))
     if found is None:
         raise ShardingError(
-            f"subscript {text!r} is not made of mesh axis names (mesh axes: {', '.join(axis_names) or 'none'})"
+            f"subscript {shown(text)} is not made of mesh axis names (mesh axes: {', '.join(axis_names) or 'none'})"
         )
     if len(set(found)) != len(found):
-        raise ShardingError(f"subscript {text!r} names a mesh axis twice")
+        raise ShardingError(f"subscript {shown(text)} names a mesh axis twice")
     return found
 
 
 def _split_names(text: str, names: tuple[str, ...]) -> tuple[str, ...] | None:
-    if not text:
-        return ()
-    for n in names:
-        if text.startswith(n):
-            rest = _split_names(text[len(n) :], names)
-            if rest is not None:
-                return (n, *rest)
-    return None
+    """``text`` as a run of ``names``, preferring the longest name at each place and backing off
+    when the rest cannot be split (what a depth-first search in that order finds). Solved from
+    the end, each position once: time grows with len(text) x distinct name lengths, never
+    exponentially (``I_aaaa...ab`` on a mesh a, aa, aaa, aaaa)."""
+    known = set(names)
+    lengths = sorted({len(n) for n in names if n}, reverse=True)
+    step: list[int] = [0] * (len(text) + 1)  # length of the name taken at i; 0: no split from i
+    ok = [False] * len(text) + [True]
+    for i in range(len(text) - 1, -1, -1):
+        for n in lengths:
+            if i + n <= len(text) and ok[i + n] and text[i : i + n] in known:
+                step[i], ok[i] = n, True
+                break
+    if not ok[0]:
+        return None
+    out, i = [], 0
+    while i < len(text):
+        out.append(text[i : i + step[i]])
+        i += step[i]
+    return tuple(out)

@@ -15,10 +15,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rooftop.dtypes import canonical_dtype, dtype_bytes
-from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.sharding.notation import Tensor, resolve_axes
 
 Axes = tuple[str, ...]
+
+#: most elements of one array (or one matmul's iteration space): 2**100, about 1.3e30, keeps
+#: every byte and FLOP count a finite float however many dims multiply
+MAX_ELEMENTS = 1 << 100
+
+
+def check_elements(sizes: Sequence[int], what: str) -> None:
+    """Raise when the sizes multiply past MAX_ELEMENTS (an array no machine holds)."""
+    total = 1
+    for s in sizes:
+        total *= s
+        if total > MAX_ELEMENTS:
+            raise InvalidConfigError(
+                f"{what} has more than 2**100 elements (sizes {shown(list(sizes))}); give smaller sizes"
+            )
 
 
 @dataclass(frozen=True)
@@ -120,10 +135,11 @@ def shard_array(t: Tensor, shape: Sequence[int], dtype: str, mesh_shape: Mapping
     """Lay ``t`` (dims named positionally by ``shape``) on a mesh of ``mesh_shape``."""
     if len(shape) != len(t.dims):
         raise InvalidConfigError(
-            f"{t} has {len(t.dims)} dims but the shape {list(shape)} has {len(shape)}; give one size per dim"
+            f"{t} has {len(t.dims)} dims but the shape {shown(list(shape))} has {len(shape)}; give one size per dim"
         )
-    if any(s < 1 for s in shape):
-        raise InvalidConfigError(f"shape {list(shape)}: every size must be >= 1")
+    if any(not isinstance(s, int) or s < 1 for s in shape):
+        raise InvalidConfigError(f"shape {shown(list(shape))}: every size must be an integer >= 1")
+    check_elements(shape, f"array {t}")
     sh = resolve_sharding(t, mesh_shape)
     sizes = dict(zip(sh.dims, shape, strict=True))
     local = sh.local_sizes(sizes, mesh_shape)

@@ -32,8 +32,9 @@ cost microseconds, and the runtime spends ~1 ms per step (catalog/efficiency/ser
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from rooftop.cost.cost import Comm, Cost
+from rooftop.cost.cost import Comm, Cost, CostTree
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import Term, collective_term, flop_rate, memory_term, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
@@ -73,10 +74,17 @@ def _expert_imbalance(cfg: TransformerConfig, ep: int, expert_weight_bytes: floa
     return max(touched / ep, min(touched, 1.0)) / (touched / ep)
 
 
+@lru_cache(maxsize=256)
+def _model_leaves(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) -> tuple[CostTree, ...]:
+    """The model's priced ops for one workload: the same for every layout of a sweep, so priced once
+    (DeepSeek-V3 costs ~30 ms a workload; a sweep over 15 layouts asked for it 417 times)."""
+    return tuple(leaf for _, leaf in model_costs(cfg, workload, dtypes).leaves())
+
+
 def chip_cost(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout) -> ChipCost:
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
     expert parallelism, grouped into matmul / attention / elementwise ops."""
-    leaves = [leaf for _, leaf in model_costs(cfg, workload, dtypes).leaves()]
+    leaves = _model_leaves(cfg, workload, dtypes)
     experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
     flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}

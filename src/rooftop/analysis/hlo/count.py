@@ -32,16 +32,18 @@ tuple, bitcast and the *-done halves cost nothing. Bytes are logical (elements x
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.hlo.groups import MAX_DEVICES
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
-from rooftop.analysis.hlo.shapes import Shape
+from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.cost.cost import Cost
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
-from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.errors import InvalidConfigError, ParseError, shown
 
 _words = lambda text: frozenset(text.split())
 ZERO_COST = _words("parameter constant get-tuple-element tuple bitcast after-all add-dependency partition-id "
@@ -64,6 +66,18 @@ ZERO_TARGETS = _words("Sharding SPMDFullToShardShape SPMDShardToFullShape MoveTo
 _DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64", "c64": "fp32", "c128": "fp64", "f4e2m1fn": "fp4"}
 _DTYPE |= {t: "int8" for t in ("s8", "u8", "pred")} | {t: "int4" for t in ("s4", "u4", "s2", "u2", "s1", "u1")}
 _DTYPE |= {t: "int32" for t in ("s16", "u16", "s32", "u32", "s64", "u64")}
+#: operands the counting rules read, by opcode: (at least, at most, what they are), as XLA's verifier states.
+ARITY = {
+    "dot": (2, 2, "lhs, rhs"), "convolution": (2, 2, "input, kernel"),
+    "select-and-scatter": (3, 3, "operand, source, init_value"), "scatter": (3, None, "operands, indices, updates"),
+    "reduce": (2, None, "inputs, init_values"), "reduce-window": (2, None, "inputs, init_values"),
+    "dynamic-update-slice": (2, None, "operand, update, start indices"), "dynamic-slice": (1, None, "operand, indices"),
+    "slice": (1, 1, "operand"), "bitcast": (1, 1, "operand"), "sort": (1, None, "operands"),
+}  # fmt: skip
+#: nesting of fused / applied computations inside one another, and executions of one instruction.
+_MAX_NESTING = 64
+_MAX_EXECUTIONS = float(MAX_INT)
+_COUNT_RE = re.compile(r"[0-9]{1,19}")
 
 
 def rooftop_dtype(hlo_type: str) -> str:
@@ -168,24 +182,49 @@ class _Counter:
         self.bytes_cache: dict[int, tuple[float, float, int]] = {}
         self.dot_cache: dict[tuple, dict] = {}
         self.notes: list[str] = []
+        self.nesting = 0
 
     def callee(self, instr: Instruction, key: str) -> Computation:
         raw = instr.attributes.get(key)
         if raw is None:
-            raise ParseError(f"{instr.opcode} {instr.name!r} has no {key}=", line=instr.line)
-        return self.module.computation(raw.strip().strip("{}").split(",")[0].strip())
+            raise ParseError(f"{instr.opcode} {shown(instr.name)} has no {key}=", line=instr.line)
+        name = raw.strip().strip("{}").split(",")[0].strip().lstrip("%")
+        found = self.module.computations.get(name)
+        if found is None:
+            raise ParseError(
+                f"{instr.opcode} {shown(instr.name)}: {key}={shown(raw)} names no computation of the module",
+                line=instr.line,
+            )
+        return found
 
     def inner(self, comp: Computation) -> _Flops:
         """FLOPs of every instruction of a fused / applied / wrapped computation."""
         found = self.inner_cache.get(comp.name)
         if found is None:
+            if self.nesting >= _MAX_NESTING:
+                raise ParseError(
+                    f"computation {shown(comp.name)}: fusions and calls nested deeper than {_MAX_NESTING}",
+                    line=comp.line,
+                )
             found = self.inner_cache[comp.name] = _Flops()
-            for instr in comp.instructions:
-                found.merge(self.flops(instr))
+            self.nesting += 1
+            try:
+                for instr in comp.instructions:
+                    found.merge(self.flops(instr))
+            finally:
+                self.nesting -= 1
         return found
 
     def flops(self, instr: Instruction) -> _Flops:
+        """FLOPs, collectives and notes of one execution; a rule's InvalidConfigError names the line."""
+        try:
+            return self._flops(instr)
+        except InvalidConfigError as exc:
+            raise ParseError(f"{instr.opcode} {shown(instr.name)}: {exc}", line=instr.line) from None
+
+    def _flops(self, instr: Instruction) -> _Flops:
         out, op, shape, kind = _Flops(), instr.opcode, instr.shape, instr.async_kind
+        _check_arity(instr)
         first = instr.operand_shapes[0] if instr.operand_shapes and instr.operand_shapes[0] else shape
         if (op in ZERO_COST and op != "call") or kind in ("done", "update"):
             return out
@@ -219,21 +258,22 @@ class _Counter:
     def applied(self, instr: Instruction, base: str, first: Shape, out: _Flops) -> None:
         """Ops applying a scalar computation per element, counted as XLA's HloCostAnalysis does."""
         op, leaves = instr.opcode, instr.shape.leaves()
-        out_elements, window = (leaves[0].num_elements if leaves else 1), instr.window or {"size": ()}
+        out_elements, window = float(leaves[0].num_elements if leaves else 1), instr.window or {"size": ()}
+        taps = math.prod(float(s) for s in window["size"])
         if base == "all-reduce" or op == "sort":
             n = sum(s.num_elements for s in leaves) if base == "all-reduce" else first.num_elements
-            out.add("vector", first.dtype, n * math.ceil(math.log2(n)) if op == "sort" and n > 1 else n)
+            out.add("vector", first.dtype, float(n * math.ceil(math.log2(n)) if op == "sort" and n > 1 else n))
             return
         key, count = "to_apply", out_elements  # map
         if op == "reduce":
-            count = first.num_elements - out_elements
+            count = float(max(first.num_elements - out_elements, 0))
         elif op == "reduce-window":
-            count = out_elements * (math.prod(window["size"]) - 1)
+            count = out_elements * (taps - 1.0)
         elif op == "scatter":
-            count = instr.operand_shapes[-1].num_elements if instr.operand_shapes[-1] else 0  # the updates
+            count = float(_elements(instr.operand_shapes[-1]))  # the updates
         elif op == "select-and-scatter":
-            source = instr.operand_shapes[1].num_elements if instr.operand_shapes[1] else 0
-            out.merge(self.inner(self.callee(instr, "select")), source * math.prod(window["size"]), False)
+            source = float(_elements(instr.operand_shapes[1]))
+            out.merge(self.inner(self.callee(instr, "select")), source * taps, False)
             key, count = "scatter", source
         out.merge(self.inner(self.callee(instr, key)), count, False)
 
@@ -251,7 +291,7 @@ class _Counter:
             out.add("matrix", shapes[0].dtype if shapes else "bf16", flops)
             out.notes.append(note)
         elif target not in ZERO_TARGETS:
-            out.unknown.append(f"custom-call {target or '?'} ({instr.name})")
+            out.unknown.append(f"custom-call {_cut(target or '?')} ({_cut(instr.name)})")
 
     def traffic(self, items: Iterable[tuple[Shape | None, float]]) -> Traffic:
         logical = padded = 0.0
@@ -278,16 +318,19 @@ class _Counter:
                 users.setdefault(operand, []).append(instr)
         fractions: dict[int, float] = {}
         for param in comp.params:
-            reads, full = list(_through_bitcasts(param.name, users)), param.shape.logical_bytes
+            reads, full = _through_bitcasts(param.name, users), param.shape.logical_bytes
             if reads and full and all(u.opcode in ("slice", "dynamic-slice") for u in reads):
                 fractions[param.parameter_number or 0] = min(1.0, sum(u.shape.logical_bytes for u in reads) / full)
         write, root = 1.0, comp.root
-        buffer = comp.by_name.get(root.operands[0]) if root.opcode == "dynamic-update-slice" else None
-        while buffer is not None and buffer.opcode == "bitcast":
+        dus = root.opcode == "dynamic-update-slice" and len(root.operands) > 1
+        buffer = comp.by_name.get(root.operands[0]) if dus else None
+        for _ in range(len(comp.instructions)):  # a chain of bitcasts is at most every instruction
+            if buffer is None or buffer.opcode != "bitcast" or not buffer.operands:
+                break
             buffer = comp.by_name.get(buffer.operands[0])
         if buffer is not None and buffer.opcode == "parameter" and root.shape.logical_bytes:
             fractions[buffer.parameter_number or 0] = 0.0
-            write = _bytes(root.operand_shapes[1]) / root.shape.logical_bytes
+            write = min(1.0, _bytes(root.operand_shapes[1]) / root.shape.logical_bytes)
         self.access_cache[comp.name] = (fractions, write)
         return fractions, write
 
@@ -315,6 +358,12 @@ class _Counter:
             traffic = self.traffic([*((s, 1.0) for s in instr.operand_shapes), (result, 1.0)])
         else:
             traffic = self.boundary(instr, result)
+        if not all(map(math.isfinite, (*flops.by.values(), flops.transcendentals, traffic.padded_bytes))):
+            raise ParseError(
+                f"{instr.opcode} {shown(instr.name)}: its FLOPs or bytes exceed 1.8e308, the range of a float "
+                "(shapes, windows or trip counts too large to count)",
+                line=instr.line,
+            )
         cost = Cost(flops.by, traffic.hbm_bytes)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
@@ -322,16 +371,24 @@ class _Counter:
         )  # fmt: skip
 
     def walk(self, comp: Computation, count: float, depth: int = 0) -> Iterator[HloOp]:
-        if depth > 64:
-            raise ParseError(f"computation {comp.name!r}: calls nested deeper than 64 (a cycle?)", line=comp.line)
+        if depth > _MAX_NESTING:
+            raise ParseError(
+                f"computation {shown(comp.name)}: calls nested deeper than {_MAX_NESTING} (a cycle?)", line=comp.line
+            )
         done_of = {start.name: done for start, done in self.module.async_pairs(comp)}
         for instr in comp.instructions:
             op = instr.opcode
             if op == "while":
                 trips = instr.trip_count
                 if trips is None:
-                    self.notes.append(f"while {instr.name}: trip count unknown, body counted once")
+                    self.notes.append(f"while {_cut(instr.name)}: trip count unknown, body counted once")
                 n = float(1 if trips is None else trips)
+                if count * (n + 1) > _MAX_EXECUTIONS:
+                    raise ParseError(
+                        f"while {shown(instr.name)}: known_trip_count {trips} makes its body run {count * n:.3g} "
+                        f"times, more than 2**63 - 1 (a trip count within its nesting would work)",
+                        line=instr.line,
+                    )
                 yield from self.walk(
                     self.callee(instr, "condition"), count * (1 if trips is None else n + 1), depth + 1
                 )
@@ -349,10 +406,18 @@ class _Counter:
         keys = ("branch_computations",) if "branch_computations" in instr.attributes else ("true_computation",
                 "false_computation")  # fmt: skip
         names = [n for k in keys for n in instr.attributes.get(k, "").strip("{} ").split(",") if n.strip()]
-        branches = [list(self.walk(self.module.computation(n.strip()), count, depth + 1)) for n in names]
+        comps = []
+        for name in names:
+            comp = self.module.computations.get(name.strip().lstrip("%"))
+            if comp is None:
+                raise ParseError(
+                    f"conditional {shown(instr.name)}: branch {shown(name)} names no computation", line=instr.line
+                )
+            comps.append(comp)
+        branches = [list(self.walk(comp, count, depth + 1)) for comp in comps]
         weight = lambda ops: (sum(o.cost.flops for o in ops), sum(o.cost.traffic.padded_bytes for o in ops))
         if len(branches) > 1:
-            self.notes.append(f"conditional {instr.name}: the costliest of {len(branches)} branches counted")
+            self.notes.append(f"conditional {_cut(instr.name)}: the costliest of {len(branches)} branches counted")
         yield from max(branches, key=weight, default=[])
 
 
@@ -360,9 +425,41 @@ def _bytes(shape: Shape | None) -> float:
     return shape.logical_bytes if shape is not None else 0.0
 
 
-def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> Iterator[Instruction]:
-    for user in users.get(name, ()):
-        yield from _through_bitcasts(user.name, users) if user.opcode == "bitcast" else (user,)
+def _cut(name: str, limit: int = 80) -> str:
+    """A name from the text for a note, cut to about ``limit`` characters."""
+    return name if len(name) <= limit else f"{name[: limit - 20]}...{name[-12:]}"
+
+
+def _elements(shape: Shape | None) -> int:
+    return shape.num_elements if shape is not None else 0
+
+
+def _check_arity(instr: Instruction) -> None:
+    """The operands a counting rule reads are there (ARITY), else a ParseError naming the line."""
+    rule = ARITY.get(instr.opcode)
+    if rule is None:
+        return
+    least, most, what = rule
+    got = len(instr.operands)
+    if got < least or (most is not None and got > most):
+        want = f"{least}" if least == most else f"at least {least}"
+        raise ParseError(
+            f"{instr.opcode} {shown(instr.name)} takes {want} operands ({what}), got {got}", line=instr.line
+        )
+
+
+def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
+    """The non-bitcast users of ``name``, looking through chains of bitcasts (each visited once)."""
+    out: list[Instruction] = []
+    stack, seen = [name], {name}
+    while stack:
+        for user in users.get(stack.pop(), ()):
+            if user.opcode != "bitcast":
+                out.append(user)
+            elif user.name not in seen:
+                seen.add(user.name)
+                stack.append(user.name)
+    return out
 
 
 def _drop_workspace(shape: Shape) -> Shape:
@@ -382,30 +479,54 @@ def _lhs_rhs(instr: Instruction) -> tuple[Shape | None, Shape | None]:
 def _dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> dict:
     """FLOPs of a dot or GEMM custom-call through cost/op.py ``dot_general``."""
     if lhs is None or rhs is None:
-        raise ParseError(f"{instr.opcode} {instr.name!r}: operand shapes unknown", line=instr.line)
+        raise ParseError(f"{instr.opcode} {shown(instr.name)}: operand shapes unknown", line=instr.line)
     batch = (dims["lhs_batch_dims"], dims["rhs_batch_dims"])
     contracting = (dims["lhs_contracting_dims"], dims["rhs_contracting_dims"])
     try:
         lhs_t, rhs_t = (lhs.dims, rooftop_dtype(lhs.dtype)), (rhs.dims, rooftop_dtype(rhs.dtype))
         return dict(dot_general(lhs_t, rhs_t, batch, contracting, rooftop_dtype(out.dtype)).flops_by)
     except InvalidConfigError as exc:
-        raise ParseError(f"{instr.opcode} {instr.name!r}: {str(exc).removeprefix('dot: ')}", line=instr.line) from None
+        raise ParseError(
+            f"{instr.opcode} {shown(instr.name)}: {str(exc).removeprefix('dot: ')}", line=instr.line
+        ) from None
 
 
 def _conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
     """FLOPs of a convolution from dim_labels and window through cost/op.py ``convolution``."""
     labels, window = instr.dim_labels, instr.window or {}
     if labels is None or lhs is None or rhs is None:
-        raise ParseError(f"{instr.opcode} {instr.name!r}: needs dim_labels and operand shapes", line=instr.line)
+        raise ParseError(f"{instr.opcode} {shown(instr.name)}: needs dim_labels and operand shapes", line=instr.line)
     lhs_l, rhs_l, out_l = labels
+    for what, names, shape in (("input", lhs_l, lhs), ("kernel", rhs_l, rhs), ("output", out_l, out)):
+        if len(names) != shape.rank or shape.is_tuple:
+            raise ParseError(
+                f"{instr.opcode} {shown(instr.name)}: dim_labels name {len(names)} {what} dims ({names}) but the "
+                f"{what} {shown(str(shape))} has {shape.rank}; give one label per dim",
+                line=instr.line,
+            )
+    digits = sorted(c for c in lhs_l if c.isdigit())
+    sizes = window.get("size", ())
+    if sizes and len(sizes) != len(digits):
+        raise ParseError(
+            f"{instr.opcode} {shown(instr.name)}: window has {len(sizes)} dims but dim_labels {lhs_l} name "
+            f"{len(digits)} spatial dims; give one window entry per spatial dim",
+            line=instr.line,
+        )
+    kernel = [rhs.dims[rhs_l.index(d)] for d in digits]
+    if instr.opcode == "convolution" and sizes and list(sizes) != kernel:
+        raise ParseError(
+            f"{instr.opcode} {shown(instr.name)}: window size {'x'.join(map(str, sizes))} differs from the kernel's "
+            f"spatial dims {'x'.join(map(str, kernel))}; the window is the kernel's size",
+            line=instr.line,
+        )
 
     def get(key: str, i: int, default: int) -> int:
         return window[key][i] if i < len(window.get(key, ())) else default
 
     spatial = [
-        ConvDim(lhs.dims[lhs_l.index(d)], rhs.dims[rhs_l.index(d)], out.dims[out_l.index(d)], get("stride", i, 1),
+        ConvDim(lhs.dims[lhs_l.index(d)], kernel[i], out.dims[out_l.index(d)], get("stride", i, 1),
                 get("pad_low", i, 0), get("lhs_dilate", i, 1), get("rhs_dilate", i, 1))
-        for i, d in enumerate(sorted(c for c in lhs_l if c.isdigit()))
+        for i, d in enumerate(digits)
     ]  # fmt: skip
     dtypes = (rooftop_dtype(lhs.dtype), rooftop_dtype(rhs.dtype), rooftop_dtype(out.dtype))
     batch, features = lhs.dims[lhs_l.index("b")], (lhs.dims[lhs_l.index("f")], out.dims[out_l.index("f")])
@@ -419,18 +540,37 @@ def _attention(instr: Instruction, target: str, shapes: list[Shape]) -> tuple[fl
     0-2) laid out [B, S, H, D], with the mask from cudnn_fmha_backend_config."""
     config = instr.backend_config or {}
     if target.startswith("te_fused_attn"):
-        keys = ("input_batch", "attn_heads", "q_max_seqlen", "kv_max_seqlen", "qk_head_dim", "v_head_dim", "mask_type")
-        b, h, sq, sk, dqk, dv, mask = (int(config.get(k, 0)) for k in keys)
-        causal = mask in (2, 3, 4, 5)
+        keys = ("input_batch", "attn_heads", "q_max_seqlen", "kv_max_seqlen", "qk_head_dim", "v_head_dim")
+        b, h, sq, sk, dqk, dv = (_config_count(instr, config, k) for k in keys)
+        mask = config.get("mask_type", 0)
+        if isinstance(mask, str) and _COUNT_RE.fullmatch(mask) is None:  # an enum name, e.g. NVTE_CAUSAL_MASK
+            causal = "CAUSAL" in mask.upper()
+        else:
+            causal = _config_count(instr, config, "mask_type") in (2, 3, 4, 5)
     else:
         q, k, v = (shapes + shapes[-1:] * 3)[:3] if shapes else (instr.shape,) * 3
         b, sq, h, dqk = (list(q.dims) + [1] * 4)[:4]
         sk, dv = (k.dims[1] if k.rank > 1 else 1), (v.dims[-1] if v.rank else 1)
-        causal = "CAUSAL" in str((config.get("cudnn_fmha_backend_config") or {}).get("mask_type", "")).upper()
+        b, sq, h, dqk, sk, dv = (max(x, 0) for x in (b, sq, h, dqk, sk, dv))  # unbounded dims (?) count as 0
+        fmha = config.get("cudnn_fmha_backend_config")
+        causal = "CAUSAL" in str(fmha.get("mask_type", "") if isinstance(fmha, dict) else "").upper()
     backward = "backward" in target.lower()
     flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, backward)
     what = "backward (2.5x forward)" if backward else "forward"
     return flops, f"fused attention {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {'' if causal else 'not '}causal"
+
+
+def _config_count(instr: Instruction, config: dict, key: str) -> int:
+    """A non-negative integer field of a backend_config (an int or a string of ASCII digits); 0 when absent."""
+    value = config.get(key, 0)
+    text = str(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if _COUNT_RE.fullmatch(text) is None or int(text) > MAX_INT:
+        raise ParseError(
+            f"custom-call {shown(instr.name)}: backend_config {key}={shown(value)} is not a count; expected an "
+            'integer in [0, 2**63 - 1], e.g. 2 or "2"',
+            line=instr.line,
+        )
+    return int(text)
 
 
 def num_devices(module: HloModule, ops: Iterable[HloOp] = ()) -> int | None:
@@ -439,7 +579,9 @@ def num_devices(module: HloModule, ops: Iterable[HloOp] = ()) -> int | None:
     n = 1
     for key in ("num_partitions", "replica_count"):
         value = module.attributes.get(key, "1").strip()
-        n *= int(value) if value.isdigit() else 1
+        n *= int(value) if _COUNT_RE.fullmatch(value) else 1
+    if n > MAX_DEVICES:
+        raise ParseError(f"num_partitions x replica_count = {n} devices, more than {MAX_DEVICES}", source=module.source)
     ids = [d for op in ops for use in op.cost.collectives for g in (use.groups or use.pairs or ()) for d in g]
     return max(n, max(ids) + 1) if ids else (n if n > 1 else None)
 

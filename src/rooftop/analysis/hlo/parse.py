@@ -15,6 +15,7 @@ and layout, tiled layout).
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -446,29 +447,40 @@ def parse_hlo_file(path: str | Path) -> HloModule:
     """Parse an HLO text file (e.g. an XLA ``*.after_optimizations.txt`` dump), streaming it line by line."""
     source = str(path)
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(8192)
-        if b"\x00" in head:
-            raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
-        with open(path, encoding="utf-8") as handle:
-            return _Parser(source).run(_lines(handle))
+        with open(path, "rb") as raw:  # opened once: a pipe (rooftop hlo <(zcat dump.gz)) is read whole
+            if b"\x00" in raw.peek(8192)[:8192]:
+                raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
+            with io.TextIOWrapper(raw, encoding="utf-8") as handle:
+                return _Parser(source).run(_lines(handle, source))
     except UnicodeDecodeError as exc:
         raise ParseError(f"not HLO text: not valid UTF-8 ({exc.reason})", source=source) from None
     except OSError as exc:
         raise ParseError(f"cannot read HLO file: {exc.strerror or exc}", source=source) from None
 
 
-def _lines(handle: Any, chunk_chars: int = 1 << 22) -> Iterator[str]:
-    """Lines of a text file without their newlines, read in large chunks (memory stays bounded)."""
-    carry = ""
+def _lines(
+    handle: Any, source: str = "<hlo>", chunk_chars: int = 1 << 22, max_line_chars: int = _MAX_JOINED_CHARS
+) -> Iterator[str]:
+    """Lines of a text file without their newlines, read in large chunks (memory stays bounded: a line
+    longer than ``max_line_chars`` is a ParseError, not an ever-growing buffer)."""
+    parts: list[str] = []
+    size = number = 0
     while True:
         chunk = handle.read(chunk_chars)
         if not chunk:
             break
-        lines = (carry + chunk).split("\n")
-        carry = lines.pop()
-        yield from lines
-    yield carry
+        lines = chunk.split("\n")
+        if len(lines) == 1:  # no newline in this chunk: the line goes on
+            parts.append(chunk)
+            size += len(chunk)
+            if size > max_line_chars:
+                raise ParseError(f"line longer than {max_line_chars} characters", source=source, line=number + 1)
+            continue
+        yield "".join(parts) + lines[0]
+        yield from lines[1:-1]
+        number += len(lines) - 1
+        parts, size = [lines[-1]], len(lines[-1])
+    yield "".join(parts)
 
 
 def parse_instruction(line: str, line_number: int = 1, source: str = "<hlo>") -> Instruction:

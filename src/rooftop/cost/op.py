@@ -108,6 +108,13 @@ def dot_general(
         raise InvalidConfigError(
             f"dot: lhs and rhs pair different numbers of dims: batch {batch}, contracting {contracting}"
         )
+    for k, (which, (dims, _)) in enumerate(zip(("lhs", "rhs"), (lhs, rhs), strict=True)):
+        paired = [*batch[k], *contracting[k]]
+        if any(not 0 <= i < len(dims) for i in paired) or len(set(paired)) != len(paired):
+            raise InvalidConfigError(
+                f"dot: {which} batch {list(batch[k])} and contracting {list(contracting[k])} dims must be "
+                f"distinct dims of the {which} [{', '.join(map(str, dims))}] (0 to {len(dims) - 1})"
+            )
     sizes: dict[str, int] = {}
     names: list[tuple[str, ...]] = []
     for side, (dims, _) in enumerate((lhs, rhs)):

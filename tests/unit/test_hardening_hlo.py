@@ -499,3 +499,44 @@ def test_nccl_message_size_that_is_not_a_count(nelems: object) -> None:
     args = {"Collective name": "allreduce", "In msg nelems": nelems, "dtype": "Float"}
     comm, why = nccl_comm(args, ("x",))
     assert comm is None and "In msg nelems" in why
+
+
+# --- files, pipes and dot dimension numbers ---------------------------------------------------------------
+
+
+def test_hlo_file_read_once_so_a_pipe_works(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from rooftop.analysis.hlo.parse import parse_hlo_file
+
+    fifo = tmp_path / "m.fifo"
+    os.mkfifo(fifo)
+    text = module("  ROOT %n = f32[8,16]{1,0} negate(%p0)")
+    writer = threading.Thread(target=lambda: fifo.write_text(text), daemon=True)
+    writer.start()
+    assert parse_hlo_file(fifo).entry.root.name == "n"
+    writer.join(5)
+
+
+def test_binary_and_endless_lines_are_refused(tmp_path: Path) -> None:
+    import io
+
+    from rooftop.analysis.hlo.parse import _lines, parse_hlo_file
+
+    path = tmp_path / "zeros.hlo"
+    path.write_bytes(b"\x00" * 10_000)
+    with pytest.raises(ParseError, match="binary data"):
+        parse_hlo_file(path)
+    with pytest.raises(ParseError, match="line longer than 50 characters") as info:
+        list(_lines(io.StringIO("x\n" + "a" * 1000), "f.hlo", chunk_chars=7, max_line_chars=50))
+    assert info.value.source == "f.hlo" and info.value.line == 2
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    ["lhs_contracting_dims={5}, rhs_contracting_dims={0}", "lhs_contracting_dims={1,1}, rhs_contracting_dims={0,0}",
+     "lhs_batch_dims={1}, rhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_contracting_dims={0}"],
+)  # fmt: skip
+def test_dot_dimension_numbers_out_of_range_or_repeated(numbers: str) -> None:
+    error(module(f"  ROOT %d = f32[8,4]{{1,0}} dot(%p0, %p1), {numbers}"), "dot 'd'", "must be distinct dims")

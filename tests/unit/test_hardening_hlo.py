@@ -392,8 +392,46 @@ def test_trip_counts_that_overflow_the_execution_count() -> None:
     )
     entry = '  ROOT %w = f32[8,16]{1,0} while(%p0), condition=%cond, body=%obody, backend_config={"known_trip_count":{"n":"4611686018427387904"}}'
     text = module(entry, extra=body + cond + outer)
-    err = error(text, "known_trip_count", "more than 2**63 - 1")
-    assert err.line == line_of(text, "ROOT %w = f32[8,16]{1,0} while(%t)")
+    err = error(text, "negate 'n' runs 2.13e+37 times", "more than 2**63 - 1", "trip counts")
+    assert err.line == line_of(text, "ROOT %n = f32[8,16]{1,0} negate(%t)")
+
+
+def _chain(depth: int, kind: str) -> str:
+    """Computations c0..c{depth-1}, each calling the one below twice (two calls, or both branches)."""
+    comps = ["%c0 (q: f32[2]) -> f32[2] {\n  %q = f32[2]{0} parameter(0)\n  ROOT %n = f32[2]{0} negate(%q)\n}\n"]
+    for i in range(1, depth):
+        if kind == "call":
+            body = (
+                f"  %a = f32[2]{{0}} call(%q), to_apply=%c{i - 1}\n  ROOT %b = f32[2]{{0}} call(%a), to_apply=%c{i - 1}"
+            )
+        else:
+            body = f"  %p = pred[] constant(true)\n  ROOT %b = f32[2]{{0}} conditional(%p, %q, %q), true_computation=%c{i - 1}, false_computation=%c{i - 1}"
+        comps.append(f"%c{i} (q: f32[2]) -> f32[2] {{\n  %q = f32[2]{{0}} parameter(0)\n{body}\n}}\n")
+    return module(f"  ROOT %r = f32[8,16]{{1,0}} call(%p0), to_apply=%c{depth - 1}", extra="".join(comps))
+
+
+def test_call_graph_that_doubles_at_every_level_is_counted_without_expanding_it() -> None:
+    start = time.perf_counter()
+    (op,) = count_module(parse_hlo(_chain(60, "call"))).ops
+    assert op.name == "n" and op.executions == 2.0**59
+    (op,) = count_module(parse_hlo(_chain(60, "conditional"))).ops
+    assert op.name == "n" and op.executions == 1.0
+    assert time.perf_counter() - start < 5.0
+
+
+def test_call_cycle_and_call_nesting_deeper_than_64() -> None:
+    cycle = (
+        "%c (q: f32[2]) -> f32[2] {\n  %q = f32[2]{0} parameter(0)\n  ROOT %b = f32[2]{0} call(%q), to_apply=%c\n}\n"
+    )
+    error(module("  ROOT %r = f32[2]{0} call(%p0), to_apply=%c", extra=cycle), "computation 'c' calls itself")
+    error(_chain(80, "call"), "nested deeper than 64 calls")
+
+
+def test_a_computation_called_twice_is_one_row_with_both_executions() -> None:
+    callee = "%c (q: f32[8,16]) -> f32[8,16] {\n  %q = f32[8,16]{1,0} parameter(0)\n  ROOT %n = f32[8,16]{1,0} negate(%q)\n}\n"
+    body = "  %a = f32[8,16]{1,0} call(%p0), to_apply=%c\n  ROOT %b = f32[8,16]{1,0} call(%a), to_apply=%c"
+    (op,) = count_module(parse_hlo(module(body, extra=callee))).ops
+    assert (op.name, op.executions) == ("n", 2.0)
 
 
 def test_reduce_window_whose_flops_overflow_a_float() -> None:

@@ -2,8 +2,11 @@
 
 ``count_module``: every instruction the program executes at its top level (the entry computation, while
 bodies and conditions, called computations) becomes an ``HloOp``: a Cost per execution and a count (a
-while body runs ``known_trip_count`` times; once, noted, when XLA recorded none). FLOPs follow XLA's
-HloCostAnalysis, so totals match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
+while body runs ``known_trip_count`` times; once, noted, when XLA recorded none). The call graph is read
+once, never expanded: a computation runs the sum over its call sites of the caller's runs (so one called
+from two places is one HloOp per instruction with both executions), and a call cycle, calls nested deeper
+than 64 or more than 2**63 - 1 executions are ParseErrors. FLOPs follow XLA's HloCostAnalysis, so totals
+match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
 
 - dot, cuBLAS GEMM custom-calls: cost/op.py ``dot_general`` (2 x prod of all dims), matrix unit;
   convolution, cuDNN conv custom-calls: cost/op.py ``convolution`` (window taps on padding excluded).
@@ -183,6 +186,10 @@ class _Counter:
         self.dot_cache: dict[tuple, dict] = {}
         self.notes: list[str] = []
         self.nesting = 0
+        self.edges_cache: dict[str, list[tuple[Instruction, Computation, float]]] = {}
+        self.weight_cache: dict[str, tuple[float, float]] = {}
+        self.cost_cache: dict[int, InstructionCost] = {}
+        self.active: set[str] = set()
 
     def callee(self, instr: Instruction, key: str) -> Computation:
         raw = instr.attributes.get(key)
@@ -370,12 +377,20 @@ class _Counter:
             "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)),
         )  # fmt: skip
 
-    def walk(self, comp: Computation, count: float, depth: int = 0) -> Iterator[HloOp]:
-        if depth > _MAX_NESTING:
-            raise ParseError(
-                f"computation {shown(comp.name)}: calls nested deeper than {_MAX_NESTING} (a cycle?)", line=comp.line
-            )
-        done_of = {start.name: done for start, done in self.module.async_pairs(comp)}
+    # --- the call graph: which computations run, how often (linear in the module, no expansion) ---------
+
+    def edges(self, comp: Computation, depth: int = 0) -> list[tuple[Instruction, Computation, float]]:
+        """(calling instruction, callee, executions per execution of ``comp``) in text order: a while's
+        condition runs trips + 1 times and its body trips times, a call once, a conditional's costliest
+        branch once. Cached per computation; a call cycle or nesting deeper than 64 is a ParseError."""
+        found = self.edges_cache.get(comp.name)
+        if found is not None:
+            return found
+        if depth > _MAX_NESTING or comp.name in self.active:
+            what = "calls itself" if comp.name in self.active else f"is nested deeper than {_MAX_NESTING} calls"
+            raise ParseError(f"computation {shown(comp.name)} {what} (XLA call graphs are acyclic)", line=comp.line)
+        self.active.add(comp.name)
+        out: list[tuple[Instruction, Computation, float]] = []
         for instr in comp.instructions:
             op = instr.opcode
             if op == "while":
@@ -383,26 +398,21 @@ class _Counter:
                 if trips is None:
                     self.notes.append(f"while {_cut(instr.name)}: trip count unknown, body counted once")
                 n = float(1 if trips is None else trips)
-                if count * (n + 1) > _MAX_EXECUTIONS:
-                    raise ParseError(
-                        f"while {shown(instr.name)}: known_trip_count {trips} makes its body run {count * n:.3g} "
-                        f"times, more than 2**63 - 1 (a trip count within its nesting would work)",
-                        line=instr.line,
-                    )
-                yield from self.walk(
-                    self.callee(instr, "condition"), count * (1 if trips is None else n + 1), depth + 1
-                )
-                yield from self.walk(self.callee(instr, "body"), count * n, depth + 1)
+                out.append((instr, self.callee(instr, "condition"), 1.0 if trips is None else n + 1))
+                out.append((instr, self.callee(instr, "body"), n))
             elif op == "call":
-                yield from self.walk(self.callee(instr, "to_apply"), count, depth + 1)
+                out.append((instr, self.callee(instr, "to_apply"), 1.0))
             elif op == "conditional":
-                yield from self.walk_conditional(instr, count, depth)
-            elif op not in ZERO_COST and instr.async_kind not in ("done", "update"):
-                cost = self.price(instr, done_of.get(instr.name))
-                yield HloOp(instr.name, self.module.base_opcode(instr), comp.name, instr.shape, count, cost, instr.line)
+                out.append((instr, self.branch(instr, depth), 1.0))
+        for _, callee, _ in out:
+            self.edges(callee, depth + 1)
+        self.active.discard(comp.name)
+        self.edges_cache[comp.name] = out
+        return out
 
-    def walk_conditional(self, instr: Instruction, count: float, depth: int) -> Iterator[HloOp]:
-        """The costliest branch (by FLOPs, then bytes), noted: which one runs is not in the text."""
+    def branch(self, instr: Instruction, depth: int) -> Computation:
+        """A conditional's costliest branch (by FLOPs, then bytes, of all it executes), noted: which one runs
+        is not in the text."""
         keys = ("branch_computations",) if "branch_computations" in instr.attributes else ("true_computation",
                 "false_computation")  # fmt: skip
         names = [n for k in keys for n in instr.attributes.get(k, "").strip("{} ").split(",") if n.strip()]
@@ -413,12 +423,102 @@ class _Counter:
                 raise ParseError(
                     f"conditional {shown(instr.name)}: branch {shown(name)} names no computation", line=instr.line
                 )
+            self.edges(comp, depth + 1)
             comps.append(comp)
-        branches = [list(self.walk(comp, count, depth + 1)) for comp in comps]
-        weight = lambda ops: (sum(o.cost.flops for o in ops), sum(o.cost.traffic.padded_bytes for o in ops))
-        if len(branches) > 1:
-            self.notes.append(f"conditional {_cut(instr.name)}: the costliest of {len(branches)} branches counted")
-        yield from max(branches, key=weight, default=[])
+        if not comps:
+            raise ParseError(f"conditional {shown(instr.name)} names no branch computations", line=instr.line)
+        if len(comps) > 1:
+            self.notes.append(f"conditional {_cut(instr.name)}: the costliest of {len(comps)} branches counted")
+        return max(comps, key=self.weight)
+
+    def weight(self, comp: Computation) -> tuple[float, float]:
+        """(FLOPs, padded bytes) of one execution of ``comp`` and all it calls (edges already built)."""
+        found = self.weight_cache.get(comp.name)
+        if found is None:
+            flops = padded = 0.0
+            for instr, done in self.priced(comp):
+                cost = self.cost_of(instr, done)
+                flops, padded = flops + cost.flops, padded + cost.traffic.padded_bytes
+            for _, callee, times in self.edges_cache[comp.name]:
+                sub = self.weight(callee)
+                flops, padded = flops + times * sub[0], padded + times * sub[1]
+            found = self.weight_cache[comp.name] = (flops, padded)
+        return found
+
+    def priced(self, comp: Computation) -> list[tuple[Instruction, Instruction | None]]:
+        """The instructions of ``comp`` that cost something, with the -done half of each async start."""
+        done_of = {start.name: done for start, done in self.module.async_pairs(comp)}
+        return [
+            (instr, done_of.get(instr.name))
+            for instr in comp.instructions
+            if instr.opcode not in ZERO_COST and instr.async_kind not in ("done", "update")
+        ]
+
+    def cost_of(self, instr: Instruction, done: Instruction | None) -> InstructionCost:
+        found = self.cost_cache.get(id(instr))
+        if found is None:
+            found = self.cost_cache[id(instr)] = self.price(instr, done)
+        return found
+
+    def walk(self, entry: Computation) -> Iterator[HloOp]:
+        """Every executed instruction once, in text order through the calls, with its executions: each
+        computation runs the sum over its call sites of caller executions x edge count (a computation
+        called from two places is listed once, its executions summed)."""
+        self.edges(entry)
+        order: list[Computation] = []  # callers before callees (reverse post-order of the call graph)
+        seen: set[str] = set()
+        stack: list[tuple[Computation, int]] = [(entry, 0)]
+        while stack:
+            comp, i = stack.pop()
+            if i == 0:
+                if comp.name in seen:
+                    continue
+                seen.add(comp.name)
+            edges = self.edges_cache[comp.name]
+            if i < len(edges):
+                stack += [(comp, i + 1), (edges[i][1], 0)]
+            else:
+                order.append(comp)
+        runs: dict[str, float] = {entry.name: 1.0}
+        for comp in reversed(order):
+            for _, callee, times in self.edges_cache[comp.name]:
+                runs[callee.name] = runs.get(callee.name, 0.0) + runs[comp.name] * times
+        yield from self.emit(entry, runs, set())
+
+    def emit(self, entry: Computation, runs: dict[str, float], seen: set[str]) -> Iterator[HloOp]:
+        """Depth first in text order, each computation once (first visit), each priced instruction once."""
+        stack: list[Iterator[Instruction]] = [iter(entry.instructions)]
+        comps = [entry]
+        seen.add(entry.name)
+        calls: dict[int, list[Computation]] = {}
+        for edges in self.edges_cache.values():
+            for caller, callee, _ in edges:
+                calls.setdefault(id(caller), []).append(callee)
+        done_of = {entry.name: {s.name: d for s, d in self.module.async_pairs(entry)}}
+        while stack:
+            instr = next(stack[-1], None)
+            if instr is None:
+                stack.pop()
+                comps.pop()
+                continue
+            comp = comps[-1]
+            callees = [c for c in calls.get(id(instr), ()) if c.name not in seen]
+            for callee in reversed(callees):  # the first callee (a while's condition) is listed first
+                seen.add(callee.name)
+                done_of[callee.name] = {s.name: d for s, d in self.module.async_pairs(callee)}
+                stack.append(iter(callee.instructions))
+                comps.append(callee)
+            if callees or instr.opcode in ZERO_COST or instr.async_kind in ("done", "update"):
+                continue
+            count = runs.get(comp.name, 0.0)
+            if not count <= _MAX_EXECUTIONS:
+                raise ParseError(
+                    f"{instr.opcode} {shown(instr.name)} runs {count:.3g} times, more than 2**63 - 1: the trip counts "
+                    "of the whiles around it multiply past int64",
+                    line=instr.line,
+                )
+            cost = self.cost_of(instr, done_of[comp.name].get(instr.name))
+            yield HloOp(instr.name, self.module.base_opcode(instr), comp.name, instr.shape, count, cost, instr.line)
 
 
 def _bytes(shape: Shape | None) -> float:
@@ -591,7 +691,7 @@ def count_module(module: HloModule) -> HloCounts:
     counter = _Counter(module)
     try:
         with paused_gc():
-            ops = tuple(counter.walk(module.entry, 1.0))
+            ops = tuple(counter.walk(module.entry))
     except ParseError as exc:  # name the file as the parser does
         if exc.source is not None:
             raise

@@ -3,9 +3,11 @@ counts are written; models, plans and HLO analysis all call these."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from rooftop.cost.cost import Cost
 from rooftop.dtypes import canonical_dtype, compute_dtype, dtype_bytes
@@ -106,6 +108,13 @@ def dot_general(
         raise InvalidConfigError(
             f"dot: lhs and rhs pair different numbers of dims: batch {batch}, contracting {contracting}"
         )
+    for k, (which, (dims, _)) in enumerate(zip(("lhs", "rhs"), (lhs, rhs), strict=True)):
+        paired = [*batch[k], *contracting[k]]
+        if any(not 0 <= i < len(dims) for i in paired) or len(set(paired)) != len(paired):
+            raise InvalidConfigError(
+                f"dot: {which} batch {list(batch[k])} and contracting {list(contracting[k])} dims must be "
+                f"distinct dims of the {which} [{', '.join(map(str, dims))}] (0 to {len(dims) - 1})"
+            )
     sizes: dict[str, int] = {}
     names: list[tuple[str, ...]] = []
     for side, (dims, _) in enumerate((lhs, rhs)):
@@ -140,6 +149,9 @@ class ConvDim:
     rhs_dilation: int = 1
 
     def __post_init__(self) -> None:
+        values = (self.input, self.kernel, self.output, self.stride, self.pad_low, self.lhs_dilation, self.rhs_dilation)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise InvalidConfigError(f"convolution dim {self}: sizes, stride, padding and dilations are integers")
         if min(self.input, self.kernel, self.output) < 0 or min(self.stride, self.lhs_dilation, self.rhs_dilation) < 1:
             raise InvalidConfigError(f"convolution dim {self}: sizes must be >= 0, stride and dilations >= 1")
 
@@ -147,17 +159,91 @@ class ConvDim:
         """(output position, kernel position) pairs that read a real input element: output o and kernel
         tap k read the dilated input at u = o * stride + k * rhs_dilation - pad_low, which is an input
         element when u >= 0, u is a multiple of lhs_dilation and u / lhs_dilation < input; padding and the
-        holes of lhs dilation cost nothing (XLA HloCostAnalysis::GetConvolutionFlops counts the same)."""
-        s, d, n = self.stride, self.lhs_dilation, self.input
-        taps = 0
-        for k in range(self.kernel):
-            c = k * self.rhs_dilation - self.pad_low
-            if d == 1:  # o in [ceil(-c / s), floor((n - 1 - c) / s)] within [0, output)
-                lo, hi = max(0, -(c // s)), min(self.output - 1, (n - 1 - c) // s)
-                taps += max(0, hi - lo + 1)
-            else:
-                taps += sum(1 for o in range(self.output) if (u := o * s + c) >= 0 and u % d == 0 and u // d < n)
-        return taps
+        holes of lhs dilation cost nothing (XLA HloCostAnalysis::GetConvolutionFlops counts the same).
+
+        Counted in closed form (no loop over the sizes): the pairs with u a multiple of lhs_dilation form
+        a 2-D lattice, and the count of its points in the polygon of the bounds is a sum of floors of
+        linear functions (``_lattice_count``)."""
+        return _lattice_count(self.output, self.kernel, self.input, self.stride, self.rhs_dilation,
+                              self.lhs_dilation, self.pad_low)  # fmt: skip
+
+
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum_{i=0}^{n-1} floor((a i + b) / m) for m >= 1 and any integers a, b, in O(log) steps (the
+    Euclid-like reduction of AtCoder Library's floor_sum)."""
+    total = 0
+    while n > 0:
+        if a >= m or a < 0:
+            total += (a // m) * n * (n - 1) // 2
+            a %= m
+        if b >= m or b < 0:
+            total += (b // m) * n
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            break
+        n, b, m, a = y_max // m, y_max % m, a, m
+    return total
+
+
+def _lattice_count(out: int, kernel: int, n: int, s: int, r: int, d: int, p: int) -> int:
+    """#{(o, k): 0 <= o < out, 0 <= k < kernel, u = s o + r k - p, 0 <= u <= (n - 1) d, d | u}.
+
+    The (o, k) with d | s o + r k - p are o = o0 + P t and k = c0 - c1 t + M e for integers t, e (P, M
+    from gcds, c0, c1 from a modular inverse). For each t the bounds on k and on u confine e to
+    [max of two lower lines, min of two upper lines] in t; the count is the sum over t of
+    floor(upper) - ceil(lower) + 1 where that is positive, done piecewise with ``floor_sum``."""
+    if min(out, kernel, n) <= 0:
+        return 0
+    g1 = math.gcd(r, d)
+    h = math.gcd(s, g1)
+    if p % h:
+        return 0
+    big_p = g1 // h  # o runs over o0 + P t
+    o0 = (p // h) * pow(s // h, -1, big_p) % big_p if big_p > 1 else 0
+    big_m = d // g1  # k runs over c0 - c1 t + M e
+    w = pow(r // g1, -1, big_m) if big_m > 1 else 0
+    a0, a1 = (p - s * o0) // g1, s * big_p // g1
+    c0, c1 = (a0 * w) % big_m, (a1 * w) % big_m
+    t_hi = (out - 1 - o0) // big_p
+    if t_hi < 0:
+        return 0
+    u0, u1, ue = s * o0 + r * c0 - p, s * big_p - r * c1, r * big_m  # u = u0 + u1 t + ue e
+    # Lines (slope, intercept, denominator) in t: e >= lower, e <= upper.
+    lowers = ((c1, -c0, big_m), (-u1, -u0, ue))
+    uppers = ((c1, kernel - 1 - c0, big_m), (-u1, (n - 1) * d - u0, ue))
+    cuts = {0, t_hi + 1}
+    for (a1_, b1_, m1_), (a2_, b2_, m2_) in (lowers, uppers):
+        num, den = b2_ * m1_ - b1_ * m2_, a1_ * m2_ - a2_ * m1_  # crossing at t = num / den
+        if den:
+            cut = num // den + 1 if den > 0 else (-num) // (-den) + 1
+            if 0 < cut <= t_hi:
+                cuts.add(cut)
+    total = 0
+    edges = sorted(cuts)
+    for x, y in itertools.pairwise(edges):
+        lo = max(lowers, key=lambda ln: Fraction(ln[0] * x + ln[1], ln[2]))
+        hi = min(uppers, key=lambda ln: Fraction(ln[0] * x + ln[1], ln[2]))
+        x, y = _nonempty(lo, hi, x, y - 1)
+        if x <= y:
+            count = y - x + 1
+            total += floor_sum(count, hi[2], hi[0], hi[0] * x + hi[1])
+            total += floor_sum(count, lo[2], -lo[0], -(lo[0] * x + lo[1])) + count
+    return total
+
+
+def _nonempty(lo: tuple[int, int, int], hi: tuple[int, int, int], x: int, y: int) -> tuple[int, int]:
+    """The t in [x, y] where upper(t) - lower(t) >= 0 (there floor(upper) - ceil(lower) + 1 >= 0, and it is
+    <= 0 elsewhere): a linear inequality alpha t + beta >= 0."""
+    alpha = hi[0] * lo[2] - lo[0] * hi[2]
+    beta = hi[1] * lo[2] - lo[1] * hi[2]
+    if alpha > 0:
+        x = max(x, -(beta // alpha))
+    elif alpha < 0:
+        y = min(y, beta // -alpha)
+    elif beta < 0:
+        return 1, 0
+    return x, y
 
 
 def convolution_flops(
@@ -172,10 +258,23 @@ def convolution_flops(
     spatial dim): one multiply-add per (output element, kernel tap that reads input) and input feature of
     its group (XLA HloCostAnalysis::GetConvolutionFlops; a dense 2-D conv without padding is the familiar
     2 x B x H_out x W_out x K_h x K_w x C_in x C_out)."""
-    if feature_group_count < 1 or batch_group_count < 1:
-        raise InvalidConfigError(f"group counts must be >= 1, got {feature_group_count}, {batch_group_count}")
+    _check_groups(batch, in_features, feature_group_count, batch_group_count)
     taps = math.prod(float(d.valid_taps()) for d in spatial)
-    return 2.0 * (batch // batch_group_count) * out_features * (in_features // feature_group_count) * taps
+    return 2.0 * (batch // batch_group_count) * float(out_features) * (in_features // feature_group_count) * taps
+
+
+def _check_groups(batch: int, in_features: int, feature_group_count: int, batch_group_count: int) -> None:
+    """Group counts are >= 1 and divide what they split (XLA's convolution shape rules)."""
+    if feature_group_count < 1 or batch_group_count < 1:
+        raise InvalidConfigError(
+            f"convolution group counts must be >= 1, got feature_group_count={feature_group_count}, "
+            f"batch_group_count={batch_group_count}"
+        )
+    if in_features % feature_group_count or batch % batch_group_count:
+        raise InvalidConfigError(
+            f"convolution feature_group_count={feature_group_count} must divide the {in_features} input features "
+            f"and batch_group_count={batch_group_count} the batch of {batch}"
+        )
 
 
 def convolution(
@@ -191,13 +290,14 @@ def convolution(
     kernel + output, each read or written once in its dtype (``dtypes`` = input, kernel, output); the
     compute dtype is the wider of input and kernel, as for ``matmul``."""
     lhs, rhs, out = (canonical_dtype(d) for d in dtypes)
+    _check_groups(batch, in_features, feature_group_count, batch_group_count)
     groups_in = in_features // feature_group_count
     elements = (
-        batch * in_features * math.prod(d.input for d in spatial),
-        out_features * groups_in * math.prod(d.kernel for d in spatial),
-        (batch // batch_group_count) * out_features * math.prod(d.output for d in spatial),
+        float(batch) * in_features * math.prod(float(d.input) for d in spatial),
+        float(out_features) * groups_in * math.prod(float(d.kernel) for d in spatial),
+        float(batch // batch_group_count) * out_features * math.prod(float(d.output) for d in spatial),
     )
-    nbytes = sum(float(e) * dtype_bytes(d) for e, d in zip(elements, (lhs, rhs, out), strict=True))
+    nbytes = sum(e * dtype_bytes(d) for e, d in zip(elements, (lhs, rhs, out), strict=True))
     flops = convolution_flops(batch, in_features, out_features, spatial, feature_group_count, batch_group_count)
     return Cost({("matrix", compute_dtype(lhs, rhs)): flops} if flops else {}, nbytes)
 

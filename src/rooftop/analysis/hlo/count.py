@@ -2,8 +2,11 @@
 
 ``count_module``: every instruction the program executes at its top level (the entry computation, while
 bodies and conditions, called computations) becomes an ``HloOp``: a Cost per execution and a count (a
-while body runs ``known_trip_count`` times; once, noted, when XLA recorded none). FLOPs follow XLA's
-HloCostAnalysis, so totals match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
+while body runs ``known_trip_count`` times; once, noted, when XLA recorded none). The call graph is read
+once, never expanded: a computation runs the sum over its call sites of the caller's runs (so one called
+from two places is one HloOp per instruction with both executions), and a call cycle, calls nested deeper
+than 64 or more than 2**63 - 1 executions are ParseErrors. FLOPs follow XLA's HloCostAnalysis, so totals
+match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
 
 - dot, cuBLAS GEMM custom-calls: cost/op.py ``dot_general`` (2 x prod of all dims), matrix unit;
   convolution, cuDNN conv custom-calls: cost/op.py ``convolution`` (window taps on padding excluded).
@@ -36,39 +39,34 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.hlo.groups import MAX_DEVICES
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
-from rooftop.analysis.hlo.shapes import Shape
-from rooftop.cost.cost import Cost
-from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
-from rooftop.errors import InvalidConfigError, ParseError
-
-_words = lambda text: frozenset(text.split())
-ZERO_COST = _words("parameter constant get-tuple-element tuple bitcast after-all add-dependency partition-id "
-                   "replica-id opt-barrier domain get-dimension-size while call conditional")  # fmt: skip
-TRANSCENDENTAL = _words("exponential exponential-minus-one log log-plus-one logistic power sqrt cbrt rsqrt tanh "
-                        "sine cosine tan atan2 erf")  # fmt: skip
-ELEMENTWISE = _words(
-    "add subtract multiply divide maximum minimum negate abs sign floor ceil round-nearest-afz round-nearest-even "
-    "remainder and or xor not shift-left shift-right-arithmetic shift-right-logical compare select clamp convert "
-    "is-finite real imag complex popcnt count-leading-zeros reduce-precision stochastic-convert"
+from rooftop.analysis.hlo.rules import (
+    APPLIED,
+    CONV_TARGETS,
+    COUNT_RE,
+    ELEMENTWISE,
+    GEMM_TARGETS,
+    TRANSCENDENTAL,
+    ZERO_COST,
+    ZERO_TARGETS,
+    attention_flops,
+    check_arity,
+    conv_flops,
+    cut,
+    dot_flops,
+    drop_workspace,
+    lhs_rhs,
+    rooftop_dtype,
 )
-APPLIED = _words("reduce reduce-window map scatter select-and-scatter all-reduce sort")
-GEMM_TARGETS = _words("__cublas$gemm __cublas$lt$matmul __cublas$lt$matmul$f8 __rocblas$gemm")
-#: cuDNN convolutions: which of (operand 0, operand 1, result) are the forward (input, kernel, output).
-CONV_TARGETS = {"__cudnn$convForward": (0, 1, 2), "__cudnn$convBiasActivationForward": (0, 1, 2),
-                "__cudnn$convForwardGraph": (0, 1, 2), "__cudnn$convBackwardInput": (2, 1, 0),
-                "__cudnn$convBackwardFilter": (0, 2, 1)}  # fmt: skip
-ZERO_TARGETS = _words("Sharding SPMDFullToShardShape SPMDShardToFullShape MoveToHost MoveToDevice LayoutConstraint "
-                      "AllocateBuffer annotate_device_placement")  # fmt: skip
-_DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64", "c64": "fp32", "c128": "fp64", "f4e2m1fn": "fp4"}
-_DTYPE |= {t: "int8" for t in ("s8", "u8", "pred")} | {t: "int4" for t in ("s4", "u4", "s2", "u2", "s1", "u1")}
-_DTYPE |= {t: "int32" for t in ("s16", "u16", "s32", "u32", "s64", "u64")}
+from rooftop.analysis.hlo.shapes import MAX_INT, Shape
+from rooftop.cost.cost import Cost
+from rooftop.errors import InvalidConfigError, ParseError, shown
 
-
-def rooftop_dtype(hlo_type: str) -> str:
-    """The rooftop dtype an HLO element type computes as (f8 types -> fp8, pred -> int8, s64 -> int32)."""
-    return _DTYPE.get(hlo_type, "fp8" if hlo_type.startswith("f8") else "fp32")
+#: nesting of fused / applied computations inside one another, and executions of one instruction.
+_MAX_NESTING = 64
+_MAX_EXECUTIONS = float(MAX_INT)
 
 
 @dataclass(frozen=True)
@@ -168,24 +166,53 @@ class _Counter:
         self.bytes_cache: dict[int, tuple[float, float, int]] = {}
         self.dot_cache: dict[tuple, dict] = {}
         self.notes: list[str] = []
+        self.nesting = 0
+        self.edges_cache: dict[str, list[tuple[Instruction, Computation, float]]] = {}
+        self.weight_cache: dict[str, tuple[float, float]] = {}
+        self.cost_cache: dict[int, InstructionCost] = {}
+        self.active: set[str] = set()
 
     def callee(self, instr: Instruction, key: str) -> Computation:
         raw = instr.attributes.get(key)
         if raw is None:
-            raise ParseError(f"{instr.opcode} {instr.name!r} has no {key}=", line=instr.line)
-        return self.module.computation(raw.strip().strip("{}").split(",")[0].strip())
+            raise ParseError(f"{instr.opcode} {shown(instr.name)} has no {key}=", line=instr.line)
+        name = raw.strip().strip("{}").split(",")[0].strip().lstrip("%")
+        found = self.module.computations.get(name)
+        if found is None:
+            raise ParseError(
+                f"{instr.opcode} {shown(instr.name)}: {key}={shown(raw)} names no computation of the module",
+                line=instr.line,
+            )
+        return found
 
     def inner(self, comp: Computation) -> _Flops:
         """FLOPs of every instruction of a fused / applied / wrapped computation."""
         found = self.inner_cache.get(comp.name)
         if found is None:
+            if self.nesting >= _MAX_NESTING:
+                raise ParseError(
+                    f"computation {shown(comp.name)}: fusions and calls nested deeper than {_MAX_NESTING}",
+                    line=comp.line,
+                )
             found = self.inner_cache[comp.name] = _Flops()
-            for instr in comp.instructions:
-                found.merge(self.flops(instr))
+            self.nesting += 1
+            try:
+                for instr in comp.instructions:
+                    found.merge(self.flops(instr))
+            finally:
+                self.nesting -= 1
         return found
 
     def flops(self, instr: Instruction) -> _Flops:
+        """FLOPs, collectives and notes of one execution; a rule's InvalidConfigError names the line."""
+        try:
+            return self._flops(instr)
+        except InvalidConfigError as exc:
+            raise ParseError(f"{instr.opcode} {shown(instr.name)}: {exc}", line=instr.line) from None
+
+    def _flops(self, instr: Instruction) -> _Flops:
         out, op, shape, kind = _Flops(), instr.opcode, instr.shape, instr.async_kind
+        check_arity(instr)
         first = instr.operand_shapes[0] if instr.operand_shapes and instr.operand_shapes[0] else shape
         if (op in ZERO_COST and op != "call") or kind in ("done", "update"):
             return out
@@ -195,9 +222,9 @@ class _Counter:
             out.add("vector", first.dtype, shape.num_elements)
             out.transcendentals += shape.num_elements if op in TRANSCENDENTAL else 0
         elif op == "dot":
-            out.by.update(self.dot(instr, *_lhs_rhs(instr), shape))
+            out.by.update(self.dot(instr, *lhs_rhs(instr), shape))
         elif op == "convolution":
-            out.by.update(_conv_flops(instr, *_lhs_rhs(instr), shape))
+            out.by.update(conv_flops(instr, *lhs_rhs(instr), shape))
         elif op == "custom-call":
             self.custom_call(instr, out)
         base = self.module.base_opcode(instr) if kind == "start" else op
@@ -208,32 +235,33 @@ class _Counter:
         return out
 
     def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
-        """``_dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
+        """``dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
         dims = instr.dot_dims
         key = (id(lhs), id(rhs), out.dtype, *dims.values())
         found = self.dot_cache.get(key)
         if found is None:
-            found = self.dot_cache[key] = _dot_flops(instr, lhs, rhs, out, dims)
+            found = self.dot_cache[key] = dot_flops(instr, lhs, rhs, out, dims)
         return found
 
     def applied(self, instr: Instruction, base: str, first: Shape, out: _Flops) -> None:
         """Ops applying a scalar computation per element, counted as XLA's HloCostAnalysis does."""
         op, leaves = instr.opcode, instr.shape.leaves()
-        out_elements, window = (leaves[0].num_elements if leaves else 1), instr.window or {"size": ()}
+        out_elements, window = float(leaves[0].num_elements if leaves else 1), instr.window or {"size": ()}
+        taps = math.prod(float(s) for s in window["size"])
         if base == "all-reduce" or op == "sort":
             n = sum(s.num_elements for s in leaves) if base == "all-reduce" else first.num_elements
-            out.add("vector", first.dtype, n * math.ceil(math.log2(n)) if op == "sort" and n > 1 else n)
+            out.add("vector", first.dtype, float(n * math.ceil(math.log2(n)) if op == "sort" and n > 1 else n))
             return
         key, count = "to_apply", out_elements  # map
         if op == "reduce":
-            count = first.num_elements - out_elements
+            count = float(max(first.num_elements - out_elements, 0))
         elif op == "reduce-window":
-            count = out_elements * (math.prod(window["size"]) - 1)
+            count = out_elements * (taps - 1.0)
         elif op == "scatter":
-            count = instr.operand_shapes[-1].num_elements if instr.operand_shapes[-1] else 0  # the updates
+            count = float(_elements(instr.operand_shapes[-1]))  # the updates
         elif op == "select-and-scatter":
-            source = instr.operand_shapes[1].num_elements if instr.operand_shapes[1] else 0
-            out.merge(self.inner(self.callee(instr, "select")), source * math.prod(window["size"]), False)
+            source = float(_elements(instr.operand_shapes[1]))
+            out.merge(self.inner(self.callee(instr, "select")), source * taps, False)
             key, count = "scatter", source
         out.merge(self.inner(self.callee(instr, key)), count, False)
 
@@ -245,13 +273,13 @@ class _Counter:
             out.by.update(self.dot(instr, shapes[0], shapes[1], result))
         elif target in CONV_TARGETS and len(shapes) >= 2:
             lhs, rhs, res = ([shapes[0], shapes[1], result][i] for i in CONV_TARGETS[target])
-            out.by.update(_conv_flops(instr, lhs, rhs, res))
+            out.by.update(conv_flops(instr, lhs, rhs, res))
         elif target.startswith(("__cudnn$fmha", "te_fused_attn")):
-            flops, note = _attention(instr, target, shapes)
+            flops, note = attention_flops(instr, target, shapes)
             out.add("matrix", shapes[0].dtype if shapes else "bf16", flops)
             out.notes.append(note)
         elif target not in ZERO_TARGETS:
-            out.unknown.append(f"custom-call {target or '?'} ({instr.name})")
+            out.unknown.append(f"custom-call {cut(target or '?')} ({cut(instr.name)})")
 
     def traffic(self, items: Iterable[tuple[Shape | None, float]]) -> Traffic:
         logical = padded = 0.0
@@ -278,16 +306,19 @@ class _Counter:
                 users.setdefault(operand, []).append(instr)
         fractions: dict[int, float] = {}
         for param in comp.params:
-            reads, full = list(_through_bitcasts(param.name, users)), param.shape.logical_bytes
+            reads, full = _through_bitcasts(param.name, users), param.shape.logical_bytes
             if reads and full and all(u.opcode in ("slice", "dynamic-slice") for u in reads):
                 fractions[param.parameter_number or 0] = min(1.0, sum(u.shape.logical_bytes for u in reads) / full)
         write, root = 1.0, comp.root
-        buffer = comp.by_name.get(root.operands[0]) if root.opcode == "dynamic-update-slice" else None
-        while buffer is not None and buffer.opcode == "bitcast":
+        dus = root.opcode == "dynamic-update-slice" and len(root.operands) > 1
+        buffer = comp.by_name.get(root.operands[0]) if dus else None
+        for _ in range(len(comp.instructions)):  # a chain of bitcasts is at most every instruction
+            if buffer is None or buffer.opcode != "bitcast" or not buffer.operands:
+                break
             buffer = comp.by_name.get(buffer.operands[0])
         if buffer is not None and buffer.opcode == "parameter" and root.shape.logical_bytes:
             fractions[buffer.parameter_number or 0] = 0.0
-            write = _bytes(root.operand_shapes[1]) / root.shape.logical_bytes
+            write = min(1.0, _bytes(root.operand_shapes[1]) / root.shape.logical_bytes)
         self.access_cache[comp.name] = (fractions, write)
         return fractions, write
 
@@ -303,7 +334,7 @@ class _Counter:
         elif op == "dynamic-update-slice" and len(shapes) > 1 and size:
             reads[0], write = 0.0, _bytes(shapes[1]) / size
         elif op == "custom-call" and result.is_tuple:
-            result = _drop_workspace(result)
+            result = drop_workspace(result)
         return self.traffic([*zip(shapes, reads, strict=True), (result, write)])
 
     def price(self, instr: Instruction, done: Instruction | None) -> InstructionCost:
@@ -315,122 +346,182 @@ class _Counter:
             traffic = self.traffic([*((s, 1.0) for s in instr.operand_shapes), (result, 1.0)])
         else:
             traffic = self.boundary(instr, result)
+        if not all(map(math.isfinite, (*flops.by.values(), flops.transcendentals, traffic.padded_bytes))):
+            raise ParseError(
+                f"{instr.opcode} {shown(instr.name)}: its FLOPs or bytes exceed 1.8e308, the range of a float "
+                "(shapes, windows or trip counts too large to count)",
+                line=instr.line,
+            )
         cost = Cost(flops.by, traffic.hbm_bytes)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
             "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)),
         )  # fmt: skip
 
-    def walk(self, comp: Computation, count: float, depth: int = 0) -> Iterator[HloOp]:
-        if depth > 64:
-            raise ParseError(f"computation {comp.name!r}: calls nested deeper than 64 (a cycle?)", line=comp.line)
-        done_of = {start.name: done for start, done in self.module.async_pairs(comp)}
+    # --- the call graph: which computations run, how often (linear in the module, no expansion) ---------
+
+    def edges(self, comp: Computation, depth: int = 0) -> list[tuple[Instruction, Computation, float]]:
+        """(calling instruction, callee, executions per execution of ``comp``) in text order: a while's
+        condition runs trips + 1 times and its body trips times, a call once, a conditional's costliest
+        branch once. Cached per computation; a call cycle or nesting deeper than 64 is a ParseError."""
+        found = self.edges_cache.get(comp.name)
+        if found is not None:
+            return found
+        if depth > _MAX_NESTING or comp.name in self.active:
+            what = "calls itself" if comp.name in self.active else f"is nested deeper than {_MAX_NESTING} calls"
+            raise ParseError(f"computation {shown(comp.name)} {what} (XLA call graphs are acyclic)", line=comp.line)
+        self.active.add(comp.name)
+        out: list[tuple[Instruction, Computation, float]] = []
         for instr in comp.instructions:
             op = instr.opcode
             if op == "while":
                 trips = instr.trip_count
                 if trips is None:
-                    self.notes.append(f"while {instr.name}: trip count unknown, body counted once")
+                    self.notes.append(f"while {cut(instr.name)}: trip count unknown, body counted once")
                 n = float(1 if trips is None else trips)
-                yield from self.walk(
-                    self.callee(instr, "condition"), count * (1 if trips is None else n + 1), depth + 1
-                )
-                yield from self.walk(self.callee(instr, "body"), count * n, depth + 1)
+                out.append((instr, self.callee(instr, "condition"), 1.0 if trips is None else n + 1))
+                out.append((instr, self.callee(instr, "body"), n))
             elif op == "call":
-                yield from self.walk(self.callee(instr, "to_apply"), count, depth + 1)
+                out.append((instr, self.callee(instr, "to_apply"), 1.0))
             elif op == "conditional":
-                yield from self.walk_conditional(instr, count, depth)
-            elif op not in ZERO_COST and instr.async_kind not in ("done", "update"):
-                cost = self.price(instr, done_of.get(instr.name))
-                yield HloOp(instr.name, self.module.base_opcode(instr), comp.name, instr.shape, count, cost, instr.line)
+                out.append((instr, self.branch(instr, depth), 1.0))
+        for _, callee, _ in out:
+            self.edges(callee, depth + 1)
+        self.active.discard(comp.name)
+        self.edges_cache[comp.name] = out
+        return out
 
-    def walk_conditional(self, instr: Instruction, count: float, depth: int) -> Iterator[HloOp]:
-        """The costliest branch (by FLOPs, then bytes), noted: which one runs is not in the text."""
+    def branch(self, instr: Instruction, depth: int) -> Computation:
+        """A conditional's costliest branch (by FLOPs, then bytes, of all it executes), noted: which one runs
+        is not in the text."""
         keys = ("branch_computations",) if "branch_computations" in instr.attributes else ("true_computation",
                 "false_computation")  # fmt: skip
         names = [n for k in keys for n in instr.attributes.get(k, "").strip("{} ").split(",") if n.strip()]
-        branches = [list(self.walk(self.module.computation(n.strip()), count, depth + 1)) for n in names]
-        weight = lambda ops: (sum(o.cost.flops for o in ops), sum(o.cost.traffic.padded_bytes for o in ops))
-        if len(branches) > 1:
-            self.notes.append(f"conditional {instr.name}: the costliest of {len(branches)} branches counted")
-        yield from max(branches, key=weight, default=[])
+        comps = []
+        for name in names:
+            comp = self.module.computations.get(name.strip().lstrip("%"))
+            if comp is None:
+                raise ParseError(
+                    f"conditional {shown(instr.name)}: branch {shown(name)} names no computation", line=instr.line
+                )
+            self.edges(comp, depth + 1)
+            comps.append(comp)
+        if not comps:
+            raise ParseError(f"conditional {shown(instr.name)} names no branch computations", line=instr.line)
+        if len(comps) > 1:
+            self.notes.append(f"conditional {cut(instr.name)}: the costliest of {len(comps)} branches counted")
+        return max(comps, key=self.weight)
+
+    def weight(self, comp: Computation) -> tuple[float, float]:
+        """(FLOPs, padded bytes) of one execution of ``comp`` and all it calls (edges already built)."""
+        found = self.weight_cache.get(comp.name)
+        if found is None:
+            flops = padded = 0.0
+            for instr, done in self.priced(comp):
+                cost = self.cost_of(instr, done)
+                flops, padded = flops + cost.flops, padded + cost.traffic.padded_bytes
+            for _, callee, times in self.edges_cache[comp.name]:
+                sub = self.weight(callee)
+                flops, padded = flops + times * sub[0], padded + times * sub[1]
+            found = self.weight_cache[comp.name] = (flops, padded)
+        return found
+
+    def priced(self, comp: Computation) -> list[tuple[Instruction, Instruction | None]]:
+        """The instructions of ``comp`` that cost something, with the -done half of each async start."""
+        done_of = {start.name: done for start, done in self.module.async_pairs(comp)}
+        return [
+            (instr, done_of.get(instr.name))
+            for instr in comp.instructions
+            if instr.opcode not in ZERO_COST and instr.async_kind not in ("done", "update")
+        ]
+
+    def cost_of(self, instr: Instruction, done: Instruction | None) -> InstructionCost:
+        found = self.cost_cache.get(id(instr))
+        if found is None:
+            found = self.cost_cache[id(instr)] = self.price(instr, done)
+        return found
+
+    def walk(self, entry: Computation) -> Iterator[HloOp]:
+        """Every executed instruction once, in text order through the calls, with its executions: each
+        computation runs the sum over its call sites of caller executions x edge count (a computation
+        called from two places is listed once, its executions summed)."""
+        self.edges(entry)
+        order: list[Computation] = []  # callers before callees (reverse post-order of the call graph)
+        seen: set[str] = set()
+        stack: list[tuple[Computation, int]] = [(entry, 0)]
+        while stack:
+            comp, i = stack.pop()
+            if i == 0:
+                if comp.name in seen:
+                    continue
+                seen.add(comp.name)
+            edges = self.edges_cache[comp.name]
+            if i < len(edges):
+                stack += [(comp, i + 1), (edges[i][1], 0)]
+            else:
+                order.append(comp)
+        runs: dict[str, float] = {entry.name: 1.0}
+        for comp in reversed(order):
+            for _, callee, times in self.edges_cache[comp.name]:
+                runs[callee.name] = runs.get(callee.name, 0.0) + runs[comp.name] * times
+        yield from self.emit(entry, runs)
+
+    def emit(self, entry: Computation, runs: dict[str, float]) -> Iterator[HloOp]:
+        """Depth first in text order, each computation once (first visit), each priced instruction once."""
+        stack: list[Iterator[Instruction]] = [iter(entry.instructions)]
+        comps = [entry]
+        seen = {entry.name}
+        calls: dict[int, list[Computation]] = {}
+        for edges in self.edges_cache.values():
+            for caller, callee, _ in edges:
+                calls.setdefault(id(caller), []).append(callee)
+        done_of = {entry.name: {s.name: d for s, d in self.module.async_pairs(entry)}}
+        while stack:
+            instr = next(stack[-1], None)
+            if instr is None:
+                stack.pop()
+                comps.pop()
+                continue
+            comp = comps[-1]
+            callees = [c for c in calls.get(id(instr), ()) if c.name not in seen]
+            for callee in reversed(callees):  # the first callee (a while's condition) is listed first
+                seen.add(callee.name)
+                done_of[callee.name] = {s.name: d for s, d in self.module.async_pairs(callee)}
+                stack.append(iter(callee.instructions))
+                comps.append(callee)
+            if callees or instr.opcode in ZERO_COST or instr.async_kind in ("done", "update"):
+                continue
+            count = runs.get(comp.name, 0.0)
+            if not count <= _MAX_EXECUTIONS:
+                raise ParseError(
+                    f"{instr.opcode} {shown(instr.name)} runs {count:.3g} times, more than 2**63 - 1: the trip counts "
+                    "of the whiles around it multiply past int64",
+                    line=instr.line,
+                )
+            cost = self.cost_of(instr, done_of[comp.name].get(instr.name))
+            yield HloOp(instr.name, self.module.base_opcode(instr), comp.name, instr.shape, count, cost, instr.line)
 
 
 def _bytes(shape: Shape | None) -> float:
     return shape.logical_bytes if shape is not None else 0.0
 
 
-def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> Iterator[Instruction]:
-    for user in users.get(name, ()):
-        yield from _through_bitcasts(user.name, users) if user.opcode == "bitcast" else (user,)
+def _elements(shape: Shape | None) -> int:
+    return shape.num_elements if shape is not None else 0
 
 
-def _drop_workspace(shape: Shape) -> Shape:
-    """A cuBLAS / cuDNN result tuple without its trailing u8/s8 scratch workspace."""
-    parts = shape.tuple_shapes or ()
-    if len(parts) > 1 and parts[-1].dtype in ("u8", "s8") and parts[-1].rank == 1:
-        return Shape("tuple", (), None, parts[:-1])
-    return shape
-
-
-def _lhs_rhs(instr: Instruction) -> tuple[Shape | None, Shape | None]:
-    """The shapes of the first two operands (None when unknown or absent: the FLOP rules then raise)."""
-    shapes = instr.operand_shapes
-    return (shapes[0] if shapes else None), (shapes[1] if len(shapes) > 1 else None)
-
-
-def _dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> dict:
-    """FLOPs of a dot or GEMM custom-call through cost/op.py ``dot_general``."""
-    if lhs is None or rhs is None:
-        raise ParseError(f"{instr.opcode} {instr.name!r}: operand shapes unknown", line=instr.line)
-    batch = (dims["lhs_batch_dims"], dims["rhs_batch_dims"])
-    contracting = (dims["lhs_contracting_dims"], dims["rhs_contracting_dims"])
-    try:
-        lhs_t, rhs_t = (lhs.dims, rooftop_dtype(lhs.dtype)), (rhs.dims, rooftop_dtype(rhs.dtype))
-        return dict(dot_general(lhs_t, rhs_t, batch, contracting, rooftop_dtype(out.dtype)).flops_by)
-    except InvalidConfigError as exc:
-        raise ParseError(f"{instr.opcode} {instr.name!r}: {str(exc).removeprefix('dot: ')}", line=instr.line) from None
-
-
-def _conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
-    """FLOPs of a convolution from dim_labels and window through cost/op.py ``convolution``."""
-    labels, window = instr.dim_labels, instr.window or {}
-    if labels is None or lhs is None or rhs is None:
-        raise ParseError(f"{instr.opcode} {instr.name!r}: needs dim_labels and operand shapes", line=instr.line)
-    lhs_l, rhs_l, out_l = labels
-
-    def get(key: str, i: int, default: int) -> int:
-        return window[key][i] if i < len(window.get(key, ())) else default
-
-    spatial = [
-        ConvDim(lhs.dims[lhs_l.index(d)], rhs.dims[rhs_l.index(d)], out.dims[out_l.index(d)], get("stride", i, 1),
-                get("pad_low", i, 0), get("lhs_dilate", i, 1), get("rhs_dilate", i, 1))
-        for i, d in enumerate(sorted(c for c in lhs_l if c.isdigit()))
-    ]  # fmt: skip
-    dtypes = (rooftop_dtype(lhs.dtype), rooftop_dtype(rhs.dtype), rooftop_dtype(out.dtype))
-    batch, features = lhs.dims[lhs_l.index("b")], (lhs.dims[lhs_l.index("f")], out.dims[out_l.index("f")])
-    cost = convolution(batch, *features, spatial, dtypes, instr.feature_group_count, instr.batch_group_count)
-    return dict(cost.flops_by)
-
-
-def _attention(instr: Instruction, target: str, shapes: list[Shape]) -> tuple[float, str]:
-    """Fused attention FLOPs (module docstring). TransformerEngine states B, H, Sq, Sk, D and the mask in
-    backend_config (NVTE mask types 2-5 are causal); a cuDNN fmha call is read from Q, K, V (operands
-    0-2) laid out [B, S, H, D], with the mask from cudnn_fmha_backend_config."""
-    config = instr.backend_config or {}
-    if target.startswith("te_fused_attn"):
-        keys = ("input_batch", "attn_heads", "q_max_seqlen", "kv_max_seqlen", "qk_head_dim", "v_head_dim", "mask_type")
-        b, h, sq, sk, dqk, dv, mask = (int(config.get(k, 0)) for k in keys)
-        causal = mask in (2, 3, 4, 5)
-    else:
-        q, k, v = (shapes + shapes[-1:] * 3)[:3] if shapes else (instr.shape,) * 3
-        b, sq, h, dqk = (list(q.dims) + [1] * 4)[:4]
-        sk, dv = (k.dims[1] if k.rank > 1 else 1), (v.dims[-1] if v.rank else 1)
-        causal = "CAUSAL" in str((config.get("cudnn_fmha_backend_config") or {}).get("mask_type", "")).upper()
-    backward = "backward" in target.lower()
-    flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, backward)
-    what = "backward (2.5x forward)" if backward else "forward"
-    return flops, f"fused attention {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {'' if causal else 'not '}causal"
+def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
+    """The non-bitcast users of ``name``, looking through chains of bitcasts (each visited once)."""
+    out: list[Instruction] = []
+    stack, seen = [name], {name}
+    while stack:
+        for user in users.get(stack.pop(), ()):
+            if user.opcode != "bitcast":
+                out.append(user)
+            elif user.name not in seen:
+                seen.add(user.name)
+                stack.append(user.name)
+    return out
 
 
 def num_devices(module: HloModule, ops: Iterable[HloOp] = ()) -> int | None:
@@ -439,7 +530,9 @@ def num_devices(module: HloModule, ops: Iterable[HloOp] = ()) -> int | None:
     n = 1
     for key in ("num_partitions", "replica_count"):
         value = module.attributes.get(key, "1").strip()
-        n *= int(value) if value.isdigit() else 1
+        n *= int(value) if COUNT_RE.fullmatch(value) else 1
+    if n > MAX_DEVICES:
+        raise ParseError(f"num_partitions x replica_count = {n} devices, more than {MAX_DEVICES}", source=module.source)
     ids = [d for op in ops for use in op.cost.collectives for g in (use.groups or use.pairs or ()) for d in g]
     return max(n, max(ids) + 1) if ids else (n if n > 1 else None)
 
@@ -449,7 +542,7 @@ def count_module(module: HloModule) -> HloCounts:
     counter = _Counter(module)
     try:
         with paused_gc():
-            ops = tuple(counter.walk(module.entry, 1.0))
+            ops = tuple(counter.walk(module.entry))
     except ParseError as exc:  # name the file as the parser does
         if exc.source is not None:
             raise

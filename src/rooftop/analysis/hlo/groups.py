@@ -1,6 +1,10 @@
 """Device lists of XLA HLO text: ``replica_groups``, ``source_target_pairs``, iota tile assignments
 (``[2,4]<=[8]``, ``[4,2]<=[2,4]T(1,0)``) and mesh axes (``mesh['x'=2,'y'=4] {'x'}``, XLA's
-MeshAxesReplicaGroupList), expanded to explicit lists of device ids."""
+MeshAxesReplicaGroupList), expanded to explicit lists of device ids.
+
+Device ids are ASCII integers below ``MAX_DEVICES`` (2**17 = 131072, above the 100,000 GPUs of the largest
+machine the catalog models); a device belongs to at most one replica group
+(XLA's HloVerifier: "replica is repeated"); iota and mesh sizes are at least 1."""
 
 from __future__ import annotations
 
@@ -8,20 +12,23 @@ import math
 import re
 
 from rooftop.analysis.hlo.shapes import int_list, parse_int
-from rooftop.errors import ParseError
+from rooftop.errors import ParseError, shown
 
-_MAX_DEVICES = 1 << 20
+#: the most devices a module may name (device ids are below it).
+MAX_DEVICES = 1 << 17
 _GROUP_RE = re.compile(r"\{([^{}]*)\}")
-_IOTA_RE = re.compile(r"\[([\d,\s]*)\]\s*<=\s*\[([\d,\s]*)\](?:\s*T\(([\d,\s]*)\))?")
+_IOTA_RE = re.compile(r"\[([0-9,\s]*)\]\s*<=\s*\[([0-9,\s]*)\](?:\s*T\(([0-9,\s]*)\))?")
 _MESH_RE = re.compile(r"mesh\[([^\]]*)\](?:\s*,\s*device_ids=\((.*)\))?\s*\{([^{}]*)\}")
-_MAXIMAL_MESH_RE = re.compile(r"maximal_mesh\[device_id=(\d+)\]\s*\{\s*\}")
-_AXIS_REF_RE = re.compile(r"\s*'?([^':=(),\s]+)'?\s*(?::\((\d+)\)(\d+))?\s*")
+_MAXIMAL_MESH_RE = re.compile(r"maximal_mesh\[device_id=([0-9]+)\]\s*\{\s*\}")
+_AXIS_REF_RE = re.compile(r"\s*'?([^':=(),\s]+)'?\s*(?::\(([0-9]+)\)([0-9]+))?\s*")
 
 
 def transpose_flat(values: list[int], dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
     """Row-major ``values`` of an array with ``dims``, transposed by ``perm``, flattened row-major."""
     if sorted(perm) != list(range(len(dims))):
-        raise ParseError(f"transpose permutation {perm} does not match dims {dims}")
+        raise ParseError(f"transpose permutation {shown(perm)} does not match dims {shown(dims)}")
+    if math.prod(dims) != len(values):
+        raise ParseError(f"dims {shown(dims)} do not hold the {len(values)} device ids")
     strides = [math.prod(dims[i + 1 :]) for i in range(len(dims))]
     out_dims = [dims[p] for p in perm]
     out_strides = [strides[p] for p in perm]
@@ -34,8 +41,8 @@ def transpose_flat(values: list[int], dims: tuple[int, ...], perm: tuple[int, ..
 def expand_iota(reshape_dims: tuple[int, ...], perm: tuple[int, ...] | None = None) -> list[int]:
     """Device ids of an iota tile assignment ``<=[reshape_dims]T(perm)``: iota(prod), reshaped, transposed."""
     total = math.prod(reshape_dims)
-    if total > _MAX_DEVICES:
-        raise ParseError(f"iota device list of {total} devices exceeds the limit of {_MAX_DEVICES}")
+    if total > MAX_DEVICES:
+        raise ParseError(f"iota device list of {total} devices exceeds the limit of {MAX_DEVICES}")
     values = list(range(total))
     if perm is None or list(perm) == list(range(len(reshape_dims))):
         return values
@@ -49,19 +56,21 @@ def _to_groups(flat: list[int], group_size: int) -> list[list[int]]:
 
 
 def _iota_groups(match: re.Match[str]) -> list[list[int]]:
-    dims = int_list(match.group(1), "iota dims")
-    reshape = int_list(match.group(2), "iota reshape dims")
-    perm = int_list(match.group(3), "iota transpose") if match.group(3) is not None else None
+    dims = int_list(match.group(1), "iota dims", lo=1, hi=MAX_DEVICES)
+    reshape = int_list(match.group(2), "iota reshape dims", lo=1, hi=MAX_DEVICES)
+    perm = int_list(match.group(3), "iota transpose", hi=64) if match.group(3) is not None else None
     if not dims or math.prod(dims) != math.prod(reshape):
-        raise ParseError(f"iota groups {match.group(0)!r}: {list(dims)} and {list(reshape)} hold different counts")
+        raise ParseError(
+            f"iota groups {shown(match.group(0))}: {shown(list(dims))} and {shown(list(reshape))} hold different counts"
+        )
     return _to_groups(expand_iota(reshape, perm), dims[-1])
 
 
 def _explicit_groups(text: str) -> list[list[int]]:
     body = text.strip()[1:-1]
     if _GROUP_RE.sub("", body).replace(",", "").strip():
-        raise ParseError(f"expected groups like {{{{0,1}},{{2,3}}}}, got {text!r}")
-    return [list(int_list(g, "replica group")) for g in _GROUP_RE.findall(body)]
+        raise ParseError(f"expected groups like {{{{0,1}},{{2,3}}}}, got {shown(text)}")
+    return [list(int_list(g, "device id", hi=MAX_DEVICES - 1)) for g in _GROUP_RE.findall(body)]
 
 
 def _axis_dims(refs: list[tuple[int, int]], full: int) -> tuple[list[int], list[int]]:
@@ -94,11 +103,9 @@ def _mesh_groups(match: re.Match[str]) -> list[list[int]]:
     for item in match.group(1).split(","):
         name, eq, size = item.partition("=")
         if not eq:
-            raise ParseError(f"expected 'name=size' in mesh {match.group(0)!r}, got {item!r}")
+            raise ParseError(f"expected 'name=size' in mesh {shown(match.group(0))}, got {shown(item)}")
         names.append(name.strip().strip("'\""))
-        sizes.append(parse_int(size, "mesh axis size"))
-        if sizes[-1] < 1:
-            raise ParseError(f"mesh axis {names[-1]!r} has size {sizes[-1]}; sizes must be at least 1")
+        sizes.append(parse_int(size, f"size of mesh axis {shown(names[-1])}", lo=1, hi=MAX_DEVICES))
     total = math.prod(sizes)
     flat = _device_ids(match.group(2), total)
     refs: dict[int, list[tuple[int, int]]] = {}
@@ -106,11 +113,18 @@ def _mesh_groups(match: re.Match[str]) -> list[list[int]]:
     for item in match.group(3).split(",") if match.group(3).strip() else []:
         ref = _AXIS_REF_RE.fullmatch(item)
         if ref is None or ref.group(1) not in names:
-            raise ParseError(f"unknown mesh axis {item.strip()!r} in {match.group(0)!r}; axes: {names}")
+            raise ParseError(
+                f"unknown mesh axis {shown(item.strip())} in {shown(match.group(0))}; axes: {shown(names)}"
+            )
         axis = names.index(ref.group(1))
-        sub = (int(ref.group(2)), int(ref.group(3))) if ref.group(2) else (1, sizes[axis])
-        if min(sub) < 1:
-            raise ParseError(f"sub-axis {item.strip()!r} needs a pre-size and size of at least 1")
+        sub = (
+            (
+                parse_int(ref.group(2), "sub-axis pre-size", 1, MAX_DEVICES),
+                parse_int(ref.group(3), "sub-axis size", 1, MAX_DEVICES),
+            )
+            if ref.group(2)
+            else (1, sizes[axis])
+        )
         axis_order.append((axis, len(refs.setdefault(axis, []))))
         refs[axis].append(sub)
     dims: list[int] = []
@@ -127,17 +141,17 @@ def _mesh_groups(match: re.Match[str]) -> list[list[int]]:
 
 
 def _device_ids(text: str | None, total: int) -> list[int]:
-    if total > _MAX_DEVICES:
-        raise ParseError(f"mesh of {total} devices exceeds the limit of {_MAX_DEVICES}")
+    if total > MAX_DEVICES:
+        raise ParseError(f"mesh of {total} devices exceeds the limit of {MAX_DEVICES}")
     if text is None:
         return list(range(total))
     iota = _IOTA_RE.fullmatch(text.strip())
     if iota is not None:
-        reshape = int_list(iota.group(2), "iota reshape dims")
-        perm = int_list(iota.group(3), "iota transpose") if iota.group(3) is not None else None
+        reshape = int_list(iota.group(2), "iota reshape dims", lo=1, hi=MAX_DEVICES)
+        perm = int_list(iota.group(3), "iota transpose", hi=64) if iota.group(3) is not None else None
         flat = expand_iota(reshape, perm)
     else:
-        flat = [int(t) for t in re.findall(r"\d+", text)]
+        flat = list(int_list(text, "device id", hi=MAX_DEVICES - 1))
     if len(flat) != total:
         raise ParseError(f"mesh device_ids hold {len(flat)} ids for a mesh of {total} devices")
     return flat
@@ -158,5 +172,20 @@ def device_groups(text: str) -> list[list[int]]:
             return expand(match)
     maximal = _MAXIMAL_MESH_RE.fullmatch(body)
     if maximal is not None:
-        return [[int(maximal.group(1))]]
-    raise ParseError(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,4]<=[8], got {text[:80]!r}")
+        return [[parse_int(maximal.group(1), "device id", hi=MAX_DEVICES - 1)]]
+    raise ParseError(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,4]<=[8], got {shown(text)}")
+
+
+def replica_groups(text: str) -> list[list[int]]:
+    """``device_groups`` of a ``replica_groups`` value, each device in at most one group (XLA rejects a
+    repeated replica: a collective cannot run twice on one device)."""
+    groups = device_groups(text)
+    seen: set[int] = set()
+    for group in groups:
+        for device in group:
+            if device in seen:
+                raise ParseError(
+                    f"device {device} appears twice; each device belongs to at most one group, e.g. {{{{0,1}},{{2,3}}}}"
+                )
+            seen.add(device)
+    return groups

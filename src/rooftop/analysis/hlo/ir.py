@@ -14,13 +14,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rooftop.analysis.hlo.groups import device_groups
-from rooftop.analysis.hlo.shapes import Shape, int_list, parse_window
-from rooftop.errors import ParseError, UnknownNameError
+from rooftop.analysis.hlo.groups import device_groups, replica_groups
+from rooftop.analysis.hlo.shapes import MAX_INT, Shape, int_list, parse_int, parse_window
+from rooftop.errors import ParseError, UnknownNameError, shown
 
 STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|"|[(){}\[\],]')
-_META_RE = re.compile(r'([\w.\-]+)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|([^\s}]*+))')
-_INT_RE = re.compile(r"\s*-?[0-9]+\s*")
+#: key=value or key="value"; a key starts at a word boundary (linear time on long runs of word characters).
+_META_RE = re.compile(r'(?<![\w.\-])([\w.\-]++)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|([^\s}]*+))')
+_NAT_RE = re.compile(r"[0-9]{1,19}")
+#: dim_labels: input (b, f and spatial digits), kernel (i, o and the same digits), output (b, f, digits).
+_LABELS_RE = re.compile(r"\s*([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)\s*")
 intern = sys.intern
 
 
@@ -50,7 +53,7 @@ class Instruction:
         try:
             return decoder(raw)
         except (ParseError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError) as exc:
-            raise ParseError(f"{self.name}: bad {key}={raw[:80]}: {exc}", line=self.line) from None
+            raise ParseError(f"{self.name}: bad {key}={shown(raw)}: {exc}", line=self.line) from None
 
     @property
     def fusion_kind(self) -> str | None:
@@ -60,7 +63,7 @@ class Instruction:
     @property
     def replica_groups(self) -> list[list[int]] | None:
         """Device ids per group (explicit, iota and mesh forms expanded); [] for ``{}``; None if absent."""
-        return self._decode("replica_groups", device_groups)
+        return self._decode("replica_groups", replica_groups)
 
     @property
     def source_target_pairs(self) -> list[tuple[int, int]] | None:
@@ -110,12 +113,21 @@ class Instruction:
 
     @property
     def dim_labels(self) -> tuple[str, str, str] | None:
-        """``b01f_01io->b01f`` -> ("b01f", "01io", "b01f"): lhs, kernel and output dim labels."""
+        """``b01f_01io->b01f`` -> ("b01f", "01io", "b01f"): lhs, kernel and output dim labels. The input and
+        output name b and f once each, the kernel i and o once each, and all three the same spatial dims
+        0, 1, ... once each (XLA's ConvolutionDimensionNumbers)."""
         raw = self.attributes.get("dim_labels")
-        match = re.fullmatch(r"\s*(\w+)_(\w+)->(\w+)\s*", raw or "")
-        if raw is not None and match is None:
-            raise ParseError(f"{self.name}: expected dim_labels like b01f_01io->b01f, got {raw!r}", line=self.line)
-        return None if match is None else (match.group(1), match.group(2), match.group(3))
+        if raw is None:
+            return None
+        match = _LABELS_RE.fullmatch(raw)
+        problem = "expected three label groups" if match is None else _labels_problem(match.groups())
+        if match is None or problem:
+            raise ParseError(
+                f"{self.name}: bad dim_labels={shown(raw)}: {problem}; expected e.g. b01f_01io->b01f (input b, f "
+                "and spatial dims 0..n-1; kernel i, o and the same spatial dims; output b, f and the same)",
+                line=self.line,
+            )
+        return match.group(1), match.group(2), match.group(3)
 
     @property
     def custom_call_target(self) -> str | None:
@@ -137,7 +149,7 @@ class Instruction:
         if self.opcode != "while":
             return None
         count = _dig(self.backend_config, "known_trip_count", "n")
-        return _nat(str(count)) if isinstance(count, (int, str)) else None
+        return _nat(str(count)) if isinstance(count, (int, str)) and not isinstance(count, bool) else None
 
     @property
     def async_kind(self) -> str | None:
@@ -242,7 +254,9 @@ class HloModule:
                 if instr.async_kind != "done" or not instr.operands:
                     continue
                 start = comp.by_name.get(instr.operands[0])
-                while start is not None and start.async_kind == "update" and start.operands:
+                for _ in range(len(comp.instructions)):  # a chain of updates is at most every instruction
+                    if start is None or start.async_kind != "update" or not start.operands:
+                        break
                     start = comp.by_name.get(start.operands[0])
                 if start is not None and start.async_kind == "start":
                     pairs.append((start, instr))
@@ -284,20 +298,45 @@ def _dig(value: Any, *keys: str) -> Any:
 
 
 def _nat(text: str | None) -> int | None:
-    """A non-negative integer from ASCII digits, else None."""
-    return int(text) if text and text.isascii() and text.isdecimal() else None
+    """A non-negative integer from ASCII digits (at most 2**63 - 1), else None."""
+    if not text or _NAT_RE.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if value <= MAX_INT else None
 
 
 def one_int(text: str) -> int:
-    if _INT_RE.fullmatch(text) is None:
-        raise ParseError(f"expected an integer, got {text!r}")
-    return int(text)
+    """An optionally negative integer in ASCII digits, its magnitude at most 2**63 - 1."""
+    body = text.strip()
+    return -parse_int(body[1:], "integer") if body.startswith("-") else parse_int(body, "integer")
 
 
 def _ints(values: Any, instr: Instruction) -> tuple[int, ...]:
-    if not isinstance(values, list) or not all(_INT_RE.fullmatch(str(v)) for v in values):
-        raise ParseError(f"{instr.name}: expected a list of integers in backend_config, got {values!r}")
+    if not isinstance(values, list) or not all(
+        not isinstance(v, bool) and isinstance(v, (int, str)) and _NAT_RE.fullmatch(str(v)) for v in values
+    ):
+        raise ParseError(
+            f"{instr.name}: expected a list of dim numbers in backend_config, got {shown(values)}", line=instr.line
+        )
     return tuple(int(v) for v in values)
+
+
+def _labels_problem(groups: tuple[str, ...]) -> str:
+    """What is wrong with (input, kernel, output) dim labels, or "" when they are consistent."""
+    spatial = []
+    for labels, letters in zip(groups, ("bf", "io", "bf"), strict=True):
+        for letter in letters:
+            if labels.count(letter) != 1:
+                return f"{shown(labels)} must name {letter!r} once"
+        rest = [c for c in labels if c not in letters]
+        if any(not c.isdigit() for c in rest) or len(set(rest)) != len(rest):
+            return f"{shown(labels)} may hold only {letters[0]!r}, {letters[1]!r} and distinct spatial digits"
+        spatial.append(sorted(rest))
+    if spatial[0] != spatial[1] or spatial[0] != spatial[2]:
+        return "the input, kernel and output name different spatial dims"
+    if spatial[0] != [str(i) for i in range(len(spatial[0]))]:
+        return "spatial dims must be 0, 1, ... in some order"
+    return ""
 
 
 def decode_fields(text: str) -> dict[str, str]:

@@ -29,10 +29,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rooftop.analysis.hlo.groups import device_groups
+from rooftop.analysis.hlo.groups import MAX_DEVICES, replica_groups
 from rooftop.analysis.hlo.ir import Instruction
 from rooftop.cost.cost import Comm
-from rooftop.errors import ParseError, ShardingError
+from rooftop.errors import ParseError, ShardingError, shown
 from rooftop.hardware.topology import parse_mesh_spec
 
 #: HLO collective opcode -> the Comm kind (cost/cost.py) that prices it.
@@ -47,6 +47,7 @@ COLLECTIVE_KIND = {
 }
 
 _MESH_FORM_RE = re.compile(r"mesh\[([^\]]*)\]")
+_SIZE_RE = re.compile(r"[0-9]{1,7}")
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,9 @@ def match_pairs(pairs: Sequence[tuple[int, int]], mesh: LogicalMesh) -> GroupMat
 def given_mesh(spec: str | dict[str, int], num_devices: int | None = None) -> LogicalMesh:
     """``"data=4,model=2"`` as a LogicalMesh; its device count must match the module's when known."""
     axes = parse_mesh_spec(spec) if isinstance(spec, str) else dict(spec)
+    for name, size in axes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_DEVICES:
+            raise ShardingError(f"mesh axis {shown(name)}={shown(size)}: sizes are integers in [1, {MAX_DEVICES}]")
     mesh = LogicalMesh(tuple(axes.items()), False, "given")
     if num_devices is not None and mesh.num_devices != num_devices:
         raise ShardingError(
@@ -176,6 +180,8 @@ def _runs(group: Sequence[int]) -> list[tuple[int, int]] | None:
     """A sorted group as a product of strided runs, innermost first: [(stride, length), ...]; None when
     it is not one (then it says nothing about the mesh)."""
     members = sorted(group)
+    if any(a == b for a, b in itertools.pairwise(members)):
+        return None  # a repeated device: no strided run
     offsets = [m - members[0] for m in members]
     runs: list[tuple[int, int]] = []
     block = 1
@@ -205,7 +211,7 @@ def _hint(texts: Iterable[str], num_devices: int) -> LogicalMesh | None:
         named: list[tuple[str, int]] = []
         for item in match.group(1).split(","):
             name, _, size = item.partition("=")
-            if not size.strip().isdigit():
+            if _SIZE_RE.fullmatch(size.strip()) is None:
                 return None
             named.append((name.strip().strip("'\""), int(size)))
         found.add(tuple(named))
@@ -277,14 +283,14 @@ def collective_use(instr: Instruction, base: str) -> CollectiveUse:
         try:
             groups = _groups(raw)
         except ParseError as exc:
-            raise ParseError(f"{instr.name}: bad replica_groups={raw[:80]}: {exc}", line=instr.line) from None
+            raise ParseError(f"{instr.name}: bad replica_groups={shown(raw)}: {exc}", line=instr.line) from None
     return CollectiveUse(kind, base, nbytes, groups, None, raw or "")
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=128)
 def _groups(raw: str) -> tuple[tuple[int, ...], ...]:
     """Expanded replica groups, cached by their text (a module repeats a few forms many times)."""
-    return tuple(tuple(g) for g in device_groups(raw))
+    return tuple(tuple(g) for g in replica_groups(raw))
 
 
 def place(use: CollectiveUse, mesh: LogicalMesh, count: float = 1.0) -> tuple[Comm | None, GroupMatch]:

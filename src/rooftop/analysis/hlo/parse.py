@@ -15,6 +15,7 @@ and layout, tiled layout).
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.hlo.groups import MAX_DEVICES
 from rooftop.analysis.hlo.ir import (
     STRUCT_RE,
     Computation,
@@ -29,11 +31,10 @@ from rooftop.analysis.hlo.ir import (
     Instruction,
     decode_fields,
     new_instruction,
-    one_int,
     split_top,
 )
-from rooftop.analysis.hlo.shapes import Shape, ShapeReader
-from rooftop.errors import ParseError
+from rooftop.analysis.hlo.shapes import Shape, ShapeReader, parse_int, strip_comments
+from rooftop.errors import ParseError, shown
 
 _NAME = r"[^\s=%(){},\"]+"
 _FAST_RE = re.compile(
@@ -50,9 +51,8 @@ for _ in range(5):  # balanced braces nested up to 6 deep (JSON backend configs)
 _ATOM = "(?:" + _STR + "|" + _BRACES + r'|\[[^\[\]"]*+\]|\([^()"]*+\)|[^,{}\[\]()"]++)'
 _ATTR_FAST_RE = re.compile(r",\s*([A-Za-z_][\w.\-]*)=(" + _ATOM + "*+)")
 _CLOSE_RE = re.compile(r"\)(?=\s*(?:,\s*[A-Za-z_][\w.\-]*=|$))")
-_COMMENT_RE = re.compile(r"/\*.*?\*/")
 _COMPUTATION_RE = re.compile(r"(ENTRY\b\s*)?%?(" + _NAME + r")?\s*(\(.*\)\s*->.*?)?\s*\{")
-_TABLE_ROW_RE = re.compile(r"(\d+)\s+(.*)")
+_TABLE_ROW_RE = re.compile(r"([0-9]{1,19})\s+(.*)")
 _TABLE_HEAD_RE = re.compile(r"[A-Z][A-Za-z]*")
 _CALL_KEYS = frozenset(
     "calls to_apply condition body branch_computations true_computation false_computation "
@@ -144,9 +144,18 @@ class _Parser:
             if rest and not rest.startswith(","):
                 raise self.error(number, f"expected ',' after the module name, got {rest[:40]!r}")
             try:
-                return match.group(1), self._attributes(rest, 0) if rest else {}
+                attributes = self._attributes(rest, 0) if rest else {}
+                devices = 1
+                for key in ("num_partitions", "replica_count"):
+                    if key in attributes:
+                        devices *= parse_int(attributes[key], key, lo=1, hi=MAX_DEVICES)
+                if devices > MAX_DEVICES:
+                    raise ParseError(f"num_partitions x replica_count = {devices} devices, more than {MAX_DEVICES}")
             except _Incomplete:
                 raise self.error(number, "module header attributes are not closed") from None
+            except ParseError as exc:
+                raise self.error(number, str(exc)) from None
+            return match.group(1), attributes
         raise self.error(None, "empty input: expected 'HloModule <name>'")
 
     def _computation(self, text: str, number: int, numbered: Iterator[tuple[int, str]]) -> None:
@@ -155,7 +164,7 @@ class _Parser:
             raise self.error(number, f"expected a computation like 'name {{' or 'ENTRY name {{', got {text[:60]!r}")
         name = match.group(2) or "ENTRY"
         if name in self.computations:
-            raise self.error(number, f"computation {name!r} is defined twice")
+            raise self.error(number, f"computation {shown(name)} is defined twice")
         records: list[_Record] = []
         for line_number, line in numbered:
             self.last_line = line_number
@@ -177,7 +186,9 @@ class _Parser:
                 records.append(self._instruction(line, line_number, None))
             except _Incomplete:
                 records.append(self._joined(line, line_number, numbered))
-        raise self.error(self.last_line, f"computation {name!r} opened at line {number} is not closed (expected '}}')")
+        raise self.error(
+            self.last_line, f"computation {shown(name)} opened at line {number} is not closed (expected '}}')"
+        )
 
     def _close(self, text: str, number: int) -> None:
         rest = text[1:].strip()
@@ -224,13 +235,15 @@ class _Parser:
         head = _HEAD_RE.match(text)
         if head is None:
             word = text.strip().split(None, 1)
+            if not word:
+                raise ParseError("expected an instruction like 'name = f32[2] add(a, b)', got an empty line")
             got = word[1][:40] if len(word) > 1 else "end of line"
             raise ParseError(f"expected '=' after instruction name {word[0][:40]!r}, got {got!r}")
         shape, pos = self.shapes.read(text, head.end())
         op = _OPCODE_RE.match(text, pos)
         if op is None or not text[pos : pos + 1].isspace():
             raise ParseError(
-                f"expected an opcode and '(' after the shape of {head.group(2)!r}, got {text[pos : pos + 40]!r}"
+                f"expected an opcode and '(' after the shape of {shown(head.group(2))}, got {text[pos : pos + 40]!r}"
             )
         return head.group(1), head.group(2), shape, op.group(1), op.end() - 1
 
@@ -259,7 +272,7 @@ class _Parser:
             else:
                 attributes["literal_chars"] = str(len(inside))
         elif opcode == "parameter":
-            attributes["parameter_number"] = str(one_int(inside))
+            attributes["parameter_number"] = str(parse_int(inside, "parameter number"))
         elif inside and not inside.isspace():
             operands, operand_shapes = self._operands(inside)
         called: tuple[str, ...] = ()
@@ -308,7 +321,7 @@ class _Parser:
 
     def _operands(self, inside: str) -> tuple[tuple[str, ...], tuple[Shape | None, ...] | None]:
         if "/*" in inside:
-            inside = _COMMENT_RE.sub("", inside)
+            inside = strip_comments(inside)
         if "%" not in inside:
             names = [t.strip() for t in inside.split(",")]
             if all(_NAME_RE.fullmatch(n) for n in names):
@@ -341,13 +354,15 @@ class _Parser:
 
     def _build(self, name: str, is_entry: bool, records: list[_Record], number: int) -> Computation:
         if not records:
-            raise self.error(number, f"computation {name!r} has no instructions")
+            raise self.error(number, f"computation {shown(name)} has no instructions")
         shapes: dict[str, Shape] = {rec[0]: rec[2] for rec in records}
         if len(shapes) != len(records):
             seen: set[str] = set()
             for rec in records:
                 if rec[0] in seen:
-                    raise self.error(rec[9], f"instruction {rec[0]!r} is defined twice in computation {name!r}")
+                    raise self.error(
+                        rec[9], f"instruction {shown(rec[0])} is defined twice in computation {shown(name)}"
+                    )
                 seen.add(rec[0])
         instructions, roots = [], []
         for rec in records:
@@ -355,7 +370,8 @@ class _Parser:
             for operand in operands:
                 if operand not in shapes:
                     raise self.error(
-                        rec[9], f"operand {operand!r} of {rec[0]!r} is not defined in computation {name!r}"
+                        rec[9],
+                        f"operand {shown(operand)} of {shown(rec[0])} is not defined in computation {shown(name)}",
                     )
             if operand_shapes is None or None in operand_shapes:
                 given = operand_shapes or (None,) * len(operands)
@@ -365,7 +381,7 @@ class _Parser:
             if rec[8]:
                 roots.append(instr)
         if len(roots) > 1:
-            raise self.error(roots[1].line, f"computation {name!r} has more than one ROOT")
+            raise self.error(roots[1].line, f"computation {shown(name)} has more than one ROOT")
         by_name = dict(zip(shapes, instructions, strict=True))
         return Computation(name, self._params(name, instructions), tuple(instructions), is_entry,
                            roots[0] if roots else instructions[-1], by_name, number)  # fmt: skip
@@ -376,23 +392,23 @@ class _Parser:
             if instr.opcode == "parameter":
                 index = int(instr.attributes["parameter_number"])
                 if index in params:
-                    raise self.error(instr.line, f"parameter({index}) appears twice in computation {name!r}")
+                    raise self.error(instr.line, f"parameter({index}) appears twice in computation {shown(name)}")
                 params[index] = instr
         return tuple(params[i] for i in sorted(params))
 
     def _module(self, name: str, attributes: dict[str, str]) -> HloModule:
         comps = self.computations
         if not comps:
-            raise self.error(self.last_line or None, f"module {name!r} has no computations")
+            raise self.error(self.last_line or None, f"module {shown(name)} has no computations")
         entries = [c for c in comps.values() if c.is_entry]
         if len(entries) > 1:
-            raise self.error(entries[1].line, f"module {name!r} has more than one ENTRY computation")
+            raise self.error(entries[1].line, f"module {shown(name)} has more than one ENTRY computation")
         for comp in comps.values():
             for instr in comp.instructions:
                 for callee in instr.called_computations:
                     if callee not in comps:
                         raise self.error(
-                            instr.line, f"{instr.name!r} calls computation {callee!r}, which is not defined"
+                            instr.line, f"{shown(instr.name)} calls computation {shown(callee)}, which is not defined"
                         )
         entry = entries[0] if entries else list(comps.values())[-1]
         return HloModule(name, comps, entry, attributes, self.tables, self.source)
@@ -431,29 +447,40 @@ def parse_hlo_file(path: str | Path) -> HloModule:
     """Parse an HLO text file (e.g. an XLA ``*.after_optimizations.txt`` dump), streaming it line by line."""
     source = str(path)
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(8192)
-        if b"\x00" in head:
-            raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
-        with open(path, encoding="utf-8") as handle:
-            return _Parser(source).run(_lines(handle))
+        with open(path, "rb") as raw:  # opened once: a pipe (rooftop hlo <(zcat dump.gz)) is read whole
+            if b"\x00" in raw.peek(8192)[:8192]:
+                raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
+            with io.TextIOWrapper(raw, encoding="utf-8") as handle:
+                return _Parser(source).run(_lines(handle, source))
     except UnicodeDecodeError as exc:
         raise ParseError(f"not HLO text: not valid UTF-8 ({exc.reason})", source=source) from None
     except OSError as exc:
         raise ParseError(f"cannot read HLO file: {exc.strerror or exc}", source=source) from None
 
 
-def _lines(handle: Any, chunk_chars: int = 1 << 22) -> Iterator[str]:
-    """Lines of a text file without their newlines, read in large chunks (memory stays bounded)."""
-    carry = ""
+def _lines(
+    handle: Any, source: str = "<hlo>", chunk_chars: int = 1 << 22, max_line_chars: int = _MAX_JOINED_CHARS
+) -> Iterator[str]:
+    """Lines of a text file without their newlines, read in large chunks (memory stays bounded: a line
+    longer than ``max_line_chars`` is a ParseError, not an ever-growing buffer)."""
+    parts: list[str] = []
+    size = number = 0
     while True:
         chunk = handle.read(chunk_chars)
         if not chunk:
             break
-        lines = (carry + chunk).split("\n")
-        carry = lines.pop()
-        yield from lines
-    yield carry
+        lines = chunk.split("\n")
+        if len(lines) == 1:  # no newline in this chunk: the line goes on
+            parts.append(chunk)
+            size += len(chunk)
+            if size > max_line_chars:
+                raise ParseError(f"line longer than {max_line_chars} characters", source=source, line=number + 1)
+            continue
+        yield "".join(parts) + lines[0]
+        yield from lines[1:-1]
+        number += len(lines) - 1
+        parts, size = [lines[-1]], len(lines[-1])
+    yield "".join(parts)
 
 
 def parse_instruction(line: str, line_number: int = 1, source: str = "<hlo>") -> Instruction:

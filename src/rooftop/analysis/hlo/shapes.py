@@ -10,6 +10,10 @@ Grammar (as XLA prints it, see the XLA documentation "Shapes and layout" and "Ti
 
 Byte counts are floats in bytes (SI base unit); sub-byte types count fractional bytes (s4 = 0.5).
 Also the readers of small integer attributes: integer lists (``{1,2}``) and ``window={...}``.
+
+Bounds, as XLA's ShapeUtil::ValidateShape and window checks state them: integers are ASCII digits and at
+most ``MAX_INT`` = 2**63 - 1 (XLA's int64); an array holds at most ``MAX_INT`` elements, also once padded
+to its tiles; window sizes, strides and dilations are at least 1.
 Device lists (replica groups, iota and mesh forms) are in :mod:`rooftop.analysis.hlo.groups`.
 """
 
@@ -19,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.errors import InvalidConfigError, ParseError, shown
 
 #: bytes per element of every HLO primitive type (sub-byte types are fractional).
 _BYTES_BY_TYPE = {
@@ -38,10 +42,12 @@ ELEMENT_BYTES: dict[str, float] = {name: size for size, names in _BYTES_BY_TYPE.
 #: dtype name used for tuple shapes.
 TUPLE = "tuple"
 _MAX_TUPLE_DEPTH = 64
+#: the largest integer HLO text holds (dims, ids, counts are int64 in XLA), and the most elements of an array.
+MAX_INT = 2**63 - 1
+_ASCII_INT_RE = re.compile(r"[0-9]{1,19}")
 
 _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*\})?")
 _LAYOUT_ITEM_RE = re.compile(r"\s*([A-Z#*]*)\(([^()]*)\)")
-_COMMENT_RE = re.compile(r"/\*.*?\*/")
 _PAREN_RE = re.compile(r"[()]")
 
 
@@ -75,14 +81,23 @@ class Shape:
     dynamic_dims: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.tuple_shapes is None and self.dtype not in ELEMENT_BYTES:
-            raise InvalidConfigError(f"unknown HLO element type {self.dtype!r}; known: {', '.join(ELEMENT_BYTES)}")
+        if self.tuple_shapes is not None:
+            return
+        if self.dtype not in ELEMENT_BYTES:
+            raise InvalidConfigError(f"unknown HLO element type {shown(self.dtype)}; known: {', '.join(ELEMENT_BYTES)}")
+        if any(d < -1 or d > MAX_INT for d in self.dims):
+            raise InvalidConfigError(f"shape {shown(str(self))} has a dim outside [0, 2**63 - 1] (or ? for unbounded)")
         if self.layout is not None and self.layout.minor_to_major:
             if sorted(self.layout.minor_to_major) != list(range(len(self.dims))):
                 raise InvalidConfigError(
-                    f"layout minor_to_major {self.layout.minor_to_major} is not a permutation of the "
-                    f"{len(self.dims)} dims of {self.dtype}{list(self.dims)}"
+                    f"layout minor_to_major {shown(self.layout.minor_to_major)} is not a permutation of the "
+                    f"{len(self.dims)} dims of {self.dtype}{shown(list(self.dims))}"
                 )
+        if self.num_elements > MAX_INT or (self.layout is not None and self.padded_elements > MAX_INT):
+            raise InvalidConfigError(
+                f"shape {shown(str(self))} holds more than 2**63 - 1 elements (with tile padding), XLA's limit "
+                "for one array; dims multiply to the element count"
+            )
 
     @property
     def is_tuple(self) -> bool:
@@ -164,17 +179,26 @@ class Shape:
         return f"{self.dtype}[{dims}]" + (str(self.layout) if self.layout is not None else "")
 
 
-def parse_int(text: str, what: str) -> int:
-    """A non-negative decimal integer (ASCII digits only) read from ``text``; ParseError names ``what``."""
+def parse_int(text: str, what: str, lo: int = 0, hi: int = MAX_INT) -> int:
+    """A non-negative decimal integer in ASCII digits read from ``text``, within [lo, hi] (by default
+    [0, 2**63 - 1], XLA's int64); ParseError names ``what``, the value and the rule otherwise."""
     text = text.strip()
-    if not (text.isascii() and text.isdecimal()):
-        raise ParseError(f"expected an integer in {what}, got {text!r}")
-    return int(text)
+    if _ASCII_INT_RE.fullmatch(text) is None:
+        raise ParseError(f"expected an integer (ASCII digits, at most {hi}) in {what}, got {shown(text)}")
+    value = int(text)
+    if not lo <= value <= hi:
+        raise ParseError(f"{what} {shown(text)} is out of range: expected an integer in [{lo}, {hi}]")
+    return value
 
 
 def _signed(text: str, what: str) -> int:
     text = text.strip()
     return -parse_int(text[1:], what) if text.startswith("-") else parse_int(text, what)
+
+
+def _window_ints(text: str, what: str) -> tuple[int, ...]:
+    """``3x3`` -> (3, 3): sizes, strides and dilations of a window, each at least 1."""
+    return tuple(parse_int(v, what, lo=1) for v in text.split("x"))
 
 
 def parse_layout(body: str) -> Layout:
@@ -188,7 +212,9 @@ def parse_layout(body: str) -> Layout:
         match = _LAYOUT_ITEM_RE.match(rest, pos)
         if match is None:
             if rest[pos:].strip():
-                raise ParseError(f"expected a layout item like T(8,128) or S(1) in {{{body}}}, got {rest[pos:]!r}")
+                raise ParseError(
+                    f"expected a layout item like T(8,128) or S(1) in {shown(body)}, got {shown(rest[pos:])}"
+                )
             break
         letter = match.group(1) or letter
         args = match.group(2)
@@ -217,13 +243,26 @@ def _dims(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def _array(match: re.Match[str]) -> Shape:
     dtype, dims_text, layout_text = match.groups()
     if dtype not in ELEMENT_BYTES:
-        raise ParseError(f"unknown element type {dtype!r} in shape {match.group(0)!r}")
+        raise ParseError(f"unknown element type {shown(dtype)} in shape {shown(match.group(0))}")
     dims, dynamic = _dims(dims_text)
     layout = parse_layout(layout_text[1:-1]) if layout_text else None
     try:
         return Shape(dtype, dims, layout, None, dynamic)
     except InvalidConfigError as exc:
         raise ParseError(str(exc)) from None
+
+
+def strip_comments(text: str) -> str:
+    """``text`` without its /*...*/ comments, in one pass (an unclosed /* keeps the rest as it is)."""
+    parts, pos = [], 0
+    while True:
+        start = text.find("/*", pos)
+        end = text.find("*/", start + 2) if start >= 0 else -1
+        if end < 0:
+            parts.append(text[pos:])
+            return "".join(parts)
+        parts.append(text[pos:start])
+        pos = end + 2
 
 
 def tuple_end(text: str, pos: int) -> int:
@@ -245,13 +284,13 @@ def _skip(text: str, pos: int) -> int:
             return pos
         end = text.find("*/", pos + 2)
         if end < 0:
-            raise ParseError(f"unterminated /* comment in shape {text!r}")
+            raise ParseError(f"unterminated /* comment in shape {shown(text)}")
         pos = end + 2
 
 
 def _finish(text: str, pos: int, shape: Shape) -> Shape:
     if text[pos:].strip():
-        raise ParseError(f"unexpected text {text[pos:]!r} after tuple shape")
+        raise ParseError(f"unexpected text {shown(text[pos:])} after tuple shape")
     return shape
 
 
@@ -277,7 +316,9 @@ def _parse_tuple(text: str) -> Shape:
         else:
             match = _ARRAY_RE.match(text, pos)
             if match is None or not stack:
-                raise ParseError(f"expected a shape like f32[2,3]{{1,0}} at {text[pos : pos + 30]!r} in {text!r}")
+                raise ParseError(
+                    f"expected a shape like f32[2,3]{{1,0}} at {shown(text[pos : pos + 30])} in {shown(text)}"
+                )
             item, pos = _array(match), match.end()
         while True:  # attach item, then close as many tuples as the text closes
             stack[-1].append(item)
@@ -287,7 +328,7 @@ def _parse_tuple(text: str) -> Shape:
                 pos += 1
                 break
             if char != ")":
-                raise ParseError(f"expected ',' or ')' in tuple shape {text!r}, got {text[pos : pos + 20]!r}")
+                raise ParseError(f"expected ',' or ')' in tuple shape {shown(text)}, got {shown(text[pos : pos + 20])}")
             pos += 1
             item = Shape(TUPLE, (), None, tuple(stack.pop()))
             if not stack:
@@ -330,7 +371,7 @@ class ShapeReader:
             self.cache[text] = shape
             return shape
         if "/*" in key and not key.startswith("("):
-            key = _COMMENT_RE.sub("", key).strip()
+            key = strip_comments(key).strip()
         if key.startswith("("):
             shape = _parse_tuple(key)
         else:
@@ -349,33 +390,32 @@ def parse_shape(text: str) -> Shape:
 
 def parse_window(text: str) -> dict[str, tuple[int, ...]]:
     """``{size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=1x1 rhs_dilate=1x1}`` -> size, stride, pad_low,
-    pad_high, lhs_dilate, rhs_dilate (defaults 1 / 0 per spatial dim when absent)."""
+    pad_high, lhs_dilate, rhs_dilate (defaults 1 / 0 per spatial dim when absent). Sizes, strides and
+    dilations are at least 1, pads any integer (XLA's window checks)."""
     fields: dict[str, str] = {}
     for item in text.strip().strip("{}").split():
         key, eq, value = item.partition("=")
         if not eq:
-            raise ParseError(f"expected key=value in window {text!r}, got {item!r}")
+            raise ParseError(f"expected key=value in window {shown(text)}, got {shown(item)}")
         fields[key] = value
-    size = tuple(parse_int(v, "window size") for v in fields.get("size", "").split("x") if v)
+    size = _window_ints(fields["size"], "window size") if fields.get("size") else ()
     rank = len(size)
     out: dict[str, tuple[int, ...]] = {"size": size}
     for key in ("stride", "lhs_dilate", "rhs_dilate"):
-        out[key] = (
-            tuple(parse_int(v, f"window {key}") for v in fields[key].split("x")) if key in fields else (1,) * rank
-        )
+        out[key] = _window_ints(fields[key], f"window {key}") if key in fields else (1,) * rank
     pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else [["0", "0"]] * rank
     if any(len(p) != 2 for p in pads):
-        raise ParseError(f"expected pad=low_high per dim in window {text!r}")
+        raise ParseError(f"expected pad=low_high per dim in window {shown(text)}")
     out["pad_low"] = tuple(_signed(p[0], "window pad") for p in pads)
     out["pad_high"] = tuple(_signed(p[1], "window pad") for p in pads)
     if any(len(v) != rank for v in out.values()):
-        raise ParseError(f"window {text!r} gives different numbers of spatial dims per field")
+        raise ParseError(f"window {shown(text)} gives different numbers of spatial dims per field")
     return out
 
 
-def int_list(text: str, what: str = "integer list") -> tuple[int, ...]:
-    """``{1,2}`` / ``1,2`` / ``{}`` -> a tuple of ints; anything else raises ParseError."""
+def int_list(text: str, what: str = "integer list", lo: int = 0, hi: int = MAX_INT) -> tuple[int, ...]:
+    """``{1,2}`` / ``1,2`` / ``{}`` -> a tuple of ints in [lo, hi]; anything else raises ParseError."""
     body = text.strip()
     if body.startswith("{") and body.endswith("}"):
         body = body[1:-1]
-    return tuple(parse_int(t, what) for t in body.split(",")) if body.strip() else ()
+    return tuple(parse_int(t, what, lo, hi) for t in body.split(",")) if body.strip() else ()

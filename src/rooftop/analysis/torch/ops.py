@@ -56,10 +56,14 @@ from rooftop.cost.op import (
     reduction,
 )
 from rooftop.dtypes import compute_dtype, dtype_bytes
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
 from rooftop.model.transformer import SOFTMAX_FLOPS_PER_ELEMENT
 
+#: the largest size, element count, stride or padding read from a trace (PyTorch sizes are int64).
+MAX_INT = 2**63 - 1
+_INTS_RE = re.compile(r"\[?[-0-9, ]*\]?")
+_INT_RE = re.compile(r"-?[0-9]{1,19}")
 #: ``Input type`` of a tensor argument -> rooftop dtype (PyTorch's C++ type names).
 TORCH_DTYPES: dict[str, str] = {
     "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "fp8",
@@ -96,19 +100,29 @@ class Price(NamedTuple):
 
 @dataclass(frozen=True)
 class TorchOp:
-    """One aten op call as the trace records it."""
+    """One aten op call as the trace records it. ``problem`` says why the recorded arguments cannot be
+    read (a size that is not a count, Input Dims that do not match Input type); such an op has no Cost."""
 
     name: str
     dims: tuple[Any, ...]  # per argument: a shape (tuple of ints), or a tuple of shapes for a TensorList
     types: tuple[str, ...]
     concrete: tuple[str, ...] = ()
+    problem: str = ""
 
     @staticmethod
     def from_args(name: str, args: Mapping[str, Any]) -> TorchOp:
-        dims = tuple(map(_shape, args.get("Input Dims") or ()))
-        types = tuple(map(str, args.get("Input type") or ()))
-        concrete = tuple(map(str, args.get("Concrete Inputs") or ()))
-        return TorchOp(name, dims, types + ("",) * (len(dims) - len(types)), concrete)
+        """The op from a cpu_op's args; fields of the wrong JSON type are read as absent or named in ``problem``."""
+        types = tuple(map(str, _list(args.get("Input type"))))
+        concrete = tuple(map(str, _list(args.get("Concrete Inputs"))))
+        dims: list[Any] = []
+        problems: list[str] = []
+        for i, raw in enumerate(_list(args.get("Input Dims"))):
+            tensor_list = i < len(types) and types[i] == "TensorList"
+            shape, problem = _shape(raw, tensor_list)
+            dims.append(shape)
+            if problem and not problems:
+                problems.append(f"Input Dims argument {i} {shown(raw)}: {problem}")
+        return TorchOp(str(name), tuple(dims), types + ("",) * (len(dims) - len(types)), concrete, "".join(problems))
 
     def is_list(self, i: int) -> bool:
         return i < len(self.types) and self.types[i] == "TensorList"
@@ -149,9 +163,12 @@ class TorchOp:
     def ints(self, i: int, n: int) -> tuple[int, ...] | None:
         """Integer argument ``i`` ("[2, 2]" or "2") repeated to ``n`` values; None when not recorded."""
         text = self.text(i)
-        if text is None or not re.fullmatch(r"\[?[-\d, ]*\]?", text):
+        if text is None or not _INTS_RE.fullmatch(text):
             return None
-        values = tuple(int(v) for v in re.findall(r"-?\d+", text))
+        found = re.findall(r"-?[0-9]+", text)
+        if not all(_INT_RE.fullmatch(v) for v in found):
+            raise InvalidConfigError(f"argument {i} {shown(text)} holds an integer of more than 19 digits")
+        values = tuple(int(v) for v in found)
         return values * n if len(values) == 1 else values
 
     def label(self, tag: str = "") -> str:
@@ -161,12 +178,43 @@ class TorchOp:
         return " ".join(p for p in (self.name, "x".join(shapes), dtypes, tag) if p)
 
 
-def _shape(dims: Any) -> Any:
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _size(value: Any) -> int | None:
+    """A dim from JSON: an int (or an integral float) in [0, 2**63 - 1], else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if 0 <= value <= MAX_INT else None
+
+
+def _one_shape(dims: list[Any]) -> tuple[tuple[int, ...], str]:
+    sizes = [_size(d) for d in dims]
+    if None in sizes:
+        return (), "sizes are integers in [0, 2**63 - 1]"
+    shape = tuple(s for s in sizes if s is not None)
+    if math.prod(shape) > MAX_INT:
+        return (), "the sizes multiply to more than 2**63 - 1 elements"
+    return shape, ""
+
+
+def _shape(dims: Any, tensor_list: bool = False) -> tuple[Any, str]:
+    """(shape, problem) of one Input Dims entry: a tuple of ints, or for a TensorList a tuple of shapes;
+    anything else is () and the problem says why (a non-list, e.g. None for an absent argument, is ())."""
     if not isinstance(dims, list):
-        return ()
-    if dims and isinstance(dims[0], list) and all(isinstance(d, list) for d in dims):
-        return tuple(tuple(map(int, d)) for d in dims)
-    return tuple(map(int, dims))
+        return (), ""
+    if tensor_list:
+        if not all(isinstance(d, list) for d in dims):
+            return (), "a TensorList has a list of shapes"
+        shapes = [_one_shape(d) for d in dims]
+        problem = next((p for _, p in shapes if p), "")
+        return (() if problem else tuple(s for s, _ in shapes)), problem
+    if any(isinstance(d, list) for d in dims):
+        return (), "a list of shapes for an argument that is not a TensorList"
+    return _one_shape(dims)
 
 
 def _fmt(shape: tuple[int, ...]) -> str:
@@ -237,6 +285,11 @@ def _conv(op: TorchOp, spec: Conv) -> Price:
     padding = op.ints(spec.padding, n) if pad_text not in ("same", "valid") else None
     if stride is None or dilation is None or groups is None or (padding is None and pad_text not in ("same", "valid")):
         return Price(None, f"{op.name}: stride/padding/dilation/groups not recorded (needs Concrete Inputs)")
+    given = f"stride {shown(stride)}, padding {shown(padding)}, dilation {shown(dilation)}, groups {shown(groups)}"
+    if len(stride) != n or len(dilation) != n or (padding is not None and len(padding) != n) or len(groups) != 1:
+        raise InvalidConfigError(f"{given}: expected {n} strides, paddings and dilations and one group count")
+    if min(stride) < 1 or min(dilation) < 1 or groups[0] < 1 or (padding is not None and min(padding) < 0):
+        raise InvalidConfigError(f"{given}: stride, dilation and groups are at least 1, padding at least 0")
     batch, channels, spatial_in = (x[0], x[1], x[2:]) if len(x) == n + 2 else (1, x[0], x[1:])
     dims = []
     for i, (size, k) in enumerate(zip(spatial_in, w[2:], strict=True)):
@@ -247,7 +300,7 @@ def _conv(op: TorchOp, spec: Conv) -> Price:
     dt = op.dtype(first)
     g = groups[0]
     fwd = convolution(batch, channels, w[0], dims, (dt, op.dtype(first + 1), dt), g)
-    out_elements = float(batch * w[0] * math.prod(d.output for d in dims))
+    out_elements = float(batch) * w[0] * math.prod(float(d.output) for d in dims)
     tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""
     if not spec.grad:
         return Price(fwd + _bias(op, spec.bias, out_elements, dt), f"convolution {len(dims)}-D, groups {g}", tag)
@@ -332,7 +385,7 @@ def _vector(op: TorchOp, spec: Vec) -> Price:
     else:
         if not reads:
             raise InvalidConfigError("no tensor argument")
-        elements = float(math.prod(_broadcast([op.dims[i] for i in reads])))
+        elements = math.prod(float(v) for v in _broadcast([op.dims[i] for i in reads]))
         dt = compute_dtype(*(op.dtype(i) for i in reads))
     nbytes = sum(op.nbytes(i) for i in reads) + spec.outputs * elements * dtype_bytes(dt)
     what = f"vector op: {spec.flops:g} FLOP x {elements:g} elements; {len(reads)} read + {spec.outputs} written"
@@ -431,6 +484,8 @@ RULES: dict[str, Rule] = {
 
 def op_cost(op: TorchOp) -> Price:
     """The Cost of one execution of ``op`` (module docstring), or None and the reason."""
+    if op.problem:
+        return Price(None, f"{op.name}: {op.problem}")
     rule = RULES.get(op.name)
     if rule is None and op.name.startswith("aten::_foreach_"):
         rule = partial(_vector, spec=Vec())
@@ -452,7 +507,10 @@ def nccl_comm(args: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[Comm | No
         return None, f"no collective rule for NCCL {name}"
     dtype = NCCL_DTYPES.get(str(args.get("dtype")))
     key = "Out msg nelems" if kind == "all-gather" or name == "recv" else "In msg nelems"
-    nelems = args.get(key)
-    if dtype is None or not isinstance(nelems, (int, float)):
-        return None, f"NCCL {name}: its args lack {key!r} or a known dtype (got {args.get('dtype')!r})"
+    nelems = _size(args.get(key))
+    if dtype is None or nelems is None:
+        return None, (
+            f"NCCL {shown(name)}: its args lack {key!r} as a count in [0, 2**63 - 1] or a known dtype "
+            f"(got {shown(args.get(key))}, dtype {shown(args.get('dtype'))})"
+        )
     return Comm(kind, axes, float(nelems) * dtype_bytes(dtype), label=f"nccl {name}"), ""

@@ -5,6 +5,7 @@ one line and exits with ``err.exit_code``."""
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -18,6 +19,26 @@ def shown(value: object, limit: int = 60) -> str:
     except (ValueError, RecursionError):  # e.g. an int past Python's digit limit inside a container
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else f"{text[: limit - 20]}...{text[-12:]} ({len(text)} characters)"
+
+
+#: characters that must not reach a terminal as they are: C0/C1 controls (ESC starts an
+#: escape sequence, CR overwrites the line), bidirectional overrides and isolates, and
+#: line/paragraph separators, and lone surrogates (JSON can spell them; no terminal encoding can)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    char = m.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(text: object) -> str:
+    """``text`` as a string whose control characters are written out (``\\x1b``, ``\\n``): what
+    reaches a terminal from an input file (a name, a path, an error message) is shown, never obeyed."""
+    return _UNSAFE.sub(_escape_char, str(text))
 
 
 #: longest error line the CLI prints (a backstop; messages cut what they echo with ``shown``)
@@ -43,7 +64,7 @@ class RooftopError(Exception):
         """The message on one line (every run of whitespace, newlines included, is one space),
         cut in the middle beyond ``limit`` characters: a backstop for a message that echoes a
         huge input without going through ``shown``."""
-        return one_line(str(self), limit)
+        return one_line(visible(" ".join(str(self).split())), limit)
 
 
 class InvalidConfigError(RooftopError):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rooftop.errors import InvalidConfigError, shown
+from rooftop.errors import InvalidConfigError, shown, visible
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -105,4 +105,4 @@ def emit(out: Output, args: argparse.Namespace) -> None:
         console = Console() if sys.stdout.isatty() else Console(width=140)
         out.render(console)
         if plot:
-            console.print(f"plot written to {plot}", markup=False, highlight=False)  # a name is not markup
+            console.print(f"plot written to {visible(plot)}", markup=False, highlight=False)  # shown, not obeyed

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rooftop.errors import visible
 from rooftop.units import format_bytes, format_duration, format_number
 
 if TYPE_CHECKING:
@@ -25,28 +26,10 @@ if TYPE_CHECKING:
 
     from rooftop.cost.roofline import Estimate
 
-#: characters that must not reach a terminal as they are: C0/C1 controls (ESC starts an
-#: escape sequence, CR overwrites the line), bidirectional overrides and isolates, and
-#: line/paragraph separators, and lone surrogates (JSON can spell them; no terminal encoding can)
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
 #: the longest text and the longest run of non-blanks a cell or a line shows (--json has it all)
 MAX_TEXT = 5000
 MAX_WORD = 1000
 _WORD = re.compile(f"\\S{{{MAX_WORD + 1},}}")
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    char = m.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def visible(text: object) -> str:
-    """``text`` as a string whose control characters are written out (``\\x1b``, ``\\n``)."""
-    return _UNSAFE.sub(_escape_char, str(text))
 
 
 def clipped(text: str) -> str:

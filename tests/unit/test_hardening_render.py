@@ -214,7 +214,6 @@ def test_empty_plot_path_is_rejected_by_the_writer() -> None:
             check_plot_path(path)
 
 
-@pytest.mark.xfail(reason="cli/common.py emit() skips a falsy --plot; it should call the plots for any non-None one")
 def test_empty_plot_flag_is_an_error() -> None:
     code, out, err = run_cli(*ROOFLINE, "--plot", "")
     one_line_error(code, out, err, "--plot is empty")

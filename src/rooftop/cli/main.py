@@ -81,10 +81,13 @@ def _check_catalog(args: argparse.Namespace) -> None:
 
 
 def _check_plot(args: argparse.Namespace) -> None:
-    """--plot names a file: an empty one is an error, not a chart silently skipped."""
+    """--plot names a file a chart can be written to (an empty name, a folder, an unknown extension
+    are one-line errors), checked before the command runs: a train search is not wasted on it."""
     plot = getattr(args, "plot", None)
-    if plot is not None and not plot.strip():
-        raise InvalidConfigError("--plot is empty: give the chart's file name, e.g. --plot roofline.png")
+    if plot is not None:
+        from rooftop.report.plot import check_plot_path
+
+        check_plot_path(plot)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

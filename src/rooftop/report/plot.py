@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from rooftop.cost.roofline import Estimate
-from rooftop.errors import InvalidConfigError, shown
+from rooftop.errors import InvalidConfigError, shown, visible
 from rooftop.hardware.chip import Chip
 from rooftop.report.files import check_output_path, replacing
-from rooftop.report.table import visible
 from rooftop.units import format_rate
 
 PlacedOp = tuple[str, Estimate, str, str]  # (label, estimate, compute dtype, unit)

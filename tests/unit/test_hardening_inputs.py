@@ -481,3 +481,20 @@ def test_mesh_axis_lookup_by_name() -> None:
 def test_empty_plot_name_is_an_error() -> None:
     err = one_line_error("roofline", "--chip", "h100", "--flops", "1e12", "--bytes", "1GiB", "--plot", "")
     assert "--plot is empty" in err
+
+
+def test_attention_patterns_are_bounded(tmp_path: Path) -> None:
+    """A pattern is walked once per question about the layers: 700,000 layer_types ran for minutes."""
+    many = ["sliding_attention", "full_attention"] * 300_000
+    err = one_line_error("model", _hf(tmp_path, "gemma-3-like.json", layer_types=many), seconds=5)
+    assert "layer_types" in err and "4,096" in err
+    err = one_line_error("model", _hf(tmp_path, "gemma-3-like.json", sliding_window_pattern=4097))
+    assert "sliding_window_pattern" in err
+    start = time.perf_counter()
+    with deadline(10):
+        code, _out, err = run_cli(
+            "serve", _hf(tmp_path, "gemma-3-like.json", num_hidden_layers=2**20, sliding_window_pattern=4096),
+            "--chip", "h100", "--chips", "8", "--prompt-len", "1024", "--gen-len", "128",
+        )  # fmt: skip
+    assert code == 0, err
+    assert time.perf_counter() - start < 5

@@ -24,7 +24,7 @@ from typing import Any
 
 from rooftop.catalog.io import builtin_tomls, path_text, read_text_file, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
-from rooftop.model.config import MAX_LAYERS, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
+from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
 from rooftop.units import MAX_QUANTITY
 
 
@@ -251,17 +251,17 @@ def _gemma3_pattern(r: _HF, out: dict[str, Any]) -> None:
     types = r.get("layer_types", None)
     if types is not None:
         kinds = {"sliding_attention": "local", "full_attention": "global"}
-        if not isinstance(types, list) or not 0 < len(types) <= MAX_LAYERS:
-            raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer (1 to {MAX_LAYERS:,} entries)")
+        if not isinstance(types, list) or not 0 < len(types) <= MAX_PATTERN:
+            raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer (1 to {MAX_PATTERN:,} entries)")
         if any(not isinstance(t, str) or t not in kinds for t in types):
             raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer")
         out["attention_pattern"] = tuple(kinds[t] for t in types)
         return
     # transformers Gemma3 (before layer_types): is_sliding = bool((layer_idx + 1) % sliding_window_pattern).
     period = r.get("sliding_window_pattern", 6, int)
-    if not 1 <= period <= MAX_LAYERS:  # the pattern is built as a tuple of that length
+    if not 1 <= period <= MAX_PATTERN:  # the pattern is built as a tuple of that length
         raise r.fail(
-            "sliding_window_pattern", f"must be in [1, {MAX_LAYERS:,}] (a global layer every N), got {period:,}"
+            "sliding_window_pattern", f"must be in [1, {MAX_PATTERN:,}] (a global layer every N), got {period:,}"
         )
     out["attention_pattern"] = ("local",) * (period - 1) + ("global",)
 

@@ -26,6 +26,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from rooftop.dtypes import canonical_dtype
@@ -124,6 +125,9 @@ def remat_policy(name: str) -> RematPolicy:
 #: largest value of each size a model may have: far above every published model, and small
 #: enough that every count stays an exact float and every loop or divisor list stays short
 MAX_LAYERS = 1 << 20
+#: most entries of an attention pattern (Gemma repeats 2 or 6; a per-layer list has n_layers): every
+#: per-layer question is answered from the pattern, so its length is what the work grows with
+MAX_PATTERN = 4096
 MAX_HEADS = 1 << 20
 MAX_WIDTH = 1 << 28  # d_model, d_ff, head_dim, expert widths, MLA ranks
 MAX_VOCAB = 1 << 32
@@ -319,9 +323,9 @@ class TransformerConfig:
             )
 
     def _check_attention(self, owner: str) -> None:
-        if not self.attention_pattern or len(self.attention_pattern) > MAX_LAYERS:
+        if not self.attention_pattern or len(self.attention_pattern) > MAX_PATTERN:
             raise InvalidConfigError(
-                f"{owner}: attention_pattern has {len(self.attention_pattern):,} entries; give 1 to {MAX_LAYERS:,} "
+                f"{owner}: attention_pattern has {len(self.attention_pattern):,} entries; give 1 to {MAX_PATTERN:,} "
                 "(e.g. ['global'] or ['local', 'global'])"
             )
         for kind in self.attention_pattern:
@@ -372,6 +376,7 @@ class LayerGroup:
     first: int  # index of the first layer of the group
 
 
+@lru_cache(maxsize=64)
 def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
     """Runs of identical layers, in order of first appearance; names are "dense"/"moe", with
     "-local"/"-global" appended when the model has sliding-window layers.
@@ -386,7 +391,7 @@ def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
     for moe, (a, b) in ((False, (0, split)), (True, (split, cfg.n_layers))):
         for first in range(a, min(a + period, b)):  # the first layer of each pattern entry in [a, b)
             count = (b - 1 - first) // period + 1
-            key = (moe, cfg.layer_window(first))
+            key = (moe, cfg.sliding_window if cfg.attention_pattern[first % period] == "local" else 0)
             seen = found.setdefault(key, [0, first])
             seen[0] += count
             seen[1] = min(seen[1], first)

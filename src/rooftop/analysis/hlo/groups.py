@@ -2,7 +2,8 @@
 (``[2,4]<=[8]``, ``[4,2]<=[2,4]T(1,0)``) and mesh axes (``mesh['x'=2,'y'=4] {'x'}``, XLA's
 MeshAxesReplicaGroupList), expanded to explicit lists of device ids.
 
-Device ids are ASCII integers below ``MAX_DEVICES`` (2**20); a device belongs to at most one replica group
+Device ids are ASCII integers below ``MAX_DEVICES`` (2**17 = 131072, above the 100,000 GPUs of the largest
+machine the catalog models); a device belongs to at most one replica group
 (XLA's HloVerifier: "replica is repeated"); iota and mesh sizes are at least 1."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from rooftop.analysis.hlo.shapes import int_list, parse_int
 from rooftop.errors import ParseError, shown
 
 #: the most devices a module may name (device ids are below it).
-MAX_DEVICES = 1 << 20
+MAX_DEVICES = 1 << 17
 _GROUP_RE = re.compile(r"\{([^{}]*)\}")
 _IOTA_RE = re.compile(r"\[([0-9,\s]*)\]\s*<=\s*\[([0-9,\s]*)\](?:\s*T\(([0-9,\s]*)\))?")
 _MESH_RE = re.compile(r"mesh\[([^\]]*)\](?:\s*,\s*device_ids=\((.*)\))?\s*\{([^{}]*)\}")

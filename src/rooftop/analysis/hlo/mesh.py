@@ -287,7 +287,7 @@ def collective_use(instr: Instruction, base: str) -> CollectiveUse:
     return CollectiveUse(kind, base, nbytes, groups, None, raw or "")
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=128)
 def _groups(raw: str) -> tuple[tuple[int, ...], ...]:
     """Expanded replica groups, cached by their text (a module repeats a few forms many times)."""
     return tuple(tuple(g) for g in replica_groups(raw))

@@ -576,3 +576,12 @@ def test_binary_and_endless_lines_are_refused(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_dot_dimension_numbers_out_of_range_or_repeated(numbers: str) -> None:
     error(module(f"  ROOT %d = f32[8,4]{{1,0}} dot(%p0, %p1), {numbers}"), "dot 'd'", "must be distinct dims")
+
+
+def test_torch_lists_of_shapes_only_where_a_list_is_expected() -> None:
+    args = {"Input Dims": [[4, 8], [4, 8], [[1, 2], [3]]], "Input type": ["float", "float", "GenericList"]}
+    price = op_cost(TorchOp.from_args("aten::add", args))
+    assert price.cost is not None and price.cost.flops == 4 * 8  # the unread GenericList does not matter
+    args = {"Input Dims": [[[4, 8]], [4, 8]], "Input type": ["float", "float"]}
+    price = op_cost(TorchOp.from_args("aten::add", args))
+    assert price.cost is None and "a list of shapes for a tensor" in price.what

@@ -53,7 +53,7 @@ class Instruction:
         try:
             return decoder(raw)
         except (ParseError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError) as exc:
-            raise ParseError(f"{self.name}: bad {key}={shown(raw)}: {exc}", line=self.line) from None
+            raise ParseError(f"{shown(self.name)}: bad {key}={shown(raw)}: {exc}", line=self.line) from None
 
     @property
     def fusion_kind(self) -> str | None:
@@ -69,7 +69,7 @@ class Instruction:
     def source_target_pairs(self) -> list[tuple[int, int]] | None:
         pairs = self._decode("source_target_pairs", device_groups)
         if pairs is not None and any(len(p) != 2 for p in pairs):
-            raise ParseError(f"{self.name}: source_target_pairs must be pairs", line=self.line)
+            raise ParseError(f"{shown(self.name)}: source_target_pairs must be pairs", line=self.line)
         return None if pairs is None else [(p[0], p[1]) for p in pairs]
 
     @property
@@ -123,8 +123,8 @@ class Instruction:
         problem = "expected three label groups" if match is None else _labels_problem(match.groups())
         if match is None or problem:
             raise ParseError(
-                f"{self.name}: bad dim_labels={shown(raw)}: {problem}; expected e.g. b01f_01io->b01f (input b, f "
-                "and spatial dims 0..n-1; kernel i, o and the same spatial dims; output b, f and the same)",
+                f"{shown(self.name)}: bad dim_labels={shown(raw)}: {problem}; expected e.g. b01f_01io->b01f "
+                "(input b, f and spatial dims 0..n-1; kernel i, o and the same spatial dims; output b, f and the same)",
                 line=self.line,
             )
         return match.group(1), match.group(2), match.group(3)
@@ -316,7 +316,8 @@ def _ints(values: Any, instr: Instruction) -> tuple[int, ...]:
         not isinstance(v, bool) and isinstance(v, (int, str)) and _NAT_RE.fullmatch(str(v)) for v in values
     ):
         raise ParseError(
-            f"{instr.name}: expected a list of dim numbers in backend_config, got {shown(values)}", line=instr.line
+            f"{shown(instr.name)}: expected a list of dim numbers in backend_config, got {shown(values)}",
+            line=instr.line,
         )
     return tuple(int(v) for v in values)
 

@@ -283,7 +283,7 @@ def collective_use(instr: Instruction, base: str) -> CollectiveUse:
         try:
             groups = _groups(raw)
         except ParseError as exc:
-            raise ParseError(f"{instr.name}: bad replica_groups={shown(raw)}: {exc}", line=instr.line) from None
+            raise ParseError(f"{shown(instr.name)}: bad replica_groups={shown(raw)}: {exc}", line=instr.line) from None
     return CollectiveUse(kind, base, nbytes, groups, None, raw or "")
 
 

@@ -10,11 +10,11 @@ Grammar (as XLA prints it, see the XLA documentation "Shapes and layout" and "Ti
 
 Byte counts are floats in bytes (SI base unit); sub-byte types count fractional bytes (s4 = 0.5).
 Also the readers of small integer attributes: integer lists (``{1,2}``) and ``window={...}``.
+Device lists (replica groups, iota and mesh forms) are in :mod:`rooftop.analysis.hlo.groups`.
 
 Bounds, as XLA's ShapeUtil::ValidateShape and window checks state them: integers are ASCII digits and at
 most ``MAX_INT`` = 2**63 - 1 (XLA's int64); an array holds at most ``MAX_INT`` elements, also once padded
 to its tiles; window sizes, strides and dilations are at least 1.
-Device lists (replica groups, iota and mesh forms) are in :mod:`rooftop.analysis.hlo.groups`.
 """
 
 from __future__ import annotations
@@ -184,10 +184,12 @@ def parse_int(text: str, what: str, lo: int = 0, hi: int = MAX_INT) -> int:
     [0, 2**63 - 1], XLA's int64); ParseError names ``what``, the value and the rule otherwise."""
     text = text.strip()
     if _ASCII_INT_RE.fullmatch(text) is None:
-        raise ParseError(f"expected an integer (ASCII digits, at most {hi}) in {what}, got {shown(text)}")
+        top = "2**63 - 1" if hi == MAX_INT else str(hi)
+        raise ParseError(f"expected an integer (ASCII digits, at most {top}) in {what}, got {shown(text)}")
     value = int(text)
     if not lo <= value <= hi:
-        raise ParseError(f"{what} {shown(text)} is out of range: expected an integer in [{lo}, {hi}]")
+        top = "2**63 - 1" if hi == MAX_INT else str(hi)
+        raise ParseError(f"{what} {shown(text)} is out of range: expected an integer in [{lo}, {top}]")
     return value
 
 

@@ -117,10 +117,12 @@ class TorchOp:
         dims: list[Any] = []
         problems: list[str] = []
         for i, raw in enumerate(_list(args.get("Input Dims"))):
-            tensor_list = i < len(types) and types[i] == "TensorList"
-            shape, problem = _shape(raw, tensor_list)
+            kind = types[i] if i < len(types) else ""
+            shape, problem = _shape(raw, kind == "TensorList")
+            if kind in TORCH_DTYPES and any(isinstance(d, tuple) for d in shape):
+                shape, problem = (), "a list of shapes for a tensor"
             dims.append(shape)
-            if problem and not problems:
+            if problem and not problems and (kind == "TensorList" or kind in TORCH_DTYPES):  # an argument rules read
                 problems.append(f"Input Dims argument {i} {shown(raw)}: {problem}")
         return TorchOp(str(name), tuple(dims), types + ("",) * (len(dims) - len(types)), concrete, "".join(problems))
 
@@ -202,18 +204,18 @@ def _one_shape(dims: list[Any]) -> tuple[tuple[int, ...], str]:
 
 
 def _shape(dims: Any, tensor_list: bool = False) -> tuple[Any, str]:
-    """(shape, problem) of one Input Dims entry: a tuple of ints, or for a TensorList a tuple of shapes;
-    anything else is () and the problem says why (a non-list, e.g. None for an absent argument, is ())."""
+    """(shape, problem) of one Input Dims entry: a tuple of ints, or a tuple of shapes when every entry is a
+    list (a TensorList); anything unreadable is () and the problem says why (a non-list is () silently)."""
     if not isinstance(dims, list):
         return (), ""
-    if tensor_list:
-        if not all(isinstance(d, list) for d in dims):
-            return (), "a TensorList has a list of shapes"
+    if dims and all(isinstance(d, list) for d in dims):
         shapes = [_one_shape(d) for d in dims]
         problem = next((p for _, p in shapes if p), "")
         return (() if problem else tuple(s for s, _ in shapes)), problem
+    if tensor_list:
+        return (), "a TensorList has a list of shapes"
     if any(isinstance(d, list) for d in dims):
-        return (), "a list of shapes for an argument that is not a TensorList"
+        return (), "sizes and lists of sizes mixed"
     return _one_shape(dims)
 
 

@@ -281,8 +281,8 @@ def _every_cut(data: bytes, step: int) -> list[bytes]:
 def test_every_truncation_of_a_trace_is_one_line_or_loads(tmp_path: Path) -> None:
     plain = json.dumps({"schemaVersion": 1, "traceEvents": _kineto_events()}).encode()
     for k, (name, data) in enumerate(
-        [("t.json", cut) for cut in _every_cut(plain, 7)]
-        + [("t.json.gz", cut) for cut in _every_cut(gzip.compress(plain), 5)]
+        [("t.json", cut) for cut in _every_cut(plain, 13)]
+        + [("t.json.gz", cut) for cut in _every_cut(gzip.compress(plain), 9)]
     ):
         path = tmp_path / f"{k}_{name}"
         path.write_bytes(data)

@@ -281,8 +281,8 @@ def _every_cut(data: bytes, step: int) -> list[bytes]:
 def test_every_truncation_of_a_trace_is_one_line_or_loads(tmp_path: Path) -> None:
     plain = json.dumps({"schemaVersion": 1, "traceEvents": _kineto_events()}).encode()
     for k, (name, data) in enumerate(
-        [("t.json", cut) for cut in _every_cut(plain, 7)]
-        + [("t.json.gz", cut) for cut in _every_cut(gzip.compress(plain), 5)]
+        [("t.json", cut) for cut in _every_cut(plain, 13)]
+        + [("t.json.gz", cut) for cut in _every_cut(gzip.compress(plain), 9)]
     ):
         path = tmp_path / f"{k}_{name}"
         path.write_bytes(data)
@@ -596,3 +596,15 @@ def test_one_instruction_run_as_many_distinct_kernels() -> None:
     )
     (execution,) = _timed(lambda: op_executions(Trace(table, "hostile", "chrome-json")))
     assert execution.events == 30_000 and execution.kernel_names[:2] == ("k0", "k1")
+
+
+def test_jaxlink_analyze_reads_the_run_it_wrote(tmp_path: Path) -> None:
+    jax = pytest.importorskip("jax")
+    from rooftop.jaxlink.analyze import analyze
+
+    decoy = tmp_path / "plugins" / "profile" / "9999_99_99_99_99_99"  # sorts after any real run name
+    decoy.mkdir(parents=True)
+    (decoy / "host.xplane.pb").write_bytes(b"\x0a\x00")  # corrupt: reading it would fail
+    report = analyze(jax.numpy.tanh, jax.numpy.ones((8, 8)), steps=1, logdir=tmp_path)
+    assert report.ops and "9999" not in report.source
+    assert not (tmp_path / "compiled.hlo.txt").exists()

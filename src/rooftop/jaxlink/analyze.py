@@ -54,6 +54,7 @@ def analyze(
     _block(jitted(*args))  # warm-up: compile outside the profile
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(logdir) if logdir else Path(tmp)
+        before = _runs(out_dir)
         with jax.profiler.trace(str(out_dir)):
             for i in range(steps):
                 with jax.profiler.StepTraceAnnotation("step", step_num=i):
@@ -62,4 +63,15 @@ def analyze(
         if hlo_text is not None:  # in the private temporary directory, never in the user's logdir
             hlo_path = Path(tmp) / "compiled.hlo.txt"
             hlo_path.write_text(hlo_text)
-        return profile_report(out_dir, target, hlo=hlo_path, mesh=mesh, topology=topology)
+        new = sorted(_runs(out_dir) - before)  # the run just written, not an older one in the user's logdir
+        source = new[-1] if len(new) == 1 else out_dir
+        return profile_report(source, target, hlo=hlo_path, mesh=mesh, topology=topology)
+
+
+def _runs(logdir: Path) -> set[Path]:
+    """The run directories jax.profiler has written under ``logdir`` (plugins/profile/<run>)."""
+    base = logdir / "plugins" / "profile"
+    try:
+        return {p for p in base.iterdir() if p.is_dir()}
+    except OSError:
+        return set()

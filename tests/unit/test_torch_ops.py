@@ -114,11 +114,15 @@ def test_unexplained_kernels_stay_unknown_with_why(tmp_path: Path) -> None:
         cpu_op("aten::empty", 0.0, 5.0, [[]], ["ScalarList"]),
         launch(20.0, 1), kernel("outside", 30.0, 2.0, 1),  # launched outside every op
         kernel("orphan", 40.0, 2.0, 99),  # no launch event, no External id
+        kernel("orphan", 50.0, 2.0, 98), kernel("orphan", 60.0, 2.0, 97),  # two more of the same name
     ])  # fmt: skip
-    ops = by_name(profile_report(path, H100))
+    report = profile_report(path, H100)
+    ops = by_name(report)
     assert ops["outside"].verdict == ops["orphan"].verdict == "unknown cost"
     assert "record_shapes=True" in ops["outside"].why
-    assert ops["orphan"].why == "its launch (correlation 99) is not in the trace"
+    assert ops["orphan"].why.startswith("its launch (the runtime event of its correlation id) is not in the trace")
+    # kernels without launches group by name: one row of 3 executions, not one row per correlation id
+    assert [op.count for op in report.ops if op.name == "orphan"] == [3]
 
 
 def test_external_id_joins_when_there_is_no_launch_event(tmp_path: Path) -> None:

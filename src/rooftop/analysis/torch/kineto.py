@@ -31,6 +31,9 @@ from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_
 from rooftop.units import format_bytes
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+#: why a kernel has no op: one text for all such kernels, so that they group by kernel name (a
+#: correlation id in it made one report row per kernel: 1.2M rows for a trace of tiny kernels)
+_NO_LAUNCH = "its launch (the runtime event of its correlation id) is not in the trace (record CPU activities too)"
 
 
 def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
@@ -68,7 +71,7 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
         elif ext is not None and ext in external:
             out[i] = (external[ext], "")
         else:
-            out[i] = (None, f"its launch (correlation {c}) is not in the trace")
+            out[i] = (None, _NO_LAUNCH)
     no_op = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
     for thread, asks in queries.items():
         spans = sorted(ops.get(thread, []), key=lambda i: (start[i], -dur[i]))

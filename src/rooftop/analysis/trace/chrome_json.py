@@ -60,6 +60,23 @@ _KINETO_CATS = frozenset(
         "ac2g",
     }
 )
+#: the args of a Kineto event that a report reads (the launching op's shapes, the link from a kernel to
+#: its op, an NCCL kernel's call); the rest (occupancy, grid, strides, sequence numbers: most of an
+#: event's kilobyte in memory) is dropped as the event is read, so memory grows with what is reported
+KINETO_ARGS = (
+    "cat",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
+    "External id",
+    "Collective name",
+    "In msg nelems",
+    "Out msg nelems",
+    "dtype",
+    "Group size",
+    "Process Group Name",
+    "Process Group Ranks",
+)
 #: args whose text repeats across events (module, instruction, kernel and source names): stored once.
 _SHARED_ARGS = ("hlo_module", "hlo_op", "long_name", "tf_op", "source", "kernel_details")
 
@@ -353,7 +370,8 @@ class _Mapper:
             kind, device, step, corr = self._kineto(cat, name, args, pid)
             if corr is not None and kind == "other":
                 self.rows.launch_s.setdefault(corr, start_s)
-            self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, args)
+            kept = {k: args[k] for k in KINETO_ARGS if k in args}
+            self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, kept)
             return
         known = self.lines.get((pid, tid))
         if known is None:

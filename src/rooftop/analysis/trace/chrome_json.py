@@ -26,8 +26,9 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
 from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role, step_number
@@ -60,15 +61,11 @@ _KINETO_CATS = frozenset(
         "ac2g",
     }
 )
-#: the args of a Kineto event that a report reads (the launching op's shapes, the link from a kernel to
-#: its op, an NCCL kernel's call); the rest (occupancy, grid, strides, sequence numbers: most of an
-#: event's kilobyte in memory) is dropped as the event is read, so memory grows with what is reported
-KINETO_ARGS = (
-    "cat",
-    "Input Dims",
-    "Input type",
-    "Concrete Inputs",
-    "External id",
+#: the args of a Kineto event that a report reads, by category: a launching op's shapes and its link to
+#: kernels, a kernel's link to its op and an NCCL kernel's call; every other category keeps only its
+#: ``cat`` (one shared dict per category). The rest (occupancy, grid, strides, sequence numbers: most of
+#: an event's kilobyte in memory) is dropped as the event is read, so memory grows with what is reported.
+_NCCL_ARGS = (
     "Collective name",
     "In msg nelems",
     "Out msg nelems",
@@ -77,6 +74,10 @@ KINETO_ARGS = (
     "Process Group Name",
     "Process Group Ranks",
 )
+KINETO_ARGS: dict[str, tuple[str, ...]] = {
+    "cpu_op": ("Input Dims", "Input type", "Concrete Inputs", "External id"),
+    "kernel": ("External id", *_NCCL_ARGS),
+}
 #: args whose text repeats across events (module, instruction, kernel and source names): stored once.
 _SHARED_ARGS = ("hlo_module", "hlo_op", "long_name", "tf_op", "source", "kernel_details")
 
@@ -281,6 +282,7 @@ class _Mapper:
         self.device_planes = 0  # processes named /device:... (not CUSTOM)
         self.line_keys: dict[tuple[Any, Any], str] = {}
         self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
+        self.cat_args: dict[str, Mapping[str, Any]] = {}  # the one read-only {"cat": cat} of each category
 
     def event(self, ev: Any) -> None:
         self.seen += 1
@@ -370,8 +372,7 @@ class _Mapper:
             kind, device, step, corr = self._kineto(cat, name, args, pid)
             if corr is not None and kind == "other":
                 self.rows.launch_s.setdefault(corr, start_s)
-            kept = {k: args[k] for k in KINETO_ARGS if k in args}
-            self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, kept)
+            self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, self._kept(args))
             return
         known = self.lines.get((pid, tid))
         if known is None:
@@ -386,6 +387,19 @@ class _Mapper:
         if corr is not None and kind == "other" and plane.startswith("/host:"):
             self.rows.launch_s.setdefault(corr, start_s)
         self.rows.add(device, line, name, module, inst, start_s, dur_s, step, kind, corr, args)
+
+    def _kept(self, args: dict[str, Any]) -> Mapping[str, Any]:
+        """The args of a Kineto event a report reads (KINETO_ARGS, with ``cat``)."""
+        cat = args["cat"]
+        keys = KINETO_ARGS.get(cat)
+        if keys is None or not any(k in args for k in keys):
+            shared = self.cat_args.get(cat)
+            if shared is None:
+                shared = self.cat_args[cat] = MappingProxyType({"cat": cat})
+            return shared
+        kept = {k: args[k] for k in keys if k in args}
+        kept["cat"] = cat
+        return kept
 
     @staticmethod
     def _kineto(cat: str, name: str, args: dict[str, Any], pid: Any) -> tuple[str, str, int | None, str | None]:

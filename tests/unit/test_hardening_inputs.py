@@ -498,3 +498,12 @@ def test_attention_patterns_are_bounded(tmp_path: Path) -> None:
         )  # fmt: skip
     assert code == 0, err
     assert time.perf_counter() - start < 5
+
+
+def test_chip_and_model_names_are_bounded(tmp_path: Path) -> None:
+    chip = _chip_file(tmp_path, "h100.toml", 'name = "h100"', f'name = "{"h" * 300}"')
+    assert "longer than 200" in one_line_error("chips", chip)
+    chip = _chip_file(tmp_path, "h100.toml", 'aliases = ["H100 SXM",', "aliases = [" + '"a", ' * 100 + '"H100 SXM",')
+    assert "at most 64" in one_line_error("chips", chip)
+    model = _model_toml(tmp_path, 'name = "llama-3-8b"', f'name = "{"m" * 300}"')
+    assert "longer than 200" in one_line_error("model", model)

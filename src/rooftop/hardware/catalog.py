@@ -35,6 +35,9 @@ _POSITIVE_TABLES = {"matrix_flops_per_s", "vector_flops_per_s"}
 _POSITIVE_FIELDS = {"memory.hbm_bytes_per_s", "links.bytes_per_s", "links.count"}
 #: smallest nonzero rate (FLOPs/s, bytes/s): a time divided by less could overflow to infinity
 MIN_RATE = 1.0
+#: longest chip name, vendor or alias, and most aliases (every lookup compares them all)
+MAX_NAME = 200
+MAX_ALIASES = 64
 #: most links per chip (real chips have 4 to 18)
 MAX_LINKS = 1 << 16
 
@@ -173,14 +176,18 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     for key in ("name", "vendor", "kind"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise r.fail(key, "is missing or not a string")
+        if len(data[key]) > MAX_NAME:
+            raise r.fail(key, f"is longer than {MAX_NAME} characters")
     if data["kind"] not in _KINDS:
         raise r.fail("kind", f"must be one of {', '.join(_KINDS)}, got {shown(data['kind'])}")
     matrix = r.table("matrix_flops_per_s")
     if not matrix:
         raise r.fail("matrix_flops_per_s", "needs at least one dtype")
     aliases = data.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise r.fail("aliases", "must be a list of strings")
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and len(a) <= MAX_NAME for a in aliases):
+        raise r.fail("aliases", f"must be a list of strings of at most {MAX_NAME} characters")
+    if len(aliases) > MAX_ALIASES:
+        raise r.fail("aliases", f"has {len(aliases):,} names; at most {MAX_ALIASES}")
     kwargs = dict(
         name=data["name"],
         vendor=data["vendor"],

@@ -27,6 +27,10 @@ from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
 from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
 from rooftop.units import MAX_QUANTITY
 
+#: longest model name or alias, and most aliases of a catalog-schema file
+MAX_NAME = 200
+MAX_ALIASES = 64
+
 
 @dataclass(frozen=True)
 class PublishedFigure:
@@ -73,12 +77,16 @@ def entry_from_dict(data: Mapping[str, Any], where: str = "<model>") -> ModelEnt
     for key in ("name", "source"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise InvalidConfigError(f"{where}: field {key} is missing or not a string (every model needs one)")
+    if len(data["name"]) > MAX_NAME:
+        raise InvalidConfigError(f"{where}: field name is longer than {MAX_NAME} characters")
     arch = data.get("architecture")
     if not isinstance(arch, Mapping):
         raise InvalidConfigError(f"{where}: table [architecture] is missing")
     aliases = data.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise InvalidConfigError(f"{where}: field 'aliases' must be a list of strings")
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and len(a) <= MAX_NAME for a in aliases):
+        raise InvalidConfigError(f"{where}: field 'aliases' must be a list of strings of at most {MAX_NAME} characters")
+    if len(aliases) > MAX_ALIASES:
+        raise InvalidConfigError(f"{where}: field 'aliases' has {len(aliases):,} names; at most {MAX_ALIASES}")
     cfg = config_from_dict(arch, data["name"], data["source"], where)
     return ModelEntry(
         cfg,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from rooftop.cost.cost import OpTag
 from rooftop.cost.efficiency import Efficiency
 from rooftop.dtypes import dtype_bytes
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
@@ -43,7 +43,7 @@ class ServingLayout:
         for name in ("tp", "ep", "pp", "replicas"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InvalidConfigError(f"serving layout {name}={v!r} must be a positive integer")
+                raise InvalidConfigError(f"serving layout {name}={shown(v)} must be a positive integer")
         if self.tp % self.ep:
             raise InvalidConfigError(f"ep={self.ep} must divide tp={self.tp} (experts spread over the TP group)")
 

@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rooftop.cost.efficiency import Efficiency, default_efficiency
-from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
@@ -59,13 +59,13 @@ class ServingRequest:
         for name in ("prompt_len", "gen_len", "batch_cap"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
-                raise InvalidConfigError(f"{name.replace('_', '-')}={v!r} must be a positive integer")
+                raise InvalidConfigError(f"{name.replace('_', '-')}={shown(v)} must be a positive integer")
         if self.batch is not None and (not isinstance(self.batch, int) or self.batch < 1):
-            raise InvalidConfigError(f"batch={self.batch!r} must be a positive integer")
+            raise InvalidConfigError(f"batch={shown(self.batch)} must be a positive integer")
         for name in ("max_step_latency_s", "max_ttft_s", "requests_per_s", "price_usd_per_chip_hour"):
             v = getattr(self, name)
             if v is not None and not v > 0:
-                raise InvalidConfigError(f"{name}={v!r} must be > 0")
+                raise InvalidConfigError(f"{name}={shown(v)} must be > 0")
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
 

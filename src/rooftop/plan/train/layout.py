@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from rooftop.errors import InvalidConfigError
+from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import REMAT_POLICIES, TransformerConfig
 
 AXIS_ORDER = ("dp", "pp", "fsdp", "cp", "tp")
@@ -50,14 +50,14 @@ class Parallelism:
         for name in ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
-                raise InvalidConfigError(f"parallelism {name}={v!r} must be a positive integer")
+                raise InvalidConfigError(f"parallelism {name}={shown(v)} must be a positive integer")
         if self.remat not in REMAT_POLICIES:
-            raise InvalidConfigError(f"remat={self.remat!r} is not a policy (valid: {', '.join(REMAT_POLICIES)})")
+            raise InvalidConfigError(f"remat={shown(self.remat)} is not a policy (valid: {', '.join(REMAT_POLICIES)})")
         if self.zero_stage not in ZERO_STAGES:
             hint = "; ZeRO-3 shards the parameters too: that is fsdp (use fsdp=N)" if self.zero_stage == 3 else ""
             raise InvalidConfigError(f"zero_stage={self.zero_stage} applies to dp (valid: 0, 1, 2){hint}")
         if self.offload not in OFFLOADS:
-            raise InvalidConfigError(f"offload={self.offload!r} (valid: {', '.join(OFFLOADS)})")
+            raise InvalidConfigError(f"offload={shown(self.offload)} (valid: {', '.join(OFFLOADS)})")
         if self.virtual_stages > 1 and self.pp == 1:
             raise InvalidConfigError("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
 

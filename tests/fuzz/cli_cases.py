@@ -330,6 +330,21 @@ def cli_case(rng: random.Random, command: str | None = None) -> Case:
     if command == "calibrate" and "--quick" not in argv:
         argv.append("--quick")  # a full calibration measures for a minute
     case.argv = argv
-    if case.process:  # a NUL byte cannot be passed to a process
-        case.argv = [a.replace("\x00", "") for a in argv]
+    _prune(case)
     return case
+
+
+def _prune(case: Case) -> None:
+    """Drop the files no argument refers to (their values were replaced); run as a process only when a
+    FIFO or a link to /dev/zero is still read (a NUL byte cannot be passed to a process)."""
+
+    def used(name: str) -> bool:
+        top = name.split("/")[0]
+        return any("{W}/" + top in a or a in ("{W}", "{W}/") for a in case.argv)
+
+    case.files = {k: v for k, v in case.files.items() if used(k)}
+    case.process = any(
+        isinstance(v, Special) and (v.kind == "fifo" or v.arg == "/dev/zero") for v in case.files.values()
+    )
+    if case.process:
+        case.argv = [a.replace("\x00", "") for a in case.argv]

@@ -90,10 +90,19 @@ def _check_plot(args: argparse.Namespace) -> None:
         check_plot_path(plot)
 
 
+def _check_values(args: argparse.Namespace) -> None:
+    """Every option rooftop has takes one value: argparse reads ``--chip=--`` as an empty list."""
+    for name, value in vars(args).items():
+        if isinstance(value, list):
+            flag = "--" + name.replace("_", "-")
+            raise InvalidConfigError(f"{flag} has no value ('--' ends the options): give one, e.g. {flag} VALUE")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_values(args)
         _check_catalog(args)
         _check_plot(args)
         out: Output = args.func(args)

@@ -37,6 +37,7 @@ from rooftop.plan.train.step import (
     StepResult,
     TrainingSetup,
     _pp_boundary_bytes,
+    exposed_s,
     layout_mesh,
     optimizer_cost,
     profile_for,
@@ -129,9 +130,9 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
             comm = Comm(kind, placed, nbytes, calls * scale)
             terms.append(collective_term(comm, mesh, chip, eff, f"{kind} over {','.join(placed)}"))
     hidden = ledger.hidden.get(name, 0.0) * scale
+    comm_s = sum(t.seconds for t in terms)
     if hidden:
         cover, factor = COVER[name]
-        comm_s = sum(t.seconds for t in terms)
         figures = (
             ("communication_s", comm_s),
             ("cover", cover),
@@ -139,7 +140,7 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
         )
         terms.append(Term("hidden behind compute", -hidden, "hidden", "hidden", figures))
     parts = tuple(terms)
-    return StepPart(name, sum(t.seconds for t in parts), _bound(parts, "network"), parts)
+    return StepPart(name, exposed_s(comm_s, hidden), _bound(parts, "network"), parts)
 
 
 def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> tuple[StepResult, list[StepPart]]:

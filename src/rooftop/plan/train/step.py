@@ -364,7 +364,7 @@ def _hide(
     return avail - h_fsdp, h_ring, h_tp, h_fsdp
 
 
-def _exposed(total_s: float, hidden_s: float) -> float:
+def exposed_s(total_s: float, hidden_s: float) -> float:
     """What of ``total_s`` is not hidden: 0 when all of it is (not a rounding residue of 1e-18 s)."""
     left = total_s - hidden_s
     return left if left > 1e-12 * total_s else 0.0
@@ -413,9 +413,9 @@ def _layer_comm(
             bwd / c, 2 * ring, core_b / c, tp_b, eff.tp_overlap, ag + rs, eff.fsdp_overlap
         )
         uncovered += n * left
-        e_cp += n * _exposed(3 * ring, f_ring + b_ring)
-        e_tp += n * _exposed(tp_one + tp_b, f_tp + b_tp)
-        e_fsdp += n * _exposed(2 * ag + rs, f_fsdp + b_fsdp)
+        e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
+        e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
+        e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
         routed = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
@@ -499,7 +499,7 @@ def _dp_exposed(
     hidden = min(dp_t, setup.efficiency.dp_overlap * uncovered)
     if ledger is not None and hidden:
         ledger.hide("data_parallel", hidden)
-    return dp_t - hidden
+    return exposed_s(dp_t, hidden)
 
 
 def optimizer_cost(precision: TrainingPrecision, params: float = 1.0) -> Cost:

@@ -166,7 +166,7 @@ def test_split_names_prefers_long_names_and_backs_off() -> None:
         (("--efficiency", "matrix=nan"), "efficiency 'matrix'"),
         (("--efficiency", "hbm=٠.٥"), "efficiency 'hbm'"),
         (("--efficiency", "matrix=1e400"), "out of range"),
-        (("--tokens", ""), "number"),
+        (("--tokens", ""), "--tokens is empty"),
     ],
 )
 def test_train_flags_are_bounded(argv: tuple[str, ...], fragment: str) -> None:
@@ -507,3 +507,17 @@ def test_chip_and_model_names_are_bounded(tmp_path: Path) -> None:
     assert "at most 64" in one_line_error("chips", chip)
     model = _model_toml(tmp_path, 'name = "llama-3-8b"', f'name = "{"m" * 300}"')
     assert "longer than 200" in one_line_error("model", model)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("serve", "llama-3-8b", "--chip", "h100", "--topology", "", "--prompt-len", "1", "--gen-len", "1"),
+        (*TRAIN, "--tokens", " "),
+        ("chips", ""),
+        ("matmul", "A[B,D] @ W[D,F]", "--dims", "B=4,D=4,F=4", "--chip", "h100", "--mesh", ""),
+    ],
+)
+def test_empty_values_are_errors_not_defaults(argv: tuple[str, ...]) -> None:
+    """--topology '' ran serving on one chip; an empty value now names its flag."""
+    assert "is empty" in one_line_error(*argv)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from rooftop.cli.common import Output, add_common
-from rooftop.errors import InvalidConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -19,8 +18,6 @@ def run(args: argparse.Namespace) -> Output:
     from rooftop.hardware.catalog import get_chip, load_chips
     from rooftop.report import chips as report
 
-    if args.name is not None and not args.name.strip():
-        raise InvalidConfigError("chip name is empty (run `rooftop chips` for the list)")
     if args.name:
         chip = get_chip(args.name, args.catalog)
         return Output(report.chip_payload(chip), lambda console: report.render_chip(console, chip))

@@ -80,6 +80,19 @@ def _check_catalog(args: argparse.Namespace) -> None:
     load_chips(catalog)
 
 
+def _check_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A flag or argument given as '' (or blanks) is an error naming it, never a value silently
+    skipped: ``--topology ''`` fell back to one chip, ``--mesh ''`` and ``--tokens ''`` were ignored.
+    (--catalog and --plot have their own checks.)"""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    command = sub.choices.get(args.command) if sub is not None else None
+    for action in command._actions if command is not None else ():
+        value = getattr(args, action.dest, None)
+        if action.dest not in ("catalog", "plot") and isinstance(value, str) and not value.strip():
+            name = "/".join(action.option_strings) or str(action.metavar or action.dest)
+            raise InvalidConfigError(f"{name} is empty: give a value (see rooftop {args.command} --help)")
+
+
 def _check_plot(args: argparse.Namespace) -> None:
     """--plot names a file a chart can be written to (an empty name, a folder, an unknown extension
     are one-line errors), checked before the command runs: a train search is not wasted on it."""
@@ -104,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_values(args)
         _check_catalog(args)
+        _check_empty(parser, args)
         _check_plot(args)
         out: Output = args.func(args)
         emit(out, args)

@@ -608,3 +608,18 @@ def test_jaxlink_analyze_reads_the_run_it_wrote(tmp_path: Path) -> None:
     report = analyze(jax.numpy.tanh, jax.numpy.ones((8, 8)), steps=1, logdir=tmp_path)
     assert report.ops and "9999" not in report.source
     assert not (tmp_path / "compiled.hlo.txt").exists()
+
+
+def test_an_embedded_module_that_cannot_be_priced_does_not_hide_the_others(third_party: Path, tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    from rooftop.analysis.profile import profile_report
+    from rooftop.hardware.catalog import get_chip
+
+    data = (third_party / "xplane" / "tracelens_jax_te_fused_attn_gfx950.xplane.pb").read_bytes()
+    good, bad = b"q_max_seqlen = 2048 : i64", b"q_max_seqlen = 2048`: i64"  # same length: the proto stays valid
+    assert good in data
+    path = tmp_path / "te.xplane.pb"
+    path.write_bytes(data.replace(good, bad, 1))
+    report = profile_report(path, get_chip("h100"))
+    assert any("could not be priced" in n and "q_max_seqlen" in n for n in report.notes)
+    assert report.ops and all(o.verdict == "unknown cost" for o in report.ops if o.module == "jit_loss_fn")

@@ -39,8 +39,8 @@ def _busiest_modules(trace: Trace) -> list[str]:
 
 def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, HloModule], list[str]]:
     """module name -> parsed HLO: every module whose HloProto the XPlane carries, and the
-    ``hlo`` file (which wins) for the module of its name, else the busiest one. Notes say
-    which modules have no HLO."""
+    ``hlo`` file (which wins, and comes first) for the module of its name, else the busiest one.
+    Notes say which modules have no HLO."""
     notes: list[str] = []
     names = _busiest_modules(trace)
     found: dict[str, HloModule] = {}
@@ -97,7 +97,15 @@ def _profile_report(
                                    report.sharding, report.memory, extra + report.notes)  # fmt: skip
         return report
     modules, notes = modules_of(trace, hlo)
-    analyses: dict[str, HloAnalysis] = {name: analyze(m, chip, mesh, topology) for name, m in modules.items()}
+    given = next(iter(modules), None) if hlo is not None else None  # the --hlo module comes first
+    analyses: dict[str, HloAnalysis] = {}
+    for name, module in modules.items():
+        try:
+            analyses[name] = analyze(module, chip, mesh, topology)
+        except ParseError as exc:  # a module of the profile that cannot be priced does not hide the others
+            if name == given:
+                raise
+            notes.append(f"HLO of {name!r} in the profile could not be priced: {exc.one_line()}")
     report = compare(trace, analyses, {name: _op_names(m) for name, m in modules.items()})
     if notes:
         report = ProfileReport(report.source, chip.name, report.ops, report.steps, report.categories,

@@ -283,9 +283,14 @@ OPEN: tuple[Cause, ...] = (
           outputs=("{W}/r.png",)),
     Cause("plot-temp-left", "--plot .svg: the temporary file gets matplotlib's default suffix and stays "
           "(.rooftop-plot-XXXX.png) while the plot itself is 0 bytes; make the temp name with the target's suffix",
-          "stray_file", r"^(file not asked for|empty output)$",
+          "stray_file", r"^(file not asked for|empty output)$", r"\.rooftop-plot-|0 bytes",
           argv=("roofline", "--chip", "h100", "--flops", "1e12", "--bytes", "1GiB", "--plot", "{W}/.svg"),
           outputs=("{W}/.svg",)),
+    Cause("calibrate-tmp-link", "calibrate --out writes {out}.tmp-{pid} with open('w'): a link planted at that "
+          "name is followed (the chip file lands where the link points); make the temporary file with mkstemp "
+          "in the target's directory", "stray_file", r"^file not asked for$", r"^left 'planted'",
+          argv=("calibrate", "--quick", "--repeats", "1", "--out", "{W}/c.toml"),
+          files={"c.toml.tmp-{PID}": Special("symlink", "{W}/planted")}, outputs=("{W}/c.toml",)),
     Cause("plot-empty-ignored", "--plot '' is ignored (exit 0, nothing written); reject an empty path",
           "bad_output", r"^output missing$",
           argv=("roofline", "--chip", "h100", "--flops", "1e12", "--bytes", "1GiB", "--plot", ""), outputs=("",)),

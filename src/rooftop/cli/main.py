@@ -82,14 +82,16 @@ def _check_catalog(args: argparse.Namespace) -> None:
 
 def _check_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """A flag or argument given as '' (or blanks) is an error naming it, never a value silently
-    skipped: ``--topology ''`` fell back to one chip, ``--mesh ''`` and ``--tokens ''`` were ignored.
-    (--catalog and --plot have their own checks.)"""
+    skipped: ``--topology ''`` fell back to one chip, ``--mesh ''`` and ``--tokens ''`` were ignored
+    (--catalog and --plot have their own checks); so is ``--chip=--``, which argparse makes a list."""
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     command = sub.choices.get(args.command) if sub is not None else None
     for action in command._actions if command is not None else ():
         value = getattr(args, action.dest, None)
+        name = "/".join(action.option_strings) or str(action.metavar or action.dest)
+        if isinstance(value, list) and action.nargs in (None, "?"):  # argparse turns --chip=-- into []
+            raise InvalidConfigError(f"{name} has no value (got '--'); give one (see rooftop {args.command} --help)")
         if action.dest not in ("catalog", "plot") and isinstance(value, str) and not value.strip():
-            name = "/".join(action.option_strings) or str(action.metavar or action.dest)
             raise InvalidConfigError(f"{name} is empty: give a value (see rooftop {args.command} --help)")
 
 
@@ -107,8 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        _check_catalog(args)
         _check_empty(parser, args)
+        _check_catalog(args)
         _check_plot(args)
         out: Output = args.func(args)
         emit(out, args)

@@ -139,7 +139,8 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
         )
         terms.append(Term("hidden behind compute", -hidden, "hidden", "hidden", figures))
     parts = tuple(terms)
-    return StepPart(name, sum(t.seconds for t in parts), _bound(parts, "network"), parts)
+    # the hidden seconds are at most the communication's: a sum below 0 is a rounding residue (-1e-17 s)
+    return StepPart(name, max(0.0, sum(t.seconds for t in parts)), _bound(parts, "network"), parts)
 
 
 def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> tuple[StepResult, list[StepPart]]:

@@ -521,3 +521,25 @@ def test_chip_and_model_names_are_bounded(tmp_path: Path) -> None:
 def test_empty_values_are_errors_not_defaults(argv: tuple[str, ...]) -> None:
     """--topology '' ran serving on one chip; an empty value now names its flag."""
     assert "is empty" in one_line_error(*argv)
+
+
+@pytest.mark.parametrize("flag", ["--chip", "--flops", "--catalog", "--plot"])
+def test_option_given_dashes_is_one_line(flag: str) -> None:
+    """argparse makes ``--chip=--`` an empty list: get_chip called .endswith on it."""
+    args = ["--chip", "h100", "--flops", "1e12", "--bytes", "1GiB"]
+    if flag in args:
+        at = args.index(flag)
+        args[at : at + 2] = [f"{flag}=--"]
+    else:
+        args.append(f"{flag}=--")
+    assert f"{flag} has no value" in one_line_error("roofline", *args)
+
+
+def test_train_breakdown_has_no_negative_residue() -> None:
+    code, out, err = run_cli(
+        "train", "llama-3-70b", "--chip", "tpu-v5p", "--topology", "4x4x4", "--batch-tokens", "4M",
+        "--seq-len", "4096", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    for candidate in json.loads(out)["candidates"]:
+        assert all(part["time_s"] >= 0 for part in candidate["breakdown"].values())

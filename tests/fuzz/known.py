@@ -147,11 +147,6 @@ TRAIN = ("--chip", "h100", "--chips", "8", "--batch-tokens", "1M", "--seq-len", 
 
 # fmt: off
 OPEN: tuple[Cause, ...] = (
-    # -- reads that never end -------------------------------------------------------------------------------
-    Cause("fifo-read", "a FIFO (or a link to /dev/zero) given as a trace, HLO, chip or config file is read until "
-          "it ends: forever; read only regular files, with a size cap", "hang",
-          r"^Hang @ rooftop/(analysis/trace/(xplane|chrome_json)|analysis/hlo/parse|catalog/io|model/catalog)\.py:.*\(process\)$",
-          argv=("hlo", "{W}/f.hlo", "--chip", "h100"), files={"f.hlo": Special("fifo")}, process=True),
 )
 # fmt: on
 

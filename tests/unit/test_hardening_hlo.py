@@ -585,3 +585,17 @@ def test_torch_lists_of_shapes_only_where_a_list_is_expected() -> None:
     args = {"Input Dims": [[[4, 8]], [4, 8]], "Input type": ["float", "float"]}
     price = op_cost(TorchOp.from_args("aten::add", args))
     assert price.cost is None and "a list of shapes for a tensor" in price.what
+
+
+def test_a_named_pipe_no_process_writes_to_is_an_error_not_a_wait(tmp_path: Path) -> None:
+    """Was: `rooftop hlo FIFO` waited forever for a writer; a pipe with a writer is still read."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "f.hlo"
+    os.mkfifo(fifo)
+    cmd = [sys.executable, "-m", "rooftop.cli.main", "hlo", str(fifo), "--chip", "h100"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "f.hlo" in done.stderr

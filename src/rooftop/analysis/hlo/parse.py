@@ -16,7 +16,10 @@ and layout, tiled layout).
 from __future__ import annotations
 
 import io
+import os
 import re
+import select
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -443,11 +446,58 @@ def parse_hlo(text: str, source: str = "<hlo>") -> HloModule:
     return _Parser(source).run(text.split("\n"))
 
 
+def _open_hlo(path: str | Path, source: str) -> io.BufferedReader:
+    """The file, opened for reading. A pipe is opened without blocking: a named pipe that no process
+    writes to is an error (reading it would wait forever), one with a writer (``<(zcat dump.gz)``)
+    is then read as it comes."""
+    if not stat.S_ISFIFO(os.stat(path).st_mode):
+        return open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        first = os.read(fd, 1 << 16) if ready else None
+    except BlockingIOError:
+        first = None  # a writer that has not written yet
+    except OSError:
+        os.close(fd)
+        raise
+    if first == b"":
+        os.close(fd)
+        raise ParseError("a pipe that no process writes to: nothing to read", source=source)
+    os.set_blocking(fd, True)
+    return io.BufferedReader(_Prefixed(fd, first or b""))  # type: ignore[arg-type]
+
+
+class _Prefixed(io.RawIOBase):
+    """A file descriptor whose first bytes were already read (``head``)."""
+
+    def __init__(self, fd: int, head: bytes) -> None:
+        self.fd, self.head = fd, head
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = os.read(self.fd, len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
 def parse_hlo_file(path: str | Path) -> HloModule:
     """Parse an HLO text file (e.g. an XLA ``*.after_optimizations.txt`` dump), streaming it line by line."""
     source = str(path)
     try:
-        with open(path, "rb") as raw:  # opened once: a pipe (rooftop hlo <(zcat dump.gz)) is read whole
+        with _open_hlo(path, source) as raw:  # opened once: a pipe (rooftop hlo <(zcat dump.gz)) is read whole
             if b"\x00" in raw.peek(8192)[:8192]:
                 raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
             with io.TextIOWrapper(raw, encoding="utf-8") as handle:

@@ -70,7 +70,7 @@ def _split_shape(text: str, what: str) -> tuple[int, ...]:
 def _check_chips(dims: tuple[int, ...], text: str, what: str) -> None:
     total = math.prod(dims)
     if total > MAX_CHIPS:
-        raise InvalidConfigError(f"{what} {shown(text)} has {total:,} chips; at most {MAX_CHIPS:,} are supported")
+        raise InvalidConfigError(f"{what} {shown(text)} has {shown(total)} chips; at most {MAX_CHIPS:,} are supported")
 
 
 def _torus_wraps(chip: Chip, dims: tuple[int, ...]) -> tuple[bool, ...]:
@@ -280,7 +280,7 @@ def parse_mesh_spec(text: str) -> dict[str, int]:
         raise InvalidConfigError(f"empty mesh {shown(text)}: expected NAME=SIZE,..., e.g. data=8,model=4")
     total = math.prod(out.values())
     if total > MAX_CHIPS:
-        raise InvalidConfigError(f"mesh {shown(text)} has {total:,} devices; at most {MAX_CHIPS:,} are supported")
+        raise InvalidConfigError(f"mesh {shown(text)} has {shown(total)} devices; at most {MAX_CHIPS:,} are supported")
     return out
 
 

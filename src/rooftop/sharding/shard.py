@@ -135,7 +135,8 @@ def shard_array(t: Tensor, shape: Sequence[int], dtype: str, mesh_shape: Mapping
     """Lay ``t`` (dims named positionally by ``shape``) on a mesh of ``mesh_shape``."""
     if len(shape) != len(t.dims):
         raise InvalidConfigError(
-            f"{t} has {len(t.dims)} dims but the shape {shown(list(shape))} has {len(shape)}; give one size per dim"
+            f"{shown(str(t))} has {len(t.dims)} dims but the shape {shown(list(shape))} has {len(shape)}; "
+            "give one size per dim"
         )
     if any(not isinstance(s, int) or s < 1 for s in shape):
         raise InvalidConfigError(f"shape {shown(list(shape))}: every size must be an integer >= 1")

@@ -30,7 +30,7 @@ which prices the same weights, described once here as ``Part``s, through cost/op
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from rooftop.cost.cost import Cost, OpTag
@@ -201,6 +201,13 @@ class ParamTree:
         return ParamTree(
             self.name, self.params * k, self.active * k, self.matmul * k, self.kind, self.count, kids, self.tag
         )
+
+    def leaves(self) -> Iterator[ParamTree]:
+        """Every leaf under this node, in order (the node itself when it is one)."""
+        if not self.children:
+            yield self
+        for child in self.children:
+            yield from child.leaves()
 
     def find(self, path: str) -> ParamTree:
         node = self

@@ -12,7 +12,6 @@ split over the remaining tp / ep.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rooftop.cost.cost import OpTag
@@ -21,7 +20,7 @@ from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig
-from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
+from rooftop.model.memory import kv_cache_bytes, param_tree
 from rooftop.plan.train.layout import divisors
 from rooftop.sharding import tensor
 from rooftop.units import format_bytes
@@ -113,11 +112,6 @@ def op_group(tag: OpTag) -> str:
 # ---------------------------------------------------------------- memory
 
 
-def _leaves(tree: ParamTree) -> Iterator[ParamTree]:
-    for child in tree.children:
-        yield from _leaves(child) if child.children else (child,)
-
-
 def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight_dtype: str) -> float:
     """Stored weights on the busiest chip: each parameter / its TP share (``share``), layers / pp;
     with pp > 1 the first or last stage also holds the embedding or the output head (the
@@ -126,7 +120,7 @@ def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight
     edge = []
     tree = param_tree(cfg)
     for top in tree.children:
-        for leaf in _leaves(top) if top.children else (top,):
+        for leaf in top.leaves():
             assert leaf.tag is not None  # param_tree tags every leaf
             b = leaf.params * share(leaf.tag, cfg, layout.tp).weights * dtype_bytes(weight_dtype)
             if top.children:  # the layers

@@ -9,7 +9,6 @@ and its weights over tp (and ep for experts); see plan/train/step.py for the ste
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -20,7 +19,7 @@ from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import ParamTree, activation_bytes_per_token, logits_bytes_per_token, param_tree
+from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
 from rooftop.model.transformer import model_costs, train_leaves
 from rooftop.plan.train.layout import Parallelism
 
@@ -155,7 +154,7 @@ def model_profile(
     gprof = []
     for g in groups:
         node = tree.find(f"layers/{g.name}")
-        routed = sum(leaf.params for leaf in _param_leaves(node) if leaf.tag is not None and leaf.tag.expert)
+        routed = sum(leaf.params for leaf in node.leaves() if leaf.tag is not None and leaf.tag.expert)
         gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - routed) / g.count, routed / g.count))
     flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[4])
     matrix_mask = np.array(cols[7], dtype=float)
@@ -183,11 +182,6 @@ def model_profile(
         activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
         logits_bytes_per_token(cfg),
     )
-
-
-def _param_leaves(tree: ParamTree) -> Iterator[ParamTree]:
-    for child in tree.children:
-        yield from _param_leaves(child) if child.children else (child,)
 
 
 def _is_matrix(cost: Cost) -> bool:

@@ -98,3 +98,14 @@ def test_bad_chip_file_names_file_and_field(tmp_path: Path, mutation: tuple[str,
 def test_not_toml(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="not valid TOML"):
         load_chip_file(_write(tmp_path, "name = [unclosed"))
+
+
+def test_a_dtype_falls_back_down_to_fp32_on_a_unit_that_lists_only_fp32() -> None:
+    """Was: int8 and fp8 stopped at bf16, so B200's vector unit (fp32 and fp64 listed) and a calibrated chip
+    (fp32 only) refused them: `serve --activation-dtype fp8` on b200, `profile` with a calibrated chip."""
+    b200 = get_chip("b200")
+    assert b200.flops_rate("fp8", "vector") == ("fp32", 7.5e13)
+    assert b200.flops_rate("int8", "vector") == ("fp32", 7.5e13)
+    assert b200.flops_rate("fp4", "vector") == ("fp32", 7.5e13)
+    assert b200.flops_rate("fp8", "matrix") == ("fp8", 4.5e15)  # a unit that has it keeps it
+    assert get_chip("h100").flops_rate("int8", "vector") == ("bf16", 1.338e14)  # the nearest wider one first

@@ -122,12 +122,14 @@ class Chip:
         return self.link_count * self.link_bytes_per_s
 
 
-#: fall-back order when a unit has no peak for a dtype: the next wider precision.
+#: fall-back order when a unit has no peak for a dtype: the next wider precision, down to fp32 (a vector
+#: unit listed with fp32 alone, as B200's datasheet and a calibrated chip give it, runs int8 and fp8 math
+#: in fp32 registers).
 _WIDEN: dict[str, tuple[str, ...]] = {
-    "int4": ("int4", "int8", "bf16"),
-    "fp4": ("fp4", "fp8", "bf16"),
-    "int8": ("int8", "bf16"),
-    "fp8": ("fp8", "bf16"),
+    "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
+    "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
+    "int8": ("int8", "bf16", "fp16", "fp32"),
+    "fp8": ("fp8", "bf16", "fp16", "fp32"),
     "bf16": ("bf16", "fp16", "fp32"),
     "fp16": ("fp16", "bf16", "fp32"),
     "fp32": ("fp32", "bf16"),

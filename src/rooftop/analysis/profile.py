@@ -16,6 +16,7 @@ from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
 from rooftop.analysis.hlo.ir import HloModule
 from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
 from rooftop.analysis.torch.kineto import kineto_report
+from rooftop.analysis.trace.cmdbuf import attribute_command_buffers
 from rooftop.analysis.trace.events import ProgressFn, Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.xplane import hlo_text
@@ -97,6 +98,8 @@ def _profile_report(
                                    report.sharding, report.memory, extra + report.notes)  # fmt: skip
         return report
     modules, notes = modules_of(trace, hlo)
+    trace, graph_notes = attribute_command_buffers(trace, modules)
+    notes += graph_notes
     given = next(iter(modules), None) if hlo is not None else None  # the --hlo module comes first
     analyses: dict[str, HloAnalysis] = {}
     for name, module in modules.items():

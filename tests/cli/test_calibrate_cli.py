@@ -44,7 +44,9 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_chip_file_loads_with_sources(chip_file: Path) -> None:
     chip = load_chip_file(chip_file)
     assert chip.name == "calibrated"
-    assert all("measured by rooftop calibrate" in f.source for k, f in chip.sources.items() if k != "links.count")
+    measured = {k: f for k, f in chip.sources.items() if k not in ("links.count", "dcn.bytes_per_s")}
+    assert all("measured by rooftop calibrate" in f.source for f in measured.values())
+    assert "NOT MEASURED" in chip.sources["dcn.bytes_per_s"].source  # beyond the 8 devices: the link stands in
     assert chip.topology.domain_sizes == (8,)
     assert tomllib.loads(chip_file.read_text())["kind"] == "custom"
 
@@ -74,3 +76,64 @@ def test_bad_out_path_is_one_line(tmp_path: Path) -> None:
     code, _, err = run_cli("calibrate", "--quick", "--repeats", "1", "--out", str(tmp_path / "no" / "x.toml"))
     assert code == 2 and "cannot write chip file" in err
     assert not (tmp_path / "no").exists()
+
+
+def _one_device(kind: str) -> str:
+    from rooftop.jaxlink.calibrate import Calibration, Measurement, chip_toml
+
+    cal = Calibration(kind, "gpu", 1, "0.11.2", "2026-11-26", matrix={"bf16": Measurement("bf16", 7.0e14, "m")},
+                      vector=Measurement("fp32", 1.4e13, "v"), hbm=Measurement("hbm", 2.8e12, "h"),
+                      memory_bytes=8e10)  # fmt: skip
+    return chip_toml(cal, "one")
+
+
+def test_one_device_takes_the_catalog_network_of_the_chip_jax_names() -> None:
+    """Was: one device wrote the memory copy rate as its link and a domain of 1, so a profile of 8 devices
+    failed with 'no fabric bandwidth (got 0.0)'. Now the network figures are the catalog's, each said so."""
+    from rooftop.hardware.catalog import chip_from_dict, get_chip
+
+    chip = chip_from_dict(tomllib.loads(_one_device("NVIDIA H100 80GB HBM3")))
+    h100 = get_chip("h100")
+    assert (chip.link_bytes_per_s, chip.link_count, chip.dcn_bytes_per_s) == (2.5e10, 18, 5e10)
+    assert chip.topology.domain_sizes == h100.topology.domain_sizes == (8,)
+    assert "not measured (one device): the catalog's h100 figure" in chip.sources["links.bytes_per_s"].source
+    assert chip.hbm_bytes_per_s == 2.8e12  # what was measured stays measured
+
+
+def test_one_unknown_device_says_its_network_is_assumed() -> None:
+    from rooftop.hardware.catalog import chip_from_dict
+
+    chip = chip_from_dict(tomllib.loads(_one_device("Mystery Accelerator 9000")))
+    assert chip.link_bytes_per_s == chip.dcn_bytes_per_s == 2.8e12  # the copy rate stands in, everywhere
+    assert chip.sources["links.bytes_per_s"].source.startswith("NOT MEASURED")
+    assert chip.sources["dcn.bytes_per_s"].source.startswith("NOT MEASURED")
+
+
+def test_memory_sweep_sizes_stay_above_the_caches_and_inside_memory() -> None:
+    from rooftop.jaxlink.calibrate import hbm_sizes
+
+    h100 = hbm_sizes(True, False, 80e9)  # an eighth of 80 GB holds two fp32 arrays of 2^30 (8 GiB)
+    assert h100 == [1 << k for k in range(26, 31)]
+    assert all(8 * n >= 10 * 50 * 2**20 for n in h100)  # >= 10 x an H100's 50 MiB L2 moved
+    assert hbm_sizes(True, False, 192e9)[-1] == 1 << 31  # capped at 16 GiB moved
+    assert hbm_sizes(True, False, 1e9) == [1 << 26]  # a small device still gets one size
+    assert hbm_sizes(False, True, 1e12) == [1 << 20, 1 << 21, 1 << 22]
+
+
+@pytest.mark.jax
+def test_one_cpu_device_calibration_prices_an_eight_device_profile(tmp_path: Path) -> None:
+    """The issue's case: calibrate on one device, profile eight (the mock transformer's all-reduces)."""
+    from rooftop.jaxlink.analyze import analyze
+    from rooftop.jaxlink.calibrate import Calibration, Measurement, chip_toml
+    from rooftop.workloads import make_mesh, mock_transformer
+
+    cal = Calibration("cpu", "cpu", 1, "0.10.2", "2026-11-26", matrix={"fp32": Measurement("fp32", 5e10, "m")},
+                      vector=Measurement("fp32", 2e10, "v"), hbm=Measurement("hbm", 1e10, "h"),
+                      memory_bytes=8e9)  # fmt: skip
+    path = tmp_path / "one.toml"
+    path.write_text(chip_toml(cal, "one-cpu"))
+    step, args = mock_transformer("naive", mesh=make_mesh(data=4, model=2))
+    report = analyze(step, *args, chip=load_chip_file(path), steps=1, mesh="data=4,model=2")
+    comm = [o for o in report.ops if o.category == "communication"]
+    assert comm and all(o.lower_bound_s and o.lower_bound_s > 0 for o in comm)
+    assert all(o.mesh_axes for o in comm)

@@ -1,10 +1,13 @@
 """Measure the current JAX device's real ceilings and write them as a chip file.
 
-What is measured (each the best of ``repeats`` timed runs after a warm-up compile):
+What is measured (each the best of ``repeats`` timed runs after a warm-up compile; a timed run repeats a
+short call back to back until it lasts about 20 ms and divides, so that dispatch is not timed):
 - matrix FLOPs/s per dtype: an N x N x N matmul, 2 N^3 FLOPs (N large: 8192 on GPU/TPU,
   smaller on CPU so the run stays short);
-- vector FLOPs/s: a fused chain of multiply-adds over a large fp32 array (2 FLOPs each);
-- HBM bytes/s: ``y = x * a + b`` over a large array: one read and one write per element;
+- vector FLOPs/s per dtype (fp32, bf16): a fused chain of multiply-adds over a large array (2 FLOPs each);
+- HBM bytes/s: ``y = x * a + b`` over arrays from well above the caches up to an eighth of the device's
+  memory: one read and one write per element. The figure is the rate at the largest size; the spread over
+  the sizes is said in its source (on an H100, 2.5 TB/s at 2 GiB moved, 2.8 at 16 GiB);
 - collective bytes/s across the devices (when there are several): an all-gather over all
   devices, whose ideal time on a switch is (n-1)/n x V / B (cost/collectives.py), so
   B = (n-1)/n x V / t; and the latency of a tiny all-reduce as the per-step latency.
@@ -16,13 +19,17 @@ when, with which jax and on which device, so ``--chip mychip.toml`` works in eve
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rooftop.errors import InvalidConfigError, shown
+from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+
+if TYPE_CHECKING:
+    from rooftop.hardware.chip import Chip
 
 DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 
@@ -48,6 +55,7 @@ class Calibration:
     date: str
     matrix: dict[str, Measurement] = field(default_factory=dict)
     vector: Measurement | None = None
+    vectors: dict[str, Measurement] = field(default_factory=dict)  # other vector dtypes than fp32
     hbm: Measurement | None = None
     link: Measurement | None = None
     latency: Measurement | None = None
@@ -62,15 +70,29 @@ def _jax() -> Any:
     return jax
 
 
+#: a timed run repeats a short call until it lasts about this long (dispatch then weighs little)
+RUN_S = 0.02
+#: the most calls in one timed run
+MAX_CALLS = 1000
+
+
 def _best_time(fn: Callable[[], Any], repeats: int) -> float:
-    """The fastest of ``repeats`` timed runs after a warm-up; never below the clock's resolution
-    (a rate is divided by it)."""
+    """Seconds per call: the fastest of ``repeats`` timed runs after a warm-up, each of ``calls`` calls
+    issued back to back and waited for once (calls to one device run in order), ``calls`` chosen so that
+    a run lasts about RUN_S; never below the clock's resolution (a rate is divided by it)."""
     fn().block_until_ready()  # compile and warm up
+    t0 = time.perf_counter()
+    fn().block_until_ready()
+    once = time.perf_counter() - t0
+    calls = max(1, min(MAX_CALLS, int(RUN_S / max(once, 1e-9))))
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn().block_until_ready()
-        best = min(best, time.perf_counter() - t0)
+        out = fn()
+        for _ in range(calls - 1):
+            out = fn()
+        out.block_until_ready()
+        best = min(best, (time.perf_counter() - t0) / calls)
     return max(best, time.get_clock_info("perf_counter").resolution, 1e-9)
 
 
@@ -83,9 +105,12 @@ def _matmul(jax: Any, dtype: str, n: int, repeats: int) -> Measurement:
     return Measurement(dtype, 2.0 * n**3 / t, f"{n}x{n}x{n} {dtype} matmul, 2*N^3 FLOPs / best of {repeats} runs")
 
 
-def _vector(jax: Any, elements: int, repeats: int, chain: int = 32) -> Measurement:
+def _vector(jax: Any, elements: int, repeats: int, dtype: str = "fp32", chain: int = 512) -> Measurement:
+    """Elementwise FLOPs/s: ``chain`` multiply-adds per element in one fusion. The chain must be long enough
+    that the unit, not memory, bounds it: 2 x chain FLOPs per 2 x itemsize bytes moved (32 multiply-adds on
+    fp32 is 8 FLOPs per byte, which an H100 streams at 23 TFLOP/s: its memory, not its 67 TFLOP/s unit)."""
     jnp = jax.numpy
-    x = jnp.ones((elements,), jnp.float32)
+    x = jnp.ones((elements,), DTYPES[dtype])
 
     def body(v: Any) -> Any:
         for _ in range(chain):
@@ -94,17 +119,42 @@ def _vector(jax: Any, elements: int, repeats: int, chain: int = 32) -> Measureme
 
     f = jax.jit(body)
     t = _best_time(lambda: f(x), repeats)
-    return Measurement(
-        "fp32", 2.0 * chain * elements / t, f"{chain} fused multiply-adds over {elements} fp32 elements (2 FLOPs each)"
-    )
+    per_byte = chain / jnp.dtype(DTYPES[dtype]).itemsize
+    return Measurement(dtype, 2.0 * chain * elements / t, f"{chain} fused multiply-adds over {elements} {dtype} "
+                       f"elements (2 FLOPs each; {per_byte:.0f} FLOPs per byte moved)")  # fmt: skip
 
 
-def _hbm(jax: Any, elements: int, repeats: int) -> Measurement:
+def _hbm(jax: Any, sizes: list[int], repeats: int) -> Measurement:
+    """Bytes/s of ``y = x * a + b`` at each fp32 size (one read and one write per element): the rate at the
+    largest, with the spread over all of them in the method."""
     jnp = jax.numpy
-    x = jnp.ones((elements,), jnp.float32)
     f = jax.jit(lambda v: v * 1.0001 + 0.5)
-    t = _best_time(lambda: f(x), repeats)
-    return Measurement("hbm", 2.0 * 4 * elements / t, f"y = x*a + b over {elements} fp32: one read + one write")
+    rates = []
+    for elements in sizes:
+        x = jnp.ones((elements,), jnp.float32)
+        rates.append(2.0 * 4 * elements / _best_time(functools.partial(f, x), repeats))
+        del x
+    moved = [f"{8 * e / 2**20:.0f} MiB" for e in (sizes[0], sizes[-1])]
+    spread = f"{min(rates):.3g} to {max(rates):.3g} B/s" if len(rates) > 1 else f"{rates[0]:.3g} B/s"
+    return Measurement("hbm", rates[-1], f"y = x*a + b in fp32 (one read + one write per element) at "
+                       f"{len(sizes)} sizes from {moved[0]} to {moved[1]} moved: the largest's rate; {spread} "
+                       "over the sizes")  # fmt: skip
+
+
+def hbm_sizes(accelerator: bool, quick: bool, memory_bytes: float) -> list[int]:
+    """fp32 element counts for the memory sweep, doubling: on an accelerator from 2^26 (512 MiB moved, ten
+    times an H100's L2) up to what an eighth of the memory holds (two arrays) and at most 2^31; on a CPU
+    from 2^23 (2^20 with --quick) over three sizes."""
+    if not accelerator:
+        first = 1 << (20 if quick else 23)
+        return [first, first * 2, first * 4]
+    last = 1 << 27 if quick else 1 << 31
+    while last > 1 << 26 and 8 * last > memory_bytes / 8:
+        last //= 2
+    sizes = [1 << 26]
+    while sizes[-1] < last:
+        sizes.append(sizes[-1] * 2)
+    return sizes
 
 
 def _collectives(jax: Any, elements: int, repeats: int) -> tuple[Measurement, Measurement] | None:
@@ -169,18 +219,20 @@ def calibrate(quick: bool = False, repeats: int = 5, progress: Callable[[str], N
         say(f"matmul {dtype} {n}^3")
         cal.matrix[dtype] = _matmul(jax, dtype, n, repeats)
     say("vector unit")
-    cal.vector = _vector(jax, elements // 4, repeats)
-    say("memory bandwidth")
-    cal.hbm = _hbm(jax, elements, repeats)
-    say("collectives")
-    coll = _collectives(jax, elements // 4, repeats)
-    if coll:
-        cal.link, cal.latency = coll
+    chain = 512 if accel else 64  # >= 128 FLOPs/B on an accelerator, 16 on a CPU: the unit bounds both
+    cal.vector = _vector(jax, elements // 16, repeats, chain=chain)
+    cal.vectors["bf16"] = _vector(jax, elements // 16, repeats, "bf16", chain)
     stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
     if stats and stats.get("bytes_limit"):
         cal.memory_bytes = float(stats["bytes_limit"])
     else:
         cal.memory_bytes = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    say("memory bandwidth")
+    cal.hbm = _hbm(jax, hbm_sizes(accel, quick, cal.memory_bytes), repeats)
+    say("collectives")
+    coll = _collectives(jax, elements // 4, repeats)
+    if coll:
+        cal.link, cal.latency = coll
     return cal
 
 
@@ -203,6 +255,75 @@ def _quote(text: str) -> str:
     return '"' + "".join(_quote_char(ch) for ch in text) + '"'
 
 
+def catalog_match(device_kind: str) -> Chip | None:
+    """The catalog chip that JAX's ``device_kind`` names (``NVIDIA H100 80GB HBM3`` is h100), else None."""
+    from rooftop.hardware.catalog import get_chip
+
+    for name in dict.fromkeys((device_kind, device_kind.removeprefix("NVIDIA ").strip())):
+        try:
+            return get_chip(name)
+        except (UnknownNameError, InvalidConfigError):
+            continue
+    return None
+
+
+def _assumed(value: float, cal: Calibration, why: str) -> str:
+    src = f"NOT MEASURED, assumed by rooftop calibrate on {cal.date} ({cal.device_kind}): {why}"
+    return f"{{ value = {float(value)!r}, source = {_quote(src)} }}"
+
+
+def _catalog_fig(value: float, ref: Chip, key: str) -> str:
+    src = f"not measured (one device): the catalog's {ref.name} figure ({ref.sources.get(key, 'no source')})"
+    return f"{{ value = {float(value)!r}, source = {_quote(src)} }}"
+
+
+def _network(cal: Calibration) -> list[str]:
+    """The [links], [dcn] and [topology] tables: measured across the devices when there were several; with
+    one device, the catalog's figures for the chip JAX names (each source says so); else the memory copy
+    rate stands in, said to be an assumption. Beyond the measured devices the measured link stands in for
+    the scale-out fabric, so that a profile of more devices than were calibrated can still be priced."""
+    ref = catalog_match(cal.device_kind) if cal.link is None else None
+    if ref is not None:
+        t = ref.topology
+        topo = [f'kind = "{t.kind}"', f"max_chips = {t.max_chips}"]
+        topo += [f"{k} = [{', '.join(map(str, v))}]" for k, v in
+                 (("domain_sizes", t.domain_sizes), ("max_dims", t.max_dims), ("cube", t.cube)) if v]  # fmt: skip
+        if t.kind == "torus":
+            topo += [f"wraparound = {_quote(t.wraparound)}", f"wrap_length = {t.wrap_length}"]
+        topo.append(f"source = {_quote(f'not measured (one device): the catalog topology of {ref.name}: {t.source}')}")
+        out = ["", "[links]", f"kind = {_quote(ref.link_kind)}",
+               f"count = {_catalog_fig(ref.link_count, ref, 'links.count')}",
+               f"bytes_per_s = {_catalog_fig(ref.link_bytes_per_s, ref, 'links.bytes_per_s')}",
+               f"hop_latency_s = {_catalog_fig(ref.link_latency_s, ref, 'links.hop_latency_s')}"]  # fmt: skip
+        if ref.dcn_bytes_per_s:
+            out += ["", "[dcn]", f"bytes_per_s = {_catalog_fig(ref.dcn_bytes_per_s, ref, 'dcn.bytes_per_s')}"]
+        return [*out, "", "[topology]", *topo]
+    one = "one device, and no catalog chip of its kind"
+    link = _fig(cal.link, cal) if cal.link else _assumed(cal.hbm.value if cal.hbm else 1e9, cal,
+                                                         f"{one}: the memory copy rate stands in")  # fmt: skip
+    latency = _fig(cal.latency, cal) if cal.latency else _assumed(1e-6, cal, f"{one}: 1 us")
+    beyond = _assumed(cal.link.value if cal.link else cal.hbm.value if cal.hbm else 1e9, cal,
+                      f"beyond the {cal.devices} calibrated device(s) the link figure stands in for the scale-out "
+                      "fabric")  # fmt: skip
+    return [
+        "",
+        "[links]",
+        'kind = "measured"',
+        f"count = {_fig(Measurement('count', 1, 'one aggregate link per device (measured as a whole)'), cal)}",
+        f"bytes_per_s = {link}",
+        f"hop_latency_s = {latency}",
+        "",
+        "[dcn]",
+        f"bytes_per_s = {beyond}",
+        "",
+        "[topology]",
+        'kind = "switched"',
+        f"domain_sizes = [{cal.devices}]",
+        "max_chips = 100000",
+        f"source = {_quote(f'the {cal.devices} devices JAX sees, treated as one switched domain')}",
+    ]
+
+
 def chip_toml(cal: Calibration, name: str) -> str:
     """The calibration as a chip file of the catalog's schema (hardware/catalog.py)."""
     check_chip_name(name)
@@ -222,28 +343,10 @@ def chip_toml(cal: Calibration, name: str) -> str:
     ]
     if cal.vector:
         lines.append(f"fp32 = {_fig(cal.vector, cal)}")
+    lines += [f"{d} = {_fig(m, cal)}" for d, m in cal.vectors.items()]
     mem = Measurement("memory", cal.memory_bytes, "device bytes_limit, or the host's physical memory on CPU")
     lines += ["", "[memory]", f"hbm_bytes = {_fig(mem, cal)}"]
     if cal.hbm:
         lines.append(f"hbm_bytes_per_s = {_fig(cal.hbm, cal)}")
-    link = cal.link or Measurement(
-        "link",
-        cal.hbm.value if cal.hbm else 1e9,
-        "single device: no collective measured; the memory copy rate stands in",
-    )
-    latency = cal.latency or Measurement("latency", 1e-6, "single device: no collective measured; 1 us assumed")
-    lines += [
-        "",
-        "[links]",
-        'kind = "measured"',
-        f"count = {_fig(Measurement('count', 1, 'one aggregate link per device (measured as a whole)'), cal)}",
-        f"bytes_per_s = {_fig(link, cal)}",
-        f"hop_latency_s = {_fig(latency, cal)}",
-        "",
-        "[topology]",
-        'kind = "switched"',
-        f"domain_sizes = [{cal.devices}]",
-        "max_chips = 100000",
-        f"source = {_quote(f'the {cal.devices} devices JAX sees, treated as one switched domain')}",
-    ]
+    lines += _network(cal)
     return "\n".join(lines) + "\n"

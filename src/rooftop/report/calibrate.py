@@ -45,6 +45,8 @@ def calibrate_payload(cal: Calibration, chip_toml: str, chip_file: str | None) -
         "date": cal.date,
         "matrix_flops_per_s": {d: m.value for d, m in cal.matrix.items()},
         "vector_flops_per_s": cal.vector.value if cal.vector else None,
+        "vector_flops_per_s_by_dtype": {d: m.value for d, m in ({"fp32": cal.vector} if cal.vector else {}).items()}
+        | {d: m.value for d, m in cal.vectors.items()},
         "hbm_bytes_per_s": cal.hbm.value if cal.hbm else None,
         "link_bytes_per_s": cal.link.value if cal.link else None,
         "collective_latency_s": cal.latency.value if cal.latency else None,
@@ -58,6 +60,7 @@ def render_calibrate(console: Console, cal: Calibration, chip_file: str | None) 
     rows = [(f"matrix {d}", format_rate(m.value, "FLOP/s"), m.method) for d, m in cal.matrix.items()]
     for label, m, unit in (
         ("vector fp32", cal.vector, "FLOP/s"),
+        *((f"vector {d}", m, "FLOP/s") for d, m in cal.vectors.items()),
         ("memory", cal.hbm, "B/s"),
         ("collective link", cal.link, "B/s"),
     ):

@@ -9,7 +9,8 @@ module's HLO (analysis/hlo/analyze.py: its Cost and Estimate on the chip). Per o
 - efficiency = lower_bound_s / measured_s (1 is at the roofline);
 - lost_s: total measured time minus executions x lower bound, the time to win back; ops
   are ranked by it;
-- verdict: "near roofline" (efficiency >= NEAR_ROOFLINE), "compute-slow" or "memory-slow"
+- verdict: "faster than roofline" (efficiency above FASTER_THAN_ROOFLINE: the chip figures or the op's
+  count are off, not the op), "near roofline" (efficiency >= NEAR_ROOFLINE), "compute-slow" or "memory-slow"
   (by the op's bound), "latency-bound collective" (a collective whose estimate is
   latency-bound), "exposed communication" (a collective mostly not overlapped by compute on
   its device), "slow hidden communication" (overlapped but far from its bandwidth time),
@@ -39,6 +40,8 @@ from rooftop.analysis.trace.ops import OpExecution, detect_steps, op_executions
 from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
+#: efficiency above which an op is "faster than roofline": past timer noise (a few %), the roofline is wrong
+FASTER_THAN_ROOFLINE = 1.05
 EXPOSED = 0.5  # a collective overlapped by compute less than this fraction of its time is "exposed"
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv")
 CATEGORIES = (
@@ -180,6 +183,12 @@ class _Joiner:
 
 
 def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
+    if eff > FASTER_THAN_ROOFLINE:
+        return "faster than roofline", (
+            f"ran in {1 / eff:.0%} of its {est.bound} roofline time, which no op can: the chip's figures "
+            "(datasheet or calibrated) or the op's FLOP/byte count are off (operands served from a cache, an "
+            "assumed dtype, work the cost rule counts twice)"
+        )
     if _is_collective(opcode):
         latency = any(t.collective is not None and t.collective.bound == "latency" for t in est.terms)
         if latency and eff < NEAR_ROOFLINE:

@@ -266,3 +266,44 @@ def test_nccl_comm_bytes() -> None:
     assert nccl_comm(rs, ("nvlink",))[0].bytes == 2 * 800  # type: ignore[union-attr]
     assert nccl_comm({"Collective name": "allreduce", "dtype": "Float"}, ("x",))[0] is None
     assert "name no collective" in nccl_comm({}, ("x",))[1]
+
+
+# ------------------------------------------------------------------------------------- a real H100 trace
+
+REAL = Path(__file__).parents[1] / "fixtures" / "h100" / "decoder_torch.json.gz"
+
+
+@pytest.fixture(scope="module")
+def h100_torch() -> ProfileReport:
+    """tests/fixtures/h100: a 4-layer decoder train step in PyTorch 2.11 on an H100 (SDPA on cuDNN,
+    fused RMSNorm, SGD's _foreach_add_), 5 steps, record_shapes=True."""
+    return profile_report(REAL, H100)
+
+
+def test_real_h100_trace_prices_every_kernel(h100_torch: ProfileReport) -> None:
+    """Was 665 of 820: cuDNN attention forward/backward and the fused RMSNorm backward had no rule."""
+    assert any("820 of 820 kernels priced" in n for n in h100_torch.notes)
+    assert all(o.lower_bound_s for o in h100_torch.ops)
+
+
+def test_real_h100_cudnn_attention_is_priced_causal(h100_torch: ProfileReport) -> None:
+    fwd = next(o for o in h100_torch.ops if o.name.startswith("aten::_cudnn_attention_forward"))
+    bwd = next(o for o in h100_torch.ops if o.name.startswith("aten::_cudnn_attention_backward"))
+    # B=4, H=16, S=2048, D=128, causal: S(S+1)/2 pairs, 2 matmuls of 2 FLOPs per pair and dim; backward 2.5x
+    pairs = 2048 * 2049 / 2
+    assert fwd.flops == pytest.approx(4 * 16 * pairs * 2 * 2 * 128)
+    assert bwd.flops == pytest.approx(2.5 * fwd.flops)
+    assert fwd.bound == "compute" and 0.3 < fwd.efficiency < 0.7  # cuDNN's flash attention: ~48% of peak
+
+
+def test_real_h100_scalar_does_not_promote_a_tensor(h100_torch: ProfileReport) -> None:
+    """aten::mul of an fp32 [4,2048,2048] by a Python float (a 0-dim fp64): read and written in fp32."""
+    mul = next(o for o in h100_torch.ops if o.name.startswith("aten::mul [4,2048,2048]x[] fp32/fp64"))
+    assert mul.bytes == pytest.approx(2 * 4 * 2048 * 2048 * 4 + 8)
+
+
+def test_real_h100_faster_than_roofline_is_its_own_verdict(h100_torch: ProfileReport) -> None:
+    """An op measured faster than its roofline says the figures are off, not that it is near roofline."""
+    fast = [o for o in h100_torch.ops if o.efficiency and o.efficiency > 1.05]
+    assert fast and all(o.verdict == "faster than roofline" for o in fast)
+    assert all(o.verdict != "faster than roofline" for o in h100_torch.ops if o.efficiency <= 1.05)

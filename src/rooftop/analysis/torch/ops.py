@@ -388,7 +388,9 @@ def _vector(op: TorchOp, spec: Vec) -> Price:
         if not reads:
             raise InvalidConfigError("no tensor argument")
         elements = math.prod(float(v) for v in _broadcast([op.dims[i] for i in reads]))
-        dt = compute_dtype(*(op.dtype(i) for i in reads))
+        # a 0-dim tensor (a wrapped Python scalar) does not promote a dimensioned one: fp32 * fp64 scalar is fp32
+        shaped = [i for i in reads if op.dims[i] != ()] or list(reads)
+        dt = compute_dtype(*(op.dtype(i) for i in shaped))
     nbytes = sum(op.nbytes(i) for i in reads) + spec.outputs * elements * dtype_bytes(dt)
     what = f"vector op: {spec.flops:g} FLOP x {elements:g} elements; {len(reads)} read + {spec.outputs} written"
     return Price(explicit(elements * spec.flops, nbytes, dt, "vector"), what)
@@ -437,6 +439,7 @@ VECTOR: dict[str, Vec] = {
     **dict.fromkeys(_names("rms_norm", "_fused_rms_norm", inplace=False), Vec(_RMS, out=0)),
     **dict.fromkeys(_names("native_layer_norm_backward", "native_batch_norm_backward", "native_group_norm_backward",
                            inplace=False), Vec(2 * _LN, out=1)),
+    "aten::_fused_rms_norm_backward": Vec(2 * _RMS, out=1),  # (grad_out, input, shape, rstd, weight, mask)
     "aten::cudnn_batch_norm_backward": Vec(2 * _LN, out=0), "aten::miopen_batch_norm_backward": Vec(2 * _LN, out=0),
     "aten::native_dropout": Vec(2.0, out=0, outputs=2), "aten::native_dropout_backward": Vec(1.0, out=0),
     "aten::copy_": Vec(0.0, reads=(1,), out=0), "aten::_copy_from": Vec(0.0, reads=(0,), out=1),
@@ -460,6 +463,12 @@ _ATTENTION = {
     "_scaled_dot_product_flash_attention_backward": (1, "bhsd", 11),
     "_scaled_dot_product_efficient_attention_backward": (1, "bhsd", 11),
     "_scaled_dot_product_cudnn_attention_backward": (1, "bhsd", 14), "_flash_attention_backward": (1, "bshd", 11),
+    # what _scaled_dot_product_cudnn_attention calls and whose kernels run (PyTorch 2.5+):
+    # (q, k, v, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k, compute_log_sumexp, dropout_p, is_causal, ...)
+    "_cudnn_attention_forward": (0, "bhsd", 10),
+    # (grad_out, q, k, v, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q,
+    #  max_k, dropout_p, is_causal, scale)
+    "_cudnn_attention_backward": (1, "bhsd", 14),
 }
 Rule = Callable[[TorchOp], Price]
 #: aten op name -> rule.

@@ -56,7 +56,7 @@ def test_conv3d_mi300x_executions_and_rates(conv3d: Trace) -> None:
     assert conv3d.metadata["hostnames"] == ["tw003"]
     assert conv3d.metadata["device_properties"]["/device:GPU:0"]["core_count"] == "304"
     kernels = [e for e in conv3d.of_kind("kernel") if e.instruction == "cudnn-conv.1"]
-    assert len(kernels) == 79  # 40 GEMM + 39 Im3d2Col: one Im3d2Col falls outside the trace window
+    assert len(kernels) == 79  # 40 GEMM + 39 Im3d2Col: one Im3d2Col (GPU:0) carries no hlo_op at all
     assert all(e.module == "jit_forward_3d_conv" and e.args["program_id"] == "15" for e in kernels)
     (conv,) = (g for g in group_ops(conv3d) if g.instruction == "cudnn-conv.1")
     assert (conv.count, conv.events) == (40, 79)  # 8 GPUs x 5 executions
@@ -132,3 +132,66 @@ def test_kineto_alexnet_and_rocm_minitoy(third_party: Path) -> None:
     assert len(toy.of_kind("kernel")) == 14
     cats = Counter(e.args.get("cat") for e in toy.events if "Input Dims" in e.args)
     assert cats["cpu_op"] == 64
+
+
+# ------------------------------------------------------------------------------------- TPU v6e (xprof)
+
+V6E_FUSION_FLOPS = 5 * 1024 * 1024 * 256  # one add per element of f32[5,1024,1024,256]
+V6E_ARRAY = 4 * V6E_FUSION_FLOPS  # 5,368,709,120 bytes
+
+
+@pytest.fixture(scope="module")
+def v6e():  # type: ignore[no-untyped-def]
+    from tests.conftest import THIRD_PARTY as third_party
+
+    if not third_party.is_dir():
+        pytest.skip("../shared/data/third_party_profiles is not present")
+    pytest.importorskip("jax")
+    from rooftop.analysis.profile import profile_report
+    from rooftop.hardware.catalog import get_chip
+
+    return profile_report(third_party / "xplane/xprof_tpu_v6e_inference_2.xplane.pb", get_chip("tpu-v6e"))
+
+
+def test_v6e_every_op_has_a_cost_under_its_instruction_name(v6e) -> None:  # type: ignore[no-untyped-def]
+    """Was: the XLA Ops events are named by their HLO text, taken as the instruction: 0 of 17 priced."""
+    assert len(v6e.ops) == 17
+    assert all(o.verdict != "unknown cost" and o.lower_bound_s is not None for o in v6e.ops)
+    assert all(not o.name.startswith("%") for o in v6e.ops)
+
+
+def test_v6e_fusion_matches_xprof_on_the_device_clock(v6e) -> None:  # type: ignore[no-untyped-def]
+    (fusion,) = (o for o in v6e.ops if o.name == "broadcast_add_fusion.1")
+    assert fusion.count == 400
+    assert fusion.measured_s == pytest.approx(8155e-6, rel=0.02)  # xprof hlo_stats: 8,155 us (device_duration_ps)
+    assert fusion.flops == V6E_FUSION_FLOPS  # 1.342 GFLOP
+    assert fusion.bytes == 2 * V6E_ARRAY  # 10.74 GB: one array read, one written
+    assert fusion.bound == "memory" and fusion.lower_bound_s == pytest.approx(2 * V6E_ARRAY / 1.638e12, rel=1e-3)
+
+
+def test_v6e_host_offload_copies_are_priced_once_on_the_host_link(v6e) -> None:  # type: ignore[no-untyped-def]
+    """Was: copy-start and copy-done each priced as HBM traffic. Now the pair is one transfer of one side's
+    bytes over the host link (tpu-v6e: 32 GB/s), priced on the done; the start is bookkeeping."""
+    dones = [o for o in v6e.ops if o.name.startswith("copy-done")]
+    starts = [o for o in v6e.ops if o.name.startswith("copy-start")]
+    assert len(dones) == len(starts) == 6
+    assert all(o.bytes == V6E_ARRAY and o.lower_bound_s == pytest.approx(V6E_ARRAY / 32e9) for o in dones)
+    assert all(o.verdict == "no modelled cost" and "priced on copy-done" in o.why for o in starts)
+    (done4,) = (o for o in dones if o.name == "copy-done.4")
+    assert done4.measured_s == pytest.approx(194_433e-6, rel=0.02)  # xprof: 194,433 us, ~28 GB/s
+    assert done4.verdict == "near roofline"
+    waited = [o for o in dones if o.measured_s < 1e-6]  # transfers that ran behind other ops
+    assert waited and all(o.verdict == "overlapped transfer" for o in waited)
+
+
+def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:  # type: ignore[no-untyped-def]
+    """Was: the re-printed HloProto has replica_groups={}, and rooftop said nothing moves."""
+    (psum,) = (o for o in v6e.ops if o.name == "all-reduce")
+    assert psum.count == 12 and psum.mesh_axes == ("axis_0",)
+    assert psum.collective == "all-reduce over axis_0 (groups of 2, stride 4)"  # [4,2]<=[2,4]T(1,0): 8 devices
+    assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in v6e.notes)
+
+
+def test_v6e_memory_peak_with_and_without_the_stack(v6e) -> None:  # type: ignore[no-untyped-def]
+    assert v6e.memory["peak_bytes_per_device"]["/device:TPU:0"] == 16_106_341_504  # xprof peakBytesUsageLifetime
+    assert v6e.memory["peak_bytes_with_reserved_per_device"]["/device:TPU:0"] == 21_492_569_216  # peakBytesInUse

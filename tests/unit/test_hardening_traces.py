@@ -213,7 +213,7 @@ def test_memory_sample_fields(tmp_path: Path) -> None:
     sample = {"ph": "i", "name": "[memory]", "pid": 9, "tid": 9, "ts": 50,
               "args": {"Total Allocated": 2048, "Device Type": 1, "Device Id": 0}}  # fmt: skip
     path = _write_kineto(tmp_path / "t.json", [*_kineto_events(), sample])
-    assert load_trace(path).memory == ((50e-6, 2048.0, "/device:GPU:0"),)
+    assert load_trace(path).memory == ((50e-6, 2048.0, "/device:GPU:0", 0.0),)
     sample["args"]["Total Allocated"] = 10**400
     _one_line_error(_write_kineto(path, [*_kineto_events(), sample]), "Total Allocated", "byte count")
     sample["args"]["Total Allocated"], sample["args"]["Device Id"] = 1, "²"

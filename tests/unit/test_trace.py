@@ -357,7 +357,7 @@ def test_gpu_style_planes(tmp_path: Path) -> None:
     assert [e.step for e in kernels] == [0, 0, 0, 1, 1, 1]  # placed through the launch's correlation id
     assert all(e.kind == "other" for e in trace.events if e.name == "cuLaunchKernel")  # launches are not ops
     assert [e.name for e in trace.of_kind("memcpy")] == ["MemcpyH2D"]
-    assert trace.memory == ((0.5e-6, 4096.0, "/device:GPU:0"),)
+    assert trace.memory == ((0.5e-6, 4096.0, "/device:GPU:0", 0.0),)
     conv = next(g for g in group_ops(trace) if g.instruction == "conv.1")
     assert (conv.count, conv.events, conv.kernel_names) == (2, 4, ("Gemm", "Im2Col"))
     assert conv.mean_s == pytest.approx(2.5e-6)
@@ -450,7 +450,7 @@ def test_kineto_json(tmp_path: Path) -> None:
     cpu_op = next(e for e in trace.events if e.name == "aten::mm")
     assert (cpu_op.kind, cpu_op.args["cat"], cpu_op.args["Input Dims"]) == ("other", "cpu_op", "[[4, 8], [8, 2]]")
     assert [e.name for e in trace.of_kind("memcpy")] == ["Memcpy HtoD"]
-    assert trace.memory == ((50e-6, 2048.0, "/device:GPU:0"),)
+    assert trace.memory == ((50e-6, 2048.0, "/device:GPU:0", 0.0),)
     assert detect_steps(trace) == [Step(3, 0.0, 100e-6)]
     assert trace.metadata["deviceProperties"][0]["name"] == "GPU X" and trace.metadata["trace_event_count"] == 8
 

@@ -10,11 +10,17 @@ module's HLO (analysis/hlo/analyze.py: its Cost and Estimate on the chip). Per o
 - lost_s: total measured time minus executions x lower bound, the time to win back; ops
   are ranked by it;
 - verdict: "faster than roofline" (efficiency above FASTER_THAN_ROOFLINE: the chip figures or the op's
-  count are off, not the op), "near roofline" (efficiency >= NEAR_ROOFLINE), "compute-slow" or "memory-slow"
+  count are off, not the op), "overlapped transfer" (the done of an async pair that waited less than the
+  transfer's roofline: the transfer overlapped other ops), "near roofline" (efficiency >= NEAR_ROOFLINE),
+  "compute-slow" or "memory-slow"
   (by the op's bound), "latency-bound collective" (a collective whose estimate is
   latency-bound), "exposed communication" (a collective mostly not overlapped by compute on
   its device), "slow hidden communication" (overlapped but far from its bandwidth time),
   "no modelled cost" (bookkeeping ops the roofline prices at zero) or "unknown cost" with why.
+
+When both halves of an async pair were timed (TPU ``XLA Ops`` lines time ``copy-start`` and ``copy-done``
+apart), the pair's work is priced once, on the done (where the wait is), and the start is "no modelled
+cost"; a GPU trace times the start's kernels, which take the pair's cost as before.
 
 Per step: duration, busy time, communication time (collective instructions, and NCCL/RCCL kernels),
 how much of it overlaps compute, idle gaps (means over devices). Memory: peak and a timeline when the
@@ -40,6 +46,8 @@ from rooftop.analysis.trace.ops import OpExecution, detect_steps, op_executions
 from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
+ASYNC_START = re.compile(r"-start(\.[0-9]+)?$")
+ASYNC_DONE = re.compile(r"-done(\.[0-9]+)?$")
 #: efficiency above which an op is "faster than roofline": past timer noise (a few %), the roofline is wrong
 FASTER_THAN_ROOFLINE = 1.05
 EXPOSED = 0.5  # a collective overlapped by compute less than this fraction of its time is "exposed"
@@ -98,7 +106,7 @@ class ProfileReport:
     def overlap(self) -> dict[str, float]:
         comm = sum(s.comm_s for s in self.steps)
         hidden = sum(s.overlap_s for s in self.steps)
-        return {"comm_s": comm, "overlapped_s": hidden, "exposed_s": comm - hidden,
+        return {"comm_s": comm, "overlapped_s": hidden, "exposed_s": max(0.0, comm - hidden),
                 "overlap_fraction": hidden / comm if comm else 0.0}  # fmt: skip
 
 
@@ -109,6 +117,11 @@ def _base_module(name: str | None) -> str | None:
 def _instruction_key(name: str) -> str:
     """The async ``-done`` half of a collective is timed with its ``-start`` half."""
     return name.replace("-done", "-start")
+
+
+def _done_of(name: str) -> str | None:
+    """``copy-done.4`` for ``copy-start.4`` (XLA numbers the halves of a pair alike); None for other names."""
+    return name.replace("-start", "-done", 1) if ASYNC_START.search(name) else None
 
 
 def _is_collective(opcode: str) -> bool:
@@ -298,6 +311,7 @@ class Priced:
     mesh_axes: tuple[str, ...] | None = None
     collective: str | None = None
     executions: float = 1.0
+    elsewhere: str = ""  # why this op's work is priced on another op (the start of an async pair)
 
 
 def judge(
@@ -324,27 +338,42 @@ def judge(
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
         return OpReport(name, module, opcode, category, *measured, *counts)
 
+    if priced.elsewhere:
+        return report(0.0, None, 0.0, None, "no modelled cost", priced.elsewhere)
     if est is None or lower is None or priced.unknown:
         return report(lower, None, 0.0, est.bound if est is not None else None, "unknown cost", priced.unknown)
     if lower <= 0:
         return report(0.0, None, total, None, "no modelled cost", "bookkeeping op the roofline prices at zero")
     eff = lower / (total / count) if total else 1.0
     exposed = _comm_overlap(execs, compute) if opcode and _is_collective(opcode) else None
+    if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
+        return report(lower, eff, 0.0, est.bound, "overlapped transfer", (
+            f"waited {1 / eff:.0%} of its transfer's roofline time: the transfer ran while other ops did, and only "
+            "the wait at its done is measured"))  # fmt: skip
     verdict, why = _verdict(est, opcode or "", eff, exposed)
     return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
 
 
-def _op_report(key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping) -> OpReport:
+def _op_report(
+    key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping, present: set[tuple]
+) -> OpReport:
     module, instruction, name = key
     timed, why = joiner.find(module, instruction)
     scope = joiner.scope(module, instruction or "")
     if timed is None:
         return judge(name, module, None, category_of(scope or name, name), execs, Priced(None, unknown=why), compute)
     op = timed.op
+    done = _done_of(instruction or "")
+    if done and (module, done) in present:  # both halves were timed (TPU): the done waits for the transfer
+        priced = Priced(timed.estimate, elsewhere=f"its work is priced on {done}, the half that waits for it")
+        return judge(name, module, op.opcode, category_of(scope, op.opcode), execs, priced, compute)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
     words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
-    priced = Priced(timed.estimate, op.cost.flops, op.cost.traffic.logical_bytes, op.cost.unknown or "", axes, words,
-                    op.executions)  # fmt: skip
+    nbytes = op.cost.traffic.logical_bytes
+    host = next((t for t in timed.estimate.terms if t.kind == "host"), None)
+    if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
+        nbytes = float(dict(host.figures)["bytes"]) / max(op.executions, 1.0)
+    priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions)
     return judge(name, module, op.opcode, category_of(scope, op.opcode), execs, priced, compute)
 
 
@@ -403,7 +432,7 @@ def _device_windows(
 
         def by_prefix(lo: float, hi: float) -> tuple[float, float, float]:
             busy, cm = u.within(lo, hi), k.within(lo, hi)
-            return busy, cm, max(0.0, c.within(lo, hi) + cm - busy)
+            return busy, cm, min(cm, max(0.0, c.within(lo, hi) + cm - busy))  # rounding residues clamped
 
         return by_prefix
     compute_d, comm_d = _Clipper(compute), _Clipper(comm)
@@ -438,12 +467,15 @@ def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
     if not trace.memory:
         return {"available": False, "peak_bytes": None, "timeline": []}
     peak: dict[str, float] = defaultdict(float)
+    stack: dict[str, float] = defaultdict(float)
     for s in trace.memory:
         peak[s.device] = max(peak[s.device], s.bytes_in_use)
+        stack[s.device] = max(stack[s.device], s.bytes_in_use + s.reserved_bytes)
     stride = max(1, len(trace.memory) // points)
     timeline = [{"time_s": s.time_s, "bytes_in_use": s.bytes_in_use, "device": s.device}
                 for s in trace.memory[::stride]]  # fmt: skip
     return {"available": True, "peak_bytes": max(peak.values()), "peak_bytes_per_device": dict(peak),
+            "peak_bytes_with_reserved": max(stack.values()), "peak_bytes_with_reserved_per_device": dict(stack),
             "timeline": timeline}  # fmt: skip
 
 
@@ -468,7 +500,8 @@ def _compare(
             bases[e.module] = _base_module(e.module)
         grouped[(bases[e.module], e.instruction, e.name)].append(e)
     intervals = device_intervals(execs)
-    ops = [_op_report(k, v, joiner, intervals[0]) for k, v in grouped.items()]
+    present = {(m, i) for m, i, _ in grouped}
+    ops = [_op_report(k, v, joiner, intervals[0], present) for k, v in grouped.items()]
     sharding = []
     for a in analyses.values():
         sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
@@ -499,6 +532,7 @@ def assemble(
     cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
     for r in ranked:
         cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
-        cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
+        if r.verdict != "overlapped transfer":  # hidden behind other ops: not time the category needs
+            cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
     return ProfileReport(trace.source, chip, tuple(ranked), tuple(_steps(trace, execs, intervals)), dict(cats),
                          tuple(sharding), _memory(trace), tuple(notes))  # fmt: skip

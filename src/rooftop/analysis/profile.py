@@ -7,13 +7,14 @@ and priced from the ops' shapes and the NCCL kernels' args, in
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
 from rooftop.analysis.compare import ProfileReport, compare
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
-from rooftop.analysis.hlo.ir import HloModule
+from rooftop.analysis.hlo.ir import HloModule, Instruction, split_top
 from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
 from rooftop.analysis.torch.kineto import kineto_report
 from rooftop.analysis.trace.cmdbuf import attribute_command_buffers
@@ -70,6 +71,60 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
     return found, notes
 
 
+_GROUPED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast")
+
+
+def _groups_from_events(trace: Trace, modules: dict[str, HloModule]) -> list[str]:
+    """Collectives whose HloProto lost its replica groups (``replica_groups={}`` when jaxlib re-prints a TPU
+    profile's proto) take them from the op event's HLO text (xprof's ``long_name``); with no text, the
+    profile's devices form one group. Modules are updated in place of the dict; notes say which was used."""
+    texts: dict[tuple[str, str], str] = {}
+    ev = trace.events
+    for module, inst, kind, args in zip(ev.column("module"), ev.column("instruction"), ev.column("kind"),
+                                        ev.column("args"), strict=True):  # fmt: skip
+        if kind == "op" and inst is not None and module and args and "replica_groups=" in str(args.get("long_name")):
+            texts.setdefault((module.split("(")[0], inst), str(args["long_name"]))
+    devices = len({d for d in trace.devices if "/device:" in d and "CPU" not in d}) or len(trace.devices)
+    notes = []
+    for name, module in modules.items():
+        fixed: dict[str, Instruction] = {}
+        for comp in module.computations.values():
+            for instr in comp.instructions:
+                base = module.base_opcode(instr)
+                if base not in _GROUPED or instr.attributes.get("replica_groups", "{}").strip() not in ("{}", ""):
+                    continue
+                text = texts.get((name, instr.name))
+                value = next((p.strip()[len("replica_groups="):] for p in split_top(text or "")
+                              if p.strip().startswith("replica_groups=")), None)  # fmt: skip
+                if value is not None and value != "{}":
+                    notes.append(f"{name}: replica groups of {instr.name} read from the profile's event text "
+                                 f"({value}): the HloProto had none")  # fmt: skip
+                elif devices > 1:
+                    value = "{{" + ",".join(map(str, range(devices))) + "}}"
+                    notes.append(f"{name}: {instr.name} names no replica groups: all {devices} devices of the "
+                                 "profile taken as one group")  # fmt: skip
+                else:
+                    continue
+                fixed[instr.name] = dataclasses.replace(instr, attributes={**instr.attributes, "replica_groups": value})
+        if fixed:
+            modules[name] = _with_instructions(module, fixed)
+    return notes
+
+
+def _with_instructions(module: HloModule, fixed: dict[str, Instruction]) -> HloModule:
+    """``module`` with the instructions of ``fixed`` (by name) replaced."""
+    comps = {}
+    for cname, comp in module.computations.items():
+        if not any(i.name in fixed for i in comp.instructions):
+            comps[cname] = comp
+            continue
+        instrs = tuple(fixed.get(i.name, i) for i in comp.instructions)
+        comps[cname] = dataclasses.replace(
+            comp, instructions=instrs, params=tuple(fixed.get(i.name, i) for i in comp.params),
+            root=fixed.get(comp.root.name, comp.root), by_name={i.name: i for i in instrs})  # fmt: skip
+    return dataclasses.replace(module, computations=comps, entry=comps[module.entry.name])
+
+
 def profile_report(
     source: str | Path | Trace,
     chip: Chip,
@@ -99,7 +154,7 @@ def _profile_report(
         return report
     modules, notes = modules_of(trace, hlo)
     trace, graph_notes = attribute_command_buffers(trace, modules)
-    notes += graph_notes
+    notes += graph_notes + _groups_from_events(trace, modules)
     given = next(iter(modules), None) if hlo is not None else None  # the --hlo module comes first
     analyses: dict[str, HloAnalysis] = {}
     for name, module in modules.items():

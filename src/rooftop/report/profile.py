@@ -83,7 +83,10 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     ov = report.overlap()
     say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
     if report.memory.get("available"):
-        say(console, f"peak memory {format_bytes(float(report.memory['peak_bytes']))}")  # type: ignore[arg-type]
+        memory: Any = report.memory
+        peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)
+        extra = f" ({format_bytes(reserved)} with the runtime's reserved stack)" if reserved > peak else ""
+        say(console, f"peak memory {format_bytes(peak)}{extra}")
     for line in report.sharding:
         say(console, f"sharding: {line}")
     for note in report.notes:

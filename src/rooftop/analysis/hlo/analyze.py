@@ -10,6 +10,7 @@ instructions' lower bounds (each overlaps its own compute, memory and network; t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rooftop.analysis.gcpause import paused_gc
@@ -17,7 +18,7 @@ from rooftop.analysis.hlo.count import HloOp, count_module
 from rooftop.analysis.hlo.ir import HloModule
 from rooftop.analysis.hlo.mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
 from rooftop.cost.cost import Comm, Cost
-from rooftop.cost.roofline import Estimate, roofline
+from rooftop.cost.roofline import Estimate, host_term, roofline
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
 
@@ -80,6 +81,17 @@ class HloAnalysis:
         return out
 
 
+#: XLA's memory space of host memory (``S(5)`` in a layout: ``Layout::kHostMemorySpace``)
+HOST_MEMORY_SPACE = 5
+
+
+def with_host_link(est: Estimate, nbytes: float, chip: Chip) -> Estimate:
+    """``est`` with ``nbytes`` that live in host memory moved over the chip's host link (an offload copy
+    between host memory and HBM moves one side's bytes over it): its time counts as memory time."""
+    term = host_term(nbytes, chip, what="bytes in host memory (memory space 5)")
+    return dataclasses.replace(est, memory_s=max(est.memory_s, term.seconds), terms=(*est.terms, term))
+
+
 def analyze(
     module: HloModule, chip: Chip, mesh: str | dict[str, int] | None = None, topology: str | Topology | None = None
 ) -> HloAnalysis:
@@ -113,8 +125,10 @@ def analyze(
                     notes += [] if places[use][1].regular else [places[use][1].describe(use.opcode) + ": not timed"]
             placed = [places[use] for use in op.cost.collectives]
             comms, base = tuple(c for c, _ in placed if c is not None), op.cost.cost
-            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions)
+            host = sum(b for space, b in op.cost.traffic.by_space if space == HOST_MEMORY_SPACE)
+            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host)
             if key not in estimates:  # repeated layers repeat costs: one roofline each
-                estimates[key] = roofline(Cost(base.flops_by, base.hbm_bytes, comms) * op.executions, chip, hardware)
+                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms) * op.executions, chip, hardware)
+                estimates[key] = with_host_link(est, host * op.executions, chip) if host else est
             timed.append(TimedOp(op, estimates[key], tuple(m for _, m in placed)))
     return HloAnalysis(counts.module, chip, logical, topo, tuple(timed), tuple(dict.fromkeys(notes)))

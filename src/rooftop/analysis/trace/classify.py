@@ -9,8 +9,10 @@ xla/tsl/profiler/utils/xplane_schema.h; observed in jax 0.10 CPU profiles and in
   ``hlo_op``, ``program_id``, ``correlation_id``, ``kernel_details`` / ``memcpy_details``.
   -> ``kind="kernel"`` (``"memcpy"`` with ``memcpy_details`` or a ``Memcpy`` line/name).
 - ``/device:TPU:N`` planes (and xprof-processed GPU planes): lines ``XLA Ops`` (event name = HLO
-  instruction; stats ``program_id``, ``long_name``, ...) -> ``"op"``; ``XLA Modules`` (``jit_f(12)``) ->
-  ``"module"``; ``Steps`` -> ``"step"``; ``TensorFlow Ops`` / ``Framework Ops`` -> ``"other"``.
+  instruction, or on recent TPU profiles the instruction's whole HLO text ``%name = shape op(...)``, whose
+  name is the instruction; stats ``program_id``, ``long_name``, ``device_duration_ps``) -> ``"op"``;
+  ``XLA Modules`` (``jit_f(12)``) -> ``"module"``; ``Steps`` -> ``"step"``; ``TensorFlow Ops`` /
+  ``Framework Ops`` -> ``"other"``.
 - ``/host:CPU``: thread lines. With XLA:CPU the HLO ops run here, each event carrying ``hlo_op``,
   ``hlo_module``, ``program_id``, ``run_id`` and ``device_ordinal`` -> ``"op"`` on ``/device:CPU:<ordinal>``.
   When the profile has device planes with events, host events with ``hlo_op`` are kernel launches ->
@@ -30,6 +32,7 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#([0-9]+)$")  # ASCII digits: "²" pas
 #: step numbers, program ids and device numbers are int64 in the profilers that write them
 INT64_MAX = 2**63 - 1
 _STEP_DIGITS = 19
+_MAX_NAME = 1024  # the longest instruction name looked for at the start of an event's HLO text
 _FRAMEWORK_LINES = frozenset(
     {
         "TensorFlow Ops",
@@ -103,8 +106,18 @@ def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_op
         m = MODULE_NAME.match(name)
         return "module", plane, m.group("name") if m else name, None, step, None
     if role == "ops":
+        if inst is None and name[:1] == "%":  # TPU XLA Ops lines name an event by its HLO text
+            inst = hlo_text_name(name)
         return "op", plane, module, inst or name, step, corr
     return role, plane, module, inst, step, corr  # "memcpy" or "other"
+
+
+def hlo_text_name(text: str) -> str | None:
+    """The instruction name of an event named by its HLO text (``%broadcast.2 = f32[...] broadcast(...)``:
+    ``broadcast.2``), as xprof writes TPU ``XLA Ops`` lines; None when the text is not of that form."""
+    end = text.find(" = ", 1, 1 + _MAX_NAME)
+    name = text[1:end] if end > 1 else ""
+    return name if name and " " not in name else None
 
 
 def step_number(value: Any) -> int | None:

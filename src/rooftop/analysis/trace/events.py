@@ -72,9 +72,13 @@ COLUMNS = tuple(f.name for f in fields(OpEvent))
 
 
 class MemorySample(NamedTuple):
+    """Memory in use on a device at a time; ``reserved_bytes`` is what the runtime holds beside the heap
+    (the TPU program stack), which xprof's peakBytesInUse adds."""
+
     time_s: float
     bytes_in_use: float
     device: str
+    reserved_bytes: float = 0.0
 
 
 class EventTable(Sequence[OpEvent]):

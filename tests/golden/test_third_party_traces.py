@@ -195,3 +195,20 @@ def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:  # type: ignore[
 def test_v6e_memory_peak_with_and_without_the_stack(v6e) -> None:  # type: ignore[no-untyped-def]
     assert v6e.memory["peak_bytes_per_device"]["/device:TPU:0"] == 16_106_341_504  # xprof peakBytesUsageLifetime
     assert v6e.memory["peak_bytes_with_reserved_per_device"]["/device:TPU:0"] == 21_492_569_216  # peakBytesInUse
+
+
+def test_jax08_gemm_one_module_name_five_programs(third_party: Path) -> None:
+    """Was: the five programs of ``jit_dot`` (one per shape, each its own HLO) merged into one op with no
+    HLO, and the three back-to-back runs of one kernel counted as one. xprof's per-program means."""
+    pytest.importorskip("jax")
+    from rooftop.analysis.profile import profile_report
+    from rooftop.hardware.catalog import get_chip
+
+    report = profile_report(third_party / "xplane/tracelens_jax08_gemm_mi300x.xplane.pb", get_chip("h100"))
+    dots = {o.module: o for o in report.ops if o.name == "custom-call.1"}
+    assert set(dots) == {f"jit_dot({p})" for p in (21, 34, 49, 64, 79)}
+    assert all(o.count == 3 and o.lower_bound_s for o in dots.values())
+    expected = {21: 10.45e-6, 34: 149.8e-6, 49: 611.0e-6, 64: 117.4e-6, 79: 184.3e-6}
+    for program, mean in expected.items():
+        assert dots[f"jit_dot({program})"].measured_s == pytest.approx(mean, rel=0.02)
+    assert len({o.flops for o in dots.values()}) == 4  # each program priced from its own HLO (two shapes tie)

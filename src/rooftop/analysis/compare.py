@@ -179,7 +179,7 @@ class _Joiner:
     def find(self, module: str | None, instruction: str | None) -> tuple[TimedOp | None, str]:
         if instruction is None:
             return None, "the trace event names no HLO instruction"
-        mod = _base_module(module)
+        mod = module if module in self.by_name else _base_module(module)  # "jit_dot(21)": one of several programs
         if mod not in self.by_name:
             if len(self.by_name) == 1 and module is None:
                 mod = next(iter(self.by_name))
@@ -192,7 +192,8 @@ class _Joiner:
         return timed, ""
 
     def scope(self, module: str | None, instruction: str) -> str:
-        return self.op_names.get(_base_module(module) or "", {}).get(instruction, "")
+        names = self.op_names.get(module or "") or self.op_names.get(_base_module(module) or "", {})
+        return names.get(instruction, "")
 
 
 def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
@@ -496,8 +497,8 @@ def _compare(
     grouped: dict[tuple, list[OpExecution]] = defaultdict(list)
     bases: dict[str | None, str | None] = {}
     for e in execs:
-        if e.module not in bases:
-            bases[e.module] = _base_module(e.module)
+        if e.module not in bases:  # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f
+            bases[e.module] = e.module if e.module in analyses else _base_module(e.module)
         grouped[(bases[e.module], e.instruction, e.name)].append(e)
     intervals = device_intervals(execs)
     present = {(m, i) for m, i, _ in grouped}

@@ -52,8 +52,11 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
         if target and target.split("(")[0] != given.name:
             notes.append(f"--hlo module {given.name!r} joined with the profile's busiest module {target!r}")
         found[(target or given.name).split("(")[0]] = given
+    programs = Counter(name.split("(")[0] for name in names)
     for name in names:
         base = name.split("(")[0]
+        if programs[base] > 1 and name != base:  # one name, several programs: each its own HLO (xplane.py)
+            base = name
         if base in found:
             continue
         try:

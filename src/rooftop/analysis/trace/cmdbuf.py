@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from rooftop.analysis.hlo.ir import HloModule, Instruction
@@ -160,15 +160,15 @@ def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) ->
             else:
                 count[3] += 1
     notes = []
-    for (base, buffer), (kernels, ok, bad, left) in sorted(counts.items()):
+    for (base, buffer), (kernels, ok, bad, unpriced) in sorted(counts.items()):
         text = (f"{base}: {kernels} kernels ran inside a CUDA graph ({buffer}) that names no instruction; "
                 f"{ok} of {ok + bad} replays were lined up with the module's schedule")  # fmt: skip
         if bad:
-            text += (f"; in the others, kernels named after a fusion were attached to it by name and {left} "
+            text += (f"; in the others, kernels named after a fusion were attached to it by name and {unpriced} "
                      f"library kernels stay unpriced (profile with {NO_CMDBUF_FLAG} to see every op)")  # fmt: skip
         notes.append(text)
     for base, rows in sorted(orphans.items()):
-        named = 0
+        left = []
         for i in rows:
             key = kernel_name(kname[i].removesuffix(".kd"))  # ROCm code objects end in .kd
             homes = [b for b in ([base] if base else by_kernel) if key in by_kernel[b]]
@@ -176,11 +176,17 @@ def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) ->
                 new[i] = by_kernel[homes[0]][key]
                 if not base:
                     new_module[i] = homes[0]
-                named += 1
-        where = base or "kernels of no module"
-        text = f"{where}: {named} of {len(rows)} kernels without an hlo_op were given the fusion their name names"
-        notes.append(text + ("" if named == len(rows) else "; the others are listed by kernel name, unpriced (their "
-                             "names name no instruction of a module with HLO)"))  # fmt: skip
+            else:
+                left.append(kname[i])
+        where = f"{base}: " if base else ""
+        if len(left) < len(rows):
+            notes.append(f"{where}{len(rows) - len(left)} of {len(rows)} kernels without an hlo_op were given the "
+                         "fusion their name names")  # fmt: skip
+        if left:
+            example = Counter(left).most_common(1)[0][0]
+            notes.append(f"{where}{len(left)} kernels carry no hlo_op and name no instruction of a module with HLO "
+                         f"(e.g. {example!r}, a runtime copy or a library kernel): listed by kernel name, "
+                         "unpriced")  # fmt: skip
     cols = {c: ev.column(c) for c in COLUMNS}
     cols["instruction"] = tuple(new)
     cols["module"] = tuple(new_module)

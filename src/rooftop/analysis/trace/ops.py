@@ -62,7 +62,8 @@ def op_executions(trace: Trace, kinds: Sequence[str] = ("op", "kernel"), *, by_t
 
     An ``op`` event is one execution. Consecutive ``kernel`` events on the same device and line with the
     same (module, instruction) are one execution of that instruction (a convolution running as an im2col
-    kernel and a GEMM kernel); kernels with no HLO instruction group by kernel name, one per event.
+    kernel and a GEMM kernel) until a kernel name repeats (the program run again); kernels with no HLO
+    instruction group by kernel name, one per event.
     Ordered by start time (then device, name), or by (device, line, start) with ``by_time=False``.
     """
     with paused_gc():
@@ -97,7 +98,8 @@ def _stream_executions(
     ev: EventTable, device: str, rows: list[int], out: list[OpExecution], singles: dict[str, tuple[str]]
 ) -> None:
     """Append the executions of one (device, line)'s op rows, in time order: consecutive kernels of the
-    same (module, instruction) are one execution (an op with no instruction is keyed by its name)."""
+    same (module, instruction) are one execution (an op with no instruction is keyed by its name), until a
+    kernel name repeats: the same program run again back to back is a new execution."""
     name, module, instruction, start, duration, step, kind = (
         ev.column(c) for c in ("name", "module", "instruction", "start_s", "duration_s", "step", "kind")
     )
@@ -109,7 +111,8 @@ def _stream_executions(
     for i in rows:
         inst, nm, mod, dur = instruction[i], name[i], module[i], duration[i]
         what = inst if inst is not None else nm
-        if open_ and inst is not None and what == prev_what and mod == prev_mod and kind[i] == "kernel":
+        if (open_ and inst is not None and what == prev_what and mod == prev_mod and kind[i] == "kernel"
+                and (nm != names[0] if more is None else nm not in more)):  # fmt: skip
             if more is None:
                 more = dict.fromkeys(names)
             more[nm] = None

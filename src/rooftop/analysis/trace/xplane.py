@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.analysis.trace.classify import MODULE_NAME, classify, line_role
-from rooftop.analysis.trace.events import EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
+from rooftop.analysis.trace.events import COLUMNS, EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
 from rooftop.analysis.trace.files import read_regular
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -124,10 +124,38 @@ def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | N
         metadata["hosts"].append(host)
     if progress is not None:
         progress(loaded, bytes_read)
-    table = EventTable.concat(tables) if len(tables) > 1 else tables[0]
+    table = _split_programs(EventTable.concat(tables) if len(tables) > 1 else tables[0])
     memory.sort()
     devs = tuple(sorted(set(devices), key=natural_key))
     return Trace(table, source, "xplane", dict(sorted(protos.items())), tuple(memory), devs, metadata)
+
+
+def _split_programs(table: EventTable) -> EventTable:
+    """One module name compiled into several programs (``jit_dot`` for five shapes: program ids 21, 34, ...,
+    each with its own HLO) would merge different ops under one name: the events of such a module are named
+    ``jit_dot(21)``, as the profile's metadata names each program's HLO. A module of one program keeps its
+    name."""
+    module, args, kind = table.column("module"), table.column("args"), table.column("kind")
+    programs: dict[str, set[str]] = {}
+    for m, a, k in zip(module, args, kind, strict=True):
+        if m is not None and a and k in ("kernel", "op"):
+            pid = _stat_text(a.get("program_id"))
+            if pid is not None and pid.isascii() and pid.isdigit():
+                programs.setdefault(m, set()).add(pid)
+    split = {m for m, ids in programs.items() if len(ids) > 1}
+    if not split:
+        return table
+    renamed: dict[tuple[str, str], str] = {}
+    new = list(module)
+    for i, (m, a) in enumerate(zip(module, args, strict=True)):
+        if m in split and a:
+            pid = _stat_text(a.get("program_id"))
+            if pid is not None and pid in programs[m]:
+                key = (m, pid)
+                new[i] = renamed.get(key) or renamed.setdefault(key, f"{m}({pid})")
+    cols = {c: table.column(c) for c in COLUMNS}
+    cols["module"] = tuple(new)
+    return EventTable(cols)
 
 
 def _read(path: Path) -> bytes:

@@ -212,3 +212,34 @@ def test_jax08_gemm_one_module_name_five_programs(third_party: Path) -> None:
     for program, mean in expected.items():
         assert dots[f"jit_dot({program})"].measured_s == pytest.approx(mean, rel=0.02)
     assert len({o.flops for o in dots.values()}) == 4  # each program priced from its own HLO (two shapes tie)
+
+
+# ------------------------------------------------------------------------------------- LLM serving traces
+
+
+def test_sglang_qwen3_prefill_is_priced_by_its_custom_ops(third_party: Path) -> None:
+    """SGLang's Qwen3-8B step: aten GEMMs plus the engine's own ops (AITER attention and norms, sgl_kernel
+    SwiGLU and rotary, the KV cache store), each priced from its Input Dims. Was 86% of kernel time."""
+    from rooftop.analysis.profile import profile_report
+    from rooftop.hardware.catalog import get_chip
+
+    trace = "chrome_trace/tracelens_sglang_qwen3_8b_prefilldecode_mi300x.json.gz"
+    report = profile_report(third_party / trace, get_chip("h100"))
+    assert report.priced_fraction() >= 0.9
+    (prefill,) = (o for o in report.ops if o.name.startswith("aiter::mha_batch_prefill"))
+    # 15 sequences (qo_indptr of 16) of 1024 queries over 15616 / 15 = 1041 keys each, causal, 32 heads, D 128
+    pairs = 1041 * 1042 / 2 - 17 * 18 / 2  # S(1041) - S(17): 1024 causal queries at the end of 1041 keys
+    assert prefill.flops == pytest.approx(2 * 15 * 32 * pairs * (128 + 128))
+    assert prefill.bound == "compute"
+
+
+def test_vllm_graph_replay_says_why_it_is_unpriced(third_party: Path) -> None:
+    from rooftop.analysis.profile import profile_report
+    from rooftop.hardware.catalog import get_chip
+
+    report = profile_report(third_party / "chrome_trace/tracelens_vllm_decode_full_mi300x.json.gz", get_chip("h100"))
+    assert report.priced_fraction() < 0.1
+    assert any("421 of the 421 were replayed from CUDA/HIP graphs" in n for n in report.notes)
+    unknown = [o for o in report.ops if o.verdict == "unknown cost"]
+    graph = [o for o in unknown if "no cost rule" not in o.why]  # aten::index, run eagerly, has no rule
+    assert sum(o.count for o in graph) == 421 and all("replayed from a CUDA/HIP graph" in o.why for o in graph)

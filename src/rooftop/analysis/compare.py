@@ -103,6 +103,12 @@ class ProfileReport:
     memory: Mapping[str, object]
     notes: tuple[str, ...] = field(default=())
 
+    def priced_fraction(self) -> float | None:
+        """The share of the measured op time that has a roofline (ops of unknown cost are the rest); None
+        for a profile with no op time."""
+        total = sum(o.total_s for o in self.ops)
+        return sum(o.total_s for o in self.ops if o.lower_bound_s is not None) / total if total > 0 else None
+
     def overlap(self) -> dict[str, float]:
         comm = sum(s.comm_s for s in self.steps)
         hidden = sum(s.overlap_s for s in self.steps)

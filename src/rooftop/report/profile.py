@@ -23,6 +23,7 @@ def profile_payload(report: ProfileReport, chip: Chip) -> dict[str, Any]:
         "ops": [dataclasses.asdict(o) for o in report.ops],
         "steps": [dataclasses.asdict(s) for s in report.steps],
         "overlap": report.overlap(),
+        "priced_fraction": report.priced_fraction(),
         "categories": {k: dict(v) for k, v in report.categories.items()},
         "sharding": list(report.sharding),
         "memory": dict(report.memory),
@@ -80,6 +81,9 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
             ],
         )
     )
+    priced = report.priced_fraction()
+    if priced is not None and priced < 1:
+        say(console, f"{priced:.0%} of the measured op time has a roofline (the rest: ops of unknown cost)")
     ov = report.overlap()
     say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
     if report.memory.get("available"):

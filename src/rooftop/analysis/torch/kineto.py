@@ -31,6 +31,9 @@ from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_
 from rooftop.units import format_bytes
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+#: why a kernel replayed from a CUDA/HIP graph (launched by cudaGraphLaunch / hipGraphLaunch) has no op
+GRAPH_REPLAY = ("replayed from a CUDA/HIP graph (cudaGraphLaunch): a replay records no op shapes (profile the "
+                "engine in eager mode, e.g. vLLM's enforce_eager=True, to price it)")  # fmt: skip
 #: why a kernel has no op: one text for all such kernels, so that they group by kernel name (a
 #: correlation id in it made one report row per kernel: 1.2M rows for a trace of tiny kernels)
 _NO_LAUNCH = "its launch (the runtime event of its correlation id) is not in the trace (record CPU activities too)"
@@ -73,6 +76,7 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
         else:
             out[i] = (None, _NO_LAUNCH)
     no_op = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
+    names = ev.column("name")
     for thread, asks in queries.items():
         spans = sorted(ops.get(thread, []), key=lambda i: (start[i], -dur[i]))
         stack: list[int] = []
@@ -85,7 +89,11 @@ def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
                 j += 1
             while stack and start[stack[-1]] + dur[stack[-1]] < t:
                 stack.pop()
-            out[kernel] = (stack[-1], "") if stack else (None, no_op)
+            if stack:
+                out[kernel] = (stack[-1], "")
+            else:
+                graph = "GraphLaunch" in names[launch[corr[kernel]]]
+                out[kernel] = (None, GRAPH_REPLAY if graph else no_op)
     return out
 
 
@@ -219,6 +227,10 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileRep
         f"or from their NCCL args; {unexplained} launched by no op with Input Dims",
         *nccl.notes,
     ]
+    replayed = sum(len(g) for key, (_, _, _, g) in groups.items() if key[0] == "kernel" and key[2] == GRAPH_REPLAY)
+    if replayed:
+        notes.append(f"{replayed} of the {unexplained} were replayed from CUDA/HIP graphs, which record no op shapes: "
+                     "profile the engine in eager mode to price them")  # fmt: skip
     if not any(args[i].get("cat") == "cpu_op" and "Input Dims" in args[i] for i, k in enumerate(kind) if k == "other"):
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
     return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)

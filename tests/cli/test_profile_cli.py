@@ -8,7 +8,8 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from rooftop.analysis.compare import _intersection, _merge, category_of  # noqa: E402
+from rooftop.analysis.compare import category_of  # noqa: E402
+from rooftop.analysis.intervals import _intersection, _merge  # noqa: E402
 from rooftop.jaxlink.analyze import analyze  # noqa: E402
 from rooftop.workloads import mock_transformer  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
@@ -109,3 +110,17 @@ def test_categories() -> None:
     assert category_of("jit(step)/jvp(layer0/mlp)/dot_general", "fusion") == "mlp"
     assert category_of("jit(step)/attention/softmax", "fusion") == "attention"
     assert category_of("", "all-reduce") == "communication"
+
+
+@needs8
+def test_ops_carry_their_framework_name_phase_and_source() -> None:
+    """Each op names the JAX scope path that made it, its pass (jvp: forward, transpose: backward) and the
+    file:line; a CPU profile judged against an accelerator says so once."""
+    report = analyze(*_flat(mock_transformer("fixed")), chip="h100", steps=1, mesh="data=4,model=2")
+    mlp = [o for o in report.ops if o.category == "mlp"]
+    assert {o.phase for o in mlp} == {"forward", "backward"}
+    assert all("layer" in o.framework_op and "/mlp" in o.framework_op for o in mlp)
+    assert all(o.source.rsplit(":", 1)[0].endswith("workloads.py") for o in mlp)
+    assert any(o.phase == "" and "optimizer" in o.framework_op for o in report.ops)
+    cpu = [n for n in report.notes if "ran on the CPU and is judged against h100" in n]
+    assert len(cpu) == 1

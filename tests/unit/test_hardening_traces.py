@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rooftop.analysis import compare
+from rooftop.analysis import compare, intervals
 from rooftop.analysis.trace import chrome_json
 from rooftop.analysis.trace.classify import step_number
 from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, natural_key
@@ -540,12 +540,12 @@ def test_prefix_sums_measure_windows_as_clipping_does() -> None:
     for _ in range(300):
         edges = sorted(rng.uniform(0, 100) for _ in range(2 * rng.randint(0, 40)))
         merged = list(zip(edges[::2], edges[1::2], strict=True))
-        prefix = compare._Prefix(merged)
+        prefix = intervals._Prefix(merged)
         lo = rng.uniform(-10, 110)
         hi = lo + rng.choice([0.0, rng.uniform(0, 5), rng.uniform(0, 120)])
-        want = compare._intersection([(lo, hi)], merged)
+        want = intervals._intersection([(lo, hi)], merged)
         assert prefix.within(lo, hi) == pytest.approx(want, abs=1e-9)
-        assert compare._overlap(lo, hi, merged, prefix) == pytest.approx(want, abs=1e-9)
+        assert intervals._overlap(lo, hi, merged, prefix) == pytest.approx(want, abs=1e-9)
 
 
 def _events(rows: list[tuple[str, str, str, float, float, int | None, str, dict[str, Any]]]) -> EventTable:

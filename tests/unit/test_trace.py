@@ -500,3 +500,17 @@ def test_event_table_behaves_as_a_sequence() -> None:
     with pytest.raises(InvalidConfigError, match="unknown trace format 'csv'"):
         Trace(table, "x", "csv")
     assert rows[2].end_s == 2.5
+
+
+def test_categories_come_from_named_scopes_before_keywords() -> None:
+    from rooftop.analysis.compare import category_of, phase_of, scopes_of
+
+    name = "jit(step)/transpose(jvp(layer0/attention))/dot_general"
+    assert scopes_of(name) == ["attention", "layer0", "step"]
+    assert category_of(name, "fusion") == "attention" and phase_of(name) == "backward"
+    # a softmax inside a scope named mlp is the MLP's (keywords alone said attention)
+    assert category_of("jit(step)/jvp(block/mlp)/softmax", "fusion") == "mlp"
+    assert phase_of("jit(step)/jvp(block/mlp)/softmax") == "forward"
+    assert category_of("jit(step)/optimizer/sub", "fusion") == "optimizer" and phase_of("jit(step)/optimizer/sub") == ""
+    assert category_of("softmax_fusion", "fusion") == "attention"  # no scopes: keywords of the name
+    assert category_of("jit(step)/x/all-reduce", "all-reduce") == "communication"

@@ -32,17 +32,24 @@ with the PyTorch path, which prices ops from their aten shapes instead of HLO (a
 
 from __future__ import annotations
 
-import bisect
-import itertools
+import dataclasses
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
+from rooftop.analysis.intervals import (
+    DeviceIntervals,
+    StepReport,
+    comm_overlap,
+    device_intervals,
+    is_collective,
+    step_reports,
+)
 from rooftop.analysis.trace.events import Trace
-from rooftop.analysis.trace.ops import OpExecution, detect_steps, op_executions
+from rooftop.analysis.trace.ops import OpExecution, op_executions
 from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
@@ -51,7 +58,6 @@ ASYNC_DONE = re.compile(r"-done(\.[0-9]+)?$")
 #: efficiency above which an op is "faster than roofline": past timer noise (a few %), the roofline is wrong
 FASTER_THAN_ROOFLINE = 1.05
 EXPOSED = 0.5  # a collective overlapped by compute less than this fraction of its time is "exposed"
-COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv")
 CATEGORIES = (
     ("attention", ("attention", "attn", "softmax", "flash", "fmha", "scaled_dot_product")),
     ("mlp", ("mlp", "ffn", "feed_forward", "feedforward", "w_in", "w_out", "gate_proj", "up_proj", "down_proj")),
@@ -80,16 +86,9 @@ class OpReport:
     bytes: float | None
     mesh_axes: tuple[str, ...] | None  # the mesh axes a collective runs over (None: not a collective)
     collective: str | None = None  # in words: "all-reduce over data (groups of 4, stride 2)"
-
-
-@dataclass(frozen=True)
-class StepReport:
-    index: int
-    duration_s: float
-    busy_s: float
-    comm_s: float
-    overlap_s: float
-    idle_s: float
+    framework_op: str = ""  # the framework's name for it: JAX's op_name scope path, the aten op
+    source: str = ""  # file:line of the code that made it, when the profile records it
+    phase: str = ""  # "forward" / "backward" (JAX: jvp / transpose in the op_name), "" when not said
 
 
 @dataclass(frozen=True)
@@ -130,15 +129,32 @@ def _done_of(name: str) -> str | None:
     return name.replace("-start", "-done", 1) if ASYNC_START.search(name) else None
 
 
-def _is_collective(opcode: str) -> bool:
-    return any(opcode.startswith(c) for c in COLLECTIVES)
+_TRANSFORM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\(|\)")  # jit( jvp( transpose( remat( ... and their closing )
+
+
+def scopes_of(op_name: str) -> list[str]:
+    """The named scopes of a JAX op_name, innermost first, transforms unwrapped and the primitive dropped:
+    ``jit(step)/transpose(jvp(layer0/attention))/dot_general`` -> [attention, layer0, step]."""
+    parts = [p for p in _TRANSFORM.sub("", op_name).split("/") if p]
+    return parts[-2::-1]
+
+
+def phase_of(op_name: str) -> str:
+    """"backward" for ops JAX made by transposing (``transpose(...)`` in the op_name), "forward" for the
+    linearized forward pass (``jvp(...)``), "" otherwise (inference, optimizer, or no op_name)."""
+    return "backward" if "transpose(" in op_name else "forward" if "jvp(" in op_name else ""
 
 
 def category_of(op_name: str, opcode: str) -> str:
-    """attention / mlp / optimizer / loss from the op's source scope (JAX name stack), or
-    communication for collectives, else other."""
-    if _is_collective(opcode):
+    """communication for collectives; else attention / mlp / optimizer / loss from the op's named scopes
+    (JAX name stack), innermost first, and only then from keywords anywhere in its name; else other."""
+    if is_collective(opcode):
         return "communication"
+    for scope in scopes_of(op_name):
+        low = scope.lower()
+        for cat, words in CATEGORIES:
+            if any(w in low for w in words):
+                return cat
     low = op_name.lower()
     for cat, words in CATEGORIES:
         if any(w in low for w in words):
@@ -146,40 +162,18 @@ def category_of(op_name: str, opcode: str) -> str:
     return "other"
 
 
-def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for iv in sorted(intervals):
-        s, e = iv
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append(iv if iv.__class__ is tuple else (s, e))  # the same pair, not a copy
-    return out
-
-
-def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(e - s for s, e in intervals)
-
-
-def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0.0, hi - lo)
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
 class _Joiner:
     """Finds the HLO instruction (TimedOp) of a trace op and its source scope."""
 
-    def __init__(self, analyses: Mapping[str, HloAnalysis], op_names: Mapping[str, Mapping[str, str]]) -> None:
+    def __init__(
+        self,
+        analyses: Mapping[str, HloAnalysis],
+        op_names: Mapping[str, Mapping[str, str]],
+        sources: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.analyses = analyses
         self.op_names = op_names
+        self.sources = sources or {}
         self.by_name = {m: {t.op.name: t for t in a.ops} for m, a in analyses.items()}
 
     def find(self, module: str | None, instruction: str | None) -> tuple[TimedOp | None, str]:
@@ -201,6 +195,10 @@ class _Joiner:
         names = self.op_names.get(module or "") or self.op_names.get(_base_module(module) or "", {})
         return names.get(instruction, "")
 
+    def source(self, module: str | None, instruction: str) -> str:
+        found = self.sources.get(module or "") or self.sources.get(_base_module(module) or "", {})
+        return found.get(instruction, "")
+
 
 def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
     if eff > FASTER_THAN_ROOFLINE:
@@ -209,7 +207,7 @@ def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | N
             "(datasheet or calibrated) or the op's FLOP/byte count are off (operands served from a cache, an "
             "assumed dtype, work the cost rule counts twice)"
         )
-    if _is_collective(opcode):
+    if is_collective(opcode):
         latency = any(t.collective is not None and t.collective.bound == "latency" for t in est.terms)
         if latency and eff < NEAR_ROOFLINE:
             return "latency-bound collective", "small message: hop latency dominates its bandwidth time"
@@ -223,86 +221,6 @@ def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | N
     return f"{est.bound}-slow" if est.bound in ("compute", "memory") else "exposed communication", (
         f"reaches {eff:.0%} of its {est.bound} roofline"
     )
-
-
-def _comm_overlap(execs: list[OpExecution], compute: Mapping[str, list[tuple[float, float]]]) -> float | None:
-    total = sum(e.end_s - e.start_s for e in execs)
-    if not total:
-        return None
-    prefixes = compute.prefixes if isinstance(compute, DeviceIntervals) else _Prefixes(compute)
-    hidden = sum(_overlap(e.start_s, e.end_s, compute.get(e.device, []), prefixes[e.device]) for e in execs)
-    return hidden / total
-
-
-class _Prefix:
-    """The length of a merged (sorted, disjoint) interval list inside a window in O(log n), whatever the
-    window: prefix sums of the lengths between the first and the last interval that meet it, less the
-    parts of those two outside it. (Steps may overlap, even all span the whole trace: clipping each
-    step's intervals one by one would cost steps x intervals.)"""
-
-    __slots__ = ("ends", "starts", "sums")
-
-    def __init__(self, intervals: list[tuple[float, float]]) -> None:
-        self.starts = [s for s, _ in intervals]
-        self.ends = [e for _, e in intervals]
-        self.sums = [0.0, *itertools.accumulate(e - s for s, e in intervals)]
-
-    def within(self, lo: float, hi: float) -> float:
-        first, stop = bisect.bisect_right(self.ends, lo), bisect.bisect_left(self.starts, hi)
-        if first >= stop:
-            return 0.0
-        total = self.sums[stop] - self.sums[first]
-        total -= max(0.0, lo - self.starts[first]) + max(0.0, self.ends[stop - 1] - hi)
-        return max(0.0, total)
-
-
-class _Prefixes(dict[str, _Prefix | None]):
-    """device -> the :class:`_Prefix` of its merged (sorted, disjoint) intervals, built on first use; None
-    where they cannot be bisected (:func:`_ordered`)."""
-
-    def __init__(self, intervals: Mapping[str, list[tuple[float, float]]]) -> None:
-        super().__init__()
-        self.intervals = intervals
-
-    def __missing__(self, device: str) -> _Prefix | None:
-        merged = self.intervals.get(device, [])
-        prefix = self[device] = _Prefix(merged) if _ordered(merged) else None
-        return prefix
-
-
-def _ordered(merged: list[tuple[float, float]]) -> bool:
-    """Whether merged intervals can be bisected: with no reversed interval (a negative duration, from a
-    malformed begin/end pair) their starts and ends both increase."""
-    return all(s <= e for s, e in merged)
-
-
-class DeviceIntervals(dict[str, list[tuple[float, float]]]):
-    """device -> merged intervals (sorted, disjoint), with their prefix sums (``prefixes``) for bisection,
-    kept with them so that judging many ops bisects into the same lists."""
-
-    def __init__(self, intervals: Mapping[str, list[tuple[float, float]]]) -> None:
-        super().__init__(intervals)
-        self.prefixes = _Prefixes(self)
-
-
-_WALK = 64  # intervals summed one by one before the closed form (_Prefix) takes over
-
-
-def _overlap(lo: float, hi: float, merged: list[tuple[float, float]], prefix: _Prefix | None) -> float:
-    """``_intersection([(lo, hi)], merged)`` in O(log n): ``merged`` is sorted and disjoint, ``prefix`` its
-    prefix sums. Up to :data:`_WALK` intervals from the first one ending after ``lo`` are summed in the
-    order of :func:`_intersection` (the same sum to the last bit); a window holding more (a collective
-    spanning a whole trace of kernels, many times over) is measured by the prefix sums instead."""
-    if prefix is None:
-        return _intersection([(lo, hi)], merged)
-    first = bisect.bisect_right(prefix.ends, lo)
-    total = 0.0
-    for j in range(first, min(first + _WALK, len(merged))):
-        s, e = merged[j]
-        total += max(0.0, min(hi, e) - max(lo, s))
-        if hi < e:
-            return total
-    return total if first + _WALK >= len(merged) else prefix.within(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -352,7 +270,7 @@ def judge(
     if lower <= 0:
         return report(0.0, None, total, None, "no modelled cost", "bookkeeping op the roofline prices at zero")
     eff = lower / (total / count) if total else 1.0
-    exposed = _comm_overlap(execs, compute) if opcode and _is_collective(opcode) else None
+    exposed = comm_overlap(execs, compute) if opcode and is_collective(opcode) else None
     if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
         return report(lower, eff, 0.0, est.bound, "overlapped transfer", (
             f"waited {1 / eff:.0%} of its transfer's roofline time: the transfer ran while other ops did, and only "
@@ -362,6 +280,18 @@ def judge(
 
 
 def _op_report(
+    key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping, present: set[tuple]
+) -> OpReport:
+    report = _judged(key, execs, joiner, compute, present)
+    module, instruction, _ = key
+    scope = joiner.scope(module, instruction or "")
+    if not scope:
+        return report
+    where = joiner.source(module, instruction or "")
+    return dataclasses.replace(report, framework_op=scope, source=where, phase=phase_of(scope))
+
+
+def _judged(
     key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping, present: set[tuple]
 ) -> OpReport:
     module, instruction, name = key
@@ -384,92 +314,6 @@ def _op_report(
     return judge(name, module, op.opcode, category_of(scope, op.opcode), execs, priced, compute)
 
 
-def is_communication(e: OpExecution) -> bool:
-    """A collective: its HLO instruction (or name) is one, or it is an NCCL/RCCL kernel (``ncclKernel_...``,
-    ``ncclDevKernel_...``), which carries no HLO instruction."""
-    return _is_collective(e.instruction or e.name) or (e.instruction is None and "nccl" in e.name.lower())
-
-
-def compute_intervals(execs: list[OpExecution]) -> DeviceIntervals:
-    """Per device, the merged intervals in which a non-collective op runs."""
-    return device_intervals(execs)[0]
-
-
-def device_intervals(execs: list[OpExecution]) -> tuple[DeviceIntervals, DeviceIntervals]:
-    """Per device, the merged intervals of its compute (non-collective ops) and of its communication,
-    in one pass (:func:`is_communication` decided once per distinct instruction and name)."""
-    out: tuple[dict[str, list[tuple[float, float]]], ...] = (defaultdict(list), defaultdict(list))
-    kinds: dict[tuple[str | None, str], bool] = {}
-    for e in execs:
-        key = (e.instruction, e.name)
-        comm = kinds.get(key)
-        if comm is None:
-            comm = kinds[key] = is_communication(e)
-        out[comm][e.device].append((e.start_s, e.end_s))
-    compute, comm_ = ({d: _merge(v) for d, v in part.items()} for part in out)
-    return DeviceIntervals(compute), DeviceIntervals(comm_)
-
-
-class _Clipper:
-    """The intervals of one device's merged (sorted, disjoint) list that meet a window, clipped to it,
-    found by bisection: starts and ends both increase, so they are one contiguous run."""
-
-    __slots__ = ("ends", "intervals", "starts")
-
-    def __init__(self, intervals: list[tuple[float, float]]) -> None:
-        self.intervals = intervals
-        self.starts = [s for s, _ in intervals]
-        self.ends = [e for _, e in intervals] if _ordered(intervals) else None
-
-    def clip(self, lo: float, hi: float) -> list[tuple[float, float]]:
-        if self.ends is None:  # not bisectable: every interval tested
-            return [(max(s, lo), min(e, hi)) for s, e in self.intervals if e > lo and s < hi]
-        first, stop = bisect.bisect_right(self.ends, lo), bisect.bisect_left(self.starts, hi)
-        return [(max(s, lo), min(e, hi)) for s, e in self.intervals[first:stop]]
-
-
-def _device_windows(
-    compute: list[tuple[float, float]], comm: list[tuple[float, float]]
-) -> Callable[[float, float], tuple[float, float, float]]:
-    """(busy, communication, overlap) seconds of one device inside a window: O(log n) per window from
-    prefix sums (overlap = compute + communication - their union); merged lists with a reversed
-    interval (not bisectable: :func:`_ordered`) are clipped interval by interval instead."""
-    if _ordered(compute) and _ordered(comm):
-        c, k, u = _Prefix(compute), _Prefix(comm), _Prefix(_merge(compute + comm))
-
-        def by_prefix(lo: float, hi: float) -> tuple[float, float, float]:
-            busy, cm = u.within(lo, hi), k.within(lo, hi)
-            return busy, cm, min(cm, max(0.0, c.within(lo, hi) + cm - busy))  # rounding residues clamped
-
-        return by_prefix
-    compute_d, comm_d = _Clipper(compute), _Clipper(comm)
-
-    def by_clipping(lo: float, hi: float) -> tuple[float, float, float]:
-        c, k = compute_d.clip(lo, hi), comm_d.clip(lo, hi)
-        return _intersection([(lo, hi)], _merge(c + k)), _length(k), _intersection(c, k)
-
-    return by_clipping
-
-
-def _steps(
-    trace: Trace, execs: list[OpExecution], intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None
-) -> list[StepReport]:
-    out = []
-    compute, comm = intervals or device_intervals(execs)
-    devices = sorted(set(compute) | set(comm)) or ["-"]
-    windows = [_device_windows(compute.get(d, []), comm.get(d, [])) for d in devices]
-    for step in detect_steps(trace):
-        lo, hi = step.start_s, step.end_s
-        busy = cm = ov = 0.0
-        for device_window in windows:
-            b, k, o = device_window(lo, hi)
-            busy, cm, ov = busy + b, cm + k, ov + o
-        n = len(devices)
-        dur = step.end_s - step.start_s
-        out.append(StepReport(step.index, dur, busy / n, cm / n, ov / n, max(0.0, dur - busy / n)))
-    return out
-
-
 def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
     if not trace.memory:
         return {"available": False, "peak_bytes": None, "timeline": []}
@@ -487,19 +331,26 @@ def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
 
 
 def compare(
-    trace: Trace, analyses: Mapping[str, HloAnalysis], op_names: Mapping[str, Mapping[str, str]] | None = None
+    trace: Trace,
+    analyses: Mapping[str, HloAnalysis],
+    op_names: Mapping[str, Mapping[str, str]] | None = None,
+    sources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> ProfileReport:
     """Join ``trace`` with the HLO analyses (module name -> HloAnalysis) and judge every op.
-    ``op_names``: module -> instruction -> metadata op_name (the source scope), for categories."""
+    ``op_names``: module -> instruction -> metadata op_name (the source scope), for categories;
+    ``sources``: module -> instruction -> "file:line" of the code that made it."""
     with paused_gc():  # a million executions and intervals: collection passes would dominate
-        return _compare(trace, analyses, op_names or {})
+        return _compare(trace, analyses, op_names or {}, sources or {})
 
 
 def _compare(
-    trace: Trace, analyses: Mapping[str, HloAnalysis], op_names: Mapping[str, Mapping[str, str]]
+    trace: Trace,
+    analyses: Mapping[str, HloAnalysis],
+    op_names: Mapping[str, Mapping[str, str]],
+    sources: Mapping[str, Mapping[str, str]],
 ) -> ProfileReport:
     execs = op_executions(trace)
-    joiner = _Joiner(analyses, op_names)
+    joiner = _Joiner(analyses, op_names, sources)
     grouped: dict[tuple, list[OpExecution]] = defaultdict(list)
     bases: dict[str | None, str | None] = {}
     for e in execs:
@@ -541,5 +392,5 @@ def assemble(
         cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
         if r.verdict != "overlapped transfer":  # hidden behind other ops: not time the category needs
             cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
-    return ProfileReport(trace.source, chip, tuple(ranked), tuple(_steps(trace, execs, intervals)), dict(cats),
+    return ProfileReport(trace.source, chip, tuple(ranked), tuple(step_reports(trace, execs, intervals)), dict(cats),
                          tuple(sharding), _memory(trace), tuple(notes))  # fmt: skip

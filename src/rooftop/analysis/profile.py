@@ -29,6 +29,30 @@ def _op_names(module: HloModule) -> dict[str, str]:
     return {i.name: i.metadata.get("op_name", "") for c in module.computations.values() for i in c.instructions}
 
 
+def _sources(module: HloModule) -> dict[str, str]:
+    """instruction -> "file:line" of the code that made it (metadata, or the stack-frame tables)."""
+    out = {}
+    for instr in module.entry.instructions:
+        try:
+            where = module.source_location(instr)
+        except (ParseError, ValueError):  # a malformed table entry: no location, not no report
+            where = None
+        if where is not None:
+            out[instr.name] = f"{where[0]}:{where[1]}"
+    return out
+
+
+def _cpu_on_accelerator(trace: Trace, chip: Chip) -> str | None:
+    """A note when a profile that ran on the CPU is judged against an accelerator's roofline."""
+    devices = [d for d in trace.devices if "/device:" in d]
+    on_cpu = bool(devices) and all("/device:CPU" in d for d in devices)
+    if not on_cpu or chip.kind not in ("gpu", "tpu"):
+        return None
+    return (f"this profile ran on the CPU and is judged against {chip.name}'s roofline: efficiencies say how far "
+            "the CPU is from that chip, not how well the ops run (`rooftop calibrate` makes a chip file of this "
+            "CPU)")  # fmt: skip
+
+
 def _busiest_modules(trace: Trace) -> list[str]:
     """Module names (as the events spell them) by busy time, most first."""
     busy: Counter[str] = Counter()
@@ -167,7 +191,11 @@ def _profile_report(
             if name == given:
                 raise
             notes.append(f"HLO of {name!r} in the profile could not be priced: {exc.one_line()}")
-    report = compare(trace, analyses, {name: _op_names(m) for name, m in modules.items()})
+    report = compare(trace, analyses, {name: _op_names(m) for name, m in modules.items()},
+                     {name: _sources(m) for name, m in modules.items()})  # fmt: skip
+    cpu = _cpu_on_accelerator(trace, chip)
+    if cpu is not None:
+        notes.append(cpu)
     if notes:
         report = ProfileReport(report.source, chip.name, report.ops, report.steps, report.categories,
                                report.sharding, report.memory, tuple(notes) + report.notes)  # fmt: skip

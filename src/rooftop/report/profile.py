@@ -31,6 +31,21 @@ def profile_payload(report: ProfileReport, chip: Chip) -> dict[str, Any]:
     }
 
 
+_ORIGIN_CHARS = 60  # the widest "from" cell: the scope path is cut from the front, the innermost kept
+
+
+def _origin(framework_op: str, source: str) -> str:
+    """``layer0/attention/dot_general @ model.py:42``: the op's named scopes and primitive (JAX's
+    transforms and the jitted function's name left out) and the file:line that made it."""
+    from rooftop.analysis.compare import scopes_of
+
+    scopes = scopes_of(framework_op)
+    path = "/".join([*reversed(scopes[:-1]), framework_op.rsplit("/", 1)[-1]]) if scopes else framework_op
+    where = f" @ {source.rsplit('/', 1)[-1]}" if source else ""
+    room = max(12, _ORIGIN_CHARS - len(where))
+    return (path if len(path) <= room else "..." + path[-(room - 3) :]) + where
+
+
 def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int) -> None:
     """The ``top`` ops by time lost (at least one), steps, parts, overlap, memory and notes."""
     rows = []
@@ -48,12 +63,13 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
                 o.verdict,
                 format_duration(o.lost_s),
                 o.collective or "",
+                _origin(o.framework_op, o.source),
             )
         )
     console.print(
         table(
             f"ops of {report.source} on {chip.name}, ranked by time lost vs roofline",
-            ["op", "runs", "measured", "roofline", "eff.", "bound", "verdict", "lost", "mesh axes"],
+            ["op", "runs", "measured", "roofline", "eff.", "bound", "verdict", "lost", "mesh axes", "from"],
             rows,
         )
     )

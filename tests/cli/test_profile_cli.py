@@ -9,7 +9,7 @@ import pytest
 jax = pytest.importorskip("jax")
 
 from rooftop.analysis.compare import _intersection, _merge, category_of  # noqa: E402
-from rooftop.jaxlink.analyze import analyze  # noqa: E402
+from rooftop.jaxlink import analyze  # noqa: E402
 from rooftop.workloads import mock_transformer  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 

@@ -15,6 +15,13 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 THIRD_PARTY = SHARED / "data" / "third_party_profiles"
 
 
+@pytest.fixture(autouse=True)
+def _default_table_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables are drawn at the CLI's default width in every test, whatever COLUMNS the shell (or
+    docs/gen_cli.py, which a test imports) has set: the CLI honours COLUMNS."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def third_party() -> Path:
     """The folder of third-party profiles; tests using it skip when ../shared is absent."""

@@ -164,19 +164,41 @@ def parse_real(text: str, what: str, lo: float | None = None, hi: float | None =
     return value
 
 
+def format_plain(value: float, digits: int = 3) -> str:
+    """A plain number to ``digits`` significant digits, and never in exponent notation from 1 up: a
+    number that needs more digits prints whole (1002.4 -> "1002", 123456 -> "123,456", where
+    "{:.3g}" gives "1e+03" and "1.23e+05"); 0.0229 -> "0.0229"."""
+    text = f"{value:.{digits}g}"
+    if "e" in text and math.isfinite(value) and abs(value) >= 1:
+        return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.0f}"
+    return text
+
+
 def _scaled(value: float, steps: list[tuple[float, str]], unit: str, digits: int) -> str:
+    """``value`` in the largest step it reaches (``steps`` from the largest down). A value that rounds up
+    to the next larger step takes that step: 999.97 MB is "1 GB", never "1e+03 MB"; with binary steps a
+    value in [1000, 1024) of a step prints whole ("1000 MiB")."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g} {unit}".strip()
     mag = abs(value)
-    for scale, prefix in steps:
-        if mag >= scale:
-            return f"{value / scale:.{digits}g} {prefix}{unit}".strip()
-    scale, prefix = steps[-1]
-    return f"{value / scale:.{digits}g} {prefix}{unit}".strip()
+    i = next((i for i, (scale, _) in enumerate(steps) if mag >= scale), len(steps) - 1)
+    if i > 0 and float(f"{mag / steps[i][0]:.{digits}g}") * steps[i][0] >= steps[i - 1][0]:
+        i -= 1
+    scale, prefix = steps[i]
+    return f"{format_plain(value / scale, digits)} {prefix}{unit}".strip()
 
 
 _DEC_STEPS = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _BIN_STEPS = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
+_TIME_STEPS = [
+    (SECONDS_PER_DAY, "d"),
+    (SECONDS_PER_HOUR, "h"),
+    (60.0, "min"),
+    (1.0, "s"),
+    (1e-3, "ms"),
+    (1e-6, "us"),
+    (1e-9, "ns"),
+]
 
 
 def format_number(value: float, unit: str = "", digits: int = 3) -> str:
@@ -190,24 +212,24 @@ def format_bytes(value: float, digits: int = 3, binary: bool = True) -> str:
 
 
 def format_rate(value: float, unit: str = "B/s", digits: int = 3) -> str:
+    """2e11 -> "200 GB/s"; with unit "FLOP/s" -> "200 GFLOP/s" (decimal prefixes)."""
     return _scaled(value, _DEC_STEPS, unit, digits)
 
 
 def format_duration(seconds: float, digits: int = 3) -> str:
-    """Seconds in the most readable unit: 2.3e-5 -> "23 us", 5400 -> "1.5 h"."""
+    """Seconds in the most readable unit: 2.3e-5 -> "23 us", 5400 -> "1.5 h", 0.99996 -> "1 s"."""
     if not math.isfinite(seconds):
         return f"{seconds}"
-    mag = abs(seconds)
-    if mag >= SECONDS_PER_DAY:
-        return f"{seconds / SECONDS_PER_DAY:.{digits}g} d"
-    if mag >= SECONDS_PER_HOUR:
-        return f"{seconds / SECONDS_PER_HOUR:.{digits}g} h"
-    if mag >= 60:
-        return f"{seconds / 60:.{digits}g} min"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
-        if mag >= scale:
-            return f"{seconds / scale:.{digits}g} {unit}"
-    return f"{seconds / 1e-9:.{digits}g} ns" if seconds else "0 s"
+    if seconds == 0:
+        return "0 s"
+    return _scaled(seconds, _TIME_STEPS, "", digits)
+
+
+def plural(count: float, noun: str, plural_form: str | None = None) -> str:
+    """``count`` and ``noun``, the noun in the plural unless the count is one: "1 chip", "16 chips";
+    ``plural_form`` for an irregular plural."""
+    number = f"{int(count)}" if math.isfinite(count) and float(count).is_integer() else f"{count:g}"
+    return f"{number} {noun if count == 1 else plural_form or noun + 's'}"
 
 
 def hours(seconds: float) -> float:

@@ -123,7 +123,7 @@ def test_memory_sweep_sizes_stay_above_the_caches_and_inside_memory() -> None:
 @pytest.mark.jax
 def test_one_cpu_device_calibration_prices_an_eight_device_profile(tmp_path: Path) -> None:
     """The issue's case: calibrate on one device, profile eight (the mock transformer's all-reduces)."""
-    from rooftop.jaxlink.analyze import analyze
+    from rooftop.jaxlink import analyze
     from rooftop.jaxlink.calibrate import Calibration, Measurement, chip_toml
     from rooftop.workloads import make_mesh, mock_transformer
 

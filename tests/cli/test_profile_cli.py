@@ -10,7 +10,7 @@ jax = pytest.importorskip("jax")
 
 from rooftop.analysis.compare import category_of  # noqa: E402
 from rooftop.analysis.intervals import _intersection, _merge  # noqa: E402
-from rooftop.jaxlink.analyze import analyze  # noqa: E402
+from rooftop.jaxlink import analyze  # noqa: E402
 from rooftop.workloads import mock_transformer  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 

@@ -46,6 +46,28 @@ def test_import_rooftop_is_lazy() -> None:
     assert loaded_after("import rooftop") == dict.fromkeys(HEAVY, False)
 
 
+def test_import_jaxlink_loads_no_jax() -> None:
+    """``import rooftop.jaxlink`` is cheap: ``analyze`` (and JAX with it) loads on first use."""
+    assert loaded_after("import rooftop.jaxlink") == dict.fromkeys(HEAVY, False)
+
+
+def test_jaxlink_analyze_is_the_function() -> None:
+    """``rooftop.jaxlink.analyze`` is the function (as the README calls it), also after the bridge's
+    submodules were imported directly."""
+    code = "import rooftop.jaxlink, rooftop.jaxlink.calibrate, rooftop.jaxlink.profiling\n"
+    code += "assert callable(rooftop.jaxlink.analyze), rooftop.jaxlink.analyze\n"
+    code += "from rooftop.jaxlink import analyze\nfrom rooftop.jaxlink.profiling import analyze as direct\n"
+    code += "assert analyze is direct and 'analyze' in dir(rooftop.jaxlink)"
+    loaded_after(code)  # raises CalledProcessError when an assertion fails
+
+
+def test_jaxlink_unknown_name_raises_attribute_error() -> None:
+    import rooftop.jaxlink
+
+    with pytest.raises(AttributeError, match="no_such_name"):
+        rooftop.jaxlink.no_such_name  # noqa: B018
+
+
 @pytest.mark.parametrize("name", sorted(rooftop.__all__))
 def test_public_names_resolve(name: str) -> None:
     assert getattr(rooftop, name) is not None

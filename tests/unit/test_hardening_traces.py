@@ -498,14 +498,14 @@ def test_oversized_xplane_is_refused_before_reading(tmp_path: Path, monkeypatch:
 
 @pytest.mark.parametrize("steps", [0, -1, 1.5, True, 10**9, "3"])
 def test_jaxlink_analyze_steps_are_checked_first(steps: Any) -> None:
-    from rooftop.jaxlink.analyze import analyze
+    from rooftop.jaxlink import analyze
 
     with pytest.raises(InvalidConfigError, match=r"steps .* must be an integer in \[1, 10000\]"):
         analyze(lambda x: x, 1.0, steps=steps)
 
 
 def test_jaxlink_analyze_logdir_must_be_a_directory(tmp_path: Path) -> None:
-    from rooftop.jaxlink.analyze import analyze
+    from rooftop.jaxlink import analyze
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(InvalidConfigError, match="is not a directory"):
@@ -600,7 +600,7 @@ def test_one_instruction_run_as_many_distinct_kernels() -> None:
 
 def test_jaxlink_analyze_reads_the_run_it_wrote(tmp_path: Path) -> None:
     jax = pytest.importorskip("jax")
-    from rooftop.jaxlink.analyze import analyze
+    from rooftop.jaxlink import analyze
 
     decoy = tmp_path / "plugins" / "profile" / "9999_99_99_99_99_99"  # sorts after any real run name
     decoy.mkdir(parents=True)

@@ -104,7 +104,7 @@ def test_zero_and_offload_move_memory() -> None:
         (Parallelism(tp=3, dp=1), r"dp\*fsdp\*tp\*pp\*cp = 1\*1\*3\*1\*1 = 3, not the 256 chips"),
         (Parallelism(tp=64, dp=4), "tp=64 does not divide n_heads=32"),
         (Parallelism(pp=256, dp=1), "pp x virtual_stages=256 exceeds n_layers=32"),
-        (Parallelism(dp=256, microbatches=3), "1 sequences per replica cannot fill 3 microbatches"),
+        (Parallelism(dp=256, microbatches=3), "1 sequence per replica cannot fill 3 microbatches"),
         (Parallelism(dp=128, ep=2, pp=2), "needs a mixture-of-experts model"),
     ],
 )

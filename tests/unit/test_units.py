@@ -5,10 +5,12 @@ from rooftop.units import (
     format_bytes,
     format_duration,
     format_number,
+    format_rate,
     parse_bytes,
     parse_duration,
     parse_number,
     parse_rate,
+    plural,
 )
 
 
@@ -56,6 +58,37 @@ def test_formatting() -> None:
     assert format_duration(2.3e-5) == "23 us"
     assert format_duration(5400) == "1.5 h"
     assert format_duration(3 * 86400) == "3 d"
+
+
+def test_formatting_never_prints_exponents_for_ordinary_magnitudes() -> None:
+    """Values in [1000, 1024) of a binary unit print whole, values that round up to 1000 of a step take
+    the next step, rates print with a prefix: no "1e+03 MiB", "1e+03 ms" or "2e+11 B/s"."""
+    assert format_bytes(1000 * 2**20) == "1000 MiB"  # was 1e+03 MiB
+    assert format_bytes(1023.9 * 2**20) == "1024 MiB"  # was 1.02e+03 MiB
+    assert format_bytes(2**30) == "1 GiB"
+    assert format_bytes(999.97e6, binary=False) == "1 GB"
+    assert format_duration(0.99996) == "1 s"  # was 1e+03 ms
+    assert format_duration(999.96e-6) == "1 ms"
+    assert format_duration(59.999) == "1 min"
+    assert format_duration(59.4) == "59.4 s"
+    assert format_duration(10_000 * 86400) == "10,000 d"  # was 1e+04 d
+    assert format_duration(0) == "0 s"
+    assert format_rate(2e11) == "200 GB/s"
+    assert format_rate(999.9e9) == "1 TB/s"
+    assert format_number(1e21, "FLOP") == "1000 EFLOP"
+    for value in (1e3, 1023.5, 1e4, 123_456.0, 999.95, 1.5):
+        for scale in (1.0, 2.0**20, 1e9, 86400.0):
+            for text in (format_bytes(value * scale), format_rate(value * scale), format_duration(value * scale)):
+                assert "e+" not in text, text
+            assert "e-" not in format_duration(value * scale * 1e-9)
+
+
+def test_plural() -> None:
+    assert plural(1, "chip") == "1 chip"
+    assert plural(16, "chip") == "16 chips"
+    assert plural(0, "replica") == "0 replicas"
+    assert plural(2.0, "hop") == "2 hops"
+    assert plural(2, "sequence per replica", "sequences per replica") == "2 sequences per replica"
 
 
 def test_integers_are_ascii_digits_of_bounded_length() -> None:

@@ -7,6 +7,7 @@ module imports them only inside the functions that run a command.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,6 +91,21 @@ def parse_kv_ints(text: str, what: str) -> dict[str, int]:
     return out
 
 
+#: the width tables are drawn at when the output is not a terminal and COLUMNS is not set
+DEFAULT_WIDTH = 140
+MIN_WIDTH, MAX_WIDTH = 20, 10_000
+
+
+def table_width(columns: str | None, terminal: bool) -> int | None:
+    """The width tables are drawn at: COLUMNS when it is set to a width in [MIN_WIDTH, MAX_WIDTH] (any
+    other value is ignored, as the environment may hold anything there), else the terminal's (None:
+    rich measures it), else DEFAULT_WIDTH."""
+    text = (columns or "").strip()
+    if text.isascii() and text.isdigit() and len(text) <= 6 and MIN_WIDTH <= int(text) <= MAX_WIDTH:
+        return int(text)
+    return None if terminal else DEFAULT_WIDTH
+
+
 def emit(out: Output, args: argparse.Namespace) -> None:
     plot = getattr(args, "plot", None)
     if plot:
@@ -102,7 +118,7 @@ def emit(out: Output, args: argparse.Namespace) -> None:
     else:
         from rich.console import Console
 
-        console = Console() if sys.stdout.isatty() else Console(width=140)
+        console = Console(width=table_width(os.environ.get("COLUMNS"), sys.stdout.isatty()))
         out.render(console)
         if plot:
             console.print(f"plot written to {visible(plot)}", markup=False, highlight=False)  # shown, not obeyed

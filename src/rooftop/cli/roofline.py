@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> Output:
     cost = explicit(parse_number(args.flops), parse_bytes(args.nbytes), dtype, unit)
     est = roofline(cost, chip)
     return Output(
-        report.op_payload(cost, est, dtype, unit),
+        report.op_payload(chip, cost, est, dtype, unit),
         lambda console: report.render_op(console, chip, est, dtype, unit),
         [lambda path: report.plot_op(path, chip, est, dtype, unit)],
     )

@@ -20,7 +20,7 @@ from functools import cached_property
 
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS, Chip
-from rooftop.units import parse_int
+from rooftop.units import parse_int, plural
 
 #: most named axes of a mesh (real meshes have 1 to 6) and the longest axis name
 MAX_MESH_AXES = 64
@@ -296,8 +296,8 @@ def make_mesh(topology: Topology, axes: dict[str, int] | str | None = None) -> M
     total = math.prod(axes.values())
     if total != topology.num_chips:
         raise ShardingError(
-            f"mesh {','.join(f'{k}={v}' for k, v in axes.items())} has {total} devices but topology "
-            f"{topology.spec} has {topology.num_chips} chips; e.g. {_suggest(topology)}"
+            f"mesh {','.join(f'{k}={v}' for k, v in axes.items())} has {plural(total, 'device')} but topology "
+            f"{topology.spec} has {plural(topology.num_chips, 'chip')}; e.g. {_suggest(topology)}"
         )
     remaining = [d.size for d in topology.dims]  # chips of each dim not yet taken (its inner factor)
     placed = []

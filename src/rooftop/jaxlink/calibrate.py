@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.units import format_bytes, format_rate, plural
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -102,7 +103,8 @@ def _matmul(jax: Any, dtype: str, n: int, repeats: int) -> Measurement:
     b = jnp.ones((n, n), DTYPES[dtype])
     f = jax.jit(lambda x, y: x @ y)
     t = _best_time(lambda: f(a, b), repeats)
-    return Measurement(dtype, 2.0 * n**3 / t, f"{n}x{n}x{n} {dtype} matmul, 2*N^3 FLOPs / best of {repeats} runs")
+    method = f"{n}x{n}x{n} {dtype} matmul, 2*N^3 FLOPs / best of {plural(repeats, 'run')}"
+    return Measurement(dtype, 2.0 * n**3 / t, method)
 
 
 def _vector(jax: Any, elements: int, repeats: int, dtype: str = "fp32", chain: int = 512) -> Measurement:
@@ -137,7 +139,7 @@ def _hbm(jax: Any, sizes: list[int], repeats: int) -> Measurement:
         rates.append(2.0 * 4 * elements / _best_time(functools.partial(f, x), repeats))
         del x
     moved = [f"{8 * e / 2**20:.0f} MiB" for e in (sizes[0], sizes[-1])]
-    spread = f"{min(rates):.3g} to {max(rates):.3g} B/s" if len(rates) > 1 else f"{rates[0]:.3g} B/s"
+    spread = f"{format_rate(min(rates))} to {format_rate(max(rates))}" if len(rates) > 1 else format_rate(rates[0])
     return Measurement("hbm", rates[-1], f"y = x*a + b in fp32 (one read + one write per element) at "
                        f"{len(sizes)} sizes from {moved[0]} to {moved[1]} moved: the largest's rate; {spread} "
                        "over the sizes")  # fmt: skip
@@ -176,9 +178,8 @@ def _collectives(jax: Any, elements: int, repeats: int) -> tuple[Measurement, Me
     gather = jax.jit(lambda v: v * 1.0, out_shardings=full)
     t = _best_time(lambda: gather(x), repeats)
     v_bytes = 4.0 * per * n
-    link = Measurement(
-        "link", (n - 1) / n * v_bytes / t, f"all-gather of {v_bytes:.3g} bytes over {n} devices: B = (n-1)/n x V / t"
-    )
+    method = f"all-gather of {format_bytes(v_bytes)} over {n} devices: B = (n-1)/n x V / t"
+    link = Measurement("link", (n - 1) / n * v_bytes / t, method)
     small = jax.device_put(jnp.ones((n,), jnp.float32), shard)
     reduce = jax.jit(lambda v: jnp.sum(v), out_shardings=full)
     lat = _best_time(lambda: reduce(small), repeats)

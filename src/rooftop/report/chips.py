@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.serialize import chip_dict
 from rooftop.report.table import say, styled, table
-from rooftop.units import format_bytes, format_rate
+from rooftop.units import format_bytes, format_duration, format_plain, format_rate
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,11 +20,30 @@ def chip_payload(chip: Chip) -> dict[str, Any]:
     return {"chip": chip_dict(chip)}
 
 
+def figure_text(key: str, value: float) -> str:
+    """A chip file's figure with its unit, read from its key: "matrix_flops_per_s.bf16" 9.895e14 ->
+    "989.5 TFLOP/s", "links.bytes_per_s" 2.5e10 -> "25 GB/s", "memory.hbm_bytes" -> "80 GiB"."""
+    field = key.rsplit(".", 1)[0] if key.split(".", 1)[0].endswith("flops_per_s") else key
+    if field.endswith("flops_per_s"):
+        return format_rate(value, "FLOP/s", 4)
+    if field.endswith("bytes_per_s"):
+        return format_rate(value, digits=4)
+    if field.endswith("bytes") or field.startswith("on_chip_bytes"):
+        return format_bytes(value, 4)
+    if field.endswith("_s"):
+        return format_duration(value, 4)
+    if "usd" in field:
+        return f"${value:.2f}"
+    return format_plain(value, 4)
+
+
 def render_chip(console: Console, chip: Chip) -> None:
     say(console, styled(chip.name, "bold"), f" ({chip.vendor}) {chip.description}")
-    rows = [(k, f"{f.value:.4g}", f.source + (f" [{f.note}]" if f.note else "")) for k, f in chip.sources.items()]
+    rows = [
+        (k, figure_text(k, f.value), f.source + (f" [{f.note}]" if f.note else "")) for k, f in chip.sources.items()
+    ]
     rows.append(("topology", chip.topology.kind, chip.topology.source))
-    console.print(table(f"{chip.name}: figures and sources", ["figure", "value (SI)", "source"], rows))
+    console.print(table(f"{chip.name}: figures and sources", ["figure", "value", "source"], rows))
 
 
 def catalog_payload(chips: Sequence[Chip]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.formulas import collective_formula, collective_why, group_why
 from rooftop.report.table import say, styled, table
-from rooftop.units import format_bytes, format_duration, format_rate
+from rooftop.units import format_bytes, format_duration, format_rate, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -109,7 +109,7 @@ def render_collective(
         ("per-device bytes (V)", format_bytes(ct.bytes_per_device)),
         ("devices", str(ct.devices)),
         ("bandwidth term", format_duration(ct.bandwidth_time_s)),
-        ("latency term", f"{format_duration(ct.latency_time_s)} ({ct.hops} hops)"),
+        ("latency term", f"{format_duration(ct.latency_time_s)} ({plural(ct.hops, 'hop')})"),
         ("time", styled(format_duration(ct.time_s), "bold")),
         ("bound", styled(ct.bound, "bold")),
     ]

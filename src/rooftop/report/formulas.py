@@ -13,7 +13,7 @@ from collections.abc import Callable
 from rooftop.cost.collectives import BandwidthPart, CollectiveTime, Group
 from rooftop.cost.roofline import Term
 from rooftop.hardware.chip import Chip
-from rooftop.units import format_bytes, format_duration, format_number, format_rate
+from rooftop.units import format_bytes, format_duration, format_number, format_plain, format_rate, plural
 
 
 def _eff(factor: float) -> str:
@@ -41,7 +41,7 @@ def _collective(t: Term) -> str:
     assert ct is not None  # rule "collective" always holds it
     count = t.figure("count", 1.0)
     text = collective_formula(ct)
-    return text if count == 1 else f"{count:g} x ({text})"
+    return text if count == 1 else f"{format_plain(count)} x ({text})"
 
 
 def _ops(t: Term) -> str:
@@ -49,12 +49,12 @@ def _ops(t: Term) -> str:
     n = t.figure("ops")
     if t.kind == "compute":
         return (
-            f"{n:g} compute-bound ops: {format_number(t.figure('flops'), 'FLOP')} at "
+            f"{plural(n, 'compute-bound op')}: {format_number(t.figure('flops'), 'FLOP')} at "
             f"{format_rate(t.figure('flops_per_s'), 'FLOP/s')} ({t.figure('chip')} peak{_eff(t.figure('efficiency'))}"
             f"{t.figure('per', '')})"
         )
     return (
-        f"{n:g} memory-bound ops: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "
+        f"{plural(n, 'memory-bound op')}: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "
         f"{format_rate(t.figure('hbm_bytes_per_s'))}{_eff(t.figure('efficiency'))}){t.figure('per', '')}"
     )
 
@@ -76,7 +76,7 @@ def _bubble(t: Term) -> str:
 
 def _launch(t: Term) -> str:
     return (
-        f"{t.figure('layers'):g} layers x {t.figure('kernels_per_layer'):g} kernels x "
+        f"{plural(t.figure('layers'), 'layer')} x {plural(t.figure('kernels_per_layer'), 'kernel')} x "
         f"{format_duration(t.figure('kernel_s'))}"
     )
 
@@ -130,8 +130,8 @@ def _part(p: BandwidthPart) -> str:
         )
     if p.rule == "ingress":
         return (
-            f"{scale}{names} together ({p.shape}, {p.size} chips): ({p.size}-1) x {format_bytes(p.chunk_bytes)} / "
-            f"{format_rate(p.bytes_per_s)} inbound = {format_duration(p.seconds)}"
+            f"{scale}{names} together ({p.shape}, {plural(p.size, 'chip')}): ({p.size}-1) x "
+            f"{format_bytes(p.chunk_bytes)} / {format_rate(p.bytes_per_s)} inbound = {format_duration(p.seconds)}"
         )
     if p.rule == "sharp":
         return (
@@ -155,7 +155,7 @@ def _part(p: BandwidthPart) -> str:
 def collective_formula(ct: CollectiveTime) -> str:
     """The bandwidth and latency terms of one collective, with every figure."""
     axes = ",".join(ct.axes)
-    head = f"{ct.kind} of {format_bytes(ct.bytes_per_device)} per device over {axes} ({ct.devices} devices)"
+    head = f"{ct.kind} of {format_bytes(ct.bytes_per_device)} per device over {axes} ({plural(ct.devices, 'device')})"
     if ct.devices == 1:
         return f"{head}: nothing moves"
     chosen = [_part(p) for p in ct.chosen]
@@ -203,7 +203,7 @@ def group_why(g: Group, chip: Chip) -> str:
         else ""
     )
     if g.shape == "ring":
-        ring = f"ring of {g.size} {g.link.upper()} chips with wraparound (dim {g.dim})"
+        ring = f"ring of {plural(g.size, g.link.upper() + ' chip')} with wraparound (dim {g.dim})"
         return f"{g.name}: {ring}, shards flow both ways{share}"
     reason = {
         "partial-dim": f"it uses {g.size} of the {g.dim_size} chips of dim {g.dim}",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.config import REMAT_POLICIES, config_to_dict, remat_policy
-from rooftop.report.table import say, styled, table
+from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_number
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
     )
     prows = [
         (
-            "  " * path.count("/") + path.rsplit("/", 1)[-1] + (f" x{n['count']}" if n["count"] > 1 else ""),
+            "  " * path.count("/") + words(path.rsplit("/", 1)[-1]) + (f" x{n['count']}" if n["count"] > 1 else ""),
             format_number(n["params"]),
             format_number(n["active"]),
         )

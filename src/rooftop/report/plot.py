@@ -21,7 +21,7 @@ from rooftop.cost.roofline import Estimate
 from rooftop.errors import InvalidConfigError, shown, visible
 from rooftop.hardware.chip import Chip
 from rooftop.report.files import check_output_path, replacing
-from rooftop.units import format_rate
+from rooftop.units import format_plain, format_rate
 
 PlacedOp = tuple[str, Estimate, str, str]  # (label, estimate, compute dtype, unit)
 
@@ -110,7 +110,7 @@ def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
                 [min(peak, x * bw) for x in xs],
                 color=c,
                 lw=2,
-                label=label(f"{name}: {format_rate(peak, 'FLOP/s')}, ridge {peak / bw:.0f} FLOP/B"),
+                label=label(f"{name}: {format_rate(peak, 'FLOP/s')}, ridge {format_plain(peak / bw)} FLOP/B"),
             )
             ax.axvline(peak / bw, color=c, ls=":", lw=1)
             ax.plot([peak / bw], [peak], "o", color=c)

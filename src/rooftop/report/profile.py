@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from rooftop.report.table import say, table
+from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rooftop.analysis.compare import ProfileReport
+    from rooftop.analysis.compare import OpReport, ProfileReport
     from rooftop.hardware.chip import Chip
 
 
@@ -46,10 +46,27 @@ def _origin(framework_op: str, source: str) -> str:
     return (path if len(path) <= room else "..." + path[-(room - 3) :]) + where
 
 
+#: the verdict of an op without a roofline (analysis/compare.py): its time lost is not known
+UNKNOWN = "unknown cost"
+
+
+def ranked_ops(report: ProfileReport) -> tuple[list[OpReport], str]:
+    """The ops in the table's order and how they are ranked: by time lost vs roofline, ties by measured
+    total time; by measured total time alone when no op has a roofline (a trace read without its
+    HLO, where every op's time lost is 0 and the first order was alphabetical). --json keeps the
+    library's order."""
+    ops = sorted(report.ops, key=lambda o: (-o.lost_s, -o.total_s, o.name))
+    if all(o.verdict == UNKNOWN for o in ops):
+        return ops, "ranked by measured time (no op has a roofline)"
+    return ops, "ranked by time lost vs roofline"
+
+
 def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int) -> None:
-    """The ``top`` ops by time lost (at least one), steps, parts, overlap, memory and notes."""
+    """The ``top`` ops (at least one) by time lost, or by measured time when no op has a roofline;
+    steps, parts, overlap, memory and notes."""
     rows = []
-    for o in report.ops[: max(top, 1)]:
+    ops, ranking = ranked_ops(report)
+    for o in ops[: max(top, 1)]:
         eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
         lb = format_duration(o.lower_bound_s) if o.lower_bound_s is not None else "?"
         rows.append(
@@ -59,16 +76,16 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
                 format_duration(o.measured_s),
                 lb,
                 eff,
-                o.bound or "-",
+                words(o.bound or "-"),
                 o.verdict,
-                format_duration(o.lost_s),
+                "?" if o.verdict == UNKNOWN else format_duration(o.lost_s),
                 o.collective or "",
                 _origin(o.framework_op, o.source),
             )
         )
     console.print(
         table(
-            f"ops of {report.source} on {chip.name}, ranked by time lost vs roofline",
+            f"ops of {report.source} on {chip.name}, {ranking}",
             ["op", "runs", "measured", "roofline", "eff.", "bound", "verdict", "lost", "mesh axes", "from"],
             rows,
         )
@@ -92,7 +109,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
             "where the time goes (per device)",
             ["part", "measured", "roofline"],
             [
-                (k, format_duration(v["measured_s"]), format_duration(v["lower_bound_s"]))
+                (words(k), format_duration(v["measured_s"]), format_duration(v["lower_bound_s"]))
                 for k, v in report.categories.items()
             ],
         )

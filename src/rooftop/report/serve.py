@@ -15,8 +15,8 @@ from rooftop.dtypes import compute_dtype
 from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
 from rooftop.report.plot import label
-from rooftop.report.table import say, table
-from rooftop.units import format_bytes, format_duration
+from rooftop.report.table import say, table, words
+from rooftop.units import format_bytes, format_duration, format_plain, format_rate, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,13 +63,14 @@ def critical_batch_dict(cb: CriticalBatch) -> dict[str, Any]:
         "compute_dtype": cb.compute_dtype,
         "ideal": cb.ideal,
         "with_efficiency": cb.with_efficiency,
-        "formula": f"{cb.chip} {cb.compute_dtype} peak {cb.peak_flops_per_s:.4g} FLOP/s x {cb.bytes_per_weight:g} "
-        f"bytes per weight / (2 x {cb.hbm_bytes_per_s:.4g} B/s) = {cb.ideal:.4g}",
+        "formula": f"{cb.chip} {cb.compute_dtype} peak {format_rate(cb.peak_flops_per_s, 'FLOP/s', 4)} x "
+        f"{cb.bytes_per_weight:g} bytes per weight / (2 x {format_rate(cb.hbm_bytes_per_s, digits=4)}) = "
+        f"{format_plain(cb.ideal, 4)}",
     }
 
 
 def min_slice_reason(m: MinSlice) -> str:
-    return f"{m.chips} chips: {describe_memory(m.memory)}"
+    return f"{plural(m.chips, 'chip')}: {describe_memory(m.memory)}"
 
 
 def min_slice_dict(m: MinSlice | None) -> dict[str, Any] | None:
@@ -180,26 +181,27 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
 
 
 def _usd(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3g}"
+    return "-" if v is None else format_plain(v)
 
 
 def _frontier_table(plan: ServingPlan) -> Table:
     req = plan.request
     chosen = {plan.chosen} if plan.chosen is not None else set()
     rows = []
-    for i in sorted(set(plan.frontier) | chosen, key=lambda i: plan.points[i].step_time_s):
+    shown = sorted(set(plan.frontier) | chosen, key=lambda i: plan.points[i].step_time_s)
+    for row, i in enumerate(shown, 1):  # numbered as shown; --json's "points" keep the sweep's indices
         p = plan.points[i]
         rows.append(
             (
-                f"{'*' if i == plan.chosen else ''}{i}",
+                f"{'*' if i == plan.chosen else ''}{row}",
                 p.layout.label(),
                 p.batch,
                 format_duration(p.step_time_s),
                 format_duration(p.ttft_s),
-                f"{p.tokens_per_s:.4g}",
-                f"{p.tokens_per_s_per_chip:.4g}",
+                format_plain(p.tokens_per_s, 4),
+                format_plain(p.tokens_per_s_per_chip, 4),
                 format_bytes(p.memory.total_bytes),
-                p.bound,
+                words(p.bound),
                 _usd(p.cost_input_usd_per_m),
                 _usd(p.cost_output_usd_per_m),
             )
@@ -216,7 +218,7 @@ def _step_table(p: ServingPoint) -> Table:
     d = p.decode
     parts = [
         ("bandwidth roofline (weights + KV) / HBM", d.bandwidth_roofline_s),
-        *((f"{g} ops ({d.group_bound[g]}-bound)", t) for g, t in d.group_s.items()),
+        *((f"{words(g)} ops ({words(d.group_bound[g])}-bound)", t) for g, t in d.group_s.items()),
         ("collectives", d.collective_s),
         ("kernel launches", d.launch_s),
         ("scheduling", d.scheduling_s),
@@ -232,20 +234,19 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
     say(console, f"chosen: {plan.chosen_reason}")
     if plan.chosen is not None:
         console.print(_step_table(plan.points[plan.chosen]))
-    console.print(
-        table(
-            "layouts: where the large-batch end stops",
-            ["layout", "max batch", "compute-bound at", "limit", "reason"],
-            [(s.layout.label(), s.max_batch, s.compute_bound_batch or "-", s.limit, s.reason) for s in plan.layouts],
-        )
-    )
+    rows = [
+        (s.layout.label(), s.max_batch, s.compute_bound_batch or "-", words(s.limit), s.reason) for s in plan.layouts
+    ]
+    columns = ["layout", "max batch", "compute-bound at", "limit", "reason"]
+    console.print(table("layouts: where the large-batch end stops", columns, rows))
     if plan.min_slice:
         say(console, f"smallest slice that holds the model and one sequence: {min_slice_reason(plan.min_slice)}")
     disagg = payload.get("disaggregation")
     if disagg:
         say(
             console,
-            f"disaggregation at {disagg['requests_per_s']:g} req/s: {disagg['recommendation']} ({disagg['reason']})",
+            f"disaggregation at {format_plain(disagg['requests_per_s'])} req/s: {disagg['recommendation']} "
+            f"({disagg['reason']})",
         )
     for note in plan.notes:
         say(console, f"note: {note}")

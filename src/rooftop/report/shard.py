@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.table import table
-from rooftop.units import format_bytes
+from rooftop.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,5 +47,5 @@ def render_shard(console: Console, rep: ShardReport, mesh: Mapping[str, int]) ->
         ("copies (replicated over)", f"{rep.copies} ({','.join(rep.replicated_axes) or 'none'})"),
         ("total bytes over all devices", format_bytes(rep.total_bytes)),
     ]
-    title = f"{rep.sharding.notation()} on mesh {mesh_txt} ({rep.devices} devices)"
+    title = f"{rep.sharding.notation()} on mesh {mesh_txt} ({plural(rep.devices, 'device')})"
     console.print(table(title, ["quantity", "value"], rows))

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.errors import visible
-from rooftop.units import format_bytes, format_duration, format_number
+from rooftop.units import format_bytes, format_duration, format_number, format_plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,6 +48,12 @@ def plain(value: object) -> Text:
     if isinstance(value, Text):
         return value
     return Text(clipped(visible(value)))
+
+
+def words(key: object) -> str:
+    """An identifier rooftop shows a reader, in words: "memory_capacity" -> "memory capacity",
+    "pipeline_bubble" -> "pipeline bubble" (tables only; --json keeps the key)."""
+    return str(key).replace("_", " ")
 
 
 def styled(value: object, style: str) -> Text:
@@ -81,12 +87,15 @@ def table(title: object, columns: Sequence[str], rows: Iterable[Sequence[Any]]) 
     return t
 
 
-def estimate_table(title: str, est: Estimate) -> Table:
+def estimate_table(title: str, est: Estimate, critical_intensity: float | None = None) -> Table:
+    """The roofline of one op; ``critical_intensity`` replaces the Estimate's (the matrix unit's ridge
+    point) for an op that runs on another unit."""
+    critical = est.critical_intensity if critical_intensity is None else critical_intensity
     rows: list[tuple[str, object]] = [
         ("FLOPs", format_number(est.flops, "FLOP")),
         ("HBM bytes", format_bytes(est.hbm_bytes)),
-        ("arithmetic intensity", f"{est.arithmetic_intensity:.4g} FLOP/B"),
-        ("critical intensity", f"{est.critical_intensity:.4g} FLOP/B"),
+        ("arithmetic intensity", f"{format_plain(est.arithmetic_intensity, 4)} FLOP/B"),
+        ("critical intensity", f"{format_plain(critical, 4)} FLOP/B"),
         ("compute", format_duration(est.compute_s)),
         ("memory", format_duration(est.memory_s)),
     ]
@@ -110,6 +119,6 @@ def terms_table(est: Estimate) -> Table:
     )
 
 
-def print_estimate(console: Console, title: str, est: Estimate) -> None:
-    console.print(estimate_table(title, est))
+def print_estimate(console: Console, title: str, est: Estimate, critical_intensity: float | None = None) -> None:
+    console.print(estimate_table(title, est, critical_intensity))
     console.print(terms_table(est))

@@ -6,8 +6,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.formulas import term_dict, term_formula
-from rooftop.report.table import say, table
-from rooftop.units import format_bytes, format_duration
+from rooftop.report.table import say, table, words
+from rooftop.units import format_bytes, format_duration, format_number, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -102,7 +102,8 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
     """The ranked layouts, the best one's step part by part and its memory, the explanation and the totals."""
     setup, evaluated, ranked, totals = plan.setup, plan.search.evaluated, plan.ranked, plan.totals
     title = (
-        f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), {evaluated} layouts evaluated"
+        f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec}), "
+        f"{plural(evaluated, 'layout')} evaluated"
     )
     rows = [
         (
@@ -112,7 +113,7 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
             f"{r.mfu:.1%}",
             f"{r.tokens_per_s:,.0f}",
             format_bytes(r.memory_per_chip_bytes),
-            r.bound,
+            words(r.bound),
         )
         for i, r in enumerate(ranked)
     ]
@@ -122,10 +123,10 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
     for part in plan.parts[0]:
         if part.time_s <= 0:
             continue
-        part_rows.append((part.name.replace("_", " "), format_duration(part.time_s), part.bound, ""))
+        part_rows.append((words(part.name), format_duration(part.time_s), words(part.bound), ""))
         for t in part.terms:
             if t.seconds:
-                part_rows.append(("  " + t.name, format_duration(t.seconds), t.kind, term_formula(t)))
+                part_rows.append(("  " + t.name, format_duration(t.seconds), words(t.kind), term_formula(t)))
     console.print(
         table("step time of the best layout, part by part", ["part / term", "time", "bound", "from"], part_rows)
     )
@@ -133,7 +134,7 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
         table(
             f"memory per chip (HBM {format_bytes(best.hbm_bytes)}, usable {format_bytes(best.usable_hbm_bytes)})",
             ["part", "bytes"],
-            [(k, format_bytes(v)) for k, v in best.memory.items() if v > 0],
+            [(words(k), format_bytes(v)) for k, v in best.memory.items() if v > 0],
         )
     )
     for line in plan.explanation:
@@ -143,7 +144,7 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
         cost_txt = f", ${cost:,.0f}" if cost is not None else " (no price for this chip: pass --price-per-chip-hour)"
         say(
             console,
-            f"Training on {totals.tokens:.3g} tokens: {format_duration(totals.train_time_s)}, "
+            f"Training on {format_number(totals.tokens)} tokens: {format_duration(totals.train_time_s)}, "
             f"{totals.chip_hours:,.0f} chip-hours{cost_txt}",
             style="bold",
         )
@@ -158,11 +159,11 @@ def plot_train(best: StepResult, path: str) -> None:
     check_plot_path(path)
     tab10 = matplotlib.colormaps["tab10"]
     with figure(1, 2, figsize=(11, 4.5)) as (fig, (a1, a2)):
-        parts = [(label(k.replace("_", " ")), v) for k, v in best.breakdown.items() if math.isfinite(v) and v > 0]
+        parts = [(label(words(k)), v) for k, v in best.breakdown.items() if math.isfinite(v) and v > 0]
         a1.barh([p[0] for p in parts], [p[1] for p in parts], color="tab:blue")
         a1.set_xlabel("seconds per step")
-        a1.set_title(f"step {best.step_time_s:.3g} s, MFU {best.mfu:.1%}")
-        mem = [(label(k), v / 2**30) for k, v in best.memory.items() if math.isfinite(v) and v > 0]
+        a1.set_title(f"step {format_duration(best.step_time_s)}, MFU {best.mfu:.1%}")
+        mem = [(label(words(k)), v / 2**30) for k, v in best.memory.items() if math.isfinite(v) and v > 0]
         left = 0.0
         for i, (k, v) in enumerate(mem):
             a2.barh(["memory"], [v], left=left, label=k, color=tab10(i % 10))

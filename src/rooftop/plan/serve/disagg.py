@@ -29,7 +29,7 @@ from rooftop.cost.roofline import collective_term
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration
+from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, plural
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
@@ -175,9 +175,11 @@ def disaggregate(plan: ServingPlan, requests_per_s: float) -> Disaggregation:
     elif pre is None or dec is None:  # disagg_chips is set only when both pools are
         raise AssertionError("unreachable")
     elif disagg_chips < col.chips:
-        rec, why = "disaggregated", f"{disagg_chips} chips ({pre.chips} prefill + {dec.chips} decode) vs {col.chips}"
+        pools = f"({pre.chips} prefill + {dec.chips} decode)"
+        rec, why = "disaggregated", f"{plural(disagg_chips, 'chip')} {pools} vs {col.chips}"
     else:
-        rec, why = "colocated", f"{col.chips} chips vs {disagg_chips} ({pre.chips} prefill + {dec.chips} decode)"
+        pools = f"({pre.chips} prefill + {dec.chips} decode)"
+        rec, why = "colocated", f"{plural(col.chips, 'chip')} vs {disagg_chips} {pools}"
     if transfer is not None:
         why += (
             f"; KV transfer {format_bytes(nbytes)} per request in {format_duration(transfer)} "

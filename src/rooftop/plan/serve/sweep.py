@@ -32,7 +32,7 @@ from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.train.layout import divisors
-from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration
+from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, plural
 
 DEFAULT_BATCH_CAP = 4096
 
@@ -250,7 +250,9 @@ def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSumm
         return LayoutSummary(
             layout, 0, cb, weights, "weights", f"does not fit even one sequence per replica: {sl.describe_memory(mem)}"
         )
-    where = f"KV cache of {fit} sequences at {req.max_context_len} tokens fills HBM ({sl.describe_memory(mem)})"
+    where = (
+        f"KV cache of {plural(fit, 'sequence')} at {req.max_context_len} tokens fills HBM ({sl.describe_memory(mem)})"
+    )
     if cb is not None and cb <= min(fit, req.batch_cap):
         return LayoutSummary(
             layout,
@@ -395,7 +397,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
     layouts = candidate_layouts(req)
     if not layouts:
         raise InvalidConfigError(
-            f"no tensor-parallel degree of {req.topology.num_chips} chips suits {req.cfg.name} "
+            f"no tensor-parallel degree of {plural(req.topology.num_chips, 'chip')} suits {req.cfg.name} "
             f"(n_heads={req.cfg.n_heads}, n_kv_heads={req.cfg.n_kv_heads})"
         )
     for layout in layouts:

@@ -44,6 +44,7 @@ from rooftop.plan.train.step import (
     step_parts,
     step_result,
 )
+from rooftop.units import plural
 
 #: what hides each communication part (for the "hidden" term)
 COVER = {
@@ -97,7 +98,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
                     ("flops_per_s", c_fl / c_s if c_s else 0.0),
                     ("chip", chip.name),
                     ("efficiency", eff.matrix),
-                    ("per", f", over {par.microbatches} microbatch(es)"),
+                    ("per", f", over {plural(par.microbatches, 'microbatch', 'microbatches')}"),
                 ),
             ),
             Term(
@@ -111,7 +112,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
                     ("chip", chip.name),
                     ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
                     ("efficiency", eff.hbm),
-                    ("per", f", over {par.microbatches} microbatch(es)"),
+                    ("per", f", over {plural(par.microbatches, 'microbatch', 'microbatches')}"),
                 ),
             ),
         )

@@ -9,7 +9,7 @@ from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
-from rooftop.units import format_bytes, format_duration
+from rooftop.units import format_bytes, format_duration, plural
 
 
 def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
@@ -67,21 +67,21 @@ def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[s
     if setup.chips % data == 0 and setup.chips == data:
         pure = _try(setup, Parallelism(fsdp=setup.chips, remat=par.remat))
         if pure is None:
-            lines.append(f"FSDP over all {setup.chips} chips is not a valid layout for this model and batch.")
+            lines.append(f"FSDP over all {plural(setup.chips, 'chip')} is not a valid layout for this model and batch.")
         elif not pure.fits:
             lines.append(
-                f"FSDP over all {setup.chips} chips would need {format_bytes(pure.memory_per_chip_bytes)} "
+                f"FSDP over all {plural(setup.chips, 'chip')} would need {format_bytes(pure.memory_per_chip_bytes)} "
                 f"per chip (> {format_bytes(pure.usable_hbm_bytes)} usable)."
             )
         else:
             lines.append(
-                f"FSDP over all {setup.chips} chips: step {format_duration(pure.step_time_s)} "
+                f"FSDP over all {plural(setup.chips, 'chip')}: step {format_duration(pure.step_time_s)} "
                 f"(MFU {pure.mfu:.1%}), of which {format_duration(pure.breakdown['fsdp'])} exposed FSDP "
                 "communication."
             )
     else:
         lines.append(
-            f"The batch of {setup.global_batch} sequences cannot feed {setup.chips} data-parallel replicas, "
+            f"The batch of {plural(setup.global_batch, 'sequence')} cannot feed {setup.chips} data-parallel replicas, "
             "so some chips must split the model (tensor, pipeline or context parallelism)."
         )
     big = sorted(((v, k) for k, v in best.breakdown.items() if v > 0), reverse=True)[:3]
@@ -107,7 +107,7 @@ def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: in
     """Why the search found no valid layout at all (as opposed to none that fits in memory)."""
     degrees = {k: int(v) for k, v in fix.items() if k in ("dp", "fsdp", "tp", "pp", "cp") and isinstance(v, int)}
     pinned = ",".join(f"{k}={v}" for k, v in fix.items())
-    where = f"{setup.chips} {setup.chip.name} chips"
+    where = plural(setup.chips, f"{setup.chip.name} chip")
     product = 1
     for v in degrees.values():
         product *= max(v, 1)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import REMAT_POLICIES, TransformerConfig
+from rooftop.units import plural
 
 AXIS_ORDER = ("dp", "pp", "fsdp", "cp", "tp")
 ZERO_STAGES = (0, 1, 2)
@@ -111,7 +112,8 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
     """Raise InvalidConfigError naming the first rule ``par`` breaks for this model and batch."""
     if par.chips != chips:
         raise InvalidConfigError(
-            f"dp*fsdp*tp*pp*cp = {par.dp}*{par.fsdp}*{par.tp}*{par.pp}*{par.cp} = {par.chips}, not the {chips} chips"
+            f"dp*fsdp*tp*pp*cp = {par.dp}*{par.fsdp}*{par.tp}*{par.pp}*{par.cp} = {par.chips}, "
+            f"not the {plural(chips, 'chip')}"
         )
     _check_div("tp", par.tp, "n_heads", cfg.n_heads)
     kv = cfg.n_kv_heads
@@ -137,13 +139,14 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
         _check_div("ep", par.ep, "dp*fsdp", par.data_degree)
     if global_batch < par.data_degree:
         raise InvalidConfigError(
-            f"dp*fsdp={par.data_degree} replicas exceed the global batch of {global_batch} sequences: some replicas "
-            f"would get no data (use tensor, pipeline or context parallelism for the rest)"
+            f"dp*fsdp={par.data_degree} replicas exceed the global batch of {plural(global_batch, 'sequence')}: "
+            "some replicas would get no data (use tensor, pipeline or context parallelism for the rest)"
         )
     per_replica = replica_batch(global_batch, par)
     if par.microbatches > per_replica:
         raise InvalidConfigError(
-            f"{per_replica} sequences per replica cannot fill {par.microbatches} microbatches (at most {per_replica})"
+            f"{plural(per_replica, 'sequence')} per replica cannot fill {par.microbatches} microbatches (at most "
+            f"{per_replica})"
         )
     if par.pp > 1 and par.microbatches < par.pp:
         raise InvalidConfigError(

@@ -79,6 +79,12 @@ CASES: list[tuple[str, str, str]] = [
         " candidates[0].breakdown",
     ),
     (
+        "limits",
+        "limits mixtral-8x7b --chip h100 --topology 16x8 --batch-tokens 4M --seq-len 4096",
+        "efficiency figures figures.peak_flops_per_s=figures.* figures.n_experts=figures.* axes[0]"
+        " axes[0].groups[0] limits[0] limits[0].figures",
+    ),
+    (
         "serve",
         "serve llama-3-8b --chip h100 --chips 8 --prompt-len 512 --gen-len 128 --max-step-latency 50ms"
         " --requests-per-s 4",

@@ -94,6 +94,11 @@ def _bases() -> dict[str, list[list[Item]]]:
             [(None, "model", "llama-3-70b"), ("--chip", "chip", "tpu-v5p"), ("--topology", "topology", "4x4x4"),
              ("--batch-tokens", "tokens", "4M"), ("--seq-len", "seq", "4096")],
         ],
+        "limits": [
+            [(None, "model", "llama-3-70b"), ("--chip", "chip", "tpu-v5p"), ("--topology", "topology", "4x4x4"),
+             ("--batch-tokens", "tokens", "4M"), ("--seq-len", "seq", "4096")],
+            [(None, "model", "mixtral-8x7b"), ("--chip", "chip", "h100"), ("--chips", "count", "64")],
+        ],
         "serve": [
             [(None, "model", "llama-3-8b"), ("--chip", "chip", "h100"), ("--chips", "count", "8"),
              ("--prompt-len", "seq", "2048"), ("--gen-len", "seq", "512")],
@@ -118,6 +123,8 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
     "train": [("--tokens", "tokens"), ("--fix", "fix"), ("--objective", "objective"), ("--top", "top"),
               ("--optimizer", "optimizer"), ("--efficiency", "efficiency"), ("--price-per-chip-hour", "price"),
               ("--plot", "plot")],
+    "limits": [("--batch-tokens", "tokens"), ("--seq-len", "seq"), ("--optimizer", "optimizer"),
+               ("--weight-dtype", "weight_dtype"), ("--efficiency", "efficiency"), ("--catalog", "catalog")],
     "serve": [("--batch", "count"), ("--max-step-latency", "duration"), ("--max-ttft", "duration"),
               ("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--activation-dtype", "kv_dtype"),
               ("--requests-per-s", "rate"), ("--price-per-chip-hour", "price"), ("--efficiency", "efficiency"),
@@ -129,7 +136,7 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
 
 #: how often each command is drawn (calibrate measures the device: seconds per run)
 WEIGHTS = {"chips": 3, "roofline": 6, "matmul": 10, "collective": 10, "shard": 8, "models": 1, "model": 8,
-           "train": 14, "serve": 14, "hlo": 8, "profile": 8, "calibrate": 0}  # fmt: skip
+           "train": 14, "limits": 6, "serve": 14, "hlo": 8, "profile": 8, "calibrate": 0}  # fmt: skip
 
 
 def _real(sub: str, pattern: str) -> list[str]:

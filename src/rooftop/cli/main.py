@@ -21,6 +21,7 @@ from rooftop.cli import calibrate as calibrate_cmd
 from rooftop.cli import chips as chips_cmd
 from rooftop.cli import collective as collective_cmd
 from rooftop.cli import hlo as hlo_cmd
+from rooftop.cli import limits as limits_cmd
 from rooftop.cli import matmul as matmul_cmd
 from rooftop.cli import models as models_cmd
 from rooftop.cli import profile as profile_cmd
@@ -40,6 +41,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     shard_cmd,
     models_cmd,
     train_cmd,
+    limits_cmd,
     serve_cmd,
     hlo_cmd,
     profile_cmd,

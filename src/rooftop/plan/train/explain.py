@@ -2,37 +2,74 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rooftop.cost.collectives import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.hardware.topology import Mesh
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
 from rooftop.units import format_bytes, format_duration, plural
 
 
 def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
-    """Per-chip batch (tokens) below which pure FSDP cannot hide its weight traffic, priced as the
-    step prices it: FSDP over every chip (the mesh the step lays), per layer an all-gather of the
-    weights forward, again backward and a reduce-scatter of the gradients (cost/collectives.py, the
-    setup's network efficiency), against 6 FLOPs per parameter per token at the matrix peak x
-    efficiency: tokens per chip > communication_s x peak x matrix / (6 x layer parameters). With
-    bf16 weights and gradients over a torus of k wrapped axes this is (N-1)/N x C / (W_bidir x k),
-    How to Scale Your Model Part 5's ~2550 / k on TPU v5p with its 9e10 B/s links.
+    """Per-chip batch (tokens) below which pure FSDP over every chip (the mesh the step lays)
+    cannot hide its weight traffic (``fsdp_critical_tokens``). With bf16 weights and gradients
+    over a torus of k wrapped axes this is (N-1)/N x C / (W_bidir x k), How to Scale Your Model
+    Part 5's ~2550 / k on TPU v5p with its 9e10 B/s links.
     Returns (tokens, groups the gather runs over, their links)."""
-    chip, eff = setup.chip, setup.efficiency
-    par = Parallelism(fsdp=setup.chips)
-    mesh = layout_mesh(setup.topology, par)
-    pricer = CommPricer(mesh, chip, eff.network)
-    _, w_bytes, g_bytes = setup.element_bytes
-    params = max(g.params + g.expert_params for g in profile_for(setup, "none").groups)
-    comm = 2 * pricer.time("all-gather", ("fsdp",), params * w_bytes)
-    comm += pricer.time("reduce-scatter", ("fsdp",), params * g_bytes)
-    rate = flop_rate(chip, "matrix", setup.dtypes.activations, eff)[2]
-    groups = mesh_groups(mesh, ("fsdp",), chip) if setup.chips > 1 else ()
+    mesh = layout_mesh(setup.topology, Parallelism(fsdp=setup.chips))
+    groups = mesh_groups(mesh, ("fsdp",), setup.chip) if setup.chips > 1 else ()
     links = ", ".join(f"{g.shape} of {g.size} over {g.link}" for g in groups) or "one chip"
-    return comm * rate / (6 * params), len(groups), links
+    return fsdp_critical_tokens(setup, mesh, ("fsdp",)).tokens, len(groups), links
+
+
+@dataclass(frozen=True)
+class CriticalTokens:
+    """Tokens per chip above which a data axis hides its weight traffic behind compute, and what
+    it was priced from: the largest layer's parameters, the seconds of its collectives on the
+    axes, the FLOPs per parameter per token they hide behind and the FLOP rate (peak x matrix
+    efficiency): ``tokens = comm_s x flops_per_s / (flops_per_param x layer_params)``."""
+
+    tokens: float
+    layer_params: float
+    comm_s: float
+    flops_per_param: float
+    flops_per_s: float
+
+
+def _layer_params(setup: TrainingSetup) -> float:
+    """Parameters of the largest layer (routed experts included: their weights move too)."""
+    return max(g.params + g.expert_params for g in profile_for(setup, "none").groups)
+
+
+def fsdp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) -> CriticalTokens:
+    """FSDP over ``axes`` of ``mesh``, priced as the step prices it (CommPricer: cost/collectives.py
+    with the setup's network efficiency): per layer an all-gather of the weights forward, again
+    backward and a reduce-scatter of the gradients, against 6 FLOPs per parameter per token at the
+    matrix peak x efficiency. Hidden when tokens per chip > (2 AG + RS) x rate / (6 x layer
+    parameters); bandwidth-bound with bf16 weights and gradients this is (N-1)/N x C / W, W the
+    all-gather bandwidth per chip of the axes (How to Scale Your Model Part 5: B/X > C/W_ici)."""
+    params = _layer_params(setup)
+    _, w_bytes, g_bytes = setup.element_bytes
+    pricer = CommPricer(mesh, setup.chip, setup.efficiency.network)
+    comm = 2 * pricer.time("all-gather", axes, params * w_bytes) + pricer.time("reduce-scatter", axes, params * g_bytes)
+    rate = flop_rate(setup.chip, "matrix", setup.dtypes.activations, setup.efficiency)[2]
+    return CriticalTokens(comm * rate / (6 * params), params, comm, 6.0, rate)
+
+
+def dp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) -> CriticalTokens:
+    """Pure data parallelism over ``axes``: per layer an all-reduce of the gradients, which only the
+    backward pass (4 FLOPs per parameter per token) can hide (How to Scale Your Model Part 5, "Data
+    Parallelism": T_math = 2 x 2 x B L D F / (X C) against T_comm = 2 x 2 x L D F / W for the
+    backward pass). Hidden when tokens per chip > AR x rate / (4 x layer parameters); with bf16
+    gradients, (N-1)/N x C / W as for FSDP (an all-reduce is a reduce-scatter and an all-gather)."""
+    params = _layer_params(setup)
+    pricer = CommPricer(mesh, setup.chip, setup.efficiency.network)
+    comm = pricer.time("all-reduce", axes, params * setup.element_bytes[2])
+    rate = flop_rate(setup.chip, "matrix", setup.dtypes.activations, setup.efficiency)[2]
+    return CriticalTokens(comm * rate / (4 * params), params, comm, 4.0, rate)
 
 
 def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:

@@ -95,8 +95,10 @@ def test_one_device_takes_the_catalog_network_of_the_chip_jax_names() -> None:
     chip = chip_from_dict(tomllib.loads(_one_device("NVIDIA H100 80GB HBM3")))
     h100 = get_chip("h100")
     assert (chip.link_bytes_per_s, chip.link_count, chip.dcn_bytes_per_s) == (2.5e10, 18, 5e10)
+    assert chip.host_bytes_per_s == h100.host_bytes_per_s  # PCIe: host offload copies price on it
     assert chip.topology.domain_sizes == h100.topology.domain_sizes == (8,)
-    assert "not measured (one device): the catalog's h100 figure" in chip.sources["links.bytes_per_s"].source
+    source = chip.sources["links.bytes_per_s"].source
+    assert "not measured (one device): the catalog's h100 figure (NVIDIA H100 datasheet" in source
     assert chip.hbm_bytes_per_s == 2.8e12  # what was measured stays measured
 
 

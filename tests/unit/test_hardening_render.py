@@ -350,3 +350,20 @@ def test_json_of_numpy_values_and_huge_integers() -> None:
 
     d = json.loads(to_json({"a": np.int64(3), "b": np.float32("nan"), "c": np.array([1.5, np.inf]), "d": 10**5000}))
     assert d == {"schema_version": 1, "a": 3, "b": None, "c": [1.5, None], "d": None}
+
+
+def test_a_closed_stdout_pipe_is_exit_141_and_silent(tmp_path: Path) -> None:
+    """Was: `rooftop hlo big.hlo | head -1` exited 1 (rich's own handling of the closed pipe)."""
+    import gzip
+    import subprocess
+    import sys
+
+    hlo = tmp_path / "decoder.hlo"
+    hlo.write_bytes(gzip.decompress((Path(__file__).parents[1] / "fixtures/h100/decoder.hlo.txt.gz").read_bytes()))
+    cmd = [sys.executable, "-m", "rooftop.cli.main", "hlo", str(hlo), "--chip", "h100", "--top", "2000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, as `head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and err == b""

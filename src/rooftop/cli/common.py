@@ -106,6 +106,17 @@ def table_width(columns: str | None, terminal: bool) -> int | None:
     return None if terminal else DEFAULT_WIDTH
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null after its reader went away (``rooftop hlo ... | head``), so that the
+    interpreter's last flush at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test's StringIO): nothing to flush
+        pass
+
+
 def emit(out: Output, args: argparse.Namespace) -> None:
     plot = getattr(args, "plot", None)
     if plot:
@@ -114,11 +125,21 @@ def emit(out: Output, args: argparse.Namespace) -> None:
     if getattr(args, "json", False):
         from rooftop.report.serialize import to_json
 
-        sys.stdout.write(to_json(out.payload) + "\n")
+        try:
+            sys.stdout.write(to_json(out.payload) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise
     else:
         from rich.console import Console
 
-        console = Console(width=table_width(os.environ.get("COLUMNS"), sys.stdout.isatty()))
+        class _Console(Console):
+            def on_broken_pipe(self) -> None:  # rich exits 1 here; the CLI says a closed pipe its own way
+                _quiet_stdout()
+                raise BrokenPipeError
+
+        console = _Console(width=table_width(os.environ.get("COLUMNS"), sys.stdout.isatty()))
         out.render(console)
         if plot:
             console.print(f"plot written to {visible(plot)}", markup=False, highlight=False)  # shown, not obeyed

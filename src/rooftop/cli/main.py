@@ -128,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"rooftop {args.command}: error: {err.one_line()}", file=sys.stderr)
         return err.exit_code
-    except (BrokenPipeError, KeyboardInterrupt):
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): 128 + SIGPIPE, as a shell reports it
+        return 141
+    except KeyboardInterrupt:
         return 130
     except RecursionError:
         if getattr(args, "debug", False):

@@ -276,7 +276,8 @@ def _assumed(value: float, cal: Calibration, why: str) -> str:
 
 
 def _catalog_fig(value: float, ref: Chip, key: str) -> str:
-    src = f"not measured (one device): the catalog's {ref.name} figure ({ref.sources.get(key, 'no source')})"
+    figure = ref.sources.get(key)
+    src = f"not measured (one device): the catalog's {ref.name} figure ({figure.source if figure else 'no source'})"
     return f"{{ value = {float(value)!r}, source = {_quote(src)} }}"
 
 
@@ -300,6 +301,8 @@ def _network(cal: Calibration) -> list[str]:
                f"hop_latency_s = {_catalog_fig(ref.link_latency_s, ref, 'links.hop_latency_s')}"]  # fmt: skip
         if ref.dcn_bytes_per_s:
             out += ["", "[dcn]", f"bytes_per_s = {_catalog_fig(ref.dcn_bytes_per_s, ref, 'dcn.bytes_per_s')}"]
+        if ref.host_bytes_per_s:
+            out += ["", "[host]", f"bytes_per_s = {_catalog_fig(ref.host_bytes_per_s, ref, 'host.bytes_per_s')}"]
         return [*out, "", "[topology]", *topo]
     one = "one device, and no catalog chip of its kind"
     link = _fig(cal.link, cal) if cal.link else _assumed(cal.hbm.value if cal.hbm else 1e9, cal,

@@ -87,7 +87,10 @@ HOST_MEMORY_SPACE = 5
 
 def with_host_link(est: Estimate, nbytes: float, chip: Chip) -> Estimate:
     """``est`` with ``nbytes`` that live in host memory moved over the chip's host link (an offload copy
-    between host memory and HBM moves one side's bytes over it): its time counts as memory time."""
+    between host memory and HBM moves one side's bytes over it): its time counts as memory time. A chip
+    with no host-link figure leaves ``est`` as it is (those bytes priced as HBM traffic)."""
+    if chip.host_bytes_per_s <= 0:  # a chip file without a host link (a calibrated one): HBM prices them
+        return est
     term = host_term(nbytes, chip, what="bytes in host memory (memory space 5)")
     return dataclasses.replace(est, memory_s=max(est.memory_s, term.seconds), terms=(*est.terms, term))
 

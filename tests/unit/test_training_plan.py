@@ -62,3 +62,54 @@ def test_a_layout_with_other_choices_is_the_layout_built_with_them() -> None:
     slow = replace(base, remat="full", zero_stage=1, offload="optimizer")
     assert fast == slow and hash(fast) == hash(slow) and fast.label() == slow.label()
     assert base.remat == "none"  # the base is unchanged
+
+
+MB_PARTS = ("compute_forward", "compute_backward", "compute_recompute", "tensor_parallel", "context_parallel",
+            "fsdp", "expert_parallel", "pipeline_p2p")  # fmt: skip
+
+
+def _pinned(fix: str, chips: int = 32, sequences: int = 64, model: str = "llama-3-8b"):  # type: ignore[no-untyped-def]
+    """The best layout under ``fix`` (ranked by time) and its parts, at 4096 tokens on h100."""
+    pins = {k: (v if k == "remat" else int(v)) for k, v in (kv.split("=") for kv in fix.split(","))}
+    setup = TrainingSetup(get_model(model), H100, parse_topology(H100, f"{chips // 8}x8"), sequences, 4096,
+                          default_efficiency("training"))  # fmt: skip
+    plan = plan_training(setup, pins, top=1)
+    return plan.ranked[0], {p.name: p.time_s for p in plan.parts[0]}
+
+
+@pytest.mark.parametrize("v", [1, 2, 4])
+def test_more_microbatches_never_raise_the_bubble_fraction(v: int) -> None:
+    """The bubble is (pp - 1) / v microbatch times: its share of the step, (pp-1)/v / (m + (pp-1)/v), falls
+    as the microbatches m grow (the time of one microbatch cancels out)."""
+    fractions = []
+    for m in (4, 8, 16, 32, 64):
+        _, parts = _pinned(f"dp=1,tp=8,pp=4,microbatches={m},virtual_stages={v},remat=none")
+        work = sum(parts[k] for k in MB_PARTS)
+        assert parts["pipeline_bubble"] == pytest.approx(work / m * 3 / v, rel=1e-9)  # t_mb x (pp-1)/v
+        fractions.append(parts["pipeline_bubble"] / (work + parts["pipeline_bubble"]))
+    assert fractions == sorted(fractions, reverse=True)
+    assert fractions[0] == pytest.approx((3 / v) / (4 + 3 / v))
+
+
+def test_any_microbatch_count_the_rules_allow_is_honoured() -> None:
+    """Was: counts limited to powers of two and pp, interleave to 1, 2, 4; a pinned count outside them was
+    refused with no reason. 280 sequences per replica over pp=35 stages, 280 microbatches, 2 chunks each."""
+    best, _ = _pinned("dp=1,tp=8,pp=35,microbatches=280,virtual_stages=2", 280, 280, "llama-3-70b")
+    assert (best.parallelism.microbatches, best.parallelism.virtual_stages) == (280, 2)
+    for fix, rule in [
+        ("dp=1,tp=8,pp=35,microbatches=280,virtual_stages=3", "pp x virtual_stages=105 exceeds n_layers=80"),
+        ("dp=1,tp=8,pp=35,microbatches=100,virtual_stages=2", "must be a multiple of pp=35"),
+        ("dp=1,tp=8,pp=35,microbatches=300", "cannot fill 300 microbatches"),
+    ]:
+        with pytest.raises(InvalidConfigError, match=rule):
+            _pinned(fix, 280, 280, "llama-3-70b")
+
+
+def test_the_search_tries_counts_that_divide_the_batch() -> None:
+    from rooftop.plan.train.search import interleave_options, microbatch_options
+
+    assert microbatch_options(280, 35) == [35, 40, 56, 64, 70, 128, 140, 256, 280]  # divisors, powers of 2, pp
+    assert microbatch_options(24, 1) == [1, 2, 3, 4, 6, 8, 12, 16, 24]
+    assert interleave_options(105, 35) == [1, 3]  # 3 layers per stage: 3 chunks of one; 2 would leave 1.5
+    assert interleave_options(80, 4) == [1, 2, 4, 5]
+    assert interleave_options(32, 1) == [1]

@@ -152,6 +152,13 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
         raise InvalidConfigError(
             f"pp={par.pp} needs at least {par.pp} microbatches to fill the pipeline, got {par.microbatches}"
         )
+    if par.virtual_stages > 1 and par.pp == 1:
+        raise InvalidConfigError(f"virtual_stages={par.virtual_stages} interleaves pipeline stages: it needs pp > 1")
+    if par.virtual_stages > 1 and par.microbatches % par.pp:
+        raise InvalidConfigError(
+            f"the interleaved schedule (virtual_stages={par.virtual_stages}) sends microbatches round the {par.pp} "
+            f"stages in groups of pp: microbatches={par.microbatches} must be a multiple of pp={par.pp}"
+        )
 
 
 def microbatch_size(global_batch: int, par: Parallelism) -> int:

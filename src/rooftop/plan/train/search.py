@@ -5,8 +5,10 @@ n_heads; n_kv_heads divides it or it divides n_kv_heads), context degree cp (2 f
 sequences, up to 32 from 16K, or as pinned), pipeline degree pp (at least two layers
 per stage), the rest split between fsdp and dp (dp x fsdp may not exceed the batch in
 sequences), expert degree ep for MoE models (divides n_experts and the data axes),
-microbatch counts (powers of two dividing the per-replica batch, at least pp), interleaved
-virtual stages (1, 2, 4). For each, remat policies are tried from the cheapest (none) to the
+microbatch counts (every divisor of the per-replica batch, the powers of two and pp, from pp to
+16 x pp: :func:`microbatch_options`), interleaved virtual stages (1, the counts that split the layers
+evenly, 2 and 4: :func:`interleave_options`); a pinned count is honoured when the rules allow it.
+For each, remat policies are tried from the cheapest (none) to the
 most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenever dp > 1
 (ZeRO-0 moves the same bytes and holds more, so it is dominated), ZeRO-2 when ZeRO-1 does not
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
@@ -80,6 +82,30 @@ def parse_fix(text: str | None) -> dict[str, object]:
     return out
 
 
+#: the most microbatches the search tries per pipeline stage: past it the bubble is under (pp-1)/(16 pp + pp-1)
+MAX_MICROBATCHES_PER_STAGE = 16
+#: the most virtual stages (interleaved chunks per device) the search tries
+MAX_VIRTUAL_STAGES = 8
+
+
+def microbatch_options(per_replica: int, pp: int) -> list[int]:
+    """Microbatch counts the search tries for a replica of ``per_replica`` sequences and ``pp`` stages: every
+    count that divides the batch (no padding), the powers of two (the last microbatch padded) and pp itself,
+    from pp up to MAX_MICROBATCHES_PER_STAGE x pp (pp = 1: up to the batch)."""
+    top = per_replica if pp == 1 else min(per_replica, MAX_MICROBATCHES_PER_STAGE * pp)
+    powers = (1 << i for i in range(top.bit_length()))
+    return sorted({m for m in (*divisors(per_replica), *powers, pp) if pp <= m <= top})
+
+
+def interleave_options(n_layers: int, pp: int) -> list[int]:
+    """Virtual stages per device the search tries: 1, and with pp > 1 every v up to MAX_VIRTUAL_STAGES that
+    divides the layers per stage evenly, plus 2 and 4 where each chunk keeps at least 2 layers."""
+    if pp == 1:
+        return [1]
+    even = {v for v in range(2, MAX_VIRTUAL_STAGES + 1) if n_layers % (pp * v) == 0}
+    return sorted({1, *even, *(v for v in (2, 4) if n_layers >= 2 * pp * v)})
+
+
 def _pick(options: list[int], fix: dict[str, object], key: str) -> list[int]:
     if key in fix:
         return [int(fix[key])] if int(fix[key]) in options else []  # type: ignore[call-overload]
@@ -126,13 +152,17 @@ def _inner(
     if cfg.moe is not None:
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
     per_replica = replica_batch(setup.global_batch, Parallelism(dp=dp, fsdp=fsdp))
-    # powers of two (and pp itself) up to the per-replica batch; a last partial microbatch is padded
-    mbs = sorted({m for m in (*(1 << i for i in range(per_replica.bit_length())), pp) if m <= per_replica})
-    mbs = [m for m in mbs if m >= pp and (pp == 1 or m <= 16 * pp)]
-    vs = [v for v in (1, 2, 4) if v == 1 or (pp > 1 and cfg.n_layers >= 2 * pp * v)]
+    mbs = microbatch_options(per_replica, pp)
+    vs = interleave_options(cfg.n_layers, pp)
+    if "microbatches" in fix:  # a pinned count is honoured when the rules allow it (layout.validate says which)
+        pinned = int(fix["microbatches"])  # type: ignore[call-overload]
+        mbs = [pinned] if max(pp, 1) <= pinned <= per_replica else []
+    if "virtual_stages" in fix:
+        chunks = int(fix["virtual_stages"])  # type: ignore[call-overload]
+        vs = [chunks] if chunks == 1 or (pp > 1 and 1 < chunks and pp * chunks <= cfg.n_layers) else []
     for ep in _pick(eps, fix, "ep"):
-        for m in _pick(mbs, fix, "microbatches"):
-            for v in _pick(vs, fix, "virtual_stages"):
+        for m in mbs:
+            for v in vs:
                 if v > 1 and m % pp:
                     continue
                 yield Parallelism(

@@ -113,3 +113,39 @@ def test_the_search_tries_counts_that_divide_the_batch() -> None:
     assert interleave_options(105, 35) == [1, 3]  # 3 layers per stage: 3 chunks of one; 2 would leave 1.5
     assert interleave_options(80, 4) == [1, 2, 4, 5]
     assert interleave_options(32, 1) == [1]
+
+
+def test_on_off_choices_can_be_pinned() -> None:
+    """--fix sequence_parallel=0|1, flash=0|1, dropout=0|1 (issue: settings of older runs)."""
+    from rooftop.plan.train.search import parse_fix
+
+    assert parse_fix("sp=0,flash=1,dropout=true") == {"sequence_parallel": False, "flash": True, "dropout": True}
+    with pytest.raises(InvalidConfigError, match="flash='maybe': expected 0 or 1"):
+        parse_fix("flash=maybe")
+    base = "dp=1,tp=8,pp=4,microbatches=8,remat=none"
+    flash, _ = _pinned(base)
+    scores, _ = _pinned(base + ",flash=0")  # the T x T scores written and read through HBM
+    assert scores.step_time_s > flash.step_time_s
+    assert scores.memory_per_chip_bytes >= flash.memory_per_chip_bytes
+    dropped, _ = _pinned(base + ",dropout=1")
+    assert dropped.step_time_s > flash.step_time_s and dropped.memory_per_chip_bytes >= flash.memory_per_chip_bytes
+    no_sp, _ = _pinned(base + ",sequence_parallel=0")
+    assert not no_sp.parallelism.sequence_parallel and flash.parallelism.sequence_parallel
+    assert no_sp.memory_per_chip_bytes > flash.memory_per_chip_bytes  # norm-region activations replicated over tp
+
+
+def test_sequence_parallel_splits_the_norm_regions_korthikanti() -> None:
+    """Without sequence parallelism every tp rank keeps the layer's input, both norm outputs and the residual
+    whole: 4 x d_model bf16 values per token and layer, 8 s b h bytes (Korthikanti et al. 2022's 10 s b h
+    less the 2 s b h of dropout masks, which are not counted)."""
+    from rooftop.model.memory import sequence_region_bytes_per_token
+
+    assert sequence_region_bytes_per_token(get_model("llama-3-8b"), 4096) == 32 * 4 * 4096 * 2
+    assert sequence_region_bytes_per_token(get_model("llama-3-8b"), 4096, "full") == 32 * 1 * 4096 * 2  # input only
+    base = "dp=1,tp=8,pp=4,microbatches=8,remat=none"
+    sp, _ = _pinned(base)
+    no_sp, _ = _pinned(base + ",sequence_parallel=0")
+    tokens = 64 // 8 * 4096  # one microbatch of 8 sequences per replica
+    in_flight, stage = 4, 32 // 4  # 1F1B: pp microbatches in flight on the first stage, 8 of 32 layers
+    extra = 32 * 4 * 4096 * 2 / 32 * stage * tokens * in_flight * (1 - 1 / 8)
+    assert no_sp.memory["activations"] - sp.memory["activations"] == pytest.approx(extra)

@@ -33,7 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--batch-tokens", required=True, help="global batch in tokens per optimizer step, e.g. 4M")
     p.add_argument("--seq-len", required=True, help="sequence length, e.g. 4096 or 8Ki (k = 1000, Ki = 1024)")
     p.add_argument("--tokens", help="total training tokens, e.g. 15T: adds days, chip-hours and dollars")
-    p.add_argument("--fix", help="pin degrees or choices, e.g. tp=8,pp=16,remat=full,zero=1,offload=none")
+    p.add_argument(
+        "--fix",
+        help="pin degrees or choices, e.g. tp=8,pp=16,mb=32,v=2,remat=full,zero=1,offload=none; on/off (0|1): "
+        "sequence_parallel (sp), flash (fused attention), dropout",
+    )
     p.add_argument(
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"
     )

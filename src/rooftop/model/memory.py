@@ -492,6 +492,27 @@ def activation_bytes_per_token(
     )
 
 
+#: the activations outside Megatron's tensor-parallel regions (layer input, norms, attention output, residual)
+SEQUENCE_REGION = frozenset({"input", "attention/norm", "attention/o", "attention/residual", "mlp/norm", "mlp/down"})
+
+
+def sequence_region_bytes_per_token(
+    cfg: TransformerConfig, seq_len: int, remat: str = "none", dtype: str = "bf16", flash: bool = False
+) -> float:
+    """Of ``activation_bytes_per_token``, the bytes of the tensors outside the tensor-parallel regions (the
+    d_model-wide block input, norm outputs, attention output and residual): tensor parallelism alone keeps
+    them whole on every rank; Megatron sequence parallelism splits them over the ranks too (Korthikanti et
+    al. 2022, section 4.2.2: the 10 s b h of 34 s b h per layer that tensor parallelism leaves replicated,
+    of which the 2 s b h of dropout masks are not counted here)."""
+    saves = remat_policy(remat).saves
+    total = 0.0
+    for g in layer_groups(cfg):
+        kept = activation_tensors(cfg, seq_len, g, flash)
+        region = sum(t.elements_per_token for t in kept if t.category in saves and t.name in SEQUENCE_REGION)
+        total += g.count * region
+    return total * dtype_bytes(dtype)
+
+
 def activation_bytes_by_policy(cfg: TransformerConfig, seq_len: int, dtype: str = "bf16") -> dict[str, float]:
     """``activation_bytes_per_token`` for every remat policy."""
     return {name: activation_bytes_per_token(cfg, seq_len, name, dtype) for name in REMAT_POLICIES}

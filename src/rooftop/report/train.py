@@ -88,6 +88,8 @@ def train_payload(plan: TrainingPlan) -> dict[str, Any]:
         "seq_len": setup.seq_len,
         "efficiency": setup.efficiency.as_dict(),
         "optimizer": setup.precision.optimizer,
+        "flash_attention": setup.flash_attention,
+        "dropout": setup.dropout,
         "best": {**step_dict(ranked[0], parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
         "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
         "evaluated": result.evaluated,

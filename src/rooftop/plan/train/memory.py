@@ -103,8 +103,18 @@ def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, 
     (over fsdp, and dp at ZeRO-2), master copy and optimizer state (over fsdp, and dp at
     ZeRO-1/2; on the host with offload), activations of the stage's layers for the
     microbatches in flight (1F1B: min(m, pp) on the first stage), fp32 logits of one
-    microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers)."""
-    return MemoryTerms.of(setup, par, prof, b).breakdown(prof.activation_bytes_per_token, par.zero_stage, par.offload)
+    microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers). Activations are split
+    over tp, except, without sequence parallelism, the norm and residual tensors every rank keeps whole."""
+    replicated = replicated_activations(par, prof)
+    return MemoryTerms.of(setup, par, prof, b).breakdown(
+        prof.activation_bytes_per_token, par.zero_stage, par.offload, replicated
+    )
+
+
+def replicated_activations(par: Parallelism, prof: ModelProfile) -> float:
+    """Activation bytes per token every tensor-parallel rank keeps whole: the sequence regions (norms,
+    residual) when tp > 1 runs without sequence parallelism; else none."""
+    return prof.sequence_region_bytes_per_token if par.tp > 1 and not par.sequence_parallel else 0.0
 
 
 @dataclass(frozen=True)
@@ -146,11 +156,15 @@ class MemoryTerms:
             buffers,
         )
 
-    def breakdown(self, act_bytes_per_token: float, zero_stage: int, offload: str) -> dict[str, float]:
-        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes."""
+    def breakdown(
+        self, act_bytes_per_token: float, zero_stage: int, offload: str, replicated_per_token: float = 0.0
+    ) -> dict[str, float]:
+        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes;
+        ``replicated_per_token`` of them stay whole on every tensor-parallel rank (no sequence parallelism)."""
         state = self.state
         opt_params = self.held_over_dp if zero_stage >= 1 else self.held
-        act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip / self.tp
+        per_token = (act_bytes_per_token - replicated_per_token) / self.tp + replicated_per_token
+        act = per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
             "weights": 0.0 if offload == "params" else self.held * state["weights"],
             "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],

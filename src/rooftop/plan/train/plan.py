@@ -72,6 +72,9 @@ def plan_training(
     if top < 1:
         raise InvalidConfigError(f"top must be >= 1, got {top}")
     pinned = dict(fix or {})
+    if "flash" in pinned or "dropout" in pinned:  # choices of the job, not of a layout
+        setup = replace(setup, flash_attention=bool(pinned.pop("flash", setup.flash_attention)),
+                        dropout=bool(pinned.pop("dropout", setup.dropout)))  # fmt: skip
     result = search(setup, pinned, objective, top, progress)
     if not result.ranked and result.best_unfit is None:
         raise InvalidConfigError(no_layout_reason(setup, pinned, result.unlayable))

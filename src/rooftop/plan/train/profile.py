@@ -19,7 +19,12 @@ from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import activation_bytes_per_token, logits_bytes_per_token, param_tree
+from rooftop.model.memory import (
+    activation_bytes_per_token,
+    logits_bytes_per_token,
+    param_tree,
+    sequence_region_bytes_per_token,
+)
 from rooftop.model.transformer import model_costs, train_leaves
 from rooftop.plan.train.layout import Parallelism
 
@@ -109,6 +114,7 @@ class ModelProfile:
 
     activation_bytes_per_token: float  # all layers, under the remat policy
     logits_bytes_per_token: float
+    sequence_region_bytes_per_token: float = 0.0  # of the activations, those sequence parallelism splits
 
 
 @lru_cache(maxsize=64)
@@ -181,6 +187,7 @@ def model_profile(
         sum(g.expert_params * g.count for g in gprof),
         activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
         logits_bytes_per_token(cfg),
+        sequence_region_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
     )
 
 

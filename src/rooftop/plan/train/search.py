@@ -30,7 +30,7 @@ from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.config import REMAT_POLICIES
 from rooftop.plan.train.layout import Parallelism, divisors, microbatch_size, replica_batch, validate
-from rooftop.plan.train.memory import MemoryTerms
+from rooftop.plan.train.memory import MemoryTerms, replicated_activations
 from rooftop.plan.train.profile import ModelProfile
 from rooftop.plan.train.step import (
     CommPricer,
@@ -48,6 +48,9 @@ OBJECTIVES = ("time", "cost", "memory")
 REMAT_ORDER = ("none", "selective", "dots", "full")
 FIXABLE = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages", "zero_stage")
 FIXABLE_TEXT = ("remat", "offload")
+#: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
+#: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
+FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout")
 #: most layouts one search evaluates (each costs about 0.2 ms; DeepSeek-V3 on 98,304 GPUs has 44,073):
 #: a larger space is an error asking for pinned degrees, not minutes of searching
 MAX_LAYOUTS = 50_000
@@ -70,13 +73,19 @@ def parse_fix(text: str | None) -> dict[str, object]:
         if "=" not in part:
             raise InvalidConfigError(f"cannot read --fix {shown(part)}: expected NAME=VALUE, e.g. tp=8")
         k, v = (s.strip() for s in part.split("=", 1))
-        alias = {"mb": "microbatches", "v": "virtual_stages", "zero": "zero_stage"}.get(k, k)
-        if alias in FIXABLE:  # ASCII digits ("²" passes str.isdigit()), at most the chips of any topology
+        alias = {"mb": "microbatches", "v": "virtual_stages", "zero": "zero_stage", "sp": "sequence_parallel"}.get(k, k)
+        if alias in FIXABLE_FLAGS:
+            flag = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}.get(v.lower())
+            if flag is None:
+                raise InvalidConfigError(f"--fix {k}={shown(v)}: expected 0 or 1 (also true/false, on/off)")
+            out[alias] = flag
+        elif alias in FIXABLE:  # ASCII digits ("²" passes str.isdigit()), at most the chips of any topology
             out[alias] = parse_int(v, f"--fix {k}", 0, MAX_CHIPS)
         elif alias in FIXABLE_TEXT:
             out[alias] = v
         else:
-            raise InvalidConfigError(f"--fix cannot pin {shown(k)} (valid: {', '.join(FIXABLE + FIXABLE_TEXT)})")
+            valid = ", ".join(FIXABLE + FIXABLE_TEXT + FIXABLE_FLAGS)
+            raise InvalidConfigError(f"--fix cannot pin {shown(k)} (valid: {valid})")
     if "remat" in out and out["remat"] not in REMAT_POLICIES:
         raise InvalidConfigError(f"--fix remat={shown(out['remat'])} (valid: {', '.join(REMAT_POLICIES)})")
     return out
@@ -175,6 +184,7 @@ def _inner(
                     microbatches=m,
                     virtual_stages=v,
                     zero_stage=1 if dp > 1 else 0,
+                    sequence_parallel=bool(fix.get("sequence_parallel", True)),
                 )
 
 
@@ -273,7 +283,8 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     for variant in ctx.variants[base.dp > 1]:
         ctx.check(base, variant)
         offload, remat, zero = variant
-        memory = terms.breakdown(ctx.profile(remat).activation_bytes_per_token, zero, offload)
+        prof = ctx.profile(remat)
+        memory = terms.breakdown(prof.activation_bytes_per_token, zero, offload, replicated_activations(base, prof))
         total = sum(memory.values())
         tried += 1
         if total <= ctx.usable:

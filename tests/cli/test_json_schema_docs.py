@@ -79,6 +79,16 @@ CASES: list[tuple[str, str, str]] = [
         " candidates[0].breakdown",
     ),
     (
+        "compare",
+        "compare llama-3-8b --chips-list h100:16,tpu-v5e:4x4 --batch-tokens 1M --seq-len 4096 --tokens 1T",
+        "settings settings.fix entries[0]",
+    ),
+    (
+        "compare",
+        "compare llama-3-8b --chips-list h100:8,tpu-v5e:2x2 --prompt-len 512 --gen-len 128",
+        "settings entries[0]",
+    ),
+    (
         "limits",
         "limits mixtral-8x7b --chip h100 --topology 16x8 --batch-tokens 4M --seq-len 4096",
         "efficiency figures figures.peak_flops_per_s=figures.* figures.n_experts=figures.* axes[0]"

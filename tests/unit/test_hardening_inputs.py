@@ -543,3 +543,12 @@ def test_train_breakdown_has_no_negative_residue() -> None:
     assert code == 0, err
     for candidate in json.loads(out)["candidates"]:
         assert all(part["time_s"] >= 0 for part in candidate["breakdown"].values())
+
+
+def test_a_nul_character_in_any_argument_is_one_line() -> None:
+    """Was (long fuzz run): `rooftop hlo 'a\\x00b.hlo'` ended in ValueError: embedded null byte, exit 1."""
+    from tests.conftest import run_cli
+
+    for argv in (["hlo", "a\x00b.hlo", "--chip", "h100"], ["model", "llama\x00"], ["chips", "h1\x0000"]):
+        code, out, err = run_cli(*argv)
+        assert code == 2 and out == "" and "contains a NUL character" in err and len(err.strip().splitlines()) == 1

@@ -20,6 +20,7 @@ from rooftop import __version__
 from rooftop.cli import calibrate as calibrate_cmd
 from rooftop.cli import chips as chips_cmd
 from rooftop.cli import collective as collective_cmd
+from rooftop.cli import compare as compare_cmd
 from rooftop.cli import hlo as hlo_cmd
 from rooftop.cli import limits as limits_cmd
 from rooftop.cli import matmul as matmul_cmd
@@ -30,7 +31,7 @@ from rooftop.cli import serve as serve_cmd
 from rooftop.cli import shard as shard_cmd
 from rooftop.cli import train as train_cmd
 from rooftop.cli.common import Output, emit
-from rooftop.errors import InvalidConfigError, RooftopError, one_line
+from rooftop.errors import InvalidConfigError, RooftopError, one_line, shown
 
 #: every subcommand module, in the order ``rooftop --help`` lists them
 COMMANDS: tuple[ModuleType, ...] = (
@@ -43,6 +44,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     train_cmd,
     limits_cmd,
     serve_cmd,
+    compare_cmd,
     hlo_cmd,
     profile_cmd,
     calibrate_cmd,
@@ -106,11 +108,14 @@ def _check_plot(args: argparse.Namespace) -> None:
 
 
 def _check_values(args: argparse.Namespace) -> None:
-    """Every option rooftop has takes one value: argparse reads ``--chip=--`` as an empty list."""
+    """Every option rooftop has takes one value: argparse reads ``--chip=--`` as an empty list; and no
+    value holds a NUL character."""
     for name, value in vars(args).items():
         if isinstance(value, list):
             flag = "--" + name.replace("_", "-")
             raise InvalidConfigError(f"{flag} has no value ('--' ends the options): give one, e.g. {flag} VALUE")
+        if isinstance(value, str) and "\x00" in value:  # open() refuses it: an internal error before
+            raise InvalidConfigError(f"{shown(value)} contains a NUL character: no file name, name or number holds one")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,6 +58,7 @@ VALID: dict[str, tuple[str, ...]] = {
     "optimizer": ("adam", "adamw", "lion", "sgd-momentum", "sgd"),
     "kv_dtype": ("bf16", "fp8", "int8"),
     "weight_dtype": ("bf16", "fp8", "int4"),
+    "chips_list": ("h100:16,tpu-v5e:4x4", "h100:8", "b200:8,h200:8,a100:16", "tpu-v5p:4x4x4,h100:64"),
     "remat": ("none", "selective", "dots", "full"),
 }
 #: kinds whose values are paths (made by :func:`path_value`)
@@ -104,6 +105,12 @@ def _bases() -> dict[str, list[list[Item]]]:
              ("--prompt-len", "seq", "2048"), ("--gen-len", "seq", "512")],
             [(None, "model", "llama-3-70b"), chip, topo, ("--prompt-len", "seq", "2048"), ("--gen-len", "seq", "512")],
         ],
+        "compare": [
+            [(None, "model", "llama-3-8b"), ("--chips-list", "chips_list", "h100:16,tpu-v5e:4x4"),
+             ("--batch-tokens", "tokens", "1M"), ("--seq-len", "seq", "4096")],
+            [(None, "model", "llama-3-8b"), ("--chips-list", "chips_list", "h100:8"), ("--prompt-len", "seq", "512"),
+             ("--gen-len", "seq", "128")],
+        ],
         "hlo": [[(None, "hlo_file", ""), ("--chip", "chip", "h100")]],
         "profile": [[(None, "trace", ""), ("--chip", "chip", "h100")]],
         "calibrate": [[("--quick", "", None), ("--repeats", "top", "1")]],
@@ -129,6 +136,8 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
               ("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--activation-dtype", "kv_dtype"),
               ("--requests-per-s", "rate"), ("--price-per-chip-hour", "price"), ("--efficiency", "efficiency"),
               ("--ideal", ""), ("--plot", "plot")],
+    "compare": [("--tokens", "tokens"), ("--fix", "fix"), ("--max-step-latency", "duration"),
+                ("--weight-dtype", "weight_dtype"), ("--catalog", "catalog")],
     "hlo": [("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top")],
     "profile": [("--hlo", "hlo_file"), ("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top")],
     "calibrate": [("--out", "out"), ("--name", "name")],
@@ -136,7 +145,7 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
 
 #: how often each command is drawn (calibrate measures the device: seconds per run)
 WEIGHTS = {"chips": 3, "roofline": 6, "matmul": 10, "collective": 10, "shard": 8, "models": 1, "model": 8,
-           "train": 14, "limits": 6, "serve": 14, "hlo": 8, "profile": 8, "calibrate": 0}  # fmt: skip
+           "train": 14, "limits": 6, "serve": 14, "compare": 4, "hlo": 8, "profile": 8, "calibrate": 0}  # fmt: skip
 
 
 def _real(sub: str, pattern: str) -> list[str]:

@@ -455,6 +455,25 @@ def _debug_where(argv: list[str], time_limit: float) -> str:
     return ""
 
 
+def _last_values(argv: tuple[str, ...] | list[str]) -> set[str]:
+    """The value each option ends up with (the last of ``--flag V`` / ``--flag=V``), and every positional."""
+    last: dict[str, str] = {}
+    values: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and "=" in arg:
+            flag, _, value = arg.partition("=")
+            last[flag] = value
+        elif arg.startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            last[arg] = argv[i + 1]
+            i += 1
+        else:
+            values.append(arg)
+        i += 1
+    return {*last.values(), *values}
+
+
 def _check_files(case: Case, work: Path, before: dict[str, tuple[int, int]], outcome: Outcome) -> Outcome | None:
     """Files the run wrote: outputs complete, with the umask's mode, nothing else, none on failure."""
     after = _snapshot(work)
@@ -486,7 +505,10 @@ def _check_files(case: Case, work: Path, before: dict[str, tuple[int, int]], out
             said = f"{name!r} written with mode {mode:04o} (umask {umask:04o} gives {0o666 & ~umask:04o})"
             return Outcome("bad_output", said, f"output mode {mode:04o}")
     if outcome.kind == "pass":
+        chosen = _last_values(case.argv)
         for name in case.outputs:
+            if name not in chosen:  # a flag given twice: argparse keeps the last value, the first writes nothing
+                continue
             rel = name.replace("{W}/", "")
             if rel not in changed and (not rel.strip() or not (work / rel).is_dir()):
                 return Outcome(

@@ -552,3 +552,12 @@ def test_a_nul_character_in_any_argument_is_one_line() -> None:
     for argv in (["hlo", "a\x00b.hlo", "--chip", "h100"], ["model", "llama\x00"], ["chips", "h1\x0000"]):
         code, out, err = run_cli(*argv)
         assert code == 2 and out == "" and "contains a NUL character" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_huge_dimension_name_missing_from_dims_stays_a_short_line() -> None:
+    """Was (long fuzz run): the error listed every name whole, 2,013 characters for a 10,000-character name."""
+    from tests.conftest import run_cli
+
+    expr = "A[I,J] @ B[J," + "A" * 10_000 + "K]"
+    code, out, err = run_cli("matmul", expr, "--dims", "I=8", "--chip", "h100")
+    assert code == 2 and out == "" and "--dims gives no size for" in err and len(err) < 1000

@@ -34,10 +34,10 @@ def check_sizes(expr: MatmulExpr, sizes: Mapping[str, int]) -> None:
     names = dict.fromkeys([*expr.lhs.dim_names, *expr.rhs.dim_names, *expr.out.dim_names])
     missing = [n for n in names if n not in sizes]
     if missing:
-        raise InvalidConfigError(
-            f"--dims gives no size for {', '.join(missing)} (needed: {', '.join(names)}; e.g. --dims "
-            + ",".join(f"{n}=1024" for n in names)
-            + ")"
+        example = ",".join(f"{n}=1024" for n in names)
+        raise InvalidConfigError(  # a 10,000-character dimension name stays one short line (shown cuts it)
+            f"--dims gives no size for {shown(', '.join(missing))} (needed: {shown(', '.join(names))}; e.g. "
+            f"--dims {shown(example)})"
         )
     extra = [n for n in sizes if n not in names]
     if extra:

@@ -230,7 +230,7 @@ GPU_COLLECTIVE = ("collective", "all-reduce", "--chip", "h100", "--topology")
         (("model", "llama-3-8b", "--seq-len", "1e30"), "--seq-len"),
         (("hlo", "x.hlo", "--chip", "h100", "--top", "-1"), "--top"),
         (("chips", "x" * 100_000), "unknown chip"),
-        (("chips", "--catalog", "\x00"), "not a usable path"),
+        (("chips", "--catalog", "\x00"), "contains a NUL character"),
         (("chips", "--catalog", DIGITS_5000), "cannot read chip file"),
         (("chips", "--catalog", "/dev/zero"), "not a regular file"),
         (("chips", "--catalog", "/dev/null"), "not a regular file"),

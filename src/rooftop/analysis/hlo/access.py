@@ -222,7 +222,7 @@ class Bytes:
         op, shapes = instr.opcode, instr.operand_shapes
         reads: list[float | tuple[Piece, ...]] = [1.0] * len(shapes)
         write: float | tuple[Piece, ...] = 1.0
-        if op == "fusion" and fused is not None:
+        if op in ("fusion", "fusion-start") and fused is not None:
             return self.fusion(instr, fused, result)
         if op in ("slice", "dynamic-slice") and shapes and shapes[0] is not None:
             starts = _slice_starts(instr) if op == "slice" else self.starts(comp, instr, 1)

@@ -15,7 +15,8 @@ match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
   reported as ``transcendentals`` (not FLOPs) and timed as vector-unit work.
 - reduce: (input - output elements) x FLOPs of the reducer; reduce-window: output x (window - 1) x
   reducer; map, scatter: elements x the applied computation; sort: n ceil(log2 n); all-reduce: 1/element.
-- fusion: FLOPs = sum over the fused instructions (nested fusions and calls included).
+- fusion: FLOPs = sum over the fused instructions (nested fusions and calls included); the start of an
+  async fusion (``fusion-start``, XLA:GPU) is priced as the fusion.
 - fused attention custom-calls (cuDNN fmha, TransformerEngine, Pallas splash / flash kernels): 2 B H pairs
   (D_qk + D_v) forward (as model/transformer.py), 2.5x that backward (5 matmuls instead of 2,
   FlashAttention-2's convention); pairs = Sq x Sk, or the causal count when the mask is causal. The
@@ -209,7 +210,7 @@ class _Counter:
         first = instr.operand_shapes[0] if instr.operand_shapes and instr.operand_shapes[0] else shape
         if (op in ZERO_COST and op != "call") or kind in ("done", "update"):
             return out
-        if op in ("fusion", "call", "async-start"):
+        if op in ("fusion", "fusion-start", "call", "async-start"):
             out.merge(self.inner(self.callee(instr, "to_apply" if op == "call" else "calls")))
         elif op in ELEMENTWISE or op in TRANSCENDENTAL:
             out.add("vector", first.dtype, shape.num_elements)
@@ -291,10 +292,12 @@ class _Counter:
         result = done.shape if done is not None else instr.shape
         if instr.opcode == "copy-start" and instr.shape.tuple_shapes:
             result = instr.shape.tuple_shapes[0]  # (destination, source, context)
+        elif done is None and instr.opcode == "fusion-start" and len(instr.shape.tuple_shapes or ()) > 1:
+            result = (instr.shape.tuple_shapes or ())[1]  # ((operands), result, context)
         if instr.opcode == "async-start":  # the wrapped op's operands are the start's
             traffic = self.bytes.traffic([*((s, 1.0) for s in instr.operand_shapes), (result, 1.0)])
         else:
-            fused = self.callee(instr, "calls") if instr.opcode == "fusion" else None
+            fused = self.callee(instr, "calls") if instr.opcode in ("fusion", "fusion-start") else None
             traffic = self.bytes.boundary(instr, comp, result, fused)
         if not all(map(math.isfinite, (*flops.by.values(), flops.transcendentals, traffic.padded_bytes))):
             raise ParseError(

@@ -167,6 +167,25 @@ def test_fused_slice_reads_only_the_slice_and_in_place_update_writes_the_update(
     assert got["g"].cost.traffic.logical_bytes == 2 * 1024 * 4 + 4  # update read and written, index read
 
 
+def test_async_fusion_start_reads_what_its_fused_computation_reads() -> None:
+    # XLA:GPU runs a scan's layer slice as an async fusion (jax 0.11, H100): the start reads one layer
+    extra = """%fused_dynamic_slice.clone (param_0.5: f32[6,256,256], param_1.4: s32[]) -> f32[1,256,256] {
+  %param_0.5 = f32[6,256,256]{2,1,0} parameter(0)
+  %param_1.4 = s32[] parameter(1)
+  %constant_0_1_1 = s32[] constant(0)
+  ROOT %dynamic_slice.0.2 = f32[1,256,256]{2,1,0} dynamic-slice(%param_0.5, %param_1.4, %constant_0_1_1, %constant_0_1_1), dynamic_slice_sizes={1,256,256}
+}
+"""
+    got = ops(
+        "  %ws = f32[6,256,256]{2,1,0} parameter(0)\n  %i = s32[] parameter(1)\n"
+        "  %fusion-start = ((f32[6,256,256]{2,1,0}, s32[]), f32[1,256,256]{2,1,0}, u32[]) fusion-start(%ws, %i), kind=kLoop, calls=%fused_dynamic_slice.clone\n"
+        "  ROOT %fusion-done = f32[1,256,256]{2,1,0} fusion-done(%fusion-start)",
+        extra,
+    )
+    assert list(got) == ["fusion-start"] and got["fusion-start"].opcode == "fusion"
+    assert got["fusion-start"].cost.traffic.logical_bytes == 2 * 256 * 256 * 4 + 4  # one layer read and written
+
+
 def test_tiled_padding_and_memory_spaces() -> None:
     got = ops("  %y = f32[3,5]{1,0:T(2,2)} parameter(0)\n  ROOT %c = f32[3,5]{1,0:T(2,2)S(1)} copy(%y)")["c"]
     traffic = got.cost.traffic

@@ -40,6 +40,8 @@ MAX_NAME = 200
 MAX_ALIASES = 64
 #: most links per chip (real chips have 4 to 18)
 MAX_LINKS = 1 << 16
+#: most TensorCores per chip a chip file may declare (TPUs have 1 or 2)
+MAX_CORES = 64
 
 
 class _Reader:
@@ -90,6 +92,8 @@ class _Reader:
             raise self.fail(dotted, f"is {shown(raw)}; a rate must be 0 (none) or at least 1 per second")
         if dotted == "links.count" and (value != int(value) or value > MAX_LINKS):
             raise self.fail(dotted, f"must be a whole number of links in [1, {MAX_LINKS}], got {shown(raw)}")
+        if dotted.startswith("cores.") and (value != int(value) or not 1 <= value <= MAX_CORES):
+            raise self.fail(dotted, f"must be a whole number of TensorCores in [1, {MAX_CORES}], got {shown(raw)}")
         self.sources[dotted] = Figure(value, source, str(node.get("note", "")))
         return value
 
@@ -166,6 +170,16 @@ def _topology(r: _Reader) -> TopologySpec:
     return spec
 
 
+def _cores(r: _Reader) -> tuple[int, int]:
+    """(TensorCores per chip, TensorCores XLA drives as one device): ``[cores]`` ``tensor_cores`` and
+    ``per_device``, each 1 when absent; the cores of a device divide the chip's."""
+    cores = int(r.figure("cores.tensor_cores", required=False, default=1) or 1)
+    per_device = int(r.figure("cores.per_device", required=False, default=1) or 1)
+    if cores % per_device:
+        raise r.fail("cores.per_device", f"is {per_device}, which does not divide cores.tensor_cores = {cores}")
+    return cores, per_device
+
+
 def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     """Build and validate a Chip from parsed TOML; errors name the file and field."""
     r = _Reader(data, path)
@@ -210,6 +224,7 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
         description=str(data.get("description", "")),
         path=path,
     )
+    kwargs["tensor_cores"], kwargs["cores_per_device"] = _cores(r)
     if kwargs["hbm_bytes_per_s"] == 0:
         raise r.fail("memory.hbm_bytes_per_s", "must be > 0")
     return Chip(**kwargs, sources=MappingProxyType(r.sources))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -54,7 +54,10 @@ class Chip:
 
     ``matrix_flops_per_s`` / ``vector_flops_per_s`` map a dtype to dense peak FLOPs/s
     (vendor sparsity figures are halved in the catalog). Link bandwidth is per link,
-    each way.
+    each way. ``tensor_cores`` is the chip's TensorCores (TPUs; 1 for other chips) and
+    ``cores_per_device`` how many of them XLA drives as one device: 2 on a megacore chip
+    (TPU v4, v5p), where the peaks and bandwidth are the chip's and an op that runs on one
+    core gets ``one_core()``'s share.
     """
 
     name: str
@@ -76,6 +79,8 @@ class Chip:
     aliases: tuple[str, ...] = ()
     description: str = ""
     scaleout_latency_s: float = 5e-6
+    tensor_cores: int = 1
+    cores_per_device: int = 1
     sources: MappingProxyType[str, Figure] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     path: str = field(default="", repr=False)
 
@@ -84,6 +89,27 @@ class Chip:
             raise InvalidConfigError(f"chip {self.name}: hbm_bytes_per_s must be > 0, got {self.hbm_bytes_per_s}")
         if not self.matrix_flops_per_s:
             raise InvalidConfigError(f"chip {self.name}: needs at least one matrix_flops_per_s entry")
+
+    @property
+    def megacore(self) -> bool:
+        """Whether XLA drives several TensorCores of the chip as one device (TPU v4 and v5p)."""
+        return self.cores_per_device > 1
+
+    def one_core(self) -> Chip:
+        """The chip as one of the ``cores_per_device`` TensorCores of a megacore device sees it: the
+        matrix and vector peaks and the HBM bandwidth divided by ``cores_per_device`` (an op that
+        runs on one core takes twice the whole-chip roofline on v4 and v5p); the chip itself when it
+        is not a megacore chip."""
+        n = self.cores_per_device
+        if n <= 1:
+            return self
+        return replace(
+            self,
+            name=f"{self.name} (one of {n} TensorCores)",
+            matrix_flops_per_s=MappingProxyType({k: v / n for k, v in self.matrix_flops_per_s.items()}),
+            vector_flops_per_s=MappingProxyType({k: v / n for k, v in self.vector_flops_per_s.items()}),
+            hbm_bytes_per_s=self.hbm_bytes_per_s / n,
+        )
 
     @property
     def hbm_bytes(self) -> float:

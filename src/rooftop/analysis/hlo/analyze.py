@@ -6,6 +6,9 @@ counts them and bytes at the instruction boundary; that module's docstring state
 
 ``analyze``: roofline(Cost, chip, mesh) per instruction; the predicted module time is the sum of the
 instructions' lower bounds (each overlaps its own compute, memory and network; they run in sequence).
+On a megacore chip (TPU v4, v5p: two TensorCores that XLA drives as one device) an instruction that runs
+on one core (named ``*in_megacore_fusion*``) is timed on ``Chip.one_core()``: half the peaks and half the HBM
+bandwidth, twice the whole-chip roofline.
 """
 
 from __future__ import annotations
@@ -117,6 +120,14 @@ def analyze(
     else:
         topo = parse_topology(chip, topology) if isinstance(topology, str) else topology
     hardware = make_mesh(topo, logical.shape()) if uses and logical.shape() else None
+    one_core = chip.one_core()
+    single = sum(1 for op in counts.ops if op.cost.one_core) if chip.megacore else 0
+    if single:
+        notes.append(
+            f"{single} instruction{'s' if single > 1 else ''} named *in_megacore_fusion* run on one of the "
+            f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks "
+            "and HBM bandwidth"
+        )
     estimates: dict[tuple, Estimate] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}
     timed = []
@@ -129,9 +140,10 @@ def analyze(
             placed = [places[use] for use in op.cost.collectives]
             comms, base = tuple(c for c, _ in placed if c is not None), op.cost.cost
             host = sum(b for space, b in op.cost.traffic.by_space if space == HOST_MEMORY_SPACE)
-            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host)
+            on = one_core if op.cost.one_core else chip
+            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host, on is chip)
             if key not in estimates:  # repeated layers repeat costs: one roofline each
-                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms) * op.executions, chip, hardware)
+                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms) * op.executions, on, hardware)
                 estimates[key] = with_host_link(est, host * op.executions, chip) if host else est
             timed.append(TimedOp(op, estimates[key], tuple(m for _, m in placed)))
     return HloAnalysis(counts.module, chip, logical, topo, tuple(timed), tuple(dict.fromkeys(notes)))

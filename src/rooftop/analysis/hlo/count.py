@@ -15,30 +15,37 @@ match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
   reported as ``transcendentals`` (not FLOPs) and timed as vector-unit work.
 - reduce: (input - output elements) x FLOPs of the reducer; reduce-window: output x (window - 1) x
   reducer; map, scatter: elements x the applied computation; sort: n ceil(log2 n); all-reduce: 1/element.
-- fusion: FLOPs = sum over the fused instructions (nested fusions and calls included).
-- fused attention custom-calls (cuDNN fmha, TransformerEngine): 2 B H pairs (D_qk + D_v) forward (as
-  model/transformer.py), 2.5x that backward (5 matmuls instead of 2, FlashAttention-2's convention);
-  pairs = Sq x Sk, or the causal count when the mask is causal. Any other custom-call: FLOPs unknown,
-  reported as such, never 0.
+- fusion: FLOPs = sum over the fused instructions (nested fusions and calls included); the start of an
+  async fusion (``fusion-start``, XLA:GPU) is priced as the fusion.
+- fused attention custom-calls (cuDNN fmha, TransformerEngine, Pallas splash / flash kernels): 2 B H pairs
+  (D_qk + D_v) forward (as model/transformer.py), 2.5x that backward (5 matmuls instead of 2,
+  FlashAttention-2's convention); pairs = Sq x Sk, or the causal count when the mask is causal. The
+  custom-call targets and their rules are :mod:`rooftop.analysis.hlo.targets`: zero-work markers cost nothing; a
+  target without a rule has FLOPs unknown, reported by name, never 0.
 - collectives (sync, -start/-done and async-start/-done forms, counted once per pair): a Comm of the
   bytes cost/cost.py's Comm names, over the mesh axes :mod:`rooftop.analysis.hlo.mesh` reads from the replica groups.
+  A TPU async collective chain (:mod:`rooftop.analysis.hlo.chains`) prices its collective once, on the first
+  instruction that holds it; the chain's other fusions are priced for their own work.
 
-Bytes are counted at the instruction boundary: operands read + results written, never a fusion's inner
-temporaries; a fused parameter read only through (bitcast and) slice / dynamic-slice reads the slices;
-an in-place dynamic-update-slice (top level, or a fusion's root on a parameter) reads and writes only
-the update; a cuBLAS/cuDNN scratch workspace is not counted. Parameter, constant, get-tuple-element,
-tuple, bitcast and the *-done halves cost nothing. Bytes are logical (elements x element size) and padded
-(tiled layouts rounded up to the tile); the HBM bytes timed are the padded bytes in memory space 0
-(on TPU S(1) is VMEM, S(5) host memory).
+Bytes (:mod:`rooftop.analysis.hlo.access`): operands read + results written at the instruction boundary, never a
+fusion's inner temporaries; slices, in-place updates and aliased outputs count what they touch; logical
+bytes follow XLA, padded (timed) bytes count the layout tiles touched. Parameter, constant,
+get-tuple-element, tuple, bitcast and the *-done halves cost nothing.
+
+An instruction named ``*in_megacore_fusion*`` runs on one TensorCore of a megacore chip (TPU v4, v5p):
+``InstructionCost.one_core`` says so and :mod:`rooftop.analysis.hlo.analyze` times it on ``Chip.one_core()``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.hlo.access import Bytes, Traffic
+from rooftop.analysis.hlo.chains import priced_once
 from rooftop.analysis.hlo.groups import MAX_DEVICES
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
@@ -47,20 +54,19 @@ from rooftop.analysis.hlo.rules import (
     CONV_TARGETS,
     COUNT_RE,
     ELEMENTWISE,
-    GEMM_TARGETS,
+    ONE_CORE_MARK,
     TRANSCENDENTAL,
     ZERO_COST,
-    ZERO_TARGETS,
     attention_flops,
     check_arity,
     conv_flops,
     cut,
     dot_flops,
-    drop_workspace,
     lhs_rhs,
     rooftop_dtype,
 )
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
+from rooftop.analysis.hlo.targets import pallas_flops, rule_of
 from rooftop.cost.cost import Cost
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -70,23 +76,10 @@ _MAX_EXECUTIONS = float(MAX_INT)
 
 
 @dataclass(frozen=True)
-class Traffic:
-    """Bytes an instruction moves: logical, padded to tiles, and padded bytes per memory space."""
-
-    logical_bytes: float = 0.0
-    padded_bytes: float = 0.0
-    by_space: tuple[tuple[int, float], ...] = ()
-
-    @property
-    def hbm_bytes(self) -> float:
-        return sum(b for space, b in self.by_space if space == 0)
-
-
-@dataclass(frozen=True)
 class InstructionCost:
     """One execution. ``cost``: FLOPs per (unit, dtype) with transcendentals on the vector unit, and the
     HBM bytes; ``flops`` leaves transcendentals out (XLA's convention); ``unknown`` names what is not
-    counted (an unknown custom-call)."""
+    counted (an unknown custom-call); ``one_core``: it runs on one TensorCore of a megacore chip."""
 
     cost: Cost
     flops: float
@@ -95,6 +88,7 @@ class InstructionCost:
     collectives: tuple[CollectiveUse, ...] = ()
     unknown: str = ""
     note: str = ""
+    one_core: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,8 +156,8 @@ class _Counter:
     def __init__(self, module: HloModule) -> None:
         self.module = module
         self.inner_cache: dict[str, _Flops] = {}
-        self.access_cache: dict[str, tuple[dict[int, float], float]] = {}
-        self.bytes_cache: dict[int, tuple[float, float, int]] = {}
+        self.bytes = Bytes(module)
+        self.chain_cache: dict[str, dict[int, tuple[CollectiveUse, ...]]] = {}
         self.dot_cache: dict[tuple, dict] = {}
         self.notes: list[str] = []
         self.nesting = 0
@@ -216,7 +210,7 @@ class _Counter:
         first = instr.operand_shapes[0] if instr.operand_shapes and instr.operand_shapes[0] else shape
         if (op in ZERO_COST and op != "call") or kind in ("done", "update"):
             return out
-        if op in ("fusion", "call", "async-start"):
+        if op in ("fusion", "fusion-start", "call", "async-start"):
             out.merge(self.inner(self.callee(instr, "to_apply" if op == "call" else "calls")))
         elif op in ELEMENTWISE or op in TRANSCENDENTAL:
             out.add("vector", first.dtype, shape.num_elements)
@@ -266,86 +260,45 @@ class _Counter:
         out.merge(self.inner(self.callee(instr, key)), count, False)
 
     def custom_call(self, instr: Instruction, out: _Flops) -> None:
+        """FLOPs by the target's rule (:mod:`rooftop.analysis.hlo.targets`); a marker that calls computations
+        carries their collectives (a chain's start)."""
         target = instr.custom_call_target or ""
+        rule = rule_of(target)
         shapes = [s for s in instr.operand_shapes if s is not None]
         result = instr.shape.leaves()[0] if instr.shape.leaves() else instr.shape
-        if target in GEMM_TARGETS and len(shapes) >= 2:
+        if rule == "gemm" and len(shapes) >= 2:
             out.by.update(self.dot(instr, shapes[0], shapes[1], result))
-        elif target in CONV_TARGETS and len(shapes) >= 2:
+        elif rule == "conv" and len(shapes) >= 2 and target in CONV_TARGETS:
             lhs, rhs, res = ([shapes[0], shapes[1], result][i] for i in CONV_TARGETS[target])
             out.by.update(conv_flops(instr, lhs, rhs, res))
-        elif target.startswith(("__cudnn$fmha", "te_fused_attn")):
+        elif rule == "attention":
             flops, note = attention_flops(instr, target, shapes)
             out.add("matrix", shapes[0].dtype if shapes else "bf16", flops)
             out.notes.append(note)
-        elif target not in ZERO_TARGETS:
+        elif rule == "pallas" and (priced := pallas_flops(instr, shapes)) is not None:
+            by, transcendentals, note = priced
+            out.transcendentals += transcendentals
+            for key, value in by.items():
+                out.by[key] = out.by.get(key, 0.0) + value
+            out.notes.append(note)
+        elif rule == "marker":
+            for name in instr.called_computations:
+                out.collectives += self.inner(self.module.computations[name]).collectives
+        elif rule not in ("data", "gemm", "conv"):
             out.unknown.append(f"custom-call {cut(target or '?')} ({cut(instr.name)})")
 
-    def traffic(self, items: Iterable[tuple[Shape | None, float]]) -> Traffic:
-        logical = padded = 0.0
-        spaces: dict[int, float] = {}
-        for shape, fraction in items:
-            for leaf in shape.leaves() if shape is not None and fraction else ():
-                found = self.bytes_cache.get(id(leaf))
-                if found is None:
-                    space = leaf.layout.memory_space if leaf.layout is not None else 0
-                    found = self.bytes_cache[id(leaf)] = (leaf.logical_bytes, leaf.padded_bytes, space)
-                logical += found[0] * fraction
-                padded += found[1] * fraction
-                spaces[found[2]] = spaces.get(found[2], 0.0) + found[1] * fraction
-        return Traffic(logical, padded, tuple(sorted(spaces.items())))
-
-    def fusion_access(self, comp: Computation) -> tuple[dict[int, float], float]:
-        """Fraction of each fused parameter read (sliced ones) and of the result written (in-place DUS)."""
-        found = self.access_cache.get(comp.name)
-        if found is not None:
-            return found
-        users: dict[str, list[Instruction]] = {}
-        for instr in comp.instructions:
-            for operand in instr.operands:
-                users.setdefault(operand, []).append(instr)
-        fractions: dict[int, float] = {}
-        for param in comp.params:
-            reads, full = _through_bitcasts(param.name, users), param.shape.logical_bytes
-            if reads and full and all(u.opcode in ("slice", "dynamic-slice") for u in reads):
-                fractions[param.parameter_number or 0] = min(1.0, sum(u.shape.logical_bytes for u in reads) / full)
-        write, root = 1.0, comp.root
-        dus = root.opcode == "dynamic-update-slice" and len(root.operands) > 1
-        buffer = comp.by_name.get(root.operands[0]) if dus else None
-        for _ in range(len(comp.instructions)):  # a chain of bitcasts is at most every instruction
-            if buffer is None or buffer.opcode != "bitcast" or not buffer.operands:
-                break
-            buffer = comp.by_name.get(buffer.operands[0])
-        if buffer is not None and buffer.opcode == "parameter" and root.shape.logical_bytes:
-            fractions[buffer.parameter_number or 0] = 0.0
-            write = min(1.0, _bytes(root.operand_shapes[1]) / root.shape.logical_bytes)
-        self.access_cache[comp.name] = (fractions, write)
-        return fractions, write
-
-    def boundary(self, instr: Instruction, result: Shape) -> Traffic:
-        """Operands read + result written, with the slice and in-place rules of the module docstring."""
-        op, shapes = instr.opcode, instr.operand_shapes
-        reads, write, size = [1.0] * len(shapes), 1.0, result.logical_bytes
-        if op == "fusion":
-            fractions, write = self.fusion_access(self.callee(instr, "calls"))
-            reads = [fractions.get(i, 1.0) for i in range(len(shapes))]
-        elif op in ("slice", "dynamic-slice") and shapes and _bytes(shapes[0]):
-            reads[0] = min(1.0, size / _bytes(shapes[0]))
-        elif op == "dynamic-update-slice" and len(shapes) > 1 and size:
-            reads[0], write = 0.0, _bytes(shapes[1]) / size
-        elif op == "custom-call" and result.is_tuple:
-            result = drop_workspace(result)
-        return self.traffic([*zip(shapes, reads, strict=True), (result, write)])
-
-    def price(self, instr: Instruction, done: Instruction | None) -> InstructionCost:
+    def price(self, instr: Instruction, done: Instruction | None, comp: Computation) -> InstructionCost:
         flops = self.flops(instr)
         result = done.shape if done is not None else instr.shape
         if instr.opcode == "copy-start" and instr.shape.tuple_shapes:
             result = instr.shape.tuple_shapes[0]  # (destination, source, context)
+        elif done is None and instr.opcode == "fusion-start" and len(instr.shape.tuple_shapes or ()) > 1:
+            result = (instr.shape.tuple_shapes or ())[1]  # ((operands), result, context)
         if instr.opcode == "async-start":  # the wrapped op's operands are the start's
-            traffic = self.traffic([*((s, 1.0) for s in instr.operand_shapes), (result, 1.0)])
+            traffic = self.bytes.traffic([*((s, 1.0) for s in instr.operand_shapes), (result, 1.0)])
         else:
-            traffic = self.boundary(instr, result)
+            fused = self.callee(instr, "calls") if instr.opcode in ("fusion", "fusion-start") else None
+            traffic = self.bytes.boundary(instr, comp, result, fused)
         if not all(map(math.isfinite, (*flops.by.values(), flops.transcendentals, traffic.padded_bytes))):
             raise ParseError(
                 f"{instr.opcode} {shown(instr.name)}: its FLOPs or bytes exceed 1.8e308, the range of a float "
@@ -355,7 +308,7 @@ class _Counter:
         cost = Cost(flops.by, traffic.hbm_bytes)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
-            "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)),
+            "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)), ONE_CORE_MARK in instr.name,
         )  # fmt: skip
 
     # --- the call graph: which computations run, how often (linear in the module, no expansion) ---------
@@ -418,7 +371,7 @@ class _Counter:
         if found is None:
             flops = padded = 0.0
             for instr, done in self.priced(comp):
-                cost = self.cost_of(instr, done)
+                cost = self.cost_of(instr, done, comp)
                 flops, padded = flops + cost.flops, padded + cost.traffic.padded_bytes
             for _, callee, times in self.edges_cache[comp.name]:
                 sub = self.weight(callee)
@@ -435,10 +388,29 @@ class _Counter:
             if instr.opcode not in ZERO_COST and instr.async_kind not in ("done", "update")
         ]
 
-    def cost_of(self, instr: Instruction, done: Instruction | None) -> InstructionCost:
+    def cost_of(self, instr: Instruction, done: Instruction | None, comp: Computation) -> InstructionCost:
+        """The cost of one execution, a chain's repeated collectives dropped (:mod:`rooftop.analysis.hlo.chains`)."""
         found = self.cost_cache.get(id(instr))
         if found is None:
-            found = self.cost_cache[id(instr)] = self.price(instr, done)
+            found = self.cost_cache[id(instr)] = self.price(instr, done, comp)
+        kept = self.chained(comp).get(id(instr))
+        return found if kept is None else dataclasses.replace(found, collectives=kept)
+
+    def chained(self, comp: Computation) -> dict[int, tuple[CollectiveUse, ...]]:
+        """The collectives each instruction of ``comp`` keeps under the chain rule, where it drops some."""
+        found = self.chain_cache.get(comp.name)
+        if found is None:
+            self.chain_cache[comp.name] = {}  # priced below without the rule
+            items = []
+            for instr, done in self.priced(comp):
+                cost = self.cost_cache.get(id(instr))
+                if cost is None:
+                    cost = self.cost_cache[id(instr)] = self.price(instr, done, comp)
+                if cost.collectives:
+                    items.append((instr, cost.collectives))
+            found, notes = priced_once(items)
+            self.chain_cache[comp.name] = found
+            self.notes += notes
         return found
 
     def walk(self, entry: Computation) -> Iterator[HloOp]:
@@ -498,30 +470,12 @@ class _Counter:
                     "of the whiles around it multiply past int64",
                     line=instr.line,
                 )
-            cost = self.cost_of(instr, done_of[comp.name].get(instr.name))
+            cost = self.cost_of(instr, done_of[comp.name].get(instr.name), comp)
             yield HloOp(instr.name, self.module.base_opcode(instr), comp.name, instr.shape, count, cost, instr.line)
-
-
-def _bytes(shape: Shape | None) -> float:
-    return shape.logical_bytes if shape is not None else 0.0
 
 
 def _elements(shape: Shape | None) -> int:
     return shape.num_elements if shape is not None else 0
-
-
-def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
-    """The non-bitcast users of ``name``, looking through chains of bitcasts (each visited once)."""
-    out: list[Instruction] = []
-    stack, seen = [name], {name}
-    while stack:
-        for user in users.get(stack.pop(), ()):
-            if user.opcode != "bitcast":
-                out.append(user)
-            elif user.name not in seen:
-                seen.add(user.name)
-                stack.append(user.name)
-    return out
 
 
 def num_devices(module: HloModule, ops: Iterable[HloOp] = ()) -> int | None:

@@ -22,6 +22,8 @@ STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|"|[(){}\[\],]')
 #: key=value or key="value"; a key starts at a word boundary (linear time on long runs of word characters).
 _META_RE = re.compile(r'(?<![\w.\-])([\w.\-]++)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|([^\s}]*+))')
 _NAT_RE = re.compile(r"[0-9]{1,19}")
+#: one ``{2}: (0, {})`` entry of output_to_operand_aliasing: output index -> (operand number, operand index)
+_ALIAS_RE = re.compile(r"\{([0-9,\s]*)\}\s*:\s*\(\s*([0-9]{1,19})\s*,\s*\{([0-9,\s]*)\}\s*(?:,[^)]*)?\)")
 #: dim_labels: input (b, f and spatial digits), kernel (i, o and the same digits), output (b, f, digits).
 _LABELS_RE = re.compile(r"\s*([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)\s*")
 intern = sys.intern
@@ -136,6 +138,12 @@ class Instruction:
     @property
     def frontend_attributes(self) -> dict[str, str]:
         return self._decode("frontend_attributes", decode_fields) or {}
+
+    @property
+    def output_operand_aliasing(self) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
+        """``output_to_operand_aliasing={{2}: (0, {})}`` as {(2,): (0, ())}: the result leaves that live in the
+        buffer of an operand (leaf); {} when absent."""
+        return self._decode("output_to_operand_aliasing", _aliasing) or {}
 
     @property
     def backend_config(self) -> dict[str, Any] | None:
@@ -320,6 +328,20 @@ def _ints(values: Any, instr: Instruction) -> tuple[int, ...]:
             line=instr.line,
         )
     return tuple(int(v) for v in values)
+
+
+def _aliasing(text: str) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError("expected {{output index}: (operand, {operand index}), ...}")
+    entries = split_top(body[1:-1]) if body[1:-1].strip() else []
+    out = {}
+    for entry in entries:
+        match = _ALIAS_RE.fullmatch(entry.strip())
+        if match is None:
+            raise ValueError(f"expected an entry like {{0}}: (1, {{}}), got {shown(entry.strip())}")
+        out[int_list(match.group(1))] = (int(match.group(2)), int_list(match.group(3)))
+    return out
 
 
 def _labels_problem(groups: tuple[str, ...]) -> str:

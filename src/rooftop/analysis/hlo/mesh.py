@@ -250,7 +250,8 @@ def infer_mesh(
 @dataclass(frozen=True)
 class CollectiveUse:
     """A collective before it is placed on a mesh: its Comm kind, the bytes its Comm is named after, and
-    its replica groups (``()`` = every device) or, for a collective-permute, its (source, target) pairs."""
+    its replica groups (``()`` = every device) or, for a collective-permute, its (source, target) pairs;
+    ``chain``: the TPU async collective chain it belongs to (``frontend_attributes={chain_id="4"}``)."""
 
     kind: str
     opcode: str
@@ -258,6 +259,7 @@ class CollectiveUse:
     groups: tuple[tuple[int, ...], ...] | None
     pairs: tuple[tuple[int, int], ...] | None = None
     raw: str = ""
+    chain: str = ""
 
 
 def collective_use(instr: Instruction, base: str) -> CollectiveUse:
@@ -274,9 +276,10 @@ def collective_use(instr: Instruction, base: str) -> CollectiveUse:
         nbytes = operands[0].logical_bytes if operands else 0.0
     else:
         nbytes = sum(s.logical_bytes for s in operands)
+    chain = instr.frontend_attributes.get("chain_id", "") if "frontend_attributes" in instr.attributes else ""
     if kind == "permute":
         pairs = tuple(instr.source_target_pairs or ())
-        return CollectiveUse(kind, base, nbytes, None, pairs, instr.attributes.get("source_target_pairs", ""))
+        return CollectiveUse(kind, base, nbytes, None, pairs, instr.attributes.get("source_target_pairs", ""), chain)
     raw = instr.attributes.get("replica_groups")
     groups: tuple[tuple[int, ...], ...] = ()
     if raw is not None:
@@ -284,7 +287,7 @@ def collective_use(instr: Instruction, base: str) -> CollectiveUse:
             groups = _groups(raw)
         except ParseError as exc:
             raise ParseError(f"{shown(instr.name)}: bad replica_groups={shown(raw)}: {exc}", line=instr.line) from None
-    return CollectiveUse(kind, base, nbytes, groups, None, raw or "")
+    return CollectiveUse(kind, base, nbytes, groups, None, raw or "", chain)
 
 
 @functools.lru_cache(maxsize=128)

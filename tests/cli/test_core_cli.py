@@ -75,7 +75,7 @@ def test_show_one_chip() -> None:
     [
         (["chips", "tpu-v9"], "unknown chip 'tpu-v9'; did you mean"),
         ([*MATMUL[:4], "--chip", "tpu-v9"], "unknown chip"),
-        (["matmul", "A[B,D] @ W[D,F]", "--dims", "B=1,D=2", "--chip", "h100"], "no size for F"),
+        (["matmul", "A[B,D] @ W[D,F]", "--dims", "B=1,D=2", "--chip", "h100"], "no size for 'F'"),
         (["matmul", "A[B,D @ W[D,F]", "--dims", "B=1", "--chip", "h100"], "cannot read"),
         (["roofline", "--chip", "h100", "--flops", "lots", "--bytes", "1"], "cannot read number 'lots'"),
         (["matmul", "A[B,D] @ W[D,F]", "--dims", "B=1,D=2,F=3", "--chip", "h100", "--dtype", "bf61"], "unknown dtype"),

@@ -126,7 +126,7 @@ def test_hf_missing_field_and_unknown_architecture_are_named() -> None:
         load_hf_config(HF / "missing-field.json")
     with pytest.raises(UnknownNameError, match="MambaForCausalLM"):
         load_hf_config(HF / "unknown-arch.json")
-    with pytest.raises(InvalidConfigError, match="field 'architectures' is missing"):
+    with pytest.raises(InvalidConfigError, match="neither .model_type. nor .architectures. names a supported model"):
         config_from_hf({"hidden_size": 8}, "x")
     with pytest.raises(InvalidConfigError, match="field 'num_local_experts' is missing"):
         config_from_hf(
@@ -168,3 +168,66 @@ def test_model_named_after_folder_of_config_json(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "config.json").write_text((HF / "tiny-llama.json").read_text())
     assert load_hf_config(folder / "config.json").name == "my-model"
+
+
+@pytest.mark.parametrize(
+    "file,published,total",
+    [
+        # GPT-2 small: 124,439,808 (the count Hugging Face reports for openai-community/gpt2)
+        ("gpt2.json", 124_439_808, 124_439_808),
+        # GPT-J-6B: 6,053,381,344 (the GPT-J README); rooftop counts no lm_head bias (50,400) and the rest of
+        # the published figure's 0.04% is not in the Hugging Face module either
+        ("gpt-j-6b.json", 6_053_381_344, 6_050_832_384),
+        # Qwen3-8B: 8.2B, 6.95B without embeddings (model card); 36 x 192.95M + 2 x 151,936 x 4,096 + 4,096
+        ("qwen3-8b.json", 8.19e9, 8_190_735_360),
+        # Qwen3-30B-A3B: 30.5B total, 3.3B active (model card)
+        ("qwen3-30b-a3b.json", 30.53e9, 30_532_122_624),
+        # gpt-oss-20b: 20.91B total, 3.61B active without the embedding (OpenAI's model card); its expert biases
+        # (6.6M) are not counted
+        ("gpt-oss-20b.json", 20.91e9, 20_908_120_128),
+    ],
+)
+def test_hf_architectures_match_their_published_parameter_counts(file: str, published: float, total: int) -> None:
+    """Qwen3, Qwen3-MoE, GPT-2, GPT-J and gpt-oss from their config.json (was: refused by architectures[0])."""
+    from rooftop.model.memory import params_total
+
+    cfg = load_hf_config(HF / file)
+    assert params_total(cfg) == total
+    assert params_total(cfg) == pytest.approx(published, rel=1e-3)
+
+
+def test_hf_dispatch_on_model_type_and_details() -> None:
+    gpt2, gptj = load_hf_config(HF / "gpt2.json"), load_hf_config(HF / "gpt-j-6b.json")
+    assert (gpt2.positions, gpt2.norm, gpt2.mlp, gpt2.d_ff, gpt2.tied_embeddings) == ("learned", "layernorm", "gelu",
+                                                                                      3072, True)  # fmt: skip
+    assert gptj.parallel_layers and gptj.norms_per_layer == 1 and not gptj.tied_embeddings
+    qwen3 = load_hf_config(HF / "qwen3-8b.json")
+    assert qwen3.qk_norm and not qwen3.qkv_bias and qwen3.head_dim == 128
+    oss = load_hf_config(HF / "gpt-oss-20b.json")
+    assert oss.sliding_window == 128 and oss.attention_pattern[:2] == ("local", "global") and oss.qkv_bias
+    assert oss.moe is not None and (oss.moe.n_experts, oss.moe.top_k) == (32, 4)
+    # model_type decides; architectures is the fallback
+    data = json.loads((HF / "qwen3-8b.json").read_text())
+    assert config_from_hf({**data, "architectures": ["SomethingElse"]}, "q").qk_norm
+    assert config_from_hf({k: v for k, v in data.items() if k != "model_type"}, "q").qk_norm
+
+
+def test_a_model_folder_is_read_through_its_config_json(tmp_path: Path) -> None:
+    folder = tmp_path / "Qwen3-8B"
+    folder.mkdir()
+    (folder / "config.json").write_text((HF / "qwen3-8b.json").read_text())
+    cfg = get_model(str(folder))
+    assert cfg.name == "Qwen3-8B" and cfg.n_layers == 36
+
+
+def test_rooftop_model_takes_a_model_folder(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text((HF / "gpt2.json").read_text())
+    code, out, err = run_cli("model", str(folder), "--json")
+    assert code == 0, err
+    assert json.loads(out)["params_total"] == 124_439_808
+    code, _, err = run_cli("model", str(tmp_path / "empty") + "/")
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -128,6 +128,8 @@ def get_model(name: str) -> TransformerConfig:
     Hugging Face config.json (a path ending in .json)."""
     if name.endswith(".json"):
         return load_hf_config(name)
+    if "/" in name and Path(name).is_dir():  # a folder holding config.json (a catalog name has no '/')
+        return load_hf_config(name)
     return get_entry(name).config
 
 
@@ -165,6 +167,8 @@ _OPT = {
     "tied_embeddings": ("tie_word_embeddings", False),
 }
 _GEMMA_OPT = {**_OPT, "tied_embeddings": ("tie_word_embeddings", True)}
+_GPT2_REQ = {"vocab_size": "vocab_size", "d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head"}
+_GPT2_OPT = {"max_seq_len": ("n_positions", 1024), "tied_embeddings": ("tie_word_embeddings", True)}
 _GEMMA_REQ = {**_BASE, "head_dim": "head_dim"}
 
 #: Supported architectures. HF defaults follow transformers' configuration classes
@@ -181,7 +185,36 @@ HF_ARCHITECTURES: dict[str, HFArchitecture] = {
     ),
     "MixtralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all", "mixtral_moe")),
     "DeepseekV3ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "deepseek_moe", "mla")),
+    # Qwen3: Qwen2 with per-head RMSNorm on q and k and no q/k/v bias (transformers Qwen3Config)
+    "Qwen3ForCausalLM": HFArchitecture(_BASE, _OPT, {"qk_norm": True}, ("gated_act", "llama_bias", "qwen_window")),
+    "Qwen3MoeForCausalLM": HFArchitecture(
+        _BASE, _OPT, {"qk_norm": True}, ("gated_act", "llama_bias", "qwen_window", "qwen3_moe")
+    ),
+    # GPT-2: learned positions, LayerNorm with bias, biases everywhere, tied embeddings (transformers GPT2Config)
+    "GPT2LMHeadModel": HFArchitecture(
+        _GPT2_REQ, _GPT2_OPT,
+        {"norm": "layernorm", "norm_bias": True, "positions": "learned", "qkv_bias": True, "out_bias": True,
+         "mlp_bias": True},
+        ("gpt_act", "gpt_inner"),
+    ),
+    # GPT-J: attention and MLP in parallel off one LayerNorm, rotary, MLP biases only (transformers GPTJConfig)
+    "GPTJForCausalLM": HFArchitecture(
+        _GPT2_REQ, {**_GPT2_OPT, "tied_embeddings": ("tie_word_embeddings", False)},
+        {"norm": "layernorm", "norm_bias": True, "parallel_layers": True, "norms_per_layer": 1, "mlp_bias": True},
+        ("gpt_act", "gpt_inner"),
+    ),
+    # gpt-oss: MoE with biased experts and router, alternating 128-token sliding windows (transformers GptOssConfig)
+    "GptOssForCausalLM": HFArchitecture(
+        _BASE, _OPT, {"qkv_bias": True, "out_bias": True, "mlp": "swiglu"}, ("gpt_oss_moe", "gemma3_pattern")
+    ),
 }
+#: HF ``model_type`` -> the architecture it is read as (dispatch on model_type first, architectures second)
+HF_MODEL_TYPES = {
+    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM", "mixtral": "MixtralForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM",
+    "gpt2": "GPT2LMHeadModel", "gptj": "GPTJForCausalLM", "gpt_oss": "GptOssForCausalLM",
+}  # fmt: skip
 #: multimodal wrappers whose ``text_config`` is read as the named text-only architecture.
 HF_TEXT_WRAPPERS = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
 
@@ -307,6 +340,37 @@ def _mla(r: _HF, out: dict[str, Any]) -> None:
     out["head_dim"] = out["mla"].qk_nope_head_dim + out["mla"].qk_rope_head_dim
 
 
+def _gpt_act(r: _HF, out: dict[str, Any]) -> None:
+    act = r.get("activation_function", "gelu_new", str)
+    kinds = {"gelu_new": "gelu", "gelu": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
+    if act not in kinds:
+        raise r.fail("activation_function", f"has unsupported activation {shown(act)} (supported: {', '.join(kinds)})")
+    out["mlp"] = kinds[act]
+
+
+def _gpt_inner(r: _HF, out: dict[str, Any]) -> None:
+    out["d_ff"] = r.get("n_inner", 4 * out["d_model"], int)  # null: 4 x n_embd
+
+
+def _qwen3_moe(r: _HF, out: dict[str, Any]) -> None:
+    if r.get("decoder_sparse_step", 1, int) != 1 or r.get("mlp_only_layers", [], list):
+        raise r.fail("decoder_sparse_step", "other than 1, or mlp_only_layers, is not supported (every layer MoE)")
+    out["moe"] = MoEConfig(
+        n_experts=r.get("num_experts", ..., int),
+        top_k=r.get("num_experts_per_tok", ..., int),
+        d_ff_expert=r.get("moe_intermediate_size", ..., int),
+    )
+
+
+def _gpt_oss_moe(r: _HF, out: dict[str, Any]) -> None:
+    out["moe"] = MoEConfig(
+        n_experts=r.get("num_local_experts", ..., int),
+        top_k=r.get("num_experts_per_tok", r.get("experts_per_token", 4, int), int),
+        d_ff_expert=out["d_ff"],
+        router_bias=True,
+    )
+
+
 _FEATURES = {
     "gated_act": _gated_act,
     "gemma_act": _gemma_act,
@@ -318,21 +382,32 @@ _FEATURES = {
     "mixtral_moe": _mixtral_moe,
     "deepseek_moe": _deepseek_moe,
     "mla": _mla,
+    "gpt_act": _gpt_act,
+    "gpt_inner": _gpt_inner,
+    "qwen3_moe": _qwen3_moe,
+    "gpt_oss_moe": _gpt_oss_moe,
 }
 
 
 def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json") -> TransformerConfig:
-    """TransformerConfig from a parsed Hugging Face config.json (``architectures[0]``
-    picks the mapping in ``HF_ARCHITECTURES``). DeepSeek-V3's multi-token-prediction
+    """TransformerConfig from a parsed Hugging Face config.json (``model_type`` picks the mapping in
+    ``HF_ARCHITECTURES`` through ``HF_MODEL_TYPES``; else ``architectures[0]``). DeepSeek-V3's multi-token-prediction
     module (``num_nextn_predict_layers``) is not part of the model counted."""
     if not isinstance(data, Mapping):
         raise InvalidConfigError(f"{where}: expected a JSON object")
     archs = data.get("architectures")
-    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+    model_type = data.get("model_type")
+    if isinstance(model_type, str) and model_type in HF_MODEL_TYPES:
+        arch = HF_MODEL_TYPES[model_type]
+        if isinstance(archs, list) and archs and archs[0] in HF_TEXT_WRAPPERS:
+            arch = archs[0]  # a multimodal wrapper: its text_config is read below
+    elif isinstance(archs, list) and archs and isinstance(archs[0], str):
+        arch = archs[0]
+    else:
         raise InvalidConfigError(
-            f"{where}: field 'architectures' is missing or empty (supported: {', '.join(HF_ARCHITECTURES)})"
+            f"{where}: neither 'model_type' nor 'architectures' names a supported model "
+            f"(model types: {', '.join(HF_MODEL_TYPES)})"
         )
-    arch = archs[0]
     if arch in HF_TEXT_WRAPPERS:
         if not isinstance(data.get("text_config"), Mapping):
             raise InvalidConfigError(f"{where}: field 'text_config' is missing (needed for {arch})")
@@ -357,6 +432,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConf
     """Read a config.json with ``json.load`` (nothing in it is executed) and import it;
     the model is named after the file's folder unless ``name`` is given."""
     p = Path(path)
+    if p.is_dir():  # a model folder (as downloaded from the Hub): its config.json
+        p = p / "config.json"
     text = read_text_file(p, "config")  # a regular file of bounded size: not /dev/zero, not a FIFO
     where = path_text(p)
     try:

@@ -231,3 +231,25 @@ def test_rooftop_model_takes_a_model_folder(tmp_path: Path) -> None:
     assert json.loads(out)["params_total"] == 124_439_808
     code, _, err = run_cli("model", str(tmp_path / "empty") + "/")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_model_command_attention_convention_flash_and_context() -> None:
+    """rooftop model: --attention full counts all T^2 pairs (causal: T(T+1)/2), the activation table gives
+    the fused-attention bytes train assumes beside the unfused ones, and a --seq-len past the context warns."""
+    from tests.conftest import run_cli
+
+    def model(*argv: str) -> dict:  # type: ignore[type-arg]
+        code, out, err = run_cli("model", "llama-3-8b", "--seq-len", "8192", *argv, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    causal, full = model(), model("--attention", "full")
+    # 32 layers x 2 x 32 heads x (128 + 128) x pairs per token: (T + 1) / 2 causal, T full
+    assert causal["attention_flops_per_token"] == pytest.approx(32 * 2 * 32 * 256 * 8193 / 2)
+    assert full["attention_flops_per_token"] == pytest.approx(32 * 2 * 32 * 256 * 8192)
+    assert full["flops_per_token_forward"] - causal["flops_per_token_forward"] == pytest.approx(
+        full["attention_flops_per_token"] - causal["attention_flops_per_token"]
+    )
+    flash, unfused = causal["activation_bytes_per_token_flash"]["none"], causal["activation_bytes_per_token"]["none"]
+    assert unfused - flash == pytest.approx(32 * (32 * 8192 - 2 * 32) * 2)  # N x T probabilities vs 2 N statistics
+    assert causal["notes"] == [] and "exceeds llama-3-8b's context of 8,192" in model("--seq-len", "16384")["notes"][0]

@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         choices=REMAT_CHOICES,
         help="remat policy for flops_per_token_train (activations are shown for every policy)",
     )
+    q.add_argument(
+        "--attention",
+        default="causal",
+        choices=("causal", "full"),
+        help="count attention pairs under a causal mask (default) or all T^2 (some papers' MFU convention)",
+    )
     add_common(q, chip=False)
     q.set_defaults(func=run_model)
 
@@ -83,7 +89,7 @@ def run_model(args: argparse.Namespace) -> Output:
     cfg, entry = resolve_model(name)
     seq_len = _count(args.seq_len, "--seq-len") if args.seq_len else min(DEFAULT_SEQ_LEN, cfg.max_seq_len)
     batch = _count(args.batch, "--batch")
-    payload = report.model_payload(cfg, entry, seq_len, batch, args.kv_dtype, args.remat)
+    payload = report.model_payload(cfg, entry, seq_len, batch, args.kv_dtype, args.remat, args.attention)
     return Output(payload, lambda console: report.render_model(console, cfg, payload))
 
 

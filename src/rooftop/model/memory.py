@@ -513,9 +513,11 @@ def sequence_region_bytes_per_token(
     return total * dtype_bytes(dtype)
 
 
-def activation_bytes_by_policy(cfg: TransformerConfig, seq_len: int, dtype: str = "bf16") -> dict[str, float]:
-    """``activation_bytes_per_token`` for every remat policy."""
-    return {name: activation_bytes_per_token(cfg, seq_len, name, dtype) for name in REMAT_POLICIES}
+def activation_bytes_by_policy(
+    cfg: TransformerConfig, seq_len: int, dtype: str = "bf16", flash: bool = False
+) -> dict[str, float]:
+    """``activation_bytes_per_token`` for every remat policy (``flash``: fused attention)."""
+    return {name: activation_bytes_per_token(cfg, seq_len, name, dtype, flash) for name in REMAT_POLICIES}
 
 
 def logits_bytes_per_token(cfg: TransformerConfig, dtype: str = "fp32") -> float:

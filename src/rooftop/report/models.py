@@ -37,9 +37,14 @@ def _tree_dict(t: tf.ParamTree) -> dict[str, Any]:
     }
 
 
-def model_summary(cfg: TransformerConfig, seq_len: int, batch: int, kv_dtype: str, remat: str) -> dict[str, Any]:
-    """The transformer-math keys of ``rooftop model --json`` (SI units: FLOPs, bytes)."""
+def model_summary(
+    cfg: TransformerConfig, seq_len: int, batch: int, kv_dtype: str, remat: str, attention: str = "causal"
+) -> dict[str, Any]:
+    """The transformer-math keys of ``rooftop model --json`` (SI units: FLOPs, bytes). ``attention``: causal
+    (each query sees the keys before it, as a decoder trains) or full (every key: the T^2 count some papers
+    use, e.g. PaLM's MFU)."""
     remat_policy(remat)
+    causal = attention == "causal"
     tree = tf.param_tree(cfg)
     per_param = mem.training_bytes_per_param()
     return {
@@ -51,16 +56,18 @@ def model_summary(cfg: TransformerConfig, seq_len: int, batch: int, kv_dtype: st
         "params_active": tree.active,
         "params_matmul_active": tree.matmul,
         "params_breakdown": _tree_dict(tree),
-        "flops_per_token_forward": tf.flops_per_token_forward(cfg, seq_len),
-        "flops_per_token_train": tf.flops_per_token_train(cfg, seq_len, remat),
-        "attention_flops_per_token": tf.attention_flops_per_token(cfg, seq_len),
-        "vector_flops_per_token_forward": tf.vector_flops_per_token_forward(cfg, seq_len),
+        "attention": attention,
+        "flops_per_token_forward": tf.flops_per_token_forward(cfg, seq_len, causal),
+        "flops_per_token_train": tf.flops_per_token_train(cfg, seq_len, remat, causal),
+        "attention_flops_per_token": tf.attention_flops_per_token(cfg, seq_len, causal),
+        "vector_flops_per_token_forward": tf.vector_flops_per_token_forward(cfg, seq_len, causal),
         "recompute_flops_per_token": {p: tf.recompute_flops_per_token(cfg, seq_len, p) for p in REMAT_POLICIES},
         "prefill_flops": tf.prefill_flops(cfg, seq_len, batch),
         "decode_flops_per_token": tf.decode_flops_per_token(cfg, seq_len),
         "kv_cache_bytes_per_token": mem.kv_cache_bytes_per_token(cfg, kv_dtype),
         "kv_cache_bytes": mem.kv_cache_bytes(cfg, batch, seq_len, kv_dtype),
         "activation_bytes_per_token": mem.activation_bytes_by_policy(cfg, seq_len),
+        "activation_bytes_per_token_flash": mem.activation_bytes_by_policy(cfg, seq_len, flash=True),
         "logits_bytes_per_token": mem.logits_bytes_per_token(cfg),
         "training_bytes_per_param": per_param["total"],
         "training_bytes_per_param_breakdown": per_param,
@@ -71,18 +78,34 @@ def model_summary(cfg: TransformerConfig, seq_len: int, batch: int, kv_dtype: st
         "conventions": {
             "flops": "matrix-unit FLOPs; forward = 2 x params_matmul_active + attention; train = 3 x forward"
             " + remat recompute",
-            "attention": "causal: (T+1)/2 keys per query on average; QK^T and AV each 2 x heads x head_dim per pair",
-            "activation_bytes_per_token": "bf16, summed over layers, per remat policy; logits separate",
+            "attention": (
+                "causal: (T+1)/2 keys per query on average" if causal else "full: T keys per query (no mask)"
+            ) + "; QK^T and AV each 2 x heads x head_dim per pair",
+            "activation_bytes_per_token": "bf16, summed over layers, per remat policy; logits separate; unfused"
+            " attention (the T x T probabilities kept); activation_bytes_per_token_flash: fused attention (softmax"
+            " statistics only), what `rooftop train` assumes unless --fix flash=0",
             "training_bytes_per_param": "bf16 weights + bf16 grads + fp32 master + fp32 Adam moments",
         },
     }
 
 
 def model_payload(
-    cfg: TransformerConfig, entry: ModelEntry | None, seq_len: int, batch: int, kv_dtype: str, remat: str
+    cfg: TransformerConfig,
+    entry: ModelEntry | None,
+    seq_len: int,
+    batch: int,
+    kv_dtype: str,
+    remat: str,
+    attention: str = "causal",
 ) -> dict[str, Any]:
-    """``rooftop model --json``: the model as read, then its transformer math."""
+    """``rooftop model --json``: the model as read, then its transformer math, and notes (a sequence past
+    the model's context)."""
+    notes = []
+    if seq_len > cfg.max_seq_len:
+        notes.append(f"--seq-len {seq_len:,} exceeds {cfg.name}'s context of {cfg.max_seq_len:,} tokens: the math is "
+                     "extrapolated past what the model was trained for")  # fmt: skip
     return {
+        "notes": notes,
         "model": {
             "name": cfg.name,
             "source": cfg.source,
@@ -90,7 +113,7 @@ def model_payload(
             "published": _published(entry),
             "config": config_to_dict(cfg),
         },
-        **model_summary(cfg, seq_len, batch, kv_dtype, remat),
+        **model_summary(cfg, seq_len, batch, kv_dtype, remat, attention),
     }
 
 
@@ -102,7 +125,8 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
     rows = [
         ("parameters (total / active)", f"{format_number(d['params_total'])} / {format_number(d['params_active'])}"),
         ("N of 6N (matmul params per token)", format_number(d["params_matmul_active"])),
-        (f"forward FLOPs per token (T={t})", format_number(d["flops_per_token_forward"], "FLOP")),
+        (f"forward FLOPs per token (T={t}, {d['attention']} attention)",
+         format_number(d["flops_per_token_forward"], "FLOP")),
         ("  of which attention", format_number(d["attention_flops_per_token"], "FLOP")),
         (f"train FLOPs per token (remat {d['remat']})", format_number(d["flops_per_token_train"], "FLOP")),
         (
@@ -119,10 +143,12 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
     console.print(table(f"{cfg.name}: per-token math", ["quantity", "value"], rows))
     console.print(
         table(
-            f"activations kept per token (bf16, all layers, T={t})",
-            ["remat", "bytes", "recompute"],
+            f"activations kept per token (bf16, all layers, T={t}; fused attention keeps softmax statistics, as "
+            "rooftop train assumes; unfused keeps the T x T probabilities)",
+            ["remat", "bytes (fused attention)", "bytes (unfused)", "recompute"],
             [
-                (p, format_bytes(v), format_number(d["recompute_flops_per_token"][p], "FLOP"))
+                (p, format_bytes(d["activation_bytes_per_token_flash"][p]), format_bytes(v),
+                 format_number(d["recompute_flops_per_token"][p], "FLOP"))
                 for p, v in d["activation_bytes_per_token"].items()
             ],
         )
@@ -137,6 +163,8 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
         if path.count("/") <= 3
     ]
     console.print(table("parameters", ["part", "params", "active"], prows))
+    for note in d.get("notes", ()):
+        say(console, f"note: {note}")
 
 
 def _walk(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

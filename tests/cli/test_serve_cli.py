@@ -160,3 +160,37 @@ def test_table_and_plot(tmp_path: Path) -> None:
     assert code == 0, err
     assert "frontier" in out and "chosen:" in out and "memory capacity" in out and "disaggregation" in out
     assert png.stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- 4-bit weights, activations and KV cache
+
+#: 70B on two 8-GPU H100 nodes (the issue's case for --fix tp=16)
+CROSS = ("llama-3-70b", "--chip", "h100", "--chips", "16", "--prompt-len", "2048", "--gen-len", "256")
+B200_70B = ("llama-3-70b", "--chip", "b200", "--chips", "8", "--prompt-len", "2048", "--gen-len", "256")
+
+
+def test_fp4_weights_and_activations_and_int4_kv_on_b200() -> None:
+    d = serve_json(*B200_70B, "--weight-dtype", "fp4", "--activation-dtype", "fp4", "--kv-dtype", "int4")
+    assert d["dtypes"] == {"weights": "fp4", "kv_cache": "int4", "activations": "fp4", "compute": "fp4"}
+    assert d["critical_batch"]["compute_dtype"] == "fp4" and "9 PFLOP/s" in d["critical_batch"]["formula"]
+    assert d["chosen"] is not None and not any("matrix peak" in n for n in d["notes"])
+    bf16 = serve_json(*B200_70B, "--batch", "1")
+    fp4 = serve_json(*B200_70B, "--batch", "1", "--weight-dtype", "fp4", "--kv-dtype", "int4")
+    for a, b in zip(bf16["layouts"], fp4["layouts"], strict=True):
+        assert b["weights_per_chip_bytes"] == pytest.approx(a["weights_per_chip_bytes"] / 4, rel=1e-12)
+    for a, b in zip(bf16["points"], fp4["points"], strict=True):
+        assert b["memory"]["kv_cache_bytes"] == pytest.approx(a["memory"]["kv_cache_bytes"] / 4, rel=1e-12)
+        assert b["step_time_s"] < a["step_time_s"]
+
+
+def test_fp8_activations_on_b200() -> None:
+    for weights, compute in (("bf16", "bf16"), ("fp8", "fp8")):
+        d = serve_json(*B200_70B, "--activation-dtype", "fp8", "--weight-dtype", weights, "--batch", "64")
+        assert d["dtypes"]["compute"] == compute and d["chosen"] is not None
+        assert all(p["step_time_s"] > 0 for p in d["points"])
+
+
+def test_a_chip_without_fp4_says_which_rate_it_used() -> None:
+    d = serve_json(*CROSS, "--weight-dtype", "fp4", "--activation-dtype", "fp4", "--batch", "8")
+    assert d["critical_batch"]["compute_dtype"] == "fp8"
+    assert any(n.startswith("h100 has no fp4 matrix peak") and "fp8 peak" in n for n in d["notes"])

@@ -208,7 +208,8 @@ def _frontier_table(plan: ServingPlan) -> Table:
         )
     title = (
         f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: prompt {req.prompt_len}, generate {req.gen_len} "
-        f"(weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}); frontier, * = chosen"
+        f"(weights {req.dtypes.weights}, activations {req.dtypes.activations}, KV {req.dtypes.kv_cache}); "
+        "frontier, * = chosen"
     )
     columns = ["#", "layout", "batch", "step", "TTFT", "tok/s", "tok/s/chip", "mem/chip", "bound", "$/M in", "$/M out"]
     return table(title, columns, rows)

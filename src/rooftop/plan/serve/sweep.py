@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rooftop.cost.efficiency import Efficiency, default_efficiency
+from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
@@ -32,7 +33,7 @@ from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.train.layout import divisors
-from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, plural
+from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
 
 DEFAULT_BATCH_CAP = 4096
 
@@ -382,6 +383,21 @@ def min_slice(req: ServingRequest) -> MinSlice | None:
 # ---------------------------------------------------------------- the plan
 
 
+def _dtype_notes(req: ServingRequest) -> list[str]:
+    """A note when the chip's matrix unit has no peak for the matmuls' dtype: they are priced at the
+    next wider dtype it has (hardware/chip.py, ``Chip.flops_rate``), as a compiler would run them."""
+    dt = req.dtypes
+    wanted = compute_dtype(dt.weights, dt.activations)
+    used, peak = req.chip.flops_rate(wanted, "matrix")
+    if used == wanted:
+        return []
+    return [
+        f"{req.chip.name} has no {wanted} matrix peak: the {wanted} matmuls (weights {dt.weights}, activations "
+        f"{dt.activations}) are priced at its {used} peak, {format_rate(peak, 'FLOP/s')}; the bytes stored and read "
+        "stay those of each dtype"
+    ]
+
+
 def plan_serving(req: ServingRequest) -> ServingPlan:
     """Sweep every candidate layout and batch, then the frontier and the choice."""
     notes: list[str] = []
@@ -392,6 +408,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         )
     if req.price is None:
         notes.append(f"chip {req.chip.name} has no catalog price: cost is null (pass --price-per-chip-hour)")
+    notes += _dtype_notes(req)
     points: list[ServingPoint] = []
     summaries: list[LayoutSummary] = []
     layouts = candidate_layouts(req)

@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-step-latency", metavar="X", help="target time per output token, e.g. 50ms")
     p.add_argument("--max-ttft", metavar="X", help="target time to first token, e.g. 500ms")
     p.add_argument(
+        "--fix",
+        metavar="K=V,...",
+        help="pin the layout's degrees, e.g. tp=16 or tp=8,pp=2 (tp, pp, ep); the replicas fill the slice, "
+        "and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
+    )
+    p.add_argument(
         "--weight-dtype",
         default="bf16",
         choices=WEIGHT_DTYPES,
@@ -72,8 +78,10 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
+    from rooftop.plan.serve.layout import parse_fix
     from rooftop.plan.serve.sweep import ServingRequest
 
+    fix = parse_fix(args.fix)
     chip = chip_from_args(args)
     if args.topology:
         topology = parse_topology(chip, args.topology)
@@ -95,6 +103,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         requests_per_s=_positive(args.requests_per_s, "--requests-per-s"),
         price_usd_per_chip_hour=_positive(args.price_per_chip_hour, "--price-per-chip-hour"),
         efficiency=eff,
+        fix=fix,
     )
 
 

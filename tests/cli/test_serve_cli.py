@@ -160,3 +160,77 @@ def test_table_and_plot(tmp_path: Path) -> None:
     assert code == 0, err
     assert "frontier" in out and "chosen:" in out and "memory capacity" in out and "disaggregation" in out
     assert png.stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- 4-bit weights, activations and KV cache
+
+#: 70B on two 8-GPU H100 nodes (the issue's case for --fix tp=16)
+CROSS = ("llama-3-70b", "--chip", "h100", "--chips", "16", "--prompt-len", "2048", "--gen-len", "256")
+B200_70B = ("llama-3-70b", "--chip", "b200", "--chips", "8", "--prompt-len", "2048", "--gen-len", "256")
+
+
+def test_fp4_weights_and_activations_and_int4_kv_on_b200() -> None:
+    d = serve_json(*B200_70B, "--weight-dtype", "fp4", "--activation-dtype", "fp4", "--kv-dtype", "int4")
+    assert d["dtypes"] == {"weights": "fp4", "kv_cache": "int4", "activations": "fp4", "compute": "fp4"}
+    assert d["critical_batch"]["compute_dtype"] == "fp4" and "9 PFLOP/s" in d["critical_batch"]["formula"]
+    assert d["chosen"] is not None and not any("matrix peak" in n for n in d["notes"])
+    bf16 = serve_json(*B200_70B, "--batch", "1")
+    fp4 = serve_json(*B200_70B, "--batch", "1", "--weight-dtype", "fp4", "--kv-dtype", "int4")
+    for a, b in zip(bf16["layouts"], fp4["layouts"], strict=True):
+        assert b["weights_per_chip_bytes"] == pytest.approx(a["weights_per_chip_bytes"] / 4, rel=1e-12)
+    for a, b in zip(bf16["points"], fp4["points"], strict=True):
+        assert b["memory"]["kv_cache_bytes"] == pytest.approx(a["memory"]["kv_cache_bytes"] / 4, rel=1e-12)
+        assert b["step_time_s"] < a["step_time_s"]
+
+
+def test_fp8_activations_on_b200() -> None:
+    for weights, compute in (("bf16", "bf16"), ("fp8", "fp8")):
+        d = serve_json(*B200_70B, "--activation-dtype", "fp8", "--weight-dtype", weights, "--batch", "64")
+        assert d["dtypes"]["compute"] == compute and d["chosen"] is not None
+        assert all(p["step_time_s"] > 0 for p in d["points"])
+
+
+def test_a_chip_without_fp4_says_which_rate_it_used() -> None:
+    d = serve_json(*CROSS, "--weight-dtype", "fp4", "--activation-dtype", "fp4", "--batch", "8")
+    assert d["critical_batch"]["compute_dtype"] == "fp8"
+    assert any(n.startswith("h100 has no fp4 matrix peak") and "fp8 peak" in n for n in d["notes"])
+
+
+# ---------------------------------------------------------------- --fix, replicas across nodes
+
+
+def test_fix_pins_one_replica_over_two_nodes() -> None:
+    d = serve_json(*CROSS, "--fix", "tp=16")
+    assert d["fix"] == {"tp": 16}
+    assert {(p["parallelism"]["tp"], p["parallelism"]["replicas"]) for p in d["points"]} == {(16, 1)}
+    assert d["chosen"] is not None
+    assert [s["scale_out_axes"] for s in d["layouts"]] == [["tp"]]
+    assert any(n.startswith("tp crosses NVLink domains in tp=16 x1 (over 2 domains") for n in d["notes"])
+    comm = next(t for t in d["points"][0]["breakdown"]["terms"] if t["name"] == "collective all-reduce tp")
+    assert "50 GB/s" in comm["formula"] and "450 GB/s" in comm["formula"]  # the fabric level and the NVLink level
+    plain = serve_json(*CROSS, "--batch", "8")
+    assert plain["fix"] == {} and all(s["scale_out_axes"] == [] for s in plain["layouts"])
+    code, out, err = run_cli("serve", *CROSS, "--fix", "tp=16", "--batch", "1")
+    assert code == 0, err
+    assert "--fix tp=16" in out and "across the scale-out network" in out and "tp crosses NVLink domains" in out
+
+
+@pytest.mark.parametrize(
+    ("fix", "message"),
+    [
+        (("tp=3",), "--fix tp=3: tp=3 does not divide n_heads=64; valid: 1, 2, 4, 8"),
+        (("tp=32",), "--fix tp=32: tp=32 chips per replica do not divide the slice's 16 chips"),
+        (("pp=3",), "--fix pp=3: pp=3 does not divide n_layers=80"),
+        (("ep=2",), "ep=2 needs a mixture-of-experts model; llama-3-70b is dense"),
+        (("zz=1",), "--fix cannot pin 'zz' (valid: tp, pp, ep)"),
+        (("tp",), "cannot read --fix 'tp': expected NAME=VALUE"),
+        (("tp=8,tp=4",), "--fix pins 'tp' twice"),
+        (("tp=-8",), "--fix tp '-8' must be in [1, 16777216]"),
+        (("tp=two",), "--fix tp 'two' is not an integer"),
+        (("pp=2", "--batch", "3"), "batch=3 does not split into the pinned pp=2 microbatches"),
+    ],
+)
+def test_fix_errors_are_one_line_exit_2(fix: tuple[str, ...], message: str) -> None:
+    code, out, err = run_cli("serve", *CROSS, "--fix", *fix)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1

@@ -3,6 +3,8 @@ weights are never slower at small batch, sharding conserves bytes, the frontier 
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +105,47 @@ def test_frontier_is_fitting_and_undominated(model: str, chip_name: str, prompt:
     if plan.chosen is not None:
         assert pts[plan.chosen].fits
         assert pts[plan.chosen].tokens_per_s_per_chip == max(p.tokens_per_s_per_chip for p in pts if p.fits)
+
+
+#: models whose heads split 16 ways (tp=16 over two 8-GPU nodes or inside one 16-GPU domain)
+WIDE = {name: get_model(name) for name in ("llama-3-70b", "qwen2.5-72b", "llama-3.1-405b")}
+DTYPES = (Dtypes(), Dtypes("fp8", "fp8", "fp8"), Dtypes("fp4", "fp4", "int4"), Dtypes("int8", "bf16", "int8"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.sampled_from(sorted(WIDE)),
+    st.sampled_from(DTYPES),
+    st.sampled_from((1, 2, 4, 8)),
+    st.integers(1, 256),
+    st.integers(1, 8192),
+    st.booleans(),
+)
+def test_tp_across_nvlink_domains_is_never_faster_than_inside_one(  # type: ignore[no-untyped-def]
+    model: str, dtypes: Dtypes, pp: int, batch: int, context: int, ideal: bool
+) -> None:
+    """More bandwidth is never slower: the same tp=16 replica (or tp x pp = 16) on one 16-GPU B200 NVLink
+    domain and on two 8-GPU nodes joined by the scale-out fabric (50 GB/s per GPU against 900 GB/s of
+    NVLink); and on the two nodes, a faster fabric. (A fabric 4x faster is not compared with the one
+    domain: each GPU's NIC then adds 200 GB/s to its 900 GB/s of NVLink, and the staged all-reduce
+    overlaps the two.)"""
+    cfg, chip = WIDE[model], get_chip("b200")
+    if cfg.n_layers % pp:
+        return
+    eff = IDEAL if ideal else default_efficiency("serving", "gpu")
+    layout = ServingLayout(tp=16 // pp, pp=pp)
+    times = []
+    for spec, dcn in (("1x16", 1.0), ("2x8", 1.0), ("2x8", 4.0)):
+        c = dataclasses.replace(chip, dcn_bytes_per_s=chip.dcn_bytes_per_s * dcn)
+        mesh = make_mesh(parse_topology(c, spec), layout.mesh_axes())
+        step = inf.decode_step(cfg, c, mesh, layout, batch * pp, context, dtypes, eff)
+        pre = inf.prefill(cfg, c, mesh, layout, 1, min(context, 2048), dtypes, eff)
+        assert step.roofline_s > 0
+        times.append((step.time_s, step.collective_s, pre.time_s))
+    inside, across, faster = times
+    for a, b in ((inside, across), (faster, across)):
+        assert all(x <= y * (1 + 1e-12) for x, y in zip(a, b, strict=True))
+    assert across[1] > inside[1]  # the fabric's hop latency alone makes the cross-node collectives slower
 
 
 def _valid(req: ServingRequest, layout: ServingLayout) -> bool:

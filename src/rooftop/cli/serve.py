@@ -14,9 +14,9 @@ from rooftop.units import parse_duration, parse_number
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingRequest
 
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
-KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
-ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
+KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
+ACT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4")
 MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it would slow down --help
 
 
@@ -32,13 +32,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--batch", metavar="B", help="evaluate only this batch per replica (default: sweep 1, 2, 4, ...)")
     p.add_argument("--max-step-latency", metavar="X", help="target time per output token, e.g. 50ms")
     p.add_argument("--max-ttft", metavar="X", help="target time to first token, e.g. 500ms")
-    p.add_argument("--weight-dtype", default="bf16", choices=WEIGHT_DTYPES, help="weight element type (default bf16)")
+    p.add_argument(
+        "--fix",
+        metavar="K=V,...",
+        help="pin the layout's degrees, e.g. tp=16 or tp=8,pp=2 (tp, pp, ep); the replicas fill the slice, "
+        "and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
+    )
+    p.add_argument(
+        "--weight-dtype",
+        default="bf16",
+        choices=WEIGHT_DTYPES,
+        help="weight element type (default bf16; int4 and fp4 (NVFP4/MXFP4) are 0.5 bytes, block scales not counted)",
+    )
     p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES, help="KV cache element type (default bf16)")
     p.add_argument(
         "--activation-dtype",
         default="bf16",
         choices=ACT_DTYPES,
-        help="activation type; matmuls compute in the wider of it and the weight type (W8A8: int8 and int8)",
+        help="activation type; matmuls compute in the wider of it and the weight type (W8A8: int8 and int8; "
+        "W4A4: fp4 and fp4); a chip without that rate runs the next wider one, with a note",
     )
     p.add_argument("--requests-per-s", metavar="R", help="traffic for disaggregated vs colocated serving")
     p.add_argument("--price-per-chip-hour", metavar="USD", help="override the catalog price per chip-hour")
@@ -66,8 +78,10 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
+    from rooftop.plan.serve.layout import parse_fix
     from rooftop.plan.serve.sweep import ServingRequest
 
+    fix = parse_fix(args.fix)
     chip = chip_from_args(args)
     if args.topology:
         topology = parse_topology(chip, args.topology)
@@ -89,6 +103,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         requests_per_s=_positive(args.requests_per_s, "--requests-per-s"),
         price_usd_per_chip_hour=_positive(args.price_per_chip_hour, "--price-per-chip-hour"),
         efficiency=eff,
+        fix=fix,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.dtypes import compute_dtype
+from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
 from rooftop.report.plot import label
@@ -148,6 +149,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
             "activations": dt.activations,
             "compute": compute_dtype(dt.weights, dt.activations),
         },
+        "fix": req.pins,
         "price_usd_per_chip_hour": req.price,
         "efficiency": req.eff.as_dict(),
         "constraints": {"max_step_latency_s": req.max_step_latency_s, "max_ttft_s": req.max_ttft_s},
@@ -164,6 +166,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
                 "weights_per_chip_bytes": s.weights_per_chip_bytes,
                 "limit": s.limit,
                 "reason": s.reason,
+                "scale_out_axes": list(s.scale_out_axes),
             }
             for s in plan.layouts
         ],
@@ -206,20 +209,24 @@ def _frontier_table(plan: ServingPlan) -> Table:
                 _usd(p.cost_output_usd_per_m),
             )
         )
+    pinned = f", --fix {pinned_text(req.pins)}" if req.pins else ""
     title = (
         f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: prompt {req.prompt_len}, generate {req.gen_len} "
-        f"(weights {req.dtypes.weights}, KV {req.dtypes.kv_cache}); frontier, * = chosen"
+        f"(weights {req.dtypes.weights}, activations {req.dtypes.activations}, KV {req.dtypes.kv_cache}{pinned}); "
+        "frontier, * = chosen"
     )
     columns = ["#", "layout", "batch", "step", "TTFT", "tok/s", "tok/s/chip", "mem/chip", "bound", "$/M in", "$/M out"]
     return table(title, columns, rows)
 
 
-def _step_table(p: ServingPoint) -> Table:
+def _step_table(plan: ServingPlan, p: ServingPoint) -> Table:
     d = p.decode
+    crossing = next((s.scale_out_axes for s in plan.layouts if s.layout == p.layout), ())
+    over = f" ({' and '.join(crossing)} across the scale-out network too)" if crossing else ""
     parts = [
         ("bandwidth roofline (weights + KV) / HBM", d.bandwidth_roofline_s),
         *((f"{words(g)} ops ({words(d.group_bound[g])}-bound)", t) for g, t in d.group_s.items()),
-        ("collectives", d.collective_s),
+        (f"collectives{over}", d.collective_s),
         ("kernel launches", d.launch_s),
         ("scheduling", d.scheduling_s),
         ("step", d.time_s),
@@ -233,7 +240,7 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
     console.print(_frontier_table(plan))
     say(console, f"chosen: {plan.chosen_reason}")
     if plan.chosen is not None:
-        console.print(_step_table(plan.points[plan.chosen]))
+        console.print(_step_table(plan, plan.points[plan.chosen]))
     rows = [
         (s.layout.label(), s.max_batch, s.compute_bound_batch or "-", words(s.limit), s.reason) for s in plan.layouts
     ]

@@ -12,6 +12,7 @@ split over the remaining tp / ep.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rooftop.cost.cost import OpTag
@@ -21,6 +22,7 @@ from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import kv_cache_bytes, param_tree
+from rooftop.plan.fix import PinSpec, parse_pins, pinned_text
 from rooftop.plan.train.layout import divisors
 from rooftop.sharding import tensor
 from rooftop.units import format_bytes
@@ -67,23 +69,83 @@ class ServingLayout:
         return {k: v for k, v in sizes.items() if v > 1} or {"replicas": 1}
 
 
+def _divides(what: str, degree: int, of: str, value: int) -> None:
+    if value % degree:
+        valid = ", ".join(str(d) for d in divisors(value) if d <= max(degree * 4, 8))
+        raise InvalidConfigError(f"{what}={degree} does not divide {of}={value}; valid: {valid}")
+
+
+def check_tp(cfg: TransformerConfig, tp: int) -> None:
+    """tp divides the query heads; the KV heads divide tp (each chip holds whole heads) or tp divides
+    them (KV heads replicated once tp > K); MLA's latent cache has no heads to split."""
+    _divides("tp", tp, "n_heads", cfg.n_heads)
+    k = cfg.n_kv_heads
+    if cfg.mla is None and k % tp and tp % k:
+        valid = ", ".join(str(d) for d in divisors(cfg.n_heads) if k % d == 0 or d % k == 0)
+        raise InvalidConfigError(f"tp={tp} neither divides nor is a multiple of n_kv_heads={k}; valid: {valid}")
+
+
+def check_pp(cfg: TransformerConfig, pp: int) -> None:
+    _divides("pp", pp, "n_layers", cfg.n_layers)
+
+
+def check_ep(cfg: TransformerConfig, ep: int) -> None:
+    if ep == 1:
+        return
+    if cfg.moe is None:
+        raise InvalidConfigError(f"ep={ep} needs a mixture-of-experts model; {cfg.name} is dense")
+    _divides("ep", ep, "n_experts", cfg.moe.n_experts)
+
+
 def validate_layout(cfg: TransformerConfig, layout: ServingLayout) -> None:
     """Raise InvalidConfigError naming the first rule ``layout`` breaks for ``cfg``."""
+    check_tp(cfg, layout.tp)
+    check_pp(cfg, layout.pp)
+    check_ep(cfg, layout.ep)
 
-    def check(what: str, degree: int, of: str, value: int) -> None:
-        if value % degree:
-            valid = ", ".join(str(d) for d in divisors(value) if d <= max(degree * 4, 8))
-            raise InvalidConfigError(f"{what}={degree} does not divide {of}={value}; valid: {valid}")
 
-    check("tp", layout.tp, "n_heads", cfg.n_heads)
-    k = cfg.n_kv_heads
-    if cfg.mla is None and k % layout.tp and layout.tp % k:
-        raise InvalidConfigError(f"tp={layout.tp} neither divides nor is a multiple of n_kv_heads={k}")
-    check("pp", layout.pp, "n_layers", cfg.n_layers)
-    if layout.ep > 1:
-        if cfg.moe is None:
-            raise InvalidConfigError(f"ep={layout.ep} needs a mixture-of-experts model; {cfg.name} is dense")
-        check("ep", layout.ep, "n_experts", cfg.moe.n_experts)
+# ---------------------------------------------------------------- pinned degrees (--fix)
+
+#: what ``rooftop serve --fix`` may pin: the degrees of a replica (the replicas fill the slice)
+FIX_SPEC = PinSpec(counts=("tp", "pp", "ep"), example="tp=8,pp=2")
+
+
+def parse_fix(text: str | None) -> dict[str, int]:
+    """ "tp=16,pp=2" -> {"tp": 16, "pp": 2}: the convention of plan/fix.py (one-line errors)."""
+    return {k: int(v) for k, v in parse_pins(text, FIX_SPEC).items()}  # type: ignore[call-overload]
+
+
+def _listed(values: list[int], most: int = 16) -> str:
+    shown_ = ", ".join(map(str, values[:most]))
+    return shown_ + (f", ... ({len(values)} in all)" if len(values) > most else "")
+
+
+def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> None:
+    """Raise InvalidConfigError naming the first rule the pinned degrees break on their own (before
+    any layout is built): a known name and a positive degree each, the model's rules for each pinned
+    degree (heads, layers, experts), ep dividing a pinned tp, then tp x pp dividing the chips."""
+    text = pinned_text(pins)
+    for k, v in pins.items():
+        if k not in FIX_SPEC.counts:
+            raise InvalidConfigError(f"cannot pin {shown(k)} (valid: {', '.join(FIX_SPEC.counts)})")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise InvalidConfigError(f"pinned {k}={shown(v)} must be a positive integer")
+    try:
+        for name, check in (("tp", check_tp), ("pp", check_pp), ("ep", check_ep)):
+            if name in pins:
+                check(cfg, pins[name])
+        if "tp" in pins and "ep" in pins:
+            ServingLayout(tp=pins["tp"], ep=pins["ep"])
+    except InvalidConfigError as exc:
+        raise InvalidConfigError(f"--fix {text}: {exc}") from None
+    replica = pins.get("tp", 1) * pins.get("pp", 1)
+    if chips % replica:
+        what = " x ".join(f"{k}={pins[k]}" for k in ("tp", "pp") if k in pins)
+        what += f" = {replica}" if "tp" in pins and "pp" in pins else ""
+        raise InvalidConfigError(
+            f"--fix {text}: {what} chips per replica do not divide the slice's {chips} chips; "
+            f"valid chips per replica: {_listed(divisors(chips))}"
+        )
 
 
 def kv_shards(cfg: TransformerConfig, tp: int) -> int:

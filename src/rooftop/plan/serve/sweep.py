@@ -13,33 +13,47 @@ A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch p
 - cost per million tokens (price per chip-hour x chip-seconds): input tokens pay the prefill's
   chip time, output tokens the decode's: input = price x chips x prefill(b) / (b x prompt_len),
   output = price x chips x step / b (per replica).
+
+Layouts: tp inside the fast domain (an NVLink domain on GPUs, the slice on TPUs) with replicas for
+the rest; when nothing holds the weights that way, pipeline stages and tp across fast domains too.
+``ServingRequest.fix`` pins tp, pp or ep (``rooftop serve --fix``): only layouts with the pins are
+swept, and a pinned tp may span NVLink domains. An axis that reaches over the scale-out network is
+priced as what it is, a group over two link kinds (cost/collectives.py: in-domain reduce-scatter,
+all-reduce across domains on the fabric, in-domain all-gather), and the plan's notes say so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rooftop.cost.efficiency import Efficiency, default_efficiency
+from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import kv_cache_bytes
+from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.train.layout import divisors
-from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, plural
+from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
 
 DEFAULT_BATCH_CAP = 4096
+#: links of the scale-out network: the GPU fabric between NVLink domains, the DCN between TPU slices
+SCALE_OUT_LINKS = ("fabric", "dcn")
 
 
 @dataclass(frozen=True)
 class ServingRequest:
-    """What to serve, where, and under which targets."""
+    """What to serve, where, and under which targets; ``fix`` pins degrees of the layout (tp, pp, ep:
+    honoured, or refused at construction naming the rule they break, layout.check_pins)."""
 
     cfg: TransformerConfig
     chip: Chip
@@ -54,6 +68,7 @@ class ServingRequest:
     price_usd_per_chip_hour: float | None = None
     efficiency: Efficiency | None = None
     batch_cap: int = DEFAULT_BATCH_CAP
+    fix: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -68,6 +83,19 @@ class ServingRequest:
                 raise InvalidConfigError(f"{name}={shown(v)} must be > 0")
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
+        if self.fix:
+            object.__setattr__(self, "fix", dict(self.fix))
+            sl.check_pins(self.cfg, self.topology.num_chips, self.pins)
+            pp = self.pins.get("pp", 1)
+            if self.batch is not None and self.batch % pp:
+                raise InvalidConfigError(
+                    f"batch={self.batch} does not split into the pinned pp={pp} microbatches; use a multiple of {pp}"
+                )
+
+    @property
+    def pins(self) -> dict[str, int]:
+        """The pinned degrees ({} when none)."""
+        return dict(self.fix or {})
 
     @property
     def eff(self) -> Efficiency:
@@ -116,6 +144,7 @@ class LayoutSummary:
     weights_per_chip_bytes: float
     limit: str  # "compute", "memory_capacity", "batch_cap", "weights"
     reason: str
+    scale_out_axes: tuple[str, ...] = ()  # the replica's axes (tp, pp) reaching over the scale-out network
 
 
 @dataclass(frozen=True)
@@ -149,21 +178,41 @@ def _tp_limit(chip: Chip, topology: Topology) -> int:
 
 
 def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
-    """tp over divisors of the slice (inside the fast domain), replicas for the rest; pipeline
-    stages only when no pp=1 layout holds the weights; ep in {1, tp} for MoE models."""
-    cfg, n = req.cfg, req.topology.num_chips
-    tps = [t for t in divisors(n) if t <= _tp_limit(req.chip, req.topology)]
-    pairs = [(t, 1) for t in tps]
-    if not any(_weights_fit(req, ServingLayout(tp=t)) for t, _ in pairs if _valid(cfg, ServingLayout(tp=t))):
-        pairs += [(t, p) for t in tps for p in divisors(n // t) if p > 1]
+    """tp over divisors of the slice inside the fast domain, replicas for the rest; when no pp=1
+    layout holds the weights, pipeline stages too, and tp across fast domains (over the scale-out
+    network); ep in {1, tp} for MoE models. A pinned degree (``req.fix``) replaces its options: a
+    pinned tp may span fast domains, a pinned pp is used whether or not pp=1 would hold the weights."""
+    cfg, n, pins = req.cfg, req.topology.num_chips, req.pins
+    limit = _tp_limit(req.chip, req.topology)
+    tps = [pins["tp"]] if "tp" in pins else _tp_options(req, limit)
+    if "pp" in pins:
+        pairs = [(t, pins["pp"]) for t in tps if n % (t * pins["pp"]) == 0]
+    else:
+        pairs = [(t, 1) for t in tps]
+        if not any(_weights_fit(req, ServingLayout(tp=t)) for t, _ in pairs if _valid(cfg, ServingLayout(tp=t))):
+            pairs += [(t, p) for t in tps for p in divisors(n // t) if p > 1]
+            if "tp" not in pins and "ep" not in pins:  # a replica over several fast domains
+                pairs += [(t, 1) for t in divisors(n) if t > limit]
     out = []
     for t, p in pairs:
-        eps = [1] + ([t] if cfg.moe is not None and t > 1 and cfg.moe.n_experts % t == 0 else [])
+        eps = [pins["ep"]] if "ep" in pins else [1] + ([t] if cfg.moe and t > 1 and cfg.moe.n_experts % t == 0 else [])
         for e in eps:
-            layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p))
-            if _valid(cfg, layout):
+            if t % e == 0 and _valid(cfg, layout := ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p))):
                 out.append(layout)
+    if pins and not out:
+        raise InvalidConfigError(
+            f"--fix {pinned_text(pins)}: no valid layout of {plural(n, 'chip')} for {cfg.name} honours it "
+            "(tp must be a multiple of ep, and tp x pp must divide the chips)"
+        )
     return out
+
+
+def _tp_options(req: ServingRequest, limit: int) -> list[int]:
+    """Unpinned tp: the divisors of the slice inside the fast domain; with a pinned ep, its multiples
+    (beyond the fast domain when none inside is one)."""
+    n, ep = req.topology.num_chips, req.pins.get("ep", 1)
+    inside = [t for t in divisors(n) if t <= limit and t % ep == 0]
+    return inside or [t for t in divisors(n) if t % ep == 0]
 
 
 def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
@@ -284,10 +333,12 @@ def _sweep_layout(
     try:
         mesh = make_mesh(req.topology, layout.mesh_axes())
     except ShardingError as exc:
+        if req.pins:
+            raise InvalidConfigError(f"--fix {pinned_text(req.pins)}: layout {layout.label()}: {exc}") from None
         notes.append(f"layout {layout.label()} skipped: {exc}")
         return [], _summary(req, layout, 0)
     fit = sl.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
-    summary = _summary(req, layout, fit)
+    summary = dataclasses.replace(_summary(req, layout, fit), scale_out_axes=scale_out_axes(mesh))
     ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
     points = [evaluate_point(req, layout, mesh, b, ttft) for b in _batches(req, layout, fit)]
     last = max((i for i, p in enumerate(points) if p.fits), default=None)
@@ -295,6 +346,58 @@ def _sweep_layout(
         end = points[last]
         points[last] = dataclasses.replace(end, reason=f"{end.reason}; largest batch swept: {summary.reason}")
     return points, summary
+
+
+def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
+    """The replica's axes (tp, pp) that reach over the scale-out network (SCALE_OUT_LINKS): their
+    collectives are priced with its bandwidth and latency for the part of the group across it."""
+    return tuple(
+        a.name for a in mesh.axes if a.name in ("tp", "pp") and any(s.link in SCALE_OUT_LINKS for s in a.segments)
+    )
+
+
+#: most layouts a note names one by one
+MAX_NAMED_LAYOUTS = 6
+
+
+def crossing_notes(req: ServingRequest, summaries: list[LayoutSummary] | tuple[LayoutSummary, ...]) -> list[str]:
+    """One note per axis (tp, pp) that spans fast domains in some swept layout: which layouts, over
+    how many domains, and how its communication is priced there (cost/collectives.py: a group over
+    several link kinds is staged, each stage at its own link's bandwidth and latency)."""
+    chip = req.chip
+    switched = chip.topology.kind == "switched"
+    domains, net = ("NVLink domains", "scale-out fabric") if switched else ("slices", "data-center network")
+    fast = "NVLink" if switched else "ICI"
+    rates = (
+        f"{format_rate(chip.dcn_bytes_per_s)} per chip and {format_duration(chip.scaleout_latency_s)} a hop, "
+        f"against {format_rate(chip.ici_bytes_per_s)} per chip over {fast}"
+    )
+    out = []
+    for name in ("tp", "pp"):
+        crossing = [s.layout for s in summaries if name in s.scale_out_axes]
+        if not crossing:
+            continue
+        where = [_spread(req, layout, name) for layout in crossing[:MAX_NAMED_LAYOUTS]]
+        more = len(crossing) - len(where)
+        if name == "tp":
+            per_layer = 1 if req.cfg.parallel_layers else 2
+            how = (
+                f"its {plural(per_layer, 'all-reduce')} per layer are priced hierarchically: reduce-scatter and "
+                f"all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"
+            )
+        else:
+            how = f"the activations sent between its stages cross the {net} ({rates})"
+        listed = ", ".join(where) + (f" and {plural(more, 'more layout')}" if more else "")
+        out.append(f"{name} crosses {domains} in {listed}: {how}")
+    return out
+
+
+def _spread(req: ServingRequest, layout: ServingLayout, name: str) -> str:
+    """ "tp=16 x1 (over 2 domains, 8 chips in each)": how axis ``name`` of ``layout`` lies on the slice."""
+    axis = make_mesh(req.topology, layout.mesh_axes()).axis(name)
+    outer = math.prod(s.size for s in axis.segments if s.link in SCALE_OUT_LINKS)
+    inner = plural(axis.size // outer, "chip" if name == "tp" else "stage")
+    return f"{layout.label()} (over {outer} domains, {inner} in each)"
 
 
 # ---------------------------------------------------------------- frontier and choice
@@ -382,6 +485,21 @@ def min_slice(req: ServingRequest) -> MinSlice | None:
 # ---------------------------------------------------------------- the plan
 
 
+def _dtype_notes(req: ServingRequest) -> list[str]:
+    """A note when the chip's matrix unit has no peak for the matmuls' dtype: they are priced at the
+    next wider dtype it has (hardware/chip.py, ``Chip.flops_rate``), as a compiler would run them."""
+    dt = req.dtypes
+    wanted = compute_dtype(dt.weights, dt.activations)
+    used, peak = req.chip.flops_rate(wanted, "matrix")
+    if used == wanted:
+        return []
+    return [
+        f"{req.chip.name} has no {wanted} matrix peak: the {wanted} matmuls (weights {dt.weights}, activations "
+        f"{dt.activations}) are priced at its {used} peak, {format_rate(peak, 'FLOP/s')}; the bytes stored and read "
+        "stay those of each dtype"
+    ]
+
+
 def plan_serving(req: ServingRequest) -> ServingPlan:
     """Sweep every candidate layout and batch, then the frontier and the choice."""
     notes: list[str] = []
@@ -392,6 +510,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         )
     if req.price is None:
         notes.append(f"chip {req.chip.name} has no catalog price: cost is null (pass --price-per-chip-hour)")
+    notes += _dtype_notes(req)
     points: list[ServingPoint] = []
     summaries: list[LayoutSummary] = []
     layouts = candidate_layouts(req)
@@ -404,6 +523,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         pts, summary = _sweep_layout(req, layout, notes)
         points += pts
         summaries.append(summary)
+    notes += crossing_notes(req, summaries)
     frontier = pareto_frontier(points)
     chosen, why = choose(points, req.max_step_latency_s, req.max_ttft_s)
     plan = ServingPlan(

@@ -138,8 +138,9 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
               ("--ideal", ""), ("--plot", "plot")],
     "compare": [("--tokens", "tokens"), ("--fix", "fix"), ("--max-step-latency", "duration"),
                 ("--weight-dtype", "weight_dtype"), ("--catalog", "catalog")],
-    "hlo": [("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top")],
-    "profile": [("--hlo", "hlo_file"), ("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top")],
+    "hlo": [("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top"), ("--plot", "plot")],
+    "profile": [("--hlo", "hlo_file"), ("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top"),
+                ("--plot", "plot")],
     "calibrate": [("--out", "out"), ("--name", "name")],
 }  # fmt: skip
 
@@ -169,6 +170,7 @@ class PathMaker:
 
     def __init__(self, rng: random.Random, case: Case) -> None:
         self.rng, self.case = rng, case
+        self.requested: list[tuple[str, str]] = []  # (value given, output the oracle expects of it)
 
     def __call__(self, kind: str) -> str:
         rng = self.rng
@@ -196,6 +198,13 @@ class PathMaker:
         return "{W}/" + name
 
     def output(self, ext: str) -> str:
+        """A value for an output flag; the outputs it asks for are noted with it (``requested``)."""
+        before = len(self.case.outputs)
+        value = self._output(ext)
+        self.requested += [(value, name) for name in self.case.outputs[before:]]
+        return value
+
+    def _output(self, ext: str) -> str:
         rng = self.rng
         roll = rng.random()
         if roll < 0.5:
@@ -346,6 +355,8 @@ def cli_case(rng: random.Random, command: str | None = None) -> Case:
     if command == "calibrate" and "--quick" not in argv:
         argv.append("--quick")  # a full calibration measures for a minute
     case.argv = argv
+    kept = {value for _, _, value in items}  # an output flag replaced or dropped asks for nothing
+    case.outputs = tuple(name for value, name in paths.requested if value in kept)
     _prune(case)
     return case
 

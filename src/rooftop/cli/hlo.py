@@ -1,4 +1,4 @@
-"""``rooftop hlo FILE --chip C [--mesh data=4,model=2] [--topology T] [--top N] [--json]``.
+"""``rooftop hlo FILE --chip C [--mesh data=4,model=2] [--topology T] [--top N] [--json] [--plot FILE.png]``.
 
 Counts every executed instruction of an XLA HLO text module (``compiled.as_text()`` or an XLA dump),
 times it on the chip with the roofline, and names the mesh axes each collective runs over.
@@ -23,6 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--top", type=int_type(0, 10**6), default=10, metavar="N", help="instructions to list, by predicted time (10)"
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="write the instructions on the chip's roofline (area by predicted time) and the predicted time per "
+        "instruction (the --top ones, at most 20) as .png, .svg or .pdf",
+    )
     p.set_defaults(func=run)
 
 
@@ -34,6 +40,11 @@ def run(args: argparse.Namespace) -> Output:
     if args.top < 0:
         raise InvalidConfigError(f"--top {args.top} must be >= 0")
     chip = chip_from_args(args)
-    analysis = analyze(parse_hlo_file(args.file), chip, args.mesh, args.topology)
+    module = parse_hlo_file(args.file)
+    analysis = analyze(module, chip, args.mesh, args.topology)
     data = report.hlo_payload(analysis, args.top)
-    return Output(data, lambda console: report.render_hlo(console, analysis, data, args.top))
+    return Output(
+        data,
+        lambda console: report.render_hlo(console, analysis, data, args.top),
+        [lambda path: report.plot_hlo(analysis, path, args.top, args.file, report.op_names(module))],
+    )

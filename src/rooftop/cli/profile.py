@@ -1,4 +1,4 @@
-"""``rooftop profile PATH --chip C [--hlo FILE]``: every op of a profile next to its roofline."""
+"""``rooftop profile PATH --chip C [--hlo FILE] [--plot FILE.png]``: every op of a profile next to its roofline."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--topology", help="physical slice to time collectives on (default: one for the device count)")
     p.add_argument(
         "--top", type=int_type(0, 10**6), default=15, help="ops to show, ranked by time lost vs roofline (default 15)"
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="write the ops on the chip's roofline (FLOP/s reached, area by time) and the time lost per op "
+        "(the --top ops, at most 20) as .png, .svg or .pdf",
     )
     p.set_defaults(func=run)
 
@@ -43,5 +49,7 @@ def run(args: argparse.Namespace) -> Output:
     chip = chip_from_args(args)
     prof = profile_report(args.path, chip, args.hlo, args.mesh, args.topology, _progress())
     return Output(
-        report.profile_payload(prof, chip), lambda console: report.render_profile(console, prof, chip, args.top)
+        report.profile_payload(prof, chip),
+        lambda console: report.render_profile(console, prof, chip, args.top),
+        [lambda path: report.plot_profile(prof, chip, path, args.top)],
     )

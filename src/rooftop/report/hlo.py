@@ -1,10 +1,13 @@
-"""``rooftop hlo``: an HLO module's instructions on the roofline as JSON and tables."""
+"""``rooftop hlo``: an HLO module's instructions on the roofline as JSON, tables and a picture."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_duration, format_number, format_plain, plural
 
@@ -12,6 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
+    from rooftop.analysis.hlo.ir import HloModule
 
 
 def op_dict(t: TimedOp) -> dict[str, Any]:
@@ -145,3 +149,131 @@ def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], to
     ]))  # fmt: skip
     for note in data["notes"]:
         say(console, f"note: {note}", soft_wrap=True)
+
+
+# ---------------------------------------------------------------- the picture (--plot)
+
+#: the colour of each bound, in the legend's order
+BOUND_COLOURS = {"compute": "#1f77b4", "memory": "#ff7f0e", "network": "#8c564b"}
+#: the most bars the picture draws (--top sets how many, as for the table)
+MAX_BARS = 20
+#: the instructions the picture leaves off the roofline, in the caption's words and order
+LEFT_OUT = {
+    "collective": ("collective", "collectives", "network time, in the bars"),
+    "data movement": ("instruction without FLOPs", "instructions without FLOPs",
+                      "copies and layout changes, timed by their bytes"),
+    "unknown": ("instruction of unknown FLOPs", "instructions of unknown FLOPs", "their memory time in the bars"),
+    "no bytes": ("instruction with FLOPs but no HBM bytes", "instructions with FLOPs but no HBM bytes", ""),
+    "bookkeeping": ("instruction priced at zero", "instructions priced at zero", ""),
+}  # fmt: skip
+
+
+def placement(t: TimedOp) -> str:
+    """Where the picture puts ``t``: "roofline" (FLOPs and HBM bytes) or a key of LEFT_OUT."""
+    est = t.estimate
+    if t.op.cost.collectives:
+        return "collective"
+    if t.op.cost.unknown:
+        return "unknown"
+    if not est.lower_bound_s > 0:
+        return "bookkeeping"
+    if not est.flops > 0:
+        return "data movement"
+    if not est.hbm_bytes > 0:
+        return "no bytes"
+    return "roofline" if finite(est.flops / est.hbm_bytes, est.flops / est.lower_bound_s) else "unknown"
+
+
+def op_names(module: HloModule) -> dict[str, str]:
+    """Instruction name -> the op_name of its metadata (JAX's scope path), where it has one."""
+    return {i.name: i.op_name or "" for c in module.computations.values() for i in c.instructions}
+
+
+def hlo_chart(
+    analysis: HloAnalysis, top: int = 10, source: str = "", names: Mapping[str, str] | None = None
+) -> OpsChart:
+    """The picture of ``analysis`` (report/opschart.py): each instruction with FLOPs and HBM bytes at its
+    intensity and its predicted FLOP/s (its FLOPs / roofline time, so on the roofline by construction:
+    the labels say its share of the predicted time), area its predicted time, colour its bound; the
+    ``top`` instructions (at most MAX_BARS) by predicted time as bars, each under its scope path from
+    ``names`` (``op_names`` of the module) or its opcode. ``source`` is the file read."""
+    from rooftop.report.plot import ceilings, label
+
+    names = names or {}
+
+    ops = sorted(analysis.ops, key=lambda t: -t.estimate.lower_bound_s)
+    where = {id(t): placement(t) for t in ops}
+    total = sum(t.estimate.lower_bound_s for t in ops)
+    placed = [t for t in ops if where[id(t)] == "roofline"]
+    marks = [Mark(t.op.name, t.estimate.bound, t.estimate.flops / t.estimate.hbm_bytes,
+                  t.estimate.flops / t.estimate.lower_bound_s, t.estimate.lower_bound_s) for t in placed]  # fmt: skip
+    wanted = [("matrix", "bf16"), *(key for t in placed for key in t.op.cost.cost.flops_by)]
+    if not any(unit == "vector" for unit, _ in wanted):
+        wanted.append(("vector", "bf16"))
+    bars = [Bar(t.op.name, t.estimate.bound, t.estimate.lower_bound_s, 0.0,
+                f"{format_duration(t.estimate.lower_bound_s)} ({share(t.estimate.lower_bound_s, total)})",
+                scope_path(names.get(t.op.name, "")) or t.op.opcode)
+            for t in ops[: min(max(top, 1), MAX_BARS)]]  # fmt: skip
+    time_placed = sum(m.time_s for m in marks)
+    name = label(analysis.module)
+    if source:
+        name = f"{label(os.path.basename(source) or source)} ({name})"
+
+    def note(spot: Sequence[Mark]) -> str:
+        where_ = f" in {len(spot)}" if len(spot) > 1 else ""
+        return f"{share(sum(m.time_s for m in spot), total)} of the predicted time{where_}"
+
+    return OpsChart(
+        title=f"{name} on {label(analysis.chip.name)}: {share(time_placed, total)} of the predicted time on the "
+        f"roofline ({len(marks)} of {plural(len(ops), 'instruction')})",
+        chip=analysis.chip,
+        ceilings=ceilings(analysis.chip, dict.fromkeys(wanted)),
+        marks=marks,
+        bars=bars,
+        colours=BOUND_COLOURS,
+        spot_note=note,
+        y_label="predicted FLOP/s (FLOPs / roofline time)",
+        legend_title="bound; area: predicted time",
+        bars_title=f"predicted time per instruction: the top {len(bars)} (share of the module)",
+        bars_label="predicted time over all executions",
+        caption=_hlo_caption(ops, where, total),
+    )
+
+
+def _hlo_caption(ops: Sequence[TimedOp], where: dict[int, str], total: float) -> list[str]:
+    lines = [
+        "Left: the chip's roofline (dense peaks); each instruction at its FLOPs per HBM byte and its predicted "
+        "FLOP/s (its FLOPs / its roofline time: on the roofline by construction, so the labels give its share of "
+        "the predicted time), its area its predicted time, its colour its bound. Right: the instructions with the "
+        "longest predicted time, each with its share of the module's."
+    ]
+    left = []
+    for key, (one, many, why) in LEFT_OUT.items():
+        group = [t for t in ops if where[id(t)] == key]
+        if group:
+            time = share(sum(t.estimate.lower_bound_s for t in group), total)
+            left.append(f"{plural(len(group), one, many)} ({time} of the predicted time{': ' + why if why else ''})")
+    if left:
+        lines.append("Not on the roofline: " + "; ".join(left) + ".")
+    return lines
+
+
+def hlo_figure(analysis: HloAnalysis, top: int = 10, source: str = "", names: Mapping[str, str] | None = None) -> Any:
+    """The picture of ``rooftop hlo --plot`` as a matplotlib Figure (``hlo_chart``)."""
+    from rooftop.report.opschart import ops_figure
+
+    return ops_figure(hlo_chart(analysis, top, source, names))
+
+
+def plot_hlo(
+    analysis: HloAnalysis, path: str, top: int = 10, source: str = "", names: Mapping[str, str] | None = None
+) -> None:
+    """Write ``hlo_figure`` to ``path`` (.png, .svg or .pdf), atomically."""
+    from rooftop.report.plot import check_plot_path, save
+
+    check_plot_path(path)
+    fig = hlo_figure(analysis, top, source, names)
+    try:
+        save(fig, path)
+    finally:
+        fig.clear()

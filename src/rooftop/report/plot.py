@@ -3,7 +3,10 @@
 Every chart is drawn inside ``figure()``: a ``matplotlib.figure.Figure`` that pyplot never
 sees (nothing to leak when drawing or saving fails, and the caller's pyplot backend is left
 alone), under settings that make text literal (no mathtext, no TeX: a ``$`` or ``_`` in a
-name from an input file is drawn as it is), names cut to a label's length (``label``).
+name from an input file is drawn as it is), names cut to a label's length (``label``). A chart
+a notebook keeps (``rooftop.report.profile.profile_figure``) is drawn inside ``literal_text()``
+and returned. Log axes label their ticks in plain text (``plain_log_ticks``: matplotlib's own
+log labels are mathtext, which literal text would print as ``$\\mathdefault{10^{3}}$``).
 ``save`` checks the path first (``check_plot_path``), renders in the format the extension
 names into a temporary file beside the target and renames it over the target with a normal
 file's permissions (report/files.py): a failure leaves nothing behind.
@@ -13,12 +16,12 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from rooftop.cost.roofline import Estimate
-from rooftop.errors import InvalidConfigError, shown, visible
+from rooftop.errors import InvalidConfigError, RooftopError, shown, visible
 from rooftop.hardware.chip import Chip
 from rooftop.report.files import check_output_path, replacing
 from rooftop.units import format_plain, format_rate
@@ -49,12 +52,20 @@ def check_plot_path(path: str) -> str:
 
 
 @contextmanager
-def figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (8, 5.5)) -> Iterator[tuple[Any, Any]]:
-    """``(fig, axes)`` of a new Figure (not registered with pyplot), with literal text."""
+def literal_text() -> Iterator[None]:
+    """Draw inside this: every text made in it keeps the literal settings (no mathtext, no TeX)."""
     import matplotlib
-    from matplotlib.figure import Figure
 
     with matplotlib.rc_context(_RC):
+        yield
+
+
+@contextmanager
+def figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (8, 5.5)) -> Iterator[tuple[Any, Any]]:
+    """``(fig, axes)`` of a new Figure (not registered with pyplot), with literal text."""
+    from matplotlib.figure import Figure
+
+    with literal_text():
         fig = Figure(figsize=figsize)
         try:
             yield fig, fig.subplots(nrows, ncols)
@@ -69,12 +80,47 @@ def colors() -> list[str]:
     return list(matplotlib.rcParams["axes.prop_cycle"].by_key()["color"])
 
 
+def plain_number(value: float) -> str:
+    """A tick's number in plain text: 0.001 to 10,000 as they are ("0.01", "300"), others as "1e15",
+    "2e-5"."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    if 1e-3 <= abs(value) < 1e5:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def plain_log_ticks(fig: Any) -> None:
+    """Give every log axis of ``fig`` still labelled by matplotlib's mathtext formatter the same labels
+    in plain text (the same ticks labelled, minor ones included)."""
+    from matplotlib.ticker import LogFormatter, LogFormatterMathtext
+
+    class PlainLogFormatter(LogFormatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return plain_number(x) if super().__call__(x, pos) else ""
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":
+                continue
+            for old, setter in ((axis.get_major_formatter(), axis.set_major_formatter),
+                                (axis.get_minor_formatter(), axis.set_minor_formatter)):  # fmt: skip
+                if isinstance(old, LogFormatterMathtext):
+                    base = getattr(axis.get_transform(), "base", 10.0)
+                    setter(PlainLogFormatter(base, labelOnlyBase=old.labelOnlyBase,
+                                             minor_thresholds=old.minor_thresholds))  # fmt: skip
+
+
 def save(fig: Any, path: str) -> None:
-    """Render ``fig`` in the format ``path``'s extension names, atomically (see the module docstring)."""
+    """Render ``fig`` in the format ``path``'s extension names, atomically (see the module docstring). A
+    figure that lays itself out (constrained layout) is saved whole; any other is cut to what it draws."""
     fmt = check_plot_path(path)
-    with replacing(path, "plot file") as tmp:
+    plain_log_ticks(fig)
+    tight = None if fig.get_layout_engine() is not None else "tight"
+    with replacing(path, "plot file") as tmp, literal_text():
         try:
-            fig.savefig(tmp, format=fmt, dpi=130, bbox_inches="tight")
+            fig.savefig(tmp, format=fmt, dpi=130, bbox_inches=tight)
         except (OverflowError, ValueError, RuntimeError, ZeroDivisionError, MemoryError, zlib.error) as exc:
             raise InvalidConfigError(f"cannot draw plot {shown(path)}: {' '.join(str(exc).split())[:200]}") from None
 
@@ -83,27 +129,50 @@ def _finite_positive(*values: float) -> bool:
     return all(math.isfinite(v) and v > 0 for v in values)
 
 
+def ceilings(chip: Chip, wanted: Iterable[tuple[str, str]] | None = None) -> list[tuple[str, float]]:
+    """The compute ceilings of ``chip`` as (name, FLOP/s), highest first: each (unit, dtype) of ``wanted``
+    as the chip runs it (``Chip.flops_rate``: fp8 on a chip without fp8 runs as bf16), or, when ``wanted``
+    is None, every matrix dtype and the vector unit's fastest. Dtypes of one unit at one peak share a
+    ceiling ("matrix bf16/fp16"); a peak that is not a finite positive number, or a unit the chip does not
+    have, gives none."""
+    if wanted is None:
+        top = max(chip.vector_flops_per_s.values(), default=0.0)
+        wanted = [("matrix", d) for d in chip.matrix_flops_per_s]
+        wanted += [("vector", d) for d, f in chip.vector_flops_per_s.items() if f == top]
+    peaks: dict[tuple[str, float], list[str]] = {}
+    for unit, dtype in wanted:
+        if unit == "vector" and not chip.vector_flops_per_s:
+            continue
+        try:
+            used, peak = chip.flops_rate(dtype, unit)  # type: ignore[arg-type]
+        except RooftopError:
+            continue
+        names = peaks.setdefault((unit, peak), [])
+        if _finite_positive(peak, peak / chip.hbm_bytes_per_s) and used not in names:
+            names.append(used)
+    found = [(f"{unit} {'/'.join(names)}", peak) for (unit, peak), names in peaks.items() if names]
+    return sorted(found, key=lambda c: (-c[1], c[0]))
+
+
 def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
     """Log-log roofline of ``chip``: one compute ceiling per matrix dtype (and the
     vector unit), the HBM slope, each ridge point marked, and the ops placed at
     (arithmetic intensity, attained FLOPs/s at their lower-bound time)."""
     check_plot_path(path)
     bw = chip.hbm_bytes_per_s
-    ceilings = [(f"matrix {d}", f) for d, f in sorted(chip.matrix_flops_per_s.items(), key=lambda kv: -kv[1])]
-    ceilings += [(f"vector {d}", f) for d, f in sorted(chip.vector_flops_per_s.items(), key=lambda kv: -kv[1])[:1]]
-    ceilings = [(name, peak) for name, peak in ceilings if _finite_positive(peak, peak / bw)]
+    roofs = ceilings(chip)
     placed = []
     for name, est, _dtype, _unit in ops:
         intensity, lb = est.arithmetic_intensity, est.lower_bound_s
         if _finite_positive(intensity, lb, est.flops) and _finite_positive(est.flops / lb):
             placed.append((name, est, est.flops / lb))
-    ridges = [f / bw for _, f in ceilings]
+    ridges = [f / bw for _, f in roofs]
     lo = min([0.1, *(p[1].arithmetic_intensity for p in placed), *ridges]) / 2
     hi = max([1e4, *(p[1].arithmetic_intensity for p in placed), *ridges]) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     with figure() as (fig, ax):
         palette = colors()
-        for i, (name, peak) in enumerate(ceilings):
+        for i, (name, peak) in enumerate(roofs):
             c = palette[i % len(palette)]
             ax.plot(
                 xs,
@@ -128,8 +197,8 @@ def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
-        if ceilings:
-            ax.set_ylim(top=max(f for _, f in ceilings) * 3)
+        if roofs:
+            ax.set_ylim(top=max(f for _, f in roofs) * 3)
         ax.set_xlabel("arithmetic intensity (FLOPs per HBM byte)")
         ax.set_ylabel("attainable FLOPs/s")
         ax.set_title(f"Roofline of {label(chip.name)} (dense peaks)")

@@ -42,6 +42,8 @@ from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
 from rooftop.analysis.intervals import (
     DeviceIntervals,
+    Merged,
+    Runs,
     StepReport,
     comm_overlap,
     device_intervals,
@@ -49,7 +51,7 @@ from rooftop.analysis.intervals import (
     step_reports,
 )
 from rooftop.analysis.trace.events import Trace
-from rooftop.analysis.trace.ops import OpExecution, op_executions
+from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.roofline import Estimate
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
@@ -140,7 +142,7 @@ def scopes_of(op_name: str) -> list[str]:
 
 
 def phase_of(op_name: str) -> str:
-    """"backward" for ops JAX made by transposing (``transpose(...)`` in the op_name), "forward" for the
+    """ "backward" for ops JAX made by transposing (``transpose(...)`` in the op_name), "forward" for the
     linearized forward pass (``jvp(...)``), "" otherwise (inference, optimizer, or no op_name)."""
     return "backward" if "transpose(" in op_name else "forward" if "jvp(" in op_name else ""
 
@@ -244,15 +246,15 @@ def judge(
     module: str | None,
     opcode: str | None,
     category: str,
-    execs: list[OpExecution],
+    execs: Runs,
     priced: Priced,
-    compute: Mapping[str, list[tuple[float, float]]],
+    compute: Mapping[str, Merged],
 ) -> OpReport:
     """The OpReport of an op's executions against the Estimate of one execution (module docstring):
     "unknown cost" without one, "no modelled cost" at zero, else the efficiency and its verdict."""
-    total = sum(e.busy_s for e in execs)
+    total = execs.busy_s()
     count = len(execs)
-    devices = len({e.device for e in execs})
+    devices = execs.devices()
     est = priced.estimate
     lower = est.lower_bound_s / max(priced.executions, 1.0) if est is not None else None
 
@@ -279,9 +281,7 @@ def judge(
     return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
 
 
-def _op_report(
-    key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping, present: set[tuple]
-) -> OpReport:
+def _op_report(key: tuple, execs: Runs, joiner: _Joiner, compute: Mapping, present: set[tuple]) -> OpReport:
     report = _judged(key, execs, joiner, compute, present)
     module, instruction, _ = key
     scope = joiner.scope(module, instruction or "")
@@ -291,9 +291,7 @@ def _op_report(
     return dataclasses.replace(report, framework_op=scope, source=where, phase=phase_of(scope))
 
 
-def _judged(
-    key: tuple, execs: list[OpExecution], joiner: _Joiner, compute: Mapping, present: set[tuple]
-) -> OpReport:
+def _judged(key: tuple, execs: Runs, joiner: _Joiner, compute: Mapping, present: set[tuple]) -> OpReport:
     module, instruction, name = key
     timed, why = joiner.find(module, instruction)
     scope = joiner.scope(module, instruction or "")
@@ -349,17 +347,13 @@ def _compare(
     op_names: Mapping[str, Mapping[str, str]],
     sources: Mapping[str, Mapping[str, str]],
 ) -> ProfileReport:
-    execs = op_executions(trace)
+    execs = executions(trace)
     joiner = _Joiner(analyses, op_names, sources)
-    grouped: dict[tuple, list[OpExecution]] = defaultdict(list)
-    bases: dict[str | None, str | None] = {}
-    for e in execs:
-        if e.module not in bases:  # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f
-            bases[e.module] = e.module if e.module in analyses else _base_module(e.module)
-        grouped[(bases[e.module], e.instruction, e.name)].append(e)
+    # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f
+    grouped = op_groups(execs, lambda m: m if m in analyses else _base_module(m))
     intervals = device_intervals(execs)
-    present = {(m, i) for m, i, _ in grouped}
-    ops = [_op_report(k, v, joiner, intervals[0], present) for k, v in grouped.items()]
+    present = {(m, i) for (m, i, _), _ in grouped}
+    ops = [_op_report(k, Runs(execs, v), joiner, intervals[0], present) for k, v in grouped]
     sharding = []
     for a in analyses.values():
         sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
@@ -375,7 +369,7 @@ def _compare(
 
 def assemble(
     trace: Trace,
-    execs: list[OpExecution],
+    execs: Executions,
     ops: Iterable[OpReport],
     chip: str,
     sharding: Iterable[str] = (),
@@ -384,7 +378,7 @@ def assemble(
     intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None,
 ) -> ProfileReport:
     """The report of judged ``ops`` (ranked by time lost, then name), with the steps, categories and memory
-    of ``trace``; ``execs`` are every op execution of the trace (``op_executions``), for the steps;
+    of ``trace``; ``execs`` are every op execution of the trace (``executions``), for the steps;
     ``intervals`` their :func:`device_intervals` when already computed."""
     ranked = sorted(ops, key=lambda r: (-r.lost_s, r.name))
     cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})

@@ -1,14 +1,22 @@
 """A PyTorch (Kineto) trace on the roofline. Such a trace has no HLO: each kernel is joined with the aten op
 that launched it (:func:`launching_ops`) and priced from the op's shapes (:mod:`rooftop.analysis.torch.ops`);
 NCCL kernels are priced from their args as collectives on a topology of their group size
-(:func:`kineto_report`). The verdicts per op are those of :mod:`rooftop.analysis.compare`."""
+(:func:`kineto_report`). The verdicts per op are those of :mod:`rooftop.analysis.compare`.
+
+A trace of a million kernels is read column-wise: the joins and groupings are numpy sorts over the kernel
+rows, an op's args are read and priced once per distinct args (the loader shares them between events), and
+executions are columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per kernel."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections import defaultdict
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from rooftop.analysis.compare import (
     OpReport,
@@ -20,9 +28,10 @@ from rooftop.analysis.compare import (
     judge,
 )
 from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.intervals import Runs
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
-from rooftop.analysis.trace.events import Trace
-from rooftop.analysis.trace.ops import OpExecution, op_executions
+from rooftop.analysis.trace.events import EventArgs, EventTable, Trace
+from rooftop.analysis.trace.ops import Executions, codes, each, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
@@ -37,63 +46,141 @@ GRAPH_REPLAY = ("replayed from a CUDA/HIP graph (cudaGraphLaunch): a replay reco
 #: why a kernel has no op: one text for all such kernels, so that they group by kernel name (a
 #: correlation id in it made one report row per kernel: 1.2M rows for a trace of tiny kernels)
 _NO_LAUNCH = "its launch (the runtime event of its correlation id) is not in the trace (record CPU activities too)"
+_NO_OP = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
+#: why a kernel has no op, by index (:attr:`Launches.why`)
+REASONS = ("", _NO_LAUNCH, GRAPH_REPLAY, _NO_OP)
 
 
-def launching_ops(trace: Trace) -> dict[int, tuple[int | None, str]]:
+def _common(args: Any) -> int:
+    """Which args these are: the identity of the part other events share (of the whole dict for a dict)."""
+    return id(args.shared if args.__class__ is EventArgs else args)
+
+
+class Launches(Mapping[int, tuple[int | None, str]]):
+    """kernel row -> (row of the op that launched it, or None, and why not), as columns: ``kernels`` (rows,
+    ascending), ``ops`` (-1 for none) and ``why`` (an index into :data:`REASONS`); ``shapes``: whether any
+    cpu_op of the trace carries Input Dims."""
+
+    def __init__(self, kernels: np.ndarray, ops: np.ndarray, why: np.ndarray, shapes: bool) -> None:
+        self.kernels, self.ops, self.why, self.shapes = kernels, ops, why, shapes
+
+    def __getitem__(self, row: int) -> tuple[int | None, str]:
+        k = int(np.searchsorted(self.kernels, row))
+        if k == len(self.kernels) or self.kernels[k] != row:
+            raise KeyError(row)
+        op = int(self.ops[k])
+        return (None if op < 0 else op), REASONS[self.why[k]]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.kernels.tolist())
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+
+def launching_ops(trace: Trace) -> Launches:
     """kernel row -> (row of the innermost ``cpu_op`` with ``Input Dims`` that launched it, or None, and
     why not). A kernel's launch is the runtime event (``cudaLaunchKernel``, ``hipLaunchKernel``, ...) of
     the same ``correlation``; the op is the innermost such cpu_op on the launching thread whose span holds
     the launch. Without a launch event, a cpu_op of the kernel's ``External id`` (older traces)."""
     ev = trace.events
-    kind, start, dur, corr, args, device, line = (
-        ev.column(c) for c in ("kind", "start_s", "duration_s", "correlation", "args", "device", "line")
-    )
-    ops: dict[tuple[str, str], list[int]] = defaultdict(list)
+    kind, kinds = codes(ev.column("kind"))
+    corr, args = ev.column("correlation"), ev.column("args")
+    none = np.zeros(0, np.int64)
+    other = np.flatnonzero(kind == kinds.index("other")) if "other" in kinds else none
+    kernels = np.flatnonzero(kind == kinds.index("kernel")) if "kernel" in kinds else none
+    del kind
+    ops, launch = _shaped_ops_and_launches(ev, other)
+    at = np.fromiter(map(launch.get, map(corr.__getitem__, each(kernels)), itertools.repeat(-1)), np.int64,
+                     len(kernels))  # fmt: skip
+    del launch
+    out = np.full(len(kernels), -1, np.int64)
+    why = (at < 0).astype(np.int8)  # 1: no launch
+    external: dict[Any, int] | None = None
+    for k in each(np.flatnonzero(at < 0) if len(ops) else none):  # older traces: the cpu_op of the kernel's External id
+        ext = _link_id(args[kernels[k]].get("External id"))
+        if ext is None:
+            continue
+        if external is None:
+            external = {}
+            for i in ops.tolist():
+                own = _link_id(args[i].get("External id"))
+                if own is not None:
+                    external.setdefault(own, i)
+        if ext in external:
+            out[k], why[k] = external[ext], 0
+    _enclosing(ev, ops, kernels, at, out, why)
+    return Launches(kernels, out, why, bool(len(ops)))
+
+
+def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """The rows of the cpu_ops with Input Dims, and the first runtime launch row of each correlation id
+    (the args of each distinct common part read once)."""
+    args, corr = ev.column("args"), ev.column("correlation")
+    seen: dict[int, int] = {}  # common part of the args -> 1 shaped op, 2 launch, 0 neither
+    ops = array("q")
     launch: dict[str, int] = {}
-    external: dict[Any, int] = {}
-    for i, (k, a) in enumerate(zip(kind, args, strict=True)):
-        if k != "other":
-            continue
-        cat = a.get("cat")
-        if cat == "cpu_op" and "Input Dims" in a:
-            ops[(device[i], line[i])].append(i)
-            ext = _link_id(a.get("External id"))
-            if ext is not None:
-                external.setdefault(ext, i)
-        elif cat in _LAUNCH_CATS and corr[i] is not None:
+    for i in each(other):
+        a = args[i]
+        what = seen.get(_common(a))
+        if what is None:
+            cat = a.get("cat")
+            what = seen[_common(a)] = 1 if cat == "cpu_op" and "Input Dims" in a else 2 if cat in _LAUNCH_CATS else 0
+        if what == 1:
+            ops.append(i)
+        elif what == 2 and corr[i] is not None:
             launch.setdefault(corr[i], i)
-    queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
-    out: dict[int, tuple[int | None, str]] = {}
-    for i, (k, c) in enumerate(zip(kind, corr, strict=True)):
-        if k != "kernel":
-            continue
-        at = launch.get(c) if c is not None else None
-        ext = _link_id(args[i].get("External id"))
-        if at is not None:
-            queries[(device[at], line[at])].append((start[at], i))
-        elif ext is not None and ext in external:
-            out[i] = (external[ext], "")
-        else:
-            out[i] = (None, _NO_LAUNCH)
-    no_op = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
+    return np.array(ops, np.int64), launch
+
+
+def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndarray, out: np.ndarray,
+               why: np.ndarray) -> None:  # fmt: skip
+    """For each kernel launched at row ``at`` (>= 0), the innermost shaped op on the launching thread whose
+    span holds the launch time, into ``out``, or why there is none into ``why``: per thread, the ops
+    sorted by (start, longest first) and the launches by (time, kernel row), swept once."""
+    asked = np.flatnonzero(at >= 0)
+    if not len(asked):
+        return
+    start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
+    device, _ = codes(ev.column("device"))
+    line, lines = codes(ev.column("line"))
+    thread = device.astype(np.int64) * len(lines) + line
+    del device, line
+    launch = at[asked]
+    order = np.lexsort((kernels[asked], start[launch], thread[launch]))
+    asked, launch = asked[order], launch[order]
+    asked_thread = thread[launch]
+    spans = ops[np.lexsort((-dur[ops], start[ops], thread[ops]))]
+    span_thread = thread[spans]
+    del thread
     names = ev.column("name")
-    for thread, asks in queries.items():
-        spans = sorted(ops.get(thread, []), key=lambda i: (start[i], -dur[i]))
-        stack: list[int] = []
-        j = 0
-        for t, kernel in sorted(asks):
-            while j < len(spans) and start[spans[j]] <= t:
-                while stack and start[stack[-1]] + dur[stack[-1]] < start[spans[j]]:
-                    stack.pop()
-                stack.append(spans[j])
-                j += 1
-            while stack and start[stack[-1]] + dur[stack[-1]] < t:
-                stack.pop()
-            if stack:
-                out[kernel] = (stack[-1], "")
+    for t in np.unique(asked_thread).tolist():
+        lo, hi = np.searchsorted(asked_thread, [t, t + 1]).tolist()
+        first, last = np.searchsorted(span_thread, [t, t + 1]).tolist()
+        mine = spans[first:last]
+        found = _sweep(start[mine].tolist(), (start[mine] + dur[mine]).tolist(), start[launch[lo:hi]].tolist())
+        for k, j, at_row in zip(asked[lo:hi].tolist(), found, launch[lo:hi].tolist(), strict=True):
+            if j >= 0:
+                out[k] = mine[j]
             else:
-                graph = "GraphLaunch" in names[launch[corr[kernel]]]
-                out[kernel] = (None, GRAPH_REPLAY if graph else no_op)
+                why[k] = 2 if "GraphLaunch" in names[at_row] else 3
+
+
+def _sweep(starts: list[float], ends: list[float], times: list[float]) -> list[int]:
+    """For each time (ascending), the innermost span that holds it (an index into the spans, sorted by
+    start, longest first), or -1: spans are stacked as they start and dropped once they have ended."""
+    stack: list[int] = []
+    out = []
+    j, n = 0, len(starts)
+    for t in times:
+        while j < n and starts[j] <= t:
+            while stack and ends[stack[-1]] < starts[j]:
+                stack.pop()
+            stack.append(j)
+            j += 1
+        while stack and ends[stack[-1]] < t:
+            stack.pop()
+        out.append(stack[-1] if stack else -1)
     return out
 
 
@@ -111,34 +198,6 @@ def _hashable(value: Any) -> Any:
         return json.dumps(value, sort_keys=True)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
-
-
-class _Executions:
-    """Kernel rows (one op execution on one device) -> an OpExecution: busy = their summed time."""
-
-    def __init__(self, trace: Trace) -> None:
-        ev = trace.events
-        self.start, self.dur, self.names, self.steps, self.device = (
-            ev.column(c) for c in ("start_s", "duration_s", "name", "step", "device")
-        )
-        self.singles: dict[str, tuple[str]] = {}
-
-    def one(self, r: int, name: str) -> OpExecution:
-        """``of([r], name)`` without the generators (the same numbers: a sum of one starts at 0)."""
-        start, dur, kernel = self.start[r], self.dur[r], self.names[r]
-        kernels = self.singles.get(kernel)
-        if kernels is None:
-            kernels = self.singles[kernel] = (kernel,)
-        return OpExecution(self.device[r], None, None, name, start, start + dur, 0 + dur, 1, kernels, self.steps[r])
-
-    def of(self, rows: Sequence[int], name: str) -> OpExecution:
-        if len(rows) == 1:
-            return self.one(rows[0], name)
-        start, dur = self.start, self.dur
-        kernels = tuple(dict.fromkeys(self.names[r] for r in rows))
-        return OpExecution(self.device[rows[0]], None, None, name, min(start[r] for r in rows),
-                           max(start[r] + dur[r] for r in rows), sum(dur[r] for r in rows), len(rows), kernels,
-                           self.steps[rows[0]])  # fmt: skip
 
 
 class _Nccl:
@@ -207,68 +266,166 @@ def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> Prof
         return _kineto_report(trace, chip, topology)
 
 
-_Group = tuple[str, str | None, Priced, list[OpExecution]]  # (row name, opcode, price, executions)
+@dataclass
+class _Group:
+    """One report row: its name, opcode and price, and its executions."""
+
+    label: str
+    opcode: str | None
+    priced: Priced
+    runs: Runs | None = None
 
 
 def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileReport:
     nccl = _Nccl(trace, chip, topology)
-    groups, unexplained = _kernel_groups(trace, chip, nccl)
-    execs = op_executions(trace)
+    launched = launching_ops(trace)
+    execs = executions(trace, by_time=False)  # for the steps and the intervals: their order does not matter
+    groups, unexplained = _kernel_groups(trace, chip, nccl, launched, execs)
     intervals = device_intervals(execs)
     ops: list[OpReport] = []
-    for key, (label, opcode, priced, group) in groups.items():
-        category = "communication" if key[0] == "nccl" else category_of(label, opcode or label)
-        ops.append(judge(label, None, opcode, category, group, priced, intervals[0]))
-    kind, args = trace.events.column("kind"), trace.events.column("args")
-    n_kernels = sum(1 for k in kind if k == "kernel")
-    n_priced = sum(r.events for _, _, p, g in groups.values() if p.estimate and not p.unknown for r in g)
+    for key, g in groups.items():
+        category = "communication" if key[0] == "nccl" else category_of(g.label, g.opcode or g.label)
+        assert g.runs is not None
+        ops.append(judge(g.label, None, g.opcode, category, g.runs, g.priced, intervals[0]))
+    n_priced = sum(g.runs.events() for g in groups.values() if g.runs and g.priced.estimate and not g.priced.unknown)
     notes = [
-        f"PyTorch trace: {n_priced} of {n_kernels} kernels priced from the aten op that launched them (its Input Dims) "
-        f"or from their NCCL args; {unexplained} launched by no op with Input Dims",
+        f"PyTorch trace: {n_priced} of {len(launched)} kernels priced from the aten op that launched them (its Input "
+        f"Dims) or from their NCCL args; {unexplained} launched by no op with Input Dims",
         *nccl.notes,
     ]
-    replayed = sum(len(g) for key, (_, _, _, g) in groups.items() if key[0] == "kernel" and key[2] == GRAPH_REPLAY)
+    replayed = sum(len(g.runs or ()) for key, g in groups.items() if key[0] == "kernel" and key[2] == GRAPH_REPLAY)
     if replayed:
         notes.append(f"{replayed} of the {unexplained} were replayed from CUDA/HIP graphs, which record no op shapes: "
                      "profile the engine in eager mode to price them")  # fmt: skip
-    if not any(args[i].get("cat") == "cpu_op" and "Input Dims" in args[i] for i, k in enumerate(kind) if k == "other"):
+    if not launched.shapes:
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
     return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)
 
 
-def _kernel_groups(trace: Trace, chip: Chip, nccl: _Nccl) -> tuple[dict[tuple, _Group], int]:
-    """The kernels grouped into report rows: per NCCL call signature, per priced (aten op, shapes, dtypes),
-    and per reason for kernels no op explains; and how many kernels no op launched."""
-    names, args, device = (trace.events.column(c) for c in ("name", "args", "device"))
-    launched = launching_ops(trace)
-    executions = _Executions(trace)
-    per_op: dict[tuple[int, str], list[int]] = defaultdict(list)
+def _kernel_groups(
+    trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions
+) -> tuple[dict[tuple, _Group], int]:
+    """The kernels grouped into report rows: per NCCL call signature and per reason for kernels no op
+    explains (each kernel one execution), then per priced (aten op, shapes, dtypes) (each op's kernels on
+    one device one execution); rows in the order of their first execution, executions in the order of
+    their first kernel. Also how many kernels no op launched."""
+    ev = trace.events
+    kernels, op_row = launched.kernels, launched.ops
+    name, name_values = codes(ev.column("name"))
+    name = name[kernels]
+    is_nccl = np.array(["nccl" in n.lower() for n in name_values], bool)[name]
+    alone = np.flatnonzero(is_nccl | (op_row < 0))  # kernels that are executions by themselves
+    unexplained = int(np.count_nonzero(~is_nccl & (op_row < 0)))
     groups: dict[tuple, _Group] = {}
-    is_nccl: dict[str, bool] = {}
-    unexplained = 0
-    for k in sorted(launched):
-        op_row, why = launched[k]
-        name = names[k]
-        if name not in is_nccl:
-            is_nccl[name] = "nccl" in name.lower()
-        if is_nccl[name]:
-            key = ("nccl", *nccl.key(args[k]), "" if args[k].get("Collective name") else name)
-            if key not in groups:
-                groups[key] = (*nccl.price(key[1:-1], args[k], key[-1]), [])
-            groups[key][3].append(executions.one(k, groups[key][0]))
-        elif op_row is None:
-            unexplained += 1
-            groups.setdefault(("kernel", name, why), (name, None, Priced(None, unknown=why), []))[3].append(
-                executions.one(k, name))  # fmt: skip
-        else:
-            per_op[(op_row, device[k])].append(k)
-    prices: dict[tuple, tuple[str, Priced]] = {}
-    for (op_row, _device), kernels in per_op.items():
-        op = TorchOp.from_args(names[op_row], args[op_row])
-        sig = (op.name, op.dims, op.types, op.concrete)
-        if sig not in prices:
-            prices[sig] = _price(op, chip)
-        label, priced = prices[sig]
-        key = ("op", label, priced.flops, priced.bytes, priced.unknown)
-        groups.setdefault(key, (label, op.name, priced, []))[3].append(executions.of(kernels, label))
+    rows = kernels[alone]
+    group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups)
+    alone_runs, at = _as_executions(ev, rows, execs)
+    for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
+        g.runs = Runs(alone_runs, at[members])
+    priced = np.flatnonzero(~is_nccl & (op_row >= 0))
+    if len(priced):
+        op_runs, group = _op_runs(ev, chip, kernels[priced], op_row[priced], groups)
+        for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
+            if len(members):
+                g.runs = Runs(op_runs, members)
     return groups, unexplained
+
+
+def _as_executions(ev: EventTable, rows: np.ndarray, execs: Executions) -> tuple[Executions, np.ndarray]:
+    """Executions holding each kernel of ``rows`` as one of its own, and where: ``execs`` when they are
+    there (a Kineto trace: kernels carry no HLO instruction, so each is one), else new ones."""
+    where = np.full(len(ev), -1, np.int32 if len(execs) < 1 << 31 else np.int64)
+    where[execs.row] = np.arange(len(execs), dtype=where.dtype)
+    at = where[rows]
+    del where
+    if not len(at) or (at.min() >= 0 and (execs.events.max() == 1 or np.all(execs.events[at] == 1))):
+        return execs, at
+    start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
+    device, devices = codes(ev.column("device"))
+    times = (start[rows], start[rows] + dur[rows], dur[rows] + 0.0)  # busy = 0 + dur, a sum of one
+    return Executions(ev, rows, times, np.ones(len(rows), np.int64), (device[rows], devices)), np.arange(len(rows))
+
+
+def _alone_groups(
+    ev: EventTable, nccl: _Nccl, rows: np.ndarray, name: np.ndarray, is_nccl: np.ndarray, why: np.ndarray,
+    groups: dict[tuple, _Group],
+) -> np.ndarray:  # fmt: skip
+    """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (read once
+    per distinct args), another by (name, why no op). The rows are made, and NCCL calls priced, in the
+    order of their first kernel."""
+    names, args = ev.column("name"), ev.column("args")
+    index: dict[tuple, int] = {}
+    first: dict[int, Any] = {}  # the args of the first kernel of each NCCL key
+    key_of = np.empty(len(rows), np.int32)
+    seen: dict[tuple[int, int], int] = {}
+    for n in each(np.flatnonzero(is_nccl)):
+        row = int(rows[n])
+        a = args[row]
+        memo = (int(name[n]), _common(a))
+        k = seen.get(memo)
+        if k is None:
+            key = ("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row])
+            k = seen[memo] = index.setdefault(key, len(index))
+            first.setdefault(k, a)
+        key_of[n] = k
+    other = np.flatnonzero(~is_nccl)
+    if len(other):
+        code, at = first_codes(name[other].astype(np.int64) * len(REASONS) + why[other])
+        keys = [index.setdefault(("kernel", names[rows[other[i]]], REASONS[why[other[i]]]), len(index)) for i in at]
+        key_of[other] = np.array(keys, np.int32)[code]
+        del code
+    group, at = first_codes(key_of)
+    keys_list = list(index)
+    for k in key_of[at].tolist():  # in the order of their first kernel
+        key = keys_list[k]
+        if key[0] == "nccl":
+            groups[key] = _Group(*nccl.price(key[1:-1], first[k], key[-1]))
+        else:
+            groups[key] = _Group(key[1], None, Priced(None, unknown=key[2]))
+    return group
+
+
+def _op_runs(
+    ev: EventTable, chip: Chip, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
+) -> tuple[Executions, np.ndarray]:
+    """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
+    with each one's report row, per (aten op, shapes, dtypes): ops read and priced once per distinct
+    (name, args). Rows are added to ``groups`` in the order of their first execution."""
+    names, args = ev.column("name"), ev.column("args")
+    start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
+    device, devices = codes(ev.column("device"))
+    run, first = first_codes(op_row * max(len(devices), 1) + device[kernels])
+    rows, events = kernels[first], np.bincount(run, minlength=len(first))
+    device = device[rows]
+    begin, end, busy = start[rows], start[rows] + dur[rows], dur[rows] + 0.0  # one kernel: busy = 0 + dur
+    several = np.flatnonzero(events > 1)
+    if len(several):
+        order = np.argsort(run, kind="stable")
+        offsets = np.concatenate(([0], np.cumsum(events)))
+        for r in several.tolist():
+            mine = kernels[order[offsets[r] : offsets[r + 1]]].tolist()
+            begin[r] = min(start[mine].tolist())
+            end[r] = max((start[mine] + dur[mine]).tolist())
+            busy[r] = sum(dur[mine].tolist())
+    ops = op_row[first]
+    name, _ = codes(names)
+    ids, _ = first_codes(np.fromiter(map(_common, map(args.__getitem__, ops.tolist())), np.int64, len(ops)))
+    sig, at = first_codes(name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids)
+    del name, ids
+    prices: dict[tuple, tuple[str, Priced]] = {}
+    index = {key: k for k, key in enumerate(groups)}
+    made = []
+    for i in at.tolist():  # each distinct op: read, priced (once per shapes), given its report row
+        r = int(ops[i])
+        op = TorchOp.from_args(names[r], args[r])
+        shapes = (op.name, op.dims, op.types, op.concrete)
+        if shapes not in prices:
+            prices[shapes] = _price(op, chip)
+        label, priced = prices[shapes]
+        key = ("op", label, priced.flops, priced.bytes, priced.unknown)
+        if key not in groups:
+            index[key] = len(groups)
+            groups[key] = _Group(label, op.name, priced)
+        made.append(index[key])
+    runs = Executions(ev, rows, (begin, end, busy), events, (device, devices))
+    return runs, np.array(made, np.int64)[sig]

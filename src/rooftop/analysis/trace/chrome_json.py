@@ -386,7 +386,7 @@ class _Mapper:
         kind, device, module, inst, step, corr = classify(role, plane, name, args, host_ops=self.host_ops)
         if corr is not None and kind == "other" and plane.startswith("/host:"):
             self.rows.launch_s.setdefault(corr, start_s)
-        self.rows.add(device, line, name, module, inst, start_s, dur_s, step, kind, corr, args)
+        self.rows.add(device, line, name, module, inst, start_s, dur_s, step, kind, corr, self.rows.args(args))
 
     def _kept(self, args: dict[str, Any]) -> Mapping[str, Any]:
         """The args of a Kineto event a report reads (KINETO_ARGS, with ``cat``)."""
@@ -399,7 +399,7 @@ class _Mapper:
             return shared
         kept = {k: args[k] for k in keys if k in args}
         kept["cat"] = cat
-        return kept
+        return self.rows.args(kept)
 
     @staticmethod
     def _kineto(cat: str, name: str, args: dict[str, Any], pid: Any) -> tuple[str, str, int | None, str | None]:

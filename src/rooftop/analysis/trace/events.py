@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -28,6 +29,14 @@ ProgressFn = Callable[[int, int], None]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _FLUSH_ROWS = 1 << 14  # RowBuilder: rows collected as tuples, moved into columns this many at a time
+#: columns stored as machine doubles (8 bytes a value, not a pointer to a 24-byte float object)
+FLOAT_COLUMNS = ("start_s", "duration_s")
+#: args that identify one event (a correlation or External id, a run, a flow): each event keeps its own
+#: value; the rest of its args is a dict shared with every event whose other args are the same
+OWN_ARGS = ("correlation_id", "External id", "run_id", "device_offset_ps", "device_duration_ps", "flow", "_p", "_c")
+_OWN = frozenset(OWN_ARGS)
+_PLAIN: frozenset[Any] = frozenset({str, int, bool, type(None), bytes})  # scalars whose == tells them apart
+_MAX_SHARED = 1 << 14  # distinct shared args kept before interning must pay its way (a hit per entry)
 _DIGITS = re.compile(r"([0-9]+)")  # ASCII only: "²" is a digit to str.isdigit but not to int()
 
 
@@ -45,6 +54,52 @@ def args_view(raw: Mapping[Any, Any] | None) -> Mapping[str, str]:
             v = json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else str(v)
         out[k] = v
     return MappingProxyType(out)
+
+
+class EventArgs(Mapping[str, Any]):
+    """The args of one event as two parts: ``shared``, a dict of the args it has in common with other
+    events (one dict for all of them), and its own value(s) of the :data:`OWN_ARGS` keys it has (``key``
+    a name and ``value`` its value, or a tuple of names and a tuple of values). Read-only."""
+
+    __slots__ = ("key", "shared", "value")
+
+    def __init__(self, shared: Mapping[str, Any], key: str | tuple[str, ...], value: Any) -> None:
+        self.shared, self.key, self.value = shared, key, value
+
+    def __getitem__(self, name: str) -> Any:
+        key = self.key
+        if key.__class__ is str:
+            if name == key:
+                return self.value
+        elif name in key:
+            return self.value[key.index(name)]
+        return self.shared[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        key = self.key
+        if key.__class__ is str:
+            if name == key:
+                return self.value
+        elif name in key:
+            return self.value[key.index(name)]
+        return self.shared.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        key = self.key
+        return (name == key if key.__class__ is str else name in key) or name in self.shared
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.shared
+        if self.key.__class__ is str:
+            yield self.key  # type: ignore[misc]
+        else:
+            yield from self.key
+
+    def __len__(self) -> int:
+        return len(self.shared) + (1 if self.key.__class__ is str else len(self.key))
+
+    def __repr__(self) -> str:
+        return f"EventArgs({dict(self)!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +136,23 @@ class MemorySample(NamedTuple):
     reserved_bytes: float = 0.0
 
 
+def _column(name: str, values: Sequence[Any]) -> Sequence[Any]:
+    """A column as stored: times as an ``array('d')`` (when every value is a number), the others as tuples."""
+    if name in FLOAT_COLUMNS:
+        if values.__class__ is array and values.typecode == "d":  # type: ignore[attr-defined]
+            return values
+        try:
+            return array("d", values)
+        except (TypeError, OverflowError):  # not numbers (a hand-made table): kept as given
+            pass
+    return values if values.__class__ is tuple else tuple(values)
+
+
 class EventTable(Sequence[OpEvent]):
-    """Column store of events: one tuple per field of :class:`OpEvent`, rows materialised on access. The
-    ``args`` column holds the dicts as loaded (values str, int, float or lists); ``OpEvent.args`` is their
-    string view (:func:`args_view`)."""
+    """Column store of events: one sequence per field of :class:`OpEvent`, rows materialised on access:
+    ``start_s`` and ``duration_s`` as ``array('d')``, the others as tuples. The ``args`` column holds the
+    args as loaded (values str, int, float or lists; a dict, or an :class:`EventArgs` whose common part is
+    shared with other events); ``OpEvent.args`` is their string view (:func:`args_view`)."""
 
     __slots__ = ("_cols", "_n")
 
@@ -92,7 +160,7 @@ class EventTable(Sequence[OpEvent]):
         missing = [c for c in COLUMNS if c not in columns]
         if missing:
             raise InvalidConfigError(f"event table lacks columns {missing}; needs {list(COLUMNS)}")
-        cols = {c: tuple(columns[c]) for c in COLUMNS}
+        cols = {c: _column(c, columns[c]) for c in COLUMNS}
         lengths = {len(v) for v in cols.values()}
         if len(lengths) > 1:
             raise InvalidConfigError(f"event table columns differ in length: {sorted(lengths)}")
@@ -108,7 +176,7 @@ class EventTable(Sequence[OpEvent]):
     def concat(cls, tables: Sequence[EventTable]) -> EventTable:
         return cls({c: [v for t in tables for v in t._cols[c]] for c in COLUMNS})
 
-    def column(self, name: str) -> tuple[Any, ...]:
+    def column(self, name: str) -> Sequence[Any]:
         if name not in self._cols:
             raise InvalidConfigError(f"unknown event column {name!r}; columns: {', '.join(COLUMNS)}")
         return self._cols[name]
@@ -173,15 +241,56 @@ def natural_key(text: str) -> tuple[Any, ...]:
 
 
 class RowBuilder:
-    """Collects rows as tuples in :data:`COLUMNS` order (strings interned), then assigns steps and
-    transposes them into an EventTable."""
+    """Collects rows as tuples in :data:`COLUMNS` order (strings interned, args stored by :meth:`args`),
+    then assigns steps and transposes them into an EventTable."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []  # the newest rows; cleared in place by flush()
-        self.columns: list[list[Any]] = [[] for _ in COLUMNS]
+        self.columns: list[Any] = [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS]
         self.flushed = 0
         self.strings: dict[str, str] = {}
         self.launch_s: dict[str, float] = {}  # host launch time by correlation id (for device events)
+        self.shared: dict[tuple[Any, ...], Mapping[str, Any]] = {}  # args without their own ids -> one dict
+        self.own_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.hits = 0
+
+    def args(self, args: dict[str, Any]) -> Mapping[str, Any]:
+        """``args`` as stored: its :data:`OWN_ARGS` (ids that differ on every event) kept apart in an
+        :class:`EventArgs`, the rest replaced by the first equal dict seen (values compared with their types:
+        ``1``, ``1.0`` and ``true`` differ). ``args`` is the loader's own dict: its own ids are popped."""
+        if not args:
+            return _EMPTY
+        own = _OWN.intersection(args)
+        if not own:
+            return self._shared(args)
+        key: Any
+        value: Any
+        if len(own) == 1:
+            (key,) = own
+            value = args.pop(key)
+        else:
+            names = tuple(k for k in OWN_ARGS if k in own)
+            key = self.own_keys.setdefault(names, names)
+            value = tuple([args.pop(k) for k in key])
+        return EventArgs(self._shared(args) if args else _EMPTY, key, value)
+
+    def _shared(self, args: dict[str, Any]) -> Mapping[str, Any]:
+        types = tuple(map(type, args.values()))
+        if _PLAIN.issuperset(types):
+            key: tuple[Any, ...] = (*args.items(), types)
+        else:  # floats, lists, objects: by their text (repr tells -0.0 from 0.0, and [1] from [1.0])
+            try:
+                key = (*[(k, v if v.__class__ in _PLAIN else repr(v)) for k, v in args.items()], types)
+            except RecursionError:
+                return args
+        shared = self.shared
+        hit = shared.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        if len(shared) < _MAX_SHARED or self.hits >= len(shared):  # past the cap, only while it pays
+            shared[key] = args
+        return args
 
     def flush(self) -> None:
         """Move the rows collected so far into the columns (so that row tuples never pile up)."""
@@ -203,8 +312,9 @@ class RowBuilder:
         step: int | None,
         kind: str,
         correlation: str | None,
-        args: Mapping[str, str],
+        args: Mapping[str, Any],
     ) -> None:
+        """One row; ``args`` as :meth:`args` stores them."""
         s = self.strings
         if module is not None:
             module = s.setdefault(module, module)
@@ -212,7 +322,7 @@ class RowBuilder:
             instruction = s.setdefault(instruction, instruction)
         rows = self.rows
         rows.append((s.setdefault(device, device), s.setdefault(line, line), s.setdefault(name, name), module,
-                     instruction, start_s, duration_s, step, kind, correlation, args or _EMPTY))  # fmt: skip
+                     instruction, start_s, duration_s, step, kind, correlation, args))  # fmt: skip
         if len(rows) >= _FLUSH_ROWS:
             self.flush()
 
@@ -222,13 +332,14 @@ class RowBuilder:
     def build(self, line_names: Mapping[str, str] | None = None) -> EventTable:
         """The table; ``line_names`` renames lines (placeholders for names a trace gives at its end)."""
         self.flush()
+        self.shared.clear()
         cols = dict(zip(COLUMNS, self.columns, strict=True))
-        self.columns, self.flushed = [[] for _ in COLUMNS], 0
+        self.columns, self.flushed = [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS], 0
         if line_names:
             cols["line"] = [line_names.get(x, x) for x in cols["line"]]
         self._assign_steps(cols)
         for c in COLUMNS:  # one column at a time, each list freed as its tuple is made (EventTable keeps tuples)
-            cols[c] = tuple(cols[c])  # type: ignore[assignment]
+            cols[c] = _column(c, cols[c])
         return EventTable(cols)
 
     def _assign_steps(self, c: dict[str, list[Any]]) -> None:

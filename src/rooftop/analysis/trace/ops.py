@@ -1,13 +1,21 @@
-"""Op executions, per-op groups and steps of a loaded Trace (kept apart from the loaders)."""
+"""Op executions, per-op groups and steps of a loaded Trace (kept apart from the loaders).
+
+Executions are found column-wise (:func:`executions`: numpy sorts and comparisons over the whole table, a
+Python loop only over the kernels that continue an execution) and kept as columns (:class:`Executions`, about
+40 bytes each), so that a million kernels cost tens of megabytes, not the hundreds their objects would."""
 
 from __future__ import annotations
 
+import functools
+import operator
+from array import array
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.trace.events import EventTable, Trace, natural_key
@@ -57,137 +65,304 @@ class Step:
         return self.end_s - self.start_s
 
 
+def codes(column: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Each value's index among the column's distinct values (equal values, one index), and those values."""
+    values = list(set(column))
+    index = {v: i for i, v in enumerate(values)}
+    return np.fromiter(map(index.__getitem__, column), np.int32, len(column)), values
+
+
+def ranks(values: Sequence[Any], key: Callable[[Any], Any] | None = None) -> np.ndarray:
+    """Each value's rank in sorted order (by ``key``); equal values, one rank."""
+    keys = [key(v) for v in values] if key else values
+    out = np.empty(len(values), np.int32)
+    rank, last = -1, None
+    for n, i in enumerate(sorted(range(len(values)), key=keys.__getitem__)):
+        if n == 0 or keys[i] != last:
+            rank, last = rank + 1, keys[i]
+        out[i] = rank
+    return out
+
+
+def floats(column: Sequence[Any]) -> np.ndarray:
+    """A time column as float64 (the table's own buffer when it is an ``array('d')``)."""
+    if isinstance(column, array) and column.typecode == "d":
+        return np.frombuffer(column, np.float64)
+    return np.asarray(column, float)
+
+
+def each(rows: np.ndarray, chunk: int = 1 << 16) -> Iterator[int]:
+    """The values of an index array as ints, a chunk at a time (a list of a million ints weighs 36 MB)."""
+    for i in range(0, len(rows), chunk):
+        yield from rows[i : i + chunk].tolist()
+
+
+def _small(codes: np.ndarray, n: int) -> np.ndarray:
+    """``codes`` (0 <= code < n) in the narrowest integer type that holds them (sorts of int16 are radix sorts)."""
+    return codes.astype(np.int16 if n <= 1 << 15 else np.int32 if n <= 1 << 31 else np.int64, copy=False)
+
+
+def first_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's index among the distinct keys, numbered in order of first appearance, and where each
+    distinct key first appears. Keys within a range not much wider than their count are counted in a table
+    over the range; others are sorted."""
+    n = len(keys)
+    if not n:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo < max(2 * n, 1 << 16):
+        shifted = keys - lo if lo else keys
+        first = np.full(hi - lo + 1, n, np.int64)
+        np.minimum.at(first, shifted, np.arange(n))
+        seen = np.flatnonzero(first < n)
+        seen = seen[np.argsort(first[seen], kind="stable")]
+        rank = np.zeros(hi - lo + 1, np.int32)
+        rank[seen] = np.arange(len(seen))
+        return rank[shifted], first[seen]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), np.int32)
+    rank[order] = np.arange(len(first))
+    return rank[inverse.ravel()], first[order]
+
+
+def members_of(code: np.ndarray, n: int) -> list[np.ndarray]:
+    """The positions holding each of the codes 0..n-1, in order."""
+    if not n:
+        return []
+    order = np.argsort(_small(code, n), kind="stable")
+    return np.split(order, np.cumsum(np.bincount(code, minlength=n))[:-1])
+
+
+def groups_of(keys: np.ndarray) -> list[np.ndarray]:
+    """The positions of each distinct key, in order, the keys taken in order of first appearance."""
+    code, first = first_codes(keys)
+    return members_of(code, len(first))
+
+
+class Executions:
+    """Op executions as columns, one entry each: ``row``, the table row of its first event (its device,
+    module, instruction, step and first kernel come from that row); ``device`` (an index into
+    ``devices``), ``start_s``, ``end_s``, ``busy_s`` (its events' summed time) and ``events``; ``op``, an
+    index into ``ops``, the distinct (module, instruction, name) of the executions (``name`` is the
+    instruction, or the kernel's name without one); ``kernels``, the distinct kernel names of the
+    executions of several kernels (by index)."""
+
+    __slots__ = ("busy_s", "device", "devices", "end_s", "events", "kernels", "op", "ops", "row", "start_s", "table")
+
+    def __init__(
+        self,
+        table: EventTable,
+        row: np.ndarray,
+        times: tuple[np.ndarray, np.ndarray, np.ndarray],
+        events: np.ndarray,
+        devices: tuple[np.ndarray, list[str]],
+        ops: tuple[np.ndarray, list[tuple[Any, Any, str]]] | None = None,
+        kernels: Mapping[int, tuple[str, ...]] | None = None,
+    ) -> None:
+        """``times``: (start_s, end_s, busy_s); ``devices``: the device :func:`codes` of the execution rows."""
+        self.table, self.row, self.events, self.kernels = table, row, events, kernels or {}
+        self.start_s, self.end_s, self.busy_s = times
+        self.device, self.devices = devices
+        self.op, self.ops = ops if ops is not None else (np.zeros(len(row), np.int32), [])
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def take(self, order: np.ndarray) -> None:
+        """Reorder the executions: the k-th becomes the ``order[k]``-th (one column at a time)."""
+        for column in ("row", "start_s", "end_s", "busy_s", "events", "device", "op"):
+            setattr(self, column, getattr(self, column)[order])
+        if self.kernels:
+            where = np.empty(len(order), np.int64)
+            where[order] = np.arange(len(order))
+            self.kernels = {int(where[k]): v for k, v in self.kernels.items()}
+
+    def to_list(self) -> list[OpExecution]:
+        t = self.table
+        step, kname = t.column("step"), t.column("name")
+        kernels, ops, devices = self.kernels, self.ops, self.devices
+        singles: dict[str, tuple[str]] = {}
+        out = []
+        columns = (self.row.tolist(), self.device.tolist(), self.op.tolist(), self.start_s.tolist(),
+                   self.end_s.tolist(), self.busy_s.tolist(), self.events.tolist())  # fmt: skip
+        for k, (r, d, op, start, end, busy, events) in enumerate(zip(*columns, strict=True)):
+            names = kernels.get(k)
+            if names is None:
+                names = singles.get(kname[r]) or singles.setdefault(kname[r], (kname[r],))
+            module, inst, name = ops[op]
+            out.append(OpExecution(devices[d], module, inst, name, start, end, busy, events, names, step[r]))
+        return out
+
+
+_Codes = dict[str, tuple[np.ndarray, list[Any]]]
+"""column -> (the :func:`codes` of some rows, the distinct values of the column)"""
+
+
 def op_executions(trace: Trace, kinds: Sequence[str] = ("op", "kernel"), *, by_time: bool = True) -> list[OpExecution]:
+    """Op events grouped per (device, module, instruction, execution) (:func:`executions`), as objects."""
+    with paused_gc():
+        return executions(trace, kinds, by_time=by_time).to_list()
+
+
+def executions(trace: Trace, kinds: Sequence[str] = ("op", "kernel"), *, by_time: bool = True) -> Executions:
     """Op events grouped per (device, module, instruction, execution).
 
     An ``op`` event is one execution. Consecutive ``kernel`` events on the same device and line with the
     same (module, instruction) are one execution of that instruction (a convolution running as an im2col
     kernel and a GEMM kernel) until a kernel name repeats (the program run again); kernels with no HLO
-    instruction group by kernel name, one per event.
-    Ordered by start time (then device, name), or by (device, line, start) with ``by_time=False``.
+    instruction group by kernel name, one per event. Within a (device, line), events are taken by start
+    time, then name, then table order.
+    Ordered by start time (then natural device order, name), or by (device, line, start) with ``by_time=False``.
     """
-    with paused_gc():
-        return _op_executions(trace, kinds, by_time)
-
-
-def _op_executions(trace: Trace, kinds: Sequence[str], by_time: bool) -> list[OpExecution]:
     ev = trace.events
-    device, line, kind = ev.column("device"), ev.column("line"), ev.column("kind")
-    streams: dict[tuple[str, str], list[int]] = {}
-    for i, (k, d, ln) in enumerate(zip(kind, device, line, strict=True)):
-        if k in kinds:
-            rows = streams.get((d, ln))
-            if rows is None:
-                streams[(d, ln)] = [i]
+    kind, kinds_seen = codes(ev.column("kind"))
+    rows = np.flatnonzero(np.isin(kind, [i for i, k in enumerate(kinds_seen) if k in kinds]))
+    c: _Codes = {"kind": (kind[rows], kinds_seen)}
+    del kind
+    for column in ("device", "line", "name", "module", "instruction"):  # of the op rows only
+        full, values = codes(ev.column(column))
+        c[column] = (full[rows], values)
+        del full
+    start, duration = floats(ev.column("start_s")), floats(ev.column("duration_s"))
+    order = _stream_order(c, start[rows])
+    rows = rows[order]
+    for column, (code, values) in c.items():
+        c[column] = (code[order], values)
+    del order
+    starts = _execution_starts(ev, c, rows)
+    first = rows[starts]
+    end, busy = start[first] + duration[first], duration[first]
+    events = np.diff(np.append(starts, len(rows)))
+    kernels: dict[int, tuple[str, ...]] = {}
+    names = ev.column("name")
+    for k in np.flatnonzero(events > 1).tolist():  # executions of several kernels: summed in order
+        run = rows[starts[k] : starts[k] + events[k]].tolist()
+        total = functools.reduce(operator.add, (float(duration[r]) for r in run[1:]), float(duration[run[0]]))
+        busy[k], end[k] = total, max(float(start[r] + duration[r]) for r in run)
+        kernels[k] = tuple(names[r] for r in run)
+    del rows
+    for column, (code, values) in c.items():  # each execution's, from its first event
+        c[column] = (code[starts], values)
+    del starts
+    ops = _ops(ev, c, first)
+    execs = Executions(ev, first, (start[first], end, busy), events, c["device"], ops, kernels)
+    del c
+    if by_time and len(execs):
+        label = ranks([name for _, _, name in execs.ops])[execs.op]
+        execs.take(np.lexsort((label, ranks(execs.devices, natural_key)[execs.device], execs.start_s)))
+    return execs
+
+
+def _ops(ev: EventTable, c: _Codes, first: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, Any, str]]]:
+    """Each execution's (module, instruction, name) as an index into the list of distinct ones (``c``: the
+    codes of the executions' first events)."""
+    (inst, insts), (name, names), (module, _) = c["instruction"], c["name"], c["module"]
+    falsy = np.array([not v for v in insts], bool)  # no instruction: the name is the kernel's
+    key = (module.astype(np.int64) * len(insts) + inst) * (len(names) + 1)
+    key += np.where(falsy[inst], name, -1) + 1
+    op, at = first_codes(key)
+    del key
+    module_col, inst_col, name_col = ev.column("module"), ev.column("instruction"), ev.column("name")
+    ops = []
+    for r in first[at].tolist():
+        ops.append((module_col[r], inst_col[r], inst_col[r] or name_col[r]))
+    return op, ops
+
+
+def _stream_order(c: _Codes, start: np.ndarray) -> np.ndarray:
+    """The order of the rows (of the codes ``c`` and times ``start``) by (device, line), start, name, then
+    table order."""
+    (device, devices), (line, lines), (name, names) = c["device"], c["line"], c["name"]
+    wide = np.int64 if len(devices) * len(lines) >= 1 << 31 else np.int32
+    stream = ranks(devices).astype(wide)[device] * len(lines) + ranks(lines)[line]
+    return np.lexsort((ranks(names)[name], start, stream))
+
+
+def _execution_starts(ev: EventTable, c: _Codes, rows: np.ndarray) -> np.ndarray:
+    """Where in ``rows`` (in stream order) each execution starts: a kernel continues the one before when it
+    is on the same stream, has an instruction equal to the previous event's (its instruction, or its name
+    without one), the same module, and a name not yet in the execution."""
+    (d, _), (ln, _), (i, insts), (m, _), (nm, _), (kind, kinds) = (
+        c[x] for x in ("device", "line", "instruction", "module", "name", "kind"))  # fmt: skip
+    none = insts.index(None) if None in insts else -1
+    kernel = kinds.index("kernel") if "kernel" in kinds else -1
+    link = np.zeros(len(rows), bool)
+    base = (d[1:] == d[:-1]) & (ln[1:] == ln[:-1]) & (i[1:] != none) & (m[1:] == m[:-1]) & (kind[1:] == kernel)
+    link[1:] = base & (i[1:] == i[:-1])
+    inst_col, name_col = ev.column("instruction"), ev.column("name")
+    for k in (np.flatnonzero(base & (i[:-1] == none)) + 1).tolist():  # after an event with no instruction
+        link[k] = inst_col[rows[k]] == name_col[rows[k - 1]]  # what it is is its name
+    del base
+    for k in _chains(link):
+        seen = {nm[k - 1]}
+        while k < len(link) and link[k]:
+            if nm[k] in seen:  # the name repeats: the program ran again
+                link[k], seen = False, {nm[k]}
             else:
-                rows.append(i)
-    by_name, by_start = ev.column("name").__getitem__, ev.column("start_s").__getitem__
-    out: list[OpExecution] = []
-    singles: dict[str, tuple[str]] = {}
-    for key in sorted(streams):  # (device, line, start, name), ties in row order: two stable sorts
-        rows = streams.pop(key)
-        rows.sort(key=by_name)
-        rows.sort(key=by_start)
-        _stream_executions(ev, key[0], rows, out, singles)
-    if by_time:
-        _sort_by_time(out)
-    return out
+                seen.add(nm[k])
+            k += 1
+    return np.flatnonzero(~link)
 
 
-def _stream_executions(
-    ev: EventTable, device: str, rows: list[int], out: list[OpExecution], singles: dict[str, tuple[str]]
-) -> None:
-    """Append the executions of one (device, line)'s op rows, in time order: consecutive kernels of the
-    same (module, instruction) are one execution (an op with no instruction is keyed by its name), until a
-    kernel name repeats: the same program run again back to back is a new execution."""
-    name, module, instruction, start, duration, step, kind = (
-        ev.column(c) for c in ("name", "module", "instruction", "start_s", "duration_s", "step", "kind")
-    )
-    open_ = False
-    prev_mod = prev_what = mod0 = inst0 = None
-    names: tuple[str, ...] = ()
-    more: dict[str, None] | None = None  # the kernel names of an execution of several, in order (O(1) each)
-    name0, start0, end, busy, events, step0 = "", 0.0, 0.0, 0.0, 0, None
-    for i in rows:
-        inst, nm, mod, dur = instruction[i], name[i], module[i], duration[i]
-        what = inst if inst is not None else nm
-        if (open_ and inst is not None and what == prev_what and mod == prev_mod and kind[i] == "kernel"
-                and (nm != names[0] if more is None else nm not in more)):  # fmt: skip
-            if more is None:
-                more = dict.fromkeys(names)
-            more[nm] = None
-            end = max(end, start[i] + dur)
-            busy = busy + dur
-            events += 1
-        else:
-            if open_:
-                kernels = names if more is None else tuple(more)
-                out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, kernels, step0))
-            single = singles.get(nm)
-            if single is None:
-                single = singles[nm] = (nm,)
-            names, more = single, None
-            mod0, inst0, name0, start0, step0 = mod, inst, inst or nm, start[i], step[i]
-            end, busy, events, open_ = start0 + dur, dur, 1, True
-        prev_mod, prev_what = mod, what
-    if open_:
-        kernels = names if more is None else tuple(more)
-        out.append(OpExecution(device, mod0, inst0, name0, start0, end, busy, events, kernels, step0))
-
-
-def _sort_by_time(out: list[OpExecution]) -> None:
-    """Order by (start, natural device order, name), stably: sorted by start (the streams are runs already
-    in time order), then each run of equal starts by (device, name)."""
-    start = itemgetter(OpExecution._fields.index("start_s"))
-    out.sort(key=start)
-    starts = list(map(start, out))
-    done, n = 0, len(out)
-    for k in [k for k in range(1, n) if starts[k] == starts[k - 1]]:
-        if k < done:
-            continue
-        j = k + 1
-        while j < n and starts[j] == starts[k]:
-            j += 1
-        out[k - 1 : j] = sorted(out[k - 1 : j], key=lambda e: (natural_key(e.device), e.name))
-        done = j
+def _chains(link: np.ndarray) -> list[int]:
+    """The first linked position of each run of linked positions."""
+    linked = np.flatnonzero(link)
+    if not len(linked):
+        return []
+    heads = np.ones(len(linked), bool)
+    heads[1:] = np.diff(linked) > 1
+    return linked[heads].tolist()
 
 
 def group_ops(trace: Trace, kinds: Sequence[str] = ("op", "kernel")) -> list[OpGroup]:
     """Per op (module, instruction — or kernel name when there is no HLO instruction): executions, total,
     mean, min, max and per-device busy seconds. Sorted by total time, then by name."""
     with paused_gc():
-        return _summarise(op_executions(trace, kinds, by_time=False))
+        return _summarise(executions(trace, kinds, by_time=False))
 
 
-def _summarise(executions: list[OpExecution]) -> list[OpGroup]:
-    acc: dict[tuple[str | None, str | None, str], list[OpExecution]] = defaultdict(list)
-    for ex in executions:
-        acc[(ex.module, ex.instruction, ex.name)].append(ex)
+def op_groups(execs: Executions, module_of: Callable[[Any], Any] | None = None) -> list[tuple[tuple, np.ndarray]]:
+    """The executions of each op, (module, instruction, name), the ops in order of first appearance;
+    ``module_of`` maps module names (JAX's ``jit_f(12)`` to ``jit_f``) before they are compared."""
+    ops, op = execs.ops, execs.op
+    if module_of is not None:
+        merged: dict[tuple, int] = {}
+        remap = np.array([merged.setdefault((module_of(m), i, n), len(merged)) for m, i, n in ops], np.int64)
+        ops, op = list(merged), remap[op] if len(remap) else op
+    return [(ops[int(op[m[0]])], m) for m in groups_of(op)]
+
+
+def _summarise(execs: Executions) -> list[OpGroup]:
     groups = []
-    for (module, inst, name), exs in acc.items():
-        per_dev: dict[str, float] = defaultdict(float)
-        per_count: dict[str, int] = defaultdict(int)
-        for ex in exs:
-            per_dev[ex.device] += ex.busy_s
-            per_count[ex.device] += 1
-        busy = [ex.busy_s for ex in exs]
+    kname = execs.table.column("name")
+    where: dict[str, int] = {}
+    for (mod, ins, nm), idx in op_groups(execs):
+        busy = execs.busy_s[idx].tolist()
+        device = execs.device[idx]
+        per_dev = np.zeros(len(execs.devices))
+        np.add.at(per_dev, device, execs.busy_s[idx])  # in order, from 0.0, as += would
+        per_count = np.bincount(device, minlength=len(execs.devices))
+        devs = sorted((execs.devices[d] for d in np.unique(device).tolist()), key=natural_key)
+        where = where or {d: i for i, d in enumerate(execs.devices)}
         total = sum(busy)
-        devs = sorted(per_dev, key=natural_key)
-        kernels = tuple(sorted({k for ex in exs for k in ex.kernel_names}))
+        kernels = set(map(kname.__getitem__, execs.row[idx].tolist()))
+        if execs.kernels:
+            kernels.update(k for e in idx.tolist() for k in execs.kernels.get(e, ()))
         groups.append(
             OpGroup(
-                module,
-                inst,
-                name,
-                len(exs),
-                sum(ex.events for ex in exs),
+                mod,
+                ins,
+                nm,
+                len(idx),
+                int(execs.events[idx].sum()),
                 total,
-                total / len(exs),
+                total / len(idx),
                 min(busy),
                 max(busy),
-                MappingProxyType({d: per_dev[d] for d in devs}),
-                MappingProxyType({d: per_count[d] for d in devs}),
-                kernels,
+                MappingProxyType({d: float(per_dev[where[d]]) for d in devs}),
+                MappingProxyType({d: int(per_count[where[d]]) for d in devs}),
+                tuple(sorted(kernels)),
             )
         )
     groups.sort(key=lambda g: (-g.total_s, g.module or "", g.name))

@@ -247,7 +247,7 @@ class _SpaceReader:
                 if inst is not None:
                     inst = intern(inst, inst)
                 append((intern(device, device), line_name, intern(name, name), module, inst, start_s, dur_s, step,
-                        kind, corr, stats))  # fmt: skip
+                        kind, corr, rows.args(stats)))  # fmt: skip
                 count += 1
                 if count % _PROGRESS_EVERY == 0:
                     rows.flush()  # clears rows.rows in place: ``append`` stays bound to it

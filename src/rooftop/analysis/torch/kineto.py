@@ -314,12 +314,14 @@ def _kernel_groups(
     name, name_values = codes(ev.column("name"))
     name = name[kernels]
     is_nccl = np.array(["nccl" in n.lower() for n in name_values], bool)[name]
-    alone = np.flatnonzero(is_nccl | (op_row < 0))  # kernels that are executions by themselves
+    alone = _where(is_nccl | (op_row < 0))  # kernels that are executions by themselves
     unexplained = int(np.count_nonzero(~is_nccl & (op_row < 0)))
     groups: dict[tuple, _Group] = {}
     rows = kernels[alone]
     group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups)
+    del name
     alone_runs, at = _as_executions(ev, rows, execs)
+    del rows
     for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
         g.runs = Runs(alone_runs, at[members])
     priced = np.flatnonzero(~is_nccl & (op_row >= 0))
@@ -329,6 +331,11 @@ def _kernel_groups(
             if len(members):
                 g.runs = Runs(op_runs, members)
     return groups, unexplained
+
+
+def _where(mask: np.ndarray) -> np.ndarray | slice:
+    """The positions where ``mask`` holds, or the whole range (a slice: no copy) when it holds everywhere."""
+    return slice(None) if mask.all() else np.flatnonzero(mask)
 
 
 def _as_executions(ev: EventTable, rows: np.ndarray, execs: Executions) -> tuple[Executions, np.ndarray]:
@@ -368,10 +375,12 @@ def _alone_groups(
             k = seen[memo] = index.setdefault(key, len(index))
             first.setdefault(k, a)
         key_of[n] = k
-    other = np.flatnonzero(~is_nccl)
-    if len(other):
-        code, at = first_codes(name[other].astype(np.int64) * len(REASONS) + why[other])
-        keys = [index.setdefault(("kernel", names[rows[other[i]]], REASONS[why[other[i]]]), len(index)) for i in at]
+    other = _where(~is_nccl)
+    if len(other) if isinstance(other, np.ndarray) else len(rows):
+        wide = np.int64 if int(name.max(initial=0)) >= (1 << 31) // len(REASONS) else np.int32
+        code, at = first_codes(name[other].astype(wide) * len(REASONS) + why[other])
+        firsts = other[at] if isinstance(other, np.ndarray) else at
+        keys = [index.setdefault(("kernel", names[rows[i]], REASONS[why[i]]), len(index)) for i in firsts.tolist()]
         key_of[other] = np.array(keys, np.int32)[code]
         del code
     group, at = first_codes(key_of)

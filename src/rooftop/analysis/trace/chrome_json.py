@@ -32,7 +32,15 @@ from types import MappingProxyType
 from typing import IO, Any, NoReturn
 
 from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role, step_number
-from rooftop.analysis.trace.events import MemorySample, ProgressFn, RowBuilder, Trace, natural_key
+from rooftop.analysis.trace.events import (
+    FLUSH_ROWS,
+    EventArgs,
+    MemorySample,
+    ProgressFn,
+    RowBuilder,
+    Trace,
+    natural_key,
+)
 from rooftop.analysis.trace.files import open_regular
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -78,6 +86,13 @@ KINETO_ARGS: dict[str, tuple[str, ...]] = {
     "cpu_op": ("Input Dims", "Input type", "Concrete Inputs", "External id"),
     "kernel": ("External id", *_NCCL_ARGS),
 }
+_KEPT = {cat: frozenset(keys) for cat, keys in KINETO_ARGS.items()}
+_EXTERNAL_ID = frozenset({"External id"})
+_OP_ARGS = frozenset(KINETO_ARGS["cpu_op"])
+_NO_ARGS: dict[str, Any] = {}
+_MAX_OP_ARGS = 1 << 16  # distinct op shapes kept as one dict each (past it, each event keeps its own)
+#: Kineto categories of device activity, and the kind of row each is
+_DEVICE_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memcpy", "gpu_user_annotation": "other"}
 #: args whose text repeats across events (module, instruction, kernel and source names): stored once.
 _SHARED_ARGS = ("hlo_module", "hlo_op", "long_name", "tf_op", "source", "kernel_details")
 
@@ -90,7 +105,8 @@ class JsonStream:
         self.text, self.source = text, source
         self.buf, self.pos, self.eof, self.lines_before = "", 0, False, 0
         self.decoder = json.JSONDecoder()
-        self.batch_at: tuple[int, int] | None = None  # (start, index) of the array element being handed out
+        self.batch_at: tuple[int, int] | None = None  # (start, index) of an array element that failed
+        self.batch_start: int | None = None  # where the list of elements being handed out starts
         self.consumed = 0  # characters dropped from the front of the buffer
         self.bad_cuts: set[int] = set()  # offsets (from the start of the text) of cuts that failed
 
@@ -145,8 +161,11 @@ class JsonStream:
         line = self.lines_before + self.buf.count("\n", 0, at) + 1
         raise ParseError(message, source=self.source, line=line)
 
-    def array(self, *, unterminated_ok: bool = False) -> Iterator[Any]:
-        """Yield the elements of the array starting here (the Chrome "JSON array format" may lack its ``]``)."""
+    def array(self, *, unterminated_ok: bool = False) -> Iterator[list[Any]]:
+        """Yield the elements of the array starting here, in lists: as many whole elements as the buffer
+        holds, decoded in one call (while a list is handed out, ``pos`` is where it starts: :meth:`failed_at`
+        finds an element's line from there), or one element read alone. The Chrome "JSON array format" may
+        lack its ``]``."""
         self.expect("[", "'['")
         if self.peek() == "]":
             self.pos += 1
@@ -154,19 +173,24 @@ class JsonStream:
         while True:
             batch = self._batch()
             if batch is None:
-                yield self.value()
+                yield [self.value()]
             else:
                 items, end = batch
-                for k, item in enumerate(items):
-                    self.batch_at = (self.pos, k)
-                    yield item
-                self.batch_at, self.pos = None, end
+                self.batch_start = self.pos
+                yield items
+                self.batch_start, self.pos = None, end
             char = self.peek()
             self.pos += 1
             if char == "]" or (char in ("", ",") and unterminated_ok and self.peek() == ""):
                 return
             if char != ",":
                 self.fail("expected ',' or ']' in the traceEvents array")
+
+    def failed_at(self, index: int, message: str) -> NoReturn:
+        """Fail at element ``index`` of the list :meth:`array` handed out last."""
+        if self.batch_start is not None:
+            self.batch_at = (self.batch_start, index)
+        self.fail(message)
 
     def _batch(self) -> tuple[list[Any], int] | None:
         """The whole array elements from here to the last ``},`` in the buffer, decoded in one call, and
@@ -217,15 +241,19 @@ def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
     stream = JsonStream(text, str(path))
     try:
         with raw, text:
-            for n, event in enumerate(_events(stream, mapper.top), 1):
-                try:
-                    mapper.event(event)
-                except (TypeError, AttributeError) as exc:
-                    stream.fail(f"trace event {n} has a field of the wrong type ({_cut(exc)})")
-                except ValueError as exc:
-                    stream.fail(f"trace event {n}: {_cut(exc)}")
-                if progress is not None and n % _PROGRESS_EVERY == 0:
-                    progress(n, raw.tell())
+            n = 0
+            event = mapper.event
+            for batch in _events(stream, mapper.top):
+                for k, ev in enumerate(batch):
+                    n += 1
+                    try:
+                        event(ev)
+                    except (TypeError, AttributeError) as exc:
+                        stream.failed_at(k, f"trace event {n} has a field of the wrong type ({_cut(exc)})")
+                    except ValueError as exc:
+                        stream.failed_at(k, f"trace event {n}: {_cut(exc)}")
+                    if progress is not None and n % _PROGRESS_EVERY == 0:
+                        progress(n, raw.tell())
             size = raw.tell()
     except UnicodeDecodeError as exc:
         what = "truncated or corrupt compressed JSON trace" if gz else "not a JSON trace (the text is not UTF-8)"
@@ -239,7 +267,8 @@ def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
     return mapper.trace(str(path))
 
 
-def _events(stream: JsonStream, top: dict[str, Any]) -> Iterator[Any]:
+def _events(stream: JsonStream, top: dict[str, Any]) -> Iterator[list[Any]]:
+    """The trace events, in lists (:meth:`JsonStream.array`); the other top-level values into ``top``."""
     char = stream.peek()
     if char == "[":
         yield from stream.array(unterminated_ok=True)
@@ -283,6 +312,8 @@ class _Mapper:
         self.line_keys: dict[tuple[Any, Any], str] = {}
         self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
         self.cat_args: dict[str, Mapping[str, Any]] = {}  # the one read-only {"cat": cat} of each category
+        self.op_args: dict[tuple[str, str], dict[str, Any]] = {}  # (cat, text of an op's shapes) -> their dict
+        self.gpus: dict[tuple[int, int], str] = {}  # (pid, args.device) -> device name
 
     def event(self, ev: Any) -> None:
         self.seen += 1
@@ -300,7 +331,7 @@ class _Mapper:
                 ts = _time_us(ts, "ts")
             if dur.__class__ not in _NUMBERS or not 0 <= dur <= _MAX_US:
                 dur = _time_us(dur, "dur", f"{shown(ev.get('name', '?'))} has a negative duration")
-            self._timed(ev, ts, dur)
+            self._timed(ev, ts, dur, pid, tid)
         elif ph == "B":
             self.open.setdefault((pid, tid), []).append((_time_us(ev.get("ts", 0.0), "ts"), ev))
         elif ph == "E":
@@ -317,7 +348,7 @@ class _Mapper:
                 end_args = ev.get("args")
                 if isinstance(end_args, dict) and end_args:
                     begin["args"] = {**args, **end_args} if isinstance(args, dict) else end_args
-                self._timed(begin, start, end - start)
+                self._timed(begin, start, end - start, pid, tid)
         elif ph == "M":
             self._meta(ev)
         elif ph in ("i", "I") and ev.get("name") == "[memory]":
@@ -349,74 +380,114 @@ class _Mapper:
         elif ev.get("name") == "thread_name" and name is not None:
             self.threads[(ev.get("pid"), ev.get("tid"))] = str(name).strip()
 
-    def _timed(self, ev: dict[str, Any], ts_us: float, dur_us: float) -> None:
+    def _timed(self, ev: dict[str, Any], ts_us: float, dur_us: float, pid: Any, tid: Any) -> None:
         self.count += 1
         args = ev.get("args")  # kept as read; the OpEvent.args view turns values into text
-        if not isinstance(args, dict):
+        if args.__class__ is not dict:
             args = {}
         name, cat = ev.get("name", ""), ev.get("cat")
         if name.__class__ is not str:
             name = str(name)
-        if cat is not None and cat.__class__ is not str:
-            raise TypeError(f"cat {shown(cat)} is not a category name (a string)")
-        pid, tid = ev.get("pid"), ev.get("tid")
         line = self.line_keys.get((pid, tid))
         if line is None:
             line = self.line_keys.setdefault((pid, tid), f"\0{pid}\0{tid}")
         start_s, dur_s = ts_us / _US_PER_S, dur_us / _US_PER_S
         intern = self.rows.strings.setdefault
-        if cat is not None:
+        if cat is not None:  # Kineto: kernels and copies on their GPU, ProfilerStep#N steps, the rest host activity
+            if cat.__class__ is not str:
+                raise TypeError(f"cat {shown(cat)} is not a category name (a string)")
+            name, cat = intern(name, name), intern(cat, cat)
             self.kineto_events += cat in _KINETO_CATS
-            text = str(cat)
-            args["cat"] = intern(text, text)
-            kind, device, step, corr = self._kineto(cat, name, args, pid)
-            if corr is not None and kind == "other":
-                self.rows.launch_s.setdefault(corr, start_s)
-            self.rows.add(device, line, name, None, None, start_s, dur_s, step, kind, corr, self._kept(args))
+            corr: Any = args.get("correlation")
+            if corr is not None:
+                corr = str(corr)
+            step = None
+            kind = _DEVICE_KINDS.get(cat)
+            if kind is not None:
+                device = self._gpu(pid, args.get("device"))
+                if kind == "other" and corr is not None:  # a GPU annotation: a launch, for the steps
+                    self.rows.launch_s.setdefault(corr, start_s)
+            else:
+                device = "/host:CPU"
+                marker = PROFILER_STEP.match(name) if cat == "user_annotation" else None
+                if marker:
+                    kind, corr, step = "step", None, step_number(marker.group(1))
+                    if step is None:
+                        raise ValueError(f"step marker {shown(name)} has a step number past int64 (at most "
+                                         f"{_INT64_MAX})")  # fmt: skip
+                else:
+                    kind = "other"
+                    if corr is not None:
+                        self.rows.launch_s.setdefault(corr, start_s)
+            keys = _KEPT.get(cat)
+            kept = self._kept(cat, args, keys) if keys is not None else self.cat_args.get(cat) or self._cat(cat)
+            rows = self.rows.rows
+            rows.append((device, line, name, None, None, start_s, dur_s, step, kind, corr, kept))
+            if len(rows) >= FLUSH_ROWS:
+                self.rows.flush()
             return
         known = self.lines.get((pid, tid))
         if known is None:
             plane = self.processes.get(pid, f"pid {pid}")
             known = self.lines[(pid, tid)] = (plane, line_role(plane, self.threads.get((pid, tid), str(tid))))
         plane, role = known
-        for key in _SHARED_ARGS:  # the same text on many events: one string for all
-            value = args.get(key)
-            if value.__class__ is str:
-                args[key] = intern(value, value)
         kind, device, module, inst, step, corr = classify(role, plane, name, args, host_ops=self.host_ops)
         if corr is not None and kind == "other" and plane.startswith("/host:"):
             self.rows.launch_s.setdefault(corr, start_s)
-        self.rows.add(device, line, name, module, inst, start_s, dur_s, step, kind, corr, self.rows.args(args))
+        stored = self.rows.args(args)
+        if stored is args or (stored.__class__ is EventArgs and stored.shared is args):  # args not seen before
+            for key in _SHARED_ARGS:  # the same text on many events: one string for all
+                value = args.get(key)
+                if value.__class__ is str:
+                    args[key] = intern(value, value)
+        if module is not None:
+            module = intern(module, module)
+        if inst is not None:
+            inst = intern(inst, inst)
+        rows = self.rows.rows
+        rows.append((intern(device, device), line, intern(name, name), module, inst, start_s, dur_s, step, kind, corr,
+                     stored))  # fmt: skip
+        if len(rows) >= FLUSH_ROWS:
+            self.rows.flush()
 
-    def _kept(self, args: dict[str, Any]) -> Mapping[str, Any]:
-        """The args of a Kineto event a report reads (KINETO_ARGS, with ``cat``)."""
-        cat = args["cat"]
-        keys = KINETO_ARGS.get(cat)
-        if keys is None or not any(k in args for k in keys):
-            shared = self.cat_args.get(cat)
+    def _gpu(self, pid: Any, number: Any) -> str:
+        """The device of a Kineto GPU event: its ``device`` arg, or its pid (Kineto numbers GPU processes)."""
+        plain = pid.__class__ is int and number.__class__ is int
+        device = self.gpus.get((pid, number)) if plain else None
+        if device is None:
+            text = f"/device:GPU:{pid if number is None else _device_id(number, 'device')}"
+            device = self.rows.strings.setdefault(text, text)
+            if plain:
+                self.gpus[(pid, number)] = device
+        return device
+
+    def _cat(self, cat: str) -> Mapping[str, Any]:
+        """The args kept of an event of ``cat`` that carries none a report reads: one ``{"cat": cat}``."""
+        return self.cat_args.setdefault(cat, MappingProxyType({"cat": cat}))
+
+    def _kept(self, cat: str, args: dict[str, Any], keys: frozenset[str]) -> Mapping[str, Any]:
+        """The args of a Kineto event a report reads (``keys``, of :data:`KINETO_ARGS`, with ``cat``), stored
+        as :meth:`RowBuilder.args` stores them (an op's shapes and types: one dict per distinct text)."""
+        present = keys.intersection(args)
+        if not present:
+            return self.cat_args.get(cat) or self._cat(cat)
+        if present == _EXTERNAL_ID:  # a kernel's link to its op, nothing else
+            return EventArgs(self.cat_args.get(cat) or self._cat(cat), "External id", args["External id"])
+        if present == _OP_ARGS:  # an op's shapes: the same text, one dict
+            dims, types, concrete = args["Input Dims"], args["Input type"], args["Concrete Inputs"]
+            try:
+                text = repr((dims, types, concrete))
+            except (RecursionError, ValueError):
+                text = None
+            shared = self.op_args.get((cat, text)) if text is not None else None
             if shared is None:
-                shared = self.cat_args[cat] = MappingProxyType({"cat": cat})
-            return shared
-        kept = {k: args[k] for k in keys if k in args}
+                shared = {"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete, "cat": cat}
+                if text is not None and len(self.op_args) < _MAX_OP_ARGS:
+                    self.op_args[(cat, text)] = shared
+            return EventArgs(shared, "External id", args["External id"])
+        kept = {k: args[k] for k in KINETO_ARGS[cat] if k in present}
         kept["cat"] = cat
         return self.rows.args(kept)
-
-    @staticmethod
-    def _kineto(cat: str, name: str, args: dict[str, Any], pid: Any) -> tuple[str, str, int | None, str | None]:
-        corr = args.get("correlation")
-        corr_text = None if corr is None else str(corr)
-        if cat in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"):
-            number = args.get("device")  # the GPU; the pid (Kineto's GPU processes are numbered) without it
-            device = f"/device:GPU:{pid if number is None else _device_id(number, 'device')}"
-            kind = {"kernel": "kernel", "gpu_user_annotation": "other"}.get(cat, "memcpy")
-            return kind, device, None, corr_text
-        marker = PROFILER_STEP.match(name) if cat == "user_annotation" else None
-        if marker:
-            number = step_number(marker.group(1))
-            if number is None:
-                raise ValueError(f"step marker {shown(name)} has a step number past int64 (at most {_INT64_MAX})")
-            return "step", "/host:CPU", number, None
-        return "other", "/host:CPU", None, corr_text
 
     def trace(self, source: str) -> Trace:
         lines = {key: self.threads.get(pid_tid, f"thread {pid_tid[1]}") for pid_tid, key in self.line_keys.items()}

@@ -10,8 +10,9 @@ set) or ``"other"`` (host activity, launches, framework ops). The loaders (:mod:
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import json
+import operator
 import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -28,7 +29,7 @@ ProgressFn = Callable[[int, int], None]
 """``progress(events_loaded, bytes_read)``; called every few thousand events and once at the end."""
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_FLUSH_ROWS = 1 << 14  # RowBuilder: rows collected as tuples, moved into columns this many at a time
+FLUSH_ROWS = 1 << 14  # RowBuilder: rows collected as tuples, moved into columns this many at a time
 #: columns stored as machine doubles (8 bytes a value, not a pointer to a 24-byte float object)
 FLOAT_COLUMNS = ("start_s", "duration_s")
 #: args that identify one event (a correlation or External id, a run, a flow): each event keeps its own
@@ -281,7 +282,7 @@ class RowBuilder:
         else:  # floats, lists, objects: by their text (repr tells -0.0 from 0.0, and [1] from [1.0])
             try:
                 key = (*[(k, v if v.__class__ in _PLAIN else repr(v)) for k, v in args.items()], types)
-            except RecursionError:
+            except (RecursionError, ValueError):  # nested too deep, or an int too long to write
                 return args
         shared = self.shared
         hit = shared.get(key)
@@ -323,7 +324,7 @@ class RowBuilder:
         rows = self.rows
         rows.append((s.setdefault(device, device), s.setdefault(line, line), s.setdefault(name, name), module,
                      instruction, start_s, duration_s, step, kind, correlation, args))  # fmt: skip
-        if len(rows) >= _FLUSH_ROWS:
+        if len(rows) >= FLUSH_ROWS:
             self.flush()
 
     def __len__(self) -> int:
@@ -342,24 +343,35 @@ class RowBuilder:
             cols[c] = _column(c, cols[c])
         return EventTable(cols)
 
-    def _assign_steps(self, c: dict[str, list[Any]]) -> None:
-        """Give each event without a step the step whose marker window holds it; a device event is placed
-        by the host time of its launch (same correlation id) when that is known."""
-        marks = [i for i, k in enumerate(c["kind"]) if k == "step"]
+    def _assign_steps(self, c: dict[str, Any]) -> None:
+        """Give each event without a step the step whose marker window holds it (the last window to start
+        by then, if it has not ended); a device event is placed by the host time of its launch (same
+        correlation id) when that is known. Column-wise, a chunk of rows at a time (bisected at once)."""
+        import numpy as np  # loaded with the analysis, not with the loaders' imports
+
+        kind_col, step_col, corr_col = c["kind"], c["step"], c["correlation"]
+        marks = [i for i, k in enumerate(kind_col) if k == "step"]
         if not marks:
             return
-        order = sorted(marks, key=lambda i: c["start_s"][i])
-        numbers = [c["step"][i] if c["step"][i] is not None else n for n, i in enumerate(order)]
-        windows = [
-            (c["start_s"][i], c["start_s"][i] + c["duration_s"][i], n) for i, n in zip(order, numbers, strict=True)
-        ]
-        starts = [w[0] for w in windows]
-        step_col, launch = c["step"], self.launch_s
-        for i, (t, corr) in enumerate(zip(c["start_s"], c["correlation"], strict=True)):
-            if step_col[i] is not None:
-                continue
-            if corr is not None and c["kind"][i] in ("kernel", "memcpy", "op"):
-                t = launch.get(corr, t)
-            j = bisect.bisect_right(starts, t) - 1
-            if j >= 0 and t <= windows[j][1]:
-                step_col[i] = windows[j][2]
+        start = np.frombuffer(c["start_s"], np.float64) if isinstance(c["start_s"], array) else np.asarray(c["start_s"])
+        order = sorted(marks, key=c["start_s"].__getitem__)
+        numbers = [step_col[i] if step_col[i] is not None else n for n, i in enumerate(order)]
+        lo = np.array([c["start_s"][i] for i in order], np.float64)
+        hi = np.array([c["start_s"][i] + c["duration_s"][i] for i in order], np.float64)
+        launched = frozenset({"kernel", "memcpy", "op"}).__contains__
+        launch = self.launch_s
+        for first in range(0, len(step_col), FLUSH_ROWS):
+            last = min(len(step_col), first + FLUSH_ROWS)
+            rows = np.flatnonzero(np.fromiter(map(operator.is_, step_col[first:last], itertools.repeat(None)), bool,
+                                              last - first)) + first  # fmt: skip
+            t = start[rows]
+            if launch:  # a device event at its launch
+                device = np.fromiter(map(launched, map(kind_col.__getitem__, rows.tolist())), bool, len(rows))
+                at = rows[device]
+                t[device] = np.fromiter(map(launch.get, map(corr_col.__getitem__, at.tolist()), start[at].tolist()),
+                                        np.float64, len(at))  # fmt: skip
+            j = np.searchsorted(lo, t, "right") - 1
+            inside = j >= 0
+            inside[inside] = t[inside] <= hi[j[inside]]
+            for i, n in zip(rows[inside].tolist(), j[inside].tolist(), strict=True):
+                step_col[i] = numbers[n]

@@ -113,7 +113,7 @@ def first_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if hi - lo < max(2 * n, 1 << 16):
         shifted = keys - lo if lo else keys
         first = np.full(hi - lo + 1, n, np.int64)
-        np.minimum.at(first, shifted, np.arange(n))
+        np.minimum.at(first, shifted, np.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64))
         seen = np.flatnonzero(first < n)
         seen = seen[np.argsort(first[seen], kind="stable")]
         rank = np.zeros(hi - lo + 1, np.int32)
@@ -233,7 +233,7 @@ def executions(trace: Trace, kinds: Sequence[str] = ("op", "kernel"), *, by_time
     starts = _execution_starts(ev, c, rows)
     first = rows[starts]
     end, busy = start[first] + duration[first], duration[first]
-    events = np.diff(np.append(starts, len(rows)))
+    events = np.diff(np.append(starts, len(rows))).astype(np.int32)
     kernels: dict[int, tuple[str, ...]] = {}
     names = ev.column("name")
     for k in np.flatnonzero(events > 1).tolist():  # executions of several kernels: summed in order

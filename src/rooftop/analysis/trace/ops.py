@@ -115,13 +115,13 @@ def first_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(small, kind="stable")
     ordered = small[order]
     heads = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    first, distinct = order[heads], heads  # where each distinct key first appears (the sort is stable)
+    first = order[heads]  # where each distinct key first appears (the sort is stable)
     del ordered
     by_first = np.argsort(first, kind="stable")
     rank = np.empty(len(heads), np.int32)
     rank[by_first] = np.arange(len(heads), dtype=np.int32)
     code = np.empty(n, np.int32)  # each key's distinct key: the run of the sorted keys it falls in
-    code[order] = np.repeat(rank, np.diff(np.append(distinct, n)))
+    code[order] = np.repeat(rank, np.diff(np.append(heads, n)))
     return code, first[by_first]
 
 

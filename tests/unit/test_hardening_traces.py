@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rooftop.analysis import compare, intervals
-from rooftop.analysis.trace import chrome_json
+from rooftop.analysis.trace import jsonstream
 from rooftop.analysis.trace.classify import step_number
 from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, natural_key
 from rooftop.analysis.trace.load import load_trace
@@ -261,8 +261,8 @@ def test_deep_nesting_is_a_parse_error(tmp_path: Path) -> None:
 
 
 def test_an_endless_value_stops_at_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chrome_json, "_CHUNK_CHARS", 64)
-    monkeypatch.setattr(chrome_json, "_MAX_VALUE_CHARS", 1 << 12)
+    monkeypatch.setattr(jsonstream, "_CHUNK_CHARS", 64)
+    monkeypatch.setattr(jsonstream, "_MAX_VALUE_CHARS", 1 << 12)
     path = tmp_path / "t.json"
     path.write_text('{"traceEvents": [{"ph": "X", "name": "' + "a" * 100_000)
     _one_line_error(path, "t.json:1: invalid JSON (Unterminated string", "or a value longer than")

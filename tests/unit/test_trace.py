@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rooftop.analysis.trace import chrome_json
+from rooftop.analysis.trace import jsonstream
 from rooftop.analysis.trace.events import EventTable, OpEvent, Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import Step, detect_steps, group_ops, module_executions, op_executions
@@ -176,7 +176,7 @@ def test_progress_callback(run_dir: Path) -> None:
 def test_json_streams_across_tiny_chunks(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (host_json,) = (p for p in run_dir.glob("*.trace.json.gz") if not p.name.startswith("perfetto"))
     whole = load_trace(host_json)
-    monkeypatch.setattr(chrome_json, "_CHUNK_CHARS", 7)  # every value straddles chunk boundaries
+    monkeypatch.setattr(jsonstream, "_CHUNK_CHARS", 7)  # every value straddles chunk boundaries
     chunked = load_trace(host_json)
     assert list(chunked.events) == list(whole.events)
     assert chunked.metadata == whole.metadata

@@ -196,15 +196,44 @@ def comm_overlap(runs: Runs | list[OpExecution], compute: Mapping[str, Merged]) 
     """The fraction of the executions' time that compute on their device overlaps; None without time."""
     if isinstance(runs, Runs):
         e, idx = runs.execs, runs.index
-        starts, ends = e.start_s[idx].tolist(), e.end_s[idx].tolist()
-        devices = [e.devices[d] for d in e.device[idx].tolist()]
+        starts, ends, device = e.start_s[idx], e.end_s[idx], e.device[idx]
+        devices = e.devices
     else:
-        starts, ends, devices = [x.start_s for x in runs], [x.end_s for x in runs], [x.device for x in runs]
-    total = sum(end - start for start, end in zip(starts, ends, strict=True))
+        starts = np.array([x.start_s for x in runs], float)
+        ends = np.array([x.end_s for x in runs], float)
+        names = {d: k for k, d in enumerate(dict.fromkeys(x.device for x in runs))}
+        device, devices = np.array([names[x.device] for x in runs], np.int64), list(names)
+    total = sum((ends - starts).tolist())
     if not total:
         return None
-    hidden = sum(_overlap(s, e, compute.get(d, _NONE)) for s, e, d in zip(starts, ends, devices, strict=True))
-    return hidden / total
+    hidden = np.zeros(len(starts))
+    for d in np.unique(device).tolist():
+        mine = np.flatnonzero(device == d)
+        hidden[mine] = _overlaps(starts[mine], ends[mine], compute.get(devices[d], _NONE))
+    return sum(hidden.tolist()) / total
+
+
+def _overlaps(lo: np.ndarray, hi: np.ndarray, m: Merged) -> np.ndarray:
+    """:func:`_overlap` of many windows at once, the same sums: the walk of up to :data:`_WALK` intervals
+    is taken a step at a time for every window still walking (a window done adds nothing more)."""
+    if m.sums is None:
+        return np.array([_overlap(a, b, m) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)], float)
+    n = len(m.starts)
+    first = np.searchsorted(m.ends, lo, "right")
+    total = np.zeros(len(lo))
+    walking = np.flatnonzero(first < n)
+    for step in range(_WALK):
+        if not len(walking):
+            break
+        j = first[walking] + step
+        a, b = lo[walking], hi[walking]
+        s, e = m.starts[j], m.ends[j]
+        total[walking] += np.maximum(0.0, np.minimum(b, e) - np.maximum(a, s))
+        walking = walking[(b >= e) & (j + 1 < n)]  # done: the window ends in this interval, or none is left
+    long = walking if len(walking) else np.zeros(0, np.int64)  # walked the whole way, more intervals to go
+    if len(long):
+        total[long] = m.within_all(lo[long], hi[long])
+    return total
 
 
 def is_communication(e: OpExecution) -> bool:

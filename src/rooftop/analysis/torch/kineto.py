@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -114,23 +113,29 @@ def launching_ops(trace: Trace) -> Launches:
 
 
 def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    """The rows of the cpu_ops with Input Dims, and the first runtime launch row of each correlation id
-    (the args of each distinct common part read once)."""
+    """The rows of the cpu_ops with Input Dims, and the first runtime launch row of each correlation id;
+    the args are read once per distinct common part (the loader shares it between events)."""
     args, corr = ev.column("args"), ev.column("correlation")
-    seen: dict[int, int] = {}  # common part of the args -> 1 shaped op, 2 launch, 0 neither
-    ops = array("q")
-    launch: dict[str, int] = {}
-    for i in each(other):
+    common = np.fromiter(map(id, map(_common_part, map(args.__getitem__, each(other)))), np.int64, len(other))
+    code, first = first_codes(common)
+    del common
+    what = []  # per distinct args: 1 a shaped op, 2 a launch, 0 neither
+    for i in other[first].tolist():
         a = args[i]
-        what = seen.get(_common(a))
-        if what is None:
-            cat = a.get("cat")
-            what = seen[_common(a)] = 1 if cat == "cpu_op" and "Input Dims" in a else 2 if cat in _LAUNCH_CATS else 0
-        if what == 1:
-            ops.append(i)
-        elif what == 2 and corr[i] is not None:
-            launch.setdefault(corr[i], i)
-    return np.array(ops, np.int64), launch
+        cat = a.get("cat")
+        what.append(1 if cat == "cpu_op" and "Input Dims" in a else 2 if cat in _LAUNCH_CATS else 0)
+    what_of = np.array(what, np.int8)[code] if len(what) else np.zeros(0, np.int8)
+    del code
+    ops = other[what_of == 1]
+    runtime = other[what_of == 2].tolist()
+    corrs = list(map(corr.__getitem__, runtime))
+    launch = {c: i for c, i in zip(reversed(corrs), reversed(runtime), strict=True) if c is not None}  # the first
+    return ops, launch
+
+
+def _common_part(args: Any) -> Any:
+    """The part of an event's args that other events share (the whole args unless :class:`EventArgs`)."""
+    return args.shared if args.__class__ is EventArgs else args
 
 
 def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndarray, out: np.ndarray,

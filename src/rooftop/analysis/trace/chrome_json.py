@@ -1,9 +1,10 @@
 """Chrome / Perfetto trace-event JSON (written by JAX) and PyTorch profiler (Kineto) JSON -> event table.
 
-Streaming: the (gzip) file is decoded in 1 MiB chunks and the ``traceEvents`` array is parsed one event
-at a time with ``json.JSONDecoder.raw_decode``; the raw text is never held whole and each event dict is
-dropped once its row is stored, so memory is bounded by the event table itself plus one chunk. The
-other top-level keys (``deviceProperties``, ``distributedInfo``, ...) are small and decoded whole.
+Streaming: the (gzip) file is decoded in 1 MiB chunks and the ``traceEvents`` array is parsed a buffer of
+events at a time (:mod:`rooftop.analysis.trace.jsonstream`); the raw text is never held whole and each
+event dict is dropped once its row is stored, with only the args a report reads, so memory is bounded by
+the event table itself plus one chunk. The other top-level keys (``deviceProperties``,
+``distributedInfo``, ...) are small and decoded whole.
 
 Mapping (trace event format: ``ph`` ``X`` complete events, ``B``/``E`` pairs, ``M`` metadata naming
 processes and threads, ``ts``/``dur`` in microseconds):
@@ -23,13 +24,11 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
-import re
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, Any, NoReturn
+from typing import Any
 
 from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role, step_number
 from rooftop.analysis.trace.events import (
@@ -42,18 +41,15 @@ from rooftop.analysis.trace.events import (
     natural_key,
 )
 from rooftop.analysis.trace.files import open_regular
+from rooftop.analysis.trace.jsonstream import JsonStream
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
 _US_PER_S = 1e6  # trace-event timestamps are microseconds
-_CHUNK_CHARS = 1 << 20
-_MAX_VALUE_CHARS = 1 << 26  # one JSON value (an event, a metadata value) longer than this is not a trace
 _MAX_US = 1e18  # |ts| and dur bound (31,700 years): sums of two stay finite; NaN fails the comparison
 _NUMBERS: frozenset[Any] = frozenset({int, float})  # classes, tested with "in" (bool is not int here)
 _IDS: frozenset[Any] = frozenset({int, str, float, type(None)})  # what a pid or tid may be (they key dicts)
 _INT64_MAX = 2**63 - 1
-_BATCH_CHARS = 1 << 10  # decode array elements in batches when at least this much text holds whole ones
 _PROGRESS_EVERY = 1 << 16
-_WS = re.compile(r"[ \t\n\r]*")
 _KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"})
 _KINETO_CATS = frozenset(
     {
@@ -95,129 +91,6 @@ _MAX_OP_ARGS = 1 << 16  # distinct op shapes kept as one dict each (past it, eac
 _DEVICE_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memcpy", "gpu_user_annotation": "other"}
 #: args whose text repeats across events (module, instruction, kernel and source names): stored once.
 _SHARED_ARGS = ("hlo_module", "hlo_op", "long_name", "tf_op", "source", "kernel_details")
-
-
-class JsonStream:
-    """Incremental reader of one JSON document: values are decoded from a sliding buffer, one at a time or,
-    inside an array, as many whole elements as the buffer holds in one decoder call (:meth:`array`)."""
-
-    def __init__(self, text: IO[str], source: str) -> None:
-        self.text, self.source = text, source
-        self.buf, self.pos, self.eof, self.lines_before = "", 0, False, 0
-        self.decoder = json.JSONDecoder()
-        self.batch_at: tuple[int, int] | None = None  # (start, index) of an array element that failed
-        self.batch_start: int | None = None  # where the list of elements being handed out starts
-        self.consumed = 0  # characters dropped from the front of the buffer
-        self.bad_cuts: set[int] = set()  # offsets (from the start of the text) of cuts that failed
-
-    def fill(self, chars: int | None = None) -> None:
-        if self.pos > 0:
-            self.lines_before += self.buf.count("\n", 0, self.pos)
-            self.consumed += self.pos
-            self.bad_cuts = {c for c in self.bad_cuts if c >= self.consumed}
-            self.buf, self.pos = self.buf[self.pos :], 0
-        chunk = self.text.read(chars or _CHUNK_CHARS)
-        self.eof = not chunk
-        self.buf += chunk
-
-    def peek(self) -> str:
-        while True:
-            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
-            if self.pos < len(self.buf) or self.eof:
-                return self.buf[self.pos : self.pos + 1]
-            self.fill()
-
-    def expect(self, char: str, what: str) -> None:
-        if self.peek() != char:
-            self.fail(f"expected {what}")
-        self.pos += 1
-
-    def value(self) -> Any:
-        self.peek()
-        chars = _CHUNK_CHARS
-        while True:
-            try:
-                obj, end = self.decoder.raw_decode(self.buf, self.pos)
-                if end < len(self.buf) or self.eof:
-                    self.pos = end
-                    return obj
-            except json.JSONDecodeError as exc:
-                if self.eof:
-                    self.fail(f"invalid JSON ({exc.msg})", exc.pos)
-                if len(self.buf) - self.pos > _MAX_VALUE_CHARS:  # no trace event is this long: stop reading
-                    limit = f"or a value longer than {_MAX_VALUE_CHARS >> 20} Mi characters"
-                    self.fail(f"invalid JSON ({exc.msg}, {limit})", exc.pos)
-            except ValueError:  # an integer past Python's 4,300-digit conversion limit
-                self.fail("invalid JSON: a number with more than 4300 digits")
-            except RecursionError:
-                self.fail("invalid JSON: values nested too deeply to read")
-            self.fill(chars)  # the value may continue in the next chunk
-            chars *= 2
-
-    def fail(self, message: str, at: int | None = None) -> NoReturn:
-        if at is None and self.batch_at is not None:
-            at = self._element_end(*self.batch_at)
-        at = self.pos if at is None else at
-        line = self.lines_before + self.buf.count("\n", 0, at) + 1
-        raise ParseError(message, source=self.source, line=line)
-
-    def array(self, *, unterminated_ok: bool = False) -> Iterator[list[Any]]:
-        """Yield the elements of the array starting here, in lists: as many whole elements as the buffer
-        holds, decoded in one call (while a list is handed out, ``pos`` is where it starts: :meth:`failed_at`
-        finds an element's line from there), or one element read alone. The Chrome "JSON array format" may
-        lack its ``]``."""
-        self.expect("[", "'['")
-        if self.peek() == "]":
-            self.pos += 1
-            return
-        while True:
-            batch = self._batch()
-            if batch is None:
-                yield [self.value()]
-            else:
-                items, end = batch
-                self.batch_start = self.pos
-                yield items
-                self.batch_start, self.pos = None, end
-            char = self.peek()
-            self.pos += 1
-            if char == "]" or (char in ("", ",") and unterminated_ok and self.peek() == ""):
-                return
-            if char != ",":
-                self.fail("expected ',' or ']' in the traceEvents array")
-
-    def failed_at(self, index: int, message: str) -> NoReturn:
-        """Fail at element ``index`` of the list :meth:`array` handed out last."""
-        if self.batch_start is not None:
-            self.batch_at = (self.batch_start, index)
-        self.fail(message)
-
-    def _batch(self) -> tuple[list[Any], int] | None:
-        """The whole array elements from here to the last ``},`` in the buffer, decoded in one call, and
-        the end of the last one; None when there is no such cut or it does not end an element of this
-        array (it lies in a string or a nested value: "[" + text + "]" is then not one JSON array, and
-        the elements up to it are read one at a time). The values are those of :meth:`value`."""
-        self.peek()
-        pos, tries = self.pos, 3
-        cut = self.buf.rfind("},", pos)
-        while tries and cut - pos >= _BATCH_CHARS:
-            if cut + self.consumed not in self.bad_cuts:
-                try:
-                    return self.decoder.decode("[" + self.buf[pos : cut + 1] + "]"), cut + 1
-                except (ValueError, RecursionError):  # a cut inside a value, or a value value() reports
-                    self.bad_cuts.add(cut + self.consumed)
-                    tries -= 1
-            cut = self.buf.rfind("},", pos, pos + (cut - pos) // 2 + 2)  # one in the first half
-        return None
-
-    def _element_end(self, start: int, index: int) -> int:
-        """Where element ``index`` of the batch decoded from ``start`` ends (for error lines)."""
-        pos = end = start
-        for k in range(index + 1):
-            if k:
-                pos = _WS.match(self.buf, end).end() + 1  # type: ignore[union-attr]  # past the comma
-            _, end = self.decoder.raw_decode(self.buf, _WS.match(self.buf, pos).end())  # type: ignore[union-attr]
-        return end
 
 
 def _open_text(path: Path) -> tuple[io.BufferedReader, io.TextIOWrapper, bool]:

@@ -30,8 +30,11 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 
+import numpy as np
+
 from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.analysis.trace.events import COLUMNS, EventTable, Trace
+from rooftop.analysis.trace.ops import codes, groups_of
 from rooftop.errors import ParseError
 
 #: the instruction name the profiler gives kernels replayed from a command buffer
@@ -113,28 +116,43 @@ def align(kernels: list[str], schedule: list[Instruction]) -> list[str] | None:
     return out if p == n else None
 
 
+def _kernels_by_op(ev: EventTable) -> list[np.ndarray]:
+    """The rows of the kernels of each distinct (module, instruction), in table order."""
+    kind, kinds = codes(ev.column("kind"))
+    if "kernel" not in kinds:
+        return []
+    rows = np.flatnonzero(kind == kinds.index("kernel"))
+    del kind
+    module, _ = codes(ev.column("module"))
+    inst, insts = codes(ev.column("instruction"))
+    key = module[rows].astype(np.int64) * len(insts) + inst[rows]
+    return [rows[m] for m in groups_of(key)]
+
+
 def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) -> tuple[Trace, list[str]]:
     """``trace`` with the kernels of command-buffer replays given their instructions (see the module
     docstring), kernels that carry their module but no ``hlo_op`` given the fusion their kernel name names,
     and notes saying what was done; the trace itself when there is nothing to attribute."""
     ev = trace.events
-    kind, inst, module_col = ev.column("kind"), ev.column("instruction"), ev.column("module")
+    inst, module_col = ev.column("instruction"), ev.column("module")
     device, corr, step = ev.column("device"), ev.column("correlation"), ev.column("step")
     replays: dict[tuple[str, str, str, object], list[int]] = defaultdict(list)
     orphans: dict[str, list[int]] = defaultdict(list)
     outside: dict[str, set[str]] = defaultdict(set)
-    for i, (k, name) in enumerate(zip(kind, inst, strict=True)):
-        if k != "kernel":
-            continue
-        base = (module_col[i] or "").split("(")[0]
+    for members in _kernels_by_op(ev):  # each distinct (module, instruction) of the kernels, decided once
+        i = int(members[0])
+        name, base = inst[i], (module_col[i] or "").split("(")[0]
         if name is None and (base in modules or not module_col[i]):
-            orphans[base].append(i)  # "" when the kernel names no module either
+            orphans[base].extend(members.tolist())  # "" when the kernel names no module either
         if base not in modules or name is None:
             continue
         elif COMMAND_BUFFER.match(name) and name not in modules[base].entry:
-            replays[(device[i], base, name, corr[i] if corr[i] is not None else step[i])].append(i)
+            for i in members.tolist():
+                replays[(device[i], base, name, corr[i] if corr[i] is not None else step[i])].append(i)
         else:
             outside[base].add(name)
+    for orphan_rows in orphans.values():
+        orphan_rows.sort()
     if not replays and not orphans:
         return trace, []
     start, kname = ev.column("start_s"), ev.column("name")

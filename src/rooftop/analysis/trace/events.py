@@ -36,7 +36,9 @@ FLOAT_COLUMNS = ("start_s", "duration_s")
 #: value; the rest of its args is a dict shared with every event whose other args are the same
 OWN_ARGS = ("correlation_id", "External id", "run_id", "device_offset_ps", "device_duration_ps", "flow", "_p", "_c")
 _OWN = frozenset(OWN_ARGS)
-_PLAIN: frozenset[Any] = frozenset({str, int, bool, type(None), bytes})  # scalars whose == tells them apart
+#: classes of values no value of another of them equals (1 == True == 1.0, so bool and float are not here)
+_PLAIN: frozenset[Any] = frozenset({str, int, type(None), bytes})
+_BY_TEXT = object()  # marks the keys of args compared by the text of their values
 _MAX_SHARED = 1 << 14  # distinct shared args kept before interning must pay its way (a hit per entry)
 _DIGITS = re.compile(r"([0-9]+)")  # ASCII only: "²" is a digit to str.isdigit but not to int()
 
@@ -261,9 +263,9 @@ class RowBuilder:
         ``1``, ``1.0`` and ``true`` differ). ``args`` is the loader's own dict: its own ids are popped."""
         if not args:
             return _EMPTY
-        own = _OWN.intersection(args)
-        if not own:
+        if _OWN.isdisjoint(args):
             return self._shared(args)
+        own = _OWN.intersection(args)
         key: Any
         value: Any
         if len(own) == 1:
@@ -276,12 +278,11 @@ class RowBuilder:
         return EventArgs(self._shared(args) if args else _EMPTY, key, value)
 
     def _shared(self, args: dict[str, Any]) -> Mapping[str, Any]:
-        types = tuple(map(type, args.values()))
-        if _PLAIN.issuperset(types):
-            key: tuple[Any, ...] = (*args.items(), types)
-        else:  # floats, lists, objects: by their text (repr tells -0.0 from 0.0, and [1] from [1.0])
+        if _PLAIN.issuperset(map(type, args.values())):  # equal keys: equal values of the same classes
+            key: tuple[Any, ...] = tuple(args.items())
+        else:  # floats, booleans, lists, objects: by class and text (repr tells -0.0 from 0.0, [1] from [1.0])
             try:
-                key = (*[(k, v if v.__class__ in _PLAIN else repr(v)) for k, v in args.items()], types)
+                key = (_BY_TEXT, *[(k, v.__class__, v if v.__class__ in _PLAIN else repr(v)) for k, v in args.items()])
             except (RecursionError, ValueError):  # nested too deep, or an int too long to write
                 return args
         shared = self.shared

@@ -104,26 +104,25 @@ def _small(codes: np.ndarray, n: int) -> np.ndarray:
 
 def first_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each key's index among the distinct keys, numbered in order of first appearance, and where each
-    distinct key first appears. Keys within a range not much wider than their count are counted in a table
-    over the range; others are sorted."""
+    distinct key first appears. Keys within a narrow range are sorted as 16-bit ints (a radix sort), others
+    as they are."""
     n = len(keys)
     if not n:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
     lo, hi = int(keys.min()), int(keys.max())
-    if hi - lo < max(2 * n, 1 << 16):
-        shifted = keys - lo if lo else keys
-        first = np.full(hi - lo + 1, n, np.int64)
-        np.minimum.at(first, shifted, np.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64))
-        seen = np.flatnonzero(first < n)
-        seen = seen[np.argsort(first[seen], kind="stable")]
-        rank = np.zeros(hi - lo + 1, np.int32)
-        rank[seen] = np.arange(len(seen))
-        return rank[shifted], first[seen]
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(first), np.int32)
-    rank[order] = np.arange(len(first))
-    return rank[inverse.ravel()], first[order]
+    narrow = hi - lo < 1 << 15
+    small = (keys - lo).astype(np.int16) if narrow else keys
+    order = np.argsort(small, kind="stable")
+    ordered = small[order]
+    heads = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    first = order[heads]  # where each distinct key first appears (the sort is stable)
+    del ordered
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(heads), np.int32)
+    rank[by_first] = np.arange(len(heads), dtype=np.int32)
+    code = np.empty(n, np.int32)  # each key's distinct key: the run of the sorted keys it falls in
+    code[order] = np.repeat(rank, np.diff(np.append(heads, n)))
+    return code, first[by_first]
 
 
 def members_of(code: np.ndarray, n: int) -> list[np.ndarray]:

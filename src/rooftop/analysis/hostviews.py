@@ -1,0 +1,178 @@
+"""Across hosts: who is slow, who waits, and for how long (from the per-host parts of analysis/hosts.py).
+
+Times of different hosts are put on one clock by each profile's start time (its Task Environment's
+``profile_start_time``; a note says when a host lacks it, and the views then take the clocks as aligned).
+
+- Steps per host: each host's own step time (its step markers, or its main module's k-th execution), the
+  slowest host, and the straggler: the host the others waited for longest at the step's collectives.
+- Collective waits: the k-th execution of a collective on every device that runs it is one meeting (its
+  participants: those devices; the replica groups are not told apart); the last to arrive sets it off, so
+  each participant waits ``last start - its start``. Per collective: its meetings, the mean and largest
+  skew (last start - first start), the summed wait of the participants, and the host most often last.
+  A host's *lateness* at a meeting is its last device's start less the first start of all.
+- Op spread: per op run on several hosts, the host totals' min, median and max, with the host of the max.
+- Straggler ranking: the hosts by summed lateness, with the steps in which each was the straggler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rooftop.analysis.exact import total
+from rooftop.analysis.trace.events import natural_key
+
+if TYPE_CHECKING:
+    from rooftop.analysis.hosts import HostPart
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """One step on every host: each host's step time, the slowest, the lateness of each host at the step's
+    collectives and the straggler (the latest; None without collectives in the step)."""
+
+    index: int
+    time_s: dict[str, float]
+    slowest: str
+    late_s: dict[str, float]
+    straggler: str | None
+
+
+@dataclass(frozen=True)
+class CollectiveWait:
+    name: str
+    module: str | None
+    meetings: int
+    participants: int
+    mean_skew_s: float
+    max_skew_s: float
+    wait_s: float
+    last_host: str
+
+
+@dataclass(frozen=True)
+class OpSpread:
+    name: str
+    module: str | None
+    hosts: int
+    min_s: float
+    median_s: float
+    max_s: float
+    max_host: str
+
+
+@dataclass(frozen=True)
+class Straggler:
+    host: str
+    late_s: float
+    straggler_steps: int
+    step_time_s: float
+
+
+@dataclass(frozen=True)
+class HostViews:
+    steps: tuple[HostStep, ...]
+    collectives: tuple[CollectiveWait, ...]
+    spread: tuple[OpSpread, ...]
+    stragglers: tuple[Straggler, ...]
+    notes: tuple[str, ...]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def host_views(parts: Sequence[HostPart]) -> HostViews:
+    from rooftop.analysis.hosts import clock_offsets
+
+    offsets, aligned = clock_offsets(parts)
+    notes = [] if aligned else ["a host's profile does not say when it started: the hosts' clocks are taken as "
+                                "aligned for the skews and waits"]  # fmt: skip
+    late: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    collectives = _collective_waits(parts, offsets, late)
+    steps = _host_steps(parts, late)
+    totals: dict[str, float] = defaultdict(float)
+    for per_step in late.values():
+        for host, s in per_step.items():
+            totals[host] += s
+    counts = Counter(s.straggler for s in steps if s.straggler is not None)
+    step_time = {p.host: math.fsum(s.end_s - s.start_s for s in p.steps) for p in parts}
+    stragglers = sorted(
+        (Straggler(p.host, totals.get(p.host, 0.0), counts.get(p.host, 0), step_time[p.host]) for p in parts),
+        key=lambda s: (-s.late_s, -s.straggler_steps, natural_key(s.host)),
+    )
+    return HostViews(tuple(steps), tuple(collectives), tuple(_spread(parts)), tuple(stragglers), tuple(notes))
+
+
+def _host_steps(parts: Sequence[HostPart], late: dict[int, dict[str, float]]) -> list[HostStep]:
+    times: dict[int, dict[str, float]] = defaultdict(dict)
+    for p in parts:
+        for s in p.steps:
+            times[s.index][p.host] = s.end_s - s.start_s
+    out = []
+    for index in sorted(times):
+        per_host = times[index]
+        slowest = max(per_host, key=lambda h: (per_host[h], h))
+        lateness = dict(late.get(index, {}))
+        straggler = max(lateness, key=lambda h: (lateness[h], h)) if lateness else None
+        out.append(HostStep(index, per_host, slowest, lateness, straggler))
+    return out
+
+
+def _collective_waits(
+    parts: Sequence[HostPart], offsets: dict[str, float], late: dict[int, dict[str, float]]
+) -> list[CollectiveWait]:
+    keys = list(dict.fromkeys(k for p in parts for k in p.collectives))
+    out = []
+    for key in keys:
+        runs = [(p.host, r) for p in parts for r in p.collectives.get(key, {}).values()]
+        if len({h for h, _ in runs}) < 2:
+            continue
+        meetings = max(len(r.start_s) for _, r in runs)
+        skews: list[float] = []
+        waits: list[float] = []
+        last_hosts: Counter[str] = Counter()
+        participants = 0
+        for k in range(meetings):
+            here = [(h, float(r.start_s[k]) + offsets[h], int(r.step[k])) for h, r in runs if len(r.start_s) > k]
+            starts = np.array([s for _, s, _ in here])
+            first, last = float(starts.min()), float(starts.max())
+            participants = max(participants, len(here))
+            skews.append(last - first)
+            waits.append(total((last - starts).tolist()))
+            per_host: dict[str, float] = {}
+            for h, s, _ in here:
+                per_host[h] = max(per_host.get(h, s), s)
+            last_hosts[max(per_host, key=lambda h: (per_host[h], h))] += 1
+            step = next((st for _, _, st in here if st >= 0), None)
+            if step is not None:
+                for h, s in per_host.items():
+                    late[step][h] += float(s - first)
+        name, module = key[2], key[0]
+        out.append(CollectiveWait(name, module, meetings, participants, math.fsum(skews) / meetings, max(skews),
+                                  math.fsum(waits), max(last_hosts, key=lambda h: (last_hosts[h], h))))  # fmt: skip
+    out.sort(key=lambda c: (-c.wait_s, c.name))
+    return out
+
+
+def _spread(parts: Sequence[HostPart]) -> list[OpSpread]:
+    per_op: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for p in parts:
+        for key, op in p.ops.items():
+            per_op[key][p.host] = total(op.busy)
+    out = []
+    for key, by_host in per_op.items():
+        if len(by_host) < 2:
+            continue
+        values = list(by_host.values())
+        top = max(by_host, key=lambda h: (by_host[h], h))
+        out.append(OpSpread(key[2], key[0], len(by_host), min(values), _median(values), by_host[top], top))
+    out.sort(key=lambda o: (-(o.max_s - o.min_s), o.name))
+    return out

@@ -33,7 +33,6 @@ import numpy as np
 
 from rooftop.analysis.compare import (
     Measured,
-    OpPricing,
     ProfileReport,
     analyses_notes,
     assemble_parts,
@@ -42,6 +41,8 @@ from rooftop.analysis.compare import (
 )
 from rooftop.analysis.exact import array_partials, total
 from rooftop.analysis.gcpause import paused_gc
+from rooftop.analysis.hostpart import CollectiveRuns, HostPart, OpPart
+from rooftop.analysis.hostviews import HostViews, host_views
 from rooftop.analysis.intervals import (
     Merged,
     Runs,
@@ -53,9 +54,9 @@ from rooftop.analysis.intervals import (
     step_table,
 )
 from rooftop.analysis.profile import join_hlo
-from rooftop.analysis.trace.events import MemorySample, Trace, natural_key
+from rooftop.analysis.trace.events import Trace, natural_key
 from rooftop.analysis.trace.load import profile_files
-from rooftop.analysis.trace.ops import Step, StepMark, executions, module_executions, step_marks, steps_of
+from rooftop.analysis.trace.ops import Step, executions, module_executions, step_marks, steps_of
 from rooftop.analysis.trace.xplane import load_xplanes
 from rooftop.errors import InvalidConfigError, RooftopError
 from rooftop.hardware.chip import Chip
@@ -65,57 +66,13 @@ HostProgress = Callable[[int, int, str, int], None]
 """``progress(hosts_done, hosts, host, events)``: called as each host's aggregates arrive"""
 
 
-@dataclasses.dataclass(frozen=True)
-class OpPart:
-    """One op on one host: executions, devices, the exact partials of its busy seconds and, for a
-    collective, of the seconds compute overlapped and of its executions' spans; where it first ran
-    (start, device, name: the order of the merged ops)."""
-
-    count: int
-    devices: int
-    busy: list[float]
-    hidden: list[float] | None
-    spans: list[float] | None
-    first: tuple[Any, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class CollectiveRuns:
-    """The executions of one collective on one device, in order: start and end seconds (the host's clock)
-    and step numbers (-1: none)."""
-
-    start_s: np.ndarray
-    end_s: np.ndarray
-    step: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True)
-class HostPart:
-    """What one host contributes (module docstring)."""
-
-    host: str
-    events: int
-    chip: str
-    ops: dict[tuple, OpPart]
-    pricing: dict[tuple, OpPricing]
-    marks: list[StepMark]
-    modules: list[tuple[str, str, float, float]]
-    memory: tuple[MemorySample, ...]
-    sharding: list[str]
-    notes: list[str]
-    clock_ns: int | None  # the profile's start on the host's clock (Task Environment profile_start_time)
-    steps: list[Step]  # the host's own steps
-    collectives: dict[tuple, dict[str, CollectiveRuns]]
-    intervals: bytes  # per device, merged compute and communication intervals (np.savez)
-
-
 def host_files(paths: Sequence[str | Path]) -> list[Path]:
     """The ``.xplane.pb`` files of the hosts: each path a profile directory (its newest run), a run
     directory, an ``.xplane.pb`` file or a glob pattern of them. Host names (file names) must differ."""
     found: list[Path] = []
     for given in paths:
         text = str(given)
-        matches = sorted(glob.glob(text)) if glob.has_magic(text) else [text]
+        matches = sorted(glob.glob(text)) if _pattern(text) else [text]
         if not matches:
             raise InvalidConfigError(f"{text}: matches no file or directory")
         for m in matches:
@@ -133,6 +90,23 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
     if twice:
         raise InvalidConfigError(f"two hosts named {twice[0]!r} ({len(twice)} names repeat): give each host once")
     return found
+
+
+def many_hosts(paths: Sequence[str | Path]) -> bool:
+    """Whether ``paths`` name several hosts: more than one path, a glob pattern, or a profile directory whose
+    run holds several ``.xplane.pb`` files (anything else is read by one process, as one trace)."""
+    if len(paths) != 1 or _pattern(str(paths[0])):
+        return True
+    p = Path(paths[0])
+    try:
+        return p.is_dir() and len(profile_files(p)[0]) > 1
+    except (RooftopError, OSError):  # the one-trace path says what is wrong with it
+        return False
+
+
+def _pattern(text: str) -> bool:
+    """A glob pattern, not the name of a file (a name may hold ``[``)."""
+    return glob.has_magic(text) and not os.path.lexists(text)
 
 
 def host_name(path: Path) -> str:
@@ -236,7 +210,7 @@ class Merge:
 
     report: ProfileReport
     hosts: tuple[str, ...]
-    views: Any  # hostviews.HostViews
+    views: HostViews
     workers: int
     engine: str
 
@@ -254,10 +228,8 @@ def many_host_report(
     source: str | None = None,
 ) -> Merge:
     """The report of every host of ``paths`` (:func:`host_files`), each host reduced in a worker: ``workers``
-    local processes (default: one per CPU, at most one per host; 1 runs in this process) or the Dask cluster
-    at ``cluster``. Equal to :func:`~rooftop.analysis.profile.profile_report` of one process on the same files."""
-    from rooftop.analysis.hostviews import host_views
-
+    local processes (default: :func:`default_workers`; 1 runs in this process) or the Dask cluster at
+    ``cluster``. Equal to :func:`~rooftop.analysis.profile.profile_report` of one process on the same files."""
     files = host_files(paths)
     if workers is not None and workers < 1:
         raise InvalidConfigError(f"--workers {workers}: give 1 or more")
@@ -265,7 +237,7 @@ def many_host_report(
     with tempfile.TemporaryDirectory(prefix="rooftop-hosts-") as spill:
         parts: list[HostPart | None] = [None] * n
         runner = _dask_parts if cluster else _local_parts
-        count = workers or min(n, os.cpu_count() or 1)
+        count = workers or default_workers(files)
         for done, (i, part) in enumerate(runner(files, (_packed(chip), hlo, mesh, topology), cluster or count), 1):
             spilled = Path(spill) / f"{i}.npz"
             spilled.write_bytes(part.intervals)
@@ -280,6 +252,17 @@ def many_host_report(
     report = dataclasses.replace(report, steps=tuple(step_table(steps, sums)))
     used = 0 if cluster else min(count, n)  # a cluster's workers are its own
     return Merge(report, tuple(p.host for p in ready), host_views(ready), used, "dask" if cluster else "processes")
+
+
+#: bytes of profile per local worker below which a process's start (a Python with JAX: seconds) is not repaid
+BYTES_PER_WORKER = 64 << 20
+
+
+def default_workers(files: Sequence[Path]) -> int:
+    """One process per CPU, at most one per host and one per :data:`BYTES_PER_WORKER` of profile (small
+    profiles are read in this process)."""
+    size = sum(os.stat(f).st_size for f in files)
+    return max(1, min(len(files), os.cpu_count() or 1, -(-size // BYTES_PER_WORKER)))
 
 
 def _local_parts(files: Sequence[Path], args: tuple, workers: Any) -> Iterator[tuple[int, HostPart]]:
@@ -340,13 +323,3 @@ def _merge(parts: Sequence[HostPart], chip: Chip, source: str) -> tuple[ProfileR
     label = next((p.chip for p in parts if p.chip != "-"), "-")
     report = assemble_parts(source, label, ops, (), memory, parts[0].sharding if parts else (), notes)
     return report, steps
-
-
-def clock_offsets(parts: Sequence[HostPart]) -> tuple[dict[str, float], bool]:
-    """Seconds to add to each host's times to put them on one clock (each profile's start time, from its
-    Task Environment); zeros and False when a host does not say when its profile started."""
-    clocks = [p.clock_ns for p in parts]
-    if not parts or any(c is None for c in clocks):
-        return {p.host: 0.0 for p in parts}, False
-    first = min(c for c in clocks if c is not None)
-    return {p.host: ((p.clock_ns or first) - first) / 1e9 for p in parts}, True

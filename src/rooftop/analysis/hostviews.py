@@ -20,15 +20,12 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rooftop.analysis.exact import total
+from rooftop.analysis.hostpart import HostPart, clock_offsets
 from rooftop.analysis.trace.events import natural_key
-
-if TYPE_CHECKING:
-    from rooftop.analysis.hosts import HostPart
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,6 @@ def _median(values: Sequence[float]) -> float:
 
 
 def host_views(parts: Sequence[HostPart]) -> HostViews:
-    from rooftop.analysis.hosts import clock_offsets
-
     offsets, aligned = clock_offsets(parts)
     notes = [] if aligned else ["a host's profile does not say when it started: the hosts' clocks are taken as "
                                 "aligned for the skews and waits"]  # fmt: skip

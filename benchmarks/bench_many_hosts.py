@@ -9,18 +9,21 @@ written with the protobuf runtime against a declared subset of ``xplane.proto`` 
 xplane.proto field numbers): fields not declared are carried through untouched.
 
 Each run is a fresh process (``many_host_report``, as ``rooftop profile LOGDIR --workers N`` runs it):
-``wall`` its time, ``coordinator MiB`` its own peak resident memory, ``worker MiB`` the largest peak of its
-worker processes (with 1 worker the hosts are reduced in the coordinator, so the two are one). The scaling
-is wall(1) / wall(2); the extrapolation to 1,000 hosts divides the per-host time of one worker over a
-cluster's workers (merge time per host added), with the memory per worker that of one host.
+``wall`` its time, ``cpu`` the CPU seconds of it and its workers, ``coordinator MiB`` its own peak resident
+memory, ``worker MiB`` the largest peak of its worker processes (with 1 worker the hosts are reduced in the
+coordinator, so the two are one), ``load`` the machine's load average around it. The scaling is wall(1) /
+wall(2); the extrapolation to 1,000 hosts spreads the per-host time of one worker (its wall over the hosts,
+the merge included) over a cluster's workers, each holding one host at a time.
 
-Usage: ``python benchmarks/bench_many_hosts.py [--hosts 64] [--events 200000] [--workers 1,2] [--keep DIR]``.
+Usage: ``python benchmarks/bench_many_hosts.py [--hosts 64] [--events 200000] [--workers 1,2] [--keep DIR
+[--reuse]]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -120,10 +123,11 @@ def child(run: Path, workers: int) -> None:
     t = time.perf_counter()
     merge = many_host_report([run], get_chip("h100"), workers=workers)
     wall = time.perf_counter() - t
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, kid = me.ru_maxrss / 1024, kids.ru_maxrss / 1024
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
     top = merge.views.stragglers[0].host if merge.views.stragglers else "-"
-    print(json.dumps({"wall_s": wall, "coordinator_mib": own, "worker_mib": kids if workers > 1 else own,
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "coordinator_mib": own, "worker_mib": kid if workers > 1 else own,
                       "ops": len(merge.report.ops), "steps": len(merge.report.steps), "straggler": top}))  # fmt: skip
 
 
@@ -139,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--reuse", action="store_true", help="with --keep: time the hosts already built there")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -147,18 +152,25 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         t = time.perf_counter()
-        run = build(work, args.hosts, args.events)
+        run = work / "logdir" / "plugins" / "profile" / "run"
+        if not (args.reuse and run.is_dir()):
+            run = build(work, args.hosts, args.events)
         size = sum(f.stat().st_size for f in run.iterdir()) / 2**20
         print(f"{args.hosts} hosts of ~{args.events:,} events ({size:.0f} MiB of xplane) built in "
               f"{time.perf_counter() - t:.0f} s")  # fmt: skip
-        rows = {int(w): measure(run, int(w)) for w in args.workers.split(",")}
+        rows = {}
+        for w in args.workers.split(","):
+            load = os.getloadavg()[0]
+            rows[int(w)] = {**measure(run, int(w)), "load": (load + os.getloadavg()[0]) / 2}
     print(
         f"{'workers':>7} {'wall s':>8} {'s/host':>7} {'worker MiB':>10} {'coord. MiB':>10} {'speed-up':>8}  straggler"
     )
     base = rows[min(rows)]["wall_s"]
     for w, r in rows.items():
-        print(f"{w:>7} {r['wall_s']:>8.1f} {r['wall_s'] / args.hosts:>7.2f} {r['worker_mib']:>10.0f} "
-              f"{r['coordinator_mib']:>10.0f} {base / r['wall_s']:>8.2f}  {r['straggler']}")  # fmt: skip
+        cells = f"{w:>7} {r['wall_s']:>8.1f} {r['cpu_s']:>7.1f} {r['wall_s'] / args.hosts:>7.2f}"
+        cells += f" {r['worker_mib']:>10.0f} {r['coordinator_mib']:>10.0f} {base / r['wall_s']:>8.2f} {r['load']:>5.1f}"
+        print(f"{cells}  {r['straggler']}")
+    print("load: the machine's 1-minute load average around the run (2 workers need 2 idle cores to halve the wall)")
     per_host = base / args.hosts * min(rows)
     for cluster in (2, 16, 64):
         print(f"1,000 hosts on {cluster} workers: ~{1000 * per_host / cluster / 60:.1f} min "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -151,3 +152,56 @@ def test_bad_host_lists_are_one_line_errors(tmp_path: Path) -> None:
     code, _, err = run_cli("profile", str(tmp_path / "a" / "host0.xplane.pb"), str(tmp_path / "b" / "host0.xplane.pb"),
                            "--chip", "h100")  # fmt: skip
     assert code == 2 and "two hosts named" in err and "Traceback" not in err
+
+
+def _part(host: str, clock_ns: int, starts: list[float], steps: list[tuple[int, float, float]]) -> object:
+    """A host of one device running one all-reduce at ``starts`` (one per step) and an op of 1 s per step."""
+    from rooftop.analysis.compare import OpPricing, Priced
+    from rooftop.analysis.hostpart import CollectiveRuns, HostPart, OpPart
+    from rooftop.analysis.trace.ops import Step
+
+    device = f"{host}/device:TPU:0"
+    runs = CollectiveRuns(np.array(starts), np.array(starts) + 0.1, np.arange(len(starts)))
+    ar, dot = ("jit_step", "all-reduce", "all-reduce"), ("jit_step", "dot", "dot")
+    op = OpPart(len(starts), 1, partials([1.0] * len(starts)), None, None, (0.0, (device,), "dot"))
+    pricing = OpPricing("dot", "jit_step", "dot", "other", Priced(None))
+    return HostPart(host, 0, "-", {dot: op}, {dot: pricing}, [], [], (), [], [], clock_ns,
+                    [Step(i, lo, hi) for i, lo, hi in steps], {ar: {device: runs}}, b"")  # fmt: skip
+
+
+def test_host_views_by_hand() -> None:
+    from rooftop.analysis.hostviews import host_views
+
+    # host b's profile started 0.25 s after a's: its times are 0.25 s later on a's clock
+    a = _part("a", 1_000_000_000, [1.0, 2.0], [(0, 0.5, 1.5), (1, 1.5, 2.5)])
+    b = _part("b", 1_250_000_000, [1.0, 1.5], [(0, 0.5, 1.75), (1, 1.75, 2.0)])
+    views = host_views([a, b])  # type: ignore[list-item]
+    # step 0: a at 1.0, b at 1.0 + 0.25: b is 0.25 late; step 1: a at 2.0, b at 1.75: a is 0.25 late
+    (c,) = views.collectives
+    assert (c.meetings, c.participants) == (2, 2)
+    assert c.max_skew_s == 0.25 and c.mean_skew_s == (0.25 + 0.25) / 2
+    assert c.wait_s == 0.25 + 0.25  # the first to arrive waits the skew, the last nothing
+    s0, s1 = views.steps
+    assert s0.straggler == "b" and s0.late_s == {"a": 0.0, "b": 0.25}
+    assert s1.straggler == "a" and s1.late_s == {"a": 0.25, "b": 0.0}
+    assert s0.slowest == "b" and s0.time_s == {"a": 1.0, "b": 1.25}
+    assert s1.slowest == "a" and s1.time_s == {"a": 1.0, "b": 0.25}
+    # both 0.25 late in all, a straggler once each: ranked by name then
+    assert [(x.host, x.late_s, x.straggler_steps, x.step_time_s) for x in views.stragglers] == [
+        ("a", 0.25, 1, 2.0),
+        ("b", 0.25, 1, 1.5),
+    ]
+    (spread,) = views.spread  # 2 runs of 1 s on each host: no spread
+    assert (spread.min_s, spread.median_s, spread.max_s, spread.hosts) == (2.0, 2.0, 2.0, 2)
+    assert views.notes == ()
+
+
+def test_cluster_without_the_dask_extra_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftop.analysis.hosts import DASK_EXTRA, many_host_report
+    from rooftop.hardware.catalog import get_chip
+
+    for i in range(2):
+        (tmp_path / f"host{i}.xplane.pb").write_bytes(b"x")
+    monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # import distributed -> ImportError
+    with pytest.raises(InvalidConfigError, match=re.escape(DASK_EXTRA)):
+        many_host_report([tmp_path], get_chip("h100"), cluster="tcp://127.0.0.1:1")

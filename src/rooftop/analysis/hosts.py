@@ -284,7 +284,7 @@ def _dask_parts(files: Sequence[Path], args: tuple, address: Any) -> Iterator[tu
     except ImportError as exc:
         raise InvalidConfigError(DASK_EXTRA) from exc
     try:
-        client = Client(address, timeout=30, set_as_default=False)
+        client = Client(address, timeout=10, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InvalidConfigError(f"--cluster {address}: cannot reach the Dask scheduler ({exc})") from None
     with client:

@@ -3,10 +3,10 @@
 Builds (in a temporary directory unless ``--keep DIR``) ``--hosts`` synthetic hosts of about ``--events``
 events each from a real profile: three JAX processes on the CPU profiled together, process 2 slowed
 (tests/fixtures/many_hosts/make_profiles.py). Host ``h`` is process ``h % 3``'s XSpace with its events
-repeated, each copy later by the span of the profile and its step numbers moved on, until it holds the
-events asked for, and every time moved by ``h`` x 10 us (the hosts' clocks apart). The XSpace is read and
-written with the protobuf runtime against a declared subset of ``xplane.proto`` (tsl/profiler/protobuf/
-xplane.proto field numbers): fields not declared are carried through untouched.
+repeated, each copy later by the span of the longest process's profile and its step numbers moved on,
+until it holds the events asked for, and every time moved by ``h`` x 10 us (the hosts' clocks apart).
+The XSpace is read and written with the protobuf runtime against a declared subset of ``xplane.proto``
+(tsl/profiler/protobuf/xplane.proto field numbers): fields not declared are carried through untouched.
 
 Each run is a fresh process (``many_host_report``, as ``rooftop profile LOGDIR --workers N`` runs it):
 ``wall`` its time, ``cpu`` the CPU seconds of it and its workers, ``coordinator MiB`` its own peak resident
@@ -74,18 +74,23 @@ def _messages() -> dict[str, Any]:
     return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"bench.xp.{n}")) for n in schema}
 
 
-def amplified(seed: bytes, events: int, host: int) -> bytes:
-    """``seed`` with its events repeated to about ``events``, each copy later by the profile's span (and its
-    step numbers on by the seed's steps), every time moved by ``host`` x SHIFT_NS."""
+def span_ps(seed: bytes) -> int:
+    """From the first line's start to the last event's start, in picoseconds."""
     space = _messages()["XSpace"]()
     space.ParseFromString(seed)
     lines = [ln for p in space.planes for ln in p.lines if len(ln.events)]
-    have = sum(len(ln.events) for ln in lines)
+    last = max((ln.timestamp_ns * 1000 + e.offset_ps for ln in lines for e in ln.events), default=0)
+    return last - min((ln.timestamp_ns * 1000 for ln in lines), default=0)
+
+
+def amplified(seed: bytes, events: int, host: int, every_ps: int) -> bytes:
+    """``seed`` with its events repeated to about ``events``, copy ``c`` later by ``c`` x ``every_ps`` (the
+    same for every host, so that the k-th run of a collective is the k-th everywhere) and its step numbers
+    on by ``c`` x the seed's steps, every time moved by ``host`` x SHIFT_NS."""
+    space = _messages()["XSpace"]()
+    space.ParseFromString(seed)
+    have = sum(len(ln.events) for p in space.planes for ln in p.lines)
     copies = max(1, -(-events // max(have, 1)))
-    span_ps = max((ln.timestamp_ns * 1000 + e.offset_ps + 0 for ln in lines for e in ln.events), default=0) - min(
-        (ln.timestamp_ns * 1000 for ln in lines), default=0
-    )
-    span_ps += 1_000_000  # 1 us apart
     for plane in space.planes:
         step_ids = {k for k, m in plane.stat_metadata.items() if m.name == "step_num"}
         for line in plane.lines:
@@ -94,12 +99,12 @@ def amplified(seed: bytes, events: int, host: int) -> bytes:
                 for ev in originals:
                     new = line.events.add()
                     new.CopyFrom(ev)
-                    new.offset_ps = ev.offset_ps + c * span_ps
+                    new.offset_ps = ev.offset_ps + c * every_ps
                     for st in new.stats:
                         if st.metadata_id in step_ids:
                             st.int64_value += c * SEED_STEPS
             if line.duration_ps:
-                line.duration_ps += (copies - 1) * span_ps
+                line.duration_ps += (copies - 1) * every_ps
             line.timestamp_ns += host * SHIFT_NS
     return space.SerializeToString()
 
@@ -109,10 +114,11 @@ def build(work: Path, hosts: int, events: int) -> Path:
 
     seed_run = make(work / "seed", processes=3, slow=2, steps=SEED_STEPS)
     seeds = [(seed_run / f"host{i}.xplane.pb").read_bytes() for i in range(3)]
+    every_ps = max(map(span_ps, seeds)) + 1_000_000  # the longest seed, and 1 us
     run = work / "logdir" / "plugins" / "profile" / "run"
     run.mkdir(parents=True, exist_ok=True)
     for h in range(hosts):
-        (run / f"host{h:04d}.xplane.pb").write_bytes(amplified(seeds[h % 3], events, h))
+        (run / f"host{h:04d}.xplane.pb").write_bytes(amplified(seeds[h % 3], events, h, every_ps))
     return run
 
 

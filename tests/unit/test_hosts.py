@@ -161,7 +161,7 @@ def _part(host: str, clock_ns: int, starts: list[float], steps: list[tuple[int, 
     from rooftop.analysis.trace.ops import Step
 
     device = f"{host}/device:TPU:0"
-    runs = CollectiveRuns(np.array(starts), np.array(starts) + 0.1, np.arange(len(starts)))
+    runs = CollectiveRuns(np.array(starts), np.arange(len(starts)))
     ar, dot = ("jit_step", "all-reduce", "all-reduce"), ("jit_step", "dot", "dot")
     op = OpPart(len(starts), 1, partials([1.0] * len(starts)), None, None, (0.0, (device,), "dot"))
     pricing = OpPricing("dot", "jit_step", "dot", "other", Priced(None))

@@ -31,11 +31,10 @@ class OpPart:
 
 @dataclasses.dataclass(frozen=True)
 class CollectiveRuns:
-    """The executions of one collective on one device, in order: start and end seconds (the host's clock)
-    and step numbers (-1: none)."""
+    """The executions of one collective on one device, in order: start seconds (the host's clock) and step
+    numbers (-1: none)."""
 
     start_s: np.ndarray
-    end_s: np.ndarray
     step: np.ndarray
 
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from rooftop.analysis.compare import (
     Measured,
+    OpPricing,
     ProfileReport,
     analyses_notes,
     assemble_parts,
@@ -174,8 +175,8 @@ def _collective_runs(execs: Any, members: np.ndarray, steps_col: Sequence[Any]) 
         order = np.argsort(execs.start_s[mine], kind="stable")
         mine = mine[order]
         step = [steps_col[r] for r in execs.row[mine].tolist()]
-        out[execs.devices[d]] = CollectiveRuns(execs.start_s[mine].copy(), execs.end_s[mine].copy(),
-                                               np.array([-1 if s is None else s for s in step], np.int64))  # fmt: skip
+        numbers = np.array([-1 if s is None else s for s in step], np.int64)
+        out[execs.devices[d]] = CollectiveRuns(execs.start_s[mine].copy(), numbers)
     return out
 
 
@@ -236,16 +237,21 @@ def many_host_report(
     n = len(files)
     with tempfile.TemporaryDirectory(prefix="rooftop-hosts-") as spill:
         parts: list[HostPart | None] = [None] * n
+        priced: dict[tuple, tuple[int, OpPricing]] = {}
         runner = _dask_parts if cluster else _local_parts
         count = workers or default_workers(files)
         for done, (i, part) in enumerate(runner(files, (_packed(chip), hlo, mesh, topology), cluster or count), 1):
             spilled = Path(spill) / f"{i}.npz"
             spilled.write_bytes(part.intervals)
-            parts[i] = dataclasses.replace(part, intervals=str(spilled).encode())
+            for key, op in part.pricing.items():  # one per op is kept: the first host's, as one process does
+                if key not in priced or priced[key][0] > i:
+                    priced[key] = (i, op)
+            parts[i] = dataclasses.replace(part, intervals=str(spilled).encode(), pricing={})
             if progress is not None:
                 progress(done, n, part.host, part.events)
         ready = [p for p in parts if p is not None]
-        report, steps = _merge(ready, chip, source or ", ".join(map(str, paths)))
+        pricing = {key: p for key, (_, p) in priced.items()}
+        report, steps = _merge(ready, pricing, source or ", ".join(map(str, paths)))
         sums: dict[str, StepSums] = {}
         for p in ready:  # one host's intervals at a time
             sums.update(_step_sums(Path(p.intervals.decode()), steps))
@@ -299,7 +305,9 @@ def _dask_parts(files: Sequence[Path], args: tuple, address: Any) -> Iterator[tu
             fut.release()
 
 
-def _merge(parts: Sequence[HostPart], chip: Chip, source: str) -> tuple[ProfileReport, list[Step]]:
+def _merge(
+    parts: Sequence[HostPart], pricing: Mapping[tuple, OpPricing], source: str
+) -> tuple[ProfileReport, list[Step]]:
     """The report of the parts (steps left empty: measured after, per host) and the steps of every host."""
     firsts: dict[tuple, tuple] = {}
     for p in parts:
@@ -308,14 +316,13 @@ def _merge(parts: Sequence[HostPart], chip: Chip, source: str) -> tuple[ProfileR
     ops = []
     for key in sorted(firsts, key=firsts.__getitem__):
         mine = [p.ops[key] for p in parts if key in p.ops]
-        pricing = next(p.pricing[key] for p in parts if key in p.pricing)
         busy = total(x for o in mine for x in o.busy)
         exposed = None
         if all(o.spans is not None for o in mine):
             spans = total(x for o in mine for x in o.spans or ())
             exposed = total(x for o in mine for x in o.hidden or ()) / spans if spans else None
         measured = Measured(sum(o.count for o in mine), sum(o.devices for o in mine), busy, exposed)
-        ops.append(pricing.report(measured, {}))
+        ops.append(pricing[key].report(measured, {}))
     marks = [m for p in parts for m in p.marks]
     steps = steps_of(marks, [] if marks else sorted(m for p in parts for m in p.modules))
     memory = memory_summary(sorted(s for p in parts for s in p.memory))

@@ -9,7 +9,8 @@ Times of different hosts are put on one clock by each profile's start time (its 
   participants: those devices; the replica groups are not told apart); the last to arrive sets it off, so
   each participant waits ``last start - its start``. Per collective: its meetings, the mean and largest
   skew (last start - first start), the summed wait of the participants, and the host most often last.
-  A host's *lateness* at a meeting is its last device's start less the first start of all.
+  A host's *lateness* at a meeting is its last device's start less the first start of all, counted in
+  the step of the smallest step number its devices give.
 - Op spread: per op run on several hosts, the host totals' min, median and max, with the host of the max.
 - Straggler ranking: the hosts by summed lateness, with the steps in which each was the straggler.
 """
@@ -128,31 +129,37 @@ def _collective_waits(
     out = []
     for key in keys:
         runs = [(p.host, r) for p in parts for r in p.collectives.get(key, {}).values()]
-        if len({h for h, _ in runs}) < 2:
+        hosts = list(dict.fromkeys(h for h, _ in runs))
+        if len(hosts) < 2:
             continue
         meetings = max(len(r.start_s) for _, r in runs)
-        skews: list[float] = []
-        waits: list[float] = []
-        last_hosts: Counter[str] = Counter()
-        participants = 0
-        for k in range(meetings):
-            here = [(h, float(r.start_s[k]) + offsets[h], int(r.step[k])) for h, r in runs if len(r.start_s) > k]
-            starts = np.array([s for _, s, _ in here])
-            first, last = float(starts.min()), float(starts.max())
-            participants = max(participants, len(here))
-            skews.append(last - first)
-            waits.append(total((last - starts).tolist()))
-            per_host: dict[str, float] = {}
-            for h, s, _ in here:
-                per_host[h] = max(per_host.get(h, s), s)
-            last_hosts[max(per_host, key=lambda h: (per_host[h], h))] += 1
-            step = next((st for _, _, st in here if st >= 0), None)
-            if step is not None:
-                for h, s in per_host.items():
-                    late[step][h] += float(s - first)
-        name, module = key[2], key[0]
-        out.append(CollectiveWait(name, module, meetings, participants, math.fsum(skews) / meetings, max(skews),
-                                  math.fsum(waits), max(last_hosts, key=lambda h: (last_hosts[h], h))))  # fmt: skip
+        # one row per device, one column per meeting (NaN: the device ran it fewer times), on one clock
+        starts = np.full((len(runs), meetings), np.nan)
+        steps = np.full((len(runs), meetings), -1, np.int64)
+        for row, (h, r) in enumerate(runs):
+            starts[row, : len(r.start_s)] = r.start_s + offsets[h]
+            steps[row, : len(r.step)] = r.step
+        first, last = np.nanmin(starts, axis=0), np.nanmax(starts, axis=0)
+        waits = np.nansum(last - starts, axis=0)
+        by_host = np.full((len(hosts), meetings), np.nan)  # each host's last device
+        for row, (h, _) in enumerate(runs):
+            k = hosts.index(h)
+            by_host[k] = np.fmax(by_host[k], starts[row])
+        latest = np.where(np.isnan(by_host), -np.inf, by_host).argmax(axis=0)  # the first host of a tie
+        step = np.where(steps >= 0, steps, np.iinfo(np.int64).max).min(axis=0)  # the first step number given
+        numbered = step < np.iinfo(np.int64).max
+        for k, h in enumerate(hosts):
+            here = numbered & ~np.isnan(by_host[k])
+            numbers, where = np.unique(step[here], return_inverse=True)
+            sums = np.bincount(where, weights=(by_host[k] - first)[here], minlength=len(numbers))
+            for number, lateness in zip(numbers.tolist(), sums.tolist(), strict=True):
+                late[number][h] += lateness
+        last_hosts = Counter(hosts[k] for k in latest.tolist())
+        skews = (last - first).tolist()
+        participants = int(np.max(np.sum(~np.isnan(starts), axis=0)))
+        most = max(last_hosts, key=lambda h: (last_hosts[h], h))
+        out.append(CollectiveWait(key[2], key[0], meetings, participants, math.fsum(skews) / meetings, max(skews),
+                                  math.fsum(waits.tolist()), most))  # fmt: skip
     out.sort(key=lambda c: (-c.wait_s, c.name))
     return out
 

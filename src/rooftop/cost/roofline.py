@@ -109,11 +109,13 @@ def hbm_rate(chip: Chip, eff: Efficiency = IDEAL) -> float:
 
 
 def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]:
+    """One term per (unit, dtype): FLOPs / (peak x efficiency); a matmul's term also x 1 / its shape
+    efficiency (cost/gemm.py) when ``eff.matrix_shape`` is on and the chip has a shape model."""
     terms = []
     for (unit, dtype), flops in sorted(cost.flops_by.items()):
         used, peak, rate = flop_rate(chip, unit, dtype, eff)
         factor = eff.matrix if unit == "matrix" else eff.vector
-        figures = (
+        figures: tuple[tuple[str, Any], ...] = (
             ("flops", flops),
             ("chip", chip.name),
             ("unit", unit),
@@ -122,6 +124,13 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
             ("peak_flops_per_s", peak),
             ("efficiency", factor),
         )
+        if unit == "matrix" and cost.gemm is not None and eff.matrix_shape:
+            from rooftop.cost.gemm import shape_efficiency
+
+            shape = shape_efficiency(chip, cost.gemm, used)
+            if shape is not None:
+                rate *= shape
+                figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()))
         terms.append(Term(f"compute {unit} {dtype}", flops / rate, "compute", "flops", figures))
     return terms
 
@@ -224,14 +233,25 @@ def seconds_per_flop(keys: Sequence[FlopsKey], chip: Chip, eff: Efficiency = IDE
 
 
 def roofline_table(
-    flops: np.ndarray, keys: Sequence[FlopsKey], hbm_bytes: np.ndarray, chip: Chip, eff: Efficiency = IDEAL
+    flops: np.ndarray,
+    keys: Sequence[FlopsKey],
+    hbm_bytes: np.ndarray,
+    chip: Chip,
+    eff: Efficiency = IDEAL,
+    shape: np.ndarray | None = None,
 ) -> RooflineTable:
     """``roofline`` of many ops at once: ``flops`` has the (unit, dtype) ``keys`` as its LAST axis
     (ops x keys, or ops x variants x keys), ``hbm_bytes`` the op (x variant) shape. compute_s =
-    sum over keys of FLOPs / (peak x efficiency); memory_s = bytes / (HBM x efficiency)."""
+    sum over keys of FLOPs / (peak x efficiency), the matrix keys' also / ``shape`` (each op's
+    matmul shape efficiency, cost/gemm.py; the op shape); memory_s = bytes / (HBM x efficiency)."""
     import numpy as np
 
-    compute = np.asarray(flops, dtype=float) @ seconds_per_flop(keys, chip, eff) if len(keys) else 0.0
+    table = np.asarray(flops, dtype=float)
+    if shape is not None and len(keys):
+        matrix = np.array([unit == "matrix" for unit, _ in keys])
+        scale = np.where(matrix, 1.0 / np.asarray(shape, dtype=float)[..., None], 1.0)
+        table = table * scale
+    compute = table @ seconds_per_flop(keys, chip, eff) if len(keys) else 0.0
     memory = np.asarray(hbm_bytes, dtype=float) / hbm_rate(chip, eff)
     compute_arr = np.broadcast_to(np.asarray(compute, dtype=float), np.shape(memory)).copy()
     return RooflineTable(compute_arr, memory)

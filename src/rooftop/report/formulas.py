@@ -23,9 +23,13 @@ def _eff(factor: float) -> str:
 def _flops(t: Term) -> str:
     used, dtype = t.figure("used_dtype"), t.figure("dtype")
     note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
+    shape = t.figure("shape_efficiency")
+    if shape is not None:
+        note += f"; x {shape:.3g} for the shape {t.figure('gemm')} on the matrix unit (tiles, waves)"
     return (
         f"{format_number(t.figure('flops'), 'FLOP')} / ({t.figure('chip')} {t.figure('unit')} {used} "
-        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}){note}"
+        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}"
+        f"{_eff(shape) if shape is not None else ''}){note}"
     )
 
 

@@ -157,3 +157,32 @@ def test_training_planner_prices_small_tp_shards_slower() -> None:
             times[(chip_name, on)] = res.compute_s
     assert times[("a100", 1.0)] > 1.05 * times[("a100", 0.0)]
     assert times[("tpu-v4", 1.0)] == pytest.approx(times[("tpu-v4", 0.0)], rel=0.02)
+
+
+def test_hlo_dot_and_fused_dot_carry_their_shape() -> None:
+    """A dot (and a fusion around one, as XLA:GPU's Triton GEMM fusions) reports the shape efficiency of
+    its [2048,768] x [768,3072] product; the roofline itself is not divided by it (informational)."""
+    from rooftop.analysis.hlo.analyze import analyze
+    from rooftop.analysis.hlo.parse import parse_hlo
+    from rooftop.report.hlo import op_dict
+
+    text = """HloModule m
+%fused (a: bf16[2048,768], b: bf16[768,3072]) -> bf16[2048,3072] {
+  %a = bf16[2048,768] parameter(0)
+  %b = bf16[768,3072] parameter(1)
+  ROOT %d = bf16[2048,3072] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY %e {
+  %p0 = bf16[2048,768] parameter(0)
+  %p1 = bf16[768,3072] parameter(1)
+  %dot = bf16[2048,3072] dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %f = bf16[2048,3072] fusion(%p0, %p1), kind=kCustom, calls=%fused
+}
+"""
+    result = analyze(parse_hlo(text), H100)
+    want = shape_efficiency(H100, Gemm(2048, 3072, 768))
+    rows = {t.op.name: op_dict(t) for t in result.ops}
+    assert rows["dot"]["shape_efficiency"] == pytest.approx(want)
+    assert rows["f"]["shape_efficiency"] == pytest.approx(want)
+    plain = 2 * 2048 * 768 * 3072 / 989.5e12
+    assert rows["dot"]["compute_s"] == pytest.approx(plain)

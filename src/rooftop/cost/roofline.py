@@ -96,6 +96,16 @@ class Estimate:
     def arithmetic_intensity(self) -> float:
         return self.flops / self.hbm_bytes if self.hbm_bytes else float("inf")
 
+    @property
+    def shape_efficiency(self) -> float | None:
+        """The matmul's shape efficiency on the matrix unit (cost/gemm.py) when the estimate is of one
+        matmul on a chip with a shape model, whether or not it divided the compute term."""
+        for t in self.terms:
+            value = t.figure("shape_efficiency")
+            if value is not None:
+                return float(value)
+        return None
+
 
 def flop_rate(chip: Chip, unit: str, dtype: str, eff: Efficiency = IDEAL) -> tuple[str, float, float]:
     """(dtype the chip runs it in, peak FLOP/s, FLOP/s reached = peak x the unit's efficiency)."""
@@ -110,7 +120,8 @@ def hbm_rate(chip: Chip, eff: Efficiency = IDEAL) -> float:
 
 def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]:
     """One term per (unit, dtype): FLOPs / (peak x efficiency); a matmul's term also x 1 / its shape
-    efficiency (cost/gemm.py) when ``eff.matrix_shape`` is on and the chip has a shape model."""
+    efficiency (cost/gemm.py) when ``eff.matrix_shape`` is on and the chip has a shape model (the
+    figure is kept either way, ``shape_applied`` saying whether it divides)."""
     terms = []
     for (unit, dtype), flops in sorted(cost.flops_by.items()):
         used, peak, rate = flop_rate(chip, unit, dtype, eff)
@@ -124,13 +135,14 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
             ("peak_flops_per_s", peak),
             ("efficiency", factor),
         )
-        if unit == "matrix" and cost.gemm is not None and eff.matrix_shape:
+        if unit == "matrix" and cost.gemm is not None:
             from rooftop.cost.gemm import shape_efficiency
 
             shape = shape_efficiency(chip, cost.gemm, used)
             if shape is not None:
-                rate *= shape
-                figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()))
+                applied = bool(eff.matrix_shape)
+                rate *= shape if applied else 1.0
+                figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()), ("shape_applied", applied))
         terms.append(Term(f"compute {unit} {dtype}", flops / rate, "compute", "flops", figures))
     return terms
 

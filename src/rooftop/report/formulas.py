@@ -23,7 +23,7 @@ def _eff(factor: float) -> str:
 def _flops(t: Term) -> str:
     used, dtype = t.figure("used_dtype"), t.figure("dtype")
     note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
-    shape = t.figure("shape_efficiency")
+    shape = t.figure("shape_efficiency") if t.figure("shape_applied") else None
     if shape is not None:
         note += f"; x {shape:.3g} for the shape {t.figure('gemm')} on the matrix unit (tiles, waves)"
     return (

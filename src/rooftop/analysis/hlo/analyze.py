@@ -141,9 +141,10 @@ def analyze(
             comms, base = tuple(c for c, _ in placed if c is not None), op.cost.cost
             host = sum(b for space, b in op.cost.traffic.by_space if space == HOST_MEMORY_SPACE)
             on = one_core if op.cost.one_core else chip
-            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host, on is chip)
+            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host, on is chip,
+                   base.gemm)  # fmt: skip
             if key not in estimates:  # repeated layers repeat costs: one roofline each
-                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms) * op.executions, on, hardware)
+                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms, gemm=base.gemm) * op.executions, on, hardware)
                 estimates[key] = with_host_link(est, host * op.executions, chip) if host else est
             timed.append(TimedOp(op, estimates[key], tuple(m for _, m in placed)))
     return HloAnalysis(counts.module, chip, logical, topo, tuple(timed), tuple(dict.fromkeys(notes)))

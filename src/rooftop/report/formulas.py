@@ -33,6 +33,10 @@ def _flops(t: Term) -> str:
     )
 
 
+def _shapes(factor: float | None) -> str:
+    return f" x {factor:.3g} for the matmuls' shapes" if factor is not None and factor != 1 else ""
+
+
 def _hbm(t: Term) -> str:
     return (
         f"{format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM {format_rate(t.figure('hbm_bytes_per_s'))}"
@@ -55,7 +59,7 @@ def _ops(t: Term) -> str:
         return (
             f"{plural(n, 'compute-bound op')}: {format_number(t.figure('flops'), 'FLOP')} at "
             f"{format_rate(t.figure('flops_per_s'), 'FLOP/s')} ({t.figure('chip')} peak{_eff(t.figure('efficiency'))}"
-            f"{t.figure('per', '')})"
+            f"{_shapes(t.figure('shape_efficiency'))}{t.figure('per', '')})"
         )
     return (
         f"{plural(n, 'memory-bound op')}: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "

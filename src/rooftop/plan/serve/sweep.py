@@ -86,10 +86,13 @@ class ServingRequest:
         if self.fix:
             object.__setattr__(self, "fix", dict(self.fix))
             sl.check_pins(self.cfg, self.topology.num_chips, self.pins)
-            pp = self.pins.get("pp", 1)
-            if self.batch is not None and self.batch % pp:
+            pins = self.pins
+            unit = pins.get("pp", 1) * pins.get("attn_dp", 1) * pins.get("kv_batch", 1)
+            if self.batch is not None and self.batch % unit:
+                what = " x ".join(f"{k}={pins[k]}" for k in ("pp", "attn_dp", "kv_batch") if k in pins)
+                what += " microbatches" if what.startswith("pp") and "x" not in what else " (sequences per shard)"
                 raise InvalidConfigError(
-                    f"batch={self.batch} does not split into the pinned pp={pp} microbatches; use a multiple of {pp}"
+                    f"batch={self.batch} does not split into the pinned {what}; use a multiple of {unit}"
                 )
 
     @property
@@ -197,8 +200,12 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
     for t, p in pairs:
         eps = [pins["ep"]] if "ep" in pins else [1] + ([t] if cfg.moe and t > 1 and cfg.moe.n_experts % t == 0 else [])
         for e in eps:
-            if t % e == 0 and _valid(cfg, layout := ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p))):
-                out.append(layout)
+            for split in _splits(req, t, e):
+                if t % e or t % max(split.values(), default=1):
+                    continue
+                layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p), **split)
+                if _valid(cfg, layout):
+                    out.append(layout)
     if pins and not out:
         raise InvalidConfigError(
             f"--fix {pinned_text(pins)}: no valid layout of {plural(n, 'chip')} for {cfg.name} honours it "
@@ -207,12 +214,28 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
     return out
 
 
+def _splits(req: ServingRequest, tp: int, ep: int) -> list[dict[str, int]]:
+    """The ways a TP group of ``tp`` chips splits its attention and cache (layout.py): pinned, or none,
+    the cache over the batch where the KV heads leave chips holding copies (GQA with tp > K), and
+    attention data parallelism over the whole group where the experts spread over it (MoE, ep = tp)."""
+    pins = req.pins
+    if "attn_dp" in pins or "kv_batch" in pins:
+        return [{k: pins[k] for k in ("attn_dp", "kv_batch") if k in pins}]
+    out: list[dict[str, int]] = [{}]
+    if req.cfg.mla is None and (z := tp // sl.kv_shards(req.cfg, tp)) > 1:
+        out.append({"kv_batch": z})
+    if req.cfg.moe is not None and tp > 1 and ep == tp:
+        out.append({"attn_dp": tp})
+    return out
+
+
 def _tp_options(req: ServingRequest, limit: int) -> list[int]:
-    """Unpinned tp: the divisors of the slice inside the fast domain; with a pinned ep, its multiples
-    (beyond the fast domain when none inside is one)."""
-    n, ep = req.topology.num_chips, req.pins.get("ep", 1)
-    inside = [t for t in divisors(n) if t <= limit and t % ep == 0]
-    return inside or [t for t in divisors(n) if t % ep == 0]
+    """Unpinned tp: the divisors of the slice inside the fast domain; with a pinned ep, attn_dp or
+    kv_batch, their multiples (beyond the fast domain when none inside is one)."""
+    n, pins = req.topology.num_chips, req.pins
+    step = math.lcm(*(pins.get(k, 1) for k in ("ep", "attn_dp", "kv_batch")))
+    inside = [t for t in divisors(n) if t <= limit and t % step == 0]
+    return inside or [t for t in divisors(n) if t % step == 0]
 
 
 def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
@@ -277,7 +300,7 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
 
 
 def _batches(req: ServingRequest, layout: ServingLayout, fit: int) -> list[int]:
-    pp = layout.pp
+    pp = layout.batch_unit
     if req.batch is not None:
         return [req.batch] if req.batch % pp == 0 else []
     top = min(fit, req.batch_cap - req.batch_cap % pp)
@@ -351,9 +374,11 @@ def _sweep_layout(
 def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
     """The replica's axes (tp, pp) that reach over the scale-out network (SCALE_OUT_LINKS): their
     collectives are priced with its bandwidth and latency for the part of the group across it."""
-    return tuple(
-        a.name for a in mesh.axes if a.name in ("tp", "pp") and any(s.link in SCALE_OUT_LINKS for s in a.segments)
-    )
+    names = {"tp": "tp", "attn_dp": "tp", "kv_batch": "tp", "pp": "pp"}  # the TP group may lie on two axes
+    crossing = [
+        names[a.name] for a in mesh.axes if a.name in names and any(s.link in SCALE_OUT_LINKS for s in a.segments)
+    ]
+    return tuple(dict.fromkeys(crossing))
 
 
 #: most layouts a note names one by one
@@ -394,9 +419,11 @@ def crossing_notes(req: ServingRequest, summaries: list[LayoutSummary] | tuple[L
 
 def _spread(req: ServingRequest, layout: ServingLayout, name: str) -> str:
     """ "tp=16 x1 (over 2 domains, 8 chips in each)": how axis ``name`` of ``layout`` lies on the slice."""
-    axis = make_mesh(req.topology, layout.mesh_axes()).axis(name)
-    outer = math.prod(s.size for s in axis.segments if s.link in SCALE_OUT_LINKS)
-    inner = plural(axis.size // outer, "chip" if name == "tp" else "stage")
+    mesh = make_mesh(req.topology, layout.mesh_axes())
+    axes = [mesh.axis(a) for a in (layout.tp_axes if name == "tp" else (name,))]
+    outer = math.prod(s.size for axis in axes for s in axis.segments if s.link in SCALE_OUT_LINKS)
+    size = math.prod(axis.size for axis in axes)
+    inner = plural(size // outer, "chip" if name == "tp" else "stage")
     return f"{layout.label()} (over {outer} domains, {inner} in each)"
 
 

@@ -13,8 +13,9 @@ from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve.crossing import scale_out_axes
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.sweep import ServingRequest, candidate_layouts, plan_serving, scale_out_axes
+from rooftop.plan.serve.sweep import ServingRequest, candidate_layouts, plan_serving
 
 L70 = get_model("llama-3-70b")
 H100 = get_chip("h100")

@@ -27,6 +27,7 @@ split over the remaining tp / ep. Two layouts split the cache further:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -206,6 +207,13 @@ def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> N
             ServingLayout(tp=pins["attn_dp"] * pins["kv_batch"], attn_dp=pins["attn_dp"], kv_batch=pins["kv_batch"])
     except InvalidConfigError as exc:
         raise InvalidConfigError(f"--fix {text}: {exc}") from None
+    splits = {k: pins[k] for k in ("ep", "attn_dp", "kv_batch") if k in pins}
+    step = math.lcm(*splits.values()) if splits else 1
+    if "tp" not in pins and chips % step:
+        what = ", ".join(f"{k}={v}" for k, v in splits.items())
+        raise InvalidConfigError(
+            f"--fix {text}: tp must be a multiple of {what}, and no such tp divides the slice's {chips} chips"
+        )
     replica = pins.get("tp", 1) * pins.get("pp", 1)
     if chips % replica:
         what = " x ".join(f"{k}={pins[k]}" for k in ("tp", "pp") if k in pins)

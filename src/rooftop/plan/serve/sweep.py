@@ -16,7 +16,9 @@ A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch p
 
 Layouts: tp inside the fast domain (an NVLink domain on GPUs, the slice on TPUs) with replicas for
 the rest; when nothing holds the weights that way, pipeline stages and tp across fast domains too.
-``ServingRequest.fix`` pins tp, pp or ep (``rooftop serve --fix``): only layouts with the pins are
+Each TP group is also swept with its cache split over the batch where the KV heads leave copies
+(kv_batch) and, for MoE models with ep = tp, with attention data-parallel (attn_dp; layout.py).
+``ServingRequest.fix`` pins tp, pp, ep, attn_dp or kv_batch (``rooftop serve --fix``): only layouts with the pins are
 swept, and a pinned tp may span NVLink domains. An axis that reaches over the scale-out network is
 priced as what it is, a group over two link kinds (cost/collectives.py: in-domain reduce-scatter,
 all-reduce across domains on the fabric, in-domain all-gather), and the plan's notes say so.
@@ -39,6 +41,7 @@ from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
@@ -46,13 +49,11 @@ from rooftop.plan.train.layout import divisors
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
 
 DEFAULT_BATCH_CAP = 4096
-#: links of the scale-out network: the GPU fabric between NVLink domains, the DCN between TPU slices
-SCALE_OUT_LINKS = ("fabric", "dcn")
 
 
 @dataclass(frozen=True)
 class ServingRequest:
-    """What to serve, where, and under which targets; ``fix`` pins degrees of the layout (tp, pp, ep:
+    """What to serve, where, and under which targets; ``fix`` pins degrees of the layout (tp, pp, ep, attn_dp, kv_batch:
     honoured, or refused at construction naming the rule they break, layout.check_pins)."""
 
     cfg: TransformerConfig
@@ -209,7 +210,7 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
     if pins and not out:
         raise InvalidConfigError(
             f"--fix {pinned_text(pins)}: no valid layout of {plural(n, 'chip')} for {cfg.name} honours it "
-            "(tp must be a multiple of ep, and tp x pp must divide the chips)"
+            "(tp must be a multiple of ep, attn_dp and kv_batch, and tp x pp must divide the chips)"
         )
     return out
 
@@ -369,62 +370,6 @@ def _sweep_layout(
         end = points[last]
         points[last] = dataclasses.replace(end, reason=f"{end.reason}; largest batch swept: {summary.reason}")
     return points, summary
-
-
-def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
-    """The replica's axes (tp, pp) that reach over the scale-out network (SCALE_OUT_LINKS): their
-    collectives are priced with its bandwidth and latency for the part of the group across it."""
-    names = {"tp": "tp", "attn_dp": "tp", "kv_batch": "tp", "pp": "pp"}  # the TP group may lie on two axes
-    crossing = [
-        names[a.name] for a in mesh.axes if a.name in names and any(s.link in SCALE_OUT_LINKS for s in a.segments)
-    ]
-    return tuple(dict.fromkeys(crossing))
-
-
-#: most layouts a note names one by one
-MAX_NAMED_LAYOUTS = 6
-
-
-def crossing_notes(req: ServingRequest, summaries: list[LayoutSummary] | tuple[LayoutSummary, ...]) -> list[str]:
-    """One note per axis (tp, pp) that spans fast domains in some swept layout: which layouts, over
-    how many domains, and how its communication is priced there (cost/collectives.py: a group over
-    several link kinds is staged, each stage at its own link's bandwidth and latency)."""
-    chip = req.chip
-    switched = chip.topology.kind == "switched"
-    domains, net = ("NVLink domains", "scale-out fabric") if switched else ("slices", "data-center network")
-    fast = "NVLink" if switched else "ICI"
-    rates = (
-        f"{format_rate(chip.dcn_bytes_per_s)} per chip and {format_duration(chip.scaleout_latency_s)} a hop, "
-        f"against {format_rate(chip.ici_bytes_per_s)} per chip over {fast}"
-    )
-    out = []
-    for name in ("tp", "pp"):
-        crossing = [s.layout for s in summaries if name in s.scale_out_axes]
-        if not crossing:
-            continue
-        where = [_spread(req, layout, name) for layout in crossing[:MAX_NAMED_LAYOUTS]]
-        more = len(crossing) - len(where)
-        if name == "tp":
-            per_layer = 1 if req.cfg.parallel_layers else 2
-            how = (
-                f"its {plural(per_layer, 'all-reduce')} per layer are priced hierarchically: reduce-scatter and "
-                f"all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"
-            )
-        else:
-            how = f"the activations sent between its stages cross the {net} ({rates})"
-        listed = ", ".join(where) + (f" and {plural(more, 'more layout')}" if more else "")
-        out.append(f"{name} crosses {domains} in {listed}: {how}")
-    return out
-
-
-def _spread(req: ServingRequest, layout: ServingLayout, name: str) -> str:
-    """ "tp=16 x1 (over 2 domains, 8 chips in each)": how axis ``name`` of ``layout`` lies on the slice."""
-    mesh = make_mesh(req.topology, layout.mesh_axes())
-    axes = [mesh.axis(a) for a in (layout.tp_axes if name == "tp" else (name,))]
-    outer = math.prod(s.size for axis in axes for s in axis.segments if s.link in SCALE_OUT_LINKS)
-    size = math.prod(axis.size for axis in axes)
-    inner = plural(size // outer, "chip" if name == "tp" else "stage")
-    return f"{layout.label()} (over {outer} domains, {inner} in each)"
 
 
 # ---------------------------------------------------------------- frontier and choice

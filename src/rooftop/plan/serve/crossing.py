@@ -61,6 +61,11 @@ def crossing_notes(req: ServingRequest, summaries: Sequence[LayoutSummary]) -> l
                 f"its {plural(per_layer, 'all-reduce')} per layer are priced hierarchically: reduce-scatter and "
                 f"all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"
             )
+            if any(lay.attn_dp > 1 or lay.kv_batch > 1 for lay in crossing):
+                how += (
+                    "; under attn_dp the all-gather before and the reduce-scatter after each MLP, and under kv_batch "
+                    "the all-to-alls of attention, are staged over the same links"
+                )
         else:
             how = f"the activations sent between its stages cross the {net} ({rates})"
         listed = ", ".join(where) + (f" and {plural(more, 'more layout')}" if more else "")

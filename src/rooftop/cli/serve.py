@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--fix",
         metavar="K=V,...",
-        help="pin the layout's degrees, e.g. tp=16 or tp=8,pp=2 (tp, pp, ep); the replicas fill the slice, "
-        "and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
+        help="pin the layout's degrees, e.g. tp=16, tp=8,pp=2 or attn_dp=8,ep=8 (tp, pp, ep, attn_dp, kv_batch); "
+        "the replicas fill the slice, and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
     )
     p.add_argument(
         "--weight-dtype",

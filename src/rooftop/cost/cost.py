@@ -209,15 +209,18 @@ OP_SPLITS = ("tensor", "kv_heads", "heads", "attention", "vocab", "tokens", "rep
 class OpTag:
     """What an op is, set where model/ makes it: ``category`` (OP_CATEGORIES), ``split``
     (OP_SPLITS), ``expert`` (a routed expert's op: its weights also divide over expert
-    parallelism), ``flash_recompute`` (an op a FlashAttention backward pass runs again) and
+    parallelism), ``flash_recompute`` (an op a FlashAttention backward pass runs again),
     ``row_parallel`` (a "tensor" matmul split over its contracting dim, as Megatron's o and down
-    projections; the others split their output features)."""
+    projections; the others split their output features) and ``attention_block`` (an op of a
+    layer's attention block, norm to residual: under attention data parallelism it runs on each
+    rank's own requests)."""
 
     category: str
     split: str
     expert: bool = False
     flash_recompute: bool = False
     row_parallel: bool = False
+    attention_block: bool = False
 
     def __post_init__(self) -> None:
         if self.category not in OP_CATEGORIES:

@@ -80,7 +80,8 @@ def _entry_args(args: argparse.Namespace, chip: str, where: str) -> argparse.Nam
     count = where.isascii() and where.isdigit()
     return argparse.Namespace(**{
         **vars(args), "chip": chip, "chips": where if count else None, "topology": None if count else where,
-        "optimizer": "adam", "efficiency": None, "batch": None, "max_ttft": None, "kv_dtype": "bf16",
+        "optimizer": "adam", "efficiency": None, "compute_dtype": None, "max_nodes_per_token": None,
+        "batch": None, "max_ttft": None, "kv_dtype": "bf16",
         "activation_dtype": "bf16", "requests_per_s": None, "price_per_chip_hour": None, "ideal": False,
     })  # fmt: skip
 

@@ -6,7 +6,8 @@ Every planner and every analysis reads the same fields:
   (bytes/s of HBM), ``network`` (bytes/s of links; divides only a collective's bandwidth
   term, in cost/collectives.py);
 - fractions of communication hidden behind compute in a training step: ``tp_overlap``,
-  ``dp_overlap``, ``fsdp_overlap`` (plan/train/step.py: compute hides communication at most once);
+  ``dp_overlap``, ``fsdp_overlap``, ``ep_overlap`` (plan/train/step.py: compute hides communication at
+  most once);
 - HBM headroom: ``memory_reserve``, the fraction of HBM kept free for the framework,
   fragmentation and temporaries (serving's ``usable_hbm_fraction`` is 1 - memory_reserve);
 - fixed costs of a serving step: ``kernel_s`` per kernel, ``kernels_per_layer``, ``step_s``;
@@ -34,7 +35,7 @@ from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_real
 
 PEAK_FRACTIONS = ("matrix", "vector", "hbm", "network")
-OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap")
+OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap", "ep_overlap")
 OVERHEADS = ("kernel_s", "kernels_per_layer", "step_s")
 SWITCHES = ("matrix_shape",)  # 0 or 1
 #: other spellings accepted by ``parse_efficiency`` (name -> (field, value -> field value))
@@ -57,6 +58,7 @@ class Efficiency:
     tp_overlap: float = 0.0
     dp_overlap: float = 1.0
     fsdp_overlap: float = 1.0
+    ep_overlap: float = 0.0
     memory_reserve: float = 0.0
     kernel_s: float = 0.0
     kernels_per_layer: float = 0.0

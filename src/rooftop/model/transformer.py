@@ -139,7 +139,7 @@ class _Ctx:
         lhs = Operand((*rows, *part.dims_in), self.dt.activations, "activations")
         rhs = Operand((*part.dims_in, *part.dims_out), self.dt.weights, "weights")
         out = Operand((*rows, *part.dims_out), self.dt.activations, "activations")
-        cost = matmul(lhs, rhs, out, self.sizes)
+        cost = matmul(lhs, rhs, out, self.sizes, self.dt.matmul or None)
         if part.bias:
             cost += explicit(out.elements(self.sizes), 0.0, self.dt.activations, "vector")
         if touched != 1.0:
@@ -150,7 +150,9 @@ class _Ctx:
         """A weight matmul that is not a plain projection (e.g. per-head weights)."""
         a, w = self.dt.activations, self.dt.weights
         act = "activations"
-        return matmul(Operand(lhs, a, act), Operand(rhs, w, "weights"), Operand(out, a, act), self.sizes)
+        return matmul(
+            Operand(lhs, a, act), Operand(rhs, w, "weights"), Operand(out, a, act), self.sizes, self.dt.matmul or None
+        )
 
     def norm(self, width: float) -> Cost:
         return self.vec(self.tokens * width, self.cfg.norm_kind.flops_per_element)

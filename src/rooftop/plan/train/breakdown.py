@@ -51,6 +51,7 @@ COVER = {
     "tensor_parallel": ("the layer's compute", "tp_overlap"),
     "context_parallel": ("the attention core", None),
     "fsdp": ("the layer's compute left after TP and ring attention", "fsdp_overlap"),
+    "expert_parallel": ("the attention and shared-expert compute left after TP and FSDP", "ep_overlap"),
     "data_parallel": ("the last microbatch's backward compute left free", "dp_overlap"),
 }
 

@@ -82,15 +82,18 @@ class ModelProfile:
         return sum(g.count for g in self.groups)
 
     @cached_property
-    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]:
+    def masks(self) -> tuple[tuple[np.ndarray, ...], ...]:
         """Per layer group: (forward ops, backward + recompute ops, forward attention core, backward
-        and recompute attention core)."""
+        and recompute attention core, forward ops outside the routed experts, backward + recompute ops
+        outside them)."""
         return tuple(
             (
                 sel & (self.phase == 0),
                 sel & (self.phase > 0),
                 sel & self.core & (self.phase == 0),
                 sel & self.core & (self.phase > 0),
+                sel & ~self.expert & (self.phase == 0),
+                sel & ~self.expert & (self.phase > 0),
             )
             for sel in (self.group == gi for gi in range(len(self.groups)))
         )
@@ -270,8 +273,8 @@ class OpSums:
     """The sums of one microbatch's per-op times (``_op_times``) that a step needs."""
 
     phases: tuple[tuple[float, float], ...]  # per phase (forward, backward, recompute): (layer ops, outside ops)
-    groups: tuple[tuple[float, float, float, float], ...]  # per layer group: forward, backward + recompute,
-    # forward attention core, backward + recompute attention core
+    groups: tuple[tuple[float, ...], ...]  # per layer group: forward, backward + recompute, forward attention
+    # core, backward + recompute attention core, forward and backward + recompute outside the routed experts
     compute_bound: float  # time of the ops whose compute term is the larger
     memory_bound: float  # time of the others
 
@@ -286,7 +289,7 @@ def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
         t, cb = table.time_s, table.compute_bound
         found = prof.op_sums_memo[key] = OpSums(
             tuple((float(t[lay].sum()), float(t[out].sum())) for lay, out in prof.phase_masks),
-            tuple(tuple(float(t[m].sum()) for m in masks) for masks in prof.masks),  # type: ignore[misc]
+            tuple(tuple(float(t[m].sum()) for m in masks) for masks in prof.masks),
             float(np.sum(np.where(cb, t, 0.0))),
             float(np.sum(np.where(cb, 0.0, t))),
         )

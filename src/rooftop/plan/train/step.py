@@ -339,6 +339,9 @@ class Ledger:
 
     comms: dict[str, dict[tuple[str, tuple[str, ...], float], float]] = field(default_factory=dict)
     hidden: dict[str, float] = field(default_factory=dict)
+    #: per layer group, one layer's collectives per phase: {phase: {part: (seconds, exposed seconds)}}
+    layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP all-gather, reduce-scatter (s)
 
     def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
         if nbytes > 0 and calls > 0:
@@ -416,11 +419,19 @@ def _layer_comm(
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
         e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
-        routed = 0.0
+        routed = a2a = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
-            e_ep += n * (2 + recompute) * 2 * pricer.time("all-to-all", ("ep",), routed)
+            a2a = pricer.time("all-to-all", ("ep",), routed)
+            e_ep += n * (2 + recompute) * 2 * a2a
         if ledger is not None:
+            ledger.layers[g.name] = {
+                "forward": {"tensor_parallel": (tp_one, tp_one - f_tp), "context_parallel": (ring, ring - f_ring),
+                            "fsdp": (ag, ag - f_fsdp), "expert_parallel": (2 * a2a, 2 * a2a)},
+                "backward": {"tensor_parallel": (tp_b, tp_b - b_tp), "context_parallel": (2 * ring, 2 * ring - b_ring),
+                             "fsdp": (ag + rs, ag + rs - b_fsdp),
+                             "expert_parallel": ((2 + 2 * recompute) * a2a, (2 + 2 * recompute) * a2a)},
+            }  # fmt: skip
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
             ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
@@ -431,10 +442,13 @@ def _layer_comm(
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
-        e_fsdp += 2 * pricer.time("all-gather", axes, edge) + pricer.time(
-            "reduce-scatter", axes, edge * g_bytes / w_bytes
+        edge_ag, edge_rs = (
+            pricer.time("all-gather", axes, edge),
+            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
         )
+        e_fsdp += 2 * edge_ag + edge_rs
         if ledger is not None:
+            ledger.edge_fsdp = (edge_ag, edge_rs)
             ledger.comm("fsdp", "all-gather", axes, edge, 2)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
     return e_tp, e_cp, e_fsdp, e_ep, uncovered

@@ -70,7 +70,7 @@ def _write_files(args: argparse.Namespace, prof: Any, chip: Any, trace: Any) -> 
     if trace is not None:
         from rooftop.report.timeline import profile_events, write_timeline
 
-        write_timeline(args.timeline, *profile_events(trace, prof))
+        write_timeline(args.timeline, *profile_events(trace, prof, chip))
     if args.html is not None:
         from rooftop.report.html import profile_html, write_html
 

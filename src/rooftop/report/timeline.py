@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
     from rooftop.analysis.hlo.analyze import HloAnalysis
     from rooftop.analysis.trace.events import Trace
+    from rooftop.hardware.chip import Chip
     from rooftop.plan.serve.phase import PhaseTime
     from rooftop.plan.serve.sweep import ServingPlan
     from rooftop.plan.train.schedule import StepSchedule
@@ -275,49 +276,66 @@ def hlo_events(analysis: HloAnalysis) -> tuple[list[Event], dict[str, Any]]:
 # ---------------------------------------------------------------- profile
 
 
-def profile_events(trace: Trace, report: ProfileReport) -> tuple[Iterator[Event], dict[str, Any]]:
-    """The trace's ops and kernels as measured (times from the trace's first event), each with its op's
-    roofline time per execution in ``predicted_s``; a ``predicted`` lane per device (a process not read
-    back as device work) holds each op's roofline time from where its event starts."""
+def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Iterator[Event], dict[str, Any]]:
+    """The trace's ops, kernels, copies and steps as measured (times from the trace's first event), each op
+    with its roofline time per execution in ``predicted_s`` (a PyTorch trace's kernels: their aten op's, in
+    ``op``); a process ``predicted <device>`` (not read back as device work) holds each execution's roofline
+    time from where the execution starts."""
+    from rooftop.analysis.trace.ops import executions
+
     predicted = {(o.module, o.name): o.lower_bound_s for o in report.ops}
+    labels: dict[int, str] = {}
+    if trace.format == "kineto":
+        from rooftop.analysis.torch.kineto import kernel_labels
+
+        labels = kernel_labels(trace, chip)
     ev = trace.events
-    starts = ev.column("start_s")
-    t0 = min(starts) if len(ev) else 0.0
+    t0 = min(ev.column("start_s")) if len(ev) else 0.0
+
+    def lower_of(row: int, module: str | None, op: str) -> tuple[str | None, float | None]:
+        label = labels.get(row)
+        if label is not None:
+            return label, predicted.get((None, label))
+        return None, predicted.get((module, op))
 
     def events() -> Iterator[Event]:
-        cols = (
+        cols = [
             ev.column(c)
             for c in ("device", "line", "name", "module", "instruction", "start_s", "duration_s", "kind", "step")
-        )
-        for device, line, name, module, inst, start, dur, kind, step in zip(*cols, strict=True):
+        ]
+        for row, (device, line, name, module, inst, start, dur, kind, step) in enumerate(zip(*cols, strict=True)):
             if kind == "step":
                 thread = STEPS if device.startswith("/device:") else line
                 yield Event(device, thread, name, start - t0, dur, {"step_num": step} if step is not None else {})
                 continue
             if kind not in ("op", "kernel", "memcpy"):
                 continue
-            op = inst or name
-            lower = predicted.get((module, op))
-            args: dict[str, Any] = {"hlo_op": op} if inst is not None or kind == "op" else {}
+            args: dict[str, Any] = {"hlo_op": inst or name} if inst is not None or kind == "op" else {}
             if module is not None:
                 args["hlo_module"] = module
             if step is not None:
                 args["step_num"] = step
             if kind == "memcpy":
                 args["memcpy_details"] = ""
+            label, lower = lower_of(row, module, inst or name)
+            if label is not None:
+                args["op"] = label
             args["measured_s"] = dur
             if lower is not None:
                 args["predicted_s"] = lower
-            thread = OPS if kind == "op" else line
-            yield Event(device, thread, name, start - t0, dur, args)
+            yield Event(device, OPS if kind == "op" else line, name, start - t0, dur, args)
+        runs = executions(trace)
+        for row, start, end in zip(runs.row.tolist(), runs.start_s.tolist(), runs.end_s.tolist(), strict=True):
+            name, inst = ev.column("name")[row], ev.column("instruction")[row]
+            label, lower = lower_of(row, ev.column("module")[row], inst or name)
             if lower is not None and lower > 0:
                 yield Event(
-                    f"predicted {device}",
-                    f"roofline of {thread}",
-                    name,
+                    f"predicted {ev.column('device')[row]}",
+                    "roofline time of each execution",
+                    label or inst or name,
                     start - t0,
                     lower,
-                    {"predicted_s": lower, "measured_s": dur},
+                    {"predicted_s": lower, "measured_s": end - start},
                 )
 
     meta = {

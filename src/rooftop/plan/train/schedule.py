@@ -217,15 +217,15 @@ def step_schedule(setup: TrainingSetup, par: Parallelism) -> StepSchedule:
 def _durations(
     chunks: dict[tuple[bool, int], _Chunk], p: int, v: int, model_mb: float
 ) -> dict[tuple[bool, int], float]:
-    """How long each (forward?, virtual stage) chunk holds its stage: the longest forward and the longest
-    backward chunk (with interleaving, of the chunks without the head's ops), raised together to the model's
-    pace (a microbatch of the fullest stage over ``v`` chunks) when below it, or the chunk's own work when
-    longer. With one chunk per stage every chunk takes the model's time and the step ends where the model
-    says."""
+    """How long each (forward?, virtual stage) chunk holds its stage. With one chunk per stage: the longest
+    forward and the longest backward chunk, raised together to the model's pace (a microbatch of the
+    fullest stage, the head's ops included) when below it; every chunk then takes the model's time and the
+    step ends where the model says. Interleaved: the longest chunks without the head's ops, the head's
+    chunk its own work (the model spreads the head over the ``v`` chunks; the schedule does not)."""
     base = [key for key in chunks if v == 1 or key[1] < p * v - 1]
     f = max(chunks[k].end for k in base if k[0])
     b = max(chunks[k].end for k in base if not k[0])
-    scale = max(1.0, model_mb / v / (f + b)) if f + b > 0 else 1.0
+    scale = max(1.0, model_mb / (f + b)) if v == 1 and f + b > 0 else 1.0
     return {key: max(ch.end, (f if key[0] else b) * scale) for key, ch in chunks.items()}
 
 

@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_train_timeline_pipeline_stages_bubble_and_round_trip(tmp_path: Path) ->
     end = max(e["ts"] + e["dur"] for e in events) / 1e6
     assert end == pytest.approx(step, rel=1e-9)
     # each stage idles (p - 1) microbatch times: the model's bubble, (p - 1) / v x t_mb (Narayanan 2021)
-    bubble = defaultdict(float)
+    bubble: dict[int, float] = defaultdict(float)
     for e in events:
         if threads[(e["pid"], e["tid"])] == "pipeline bubble":
             bubble[e["pid"]] += e["dur"] / 1e6
@@ -207,7 +208,7 @@ def test_timeline_write_failing_half_way_leaves_nothing(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text("old")
 
-    def events():
+    def events() -> Iterator[Event]:
         yield Event("/device:GPU:0", "XLA Ops", "a", 0.0, 1.0)
         raise RuntimeError("boom")
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
     from rooftop.plan.train.plan import TrainingPlan
 
-Cell = tuple[str, Any]  # (text shown, sort value: a number or text)
+Cell = tuple[object, Any]  # (text shown, sort value: a number or text)
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; color: #222; padding: 0 1em; }
@@ -41,7 +41,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; vert
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th { background: #f3f3f3; cursor: pointer; user-select: none; white-space: nowrap; }
 th[aria-sort=ascending]::after { content: " \\25B2"; } th[aria-sort=descending]::after { content: " \\25BC"; }
-td.name { font-family: ui-monospace, monospace; word-break: break-all; max-width: 40em; }
+td.name { font-family: ui-monospace, monospace; overflow-wrap: anywhere; min-width: 14em; max-width: 40em; }
 img.chart { max-width: 100%; border: 1px solid #eee; }
 p.note { color: #666; } dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
 dt { font-weight: 600; } dd { margin: 0; }

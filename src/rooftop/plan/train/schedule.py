@@ -153,7 +153,8 @@ def _simulate(p: int, v: int, m: int, dur: dict[tuple[bool, int], float]) -> dic
     """Start of each (forward?, stage, chunk, microbatch): each stage runs its order one at a time, a forward
     after the previous virtual stage's, a backward after the next one's and its own forward."""
     orders = [_order(s, p, v, m) for s in range(p)]
-    at, free, done = [0] * p, [0.0] * p, {}
+    at, free = [0] * p, [0.0] * p
+    done: dict[tuple[bool, int, int, int], float] = {}
     last = p * v - 1
     pending = sum(len(o) for o in orders)
     while pending:

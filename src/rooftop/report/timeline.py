@@ -277,7 +277,7 @@ def hlo_events(analysis: HloAnalysis) -> tuple[list[Event], dict[str, Any]]:
 
 
 def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Iterator[Event], dict[str, Any]]:
-    """The trace's ops, kernels, copies and steps as measured (times from the trace's first event), each op
+    """The trace's ops, kernels, copies, modules and steps as measured (times from the trace's first event), each op
     with its roofline time per execution in ``predicted_s`` (a PyTorch trace's kernels: their aten op's, in
     ``op``); a process ``predicted <device>`` (not read back as device work) holds each execution's roofline
     time from where the execution starts."""
@@ -307,6 +307,9 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
             if kind == "step":
                 thread = STEPS if device.startswith("/device:") else line
                 yield Event(device, thread, name, start - t0, dur, {"step_num": step} if step is not None else {})
+                continue
+            if kind == "module" and device.startswith("/device:"):  # steps when the profile marks none
+                yield Event(device, MODULES, name, start - t0, dur, {})
                 continue
             if kind not in ("op", "kernel", "memcpy"):
                 continue

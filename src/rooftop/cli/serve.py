@@ -117,7 +117,7 @@ def _write_timeline(path: str, plan: Any) -> None:
 
     index = serve_point(plan)
     if index is None:
-        raise InvalidConfigError("no serving point fits in memory: there is no step to write to --timeline")
+        raise InvalidConfigError("the plan has no serving point: there is no step to write to --timeline")
     events, meta = serve_events(plan, index, plan.request.chip.kind)
     write_timeline(path, events, meta)
 

@@ -174,10 +174,11 @@ def train_metadata(schedule: StepSchedule, model: str, chip: str) -> dict[str, A
 
 
 def serve_point(plan: ServingPlan) -> int | None:
-    """The point a serving timeline draws: the chosen one, else the frontier's highest throughput."""
+    """The point a serving timeline draws: the chosen one, else the highest throughput of the frontier, of
+    the points that fit, of all points (None: no point)."""
     if plan.chosen is not None:
         return plan.chosen
-    pool = list(plan.frontier) or [i for i, p in enumerate(plan.points) if p.fits]
+    pool = list(plan.frontier) or [i for i, p in enumerate(plan.points) if p.fits] or list(range(len(plan.points)))
     return max(pool, key=lambda i: plan.points[i].tokens_per_s) if pool else None
 
 
@@ -223,6 +224,7 @@ def serve_events(plan: ServingPlan, index: int, kind: str) -> tuple[list[Event],
         "chip": req.chip.name,
         "layout": point.layout.label(),
         "batch": point.batch,
+        "fits": point.fits,
         "ttft_s": point.ttft_s,
         "prefill_batch_s": point.prefill_batch_s,
         "step_time_s": point.step_time_s,

@@ -110,7 +110,7 @@ def test_profile_page_in_headless_chromium(profile_page: Path, tmp_path: Path) -
     assert title and "pwned" not in title.group(1) and "img" != title.group(1)  # no script from the input ran
     first = dom[dom.index('<table class="sortable">') : dom.index("</table>")]
     cells = re.findall(r'<tr><td class="name" data-v="[^"]*">([^<]*)</td>', first)
-    # the four kernels, as text, sorted by the script (#sort=3: measured time, ascending)
+    # the four kernels, as text, sorted by the script (#sort=3: op, runs, measured, total time: ascending)
     assert cells == [
         "&lt;img src=x onerror=\"document.title='img'\"&gt;",
         "&lt;/td&gt;&lt;/tr&gt;&lt;/table&gt;&lt;b&gt;x",

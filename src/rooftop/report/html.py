@@ -161,6 +161,14 @@ def _d(seconds: float | None) -> Cell:
     return ("?" if seconds is None else format_duration(seconds), -1.0 if seconds is None else seconds)
 
 
+def _drop_empty(
+    columns: list[str], rows: list[list[Cell]], optional: tuple[str, ...]
+) -> tuple[list[str], list[list[Cell]]]:
+    """The table without the ``optional`` columns no row has text in (a PyTorch trace has no modules)."""
+    keep = [i for i, c in enumerate(columns) if c not in optional or any(row[i][0] != "" for row in rows)]
+    return [columns[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 # ---------------------------------------------------------------- rooftop profile --html
 
 
@@ -224,7 +232,8 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15) -> str:
         "mesh axes",
         "framework op",
     ]
-    body.append(sortable(columns, rows, names=2))
+    columns, rows = _drop_empty(columns, rows, ("module", "mesh axes", "framework op"))
+    body.append(sortable(columns, rows, names=2 if "module" in columns else 1))
     if report.steps:
         body.append("<h2>steps (means over devices)</h2>")
         step_rows = [

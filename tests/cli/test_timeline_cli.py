@@ -31,6 +31,23 @@ def _trace(path: Path) -> tuple[list[dict], dict[int, str], dict[tuple[int, int]
     return xs, procs, threads
 
 
+def _nested(events: list[dict]) -> bool:
+    """Whether the slices of each thread nest (one inside another or one after another, as the trace viewers
+    draw them), with a nanosecond of rounding allowed."""
+    by: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        by[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by.values():
+        open_ends: list[float] = []
+        for start, end in sorted(spans, key=lambda x: (x[0], -x[1])):
+            while open_ends and open_ends[-1] <= start + 1e-3:
+                open_ends.pop()
+            if open_ends and end > open_ends[-1] + 1e-3:
+                return False
+            open_ends.append(end)
+    return True
+
+
 def _means(events: list[dict], threads: dict, skip: tuple[str, ...] = ("Steps", "XLA Modules")) -> dict[str, float]:
     by: dict[str, list[float]] = defaultdict(list)
     for e in events:
@@ -56,6 +73,7 @@ def _train(tmp_path: Path, fix: str) -> tuple[dict, list[dict], dict, dict, Path
 def test_train_timeline_pipeline_stages_bubble_and_round_trip(tmp_path: Path) -> None:
     best, events, procs, threads, path = _train(tmp_path, "tp=8,pp=4,mb=8,v=1")
     step = best["step_time_s"]
+    assert _nested(events)
     assert sorted(procs.values()) == [f"/device:GPU:{s}" for s in range(4)]  # one lane group per stage
     lanes = set(threads.values())
     assert {"XLA Ops", "Steps", "collectives over tp", "pipeline sends (pp)", "pipeline bubble"} <= lanes
@@ -86,6 +104,7 @@ def test_train_timeline_interleaved_is_near_the_model(tmp_path: Path) -> None:
     """With 4 chunks per stage the head's ops run on one chunk where the model spreads them over the four:
     the schedule's step is within a few percent of the model's, and says both."""
     best, events, _, _, path = _train(tmp_path, "tp=8,pp=4,mb=8,v=4")
+    assert _nested(events)
     meta = json.loads(path.read_text())["otherData"]
     assert meta["model_step_time_s"] == best["step_time_s"]
     assert meta["step_time_s"] == pytest.approx(max(e["ts"] + e["dur"] for e in events) / 1e6, rel=1e-9)
@@ -126,6 +145,7 @@ def test_serve_timeline_prefill_then_decode_steps(tmp_path: Path) -> None:
     code, out, err = run_cli(*argv, "--batch", "8", "--json", "--timeline", str(path))
     assert code == 0, err
     events, _, threads = _trace(path)
+    assert _nested(events)
     steps = [e for e in events if threads[(e["pid"], e["tid"])] == "Steps"]
     assert [e["name"] for e in steps] == ["prefill", *(f"decode {n}" for n in range(1, 17))]
     meta = json.loads(path.read_text())["otherData"]
@@ -152,6 +172,7 @@ def test_hlo_timeline_read_back_with_its_hlo_is_at_the_roofline(tmp_path: Path) 
     code, out, err = run_cli("hlo", str(hlo), "--chip", "h100", "--json", "--timeline", str(path))
     assert code == 0, err
     events, _, threads = _trace(path)
+    assert _nested(events)
     ops = [e for e in events if threads[(e["pid"], e["tid"])] == "XLA Ops"]
     end = max(e["ts"] + e["dur"] for e in ops) / 1e6
     assert end == pytest.approx(json.loads(out)["totals"]["predicted_s"], rel=1e-9)
@@ -186,6 +207,7 @@ def test_profile_timeline_keeps_every_measured_duration(tmp_path: Path) -> None:
     beside = [e for e in events if not procs[e["pid"]].startswith("predicted ") and "predicted_s" in e["args"]]
     assert len(beside) > 100 and all(e["args"]["predicted_s"] == lower[e["args"]["op"]] for e in beside)
     lane = [e for e in events if procs[e["pid"]].startswith("predicted ")]
+    assert _nested(lane)
     assert lane and all(e["dur"] / 1e6 == pytest.approx(lower[e["name"]], rel=1e-9) for e in lane)
     mm = "aten::mm [8192,2048]x[2048,5632] bf16"
     assert sum(e["name"] == mm for e in lane) == next(o["count"] for o in json.loads(out)["ops"] if o["name"] == mm)

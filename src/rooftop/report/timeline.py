@@ -330,18 +330,25 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
                 args["predicted_s"] = lower
             yield Event(device, OPS if kind == "op" else line, name, start - t0, dur, args)
         runs = executions(trace)
+        lanes: dict[tuple[str, str], list[float]] = {}  # per device and line: where each of its lanes ends
+        device_col, line_col, module_col = ev.column("device"), ev.column("line"), ev.column("module")
         for row, start, end in zip(runs.row.tolist(), runs.start_s.tolist(), runs.end_s.tolist(), strict=True):
             name, inst = ev.column("name")[row], ev.column("instruction")[row]
-            label, lower = lower_of(row, ev.column("module")[row], inst or name)
-            if lower is not None and lower > 0:
-                yield Event(
-                    f"predicted {ev.column('device')[row]}",
-                    "roofline time of each execution",
-                    label or inst or name,
-                    start - t0,
-                    lower,
-                    {"predicted_s": lower, "measured_s": end - start},
-                )
+            label, lower = lower_of(row, module_col[row], inst or name)
+            if lower is None or lower <= 0:
+                continue
+            ends = lanes.setdefault((device_col[row], line_col[row]), [])
+            k = next((i for i, e in enumerate(ends) if e <= start), len(ends))  # slices on a lane never overlap
+            ends[k : k + 1] = [start + lower]
+            thread = f"roofline of {line_col[row]}" + (f" ({k + 1})" if k else "")
+            yield Event(
+                f"predicted {device_col[row]}",
+                thread,
+                label or inst or name,
+                start - t0,
+                lower,
+                {"predicted_s": lower, "measured_s": end - start},
+            )
 
     meta = {
         "generator": "rooftop profile --timeline",

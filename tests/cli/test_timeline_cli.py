@@ -270,3 +270,32 @@ def test_third_party_profile_timeline_reads_back_alike(tmp_path: Path, name: str
         assert {o["name"]: o["measured_s"] for o in after["ops"]} == pytest.approx(
             {o["name"]: o["measured_s"] for o in before["ops"]}, rel=1e-12
         )
+
+
+def test_jax_cpu_profile_timeline_reads_back_alike(tmp_path: Path) -> None:
+    """A JAX profile of the CPU (8 devices), whose ops run on many host threads at once: each device's op
+    lines stay apart (threads all named XLA Ops), so the slices nest, and the ops, their runs, measured
+    times and steps read back as they were."""
+    jax = pytest.importorskip("jax")
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices")
+    from rooftop.workloads import mock_transformer
+
+    step, args = mock_transformer("naive")
+    jax.block_until_ready(step(*args))
+    with jax.profiler.trace(str(tmp_path / "prof")):
+        for i in range(2):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                jax.block_until_ready(step(*args))
+    path = tmp_path / "timeline.json"
+    code, out, err = run_cli("profile", str(tmp_path / "prof"), "--chip", "h100", "--json", "--timeline", str(path))
+    assert code == 0, err
+    events, _, _ = _trace(path)
+    assert _nested(events)
+    before, after = json.loads(out), _read_back(path)
+    runs = {(o["module"], o["name"]): o["count"] for o in before["ops"]}
+    assert len(runs) > 10 and runs == {(o["module"], o["name"]): o["count"] for o in after["ops"]}
+    measured = {(o["module"], o["name"]): o["measured_s"] for o in after["ops"]}
+    assert measured == pytest.approx({(o["module"], o["name"]): o["measured_s"] for o in before["ops"]}, rel=1e-12)
+    steps = [s["duration_s"] for s in before["steps"]]
+    assert len(steps) == 2 and [s["duration_s"] for s in after["steps"]] == pytest.approx(steps, rel=1e-12)

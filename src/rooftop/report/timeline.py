@@ -71,6 +71,7 @@ class Event:
     start_s: float
     dur_s: float
     args: Mapping[str, Any] = field(default_factory=dict)
+    track: str = ""  # threads of one name apart (a profile's op lines all named XLA Ops)
 
 
 def device_process(kind: str, n: int = 0) -> str:
@@ -88,7 +89,7 @@ def _number(value: Any) -> Any:
 def _lines(events: Iterable[Event], metadata: Mapping[str, Any]) -> Iterator[str]:
     """The JSON text, an event a line: the metadata events (process and thread names, their order) first."""
     pids: dict[str, int] = {}
-    tids: dict[tuple[str, str], int] = {}
+    tids: dict[tuple[str, str, str], int] = {}
     yield '{"displayTimeUnit": "ns", "otherData": ' + json.dumps({k: _number(v) for k, v in metadata.items()})
     yield ',\n"traceEvents": [\n'
     first = True
@@ -101,9 +102,9 @@ def _lines(events: Iterable[Event], metadata: Mapping[str, Any]) -> Iterator[str
                 {"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": ev.process}},
                 {"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}},
             ]
-        tid = tids.get((ev.process, ev.thread))
+        tid = tids.get((ev.process, ev.thread, ev.track))
         if tid is None:
-            tid = tids[(ev.process, ev.thread)] = len(tids) + 1
+            tid = tids[(ev.process, ev.thread, ev.track)] = len(tids) + 1
             out += [
                 {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": ev.thread}},
                 {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}},
@@ -328,7 +329,7 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
             args["measured_s"] = dur
             if lower is not None:
                 args["predicted_s"] = lower
-            yield Event(device, OPS if kind == "op" else line, name, start - t0, dur, args)
+            yield Event(device, OPS if kind == "op" else line, name, start - t0, dur, args, line)
         runs = executions(trace)
         lanes: dict[tuple[str, str], list[float]] = {}  # per device and line: where each of its lanes ends
         device_col, line_col, module_col = ev.column("device"), ev.column("line"), ev.column("module")

@@ -61,7 +61,7 @@ def entries(text: str) -> list[tuple[str, str]]:
 
 
 def job_of(args: argparse.Namespace) -> str:
-    """"train" or "serve", from which job options are given (both, or half of one, is an error)."""
+    """ "train" or "serve", from which job options are given (both, or half of one, is an error)."""
     train = [f for f in ("batch_tokens", "seq_len") if getattr(args, f) is not None]
     serve = [f for f in ("prompt_len", "gen_len") if getattr(args, f) is not None]
     if train and serve:

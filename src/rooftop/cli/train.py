@@ -62,6 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
     p.add_argument("--plot", metavar="FILE.png", help="write the best layout's step-time and memory breakdown")
+    p.add_argument(
+        "--timeline",
+        metavar="FILE.json",
+        help="write one step of the best layout as a Chrome trace (Perfetto, chrome://tracing): per layer "
+        "forward/backward, each collective on its axis, the bubble, the optimizer, a lane per pipeline stage",
+    )
+    p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report of the plan")
     p.set_defaults(func=run)
 
 
@@ -130,6 +137,7 @@ def run(args: argparse.Namespace) -> Output:
 
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
+    _check_files(args)
     price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour is not None else None
     if price is not None and price < 0:
         raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {shown(args.price_per_chip_hour)}")
@@ -140,11 +148,38 @@ def run(args: argparse.Namespace) -> Output:
     fix = parse_fix(args.fix)
     plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))
     best = plan.ranked[0]
+    _write_files(args, plan)
     return Output(
         report.train_payload(plan),
         lambda console: report.render_train(console, plan),
         [lambda path: report.plot_train(best, path)],
     )
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    """--timeline and --html name files that can be written, checked before the search."""
+    if args.timeline is not None:
+        from rooftop.report.timeline import check_timeline_path
+
+        check_timeline_path(args.timeline)
+    if args.html is not None:
+        from rooftop.report.html import check_html_path
+
+        check_html_path(args.html)
+
+
+def _write_files(args: argparse.Namespace, plan: TrainingPlan) -> None:
+    if args.timeline is not None:
+        from rooftop.plan.train.schedule import step_schedule
+        from rooftop.report.timeline import train_events, train_metadata, write_timeline
+
+        schedule = step_schedule(plan.setup, plan.ranked[0].parallelism)
+        meta = train_metadata(schedule, plan.setup.cfg.name, plan.setup.chip.name)
+        write_timeline(args.timeline, train_events(schedule, plan.setup.chip.kind), meta)
+    if args.html is not None:
+        from rooftop.report.html import train_html, write_html
+
+        write_html(args.html, train_html(plan))
 
 
 def _with_progress(work: Callable[[Callable[[int], None] | None], TrainingPlan]) -> TrainingPlan:

@@ -344,6 +344,9 @@ class Ledger:
 
     comms: dict[str, dict[tuple[str, tuple[str, ...], float], float]] = field(default_factory=dict)
     hidden: dict[str, float] = field(default_factory=dict)
+    #: per layer group, one layer's collectives per phase: {phase: {part: (seconds, exposed seconds)}}
+    layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP all-gather, reduce-scatter (s)
 
     def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
         if nbytes > 0 and calls > 0:
@@ -391,9 +394,9 @@ def _layer_comm(
     Per layer and phase, compute hides communication at most once (``_hide``): ring attention's
     K,V shifts behind the attention core, then ``tp_overlap`` of the tensor-parallel collectives,
     then ``fsdp_overlap`` of the FSDP gathers (forward and backward) and gradient reduce-scatters
-    (backward) behind what is left. Expert
-    all-to-alls and the embedding and head's FSDP traffic (no layer compute at the ends of the
-    step) stay exposed."""
+    (backward) behind what is left, then ``ep_overlap`` of the expert all-to-alls behind what is left
+    of the compute outside the routed experts. The embedding and head's FSDP traffic (no layer
+    compute at the ends of the step) stays exposed."""
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
     layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
@@ -421,7 +424,7 @@ def _layer_comm(
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
         e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
-        routed = h_ep = 0.0
+        routed = a2a = h_f = h_b = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
             a2a = 2 * pricer.time("all-to-all", ("ep",), routed)  # dispatch and combine
@@ -429,11 +432,17 @@ def _layer_comm(
             h_f = min(a2a, eff.ep_overlap * min(left_f, dense_f / c))
             h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, dense_b / c))
             left -= h_b
-            h_ep = h_f + h_b
-            e_ep += n * exposed_s((2 + recompute) * a2a, h_ep)
+            e_ep += n * exposed_s((2 + recompute) * a2a, h_f + h_b)
         uncovered += n * left
         if ledger is not None:
-            ledger.hide("expert_parallel", n * h_ep)
+            ledger.hide("expert_parallel", n * (h_f + h_b))
+            ledger.layers[g.name] = {
+                "forward": {"tensor_parallel": (tp_one, tp_one - f_tp), "context_parallel": (ring, ring - f_ring),
+                            "fsdp": (ag, ag - f_fsdp), "expert_parallel": (a2a, a2a - h_f)},
+                "backward": {"tensor_parallel": (tp_b, tp_b - b_tp), "context_parallel": (2 * ring, 2 * ring - b_ring),
+                             "fsdp": (ag + rs, ag + rs - b_fsdp),
+                             "expert_parallel": ((1 + recompute) * a2a, (1 + recompute) * a2a - h_b)},
+            }  # fmt: skip
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
             ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
@@ -444,10 +453,13 @@ def _layer_comm(
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
-        e_fsdp += 2 * pricer.time("all-gather", axes, edge) + pricer.time(
-            "reduce-scatter", axes, edge * g_bytes / w_bytes
+        edge_ag, edge_rs = (
+            pricer.time("all-gather", axes, edge),
+            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
         )
+        e_fsdp += 2 * edge_ag + edge_rs
         if ledger is not None:
+            ledger.edge_fsdp = (edge_ag, edge_rs)
             ledger.comm("fsdp", "all-gather", axes, edge, 2)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
     return e_tp, e_cp, e_fsdp, e_ep, uncovered

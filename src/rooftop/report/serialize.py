@@ -93,6 +93,12 @@ def chip_dict(chip: Chip) -> dict[str, Any]:
             "domain_sizes": list(topo.domain_sizes),
             "source": topo.source,
         },
+        "internals": {
+            **dataclasses.asdict(chip.internals),
+            "tensor_cores": chip.internals.tensor_cores,
+            "matrix_peak_from_internals_flops_per_s": chip.matrix_peak_from_internals(),
+        },
+        "fabric": dataclasses.asdict(chip.fabric),
         "sources": {k: {"value": f.value, "source": f.source, "note": f.note} for k, f in chip.sources.items()},
         "file": chip.path,
     }

@@ -44,6 +44,11 @@ def to_json(payload: Mapping[str, Any]) -> str:
     return json.dumps(_clean(body), indent=2, allow_nan=False, default=str)
 
 
+def payload_dict(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload as the JSON ``to_json`` writes reads back: the dict a notebook's ``to_dict()`` returns."""
+    return dict(json.loads(to_json(payload)))
+
+
 def estimate_dict(est: Estimate) -> dict[str, Any]:
     """The roofline keys every command shares."""
     return {

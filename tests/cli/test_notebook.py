@@ -37,6 +37,10 @@ def test_example_notebook_runs_and_shows_the_results(monkeypatch: pytest.MonkeyP
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     by_source = {c.source.splitlines()[-1]: c.outputs for c in code}
 
+    internals = _text(
+        by_source["h100.internals.sms, h100.internals.tensor_cores, h100.matrix_peak_from_internals()"][0], "text/plain"
+    )
+    assert internals == f"(132, 528, {132 * 4096 * 1.83e9!r})"  # SMs, 132 x 4 Tensor Cores, their bf16 peak
     est = by_source["est = rooftop.roofline(cost, h100)\nest".splitlines()[-1]]
     assert _text(est[0], "text/plain").startswith("<Estimate: ") and "memory-bound" in _text(est[0], "text/plain")
     assert "<table>" in _text(est[0], "text/html") and "compute matrix bf16" in _text(est[0], "text/html")
@@ -50,9 +54,9 @@ def test_example_notebook_runs_and_shows_the_results(monkeypatch: pytest.MonkeyP
     )
     assert "parallelism.label" in frame and "mfu" in frame
     assert _text(by_source["serving"][0], "text/plain").startswith("<ServingPlan: llama-3-8b on 1x8 h100")
-    assert _text(by_source["analysis"][0], "text/plain").startswith("<HloAnalysis: json_doc on h100")
+    assert _text(by_source["analysis"][0], "text/plain").startswith("<HloAnalysis: jit_train_step on h100")
     assert float(_text(by_source['analysis.to_dict()["totals"]["predicted_s"]'][0], "text/plain")) > 0
     assert _text(by_source["report"][0], "text/plain").startswith("<ProfileReport: ")
     charts = [c.outputs for c in code if "_figure(" in c.source]
-    assert len(charts) == 4  # roofline, train, serve, profile
+    assert len(charts) == 5  # roofline, train, serve, hlo, profile
     assert all(any("image/png" in o.get("data", {}) for o in outs) for outs in charts)

@@ -74,6 +74,17 @@ def test_tpu_internals_are_the_docs_figures():
     assert get_chip("tpu-v6e").matrix_peak_from_internals() is None
 
 
+@pytest.mark.parametrize("name", ["h100", "h200", "b200"])
+def test_the_reference_fabric_is_a_full_fat_tree(name: str):
+    """The DGX SuperPOD (H100, H200, B200): 8 leaf switches of 64 x 50 GB/s give each of a unit's 256 GPUs its
+    400 Gb/s NIC with half their ports; 16 spine switches give 1024 GPUs 50 GB/s each."""
+    chip = get_chip(name)
+    f = chip.fabric
+    assert f.leaf_switch_bytes_per_s == f.leaf_switch_ports * 50e9 == 64 * 50e9
+    assert f.leaf_switches * f.leaf_switch_bytes_per_s / 2 == f.leaf_gpus * chip.dcn_bytes_per_s == 12.8e12
+    assert f.spine_switches * f.spine_switch_bytes_per_s == f.spine_gpus * chip.dcn_bytes_per_s == 51.2e12
+
+
 def test_h100_fabric_is_a_full_fat_tree():
     """The DGX H100 SuperPOD: a node's 4 NVSwitches (64 x 25 GB/s each) carry more than its 8 GPUs' 450 GB/s;
     8 leaf switches of 64 x 50 GB/s give each of 256 GPUs its 50 GB/s NIC with half their ports; 16 spine
@@ -85,6 +96,11 @@ def test_h100_fabric_is_a_full_fat_tree():
     assert f.leaf_switch_bytes_per_s == 64 * 50e9
     assert f.leaf_switches * f.leaf_switch_bytes_per_s / 2 == f.leaf_gpus * h100.dcn_bytes_per_s == 12.8e12
     assert f.spine_switches * f.spine_switch_bytes_per_s == f.spine_gpus * h100.dcn_bytes_per_s == 51.2e12
+
+
+def test_a100_fabric_lists_its_node_only():
+    f = get_chip("a100").fabric
+    assert f.nvswitches_per_node == 6 and f.leaf_switches is None and f.spine_switches is None
 
 
 def test_b200_nvswitches_serve_every_nvlink_port():

@@ -19,6 +19,7 @@ def _text(output: Any, kind: str) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
+@pytest.mark.slow
 def test_example_notebook_runs_and_shows_the_results(monkeypatch: pytest.MonkeyPatch) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

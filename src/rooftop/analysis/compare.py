@@ -53,6 +53,7 @@ from rooftop.analysis.intervals import (
 from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.roofline import Estimate
+from rooftop.display import Displayed
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
 #: a compute-bound matmul whose shape uses less of the matrix unit than this says so in its "why"
@@ -96,8 +97,8 @@ class OpReport:
     shape_efficiency: float | None = None  # a matmul's use of the matrix unit by its shape (cost/gemm.py)
 
 
-@dataclass(frozen=True)
-class ProfileReport:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class ProfileReport(Displayed):
     source: str
     chip: str
     ops: tuple[OpReport, ...]

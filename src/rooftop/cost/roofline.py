@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.cost import Comm, Cost, FlopsKey
 from rooftop.cost.efficiency import IDEAL, Efficiency
+from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 
@@ -59,8 +60,8 @@ class Term:
         return default
 
 
-@dataclass(frozen=True)
-class Estimate:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class Estimate(Displayed):
     chip: str
     flops: float
     hbm_bytes: float

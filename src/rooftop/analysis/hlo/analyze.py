@@ -22,6 +22,7 @@ from rooftop.analysis.hlo.ir import HloModule
 from rooftop.analysis.hlo.mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.roofline import Estimate, host_term, roofline
+from rooftop.display import Displayed
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
 
@@ -35,8 +36,8 @@ class TimedOp:
     matches: tuple[GroupMatch, ...] = ()
 
 
-@dataclass(frozen=True)
-class HloAnalysis:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class HloAnalysis(Displayed):
     """A module timed on a chip: per-instruction Estimates, the mesh used, and notes on assumptions."""
 
     module: str

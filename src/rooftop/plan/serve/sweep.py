@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rooftop.cost.efficiency import Efficiency, default_efficiency
+from rooftop.display import Displayed
 from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
@@ -119,8 +120,8 @@ class ServingRequest:
         return self.price_usd_per_chip_hour if self.price_usd_per_chip_hour else self.chip.price_usd_per_hour
 
 
-@dataclass(frozen=True)
-class ServingPoint:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class ServingPoint(Displayed):
     batch: int
     layout: ServingLayout
     ttft_s: float
@@ -151,8 +152,8 @@ class LayoutSummary:
     scale_out_axes: tuple[str, ...] = ()  # the replica's axes (tp, pp) reaching over the scale-out network
 
 
-@dataclass(frozen=True)
-class ServingPlan:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class ServingPlan(Displayed):
     request: ServingRequest
     points: tuple[ServingPoint, ...]
     frontier: tuple[int, ...]

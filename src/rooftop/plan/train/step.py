@@ -45,6 +45,7 @@ from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import roofline
+from rooftop.display import Displayed
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
@@ -61,8 +62,8 @@ COMM_PARTS = ("tensor_parallel", "context_parallel", "fsdp", "expert_parallel")
 PARTS = (*COMPUTE_PARTS, *COMM_PARTS, "pipeline_p2p", "pipeline_bubble", "data_parallel", "optimizer", "offload")
 
 
-@dataclass(frozen=True)
-class StepResult:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class StepResult(Displayed):
     """One layout's step: times (s), memory per chip (bytes), and whether it fits."""
 
     parallelism: Parallelism

@@ -14,15 +14,15 @@ epilogue) at the SM's share of HBM bandwidth:
     efficiency = batch M N K / (waves x SMs x tm tn K') x math / (math + write)
 
 taking the tile of the catalog's list (catalog/efficiency/gemm.toml) that wastes least, as the
-libraries' heuristics pick one. TPUs (Cloud TPU performance guide, "Tiling and padding"): the MXU is
+libraries' heuristics pick one; the SMs are the chip file's ``[internals] sms``. TPUs (Cloud TPU performance guide, "Tiling and padding"): the MXU is
 mxu x mxu, so the contracting dim and one free dim pad to multiples of mxu and the other (the
 streamed rows) to 8 sublanes; the compiler puts the larger free dim on the MXU side:
 
     efficiency = M N K / (pad(K, mxu) x max-waste orientation of pad(., mxu) pad(., 8))
 
 Efficiency is in (0, 1] and is NOT monotone in a dim: one row past a tile (or a tile past a wave)
-costs a whole tile (or wave); the measured H100 sweep shows the same sawtooth. Chips the file does
-not list get no shape model (``tile_model`` returns None): their matmuls are priced as before.
+costs a whole tile (or wave); the measured H100 sweep shows the same sawtooth. A chip whose file gives
+no internals gets no shape model (``tile_model`` returns None): its matmuls are priced as before.
 """
 
 from __future__ import annotations
@@ -70,26 +70,29 @@ def _value(table: dict[str, Any], key: str) -> Any:
     return node["value"]
 
 
-@lru_cache(maxsize=32)
-def _model(name: str, kind: str) -> TileModel | None:
-    data = builtin_toml("efficiency", "gemm.toml")
-    if kind == "gpu" and name in data["gpu"]["units"]:
-        g = data["gpu"]
-        tiles = tuple((int(a), int(b)) for a, b in _value(g, "tiles"))
-        src = (g["units"][name]["source"], g["tiles"]["source"], g["k_fill_steps"]["source"])
-        return TileModel(name, "gpu", int(_value(g["units"], name)), tiles, int(_value(g, "k_step")),
-                         float(_value(g, "k_fill_steps")), bool(_value(g, "epilogue")), sources=src)  # fmt: skip
-    if kind == "tpu" and name in data["tpu"]["mxu"]:
-        t = data["tpu"]
-        tsrc = (t["mxu"][name]["source"], t["row_multiple"]["source"])
-        return TileModel(name, "tpu", mxu=int(_value(t["mxu"], name)), row_multiple=int(_value(t, "row_multiple")),
-                         sources=tsrc)  # fmt: skip
-    return None
+@lru_cache(maxsize=1)
+def _figures() -> dict[str, Any]:
+    return builtin_toml("efficiency", "gemm.toml")
 
 
 def tile_model(chip: Chip) -> TileModel | None:
-    """The shape model's figures for ``chip`` (by its catalog name), None when the file has none."""
-    return _model(chip.name, chip.kind)
+    """The shape model's figures for ``chip``: its SMs (GPU) or MXU size (TPU) from the chip file's
+    ``[internals]``, the tiles and pipeline figures from catalog/efficiency/gemm.toml; None when the chip
+    file does not give them (a calibrated or hand-written chip without internals)."""
+    inner = chip.internals
+    data = _figures()
+    if chip.kind == "gpu" and inner is not None and inner.sms:
+        g = data["gpu"]
+        tiles = tuple((int(a), int(b)) for a, b in _value(g, "tiles"))
+        src = (f"{chip.name} [internals] sms", g["tiles"]["source"], g["k_fill_steps"]["source"])
+        return TileModel(chip.name, "gpu", int(inner.sms), tiles, int(_value(g, "k_step")),
+                         float(_value(g, "k_fill_steps")), bool(_value(g, "epilogue")), sources=src)  # fmt: skip
+    if chip.kind == "tpu" and inner is not None and inner.mxu_size:
+        t = data["tpu"]
+        tsrc = (f"{chip.name} [internals] mxu_size", t["row_multiple"]["source"])
+        return TileModel(chip.name, "tpu", mxu=int(inner.mxu_size), row_multiple=int(_value(t, "row_multiple")),
+                         sources=tsrc)  # fmt: skip
+    return None
 
 
 def _pad(x: np.ndarray | float, multiple: int) -> np.ndarray:

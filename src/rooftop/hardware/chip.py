@@ -51,8 +51,8 @@ class TopologySpec:
 @dataclass(frozen=True)
 class Internals:
     """What is inside a chip, from its whitepaper or docs (``[internals]`` of a chip file); None where the
-    file does not say. Nothing rooftop times reads these: they answer questions about the chip itself, and
-    ``matrix_peak_from_internals`` checks them against the catalog's peak.
+    file does not say. They answer questions about the chip itself, ``matrix_peak_from_internals`` checks them
+    against the catalog's peak, and the matmul shape model (cost/gemm.py) reads ``sms`` and ``mxu_size``.
 
     GPUs: ``sms`` streaming multiprocessors, ``tensor_cores_per_sm``, ``matrix_flops_per_cycle_per_sm`` (dense
     bf16 on the Tensor Cores), ``clock_hz`` the clock NVIDIA quotes the Tensor Core peak at and

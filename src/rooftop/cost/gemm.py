@@ -14,11 +14,12 @@ epilogue) at the SM's share of HBM bandwidth:
     efficiency = batch M N K / (waves x SMs x tm tn K') x math / (math + write)
 
 taking the tile of the catalog's list (catalog/efficiency/gemm.toml) that wastes least, as the
-libraries' heuristics pick one; the SMs are the chip file's ``[internals] sms``. TPUs (Cloud TPU performance guide, "Tiling and padding"): the MXU is
-mxu x mxu, so the contracting dim and one free dim pad to multiples of mxu and the other (the
-streamed rows) to 8 sublanes; the compiler puts the larger free dim on the MXU side:
+libraries' heuristics pick one; the SMs are the chip file's ``[internals] sms``. TPUs (Cloud TPU
+performance guide, "Tiling and padding"): the MXU is mxu x mxu (``[internals] mxu_size``), so the
+contracting dim and one free dim pad to multiples of mxu and the other (the streamed rows) to 8
+sublanes, the free dims placed the way that wastes least:
 
-    efficiency = M N K / (pad(K, mxu) x max-waste orientation of pad(., mxu) pad(., 8))
+    efficiency = M N K / (pad(K, mxu) x min(pad(N, mxu) pad(M, 8), pad(M, mxu) pad(N, 8)))
 
 Efficiency is in (0, 1] and is NOT monotone in a dim: one row past a tile (or a tile past a wave)
 costs a whole tile (or wave); the measured H100 sweep shows the same sawtooth. A chip whose file gives

@@ -17,8 +17,9 @@ from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.plan.serve import phase
-from rooftop.plan.serve.batching import StepTable, Traffic, capacity, idle_ttft, layout_step, simulate, steady_state
+from rooftop.plan.serve.batching import StepTable, capacity, idle_ttft, layout_step, steady_state
 from rooftop.plan.serve.layout import ServingLayout
+from rooftop.plan.serve.scheduler import Traffic, simulate
 
 
 def toy_step(n: float, c: float) -> float:

@@ -17,7 +17,7 @@ How the numbers come out (``method``: "simulation"):
   of time below 1) and the running sequences within the memory's max batch; above the largest
   such rate (``capacity_requests_per_s``) the queue grows without bound and no TTFT is given.
 - below it, TPOT, TTFT, the queueing delay and the prefill tokens per step come from a small
-  seeded simulation of the scheduler at the step level (``simulate``): Poisson arrivals (or N
+  seeded simulation of the scheduler at the step level (plan/serve/scheduler.py, ``simulate``): Poisson arrivals (or N
   clients that send a new request when one ends), FCFS, the scheduler's rule at every step, each
   step lasting what the table says. tests/unit/test_batching.py checks it against a separately
   written discrete-event simulation of the same scheduler, within 5% over a grid of rates.
@@ -40,58 +40,21 @@ replica.
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
-import random
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rooftop.cost.efficiency import Efficiency
-from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import Chip
-from rooftop.hardware.topology import Mesh
+from rooftop.hardware.topology import Mesh, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.phase import mixed_step
+from rooftop.plan.serve.scheduler import StepFn, Traffic, simulate
 
-SCHEDULERS = ("chunked", "prefill-first")
-#: vLLM V1's default max_num_batched_tokens for its API server on GPUs with at least 70 GiB, and
-#: SGLang's default chunked_prefill_size on large GPUs
-DEFAULT_TOKEN_BUDGET = 8192
-#: requests a simulation follows (the first WARMUP_FRACTION of them are not measured)
-SIM_REQUESTS = 3000
-WARMUP_FRACTION = 0.1
-SEED = 20240905
-
-#: (running sequences, prefill tokens) -> seconds of one step
-StepFn = Callable[[float, float], float]
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """What feeds one serving deployment: a request rate over the slice (``requests_per_s``) or a
-    number of clients each with one request in flight (``concurrency``), the lengths, the policy."""
-
-    prompt_len: int
-    gen_len: int
-    requests_per_s: float | None = None
-    concurrency: int | None = None
-    scheduler: str = "chunked"
-    token_budget: int = DEFAULT_TOKEN_BUDGET
-
-    def __post_init__(self) -> None:
-        if (self.requests_per_s is None) == (self.concurrency is None):
-            raise InvalidConfigError("continuous batching needs a request rate or a concurrency (one of the two)")
-        if self.requests_per_s is not None and not (0 < self.requests_per_s < math.inf):
-            raise InvalidConfigError(f"requests-per-s={shown(self.requests_per_s)} must be a finite number > 0")
-        for name in ("concurrency", "token_budget", "prompt_len", "gen_len"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or v < 1):
-                raise InvalidConfigError(f"{name.replace('_', '-')}={shown(v)} must be a positive integer")
-        if self.scheduler not in SCHEDULERS:
-            raise InvalidConfigError(f"scheduler {shown(self.scheduler)} is not one of {', '.join(SCHEDULERS)}")
-
+if TYPE_CHECKING:
+    from rooftop.plan.serve.sweep import ServingPlan
 
 # ---------------------------------------------------------------- the step table
 
@@ -174,185 +137,6 @@ def capacity(step: StepFn, t: Traffic, max_batch: int) -> float:
     return lo
 
 
-# ---------------------------------------------------------------- the simulation
-
-
-@dataclass
-class _Request:
-    arrival_s: float
-    remaining: int
-    start_s: float | None = None
-    first_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """Means over the measured requests (and over the steps while they ran)."""
-
-    tpot_s: float
-    ttft_s: float
-    queue_s: float
-    prefill_tokens_per_step: float
-    decode_batch: float
-    requests_per_s: float
-    requests: int
-
-
-class _Sim:
-    """The scheduler, step by step; runs of identical decode-only steps are taken at once."""
-
-    def __init__(self, step: StepFn, t: Traffic, max_batch: int, rate: float | None, clients: int | None) -> None:
-        self.step, self.t, self.max_batch = step, t, max_batch
-        self.rate, self.clients = rate, clients
-        self.waiting: deque[_Request] = deque()
-        self.decoding: list[tuple[int, float, float, float]] = []  # (last decode step, first token, arrival, start)
-        self.now = 0.0
-        self.dsteps = 0
-        self.arrivals: list[float] = []  # heap of future arrival times
-        self.issued = 0
-        self.done: list[tuple[float, float, float, float]] = []  # (arrival, start, first token, finish)
-        self.steps: list[tuple[float, float, int, float, int]] = []  # (start, duration, decoding, prefill, steps)
-
-    def _admit(self, rng: random.Random, total: int) -> None:
-        if self.rate is not None and not self.arrivals and self.issued < total:
-            self.arrivals = [self.now + rng.expovariate(self.rate)]
-        while self.arrivals and self.arrivals[0] <= self.now:
-            at = heapq.heappop(self.arrivals)
-            self.waiting.append(_Request(at, self.t.prompt_len))
-            self.issued += 1
-            if self.rate is not None and self.issued < total:
-                heapq.heappush(self.arrivals, at + rng.expovariate(self.rate))
-
-    def _finish_prefill(self, r: _Request) -> None:
-        r.first_s = self.now
-        assert r.start_s is not None
-        if self.t.gen_len == 1:
-            self._complete(r.arrival_s, r.start_s, r.first_s)
-        else:
-            heapq.heappush(self.decoding, (self.dsteps + self.t.gen_len - 1, r.first_s, r.arrival_s, r.start_s))
-
-    def _complete(self, arrival: float, start: float, first: float) -> None:
-        self.done.append((arrival, start, first, self.now))
-        if self.clients is not None:
-            heapq.heappush(self.arrivals, self.now)
-
-    def _decode(self, k: int, duration: float) -> None:
-        """k decode steps of ``duration`` each, then the sequences that are done leave."""
-        self.steps.append((self.now, duration * k, len(self.decoding), 0.0, k))
-        self.now += duration * k
-        self.dsteps += k
-        while self.decoding and self.decoding[0][0] <= self.dsteps:
-            _, first, arrival, start = heapq.heappop(self.decoding)
-            self._complete(arrival, start, first)
-
-    def _take(self, budget: float, whole: bool) -> float:
-        """Prompt tokens the step takes from the queue, FCFS, within ``budget`` and the free slots."""
-        c, started = 0.0, sum(1 for r in self.waiting if r.start_s is not None)
-        for r in self.waiting:
-            if budget <= 0 or (whole and c and r.remaining > budget):
-                break
-            if r.start_s is None:
-                if len(self.decoding) + started >= self.max_batch:
-                    break
-                r.start_s, started = self.now, started + 1
-            take = r.remaining if whole else min(r.remaining, int(budget))
-            r.remaining -= take
-            budget -= take
-            c += take
-        return c
-
-    def run(self, total: int, seed: int) -> None:
-        rng = random.Random(seed)
-        if self.clients is not None:
-            self.arrivals = [0.0] * self.clients
-        while len(self.done) < total:
-            self._admit(rng, total)
-            if self.t.scheduler == "chunked":
-                self._chunked_step()
-            else:
-                self._prefill_first_step()
-
-    def _idle(self) -> bool:
-        if self.decoding:
-            return False
-        self.now = max(self.now, self.arrivals[0]) if self.arrivals else self.now
-        return True
-
-    def _chunked_step(self) -> None:
-        n = len(self.decoding)
-        c = self._take(self.t.token_budget - n, whole=False) if self.waiting else 0.0
-        if not c and self._idle():
-            return
-        if not c:  # decode only until the next arrival or the next sequence done
-            d = self.step(n, 0.0)
-            self._decode(self._run_length(d), d)
-            return
-        d = self.step(n, c)
-        self.steps.append((self.now, d, n, c, 1))
-        self.now += d
-        if n:
-            self.dsteps += 1
-        self._end_step()
-
-    def _prefill_first_step(self) -> None:
-        n = len(self.decoding)
-        c = self._take(self.t.token_budget, whole=True) if self.waiting else 0.0
-        if c:
-            d = self.step(0, c)
-            self.steps.append((self.now, d, 0, c, 1))
-            self.now += d
-            self._end_step()
-        elif not self._idle():
-            d = self.step(n, 0.0)
-            self._decode(self._run_length(d), d)
-
-    def _run_length(self, d: float) -> int:
-        k = self.decoding[0][0] - self.dsteps
-        if self.arrivals:
-            k = min(k, max(1, math.ceil((self.arrivals[0] - self.now) / d)))
-        return max(1, k)
-
-    def _end_step(self) -> None:
-        while self.decoding and self.decoding[0][0] <= self.dsteps:
-            _, first, arrival, start = heapq.heappop(self.decoding)
-            self._complete(arrival, start, first)
-        while self.waiting and self.waiting[0].remaining == 0:
-            self._finish_prefill(self.waiting.popleft())
-
-    def result(self, total: int) -> SimResult:
-        done = sorted(self.done)[int(total * WARMUP_FRACTION) :]
-        lo, hi = done[0][0], max(d[0] for d in done)
-        g = self.t.gen_len
-        span = [s for s in self.steps if lo <= s[0] < hi]
-        busy = sum(s[1] for s in span) or 1.0
-        mean = len(done) and 1 / len(done)
-        return SimResult(
-            sum((d[3] - d[2]) / (g - 1) for d in done) * mean if g > 1 else 0.0,
-            sum(d[2] - d[0] for d in done) * mean,
-            sum(d[1] - d[0] for d in done) * mean,
-            sum(s[3] for s in span) / max(1, sum(s[4] for s in span)),
-            sum(s[2] * s[1] for s in span) / busy,
-            len(done) / (max(d[3] for d in done) - lo) if self.clients is not None else (len(done) - 1) / (hi - lo),
-            len(done),
-        )
-
-
-def simulate(
-    step: StepFn,
-    t: Traffic,
-    max_batch: int,
-    rate: float | None = None,
-    clients: int | None = None,
-    requests: int = SIM_REQUESTS,
-    seed: int = SEED,
-) -> SimResult:
-    """Run the scheduler on ``requests`` requests arriving at ``rate`` per second (Poisson) or from
-    ``clients`` closed-loop clients, each step lasting ``step(running, prefill tokens)``."""
-    sim = _Sim(step, t, max_batch, rate, clients)
-    sim.run(requests, seed)
-    return sim.result(requests)
-
-
 # ---------------------------------------------------------------- one layout, one slice
 
 
@@ -433,3 +217,72 @@ def layout_step(
         return mixed_step(cfg, chip, mesh, layout, n, context, c, t.prompt_len, dtypes, eff).time_s
 
     return StepTable(price, max_batch, max(t.token_budget, t.prompt_len), layout.pp)
+
+
+# ---------------------------------------------------------------- every layout of a plan
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Continuous batching on each layout of a serving plan that holds the model (``layouts``:
+    (layout, steady state) pairs), the choice and why."""
+
+    traffic: Traffic
+    layouts: tuple[tuple[ServingLayout, SteadyState], ...]
+    chosen: int | None
+    reason: str
+
+
+def continuous_batching(plan: ServingPlan) -> Batching:
+    """Steady state of ``plan.request.traffic`` on every swept layout that holds one sequence
+    (its max batch, capped at the request's batch cap, as the scheduler's slots), and the choice:
+    under the latency targets (TPOT <= max step latency, TTFT <= max TTFT), the lowest mean
+    request latency TTFT + (G - 1) x TPOT at a rate, the most tokens/s at a concurrency."""
+    req = plan.request
+    t = req.traffic
+    assert t is not None  # plan_serving calls this only with a rate or a concurrency
+    out = []
+    for summary in plan.layouts:
+        if summary.max_batch < 1:
+            continue
+        layout = summary.layout
+        slots = min(summary.max_batch, req.batch_cap)
+        mesh = make_mesh(req.topology, layout.mesh_axes())
+        step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, slots)
+        out.append((layout, steady_state(step, t, slots, layout.replicas)))
+    chosen, reason = _choose(out, t, req.max_step_latency_s, req.max_ttft_s)
+    return Batching(t, tuple(out), chosen, reason)
+
+
+def _choose(
+    states: list[tuple[ServingLayout, SteadyState]], t: Traffic, max_tpot: float | None, max_ttft: float | None
+) -> tuple[int | None, str]:
+    if not states:
+        return None, "no layout holds the model and one sequence"
+    live = [i for i, (_, s) in enumerate(states) if not s.saturated]
+    if not live:
+        best = max(range(len(states)), key=lambda i: states[i][1].capacity_requests_per_s)
+        return None, (
+            f"every layout is saturated: the queue grows without bound; the most any sustains is "
+            f"{states[best][1].capacity_requests_per_s:.4g} requests/s ({states[best][0].label()})"
+        )
+    ok = [
+        i
+        for i in live
+        if (max_tpot is None or (states[i][1].tpot_s or math.inf) <= max_tpot)
+        and (max_ttft is None or (states[i][1].ttft_s or math.inf) <= max_ttft)
+    ]
+    if not ok:
+        return None, "no unsaturated layout meets the latency targets under this load"
+
+    def latency(i: int) -> float:
+        s = states[i][1]
+        return (s.ttft_s or 0.0) + (t.gen_len - 1) * (s.tpot_s or 0.0)
+
+    if t.requests_per_s is not None:
+        best = min(ok, key=latency)
+        why = "lowest mean request latency (TTFT + (G - 1) x TPOT)"
+    else:
+        best = max(ok, key=lambda i: states[i][1].tokens_per_s or 0.0)
+        why = "most output tokens/s"
+    return best, f"{why} under the targets: {states[best][0].label()}"

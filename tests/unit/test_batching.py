@@ -192,3 +192,10 @@ def test_priced_steady_state_is_consistent(llama70b) -> None:
     assert s.requests_per_s == pytest.approx(5.0, rel=0.05)
     assert s.tokens_per_s == pytest.approx(5.0 * 256, rel=0.05)
     assert math.isfinite(s.capacity_requests_per_s)
+
+
+def test_chunks_are_bounded() -> None:
+    assert Traffic(2048, 8, requests_per_s=1.0, token_budget=8).chunks == 256
+    assert Traffic(2048, 8, requests_per_s=1.0, token_budget=1, scheduler="prefill-first").chunks == 1
+    with pytest.raises(InvalidConfigError, match="use a budget of at least 8"):
+        Traffic(2048, 8, requests_per_s=1.0, token_budget=7)

@@ -22,6 +22,10 @@ SCHEDULERS = ("chunked", "prefill-first")
 DEFAULT_TOKEN_BUDGET = 8192
 #: requests a simulation follows (the first WARMUP_FRACTION of them are not measured)
 SIM_REQUESTS = 3000
+#: prefill steps a simulation may take (fewer requests when each prompt takes many chunks)
+SIM_PREFILL_STEPS = 200_000
+#: most steps a chunked prefill may split one prompt into
+MAX_CHUNKS = 256
 WARMUP_FRACTION = 0.1
 SEED = 20240905
 #: most clients of a closed loop (each simulated: 4 requests per client at least)
@@ -56,6 +60,16 @@ class Traffic:
                 raise InvalidConfigError(f"{name.replace('_', '-')}={shown(v)} must be a positive integer")
         if self.scheduler not in SCHEDULERS:
             raise InvalidConfigError(f"scheduler {shown(self.scheduler)} is not one of {', '.join(SCHEDULERS)}")
+        if self.scheduler == "chunked" and self.chunks > MAX_CHUNKS:
+            raise InvalidConfigError(
+                f"token-budget={self.token_budget} splits a {self.prompt_len}-token prompt into {self.chunks} steps, "
+                f"more than {MAX_CHUNKS}; use a budget of at least {math.ceil(self.prompt_len / MAX_CHUNKS)}"
+            )
+
+    @property
+    def chunks(self) -> int:
+        """Steps a prompt's prefill takes on an idle replica (1 for prefill-first)."""
+        return 1 if self.scheduler == "prefill-first" else math.ceil(self.prompt_len / self.token_budget)
 
 
 # ---------------------------------------------------------------- the simulation
@@ -232,13 +246,17 @@ def simulate(
     max_batch: int,
     rate: float | None = None,
     clients: int | None = None,
-    requests: int = SIM_REQUESTS,
+    requests: int | None = None,
     seed: int = SEED,
 ) -> SimResult:
     """Run the scheduler on ``requests`` requests arriving at ``rate`` per second (Poisson) or from
-    ``clients`` closed-loop clients, each step lasting ``step(running, prefill tokens)``."""
-    if clients is not None:
-        requests = max(requests, 4 * clients)
+    ``clients`` closed-loop clients, each step lasting ``step(running, prefill tokens)``. By default
+    SIM_REQUESTS, fewer when each prompt takes many chunks (SIM_PREFILL_STEPS), and at least 4 per
+    client."""
+    if requests is None:
+        requests = max(400, min(SIM_REQUESTS, SIM_PREFILL_STEPS // t.chunks))
+        if clients is not None:
+            requests = max(requests, 4 * clients)
     sim = _Sim(step, t, max_batch, rate, clients)
     sim.run(requests, seed)
     return sim.result(requests)

@@ -312,7 +312,7 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
         )
     if plan.batching is not None:
         console.print(_batching_table(plan.batching))
-        say(console, f"continuous batching: {plan.batching.reason}")
+        say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
     for note in plan.notes:
         say(console, f"note: {note}")
 
@@ -357,10 +357,7 @@ def _batching_table(b: Batching) -> Table:
                 _opt(s.tokens_per_s, lambda v: format_plain(v, 4)),
             )
         )
-    title = (
-        f"continuous batching at {load} ({t.scheduler}, {t.token_budget} tokens per step); {BATCHING_METHOD}; "
-        "* = chosen"
-    )
+    title = f"continuous batching at {load} ({t.scheduler}, {t.token_budget} tokens per step); * = chosen"
     columns = ["layout", "max req/s", "TPOT", "TTFT", "TTFT idle", "queue", "prefill tok/step", "decode batch", "tok/s"]
     return table(title, columns, rows)
 

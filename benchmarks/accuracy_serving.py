@@ -4,7 +4,7 @@ Run: ``python benchmarks/accuracy_serving.py`` (prints a table, the median relat
 same for the pure roofline with every efficiency 1 and no fixed costs).
 
 Efficiency factors: the ONE default set of ``catalog/efficiency/serving.toml`` (matrix 0.60, hbm
-0.85, network 0.80, vector 0.50; 10 kernels per layer at 3 us on GPUs and 1 us on TPUs; 0.5 ms per
+0.85, network 0.80, vector 0.50; 10 kernels per layer at 3 us on GPUs and 1 us on TPUs; 1 ms per
 step plus 2 us per sequence of the step; above 512 tokens a GPU step runs without a CUDA graph, its
 kernels issued by the host at 25 us each, which counts when that outlasts the device's time). None
 was fitted to these rows: 0 parameters fitted (the values come from the sources given in the TOML,

@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--efficiency",
         metavar="K=V,...",
         help="override factors, e.g. hbm=0.9,step_s=0.002; graph_max_batch=0 runs every step without CUDA "
-        "graphs, step_per_seq_s=0,step_s=0.001 the flat 1 ms per step of before",
+        "graphs, step_per_seq_s=0,graph_max_batch=1e9 the flat 1 ms per step of before",
     )
     p.add_argument("--ideal", action="store_true", help="pure roofline: every efficiency 1, no fixed costs")
     p.add_argument("--plot", metavar="FILE.png", help="write the latency/throughput frontier chart")

@@ -233,6 +233,16 @@ def _fmt(metric: str, v: float) -> str:
     return f"{v * 1e3:.1f} ms" if metric == "ttft_s" else f"{v:,.0f} tok/s/chip"
 
 
+def _groups(by_group: dict[tuple[str, str, str], list[float]]) -> dict[tuple[str, str, str], list[float]]:
+    """|errors| by source and metric (model ""), and of Llama-2-70B alone (the issue's table)."""
+    out: dict[tuple[str, str, str], list[float]] = {}
+    for (source, metric, model), errs in by_group.items():
+        out.setdefault((source, metric, ""), []).extend(errs)
+        if model == "llama-2-70b":
+            out[(source, metric, model)] = errs
+    return out
+
+
 def main() -> int:
     header = (
         f"{'#':>2} {'src':6} {'model':13} {'chip':7} {'tp':>2} {'batch':>5} {'P/G':>10} {'dtype':5} "
@@ -242,12 +252,14 @@ def main() -> int:
     print("-" * len(header))
     errors: dict[str, list[float]] = {"tokens_per_s_per_chip": [], "ttft_s": []}
     ideal_errors: list[float] = []
+    by_group: dict[tuple[str, str, str], list[float]] = {}
     for i, row in enumerate(ROWS):
         pred, fits = predict(row)
         ideal, _ = predict(row, IDEAL)
         err = pred / row.measured - 1
         ierr = ideal / row.measured - 1
         errors[row.metric].append(abs(err))
+        by_group.setdefault((row.source, row.metric, row.model), []).append(abs(err))
         ideal_errors.append(abs(ierr))
         flag = "" if fits else " (does not fit)"
         print(
@@ -267,6 +279,8 @@ def main() -> int:
         f"{statistics.median(errors['tokens_per_s_per_chip']):.1%}"
     )
     print(f"median |error|, first-token latency ({len(errors['ttft_s'])}): {statistics.median(errors['ttft_s']):.1%}")
+    for (source, metric, model), errs in sorted(_groups(by_group).items()):
+        print(f"  {source} {metric} {model or 'all models'} ({len(errs)} rows): {statistics.median(errs):.1%}")
     print(
         f"median |error| of the pure roofline (every efficiency 1, no fixed costs): "
         f"{statistics.median(ideal_errors):.1%}"

@@ -232,22 +232,8 @@ def _phase_time(
 ) -> PhaseTime:
     group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
     coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
-    kernels = cfg.n_layers * eff.kernels_per_layer
-    launch_s = kernels * eff.kernel_s
-    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
-    host = host_launch_s(kernels, tokens, sum(group_s.values()) + coll_s + launch_s, eff)
-    scheduling_s = eff.step_s + eff.step_per_seq_s * batch
-    per_step: tuple[tuple[str, float], ...] = (("step_s", eff.step_s),)
-    if eff.step_per_seq_s:
-        per_step += (("step_per_seq_s", eff.step_per_seq_s), ("sequences", batch))
-    terms += coll_terms + [
-        Term("launch", launch_s, "overhead", "launch", launch),
-        Term("scheduling", scheduling_s, "overhead", "per_step", per_step),
-    ]
-    if host:
-        eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
-        terms.append(Term("host launch", host, "overhead", "eager", eager))
-        launch_s += host
+    launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s)
+    terms += coll_terms + fixed
     return PhaseTime(
         phase,
         batch,
@@ -271,6 +257,31 @@ def _phase_time(
         memory_term(cost.weights_bytes + cost.kv_cache_bytes, chip).seconds,  # at the peak: the floor
         tuple(terms),
     )
+
+
+def _fixed_costs(
+    cfg: TransformerConfig, eff: Efficiency, sequences: int, tokens: int, device_s: float
+) -> tuple[float, float, list[Term]]:
+    """(launch, scheduling, their terms) of a step of ``sequences`` and ``tokens`` (per microbatch)
+    whose op groups and collectives take ``device_s``: the kernels' fixed cost, the host's part
+    when the step is no captured graph (``host_launch_s``), and the per-step and per-sequence
+    host work."""
+    kernels = cfg.n_layers * eff.kernels_per_layer
+    launch_s = kernels * eff.kernel_s
+    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
+    host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
+    scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
+    per_step: tuple[tuple[str, float], ...] = (("step_s", eff.step_s),)
+    if eff.step_per_seq_s:
+        per_step += (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
+    terms = [
+        Term("launch", launch_s, "overhead", "launch", launch),
+        Term("scheduling", scheduling_s, "overhead", "per_step", per_step),
+    ]
+    if host:
+        eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
+        terms.append(Term("host launch", host, "overhead", "eager", eager))
+    return launch_s + host, scheduling_s, terms
 
 
 def host_launch_s(kernels: float, tokens: int, device_s: float, eff: Efficiency) -> float:

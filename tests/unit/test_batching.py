@@ -199,3 +199,12 @@ def test_chunks_are_bounded() -> None:
     assert Traffic(2048, 8, requests_per_s=1.0, token_budget=1, scheduler="prefill-first").chunks == 1
     with pytest.raises(InvalidConfigError, match="use a budget of at least 8"):
         Traffic(2048, 8, requests_per_s=1.0, token_budget=7)
+
+
+def test_concurrency_below_the_replicas_serves_only_its_clients() -> None:
+    """One client over 8 replicas: one request in flight, so the slice serves one client's rate."""
+    one = steady_state(toy_step, Traffic(512, 48, concurrency=1, token_budget=1024), 256, replicas=1)
+    spread = steady_state(toy_step, Traffic(512, 48, concurrency=1, token_budget=1024), 256, replicas=8)
+    assert spread.requests_per_s == pytest.approx(one.requests_per_s)
+    assert one.requests_per_s is not None and one.ttft_s is not None and one.tpot_s is not None
+    assert one.requests_per_s == pytest.approx(1 / (one.ttft_s + 47 * one.tpot_s), rel=0.01)

@@ -184,13 +184,14 @@ def steady_state(step: StepFn, t: Traffic, max_batch: int, replicas: int = 1) ->
         )  # fmt: skip
     if t.requests_per_s is not None:
         r = simulate(step, t, max_batch, rate=t.requests_per_s / replicas)
+        served = r.requests_per_s * replicas
         load = f"{t.requests_per_s:.4g} requests/s, {r.requests_per_s / cap:.0%} of the {slice_cap:.4g} sustained"
     else:
         assert t.concurrency is not None  # Traffic holds one of the two
-        clients = max(1, round(t.concurrency / replicas))
+        clients = max(1, round(t.concurrency / replicas))  # a replica's share, rounded
         r = simulate(step, t, max_batch, clients=clients)
-        load = f"{clients} clients per replica, {r.requests_per_s * replicas:.4g} requests/s"
-    served = r.requests_per_s * replicas
+        served = r.requests_per_s / clients * t.concurrency  # one client's rate, every client
+        load = f"{clients} clients per replica, {served:.4g} requests/s"
     return SteadyState(
         t, replicas, max_batch, slice_cap, False, idle, r.tpot_s, r.ttft_s, r.queue_s,
         r.prefill_tokens_per_step, r.decode_batch, served, served * t.gen_len,

@@ -2,6 +2,7 @@
 
     python benchmarks/accuracy_training.py          # predicted vs published MFU, relative errors
     python benchmarks/accuracy_training.py --fit    # also grid-fit the one fitted factor (matrix efficiency)
+    python benchmarks/accuracy_training.py --loso   # also fit on two sources and score the third, each way
 
 Each run is evaluated with the layout its authors published (not the planner's choice), with
 the default efficiency factors of catalog/efficiency/training.toml. Utilization is compared
@@ -239,13 +240,30 @@ def fit() -> float:
     return best[1]
 
 
+def leave_one_source_out() -> None:
+    """Fit the matrix efficiency on two sources (the same objective as ``fit``) and score the third."""
+    base = default_efficiency("training")
+    grid = {i / 100: _errors(base.replace(matrix=i / 100)) for i in range(50, 101)}
+    sources = list(next(iter(grid.values())))
+    for held in sources:
+        fitted = min(grid, key=lambda m: (max(statistics.median(v) for s, v in grid[m].items() if s != held), m))
+        errs = grid[fitted][held]
+        print(
+            f"  fit without {held}: matrix {fitted:.2f}; {held}: median error {statistics.median(errs):.1%} "
+            f"over {len(errs)} runs"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fit", action="store_true", help="grid-fit the matrix efficiency first")
+    parser.add_argument("--loso", action="store_true", help="leave one source out: fit on two, score the third")
     args = parser.parse_args()
     if args.fit:
         fit()
     table(default_efficiency("training"))
+    if args.loso:
+        leave_one_source_out()
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--fix",
         metavar="K=V,...",
-        help="pin the layout's degrees, e.g. tp=16 or tp=8,pp=2 (tp, pp, ep); the replicas fill the slice, "
-        "and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
+        help="pin the layout's degrees, e.g. tp=16, tp=8,pp=2 or attn_dp=8,ep=8 (tp, pp, ep, attn_dp, kv_batch); "
+        "the replicas fill the slice, and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
     )
     p.add_argument(
         "--weight-dtype",
@@ -84,6 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--ideal", action="store_true", help="pure roofline: every efficiency 1, no fixed costs")
     p.add_argument("--plot", metavar="FILE.png", help="write the latency/throughput frontier chart")
+    p.add_argument(
+        "--timeline",
+        metavar="FILE.json",
+        help="write the chosen point's prefill and decode steps as a Chrome trace (Perfetto, chrome://tracing)",
+    )
     p.set_defaults(func=run)
 
 
@@ -145,11 +150,27 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     )
 
 
+def _write_timeline(path: str, plan: Any) -> None:
+    from rooftop.report.timeline import serve_events, serve_point, write_timeline
+
+    index = serve_point(plan)
+    if index is None:
+        raise InvalidConfigError("the plan has no serving point: there is no step to write to --timeline")
+    events, meta = serve_events(plan, index, plan.request.chip.kind)
+    write_timeline(path, events, meta)
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
 
+    if args.timeline is not None:
+        from rooftop.report.timeline import check_timeline_path
+
+        check_timeline_path(args.timeline)
     plan = plan_serving(request_from_args(args))
+    if args.timeline is not None:
+        _write_timeline(args.timeline, plan)
     payload = report.serve_payload(plan)
     return Output(
         payload,

@@ -402,12 +402,20 @@ def _frontier_and_choice(ax: Any, plan: ServingPlan) -> None:
 
 
 def plot_serve(path: str, plan: ServingPlan) -> None:
-    """The latency/throughput frontier chart (see the module docstring)."""
-    from rooftop.report.plot import check_plot_path, figure, save
+    """Write ``serve_figure`` to ``path`` (.png, .svg or .pdf), atomically."""
+    from rooftop.report.plot import check_plot_path, save_figure
 
     check_plot_path(path)
+    save_figure(serve_figure(plan), path)
+
+
+def serve_figure(plan: ServingPlan) -> Any:
+    """The latency/throughput frontier chart as a matplotlib Figure (see the module docstring)."""
+    from rooftop.report.plot import literal_text, new_figure, plain_log_ticks
+
     req = plan.request
-    with figure() as (fig, ax):
+    with literal_text():
+        fig, ax = new_figure()
         _points_by_bound(ax, plan)
         _frontier_and_choice(ax, plan)
         if req.max_step_latency_s and math.isfinite(req.max_step_latency_s):
@@ -426,7 +434,8 @@ def plot_serve(path: str, plan: ServingPlan) -> None:
         )
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=8, loc="lower right")
-        save(fig, path)
+        plain_log_ticks(fig)
+    return fig
 
 
 def _pool_dict(plan: ServingPlan, pool: Pool | None) -> dict[str, Any] | None:

@@ -53,7 +53,7 @@ from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serve.layout import GROUPS, ServingLayout, op_group, share
+from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,14 @@ def chip_cost(
     leaves = _model_leaves(cfg, workload, dtypes)
     experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
+    busiest = busiest_fraction(layout, workload.batch)
     flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}
     nbytes = dict.fromkeys(GROUPS, 0.0)
     totals = [0.0, 0.0, 0.0]
     for leaf in leaves:
         tag, cost = leaf.tag, leaf.cost
         assert tag is not None  # model_costs tags every leaf
-        s = share(tag, cfg, layout.tp, workload.phase == "prefill")
+        s = layout_share(tag, cfg, layout, workload.phase == "prefill", busiest)
         group = op_group(tag)
         for key, v in cost.flops_by.items():
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
@@ -173,6 +174,40 @@ class PhaseTime:
         return max(parts, key=lambda k: parts[k])
 
 
+def tp_comms(cfg: TransformerConfig, layout: ServingLayout, tokens: int, dtypes: Dtypes) -> list[tuple[Comm, int]]:
+    """The collectives of the TP group in one pass of ``tokens`` tokens, each with its count per pass.
+
+    - plain tensor parallelism: an all-reduce of the tokens' activations (tokens x D) after
+      attention and after the MLP of every layer (one with parallel attention/MLP; Megatron).
+    - kv_batch (the cache sharded over the batch, "How to Scale Your Model" Part 7, "Sharding the
+      KV cache"): the same all-reduces, plus two all-to-alls per layer over the kv_batch chips, one
+      moving the queries from head to batch sharding, one moving the attention output back; each
+      chip's buffer is its shard of them, tokens x N x H / tp (values: H_v).
+    - attn_dp: the attention all-reduce stays inside each rank (tokens / attn_dp x D over
+      tp / attn_dp chips); the MLP is fed by an all-gather of every rank's tokens (tokens x D
+      gathered) and answered by a reduce-scatter of the same bytes over the whole TP group (SGLang's
+      DP attention; the two together move what the all-reduce did)."""
+    if layout.tp == 1:
+        return []
+    width = cfg.d_model * dtype_bytes(dtypes.activations)
+    act, group, n = tokens * width, layout.tp_axes, cfg.n_layers
+    per_layer = 1 if cfg.parallel_layers else 2
+    if layout.attn_dp > 1:
+        out = [
+            (Comm("all-gather", group, act, label="attn_dp"), n),
+            (Comm("reduce-scatter", group, act, label="attn_dp"), n),
+        ]
+        if layout.attention_tp > 1 and not cfg.parallel_layers:
+            out.append((Comm("all-reduce", ("tp",), act / layout.attn_dp, label="tp"), n))
+        return out
+    out = [(Comm("all-reduce", group, act, label="tp"), per_layer * n)]
+    if layout.kv_batch > 1:
+        head = cfg.mla.v_head_dim if cfg.mla else cfg.head_dim
+        q = tokens * cfg.n_heads * head * dtype_bytes(dtypes.activations) / layout.tp
+        out.append((Comm("all-to-all", ("kv_batch",), q, label="kv_batch"), 2 * n))
+    return out
+
+
 def _collectives(
     cfg: TransformerConfig,
     chip: Chip,
@@ -183,13 +218,11 @@ def _collectives(
     eff: Efficiency,
     hops: int,
 ) -> tuple[float, float, float, list[Term]]:
-    """(time, latency part, count, terms) of the TP all-reduces and pipeline sends of one pass."""
-    act = tokens * cfg.d_model * dtype_bytes(dtypes.activations)
-    items = []
-    if layout.tp > 1:
-        per_layer = 1 if cfg.parallel_layers else 2  # after attention and after the MLP (Megatron)
-        items.append((Comm("all-reduce", ("tp",), act, label="tp"), per_layer * cfg.n_layers))
+    """(time, latency part, count, terms) of the TP group's collectives (``tp_comms``) and the
+    pipeline sends of one pass."""
+    items = tp_comms(cfg, layout, tokens, dtypes)
     if layout.pp > 1 and hops:
+        act = tokens * cfg.d_model * dtype_bytes(dtypes.activations)
         items.append((Comm("permute", ("pp",), act, label="pp"), hops))
     total = latency = count = 0.0
     terms = []

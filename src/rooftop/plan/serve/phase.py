@@ -456,7 +456,10 @@ def mixed_step(
     The prefill part is prefill_tokens / prompt_len times one prompt's prefill Cost without its
     weights: a prompt prefilled in chunks does the same work in all (causal pairs included), so
     the mean chunk costs its share. With pp stages, each of the pp microbatches carries 1/pp of
-    both (a round of the pipeline, as ``decode_step``). ``batch`` 0 is a step of prefill only."""
+    both (a round of the pipeline, as ``decode_step``). ``batch`` 0 is a step of prefill only.
+    Under attention data parallelism (or a KV cache split over the batch) the prompt tokens are
+    priced on the busiest rank as one prompt's are (a prompt runs on one rank): an upper bound
+    when a step's prompt tokens come from several prompts spread over the ranks."""
     pp = layout.pp
     if batch % pp:
         raise InvalidConfigError(f"batch {batch} does not split into pp={pp} microbatches")

@@ -90,7 +90,17 @@ def _launch(t: Term) -> str:
 
 
 def _per_step(t: Term) -> str:
-    return f"{format_duration(t.figure('step_s'))} per step (runtime, sampling, host sync)"
+    text = f"{format_duration(t.figure('step_s'))} per step"
+    if t.figure("step_per_seq_s"):
+        text += f" + {plural(t.figure('sequences'), 'sequence')} x {format_duration(t.figure('step_per_seq_s'))}"
+    return text + " (runtime, scheduling, sampling, host sync)"
+
+
+def _eager(t: Term) -> str:
+    return (
+        f"{plural(t.figure('kernels'), 'kernel')} x {format_duration(t.figure('kernel_eager_s'))} issued by the host "
+        f"(no CUDA graph above {t.figure('graph_max_batch'):g} tokens) beyond the device's time of the step"
+    )
 
 
 def _host(t: Term) -> str:
@@ -109,6 +119,7 @@ _RULES: dict[str, Callable[[Term], str]] = {
     "bubble": _bubble,
     "launch": _launch,
     "per_step": _per_step,
+    "eager": _eager,
     "host": _host,
 }
 

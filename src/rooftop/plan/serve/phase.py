@@ -12,8 +12,10 @@ Decode step (one new token for each of ``batch`` sequences at context S), per ch
          + collectives: 2 all-reduces of batch x D activations per layer under TP (1 with parallel
            attention/MLP), each max(bandwidth / network efficiency, hop latency) (cost/collectives.py),
            plus one permute per pipeline stage
-         + launch: n_layers x kernels_per_layer x kernel_s
-         + scheduling: step_s
+         + launch: n_layers x kernels_per_layer x kernel_s, plus, when the step is not a captured
+           CUDA graph (more than graph_max_batch tokens), the host's time to issue the kernels
+           beyond the device's time of the step: max(0, kernels x kernel_eager_s - device time)
+         + scheduling: step_s + step_per_seq_s x sequences of the step
     memory = weights (read once per step per chip) + KV cache of every sequence + activations.
 
 The matmul group is memory-bound below the critical batch ~ F x beta_w / (2 x BW) (F: peak FLOPs/s
@@ -26,11 +28,18 @@ round. Prefill of a prompt runs the stages one after another (no pipelining for 
 
 Fixed costs (overheads) are what make real decode 2-4x slower than the bandwidth roofline for
 70B-class models at TP 4-8: 160 all-reduces of a few KiB are latency-bound, 800 kernels each
-cost microseconds, and the runtime spends ~1 ms per step (catalog/efficiency/serving.toml).
+cost microseconds, and the runtime spends ~1 ms per step at a few hundred sequences, more with more
+(catalog/efficiency/serving.toml, every figure with its source).
+
+A mixed step (``mixed_step``, continuous batching: plan/serve/batching.py) decodes a running batch
+and prefills ``c`` prompt tokens in one pass: the decode's per-chip Cost plus c / prompt_len times
+the per-chip Cost of one prompt's prefill without its weights (the weights are read once per step),
+timed by the same rule.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -81,9 +90,12 @@ def _model_leaves(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) ->
     return tuple(leaf for _, leaf in model_costs(cfg, workload, dtypes).leaves())
 
 
-def chip_cost(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout) -> ChipCost:
+def chip_cost(
+    cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout, weights: bool = True
+) -> ChipCost:
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
-    expert parallelism, grouped into matmul / attention / elementwise ops."""
+    expert parallelism, grouped into matmul / attention / elementwise ops; ``weights=False`` leaves
+    the weight reads out (a part of a step whose weights another part already reads)."""
     leaves = _model_leaves(cfg, workload, dtypes)
     experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
@@ -99,7 +111,7 @@ def chip_cost(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout
         for key, v in cost.flops_by.items():
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
         w, k = cost.bytes_of("weights"), cost.bytes_of("kv_cache")
-        w_chip = w * s.weights * (imbalance if tag.expert else 1.0)
+        w_chip = w * s.weights * (imbalance if tag.expert else 1.0) if weights else 0.0
         k_chip = k * s.kv
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip
@@ -253,13 +265,8 @@ def _phase_time(
 ) -> PhaseTime:
     group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
     coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
-    kernels = cfg.n_layers * eff.kernels_per_layer
-    launch_s = kernels * eff.kernel_s
-    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
-    terms += coll_terms + [
-        Term("launch", launch_s, "overhead", "launch", launch),
-        Term("scheduling", eff.step_s, "overhead", "per_step", (("step_s", eff.step_s),)),
-    ]
+    launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s)
+    terms += coll_terms + fixed
     return PhaseTime(
         phase,
         batch,
@@ -279,10 +286,45 @@ def _phase_time(
         coll_lat,
         count,
         launch_s,
-        eff.step_s,
+        scheduling_s,
         memory_term(cost.weights_bytes + cost.kv_cache_bytes, chip).seconds,  # at the peak: the floor
         tuple(terms),
     )
+
+
+def _fixed_costs(
+    cfg: TransformerConfig, eff: Efficiency, sequences: int, tokens: int, device_s: float
+) -> tuple[float, float, list[Term]]:
+    """(launch, scheduling, their terms) of a step of ``sequences`` and ``tokens`` (per microbatch)
+    whose op groups and collectives take ``device_s``: the kernels' fixed cost, the host's part
+    when the step is no captured graph (``host_launch_s``), and the per-step and per-sequence
+    host work."""
+    kernels = cfg.n_layers * eff.kernels_per_layer
+    launch_s = kernels * eff.kernel_s
+    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
+    host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
+    scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
+    per_step: tuple[tuple[str, float], ...] = (("step_s", eff.step_s),)
+    if eff.step_per_seq_s:
+        per_step += (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
+    terms = [
+        Term("launch", launch_s, "overhead", "launch", launch),
+        Term("scheduling", scheduling_s, "overhead", "per_step", per_step),
+    ]
+    if host:
+        eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
+        terms.append(Term("host launch", host, "overhead", "eager", eager))
+    return launch_s + host, scheduling_s, terms
+
+
+def host_launch_s(kernels: float, tokens: int, device_s: float, eff: Efficiency) -> float:
+    """Host time to issue a step's kernels one by one beyond the device's time of the step: 0 when
+    the step runs as a captured CUDA graph (``tokens <= graph_max_batch``), else
+    max(0, kernels x kernel_eager_s - device_s) (an eager step is host-bound when issuing its
+    kernels takes longer than running them)."""
+    if tokens <= eff.graph_max_batch:
+        return 0.0
+    return max(0.0, kernels * eff.kernel_eager_s - device_s)
 
 
 def decode_step(
@@ -392,3 +434,51 @@ def compute_bound_batch(
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
     return hi * layout.pp
+
+
+# ---------------------------------------------------------------- the mixed step of continuous batching
+
+
+def mixed_step(
+    cfg: TransformerConfig,
+    chip: Chip,
+    mesh: Mesh,
+    layout: ServingLayout,
+    batch: int,
+    context_len: int,
+    prefill_tokens: float,
+    prompt_len: int,
+    dtypes: Dtypes,
+    eff: Efficiency,
+) -> PhaseTime:
+    """One step of continuous batching: a decode of ``batch`` running sequences at ``context_len``
+    plus ``prefill_tokens`` prompt tokens (chunks of prompts of ``prompt_len``), weights read once.
+    The prefill part is prefill_tokens / prompt_len times one prompt's prefill Cost without its
+    weights: a prompt prefilled in chunks does the same work in all (causal pairs included), so
+    the mean chunk costs its share. With pp stages, each of the pp microbatches carries 1/pp of
+    both (a round of the pipeline, as ``decode_step``). ``batch`` 0 is a step of prefill only.
+    Under attention data parallelism (or a KV cache split over the batch) the prompt tokens are
+    priced on the busiest rank as one prompt's are (a prompt runs on one rank): an upper bound
+    when a step's prompt tokens come from several prompts spread over the ranks."""
+    pp = layout.pp
+    if batch % pp:
+        raise InvalidConfigError(f"batch {batch} does not split into pp={pp} microbatches")
+    micro = batch // pp
+    share_ = prefill_tokens / (prompt_len * pp)
+    pre = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False)
+    if micro:
+        dec = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout)
+    else:  # prefill only: the weights, read once, and nothing else
+        whole = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout)
+        weights = {g: Cost({}, whole.groups[g].hbm_bytes - pre.groups[g].hbm_bytes) for g in GROUPS}
+        dec = ChipCost(weights, whole.weights_bytes, 0.0, 0.0)
+    groups = {g: dec.groups[g] + share_ * pre.groups[g] for g in GROUPS}
+    cost = ChipCost(
+        groups,
+        dec.weights_bytes,
+        dec.kv_cache_bytes + share_ * pre.kv_cache_bytes,
+        dec.other_bytes + share_ * pre.other_bytes,
+    )
+    tokens = micro + max(1, round(prefill_tokens / pp)) if prefill_tokens else micro
+    sequences = batch + math.ceil(prefill_tokens / prompt_len)
+    return _phase_time("mixed", cost, cfg, chip, mesh, layout, sequences, tokens, context_len, dtypes, eff, pp)

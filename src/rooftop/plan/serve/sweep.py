@@ -7,7 +7,8 @@ A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch p
 - ``step_time_s``: one decode step at the mean context of a request, prompt_len + gen_len / 2
   (time per output token); the cache must fit at the largest context, prompt_len + gen_len.
 - ``ttft_s``: prefill of one prompt on an idle replica (queueing and interference with running
-  decodes are not modelled).
+  decodes are not modelled here: with a request rate or a concurrency, plan/serve/batching.py
+  gives TPOT and TTFT under load for continuous batching, ``ServingPlan.batching``).
 - ``tokens_per_s``: output tokens per second of the slice with prefill on the same chips: each
   replica turns b prompts into b x gen_len tokens in gen_len x step + prefill(b prompts).
 - cost per million tokens (price per chip-hour x chip-seconds): input tokens pay the prefill's
@@ -42,10 +43,12 @@ from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.batching import Batching, continuous_batching
 from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
+from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.plan.train.layout import divisors
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
 
@@ -71,6 +74,9 @@ class ServingRequest:
     efficiency: Efficiency | None = None
     batch_cap: int = DEFAULT_BATCH_CAP
     fix: Mapping[str, int] | None = None
+    concurrency: int | None = None  # continuous batching with this many clients (plan/serve/batching.py)
+    scheduler: str = "chunked"
+    token_budget: int = DEFAULT_TOKEN_BUDGET
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -83,6 +89,10 @@ class ServingRequest:
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise InvalidConfigError(f"{name}={shown(v)} must be > 0")
+        if self.requests_per_s is not None and self.concurrency is not None:
+            raise InvalidConfigError("give a request rate or a concurrency, not both")
+        # the scheduler, its budget and the concurrency are checked even when no traffic uses them
+        _ = self.traffic or Traffic(self.prompt_len, self.gen_len, None, 1, self.scheduler, self.token_budget)
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
         if self.fix:
@@ -101,6 +111,15 @@ class ServingRequest:
     def pins(self) -> dict[str, int]:
         """The pinned degrees ({} when none)."""
         return dict(self.fix or {})
+
+    @property
+    def traffic(self) -> Traffic | None:
+        """What feeds continuous batching (None: the static batch only)."""
+        if self.requests_per_s is None and self.concurrency is None:
+            return None
+        return Traffic(
+            self.prompt_len, self.gen_len, self.requests_per_s, self.concurrency, self.scheduler, self.token_budget
+        )
 
     @property
     def eff(self) -> Efficiency:
@@ -164,6 +183,7 @@ class ServingPlan(Displayed):
     critical_batch: inf.CriticalBatch
     notes: tuple[str, ...]
     disaggregation: Disaggregation | None = None  # with ``request.requests_per_s`` (plan/serve/disagg.py)
+    batching: Batching | None = None  # with a rate or a concurrency (plan/serve/batching.py)
 
 
 # ---------------------------------------------------------------- layouts
@@ -512,4 +532,6 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
     )
     if req.requests_per_s:
         plan = dataclasses.replace(plan, disaggregation=disaggregate(plan, req.requests_per_s))
+    if req.traffic is not None:
+        plan = dataclasses.replace(plan, batching=continuous_batching(plan))
     return plan

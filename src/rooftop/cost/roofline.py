@@ -191,16 +191,20 @@ def roofline(cost: Cost, chip: Chip, mesh: Mesh | None = None, efficiency: Effic
             term = collective_term(comm, mesh, chip, efficiency)
             network_s += term.seconds
             terms.append(term)
-    dtype = _dominant_dtype(cost)
-    critical = chip.critical_intensity(dtype) if dtype else chip.critical_intensity("bf16")
+    critical = _critical_intensity(cost, chip)
     return Estimate(chip.name, cost.flops, cost.hbm_bytes, compute_s, mem.seconds, network_s, critical, tuple(terms))
 
 
-def _dominant_dtype(cost: Cost) -> str | None:
-    matrix = {d: f for (u, d), f in cost.flops_by.items() if u == "matrix"}
-    if not matrix:
-        return None
-    return max(matrix, key=lambda d: matrix[d])
+def _critical_intensity(cost: Cost, chip: Chip) -> float:
+    """The ridge point of the unit and dtype doing most of the cost's FLOPs (the matrix unit's when it
+    has matrix FLOPs, as a matmul's few vector FLOPs do not move its ridge; the vector unit's for a
+    vector-only cost; bf16 on the matrix unit for a cost with no FLOPs)."""
+    for unit in ("matrix", "vector"):
+        flops = {d: f for (u, d), f in cost.flops_by.items() if u == unit and f}
+        if flops:
+            dtype = max(flops, key=lambda d: flops[d])
+            return chip.flops_rate(dtype, unit)[1] / chip.hbm_bytes_per_s  # type: ignore[arg-type]
+    return chip.critical_intensity("bf16")
 
 
 # ---------------------------------------------------------------- the same formula over a table of ops

@@ -435,9 +435,10 @@ def _layer_comm(
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
             a2a = 2 * pricer.time("all-to-all", ("ep",), routed)  # dispatch and combine
-            # behind the compute outside the routed experts still free (attention, shared experts)
-            h_f = min(a2a, eff.ep_overlap * min(left_f, dense_f / c))
-            h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, dense_b / c))
+            # behind the compute outside the routed experts still free (attention, shared experts): what
+            # is left of the layer's compute, and of that compute less the attention core the ring took
+            h_f = min(a2a, eff.ep_overlap * min(left_f, max(0.0, dense_f / c - f_ring)))
+            h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, max(0.0, dense_b / c - b_ring)))
             left -= h_b
             e_ep += n * exposed_s((2 + recompute) * a2a, h_f + h_b)
         uncovered += n * left

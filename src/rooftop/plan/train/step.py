@@ -14,8 +14,12 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.
 - FSDP / ZeRO-3: per layer per microbatch, all-gather the layer's weights forward and again
-  backward, reduce-scatter its gradients; prefetched behind the layer's compute, the excess
-  exposed (Rajbhandari 2020; Zhao 2023 PyTorch FSDP).
+  backward, reduce-scatter its gradients; prefetched one layer ahead (PyTorch FSDP's forward and
+  BACKWARD_PRE prefetch, ZeRO-3's prefetch bucket, XLA's scan), so each hides behind a layer's
+  compute and the excess is exposed, and the first gather of a microbatch's pass and its last
+  reduce-scatter, with no layer compute before or after them, are exposed whole (Rajbhandari 2020;
+  Zhao 2023 PyTorch FSDP). Under full remat the backward's one gather serves the recompute too (the
+  recompute runs inside the layer's backward, after its gather).
 - data parallelism: once per step, the gradients (already reduce-scattered over fsdp)
   all-reduced over dp (ZeRO-1/2: reduce-scatter + all-gather, the same bytes); ``dp_overlap``
   of it hides behind the last microbatch's backward pass.
@@ -409,7 +413,7 @@ def _layer_comm(
     if par.cp > 1:
         kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
         ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
-    uncovered = 0.0
+    uncovered = fill = 0.0
     routed_factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg) if par.ep > 1 else 1.0
     for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
         n = g.count * layer_scale
@@ -425,13 +429,16 @@ def _layer_comm(
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
         e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
+        if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
+            fill = min(f_fsdp, ag) + min(b_fsdp, rs)
         routed = a2a = h_f = h_b = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
             a2a = 2 * pricer.time("all-to-all", ("ep",), routed)  # dispatch and combine
-            # behind the compute outside the routed experts still free (attention, shared experts)
-            h_f = min(a2a, eff.ep_overlap * min(left_f, dense_f / c))
-            h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, dense_b / c))
+            # behind the compute outside the routed experts still free (attention, shared experts): what
+            # is left of the layer's compute, and of that compute less the attention core the ring took
+            h_f = min(a2a, eff.ep_overlap * min(left_f, max(0.0, dense_f / c - f_ring)))
+            h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, max(0.0, dense_b / c - b_ring)))
             left -= h_b
             e_ep += n * exposed_s((2 + recompute) * a2a, h_f + h_b)
         uncovered += n * left
@@ -451,6 +458,9 @@ def _layer_comm(
             ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute) * 2)
+    e_fsdp += fill
+    if ledger is not None:
+        ledger.hide("fsdp", -fill)
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes

@@ -123,7 +123,8 @@ def chip_cost(
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip
         totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]
-    return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, *totals, tuple(gemms))
+    weights_bytes, kv_bytes, other_bytes = totals
+    return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, weights_bytes, kv_bytes, other_bytes, tuple(gemms))
 
 
 def _mixed_gemms(

@@ -40,12 +40,22 @@ def test_wave_quantization_by_hand() -> None:
 
 
 def test_tile_quantization_and_split_k_by_hand() -> None:
-    # 128 x 128 output, K = 8192: one tile leaves 131 of 132 SMs idle; split-K 8 makes 8 tiles of
-    # K 1024 each: 8 x 1 tiles in one wave -> 128 x 128 x 8192 / (132 x 128 x 128 x (1024 + 128))
+    # 128 x 128 output, K = 8192: one tile leaves 131 of 132 SMs idle; split-K 32 (slices of K 256, the
+    # least MIN_SPLIT_K allows) makes 32 tiles in one wave -> 128 x 128 x 8192 / (132 x 128 x 128 x (256 + 128))
     model = tile_model(H100)
     assert model is not None
     got = float(shape_efficiency_array(model, 128, 128, 8192, **NO_EPILOGUE))
-    assert got == pytest.approx(8192 / (132 * (1024 + 128)))
+    assert got == pytest.approx(8192 / (132 * (256 + 128)))
+
+
+def test_few_rows_run_a_skinny_tile() -> None:
+    # a decode step's 8 rows x 4096 x 4096 runs 16-row tiles (mma.m16n8k16), not 128-row ones; the best:
+    # 16 x 128 tiles, 32 of them, split-K 4 (slices of K 1024) -> 128 tiles in one wave:
+    # 8 x 4096 x 4096 / (132 x 16 x 128 x (1024 + 128)); a 128-row tile would waste 15/16 more
+    model = tile_model(H100)
+    assert model is not None
+    got = float(shape_efficiency_array(model, 8, 4096, 4096, **NO_EPILOGUE))
+    assert got == pytest.approx(8 * 4096 * 4096 / (132 * 16 * 128 * (1024 + 128)))
 
 
 def test_epilogue_by_hand() -> None:

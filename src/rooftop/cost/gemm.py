@@ -4,13 +4,14 @@ useful work (``shape_efficiency``), which divides the roofline's compute term of
 GPUs (NVIDIA, "Matrix Multiplication Background User's Guide": tile and wave quantization). The
 M x N output of each of ``batch`` matmuls is cut into tm x tn tiles, one per thread block; the tiles
 run in waves of one per SM; with too few tiles to fill the SMs the K walk may be split over more
-tiles (split-K, each slice >= MIN_SPLIT_K deep, its partial tile written and read back). Per tile
+tiles (split-K, each slice >= MIN_SPLIT_K deep, its partial tile written and read back), and a
+matmul of fewer rows than a tile runs a skinnier one (the next power of two, >= MIN_ROW_TILE). Per tile
 the mainloop walks K in k-steps after a prologue of ``k_fill_steps``, then writes the tile (the
 epilogue) at the SM's share of HBM bandwidth:
 
     tiles = batch x ceil(M / tm) x ceil(N / tn);  waves = ceil(tiles / SMs)
     K'    = ceil(K / k_step) x k_step + k_fill_steps x k_step
-    math  = 2 tm tn K' / (peak / SMs);  write = tm tn out_bytes / (HBM bytes/s / SMs)
+    math  = 2 tm tn K' / (peak / SMs);  write = (M N / tiles per matmul) out_bytes / (HBM bytes/s / SMs)
     efficiency = batch M N K / (waves x SMs x tm tn K') x math / (math + write)
 
 taking the tile of the catalog's list (catalog/efficiency/gemm.toml) that wastes least, as the
@@ -44,8 +45,11 @@ from rooftop.hardware.chip import Chip
 WHERE = "catalog/efficiency/gemm.toml"
 #: split-K factors a library may use when a GEMM has too few output tiles to fill the SMs (cuBLAS and
 #: CUTLASS split-K / stream-K), each slice keeping at least MIN_SPLIT_K of the contraction
-SPLITS = (1, 2, 4, 8)
-MIN_SPLIT_K = 512
+SPLITS = (1, 2, 4, 8, 16, 32, 64)
+MIN_SPLIT_K = 256
+#: the fewest rows a tensor-core tile has (PTX ISA, warp-level mma.m16n8k16): a matmul of fewer rows than
+#: a tile's (a decode step's few sequences) runs a tile of the next power of two rows, at least this
+MIN_ROW_TILE = 16
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,9 @@ def shape_efficiency_array(
             eff = useful / (kp * batch * np.minimum(wide, tall))
         else:
             eff = np.zeros(np.broadcast(m, n, k, batch).shape)
-            for (tm, tn), split in itertools.product(model.tiles, SPLITS):
+            skinny = np.maximum(MIN_ROW_TILE, 2.0 ** np.ceil(np.log2(np.maximum(m, 1.0))))
+            for (tile_m, tn), split in itertools.product(model.tiles, SPLITS):
+                tm = np.where(m < tile_m, np.minimum(skinny, tile_m), tile_m)  # fewer rows: a skinnier tile
                 # split-K: the K walk cut into ``split`` slices, each a tile of its own (partial sums
                 # added after: counted as one more write of the tile per slice)
                 kp = _pad(np.maximum(k / split, 1.0), model.k_step) + model.k_fill_steps * model.k_step
@@ -132,7 +138,8 @@ def shape_efficiency_array(
                 q = useful / (waves * model.units * tm * tn * kp)
                 if model.epilogue and peak_flops_per_s > 0 and hbm_bytes_per_s > 0:
                     math_s = 2.0 * tm * tn * kp / (peak_flops_per_s / model.units)
-                    write_s = tm * tn * out_bytes * (2 if split > 1 else 1) / (hbm_bytes_per_s / model.units)
+                    valid = m * n / (np.ceil(m / tm) * np.ceil(n / tn))  # a tile writes its part of the output
+                    write_s = valid * out_bytes * (2 if split > 1 else 1) / (hbm_bytes_per_s / model.units)
                     q = q * math_s / (math_s + write_s)
                 usable = (k / split >= MIN_SPLIT_K) | (split == 1)
                 eff = np.maximum(eff, np.where(usable, q, 0.0))

@@ -2,6 +2,11 @@
 
     python benchmarks/accuracy_training.py          # predicted vs published MFU, relative errors
     python benchmarks/accuracy_training.py --fit    # also grid-fit the one fitted factor (matrix efficiency)
+    python benchmarks/accuracy_training.py --loso   # also fit on two sources and score the third, each way
+
+After its own table it prints the ten Megatron-LM rows again with the errors of two other
+estimators (calculon, llm-analysis) beside rooftop's, read from the committed
+benchmarks/results/peers-megatron-table1/peers.csv (how they were run: the README there).
 
 Each run is evaluated with the layout its authors published (not the planner's choice), with
 the default efficiency factors of catalog/efficiency/training.toml. Utilization is compared
@@ -26,9 +31,11 @@ Sources:
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
@@ -239,13 +246,68 @@ def fit() -> float:
     return best[1]
 
 
+def leave_one_source_out() -> None:
+    """Fit the matrix efficiency on two sources (the same objective as ``fit``) and score the third."""
+    base = default_efficiency("training")
+    grid = {i / 100: _errors(base.replace(matrix=i / 100)) for i in range(50, 101)}
+    sources = list(next(iter(grid.values())))
+    for held in sources:
+        fitted = min(grid, key=lambda m: (max(statistics.median(v) for s, v in grid[m].items() if s != held), m))
+        errs = grid[fitted][held]
+        print(
+            f"  fit without {held}: matrix {fitted:.2f}; {held}: median error {statistics.median(errs):.1%} "
+            f"over {len(errs)} runs"
+        )
+
+
+PEERS_CSV = Path(__file__).parent / "results" / "peers-megatron-table1" / "peers.csv"
+PEERS = (  # CSV column prefix, heading
+    ("calculon_a100_80e", "calculon 80e"),
+    ("calculon_a100_80g", "calculon 80g"),
+    ("llm_analysis_fe0.5", "llm-a fe0.5"),
+    ("llm_analysis_fe1", "llm-a fe1"),
+)
+
+
+def peers_table(eff: Efficiency) -> None:
+    """The Megatron rows with rooftop's error (live) beside the peers' (committed CSV)."""
+    if not PEERS_CSV.exists():
+        print(f"(no peer comparison: {PEERS_CSV} is missing)")
+        return
+    with PEERS_CSV.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    ours = _megatron_runs()
+    cols = ("params_b", "t", "p", "gpus", "batch", "published_util")
+    if [tuple(float(r[c]) for c in cols) for r in rows] != [(m[0], *m[4:8], m[9]) for m in MEGATRON]:
+        raise SystemExit(f"{PEERS_CSV}: rows do not match the MEGATRON table")
+    print(f"\nMegatron-LM 2021 Table 1, |utilization error| beside other estimators (peers from {PEERS_CSV.name})")
+    heads = ["rooftop", *(h for _, h in PEERS)]
+    print(f"{'run':<44} {'published':>9} " + " ".join(f"{h:>12}" for h in heads))
+    errors: dict[str, list[float]] = {h: [] for h in heads}
+    for run, row in zip(ours, rows, strict=True):
+        errors["rooftop"].append(abs(predict(run, eff)[0] - run.published) / run.published)
+        for col, head in PEERS:
+            errors[head].append(float(row[f"{col}_error"]))
+        print(f"{run.name:<44} {run.published:>9.1%} " + " ".join(f"{errors[h][-1]:>12.1%}" for h in heads))
+    for label, agg in (("median", statistics.median), ("max", max)):
+        print(f"{label:<44} {'':>9} " + " ".join(f"{agg(errors[h]):>12.1%}" for h in heads))
+    print(
+        "  calculon 80e/80g: its systems/a100_80e.json / a100_80g.json; llm-a: llm-analysis with "
+        "flops_efficiency 0.5 (its README's guidance) / 1 (its default)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fit", action="store_true", help="grid-fit the matrix efficiency first")
+    parser.add_argument("--loso", action="store_true", help="leave one source out: fit on two, score the third")
     args = parser.parse_args()
     if args.fit:
         fit()
     table(default_efficiency("training"))
+    peers_table(default_efficiency("training"))
+    if args.loso:
+        leave_one_source_out()
 
 
 if __name__ == "__main__":

@@ -5,11 +5,28 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+def _xla_flags() -> str:
+    """8 host devices; with a jaxlib whose XLA:CPU has them (0.10 on; an unknown flag aborts XLA), collective
+    timeouts of 10 minutes: on a loaded machine the 8 device threads of a CPU collective can take longer than
+    XLA's default to meet, and XLA then aborts the whole test process (seen under `rooftop calibrate`)."""
+    flags = "--xla_force_host_platform_device_count=8"
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(x) for x in version("jaxlib").split(".")[:2])
+    except Exception:  # no jaxlib, or a version string of another form: the device count alone
+        return flags
+    if (major, minor) >= (0, 10):
+        flags += " --xla_cpu_collective_timeout_seconds=600 --xla_cpu_collective_call_terminate_timeout_seconds=600"
+    return flags
+
+
+os.environ.setdefault("XLA_FLAGS", _xla_flags())
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import pytest
+import pytest  # noqa: E402  (after the environment JAX reads at import)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 THIRD_PARTY = SHARED / "data" / "third_party_profiles"

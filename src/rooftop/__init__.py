@@ -51,9 +51,25 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "search_training": ("rooftop.plan.train.search", "search"),
     "plan_training": ("rooftop.plan.train.plan", "plan_training"),
     "TrainingSetup": ("rooftop.plan.train.step", "TrainingSetup"),
+    "ServingRequest": ("rooftop.plan.serve.sweep", "ServingRequest"),
+    "plan_serving": ("rooftop.plan.serve.sweep", "plan_serving"),
+    "parse_hlo": ("rooftop.analysis.hlo.parse", "parse_hlo"),
+    "parse_hlo_file": ("rooftop.analysis.hlo.parse", "parse_hlo_file"),
+    "analyze_hlo": ("rooftop.analysis.hlo.analyze", "analyze"),
+    "load_trace": ("rooftop.analysis.trace.load", "load_trace"),
+    "profile_report": ("rooftop.analysis.profile", "profile_report"),
+    "roofline_figure": ("rooftop.report.plot", "roofline_figure"),
+    "train_figure": ("rooftop.report.train", "train_figure"),
+    "serve_figure": ("rooftop.report.serve", "serve_figure"),
+    "hlo_figure": ("rooftop.report.hlo", "hlo_figure"),
+    "profile_figure": ("rooftop.report.profile", "profile_figure"),
 }
 
 if TYPE_CHECKING:
+    from rooftop.analysis.hlo.analyze import analyze as analyze_hlo
+    from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
+    from rooftop.analysis.profile import profile_report
+    from rooftop.analysis.trace.load import load_trace
     from rooftop.cost.cost import Comm, Cost, CostTree
     from rooftop.cost.efficiency import Efficiency
     from rooftop.cost.op import Operand, elementwise, explicit, matmul, reduction
@@ -65,10 +81,16 @@ if TYPE_CHECKING:
     from rooftop.model.catalog import get_model, load_hf_config
     from rooftop.model.config import Dtypes, TransformerConfig, Workload
     from rooftop.model.transformer import layer_costs, model_costs
+    from rooftop.plan.serve.sweep import ServingRequest, plan_serving
     from rooftop.plan.train.layout import Parallelism
     from rooftop.plan.train.plan import plan_training
     from rooftop.plan.train.search import search as search_training
     from rooftop.plan.train.step import TrainingSetup
+    from rooftop.report.hlo import hlo_figure
+    from rooftop.report.plot import roofline_figure
+    from rooftop.report.profile import profile_figure
+    from rooftop.report.serve import serve_figure
+    from rooftop.report.train import train_figure
 
 
 def __getattr__(name: str) -> Any:
@@ -100,6 +122,7 @@ __all__ = [
     "Parallelism",
     "ParseError",
     "RooftopError",
+    "ServingRequest",
     "ShardingError",
     "Topology",
     "TrainingSetup",
@@ -107,19 +130,30 @@ __all__ = [
     "UnknownNameError",
     "Workload",
     "__version__",
+    "analyze_hlo",
     "elementwise",
     "explicit",
     "get_chip",
     "get_model",
+    "hlo_figure",
     "layer_costs",
     "load_chips",
     "load_hf_config",
+    "load_trace",
     "make_mesh",
     "matmul",
     "model_costs",
+    "parse_hlo",
+    "parse_hlo_file",
     "parse_topology",
+    "plan_serving",
     "plan_training",
+    "profile_figure",
+    "profile_report",
     "reduction",
     "roofline",
+    "roofline_figure",
     "search_training",
+    "serve_figure",
+    "train_figure",
 ]

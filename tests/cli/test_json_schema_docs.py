@@ -103,6 +103,7 @@ CASES: list[tuple[str, str, str]] = [
         " points[0].prefill_batch_breakdown=points[].prefill_batch_breakdown|points[].breakdown"
         " layouts[0] large_batch_end min_slice"
         " disaggregation disaggregation.prefill disaggregation.decode=disaggregation.decode|disaggregation.prefill"
+        " continuous_batching continuous_batching.layouts[0]"
         " disaggregation.kv_transfer",
     ),
     ("hlo", "hlo {hlo} --chip h100", "mesh totals collectives_by_axis[0] instructions[0]"),

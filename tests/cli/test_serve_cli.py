@@ -58,7 +58,7 @@ def test_json_contract(done: dict) -> None:
     assert "disaggregation" not in done
     for p in done["points"]:
         assert POINT_KEYS <= set(p)
-        assert set(p["parallelism"]) == {"tp", "ep", "pp", "replicas"}
+        assert set(p["parallelism"]) == {"tp", "ep", "pp", "replicas", "kv_batch", "attn_dp"}
         assert BREAKDOWN_KEYS <= set(p["breakdown"])
         assert set(p["cost_per_million_tokens_usd"]) == {"input", "output"}
     assert all(done["points"][i]["fits"] for i in done["frontier"])
@@ -204,7 +204,8 @@ def test_fix_pins_one_replica_over_two_nodes() -> None:
     assert d["fix"] == {"tp": 16}
     assert {(p["parallelism"]["tp"], p["parallelism"]["replicas"]) for p in d["points"]} == {(16, 1)}
     assert d["chosen"] is not None
-    assert [s["scale_out_axes"] for s in d["layouts"]] == [["tp"]]
+    # tp=16 with its KV heads copied twice, and the cache split over the batch the 16 / 8 = 2 ways instead
+    assert [(s["parallelism"]["kv_batch"], s["scale_out_axes"]) for s in d["layouts"]] == [(1, ["tp"]), (2, ["tp"])]
     assert any(n.startswith("tp crosses NVLink domains in tp=16 x1 (over 2 domains") for n in d["notes"])
     comm = next(t for t in d["points"][0]["breakdown"]["terms"] if t["name"] == "collective all-reduce tp")
     assert "50 GB/s" in comm["formula"] and "450 GB/s" in comm["formula"]  # the fabric level and the NVLink level
@@ -222,7 +223,7 @@ def test_fix_pins_one_replica_over_two_nodes() -> None:
         (("tp=32",), "--fix tp=32: tp=32 chips per replica do not divide the slice's 16 chips"),
         (("pp=3",), "--fix pp=3: pp=3 does not divide n_layers=80"),
         (("ep=2",), "ep=2 needs a mixture-of-experts model; llama-3-70b is dense"),
-        (("zz=1",), "--fix cannot pin 'zz' (valid: tp, pp, ep)"),
+        (("zz=1",), "--fix cannot pin 'zz' (valid: tp, pp, ep, attn_dp, kv_batch)"),
         (("tp",), "cannot read --fix 'tp': expected NAME=VALUE"),
         (("tp=8,tp=4",), "--fix pins 'tp' twice"),
         (("tp=-8",), "--fix tp '-8' must be in [1, 16777216]"),

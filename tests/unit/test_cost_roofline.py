@@ -110,3 +110,12 @@ def test_every_term_names_its_figures() -> None:
     est = roofline(explicit(1e12, 1e9), get_chip("tpu-v5e"))
     formulas = " ".join(term_formula(t) for t in est.terms)
     assert "tpu-v5e" in formulas and "197 TFLOP/s" in formulas and "819 GB/s" in formulas
+
+
+def test_critical_intensity_of_a_vector_only_cost_is_the_vector_units() -> None:
+    """An elementwise op's ridge point is the vector unit's peak over HBM bandwidth (v5p bf16 vector
+    14e12 / 2.765e12), not the matrix unit's (459e12 / 2.765e12 = 166)."""
+    chip = get_chip("tpu-v5p")
+    est = roofline(elementwise(1e9, "bf16", 1.0), chip)
+    assert est.critical_intensity == pytest.approx(chip.vector_flops_per_s["bf16"] / chip.hbm_bytes_per_s)
+    assert est.critical_intensity < 10 < chip.critical_intensity("bf16")

@@ -82,10 +82,32 @@ def test_overheads_make_70b_decode_2_to_4x_the_bandwidth_roofline() -> None:
         # the fixed terms are shown on their own: 160 all-reduces, 80 x 10 kernels, one step overhead
         assert step.collectives == 2 * 80
         assert step.launch_s == pytest.approx(80 * 10 * 3e-6)
-        assert step.scheduling_s == pytest.approx(1e-3)
+        assert step.scheduling_s == pytest.approx(1e-3 + 1 * 2e-6)  # step_s + one sequence x step_per_seq_s
     assert 1.5 <= ratios[(4, "bf16")] <= 2.5
     assert 1.8 <= ratios[(8, "bf16")] <= 2.8
     assert 2.8 <= ratios[(8, "fp8")] <= 4.0
+
+
+def test_host_overhead_grows_with_batch_and_without_cuda_graphs() -> None:
+    """catalog/efficiency/serving.toml: 1 ms + 2 us per sequence; above 512 tokens no CUDA graph,
+    so the host issues 80 x 10 kernels at 25 us = 20 ms and the step is host-bound when that
+    outlasts the device's time; graph_max_batch=0 switches graphs off at every batch."""
+    eff = default_efficiency("serving", "gpu")
+    layout = ServingLayout(tp=8)
+    mesh = mesh_for(H100, "8", layout)
+    fp8 = Dtypes("fp8", "fp8", "fp8")
+    at = {b: inf.decode_step(L70, H100, mesh, layout, b, 2048, fp8, eff) for b in (1, 256, 1024)}
+    assert at[256].scheduling_s == pytest.approx(1e-3 + 256 * 2e-6)  # 1.512 ms
+    assert at[1024].scheduling_s == pytest.approx(1e-3 + 1024 * 2e-6)
+    assert at[256].launch_s == pytest.approx(80 * 10 * 3e-6)  # a captured graph
+    step = at[1024]
+    device = step.roofline_s + step.collective_s + 80 * 10 * 3e-6
+    assert step.launch_s == pytest.approx(80 * 10 * 3e-6 + max(0.0, 80 * 10 * 25e-6 - device))
+    eager = inf.decode_step(L70, H100, mesh, layout, 1, 2048, fp8, eff.replace(graph_max_batch=0))
+    one = at[1]
+    assert eager.time_s - one.time_s == pytest.approx(80 * 10 * 25e-6 - (one.roofline_s + one.collective_s + 2.4e-3))
+    flat = eff.replace(step_per_seq_s=0.0)
+    assert inf.decode_step(L70, H100, mesh, layout, 1024, 2048, fp8, flat).scheduling_s == 1e-3
 
 
 def test_tp_allreduces_are_latency_bound_at_small_batch() -> None:
@@ -249,6 +271,8 @@ def test_default_factors_have_sources_and_differ_by_stack() -> None:
     gpu, tpu = default_efficiency("serving", "gpu"), default_efficiency("serving", "tpu")
     assert (gpu.matrix, gpu.hbm, gpu.network, gpu.usable_hbm_fraction) == (0.60, 0.85, 0.80, 0.90)
     assert (gpu.kernel_s, tpu.kernel_s, gpu.step_s, gpu.kernels_per_layer) == (3e-6, 1e-6, 1e-3, 10)
+    assert (gpu.step_per_seq_s, gpu.kernel_eager_s, gpu.graph_max_batch) == (2e-6, 25e-6, 512)
+    assert tpu.graph_max_batch >= 1e9  # XLA: every step one compiled program
     assert default_efficiency("serving", "custom").kernel_s == 3e-6
     assert all(src for src, _ in gpu.sources.values())
     assert set(gpu.as_dict()["sources"]) >= {"matrix", "hbm", "kernel_s", "step_s", "usable_hbm_fraction"}

@@ -38,7 +38,7 @@ def test_done_criterion_small_batch_step_is_the_bandwidth_floor(v5e_plan) -> Non
     # ... and the fixed costs are shown separately and add up to the step
     assert d.collective_s == pytest.approx(160 * 12e-6)  # 4x4 without wraparound: 2 x (3 + 3) hops of 1 us
     assert d.launch_s == pytest.approx(80 * 10 * 1e-6)
-    assert d.scheduling_s == pytest.approx(1e-3)
+    assert d.scheduling_s == pytest.approx(1e-3 + 2e-6)  # step_s + one sequence x step_per_seq_s
     assert first.step_time_s == pytest.approx(d.roofline_s + d.collective_s + d.launch_s + d.scheduling_s)
     assert first.bound == "memory"
 
@@ -47,7 +47,11 @@ def test_done_criterion_large_batch_end_is_memory_capacity(v5e_plan) -> None:  #
     last = v5e_plan.points[v5e_plan.frontier[-1]]
     summary = next(s for s in v5e_plan.layouts if s.layout == last.layout)
     assert summary.limit == "memory_capacity"
-    assert last.batch == summary.max_batch == 61
+    # the book's layout (the cache sharded over the batch the 16 / 8 = 2 ways the KV heads leave) holds
+    # twice the sequences of tp=16 with two copies of every KV head
+    assert last.layout.kv_batch == 2 and last.batch == summary.max_batch == 2 * 61
+    plain = next(s for s in v5e_plan.layouts if s.layout.tp == 16 and s.layout.kv_batch == 1)
+    assert plain.max_batch == 61
     assert "memory capacity" in last.reason and "compute-bound only from batch" in last.reason
     assert summary.compute_bound_batch > summary.max_batch
     # layouts whose weights alone overflow 16 GiB x 0.9 say so

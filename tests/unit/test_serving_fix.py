@@ -13,8 +13,9 @@ from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve.crossing import scale_out_axes
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.sweep import ServingRequest, candidate_layouts, plan_serving, scale_out_axes
+from rooftop.plan.serve.sweep import ServingRequest, candidate_layouts, plan_serving
 
 L70 = get_model("llama-3-70b")
 H100 = get_chip("h100")
@@ -96,7 +97,7 @@ def test_tp_across_domains_joins_the_sweep_only_when_nothing_holds_the_weights_i
         ({"pp": 3}, "pp=3 does not divide n_layers=80"),
         ({"ep": 2}, "ep=2 needs a mixture-of-experts model; llama-3-70b is dense"),
         ({"tp": 0}, "pinned tp=0 must be a positive integer"),
-        ({"dp": 2}, "cannot pin 'dp' (valid: tp, pp, ep)"),
+        ({"dp": 2}, "cannot pin 'dp' (valid: tp, pp, ep, attn_dp, kv_batch)"),
     ],
 )
 def test_a_refused_pin_names_the_rule(fix: dict, message: str) -> None:
@@ -123,7 +124,7 @@ def test_pinned_ep_and_kv_heads_and_batch_rules() -> None:
 def test_parse_fix_reads_the_layouts_degrees() -> None:
     assert sl.parse_fix("tp=16,pp=2") == {"tp": 16, "pp": 2}
     assert sl.parse_fix(None) == {}
-    with pytest.raises(InvalidConfigError, match=r"--fix cannot pin 'dp' \(valid: tp, pp, ep\)"):
+    with pytest.raises(InvalidConfigError, match=r"--fix cannot pin 'dp' \(valid: tp, pp, ep, attn_dp, kv_batch\)"):
         sl.parse_fix("dp=2")
 
 

@@ -55,8 +55,11 @@ from rooftop.analysis.intervals import (
 from rooftop.analysis.trace.events import MemorySample, Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.roofline import Estimate
+from rooftop.display import Displayed
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
+#: a compute-bound matmul whose shape uses less of the matrix unit than this says so in its "why"
+SHAPE_NOTED = 0.9
 ASYNC_START = re.compile(r"-start(\.[0-9]+)?$")
 ASYNC_DONE = re.compile(r"-done(\.[0-9]+)?$")
 #: efficiency above which an op is "faster than roofline": past timer noise (a few %), the roofline is wrong
@@ -93,10 +96,11 @@ class OpReport:
     framework_op: str = ""  # the framework's name for it: JAX's op_name scope path, the aten op
     source: str = ""  # file:line of the code that made it, when the profile records it
     phase: str = ""  # "forward" / "backward" (JAX: jvp / transpose in the op_name), "" when not said
+    shape_efficiency: float | None = None  # a matmul's use of the matrix unit by its shape (cost/gemm.py)
 
 
-@dataclass(frozen=True)
-class ProfileReport:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class ProfileReport(Displayed):
     source: str
     chip: str
     ops: tuple[OpReport, ...]
@@ -276,9 +280,12 @@ def judge(
     def report(
         lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str
     ) -> OpReport:
+        shape = est.shape_efficiency if est is not None else None
+        if shape is not None and bound == "compute" and shape < SHAPE_NOTED:
+            why += f"; its shape uses {shape:.0%} of the matrix unit (tile and wave quantization)"
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
-        return OpReport(name, module, opcode, category, *measured, *counts)
+        return OpReport(name, module, opcode, category, *measured, *counts, shape_efficiency=shape)
 
     if priced.elsewhere:
         return report(0.0, None, 0.0, None, "no modelled cost", priced.elsewhere)

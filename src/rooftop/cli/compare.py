@@ -61,7 +61,7 @@ def entries(text: str) -> list[tuple[str, str]]:
 
 
 def job_of(args: argparse.Namespace) -> str:
-    """"train" or "serve", from which job options are given (both, or half of one, is an error)."""
+    """ "train" or "serve", from which job options are given (both, or half of one, is an error)."""
     train = [f for f in ("batch_tokens", "seq_len") if getattr(args, f) is not None]
     serve = [f for f in ("prompt_len", "gen_len") if getattr(args, f) is not None]
     if train and serve:
@@ -80,7 +80,8 @@ def _entry_args(args: argparse.Namespace, chip: str, where: str) -> argparse.Nam
     count = where.isascii() and where.isdigit()
     return argparse.Namespace(**{
         **vars(args), "chip": chip, "chips": where if count else None, "topology": None if count else where,
-        "optimizer": "adam", "efficiency": None, "batch": None, "max_ttft": None, "kv_dtype": "bf16",
+        "optimizer": "adam", "efficiency": None, "compute_dtype": None, "max_nodes_per_token": None,
+        "batch": None, "max_ttft": None, "kv_dtype": "bf16",
         "activation_dtype": "bf16", "requests_per_s": None, "price_per_chip_hour": None, "ideal": False,
     })  # fmt: skip
 

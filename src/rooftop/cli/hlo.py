@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="write the instructions on the chip's roofline (area by predicted time) and the predicted time per "
         "instruction (the --top ones, at most 20) as .png, .svg or .pdf",
     )
+    p.add_argument(
+        "--timeline",
+        metavar="FILE.json",
+        help="write a predicted schedule of the module (instructions in order, each at its roofline time) as a "
+        "Chrome trace (Perfetto, chrome://tracing)",
+    )
     p.set_defaults(func=run)
 
 
@@ -39,9 +45,17 @@ def run(args: argparse.Namespace) -> Output:
 
     if args.top < 0:
         raise InvalidConfigError(f"--top {args.top} must be >= 0")
+    if args.timeline is not None:
+        from rooftop.report.timeline import check_timeline_path
+
+        check_timeline_path(args.timeline)
     chip = chip_from_args(args)
     module = parse_hlo_file(args.file)
     analysis = analyze(module, chip, args.mesh, args.topology)
+    if args.timeline is not None:
+        from rooftop.report.timeline import hlo_events, write_timeline
+
+        write_timeline(args.timeline, *hlo_events(analysis))
     data = report.hlo_payload(analysis, args.top)
     return Output(
         data,

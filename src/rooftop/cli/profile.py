@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(the --top ops, at most 20) as .png, .svg or .pdf",
     )
     p.add_argument(
+        "--timeline",
+        metavar="FILE.json",
+        help="write the measured ops with each op's roofline time beside them as a Chrome trace (Perfetto)",
+    )
+    p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
+    p.add_argument(
         "--workers",
         type=int_type(1, 4096),
         help="many hosts: local processes that each reduce one host at a time (default: one per CPU)",
@@ -67,6 +73,35 @@ def _progress() -> Any:
     return show
 
 
+def _check_files(args: argparse.Namespace) -> None:
+    """--timeline and --html name files that can be written, checked before the trace is read."""
+    if args.timeline is not None:
+        from rooftop.report.timeline import check_timeline_path
+
+        check_timeline_path(args.timeline)
+    if args.html is not None:
+        from rooftop.report.html import check_html_path
+
+        check_html_path(args.html)
+
+
+def _trace(args: argparse.Namespace) -> Any:
+    from rooftop.analysis.trace.load import load_trace
+
+    return load_trace(args.path, _progress())
+
+
+def _write_files(args: argparse.Namespace, prof: Any, chip: Any, trace: Any) -> None:
+    if trace is not None:
+        from rooftop.report.timeline import profile_events, write_timeline
+
+        write_timeline(args.timeline, *profile_events(trace, prof, chip))
+    if args.html is not None:
+        from rooftop.report.html import profile_html, write_html
+
+        write_html(args.html, profile_html(prof, chip, args.top))
+
+
 def _host_progress() -> Any:
     from rich.console import Console
 
@@ -88,8 +123,13 @@ def run_hosts(args: argparse.Namespace) -> Output:
 
     chip = chip_from_args(args)
     paths = [args.path, *args.more]
+    if args.timeline is not None:
+        from rooftop.errors import InvalidConfigError
+
+        raise InvalidConfigError("--timeline draws one trace; on several hosts give one host's .xplane.pb")
     merge = many_host_report(paths, chip, args.hlo, args.mesh, args.topology, workers=args.workers,
                              cluster=args.cluster, progress=_host_progress(), source=", ".join(paths))  # fmt: skip
+    _write_files(args, merge.report, chip, None)
     return Output(
         report.hosts_payload(merge, chip),
         lambda console: report.render_hosts(console, merge, chip, args.top),
@@ -102,10 +142,13 @@ def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.profile import profile_report
     from rooftop.report import profile as report
 
+    _check_files(args)
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
         return run_hosts(args)
     chip = chip_from_args(args)
-    prof = profile_report(args.path, chip, args.hlo, args.mesh, args.topology, _progress())
+    trace = _trace(args) if args.timeline is not None else None
+    prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
+    _write_files(args, prof, chip, trace)
     return Output(
         report.profile_payload(prof, chip),
         lambda console: report.render_profile(console, prof, chip, args.top),

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 ACT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4")
+SCHEDULERS = ("chunked", "prefill-first")  # plan.serve.scheduler.SCHEDULERS (a test checks)
+DEFAULT_TOKEN_BUDGET = 8192  # plan.serve.scheduler.DEFAULT_TOKEN_BUDGET (a test checks)
 MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it would slow down --help
 
 
@@ -35,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--fix",
         metavar="K=V,...",
-        help="pin the layout's degrees, e.g. tp=16 or tp=8,pp=2 (tp, pp, ep); the replicas fill the slice, "
-        "and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
+        help="pin the layout's degrees, e.g. tp=16, tp=8,pp=2 or attn_dp=8,ep=8 (tp, pp, ep, attn_dp, kv_batch); "
+        "the replicas fill the slice, and a pinned tp or pp may span NVLink domains (priced on the scale-out fabric)",
     )
     p.add_argument(
         "--weight-dtype",
@@ -52,11 +54,41 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="activation type; matmuls compute in the wider of it and the weight type (W8A8: int8 and int8; "
         "W4A4: fp4 and fp4); a chip without that rate runs the next wider one, with a note",
     )
-    p.add_argument("--requests-per-s", metavar="R", help="traffic for disaggregated vs colocated serving")
+    p.add_argument(
+        "--requests-per-s",
+        metavar="R",
+        help="request rate over the slice (Poisson): continuous batching under load (TPOT, TTFT with queueing) "
+        "and disaggregated vs colocated serving",
+    )
+    p.add_argument(
+        "--concurrency",
+        metavar="N",
+        help="clients each keeping one request in flight: continuous batching at a fixed concurrency",
+    )
+    p.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        help="continuous batching policy: chunked (chunked prefill within --token-budget, default) or prefill-first",
+    )
+    p.add_argument(
+        "--token-budget",
+        metavar="T",
+        help=f"tokens per step of continuous batching, decode and prefill together (default {DEFAULT_TOKEN_BUDGET})",
+    )
     p.add_argument("--price-per-chip-hour", metavar="USD", help="override the catalog price per chip-hour")
-    p.add_argument("--efficiency", metavar="K=V,...", help="override factors, e.g. hbm=0.9,step_s=0.002")
+    p.add_argument(
+        "--efficiency",
+        metavar="K=V,...",
+        help="override factors, e.g. hbm=0.9,step_s=0.002; graph_max_batch=0 runs every step without CUDA "
+        "graphs, step_per_seq_s=0,graph_max_batch=1e9 the flat 1 ms per step of before",
+    )
     p.add_argument("--ideal", action="store_true", help="pure roofline: every efficiency 1, no fixed costs")
     p.add_argument("--plot", metavar="FILE.png", help="write the latency/throughput frontier chart")
+    p.add_argument(
+        "--timeline",
+        metavar="FILE.json",
+        help="write the chosen point's prefill and decode steps as a Chrome trace (Perfetto, chrome://tracing)",
+    )
     p.set_defaults(func=run)
 
 
@@ -82,6 +114,14 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.plan.serve.sweep import ServingRequest
 
     fix = parse_fix(args.fix)
+    rate = _positive(args.requests_per_s, "--requests-per-s")
+    # continuous batching's flags (other commands building a serving request have none of them)
+    concurrency = _count(getattr(args, "concurrency", None), "--concurrency", MAX_CHIPS)
+    scheduler, budget = getattr(args, "scheduler", None), getattr(args, "token_budget", None)
+    if rate is not None and concurrency is not None:
+        raise InvalidConfigError("give --requests-per-s or --concurrency, not both")
+    if (scheduler or budget) and rate is None and concurrency is None:
+        raise InvalidConfigError("--scheduler and --token-budget need --requests-per-s or --concurrency")
     chip = chip_from_args(args)
     if args.topology:
         topology = parse_topology(chip, args.topology)
@@ -100,18 +140,37 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         batch=_count(args.batch, "--batch"),
         max_step_latency_s=_positive(args.max_step_latency, "--max-step-latency", parse_duration),
         max_ttft_s=_positive(args.max_ttft, "--max-ttft", parse_duration),
-        requests_per_s=_positive(args.requests_per_s, "--requests-per-s"),
+        requests_per_s=rate,
         price_usd_per_chip_hour=_positive(args.price_per_chip_hour, "--price-per-chip-hour"),
         efficiency=eff,
         fix=fix,
+        concurrency=concurrency,
+        scheduler=scheduler or "chunked",
+        token_budget=_count(budget, "--token-budget") or DEFAULT_TOKEN_BUDGET,
     )
+
+
+def _write_timeline(path: str, plan: Any) -> None:
+    from rooftop.report.timeline import serve_events, serve_point, write_timeline
+
+    index = serve_point(plan)
+    if index is None:
+        raise InvalidConfigError("the plan has no serving point: there is no step to write to --timeline")
+    events, meta = serve_events(plan, index, plan.request.chip.kind)
+    write_timeline(path, events, meta)
 
 
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
 
+    if args.timeline is not None:
+        from rooftop.report.timeline import check_timeline_path
+
+        check_timeline_path(args.timeline)
     plan = plan_serving(request_from_args(args))
+    if args.timeline is not None:
+        _write_timeline(args.timeline, plan)
     payload = report.serve_payload(plan)
     return Output(
         payload,

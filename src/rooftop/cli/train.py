@@ -12,6 +12,7 @@ from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_number
 
 if TYPE_CHECKING:
+    from rooftop.hardware.chip import Chip
     from rooftop.plan.train.plan import TrainingPlan
     from rooftop.plan.train.step import TrainingSetup
 
@@ -48,9 +49,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="adam",
         help="optimizer whose state is stored and updated each step (default adam: fp32 master and two moments)",
     )
+    p.add_argument(
+        "--max-nodes-per-token",
+        metavar="M",
+        help="MoE node-limited routing: each token's experts on at most M nodes (DeepSeek-V3: 4)",
+    )
+    p.add_argument(
+        "--compute-dtype",
+        metavar="DTYPE",
+        help="dtype of the weight matmuls (e.g. fp8: FP8 GEMMs, attention and the rest in bf16); default: bf16",
+    )
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
     p.add_argument("--plot", metavar="FILE.png", help="write the best layout's step-time and memory breakdown")
+    p.add_argument(
+        "--timeline",
+        metavar="FILE.json",
+        help="write one step of the best layout as a Chrome trace (Perfetto, chrome://tracing): per layer "
+        "forward/backward, each collective on its axis, the bubble, the optimizer, a lane per pipeline stage",
+    )
+    p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report of the plan")
     p.set_defaults(func=run)
 
 
@@ -62,6 +80,7 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
     from rooftop.cost.efficiency import default_efficiency, parse_efficiency
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
+    from rooftop.model.config import Dtypes
     from rooftop.model.memory import TrainingPrecision
     from rooftop.plan.train.step import TrainingSetup
 
@@ -85,7 +104,30 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
         eff = parse_efficiency(args.efficiency, eff)
     # a batch that is not a whole number of sequences is rounded to the nearest (reported as global_batch_tokens)
     precision = TrainingPrecision(optimizer=args.optimizer)
-    return TrainingSetup(cfg, chip, topo, max(1, round(batch_tokens / seq)), seq, eff, precision)
+    dtypes = Dtypes(matmul=compute_dtype_arg(args.compute_dtype, chip)) if args.compute_dtype else Dtypes()
+    nodes = 0
+    if args.max_nodes_per_token is not None:
+        if cfg.moe is None:
+            raise InvalidConfigError(f"--max-nodes-per-token limits MoE routing; {cfg.name} is dense")
+        nodes = count(args.max_nodes_per_token, "--max-nodes-per-token", MAX_CHIPS)
+        if nodes < 1:
+            raise InvalidConfigError(f"--max-nodes-per-token must be >= 1, got {nodes}")
+    batch = max(1, round(batch_tokens / seq))
+    return TrainingSetup(cfg, chip, topo, batch, seq, eff, precision, dtypes, max_nodes_per_token=nodes)
+
+
+def compute_dtype_arg(text: str, chip: Chip) -> str:
+    """``--compute-dtype``: a dtype the chip's matrix unit has a peak for (fp8 on an A100 is refused, not
+    silently run at bf16)."""
+    from rooftop.dtypes import canonical_dtype
+
+    dtype = canonical_dtype(text)
+    if dtype not in chip.matrix_flops_per_s:
+        have = ", ".join(sorted(chip.matrix_flops_per_s))
+        raise InvalidConfigError(
+            f"--compute-dtype {shown(text)}: {chip.name}'s matrix unit has no {dtype} peak ({have})"
+        )
+    return dtype
 
 
 def run(args: argparse.Namespace) -> Output:
@@ -95,6 +137,7 @@ def run(args: argparse.Namespace) -> Output:
 
     if args.top < 1:
         raise InvalidConfigError(f"--top must be >= 1, got {args.top}")
+    _check_files(args)
     price = parse_number(args.price_per_chip_hour) if args.price_per_chip_hour is not None else None
     if price is not None and price < 0:
         raise InvalidConfigError(f"--price-per-chip-hour must be >= 0, got {shown(args.price_per_chip_hour)}")
@@ -105,11 +148,38 @@ def run(args: argparse.Namespace) -> Output:
     fix = parse_fix(args.fix)
     plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))
     best = plan.ranked[0]
+    _write_files(args, plan)
     return Output(
         report.train_payload(plan),
         lambda console: report.render_train(console, plan),
         [lambda path: report.plot_train(best, path)],
     )
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    """--timeline and --html name files that can be written, checked before the search."""
+    if args.timeline is not None:
+        from rooftop.report.timeline import check_timeline_path
+
+        check_timeline_path(args.timeline)
+    if args.html is not None:
+        from rooftop.report.html import check_html_path
+
+        check_html_path(args.html)
+
+
+def _write_files(args: argparse.Namespace, plan: TrainingPlan) -> None:
+    if args.timeline is not None:
+        from rooftop.plan.train.schedule import step_schedule
+        from rooftop.report.timeline import train_events, train_metadata, write_timeline
+
+        schedule = step_schedule(plan.setup, plan.ranked[0].parallelism)
+        meta = train_metadata(schedule, plan.setup.cfg.name, plan.setup.chip.name)
+        write_timeline(args.timeline, train_events(schedule, plan.setup.chip.kind), meta)
+    if args.html is not None:
+        from rooftop.report.html import train_html, write_html
+
+        write_html(args.html, train_html(plan))
 
 
 def _with_progress(work: Callable[[Callable[[int], None] | None], TrainingPlan]) -> TrainingPlan:

@@ -56,6 +56,27 @@ class Comm:
         return Comm(self.kind, self.axes, self.bytes, self.count * k, self.label)
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """One matmul's shape: ``batch`` independent (m x k) @ (k x n) products, ``out_bytes`` per output
+    element. A Cost that is one matmul (plus vector work, e.g. its bias) carries it, so that the
+    roofline can price how the shape uses the matrix unit (cost/gemm.py)."""
+
+    m: float
+    n: float
+    k: float
+    batch: float = 1.0
+    out_bytes: float = 2.0
+
+    def __post_init__(self) -> None:
+        if min(self.m, self.n, self.k, self.batch) < 0 or self.out_bytes < 0:
+            raise InvalidConfigError(f"matmul shape {self} has a negative size")
+
+    def label(self) -> str:
+        b = f"{self.batch:g} x " if self.batch != 1 else ""
+        return f"{b}{self.m:g}x{self.k:g} @ {self.k:g}x{self.n:g}"
+
+
 _K = TypeVar("_K")
 
 
@@ -69,12 +90,14 @@ def _merge(a: Mapping[_K, float], b: Mapping[_K, float], kb: float = 1.0) -> dic
 @dataclass(frozen=True)
 class Cost:
     """Counts only: FLOPs per (unit, dtype), bytes through HBM (``hbm_bytes`` in all, the typed
-    part of them by kind in ``bytes_by``), collectives."""
+    part of them by kind in ``bytes_by``), collectives; ``gemm`` the shape of its matmul when its
+    matrix FLOPs are one matmul's (a sum with another matmul drops it)."""
 
     flops_by: Mapping[FlopsKey, float] = field(default_factory=lambda: MappingProxyType({}))
     hbm_bytes: float = 0.0
     comms: tuple[Comm, ...] = ()
     bytes_by: Mapping[str, float] = field(default_factory=lambda: _NO_BYTES)
+    gemm: Gemm | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flops_by", MappingProxyType(dict(self.flops_by)))
@@ -128,6 +151,7 @@ class Cost:
             self.hbm_bytes + other.hbm_bytes,
             self.comms + other.comms,
             typed,
+            _one_gemm(self, other),
         )
 
     def __radd__(self, other: object) -> Cost:
@@ -143,12 +167,26 @@ class Cost:
             self.hbm_bytes * k,
             tuple(c.scaled(k) for c in self.comms),
             {kind: v * k for kind, v in self.bytes_by.items()} if self.bytes_by else _NO_BYTES,
+            self.gemm,
         )
 
     __rmul__ = __mul__
 
     def with_comm(self, *comms: Comm) -> Cost:
-        return Cost(self.flops_by, self.hbm_bytes, self.comms + comms, self.bytes_by)
+        return Cost(self.flops_by, self.hbm_bytes, self.comms + comms, self.bytes_by, self.gemm)
+
+    @property
+    def has_matrix_flops(self) -> bool:
+        return any(unit == "matrix" and v for (unit, _), v in self.flops_by.items())
+
+
+def _one_gemm(a: Cost, b: Cost) -> Gemm | None:
+    """The shape a sum keeps: that of its one matmul (the other side has no matrix FLOPs), else none."""
+    if a.gemm is not None and not b.has_matrix_flops:
+        return a.gemm
+    if b.gemm is not None and not a.has_matrix_flops:
+        return b.gemm
+    return None
 
 
 def total(costs: Iterable[Cost]) -> Cost:
@@ -171,12 +209,18 @@ OP_SPLITS = ("tensor", "kv_heads", "heads", "attention", "vocab", "tokens", "rep
 class OpTag:
     """What an op is, set where model/ makes it: ``category`` (OP_CATEGORIES), ``split``
     (OP_SPLITS), ``expert`` (a routed expert's op: its weights also divide over expert
-    parallelism) and ``flash_recompute`` (an op a FlashAttention backward pass runs again)."""
+    parallelism), ``flash_recompute`` (an op a FlashAttention backward pass runs again),
+    ``row_parallel`` (a "tensor" matmul split over its contracting dim, as Megatron's o and down
+    projections; the others split their output features) and ``attention_block`` (an op of a
+    layer's attention block, norm to residual: under attention data parallelism it runs on each
+    rank's own requests)."""
 
     category: str
     split: str
     expert: bool = False
     flash_recompute: bool = False
+    row_parallel: bool = False
+    attention_block: bool = False
 
     def __post_init__(self) -> None:
         if self.category not in OP_CATEGORIES:

@@ -6,10 +6,17 @@ Every planner and every analysis reads the same fields:
   (bytes/s of HBM), ``network`` (bytes/s of links; divides only a collective's bandwidth
   term, in cost/collectives.py);
 - fractions of communication hidden behind compute in a training step: ``tp_overlap``,
-  ``dp_overlap``, ``fsdp_overlap`` (plan/train/step.py: compute hides communication at most once);
+  ``dp_overlap``, ``fsdp_overlap``, ``ep_overlap`` (plan/train/step.py: compute hides communication at
+  most once);
 - HBM headroom: ``memory_reserve``, the fraction of HBM kept free for the framework,
   fragmentation and temporaries (serving's ``usable_hbm_fraction`` is 1 - memory_reserve);
-- fixed costs of a serving step: ``kernel_s`` per kernel, ``kernels_per_layer``, ``step_s``.
+- fixed costs of a serving step: ``kernel_s`` per kernel, ``kernels_per_layer``, ``step_s``;
+  host costs that grow with the batch: ``step_per_seq_s`` per sequence of a step (scheduling,
+  sampling, output processing), and ``kernel_eager_s``, the host's time to issue one kernel
+  when the step does not run as a captured CUDA graph (steps of more than ``graph_max_batch``
+  tokens; ``graph_max_batch=0``: no graphs);
+- ``matrix_shape``: 1 prices how each matmul's shape uses the matrix unit (tile and wave
+  quantization, cost/gemm.py) on top of ``matrix``, 0 leaves ``matrix`` alone for every matmul.
 
 ``Efficiency()`` (``IDEAL``) is the pure roofline: every fraction 1, communication hidden
 where the step allows it (FSDP and data-parallel traffic behind compute, none for TP), no
@@ -32,14 +39,22 @@ from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_real
 
 PEAK_FRACTIONS = ("matrix", "vector", "hbm", "network")
-OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap")
-OVERHEADS = ("kernel_s", "kernels_per_layer", "step_s")
+OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap", "ep_overlap")
+OVERHEADS = ("kernel_s", "kernels_per_layer", "step_s", "step_per_seq_s", "kernel_eager_s", "graph_max_batch")
+SWITCHES = ("matrix_shape",)  # 0 or 1
 #: other spellings accepted by ``parse_efficiency`` (name -> (field, value -> field value))
 ALIASES = {"usable_hbm_fraction": ("memory_reserve", lambda v: 1.0 - v)}
 PURPOSES = ("training", "serving")
 #: upper bounds of the fixed costs: far above any real stack, low enough that a serving sweep's
 #: times and token rates stay finite (a kernel launch is microseconds, a step's overhead milliseconds)
-OVERHEAD_LIMITS = {"kernel_s": 1.0, "kernels_per_layer": 1e6, "step_s": 3600.0}
+OVERHEAD_LIMITS = {
+    "kernel_s": 1.0,
+    "kernels_per_layer": 1e6,
+    "step_s": 3600.0,
+    "step_per_seq_s": 1.0,
+    "kernel_eager_s": 1.0,
+    "graph_max_batch": 1e9,
+}
 
 
 @dataclass(frozen=True)
@@ -54,10 +69,15 @@ class Efficiency:
     tp_overlap: float = 0.0
     dp_overlap: float = 1.0
     fsdp_overlap: float = 1.0
+    ep_overlap: float = 0.0
     memory_reserve: float = 0.0
     kernel_s: float = 0.0
     kernels_per_layer: float = 0.0
     step_s: float = 0.0
+    step_per_seq_s: float = 0.0
+    kernel_eager_s: float = 0.0
+    graph_max_batch: float = 0.0
+    matrix_shape: float = 0.0
     sources: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __post_init__(self) -> None:
@@ -78,6 +98,9 @@ class Efficiency:
             v = getattr(self, name)
             if not 0 <= v <= OVERHEAD_LIMITS[name]:
                 raise InvalidConfigError(f"overhead {name}={v} must be in [0, {OVERHEAD_LIMITS[name]:g}]")
+        for name in SWITCHES:
+            if getattr(self, name) not in (0.0, 1.0):
+                raise InvalidConfigError(f"efficiency {name}={getattr(self, name)} must be 0 (off) or 1 (on)")
 
     @property
     def usable_hbm_fraction(self) -> float:
@@ -86,7 +109,7 @@ class Efficiency:
 
     @property
     def is_ideal(self) -> bool:
-        return all(getattr(self, name) == 1.0 for name in PEAK_FRACTIONS)
+        return all(getattr(self, name) == 1.0 for name in PEAK_FRACTIONS) and not self.matrix_shape
 
     def replace(self, **changes: float) -> Efficiency:
         names = factor_names()

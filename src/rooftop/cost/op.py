@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from rooftop.cost.cost import Cost
+from rooftop.cost.cost import Cost, Gemm
 from rooftop.dtypes import canonical_dtype, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError
 
@@ -66,7 +66,26 @@ def matmul(lhs: Operand, rhs: Operand, out: Operand, sizes: Mapping[str, int], c
     by: dict[str, float] = {}
     for x in (lhs, rhs, out):
         by[x.kind] = by.get(x.kind, 0.0) + x.nbytes(sizes)
-    return Cost.typed({("matrix", dtype): matmul_flops(lhs, rhs, out, sizes)}, by)
+    cost = Cost.typed({("matrix", dtype): matmul_flops(lhs, rhs, out, sizes)}, by)
+    return replace(cost, gemm=matmul_shape(lhs, rhs, out, sizes))
+
+
+def matmul_shape(lhs: Operand, rhs: Operand, out: Operand, sizes: Mapping[str, int]) -> Gemm:
+    """The einsum as ``batch`` (m x k) @ (k x n): k the contracting dims, batch the dims in both inputs
+    and the output, m the other lhs dims, n the other rhs dims (each a product of sizes)."""
+    contracting, batch = einsum_dims(lhs, rhs, out)
+
+    def prod(dims: Sequence[str]) -> float:
+        return float(math.prod(_size(sizes, d) for d in dims))
+
+    paired = set(contracting) | set(batch)
+    return Gemm(
+        prod([d for d in lhs.dims if d not in paired]),
+        prod([d for d in rhs.dims if d not in paired]),
+        prod(contracting),
+        prod(batch),
+        dtype_bytes(out.dtype),
+    )
 
 
 def elementwise(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.cost import Comm, Cost, FlopsKey
 from rooftop.cost.efficiency import IDEAL, Efficiency
+from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 
@@ -59,8 +60,8 @@ class Term:
         return default
 
 
-@dataclass(frozen=True)
-class Estimate:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class Estimate(Displayed):
     chip: str
     flops: float
     hbm_bytes: float
@@ -96,6 +97,16 @@ class Estimate:
     def arithmetic_intensity(self) -> float:
         return self.flops / self.hbm_bytes if self.hbm_bytes else float("inf")
 
+    @property
+    def shape_efficiency(self) -> float | None:
+        """The matmul's shape efficiency on the matrix unit (cost/gemm.py) when the estimate is of one
+        matmul on a chip with a shape model, whether or not it divided the compute term."""
+        for t in self.terms:
+            value = t.figure("shape_efficiency")
+            if value is not None:
+                return float(value)
+        return None
+
 
 def flop_rate(chip: Chip, unit: str, dtype: str, eff: Efficiency = IDEAL) -> tuple[str, float, float]:
     """(dtype the chip runs it in, peak FLOP/s, FLOP/s reached = peak x the unit's efficiency)."""
@@ -109,11 +120,14 @@ def hbm_rate(chip: Chip, eff: Efficiency = IDEAL) -> float:
 
 
 def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]:
+    """One term per (unit, dtype): FLOPs / (peak x efficiency); a matmul's term also x 1 / its shape
+    efficiency (cost/gemm.py) when ``eff.matrix_shape`` is on and the chip has a shape model (the
+    figure is kept either way, ``shape_applied`` saying whether it divides)."""
     terms = []
     for (unit, dtype), flops in sorted(cost.flops_by.items()):
         used, peak, rate = flop_rate(chip, unit, dtype, eff)
         factor = eff.matrix if unit == "matrix" else eff.vector
-        figures = (
+        figures: tuple[tuple[str, Any], ...] = (
             ("flops", flops),
             ("chip", chip.name),
             ("unit", unit),
@@ -122,6 +136,14 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
             ("peak_flops_per_s", peak),
             ("efficiency", factor),
         )
+        if unit == "matrix" and cost.gemm is not None:
+            from rooftop.cost.gemm import shape_efficiency
+
+            shape = shape_efficiency(chip, cost.gemm, used)
+            if shape is not None:
+                applied = bool(eff.matrix_shape)
+                rate *= shape if applied else 1.0
+                figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()), ("shape_applied", applied))
         terms.append(Term(f"compute {unit} {dtype}", flops / rate, "compute", "flops", figures))
     return terms
 
@@ -169,16 +191,20 @@ def roofline(cost: Cost, chip: Chip, mesh: Mesh | None = None, efficiency: Effic
             term = collective_term(comm, mesh, chip, efficiency)
             network_s += term.seconds
             terms.append(term)
-    dtype = _dominant_dtype(cost)
-    critical = chip.critical_intensity(dtype) if dtype else chip.critical_intensity("bf16")
+    critical = _critical_intensity(cost, chip)
     return Estimate(chip.name, cost.flops, cost.hbm_bytes, compute_s, mem.seconds, network_s, critical, tuple(terms))
 
 
-def _dominant_dtype(cost: Cost) -> str | None:
-    matrix = {d: f for (u, d), f in cost.flops_by.items() if u == "matrix"}
-    if not matrix:
-        return None
-    return max(matrix, key=lambda d: matrix[d])
+def _critical_intensity(cost: Cost, chip: Chip) -> float:
+    """The ridge point of the unit and dtype doing most of the cost's FLOPs (the matrix unit's when it
+    has matrix FLOPs, as a matmul's few vector FLOPs do not move its ridge; the vector unit's for a
+    vector-only cost; bf16 on the matrix unit for a cost with no FLOPs)."""
+    for unit in ("matrix", "vector"):
+        flops = {d: f for (u, d), f in cost.flops_by.items() if u == unit and f}
+        if flops:
+            dtype = max(flops, key=lambda d: flops[d])
+            return chip.flops_rate(dtype, unit)[1] / chip.hbm_bytes_per_s  # type: ignore[arg-type]
+    return chip.critical_intensity("bf16")
 
 
 # ---------------------------------------------------------------- the same formula over a table of ops
@@ -224,14 +250,25 @@ def seconds_per_flop(keys: Sequence[FlopsKey], chip: Chip, eff: Efficiency = IDE
 
 
 def roofline_table(
-    flops: np.ndarray, keys: Sequence[FlopsKey], hbm_bytes: np.ndarray, chip: Chip, eff: Efficiency = IDEAL
+    flops: np.ndarray,
+    keys: Sequence[FlopsKey],
+    hbm_bytes: np.ndarray,
+    chip: Chip,
+    eff: Efficiency = IDEAL,
+    shape: np.ndarray | None = None,
 ) -> RooflineTable:
     """``roofline`` of many ops at once: ``flops`` has the (unit, dtype) ``keys`` as its LAST axis
     (ops x keys, or ops x variants x keys), ``hbm_bytes`` the op (x variant) shape. compute_s =
-    sum over keys of FLOPs / (peak x efficiency); memory_s = bytes / (HBM x efficiency)."""
+    sum over keys of FLOPs / (peak x efficiency), the matrix keys' also / ``shape`` (each op's
+    matmul shape efficiency, cost/gemm.py; the op shape); memory_s = bytes / (HBM x efficiency)."""
     import numpy as np
 
-    compute = np.asarray(flops, dtype=float) @ seconds_per_flop(keys, chip, eff) if len(keys) else 0.0
+    table = np.asarray(flops, dtype=float)
+    if shape is not None and len(keys):
+        matrix = np.array([unit == "matrix" for unit, _ in keys])
+        scale = np.where(matrix, 1.0 / np.asarray(shape, dtype=float)[..., None], 1.0)
+        table = table * scale
+    compute = table @ seconds_per_flop(keys, chip, eff) if len(keys) else 0.0
     memory = np.asarray(hbm_bytes, dtype=float) / hbm_rate(chip, eff)
     compute_arr = np.broadcast_to(np.asarray(compute, dtype=float), np.shape(memory)).copy()
     return RooflineTable(compute_arr, memory)

@@ -7,6 +7,7 @@ given with ``--catalog`` adds chips of the same schema.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from functools import lru_cache
@@ -16,7 +17,7 @@ from typing import Any
 
 from rooftop.catalog.io import builtin_tomls, path_text, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
-from rooftop.hardware.chip import MAX_CHIPS, MAX_TORUS_DIMS, Chip, Figure, TopologySpec
+from rooftop.hardware.chip import MAX_CHIPS, MAX_TORUS_DIMS, Chip, Fabric, Figure, Internals, TopologySpec
 from rooftop.units import MAX_QUANTITY, parse_number
 
 _REQUIRED = (
@@ -180,6 +181,33 @@ def _cores(r: _Reader) -> tuple[int, int]:
     return cores, per_device
 
 
+#: largest count of an internal part (SMs, MXUs, lanes, switch ports, GPUs under a switch tier)
+MAX_PARTS = 1 << 24
+
+
+def _parts(r: _Reader, table: str, cls: type[Internals] | type[Fabric]) -> Any:
+    """``[internals]`` or ``[fabric]``: each key a field of ``cls`` with a sourced figure; counts (int fields)
+    whole numbers >= 1. An unknown key is an error that lists the known ones."""
+    node = r.raw(table)
+    if node is None:
+        return cls()
+    if not isinstance(node, Mapping):
+        raise r.fail(table, "must be a table")
+    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    values: dict[str, float | int] = {}
+    for key in node:
+        if key not in fields:
+            raise r.fail(f"{table}.{key}", f"is not a known figure (known: {', '.join(fields)})")
+        value = float(r.figure(f"{table}.{key}"))  # type: ignore[arg-type]  # required: never None
+        if "int" in str(fields[key]):
+            if value != int(value) or not 1 <= value <= MAX_PARTS:
+                raise r.fail(f"{table}.{key}", f"must be a whole number in [1, {MAX_PARTS:,}], got {shown(value)}")
+            values[key] = int(value)
+        else:
+            values[key] = value
+    return cls(**values)  # type: ignore[arg-type]
+
+
 def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     """Build and validate a Chip from parsed TOML; errors name the file and field."""
     r = _Reader(data, path)
@@ -225,6 +253,7 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
         path=path,
     )
     kwargs["tensor_cores"], kwargs["cores_per_device"] = _cores(r)
+    kwargs["internals"], kwargs["fabric"] = _parts(r, "internals", Internals), _parts(r, "fabric", Fabric)
     if kwargs["hbm_bytes_per_s"] == 0:
         raise r.fail("memory.hbm_bytes_per_s", "must be > 0")
     return Chip(**kwargs, sources=MappingProxyType(r.sources))

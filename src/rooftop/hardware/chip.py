@@ -49,6 +49,60 @@ class TopologySpec:
 
 
 @dataclass(frozen=True)
+class Internals:
+    """What is inside a chip, from its whitepaper or docs (``[internals]`` of a chip file); None where the
+    file does not say. They answer questions about the chip itself, ``matrix_peak_from_internals`` checks them
+    against the catalog's peak, and the matmul shape model (cost/gemm.py) reads ``sms`` and ``mxu_size``.
+
+    GPUs: ``sms`` streaming multiprocessors, ``tensor_cores_per_sm``, ``matrix_flops_per_cycle_per_sm`` (dense
+    bf16 on the Tensor Cores), ``clock_hz`` the clock NVIDIA quotes the Tensor Core peak at and
+    ``boost_clock_hz`` the highest boost clock, and per SM: ``shared_memory_bytes_per_sm`` (the shared-memory
+    carve-out), ``l1_shared_bytes_per_sm`` (L1 and shared memory together), ``register_bytes_per_sm`` and
+    ``tensor_memory_bytes_per_sm`` (Blackwell's TMEM).
+    TPUs: ``mxus_per_core`` and ``mxu_size`` (the side of each systolic array) per TensorCore, the VPU's shape
+    ``vpu_sublanes`` x ``vpu_lanes``, and ``clock_hz``.
+    """
+
+    sms: int | None = None
+    tensor_cores_per_sm: int | None = None
+    matrix_flops_per_cycle_per_sm: float | None = None
+    clock_hz: float | None = None
+    boost_clock_hz: float | None = None
+    shared_memory_bytes_per_sm: float | None = None
+    l1_shared_bytes_per_sm: float | None = None
+    register_bytes_per_sm: float | None = None
+    tensor_memory_bytes_per_sm: float | None = None
+    mxus_per_core: int | None = None
+    mxu_size: int | None = None
+    vpu_sublanes: int | None = None
+    vpu_lanes: int | None = None
+
+    @property
+    def tensor_cores(self) -> int | None:
+        """A GPU's Tensor Cores: SMs x Tensor Cores per SM."""
+        return self.sms * self.tensor_cores_per_sm if self.sms and self.tensor_cores_per_sm else None
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The switches a GPU's slices are built of (``[fabric]`` of a chip file), each bandwidth per switch and per
+    direction; None where the file does not say. ``nvswitch_*``: the NVLink switches of one node (NVLink
+    domain). ``leaf_*`` and ``spine_*``: the scale-out fat tree of the vendor's reference cluster, a leaf unit of
+    ``leaf_gpus`` GPUs under ``leaf_switches`` switches, ``spine_switches`` above ``spine_gpus`` GPUs."""
+
+    nvswitches_per_node: int | None = None
+    nvswitch_ports: int | None = None
+    nvswitch_bytes_per_s: float | None = None
+    leaf_gpus: int | None = None
+    leaf_switches: int | None = None
+    leaf_switch_ports: int | None = None
+    leaf_switch_bytes_per_s: float | None = None
+    spine_gpus: int | None = None
+    spine_switches: int | None = None
+    spine_switch_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Chip:
     """A chip's peak figures in SI units (FLOPs/s, bytes, bytes/s, s, USD/h).
 
@@ -81,6 +135,8 @@ class Chip:
     scaleout_latency_s: float = 5e-6
     tensor_cores: int = 1
     cores_per_device: int = 1
+    internals: Internals = field(default_factory=Internals, repr=False)
+    fabric: Fabric = field(default_factory=Fabric, repr=False)
     sources: MappingProxyType[str, Figure] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     path: str = field(default="", repr=False)
 
@@ -141,6 +197,19 @@ class Chip:
     def critical_intensity(self, dtype: str = "bf16", unit: Unit = "matrix") -> float:
         """FLOPs per HBM byte at which compute time equals memory time (the ridge point)."""
         return self.flops_per_s(dtype, unit) / self.hbm_bytes_per_s
+
+    def matrix_peak_from_internals(self) -> float | None:
+        """The dense bf16 matrix peak the chip's internals give (None when they are not all known), to check
+        against ``matrix_flops_per_s["bf16"]``: a GPU's SMs x FLOPs per cycle per SM x clock; a TPU's
+        TensorCores x MXUs per core x 2 x mxu_size^2 (one multiply-add per cell per cycle) x clock."""
+        n = self.internals
+        if n.clock_hz is None:
+            return None
+        if n.sms and n.matrix_flops_per_cycle_per_sm:
+            return n.sms * n.matrix_flops_per_cycle_per_sm * n.clock_hz
+        if n.mxus_per_core and n.mxu_size:
+            return self.tensor_cores * n.mxus_per_core * 2 * n.mxu_size**2 * n.clock_hz
+        return None
 
     @property
     def ici_bytes_per_s(self) -> float:

@@ -404,15 +404,20 @@ def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
 
 @dataclass(frozen=True)
 class Dtypes:
-    """Element types of the weights, the activations and the KV cache."""
+    """Element types of the weights, the activations and the KV cache; ``matmul`` the dtype the weight
+    matmuls compute in when it is not their inputs' (FP8 training: the projections' GEMMs in fp8, the
+    attention core and everything else in the activations' dtype; "" = the inputs' dtype)."""
 
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
+    matmul: str = ""
 
     def __post_init__(self) -> None:
         for f in ("weights", "activations", "kv_cache"):
             object.__setattr__(self, f, canonical_dtype(getattr(self, f)))
+        if self.matmul:
+            object.__setattr__(self, "matmul", canonical_dtype(self.matmul))
 
 
 @dataclass(frozen=True)

@@ -220,7 +220,7 @@ class ParamTree:
         return node
 
 
-def _part_leaf(part: Part, sizes: dict[str, int]) -> ParamTree:
+def _part_leaf(part: Part, sizes: dict[str, int], attention_block: bool = False) -> ParamTree:
     per = part.params(sizes)
     frac = part.active / part.copies
     matmul_params = 0.0 if part.is_norm else (per - (math.prod(sizes[d] for d in part.dims_out) if part.bias else 0))
@@ -232,11 +232,11 @@ def _part_leaf(part: Part, sizes: dict[str, int]) -> ParamTree:
         per * part.copies * frac,
         matmul_params * part.copies * frac,
         "norm" if part.is_norm else "matmul",
-        tag=replace(tag, expert=True) if part.name.startswith("experts/") else tag,
+        tag=replace(tag, expert=part.name.startswith("experts/"), attention_block=attention_block),
     )
 
 
-def _parts_tree(name: str, parts: dict[str, Part], sizes: dict[str, int]) -> ParamTree:
+def _parts_tree(name: str, parts: dict[str, Part], sizes: dict[str, int], attention_block: bool = False) -> ParamTree:
     top: list[ParamTree] = []
     subs: dict[str, list[ParamTree]] = {}
     for key, part in parts.items():
@@ -245,9 +245,9 @@ def _parts_tree(name: str, parts: dict[str, Part], sizes: dict[str, int]) -> Par
             if sub not in subs:
                 subs[sub] = []
                 top.append(ParamTree(sub, 0, 0, 0))  # placeholder keeps the order
-            subs[sub].append(_part_leaf(part, sizes))
+            subs[sub].append(_part_leaf(part, sizes, attention_block))
         else:
-            top.append(_part_leaf(part, sizes))
+            top.append(_part_leaf(part, sizes, attention_block))
     return ParamTree.node(name, [ParamTree.node(t.name, subs[t.name]) if t.name in subs else t for t in top])
 
 
@@ -263,7 +263,7 @@ def param_tree(cfg: TransformerConfig) -> ParamTree:
     groups = []
     for g in layer_groups(cfg):
         layer = [
-            _parts_tree("attention", attention_parts(cfg), s),
+            _parts_tree("attention", attention_parts(cfg), s, attention_block=True),
             _parts_tree("moe" if g.moe else "mlp", mlp_parts(cfg, g.moe), s),
         ]
         groups.append(ParamTree.node(g.name, layer, g.count))

@@ -12,9 +12,8 @@ from rooftop.cost.cost import OpTag
 #: The categories are what a remat policy recomputes (config.REMAT_POLICIES); sharding/tensor.py
 #: turns a split into per-chip fractions. Planners read the tags on the tree, never these names.
 OP_TAGS: dict[str, OpTag] = {
-    **dict.fromkeys(
-        ("q", "o", "q_b", "kv_b", "q_absorb", "v_up", "gate", "up", "down", "unembedding"), OpTag("matmul", "tensor")
-    ),
+    **dict.fromkeys(("q", "q_b", "kv_b", "q_absorb", "v_up", "gate", "up", "unembedding"), OpTag("matmul", "tensor")),
+    **dict.fromkeys(("o", "down"), OpTag("matmul", "tensor", row_parallel=True)),
     **dict.fromkeys(("k", "v"), OpTag("matmul", "kv_heads")),
     **dict.fromkeys(("q_a", "kv_a", "router"), OpTag("matmul", "replicated")),
     # a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against

@@ -110,10 +110,13 @@ LOSS_FLOPS_PER_LOGIT = 5.0  # log-softmax over the vocabulary
 MLA_ABSORBED_PHASES = ("decode",)
 
 
-def _leaf(name: str, cost: Cost, expert: bool = False) -> CostTree:
-    """A leaf of the cost tree with its tag (OP_TAGS; ``expert`` for a routed expert's ops)."""
+def _leaf(name: str, cost: Cost, expert: bool = False, attention_block: bool = False) -> CostTree:
+    """A leaf of the cost tree with its tag (OP_TAGS; ``expert`` for a routed expert's ops,
+    ``attention_block`` for the ops of a layer's attention block)."""
     tag = OP_TAGS[name]
-    return CostTree(name, cost, (), replace(tag, expert=True) if expert else tag)
+    if expert or attention_block:
+        tag = replace(tag, expert=expert, attention_block=attention_block)
+    return CostTree(name, cost, (), tag)
 
 
 # ---------------------------------------------------------------- ops of one layer
@@ -136,7 +139,7 @@ class _Ctx:
         lhs = Operand((*rows, *part.dims_in), self.dt.activations, "activations")
         rhs = Operand((*part.dims_in, *part.dims_out), self.dt.weights, "weights")
         out = Operand((*rows, *part.dims_out), self.dt.activations, "activations")
-        cost = matmul(lhs, rhs, out, self.sizes)
+        cost = matmul(lhs, rhs, out, self.sizes, self.dt.matmul or None)
         if part.bias:
             cost += explicit(out.elements(self.sizes), 0.0, self.dt.activations, "vector")
         if touched != 1.0:
@@ -147,7 +150,9 @@ class _Ctx:
         """A weight matmul that is not a plain projection (e.g. per-head weights)."""
         a, w = self.dt.activations, self.dt.weights
         act = "activations"
-        return matmul(Operand(lhs, a, act), Operand(rhs, w, "weights"), Operand(out, a, act), self.sizes)
+        return matmul(
+            Operand(lhs, a, act), Operand(rhs, w, "weights"), Operand(out, a, act), self.sizes, self.dt.matmul or None
+        )
 
     def norm(self, width: float) -> Cost:
         return self.vec(self.tokens * width, self.cfg.norm_kind.flops_per_element)
@@ -261,7 +266,7 @@ def _attention(c: _Ctx, window: int) -> CostTree:
     ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
         ops.append(("post_norm", c.norm(c.cfg.d_model)))
-    return CostTree.node("attention", (_leaf(n, cost) for n, cost in ops))
+    return CostTree.node("attention", (_leaf(n, cost, attention_block=True) for n, cost in ops))
 
 
 def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float) -> list:

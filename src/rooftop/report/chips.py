@@ -26,9 +26,11 @@ def figure_text(key: str, value: float) -> str:
     field = key.rsplit(".", 1)[0] if key.split(".", 1)[0].endswith("flops_per_s") else key
     if field.endswith("flops_per_s"):
         return format_rate(value, "FLOP/s", 4)
+    if field.endswith("_hz"):
+        return f"{format_plain(value / 1e9, 4)} GHz"
     if field.endswith("bytes_per_s"):
         return format_rate(value, digits=4)
-    if field.endswith("bytes") or field.startswith("on_chip_bytes"):
+    if field.endswith(("bytes", "bytes_per_sm")) or field.startswith("on_chip_bytes"):
         return format_bytes(value, 4)
     if field.endswith("_s"):
         return format_duration(value, 4)
@@ -44,6 +46,30 @@ def render_chip(console: Console, chip: Chip) -> None:
     ]
     rows.append(("topology", chip.topology.kind, chip.topology.source))
     console.print(table(f"{chip.name}: figures and sources", ["figure", "value", "source"], rows))
+    derived = internals_rows(chip)
+    if derived:
+        console.print(table(f"{chip.name}: from its internals", ["figure", "value", "how"], derived))
+
+
+def internals_rows(chip: Chip) -> list[tuple[str, str, str]]:
+    """What the chip's internals add up to: its Tensor Cores, and its bf16 matrix peak set against the
+    catalog's (the check that the internals agree with the datasheet)."""
+    n, rows = chip.internals, []
+    if n.tensor_cores is not None:
+        rows.append(("Tensor Cores per chip", f"{n.tensor_cores:,}", f"{n.sms} SMs x {n.tensor_cores_per_sm} per SM"))
+    peak = chip.matrix_peak_from_internals()
+    if peak is not None and n.clock_hz is not None:
+        if n.sms and n.matrix_flops_per_cycle_per_sm:
+            how = f"{n.sms} SMs x {n.matrix_flops_per_cycle_per_sm:,.0f} FLOPs per cycle x {n.clock_hz / 1e9:g} GHz"
+        else:
+            how = (f"{chip.tensor_cores} TensorCores x {n.mxus_per_core} MXUs x 2 x {n.mxu_size}^2 x "
+                   f"{n.clock_hz / 1e9:g} GHz")  # fmt: skip
+        catalog = chip.matrix_flops_per_s.get("bf16")
+        share = f"; {peak / catalog:.2%} of the catalog's {format_rate(catalog, 'FLOP/s', 4)}" if catalog else ""
+        rows.append(("bf16 matrix peak", format_rate(peak, "FLOP/s", 4), how + share))
+    if n.vpu_sublanes and n.vpu_lanes:
+        rows.append(("VPU shape", f"{n.vpu_sublanes} x {n.vpu_lanes}", "sublanes x lanes per TensorCore"))
+    return rows
 
 
 def catalog_payload(chips: Sequence[Chip]) -> dict[str, Any]:

@@ -23,10 +23,18 @@ def _eff(factor: float) -> str:
 def _flops(t: Term) -> str:
     used, dtype = t.figure("used_dtype"), t.figure("dtype")
     note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
+    shape = t.figure("shape_efficiency") if t.figure("shape_applied") else None
+    if shape is not None:
+        note += f"; x {shape:.3g} for the shape {t.figure('gemm')} on the matrix unit (tiles, waves)"
     return (
         f"{format_number(t.figure('flops'), 'FLOP')} / ({t.figure('chip')} {t.figure('unit')} {used} "
-        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}){note}"
+        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}"
+        f"{_eff(shape) if shape is not None else ''}){note}"
     )
+
+
+def _shapes(factor: float | None) -> str:
+    return f" x {factor:.3g} for the matmuls' shapes" if factor is not None and factor != 1 else ""
 
 
 def _hbm(t: Term) -> str:
@@ -51,7 +59,7 @@ def _ops(t: Term) -> str:
         return (
             f"{plural(n, 'compute-bound op')}: {format_number(t.figure('flops'), 'FLOP')} at "
             f"{format_rate(t.figure('flops_per_s'), 'FLOP/s')} ({t.figure('chip')} peak{_eff(t.figure('efficiency'))}"
-            f"{t.figure('per', '')})"
+            f"{_shapes(t.figure('shape_efficiency'))}{t.figure('per', '')})"
         )
     return (
         f"{plural(n, 'memory-bound op')}: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "
@@ -82,7 +90,17 @@ def _launch(t: Term) -> str:
 
 
 def _per_step(t: Term) -> str:
-    return f"{format_duration(t.figure('step_s'))} per step (runtime, sampling, host sync)"
+    text = f"{format_duration(t.figure('step_s'))} per step"
+    if t.figure("step_per_seq_s"):
+        text += f" + {plural(t.figure('sequences'), 'sequence')} x {format_duration(t.figure('step_per_seq_s'))}"
+    return text + " (runtime, scheduling, sampling, host sync)"
+
+
+def _eager(t: Term) -> str:
+    return (
+        f"{plural(t.figure('kernels'), 'kernel')} x {format_duration(t.figure('kernel_eager_s'))} issued by the host "
+        f"(no CUDA graph above {t.figure('graph_max_batch'):g} tokens) beyond the device's time of the step"
+    )
 
 
 def _host(t: Term) -> str:
@@ -101,6 +119,7 @@ _RULES: dict[str, Callable[[Term], str]] = {
     "bubble": _bubble,
     "launch": _launch,
     "per_step": _per_step,
+    "eager": _eager,
     "host": _host,
 }
 

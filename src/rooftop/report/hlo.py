@@ -33,6 +33,7 @@ def op_dict(t: TimedOp) -> dict[str, Any]:
         "memory_space": op.memory_space,
         "padded_shape": f"{shape.dtype}[{','.join(map(str, shape.padded_dims))}]" if padded and shape else None,
         "compute_s": None if unknown else est.compute_s, "memory_s": est.memory_s, "comm_s": est.network_s,
+        "shape_efficiency": est.shape_efficiency,
         "lower_bound_s": est.lower_bound_s, "upper_bound_s": est.upper_bound_s, "bound": est.bound,
         "replica_groups": (groups[0] if len(groups) == 1 else groups) if uses else None,
         "mesh_axes": list(dict.fromkeys(a for m in t.matches for a in m.axes or ())) if uses else None,

@@ -1,12 +1,14 @@
 """Charts (matplotlib, no screen needed): figures drawn off pyplot, written atomically.
 
-Every chart is drawn inside ``figure()``: a ``matplotlib.figure.Figure`` that pyplot never
-sees (nothing to leak when drawing or saving fails, and the caller's pyplot backend is left
-alone), under settings that make text literal (no mathtext, no TeX: a ``$`` or ``_`` in a
-name from an input file is drawn as it is), names cut to a label's length (``label``). A chart
-a notebook keeps (``rooftop.report.profile.profile_figure``) is drawn inside ``literal_text()``
-and returned. Log axes label their ticks in plain text (``plain_log_ticks``: matplotlib's own
-log labels are mathtext, which literal text would print as ``$\\mathdefault{10^{3}}$``).
+Every chart is a ``matplotlib.figure.Figure`` that pyplot never sees (nothing to leak when
+drawing or saving fails, and the caller's pyplot backend is left alone), drawn under settings
+that make text literal (no mathtext, no TeX: a ``$`` or ``_`` in a name from an input file is
+drawn as it is), names cut to a label's length (``label``). Each chart has a function that
+returns its Figure, for a notebook to show (``roofline_figure`` here, ``train_figure``,
+``serve_figure``, ``hlo_figure``, ``profile_figure`` beside their commands), drawn inside
+``literal_text()`` on ``new_figure()``; the command line writes it with ``save_figure``. Log
+axes label their ticks in plain text (``plain_log_ticks``: matplotlib's own log labels are
+mathtext, which literal text would print as ``$\\mathdefault{10^{3}}$``).
 ``save`` checks the path first (``check_plot_path``), renders in the format the extension
 names into a temporary file beside the target and renames it over the target with a normal
 file's permissions (report/files.py): a failure leaves nothing behind.
@@ -155,10 +157,32 @@ def ceilings(chip: Chip, wanted: Iterable[tuple[str, str]] | None = None) -> lis
 
 
 def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
-    """Log-log roofline of ``chip``: one compute ceiling per matrix dtype (and the
-    vector unit), the HBM slope, each ridge point marked, and the ops placed at
-    (arithmetic intensity, attained FLOPs/s at their lower-bound time)."""
+    """Write ``roofline_figure`` to ``path`` (.png, .svg or .pdf), atomically."""
     check_plot_path(path)
+    save_figure(roofline_figure(chip, ops), path)
+
+
+def save_figure(fig: Any, path: str) -> None:
+    """``save`` a figure a ``*_figure`` function returned, then free it."""
+    try:
+        save(fig, path)
+    finally:
+        fig.clear()
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (8, 5.5)) -> tuple[Any, Any]:
+    """``(fig, axes)`` of a new Figure (not registered with pyplot) for a chart returned to its caller (a
+    notebook shows it, ``save_figure`` writes it): call it, and draw, inside ``literal_text()``."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols)
+
+
+def roofline_figure(chip: Chip, ops: Sequence[PlacedOp] = ()) -> Any:
+    """Log-log roofline of ``chip`` as a matplotlib Figure: one compute ceiling per matrix dtype (and the
+    vector unit), the HBM slope, each ridge point marked, and the ops placed at (arithmetic intensity,
+    attained FLOPs/s at their lower-bound time)."""
     bw = chip.hbm_bytes_per_s
     roofs = ceilings(chip)
     placed = []
@@ -170,7 +194,8 @@ def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
     lo = min([0.1, *(p[1].arithmetic_intensity for p in placed), *ridges]) / 2
     hi = max([1e4, *(p[1].arithmetic_intensity for p in placed), *ridges]) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    with figure() as (fig, ax):
+    with literal_text():
+        fig, ax = new_figure()
         palette = colors()
         for i, (name, peak) in enumerate(roofs):
             c = palette[i % len(palette)]
@@ -204,4 +229,5 @@ def roofline_chart(chip: Chip, ops: Sequence[PlacedOp], path: str) -> None:
         ax.set_title(f"Roofline of {label(chip.name)} (dense peaks)")
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=8, loc="lower right")
-        save(fig, path)
+        plain_log_ticks(fig)
+    return fig

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
 
 
-def profile_payload(report: ProfileReport, chip: Chip) -> dict[str, Any]:
-    """``rooftop profile --json``."""
+def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str, Any]:
+    """``rooftop profile --json`` (``chip``: the one the report was priced on, the report's name when left out)."""
     return {
         "source": report.source,
-        "chip": chip.name,
+        "chip": chip.name if chip is not None else report.chip,
         "ops": [dataclasses.asdict(o) for o in report.ops],
         "steps": [dataclasses.asdict(s) for s in report.steps],
         "overlap": report.overlap(),

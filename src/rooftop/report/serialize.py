@@ -44,6 +44,11 @@ def to_json(payload: Mapping[str, Any]) -> str:
     return json.dumps(_clean(body), indent=2, allow_nan=False, default=str)
 
 
+def payload_dict(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload as the JSON ``to_json`` writes reads back: the dict a notebook's ``to_dict()`` returns."""
+    return dict(json.loads(to_json(payload)))
+
+
 def estimate_dict(est: Estimate) -> dict[str, Any]:
     """The roofline keys every command shares."""
     return {
@@ -93,6 +98,12 @@ def chip_dict(chip: Chip) -> dict[str, Any]:
             "domain_sizes": list(topo.domain_sizes),
             "source": topo.source,
         },
+        "internals": {
+            **dataclasses.asdict(chip.internals),
+            "tensor_cores": chip.internals.tensor_cores,
+            "matrix_peak_from_internals_flops_per_s": chip.matrix_peak_from_internals(),
+        },
+        "fabric": dataclasses.asdict(chip.fabric),
         "sources": {k: {"value": f.value, "source": f.source, "note": f.note} for k, f in chip.sources.items()},
         "file": chip.path,
     }

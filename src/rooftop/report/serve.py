@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from rooftop.plan.serve.batching import Batching, SteadyState
     from rooftop.plan.serve.disagg import Disaggregation, Pool
     from rooftop.plan.serve.phase import CriticalBatch, PhaseTime
     from rooftop.plan.serve.sweep import MinSlice, ServingPlan, ServingPoint
@@ -177,7 +178,61 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
     if req.requests_per_s:
         assert plan.disaggregation is not None  # plan_serving sets it with requests_per_s
         payload["disaggregation"] = disaggregation_dict(plan, plan.disaggregation)
+    if plan.batching is not None:
+        payload["continuous_batching"] = batching_dict(plan.batching)
     return payload
+
+
+#: how continuous batching's figures are obtained, as the JSON and the table say
+BATCHING_METHOD = (
+    "saturation from a fluid balance (Little's law, a formula); TPOT, TTFT and queueing from a seeded "
+    "step-level simulation of the scheduler with Poisson arrivals (or closed-loop clients), every step "
+    "priced by the mixed-step roofline"
+)
+LOAD_KEYS = ("tpot_s", "ttft_s", "queue_s", "prefill_tokens_per_step")
+
+
+def steady_dict(layout_dict: dict[str, Any], chips: int, s: SteadyState) -> dict[str, Any]:
+    return {
+        "parallelism": layout_dict,
+        "max_batch": s.max_batch,
+        "saturated": s.saturated,
+        "capacity_requests_per_s": s.capacity_requests_per_s,
+        "tpot_s": s.tpot_s,
+        "ttft_s": s.ttft_s,
+        "ttft_idle_s": s.ttft_idle_s,
+        "queue_s": s.queue_s,
+        "prefill_tokens_per_step": s.prefill_tokens_per_step,
+        "decode_batch": s.decode_batch,
+        "requests_per_s": s.requests_per_s,
+        "tokens_per_s": s.tokens_per_s,
+        "tokens_per_s_per_chip": None if s.tokens_per_s is None else s.tokens_per_s / chips,
+        "reason": s.reason,
+    }
+
+
+def batching_dict(b: Batching) -> dict[str, Any]:
+    """``continuous_batching``: the chosen layout's figures at the top (None when saturated), every
+    layout's below."""
+    t = b.traffic
+    layouts = [steady_dict(layout.as_dict(), layout.chips, s) for layout, s in b.layouts]
+    top: dict[str, Any] = dict.fromkeys(LOAD_KEYS)
+    top["ttft_idle_s"] = None
+    if b.chosen is not None:
+        top = {k: layouts[b.chosen][k] for k in (*LOAD_KEYS, "ttft_idle_s")}
+    return {
+        "method": "simulation",
+        "method_note": BATCHING_METHOD,
+        "scheduler": t.scheduler,
+        "token_budget": t.token_budget,
+        "requests_per_s": t.requests_per_s,
+        "concurrency": t.concurrency,
+        "saturated": bool(b.layouts) and all(s.saturated for _, s in b.layouts),
+        "chosen": b.chosen,
+        "chosen_reason": b.reason,
+        **top,
+        "layouts": layouts,
+    }
 
 
 # ---------------------------------------------------------------- terminal
@@ -255,8 +310,56 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
             f"disaggregation at {format_plain(disagg['requests_per_s'])} req/s: {disagg['recommendation']} "
             f"({disagg['reason']})",
         )
+    if plan.batching is not None:
+        console.print(_batching_table(plan.batching))
+        say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
     for note in plan.notes:
         say(console, f"note: {note}")
+
+
+def _opt(v: float | None, fmt: Any = format_duration) -> str:
+    return "-" if v is None else fmt(v)
+
+
+def _batching_table(b: Batching) -> Table:
+    t = b.traffic
+    load = (
+        f"{format_plain(t.requests_per_s)} requests/s" if t.requests_per_s else f"{t.concurrency} concurrent requests"
+    )
+    rows = []
+    for i, (layout, s) in enumerate(b.layouts):
+        mark = "*" if i == b.chosen else ""
+        if s.saturated:
+            rows.append(
+                (
+                    f"{mark}{layout.label()}",
+                    format_plain(s.capacity_requests_per_s, 4),
+                    "saturated: queue grows without bound",
+                    "-",
+                    format_duration(s.ttft_idle_s),
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                )
+            )
+            continue
+        rows.append(
+            (
+                f"{mark}{layout.label()}",
+                format_plain(s.capacity_requests_per_s, 4),
+                _opt(s.tpot_s),
+                _opt(s.ttft_s),
+                format_duration(s.ttft_idle_s),
+                _opt(s.queue_s),
+                _opt(s.prefill_tokens_per_step, lambda v: format_plain(v, 4)),
+                _opt(s.decode_batch, lambda v: format_plain(v, 3)),
+                _opt(s.tokens_per_s, lambda v: format_plain(v, 4)),
+            )
+        )
+    title = f"continuous batching at {load} ({t.scheduler}, {t.token_budget} tokens per step); * = chosen"
+    columns = ["layout", "max req/s", "TPOT", "TTFT", "TTFT idle", "queue", "prefill tok/step", "decode batch", "tok/s"]
+    return table(title, columns, rows)
 
 
 # ---------------------------------------------------------------- chart
@@ -299,12 +402,20 @@ def _frontier_and_choice(ax: Any, plan: ServingPlan) -> None:
 
 
 def plot_serve(path: str, plan: ServingPlan) -> None:
-    """The latency/throughput frontier chart (see the module docstring)."""
-    from rooftop.report.plot import check_plot_path, figure, save
+    """Write ``serve_figure`` to ``path`` (.png, .svg or .pdf), atomically."""
+    from rooftop.report.plot import check_plot_path, save_figure
 
     check_plot_path(path)
+    save_figure(serve_figure(plan), path)
+
+
+def serve_figure(plan: ServingPlan) -> Any:
+    """The latency/throughput frontier chart as a matplotlib Figure (see the module docstring)."""
+    from rooftop.report.plot import literal_text, new_figure, plain_log_ticks
+
     req = plan.request
-    with figure() as (fig, ax):
+    with literal_text():
+        fig, ax = new_figure()
         _points_by_bound(ax, plan)
         _frontier_and_choice(ax, plan)
         if req.max_step_latency_s and math.isfinite(req.max_step_latency_s):
@@ -323,7 +434,8 @@ def plot_serve(path: str, plan: ServingPlan) -> None:
         )
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=8, loc="lower right")
-        save(fig, path)
+        plain_log_ticks(fig)
+    return fig
 
 
 def _pool_dict(plan: ServingPlan, pool: Pool | None) -> dict[str, Any] | None:

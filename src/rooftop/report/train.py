@@ -89,6 +89,8 @@ def train_payload(plan: TrainingPlan) -> dict[str, Any]:
         "efficiency": setup.efficiency.as_dict(),
         "optimizer": setup.precision.optimizer,
         "flash_attention": setup.flash_attention,
+        "compute_dtype": setup.dtypes.matmul or setup.dtypes.activations,
+        "max_nodes_per_token": setup.max_nodes_per_token or None,
         "dropout": setup.dropout,
         "best": {**step_dict(ranked[0], parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
         "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
@@ -153,14 +155,22 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
 
 
 def plot_train(best: StepResult, path: str) -> None:
-    """Two panels: the step-time breakdown and the per-chip memory breakdown against HBM."""
-    import matplotlib
-
-    from rooftop.report.plot import check_plot_path, figure, label, save
+    """Write ``train_figure`` to ``path`` (.png, .svg or .pdf), atomically."""
+    from rooftop.report.plot import check_plot_path, save_figure
 
     check_plot_path(path)
+    save_figure(train_figure(best), path)
+
+
+def train_figure(best: StepResult) -> Any:
+    """Two panels, as a matplotlib Figure: the step-time breakdown and the per-chip memory breakdown against HBM."""
+    import matplotlib
+
+    from rooftop.report.plot import label, literal_text, new_figure
+
     tab10 = matplotlib.colormaps["tab10"]
-    with figure(1, 2, figsize=(11, 4.5)) as (fig, (a1, a2)):
+    with literal_text():
+        fig, (a1, a2) = new_figure(1, 2, figsize=(11, 4.5))
         parts = [(label(words(k)), v) for k, v in best.breakdown.items() if math.isfinite(v) and v > 0]
         a1.barh([p[0] for p in parts], [p[1] for p in parts], color="tab:blue")
         a1.set_xlabel("seconds per step")
@@ -178,4 +188,4 @@ def plot_train(best: StepResult, path: str) -> None:
         a2.set_title("fits" if best.fits else "does NOT fit")
         a2.legend(fontsize=8, loc="upper right")
         fig.suptitle(label(best.parallelism.label(), 200))
-        save(fig, path)
+    return fig

@@ -22,6 +22,7 @@ from rooftop.analysis.hlo.ir import HloModule
 from rooftop.analysis.hlo.mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.roofline import Estimate, host_term, roofline
+from rooftop.display import Displayed
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
 
@@ -35,8 +36,8 @@ class TimedOp:
     matches: tuple[GroupMatch, ...] = ()
 
 
-@dataclass(frozen=True)
-class HloAnalysis:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class HloAnalysis(Displayed):
     """A module timed on a chip: per-instruction Estimates, the mesh used, and notes on assumptions."""
 
     module: str
@@ -141,9 +142,10 @@ def analyze(
             comms, base = tuple(c for c, _ in placed if c is not None), op.cost.cost
             host = sum(b for space, b in op.cost.traffic.by_space if space == HOST_MEMORY_SPACE)
             on = one_core if op.cost.one_core else chip
-            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host, on is chip)
+            key = (tuple(sorted(base.flops_by.items())), base.hbm_bytes, comms, op.executions, host, on is chip,
+                   base.gemm)  # fmt: skip
             if key not in estimates:  # repeated layers repeat costs: one roofline each
-                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms) * op.executions, on, hardware)
+                est = roofline(Cost(base.flops_by, base.hbm_bytes, comms, gemm=base.gemm) * op.executions, on, hardware)
                 estimates[key] = with_host_link(est, host * op.executions, chip) if host else est
             timed.append(TimedOp(op, estimates[key], tuple(m for _, m in placed)))
     return HloAnalysis(counts.module, chip, logical, topo, tuple(timed), tuple(dict.fromkeys(notes)))

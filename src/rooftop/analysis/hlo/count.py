@@ -67,7 +67,7 @@ from rooftop.analysis.hlo.rules import (
 )
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.analysis.hlo.targets import pallas_flops, rule_of
-from rooftop.cost.cost import Cost
+from rooftop.cost.cost import Cost, Gemm
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
 #: nesting of fused / applied computations inside one another, and executions of one instruction.
@@ -130,16 +130,24 @@ class _Flops:
     collectives: list[CollectiveUse] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    gemms: list[Gemm] = field(default_factory=list)  # the matmuls run once per execution (shape model)
 
     def add(self, unit: str, hlo_dtype: str, flops: float) -> None:
         if flops:
             key = (unit, rooftop_dtype(hlo_dtype))
             self.by[key] = self.by.get(key, 0.0) + flops
 
+    def add_dot(self, cost: Cost) -> None:
+        self.by.update(cost.flops_by)
+        if cost.gemm is not None:
+            self.gemms.append(cost.gemm)
+
     def merge(self, other: _Flops, times: float = 1.0, everything: bool = True) -> None:
         for key, v in other.by.items():
             self.by[key] = self.by.get(key, 0.0) + times * v
         self.transcendentals += times * other.transcendentals
+        if times == 1:
+            self.gemms += other.gemms
         if everything:
             self.collectives += other.collectives
             self.unknown += other.unknown
@@ -158,7 +166,7 @@ class _Counter:
         self.inner_cache: dict[str, _Flops] = {}
         self.bytes = Bytes(module)
         self.chain_cache: dict[str, dict[int, tuple[CollectiveUse, ...]]] = {}
-        self.dot_cache: dict[tuple, dict] = {}
+        self.dot_cache: dict[tuple, Cost] = {}
         self.notes: list[str] = []
         self.nesting = 0
         self.edges_cache: dict[str, list[tuple[Instruction, Computation, float]]] = {}
@@ -216,7 +224,7 @@ class _Counter:
             out.add("vector", first.dtype, shape.num_elements)
             out.transcendentals += shape.num_elements if op in TRANSCENDENTAL else 0
         elif op == "dot":
-            out.by.update(self.dot(instr, *lhs_rhs(instr), shape))
+            out.add_dot(self.dot(instr, *lhs_rhs(instr), shape))
         elif op == "convolution":
             out.by.update(conv_flops(instr, *lhs_rhs(instr), shape))
         elif op == "custom-call":
@@ -228,7 +236,7 @@ class _Counter:
             self.applied(instr, base, first, out)
         return out
 
-    def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
+    def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> Cost:
         """``dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
         dims = instr.dot_dims
         key = (id(lhs), id(rhs), out.dtype, *dims.values())
@@ -267,7 +275,7 @@ class _Counter:
         shapes = [s for s in instr.operand_shapes if s is not None]
         result = instr.shape.leaves()[0] if instr.shape.leaves() else instr.shape
         if rule == "gemm" and len(shapes) >= 2:
-            out.by.update(self.dot(instr, shapes[0], shapes[1], result))
+            out.add_dot(self.dot(instr, shapes[0], shapes[1], result))
         elif rule == "conv" and len(shapes) >= 2 and target in CONV_TARGETS:
             lhs, rhs, res = ([shapes[0], shapes[1], result][i] for i in CONV_TARGETS[target])
             out.by.update(conv_flops(instr, lhs, rhs, res))
@@ -305,7 +313,7 @@ class _Counter:
                 "(shapes, windows or trip counts too large to count)",
                 line=instr.line,
             )
-        cost = Cost(flops.by, traffic.hbm_bytes)
+        cost = Cost(flops.by, traffic.hbm_bytes, gemm=flops.gemms[0] if len(flops.gemms) == 1 else None)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
             "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)), ONE_CORE_MARK in instr.name,

@@ -8,6 +8,7 @@ import re
 
 from rooftop.analysis.hlo.ir import Instruction
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
+from rooftop.cost.cost import Cost
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -80,15 +81,15 @@ def lhs_rhs(instr: Instruction) -> tuple[Shape | None, Shape | None]:
     return (shapes[0] if shapes else None), (shapes[1] if len(shapes) > 1 else None)
 
 
-def dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> dict:
-    """FLOPs of a dot or GEMM custom-call through cost/op.py ``dot_general``."""
+def dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> Cost:
+    """FLOPs (and the matmul shape) of a dot or GEMM custom-call through cost/op.py ``dot_general``."""
     if lhs is None or rhs is None:
         raise ParseError(f"{instr.opcode} {shown(instr.name)}: operand shapes unknown", line=instr.line)
     batch = (dims["lhs_batch_dims"], dims["rhs_batch_dims"])
     contracting = (dims["lhs_contracting_dims"], dims["rhs_contracting_dims"])
     try:
         lhs_t, rhs_t = (lhs.dims, rooftop_dtype(lhs.dtype)), (rhs.dims, rooftop_dtype(rhs.dtype))
-        return dict(dot_general(lhs_t, rhs_t, batch, contracting, rooftop_dtype(out.dtype)).flops_by)
+        return dot_general(lhs_t, rhs_t, batch, contracting, rooftop_dtype(out.dtype))
     except InvalidConfigError as exc:
         raise ParseError(
             f"{instr.opcode} {shown(instr.name)}: {str(exc).removeprefix('dot: ')}", line=instr.line

@@ -443,3 +443,22 @@ def _op_runs(
         made.append(index[key])
     runs = Executions(ev, rows, (begin, end, busy), events, (device, devices))
     return runs, np.array(made, np.int64)[sig]
+
+
+def kernel_labels(trace: Trace, chip: Chip) -> dict[int, str]:
+    """kernel row -> the report row (``OpReport.name``) of the aten op that launched it, for the kernels
+    priced from their op's shapes (NCCL kernels and kernels no op launched are left out): what a timeline
+    needs to put an op's roofline time beside its kernels."""
+    ev = trace.events
+    names, args = ev.column("name"), ev.column("args")
+    launched = launching_ops(trace)
+    labels: dict[int, str] = {}
+    out: dict[int, str] = {}
+    for kernel, op in zip(launched.kernels.tolist(), launched.ops.tolist(), strict=True):
+        if op < 0 or "nccl" in names[kernel].lower():
+            continue
+        label = labels.get(op)
+        if label is None:
+            label = labels[op] = _price(TorchOp.from_args(names[op], args[op]), chip)[0]
+        out[kernel] = label
+    return out

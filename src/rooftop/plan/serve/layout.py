@@ -7,11 +7,27 @@ sharding/tensor.py): tensor-parallel matmuls / tp (Megatron), k and v projection
 min(tp, K) (KV heads are replicated once tp > K; MLA's latent cache is replicated on every chip),
 attention FLOPs / tp (query heads); norms, residuals, the router and MLA's down-projections are
 replicated. Layers / pp per pipeline stage; routed experts spread over ep chips of the TP group, each
-split over the remaining tp / ep.
+split over the remaining tp / ep. Two layouts split the cache further:
+
+- ``kv_batch`` (the KV cache sharded over the batch, "How to Scale Your Model" Part 7, "Sharding the
+  KV cache"): once the KV heads are split min(tp, K) ways, the cache of the TP group is split over the
+  sequences of the batch the remaining kv_batch = tp / min(tp, K) ways, KV[2, B_Z, S, K_Y, H], so no
+  chip keeps a copy. Weights and matmuls stay as under tp; the attention core of each chip runs over
+  its own sequences and its own KV heads (FLOPs / tp as before). Cost: two all-to-alls per attention
+  layer over the kv_batch chips (queries from head sharding to batch sharding, the attention output
+  back), priced in plan/serve/phase.py.
+- ``attn_dp`` (attention data parallelism with expert parallelism, as DeepSeek-V3's serving and
+  SGLang's DP attention run it): the attention block of each of attn_dp ranks (tp / attn_dp chips each)
+  runs over its own batch / attn_dp requests, its weights replicated attn_dp times and split over the
+  rank's tp / attn_dp chips, its cache (MLA's latent too) only for its own requests; the MLP and the
+  experts (over ep) stay tensor/expert-parallel over the whole TP group, fed by an all-gather of the
+  ranks' tokens and answered by a reduce-scatter (plan/serve/phase.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,22 +47,54 @@ from rooftop.units import format_bytes
 GROUPS = ("matmul", "attention", "elementwise")
 
 
+#: the degrees of a layout, in the order they are written
+DEGREES = ("tp", "ep", "pp", "replicas", "kv_batch", "attn_dp")
+
+
 @dataclass(frozen=True)
 class ServingLayout:
-    """``replicas`` copies of the model, each on ``tp x pp`` chips; ``ep`` (MoE) divides tp."""
+    """``replicas`` copies of the model, each on ``tp x pp`` chips; ``ep`` (MoE) divides tp;
+    ``kv_batch`` (the cache split over the batch) and ``attn_dp`` (attention data-parallel ranks)
+    divide tp too, and at most one of them is above 1 (module docstring)."""
 
     tp: int = 1
     ep: int = 1
     pp: int = 1
     replicas: int = 1
+    kv_batch: int = 1
+    attn_dp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "ep", "pp", "replicas"):
+        for name in DEGREES:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InvalidConfigError(f"serving layout {name}={shown(v)} must be a positive integer")
-        if self.tp % self.ep:
-            raise InvalidConfigError(f"ep={self.ep} must divide tp={self.tp} (experts spread over the TP group)")
+        for name in ("ep", "kv_batch", "attn_dp"):
+            if self.tp % getattr(self, name):
+                raise InvalidConfigError(
+                    f"{name}={getattr(self, name)} must divide tp={self.tp} (a split of the TP group)"
+                )
+        if self.kv_batch > 1 and self.attn_dp > 1:
+            raise InvalidConfigError(
+                f"kv_batch={self.kv_batch} and attn_dp={self.attn_dp}: attention data parallelism already splits "
+                "the cache over requests; use one of them"
+            )
+
+    @property
+    def attention_tp(self) -> int:
+        """Chips one attention rank spreads its heads over: tp / attn_dp."""
+        return self.tp // self.attn_dp
+
+    @property
+    def batch_unit(self) -> int:
+        """Sequences per replica come in multiples of this: pp microbatches, each split evenly over the
+        attention ranks or the kv_batch shards."""
+        return self.pp * self.attn_dp * self.kv_batch
+
+    @property
+    def tp_axes(self) -> tuple[str, ...]:
+        """The mesh axes the TP group lies on (``mesh_axes``): the outer split, if any, then "tp"."""
+        return tuple(a for a in ("attn_dp", "kv_batch", "tp") if a in self.mesh_axes())
 
     @property
     def chips_per_replica(self) -> int:
@@ -57,15 +105,18 @@ class ServingLayout:
         return self.tp * self.pp * self.replicas
 
     def as_dict(self) -> dict[str, int]:
-        return {"tp": self.tp, "ep": self.ep, "pp": self.pp, "replicas": self.replicas}
+        return {k: getattr(self, k) for k in DEGREES}
 
     def label(self) -> str:
-        parts = [f"tp={self.tp}"] + [f"{k}={getattr(self, k)}" for k in ("ep", "pp") if getattr(self, k) > 1]
-        return " ".join([*parts, f"x{self.replicas}"])
+        more = [f"{k}={getattr(self, k)}" for k in ("ep", "pp", "kv_batch", "attn_dp") if getattr(self, k) > 1]
+        return " ".join([f"tp={self.tp}", *more, f"x{self.replicas}"])
 
     def mesh_axes(self) -> dict[str, int]:
-        """Named mesh axes, outermost first: replicas (DCN / fabric side), pp, tp (innermost: NVLink, ICI)."""
-        sizes = {"replicas": self.replicas, "pp": self.pp, "tp": self.tp}
+        """Named mesh axes, outermost first: replicas (DCN / fabric side), pp, the TP group (innermost:
+        NVLink, ICI). A TP group split by attn_dp or kv_batch lies on two axes, that split outside and
+        "tp" (the rest: one attention rank, or the KV-head shards) inside."""
+        split = {"attn_dp": self.attn_dp, "kv_batch": self.kv_batch}
+        sizes = {"replicas": self.replicas, "pp": self.pp, **split, "tp": self.tp // max(split.values())}
         return {k: v for k, v in sizes.items() if v > 1} or {"replicas": 1}
 
 
@@ -97,17 +148,30 @@ def check_ep(cfg: TransformerConfig, ep: int) -> None:
     _divides("ep", ep, "n_experts", cfg.moe.n_experts)
 
 
+def check_kv_batch(cfg: TransformerConfig, tp: int, kv_batch: int) -> None:
+    """The cache splits over the batch only the ways the KV heads leave: kv_batch divides tp / min(tp, K)."""
+    left = tp // kv_shards(cfg, tp)
+    if left % kv_batch:
+        valid = ", ".join(str(d) for d in divisors(left))
+        raise InvalidConfigError(
+            f"kv_batch={kv_batch} does not divide the {left} ways tp={tp} leaves once the cache is split over "
+            f"{kv_shards(cfg, tp)} KV heads; valid: {valid}"
+        )
+
+
 def validate_layout(cfg: TransformerConfig, layout: ServingLayout) -> None:
-    """Raise InvalidConfigError naming the first rule ``layout`` breaks for ``cfg``."""
-    check_tp(cfg, layout.tp)
+    """Raise InvalidConfigError naming the first rule ``layout`` breaks for ``cfg``: the heads rules
+    apply to one attention rank's tp / attn_dp chips."""
+    check_tp(cfg, layout.attention_tp)
     check_pp(cfg, layout.pp)
     check_ep(cfg, layout.ep)
+    check_kv_batch(cfg, layout.tp, layout.kv_batch)
 
 
 # ---------------------------------------------------------------- pinned degrees (--fix)
 
 #: what ``rooftop serve --fix`` may pin: the degrees of a replica (the replicas fill the slice)
-FIX_SPEC = PinSpec(counts=("tp", "pp", "ep"), example="tp=8,pp=2")
+FIX_SPEC = PinSpec(counts=("tp", "pp", "ep", "attn_dp", "kv_batch"), example="tp=8,pp=2")
 
 
 def parse_fix(text: str | None) -> dict[str, int]:
@@ -131,13 +195,25 @@ def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> N
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise InvalidConfigError(f"pinned {k}={shown(v)} must be a positive integer")
     try:
-        for name, check in (("tp", check_tp), ("pp", check_pp), ("ep", check_ep)):
+        for name, check in (("pp", check_pp), ("ep", check_ep)):
             if name in pins:
                 check(cfg, pins[name])
-        if "tp" in pins and "ep" in pins:
-            ServingLayout(tp=pins["tp"], ep=pins["ep"])
+        if "tp" in pins:
+            split = {k: pins[k] for k in ("ep", "attn_dp", "kv_batch") if k in pins}
+            layout = ServingLayout(tp=pins["tp"], **split)
+            check_tp(cfg, layout.attention_tp)
+            check_kv_batch(cfg, layout.tp, layout.kv_batch)
+        elif pins.get("attn_dp", 1) > 1 and pins.get("kv_batch", 1) > 1:
+            ServingLayout(tp=pins["attn_dp"] * pins["kv_batch"], attn_dp=pins["attn_dp"], kv_batch=pins["kv_batch"])
     except InvalidConfigError as exc:
         raise InvalidConfigError(f"--fix {text}: {exc}") from None
+    splits = {k: pins[k] for k in ("ep", "attn_dp", "kv_batch") if k in pins}
+    step = math.lcm(*splits.values()) if splits else 1
+    if "tp" not in pins and chips % step:
+        what = ", ".join(f"{k}={v}" for k, v in splits.items())
+        raise InvalidConfigError(
+            f"--fix {text}: tp must be a multiple of {what}, and no such tp divides the slice's {chips} chips"
+        )
     replica = pins.get("tp", 1) * pins.get("pp", 1)
     if chips % replica:
         what = " x ".join(f"{k}={pins[k]}" for k in ("tp", "pp") if k in pins)
@@ -149,8 +225,15 @@ def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> N
 
 
 def kv_shards(cfg: TransformerConfig, tp: int) -> int:
-    """Chips the KV cache is split over within a TP group: min(tp, K); MLA's latent: 1 (replicated)."""
+    """Chips the KV cache is split over by heads within a TP group: min(tp, K); MLA's latent: 1 (replicated)."""
     return tensor.kv_shards(tp, _kv_heads(cfg))
+
+
+def kv_split(cfg: TransformerConfig, layout: ServingLayout) -> int:
+    """Ways one replica's cache is split per pipeline stage: over the KV heads of an attention rank
+    (min(tp / attn_dp, K); MLA's latent: 1), times the batch shards (kv_batch) or the attention ranks
+    each holding only its own requests (attn_dp)."""
+    return kv_shards(cfg, layout.attention_tp) * layout.kv_batch * layout.attn_dp
 
 
 def _kv_heads(cfg: TransformerConfig) -> int | None:
@@ -161,6 +244,35 @@ def share(tag: OpTag, cfg: TransformerConfig, tp: int, sequence_parallel: bool =
     """How an op tagged ``tag`` divides over a TP group of ``cfg`` (sharding/tensor.py); with
     ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens."""
     return tensor.share(tag, tp, _kv_heads(cfg), sequence_parallel)
+
+
+def layout_share(
+    tag: OpTag,
+    cfg: TransformerConfig,
+    layout: ServingLayout,
+    sequence_parallel: bool = False,
+    busiest: float | None = None,
+) -> tensor.Share:
+    """How an op tagged ``tag`` divides over one chip of ``layout``'s TP group: ``share`` over tp,
+    except that an attention-block op under attn_dp is ``share`` over one rank's tp / attn_dp chips
+    for the rank's requests (FLOPs, cache and activations x ``busiest``, the busiest rank's fraction
+    of the batch, 1 / attn_dp by default; weights replicated over the ranks), and the attention core
+    under kv_batch reads the cache of the busiest shard's sequences (``busiest``, 1 / kv_batch by
+    default) of its KV heads."""
+    if tag.attention_block and layout.attn_dp > 1:
+        s, f = share(tag, cfg, layout.attention_tp, sequence_parallel), busiest or 1 / layout.attn_dp
+        return tensor.Share(s.flops * f, s.weights, s.kv * f, s.act * f)
+    s = share(tag, cfg, layout.tp, sequence_parallel)
+    if layout.kv_batch > 1 and tag.split == "attention":
+        return dataclasses.replace(s, kv=s.kv * (busiest or 1 / layout.kv_batch))
+    return s
+
+
+def busiest_fraction(layout: ServingLayout, batch: int) -> float:
+    """The fraction of a batch of ``batch`` sequences on the busiest attention rank or kv_batch shard:
+    ceil(batch / ways) / batch (one prompt runs on one rank)."""
+    ways = layout.attn_dp * layout.kv_batch
+    return -(-batch // ways) / batch
 
 
 def op_group(tag: OpTag) -> str:
@@ -184,7 +296,7 @@ def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight
     for top in tree.children:
         for leaf in top.leaves():
             assert leaf.tag is not None  # param_tree tags every leaf
-            b = leaf.params * share(leaf.tag, cfg, layout.tp).weights * dtype_bytes(weight_dtype)
+            b = leaf.params * layout_share(leaf.tag, cfg, layout).weights * dtype_bytes(weight_dtype)
             if top.children:  # the layers
                 layers += b
             elif leaf.tag.category in ("lookup", "matmul"):
@@ -198,8 +310,8 @@ def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight
 def kv_cache_per_chip_bytes(
     cfg: TransformerConfig, layout: ServingLayout, batch: int, context_len: int, kv_dtype: str
 ) -> float:
-    """KV cache of ``batch`` sequences at ``context_len`` on one chip: / (KV shards x pp)."""
-    return kv_cache_bytes(cfg, batch, context_len, kv_dtype) / (kv_shards(cfg, layout.tp) * layout.pp)
+    """KV cache of ``batch`` sequences at ``context_len`` on one chip: / (``kv_split`` x pp)."""
+    return kv_cache_bytes(cfg, batch, context_len, kv_dtype) / (kv_split(cfg, layout) * layout.pp)
 
 
 @dataclass(frozen=True)
@@ -243,14 +355,15 @@ def max_batch(
     dtypes: Dtypes,
     eff: Efficiency,
 ) -> int:
-    """Largest batch per replica (a multiple of pp) whose cache at ``context_len`` fits beside the
-    weights in the usable HBM; 0 when not even pp sequences fit."""
+    """Largest batch per replica (a multiple of ``layout.batch_unit``: pp, times attn_dp or kv_batch)
+    whose cache at ``context_len`` fits beside the weights in the usable HBM; 0 when not even one
+    unit fits."""
     mem = chip_memory(cfg, chip, layout, 1, context_len, dtypes, eff)
     free = mem.usable_bytes - mem.weights_bytes
     if free <= 0 or mem.kv_cache_bytes <= 0:
         return 0
     b = int(free // mem.kv_cache_bytes)
-    return b - b % layout.pp
+    return b - b % layout.batch_unit
 
 
 def describe_memory(mem: ChipMemory) -> str:

@@ -12,8 +12,10 @@ Decode step (one new token for each of ``batch`` sequences at context S), per ch
          + collectives: 2 all-reduces of batch x D activations per layer under TP (1 with parallel
            attention/MLP), each max(bandwidth / network efficiency, hop latency) (cost/collectives.py),
            plus one permute per pipeline stage
-         + launch: n_layers x kernels_per_layer x kernel_s
-         + scheduling: step_s
+         + launch: n_layers x kernels_per_layer x kernel_s, plus, when the step is not a captured
+           CUDA graph (more than graph_max_batch tokens), the host's time to issue the kernels
+           beyond the device's time of the step: max(0, kernels x kernel_eager_s - device time)
+         + scheduling: step_s + step_per_seq_s x sequences of the step
     memory = weights (read once per step per chip) + KV cache of every sequence + activations.
 
 The matmul group is memory-bound below the critical batch ~ F x beta_w / (2 x BW) (F: peak FLOPs/s
@@ -26,17 +28,25 @@ round. Prefill of a prompt runs the stages one after another (no pipelining for 
 
 Fixed costs (overheads) are what make real decode 2-4x slower than the bandwidth roofline for
 70B-class models at TP 4-8: 160 all-reduces of a few KiB are latency-bound, 800 kernels each
-cost microseconds, and the runtime spends ~1 ms per step (catalog/efficiency/serving.toml).
+cost microseconds, and the runtime spends ~1 ms per step at a few hundred sequences, more with more
+(catalog/efficiency/serving.toml, every figure with its source).
+
+A mixed step (``mixed_step``, continuous batching: plan/serve/batching.py) decodes a running batch
+and prefills ``c`` prompt tokens in one pass: the decode's per-chip Cost plus c / prompt_len times
+the per-chip Cost of one prompt's prefill without its weights (the weights are read once per step),
+timed by the same rule.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from rooftop.cost.cost import Comm, Cost, CostTree
+from rooftop.cost.cost import Comm, Cost, CostTree, Gemm, OpTag
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, collective_term, flop_rate, memory_term, roofline
+from rooftop.cost.gemm import shape_efficiency_array, tile_model
+from rooftop.cost.roofline import Estimate, Term, collective_term, flop_rate, memory_term, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -44,17 +54,20 @@ from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serve.layout import GROUPS, ServingLayout, op_group, share
+from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group
+from rooftop.sharding import tensor
 
 
 @dataclass(frozen=True)
 class ChipCost:
-    """One chip's share of a phase: a Cost per op group, and its bytes by kind."""
+    """One chip's share of a phase: a Cost per op group, and its bytes by kind; ``gemms`` the weight
+    matmuls of the matmul group as (per-chip shape, per-chip FLOPs), for the shape model."""
 
     groups: dict[str, Cost]
     weights_bytes: float
     kv_cache_bytes: float
     other_bytes: float
+    gemms: tuple[tuple[Gemm, float], ...] = ()
 
     @property
     def flops(self) -> float:
@@ -81,29 +94,88 @@ def _model_leaves(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) ->
     return tuple(leaf for _, leaf in model_costs(cfg, workload, dtypes).leaves())
 
 
-def chip_cost(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout) -> ChipCost:
+def chip_cost(
+    cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout, weights: bool = True
+) -> ChipCost:
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
-    expert parallelism, grouped into matmul / attention / elementwise ops."""
+    expert parallelism, grouped into matmul / attention / elementwise ops; ``weights=False`` leaves
+    the weight reads out (a part of a step whose weights another part already reads)."""
     leaves = _model_leaves(cfg, workload, dtypes)
     experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
+    busiest = busiest_fraction(layout, workload.batch)
     flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}
     nbytes = dict.fromkeys(GROUPS, 0.0)
     totals = [0.0, 0.0, 0.0]
+    gemms: list[tuple[Gemm, float]] = []
     for leaf in leaves:
         tag, cost = leaf.tag, leaf.cost
         assert tag is not None  # model_costs tags every leaf
-        s = share(tag, cfg, layout.tp, workload.phase == "prefill")
+        s = layout_share(tag, cfg, layout, workload.phase == "prefill", busiest)
         group = op_group(tag)
+        if group == "matmul" and cost.gemm is not None and s.flops > 0:
+            gemms.append((chip_gemm(cost.gemm, tag, s, cfg), cost.flops * s.flops))
         for key, v in cost.flops_by.items():
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
         w, k = cost.bytes_of("weights"), cost.bytes_of("kv_cache")
-        w_chip = w * s.weights * (imbalance if tag.expert else 1.0)
+        w_chip = w * s.weights * (imbalance if tag.expert else 1.0) if weights else 0.0
         k_chip = k * s.kv
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip
         totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]
-    return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, *totals)
+    weights_bytes, kv_bytes, other_bytes = totals
+    return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, weights_bytes, kv_bytes, other_bytes, tuple(gemms))
+
+
+def _mixed_gemms(
+    dec: tuple[tuple[Gemm, float], ...], pre: tuple[tuple[Gemm, float], ...], share: float
+) -> tuple[tuple[Gemm, float], ...]:
+    """A mixed step's matmuls: each weight matmul runs once over the decode rows and the prompt chunk's rows
+    together (the same op in both, in model order); ``share`` of one prompt's prefill matmuls."""
+    scaled = tuple((replace(g, m=g.m * share), f * share) for g, f in pre if share > 0)
+    if not dec:
+        return scaled
+    if len(dec) != len(scaled) or any((a.n, a.k) != (b.n, b.k) for (a, _), (b, _) in zip(dec, scaled, strict=True)):
+        return dec + scaled  # not the same ops (MLA decodes with absorbed matmuls): each on its own
+    return tuple((replace(a, m=a.m + b.m), fa + fb) for (a, fa), (b, fb) in zip(dec, scaled, strict=True))
+
+
+def chip_gemm(gemm: Gemm, tag: OpTag, s: tensor.Share, cfg: TransformerConfig) -> Gemm:
+    """One chip's matmul of an op: the weight split (1 / ``s.weights`` ways) cuts the output features of a
+    column-parallel matmul or the contraction of a row-parallel one, the rest of the FLOPs share the rows
+    (attention data parallelism's requests); a routed expert's rows are its share of the assignments
+    (m / T each for the T = E (1 - (1 - k/E)^tokens) experts uniform routing touches, over the T x
+    ``s.weights`` experts and expert shards a chip holds)."""
+    ways = 1.0 / s.weights if s.weights > 0 else 1.0
+    rows = gemm.m * min(1.0, s.flops * ways)
+    if tag.expert and cfg.moe is not None:  # the experts the tokens touch (uniform routing), each its rows
+        e, k = cfg.moe.n_experts, cfg.moe.top_k
+        touched = e * (1.0 - (1.0 - k / e) ** (gemm.m / k))
+        return Gemm(rows / touched, gemm.n, gemm.k, max(1.0, touched / ways), gemm.out_bytes)
+    if tag.row_parallel:
+        return Gemm(rows, gemm.n, gemm.k / ways, gemm.batch, gemm.out_bytes)
+    return Gemm(rows, gemm.n / ways, gemm.k, gemm.batch, gemm.out_bytes)
+
+
+def matmul_shape_factor(cost: ChipCost, chip: Chip, eff: Efficiency) -> float | None:
+    """The matmul group's shape efficiency (cost/gemm.py), FLOP-weighted as the matmuls' times add; None
+    when the model is off or the chip has none."""
+    if not eff.matrix_shape or not cost.gemms:
+        return None
+    model = tile_model(chip)
+    if model is None:
+        return None
+    dtype = next((d for (u, d) in cost.groups["matmul"].flops_by if u == "matrix"), "bf16")
+    peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
+    matrix = sum(v for (u, _), v in cost.groups["matmul"].flops_by.items() if u == "matrix")
+    shaped = sum(cost.gemms[i][1] for i in range(len(cost.gemms)))
+    if matrix <= 0 or shaped <= 0:
+        return None
+    slow = 0.0
+    for g, f in cost.gemms:
+        se = float(shape_efficiency_array(model, g.m, g.n, g.k, g.batch, g.out_bytes, peak, chip.hbm_bytes_per_s))
+        slow += f / se
+    return matrix / (slow + max(0.0, matrix - shaped))
 
 
 # ---------------------------------------------------------------- timing a phase
@@ -161,6 +233,40 @@ class PhaseTime:
         return max(parts, key=lambda k: parts[k])
 
 
+def tp_comms(cfg: TransformerConfig, layout: ServingLayout, tokens: int, dtypes: Dtypes) -> list[tuple[Comm, int]]:
+    """The collectives of the TP group in one pass of ``tokens`` tokens, each with its count per pass.
+
+    - plain tensor parallelism: an all-reduce of the tokens' activations (tokens x D) after
+      attention and after the MLP of every layer (one with parallel attention/MLP; Megatron).
+    - kv_batch (the cache sharded over the batch, "How to Scale Your Model" Part 7, "Sharding the
+      KV cache"): the same all-reduces, plus two all-to-alls per layer over the kv_batch chips, one
+      moving the queries from head to batch sharding, one moving the attention output back; each
+      chip's buffer is its shard of them, tokens x N x H / tp (values: H_v).
+    - attn_dp: the attention all-reduce stays inside each rank (tokens / attn_dp x D over
+      tp / attn_dp chips); the MLP is fed by an all-gather of every rank's tokens (tokens x D
+      gathered) and answered by a reduce-scatter of the same bytes over the whole TP group (SGLang's
+      DP attention; the two together move what the all-reduce did)."""
+    if layout.tp == 1:
+        return []
+    width = cfg.d_model * dtype_bytes(dtypes.activations)
+    act, group, n = tokens * width, layout.tp_axes, cfg.n_layers
+    per_layer = 1 if cfg.parallel_layers else 2
+    if layout.attn_dp > 1:
+        out = [
+            (Comm("all-gather", group, act, label="attn_dp"), n),
+            (Comm("reduce-scatter", group, act, label="attn_dp"), n),
+        ]
+        if layout.attention_tp > 1 and not cfg.parallel_layers:
+            out.append((Comm("all-reduce", ("tp",), act / layout.attn_dp, label="tp"), n))
+        return out
+    out = [(Comm("all-reduce", group, act, label="tp"), per_layer * n)]
+    if layout.kv_batch > 1:
+        head = cfg.mla.v_head_dim if cfg.mla else cfg.head_dim
+        q = tokens * cfg.n_heads * head * dtype_bytes(dtypes.activations) / layout.tp
+        out.append((Comm("all-to-all", ("kv_batch",), q, label="kv_batch"), 2 * n))
+    return out
+
+
 def _collectives(
     cfg: TransformerConfig,
     chip: Chip,
@@ -171,13 +277,11 @@ def _collectives(
     eff: Efficiency,
     hops: int,
 ) -> tuple[float, float, float, list[Term]]:
-    """(time, latency part, count, terms) of the TP all-reduces and pipeline sends of one pass."""
-    act = tokens * cfg.d_model * dtype_bytes(dtypes.activations)
-    items = []
-    if layout.tp > 1:
-        per_layer = 1 if cfg.parallel_layers else 2  # after attention and after the MLP (Megatron)
-        items.append((Comm("all-reduce", ("tp",), act, label="tp"), per_layer * cfg.n_layers))
+    """(time, latency part, count, terms) of the TP group's collectives (``tp_comms``) and the
+    pipeline sends of one pass."""
+    items = tp_comms(cfg, layout, tokens, dtypes)
     if layout.pp > 1 and hops:
+        act = tokens * cfg.d_model * dtype_bytes(dtypes.activations)
         items.append((Comm("permute", ("pp",), act, label="pp"), hops))
     total = latency = count = 0.0
     terms = []
@@ -195,13 +299,28 @@ def _collectives(
 def _group_times(cost: ChipCost, chip: Chip, eff: Efficiency) -> tuple[dict, dict, float, list[Term]]:
     """Roofline of each op group: (time, bound, summed compute time, terms)."""
     group_s, group_bound, terms, compute_s = {}, {}, [], 0.0
+    shape = matmul_shape_factor(cost, chip, eff)
     for g in GROUPS:
         est = roofline(cost.groups[g], chip, efficiency=eff)
+        if g == "matmul" and shape is not None and shape < 1:
+            est = _shaped(est, shape)
         group_s[g] = est.lower_bound_s
         group_bound[g] = "compute" if est.compute_s >= est.memory_s else "memory"
         compute_s += est.compute_s
         terms += [replace(t, name=f"{g}: {t.name}") for t in est.terms]
     return group_s, group_bound, compute_s, terms
+
+
+def _shaped(est: Estimate, shape: float) -> Estimate:
+    """``est`` with its matrix compute terms divided by the matmuls' shape efficiency (figure kept)."""
+    terms, compute = [], 0.0
+    for t in est.terms:
+        if t.kind == "compute" and t.figure("unit") == "matrix":
+            figures = (*t.figures, ("shape_efficiency", shape), ("gemm", "the weight matmuls"), ("shape_applied", True))
+            t = replace(t, seconds=t.seconds / shape, figures=figures)
+        compute += t.seconds if t.kind == "compute" else 0.0
+        terms.append(t)
+    return replace(est, compute_s=compute, terms=tuple(terms))
 
 
 def _phase_time(
@@ -220,13 +339,8 @@ def _phase_time(
 ) -> PhaseTime:
     group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
     coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
-    kernels = cfg.n_layers * eff.kernels_per_layer
-    launch_s = kernels * eff.kernel_s
-    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
-    terms += coll_terms + [
-        Term("launch", launch_s, "overhead", "launch", launch),
-        Term("scheduling", eff.step_s, "overhead", "per_step", (("step_s", eff.step_s),)),
-    ]
+    launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s)
+    terms += coll_terms + fixed
     return PhaseTime(
         phase,
         batch,
@@ -246,10 +360,45 @@ def _phase_time(
         coll_lat,
         count,
         launch_s,
-        eff.step_s,
+        scheduling_s,
         memory_term(cost.weights_bytes + cost.kv_cache_bytes, chip).seconds,  # at the peak: the floor
         tuple(terms),
     )
+
+
+def _fixed_costs(
+    cfg: TransformerConfig, eff: Efficiency, sequences: int, tokens: int, device_s: float
+) -> tuple[float, float, list[Term]]:
+    """(launch, scheduling, their terms) of a step of ``sequences`` and ``tokens`` (per microbatch)
+    whose op groups and collectives take ``device_s``: the kernels' fixed cost, the host's part
+    when the step is no captured graph (``host_launch_s``), and the per-step and per-sequence
+    host work."""
+    kernels = cfg.n_layers * eff.kernels_per_layer
+    launch_s = kernels * eff.kernel_s
+    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
+    host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
+    scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
+    per_step: tuple[tuple[str, float], ...] = (("step_s", eff.step_s),)
+    if eff.step_per_seq_s:
+        per_step += (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
+    terms = [
+        Term("launch", launch_s, "overhead", "launch", launch),
+        Term("scheduling", scheduling_s, "overhead", "per_step", per_step),
+    ]
+    if host:
+        eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
+        terms.append(Term("host launch", host, "overhead", "eager", eager))
+    return launch_s + host, scheduling_s, terms
+
+
+def host_launch_s(kernels: float, tokens: int, device_s: float, eff: Efficiency) -> float:
+    """Host time to issue a step's kernels one by one beyond the device's time of the step: 0 when
+    the step runs as a captured CUDA graph (``tokens <= graph_max_batch``), else
+    max(0, kernels x kernel_eager_s - device_s) (an eager step is host-bound when issuing its
+    kernels takes longer than running them)."""
+    if tokens <= eff.graph_max_batch:
+        return 0.0
+    return max(0.0, kernels * eff.kernel_eager_s - device_s)
 
 
 def decode_step(
@@ -359,3 +508,52 @@ def compute_bound_batch(
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
     return hi * layout.pp
+
+
+# ---------------------------------------------------------------- the mixed step of continuous batching
+
+
+def mixed_step(
+    cfg: TransformerConfig,
+    chip: Chip,
+    mesh: Mesh,
+    layout: ServingLayout,
+    batch: int,
+    context_len: int,
+    prefill_tokens: float,
+    prompt_len: int,
+    dtypes: Dtypes,
+    eff: Efficiency,
+) -> PhaseTime:
+    """One step of continuous batching: a decode of ``batch`` running sequences at ``context_len``
+    plus ``prefill_tokens`` prompt tokens (chunks of prompts of ``prompt_len``), weights read once.
+    The prefill part is prefill_tokens / prompt_len times one prompt's prefill Cost without its
+    weights: a prompt prefilled in chunks does the same work in all (causal pairs included), so
+    the mean chunk costs its share. With pp stages, each of the pp microbatches carries 1/pp of
+    both (a round of the pipeline, as ``decode_step``). ``batch`` 0 is a step of prefill only.
+    Under attention data parallelism (or a KV cache split over the batch) the prompt tokens are
+    priced on the busiest rank as one prompt's are (a prompt runs on one rank): an upper bound
+    when a step's prompt tokens come from several prompts spread over the ranks."""
+    pp = layout.pp
+    if batch % pp:
+        raise InvalidConfigError(f"batch {batch} does not split into pp={pp} microbatches")
+    micro = batch // pp
+    share_ = prefill_tokens / (prompt_len * pp)
+    pre = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False)
+    if micro:
+        dec = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout)
+    else:  # prefill only: the weights, read once, and nothing else
+        whole = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout)
+        weights = {g: Cost({}, whole.groups[g].hbm_bytes - pre.groups[g].hbm_bytes) for g in GROUPS}
+        dec = ChipCost(weights, whole.weights_bytes, 0.0, 0.0)
+    groups = {g: dec.groups[g] + share_ * pre.groups[g] for g in GROUPS}
+    cost = ChipCost(
+        groups,
+        dec.weights_bytes,
+        dec.kv_cache_bytes + share_ * pre.kv_cache_bytes,
+        dec.other_bytes + share_ * pre.other_bytes,
+        _mixed_gemms(dec.gemms, pre.gemms, share_),
+    )
+    tokens = micro + max(1, round(prefill_tokens / pp)) if prefill_tokens else micro
+    sequences = batch + math.ceil(prefill_tokens / prompt_len)
+    return _phase_time("mixed", cost, cfg, chip, mesh, layout, sequences, tokens, context_len, dtypes, eff, pp)

@@ -7,7 +7,8 @@ A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch p
 - ``step_time_s``: one decode step at the mean context of a request, prompt_len + gen_len / 2
   (time per output token); the cache must fit at the largest context, prompt_len + gen_len.
 - ``ttft_s``: prefill of one prompt on an idle replica (queueing and interference with running
-  decodes are not modelled).
+  decodes are not modelled here: with a request rate or a concurrency, plan/serve/batching.py
+  gives TPOT and TTFT under load for continuous batching, ``ServingPlan.batching``).
 - ``tokens_per_s``: output tokens per second of the slice with prefill on the same chips: each
   replica turns b prompts into b x gen_len tokens in gen_len x step + prefill(b prompts).
 - cost per million tokens (price per chip-hour x chip-seconds): input tokens pay the prefill's
@@ -16,7 +17,9 @@ A point is one layout (tp, ep, pp, replicas over the whole slice) at one batch p
 
 Layouts: tp inside the fast domain (an NVLink domain on GPUs, the slice on TPUs) with replicas for
 the rest; when nothing holds the weights that way, pipeline stages and tp across fast domains too.
-``ServingRequest.fix`` pins tp, pp or ep (``rooftop serve --fix``): only layouts with the pins are
+Each TP group is also swept with its cache split over the batch where the KV heads leave copies
+(kv_batch) and, for MoE models with ep = tp, with attention data-parallel (attn_dp; layout.py).
+``ServingRequest.fix`` pins tp, pp, ep, attn_dp or kv_batch (``rooftop serve --fix``): only layouts with the pins are
 swept, and a pinned tp may span NVLink domains. An axis that reaches over the scale-out network is
 priced as what it is, a group over two link kinds (cost/collectives.py: in-domain reduce-scatter,
 all-reduce across domains on the fabric, in-domain all-gather), and the plan's notes say so.
@@ -30,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rooftop.cost.efficiency import Efficiency, default_efficiency
+from rooftop.display import Displayed
 from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
@@ -39,20 +43,21 @@ from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
+from rooftop.plan.serve.batching import Batching, continuous_batching
+from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.phase import PhaseTime
+from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.plan.train.layout import divisors
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
 
 DEFAULT_BATCH_CAP = 4096
-#: links of the scale-out network: the GPU fabric between NVLink domains, the DCN between TPU slices
-SCALE_OUT_LINKS = ("fabric", "dcn")
 
 
 @dataclass(frozen=True)
 class ServingRequest:
-    """What to serve, where, and under which targets; ``fix`` pins degrees of the layout (tp, pp, ep:
+    """What to serve, where, and under which targets; ``fix`` pins degrees of the layout (tp, pp, ep, attn_dp, kv_batch:
     honoured, or refused at construction naming the rule they break, layout.check_pins)."""
 
     cfg: TransformerConfig
@@ -69,6 +74,9 @@ class ServingRequest:
     efficiency: Efficiency | None = None
     batch_cap: int = DEFAULT_BATCH_CAP
     fix: Mapping[str, int] | None = None
+    concurrency: int | None = None  # continuous batching with this many clients (plan/serve/batching.py)
+    scheduler: str = "chunked"
+    token_budget: int = DEFAULT_TOKEN_BUDGET
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -81,21 +89,37 @@ class ServingRequest:
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise InvalidConfigError(f"{name}={shown(v)} must be > 0")
+        if self.requests_per_s is not None and self.concurrency is not None:
+            raise InvalidConfigError("give a request rate or a concurrency, not both")
+        # the scheduler, its budget and the concurrency are checked even when no traffic uses them
+        _ = self.traffic or Traffic(self.prompt_len, self.gen_len, None, 1, self.scheduler, self.token_budget)
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
         if self.fix:
             object.__setattr__(self, "fix", dict(self.fix))
             sl.check_pins(self.cfg, self.topology.num_chips, self.pins)
-            pp = self.pins.get("pp", 1)
-            if self.batch is not None and self.batch % pp:
+            pins = self.pins
+            unit = pins.get("pp", 1) * pins.get("attn_dp", 1) * pins.get("kv_batch", 1)
+            if self.batch is not None and self.batch % unit:
+                what = " x ".join(f"{k}={pins[k]}" for k in ("pp", "attn_dp", "kv_batch") if k in pins)
+                what += " microbatches" if what.startswith("pp") and "x" not in what else " (sequences per shard)"
                 raise InvalidConfigError(
-                    f"batch={self.batch} does not split into the pinned pp={pp} microbatches; use a multiple of {pp}"
+                    f"batch={self.batch} does not split into the pinned {what}; use a multiple of {unit}"
                 )
 
     @property
     def pins(self) -> dict[str, int]:
         """The pinned degrees ({} when none)."""
         return dict(self.fix or {})
+
+    @property
+    def traffic(self) -> Traffic | None:
+        """What feeds continuous batching (None: the static batch only)."""
+        if self.requests_per_s is None and self.concurrency is None:
+            return None
+        return Traffic(
+            self.prompt_len, self.gen_len, self.requests_per_s, self.concurrency, self.scheduler, self.token_budget
+        )
 
     @property
     def eff(self) -> Efficiency:
@@ -115,8 +139,8 @@ class ServingRequest:
         return self.price_usd_per_chip_hour if self.price_usd_per_chip_hour else self.chip.price_usd_per_hour
 
 
-@dataclass(frozen=True)
-class ServingPoint:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class ServingPoint(Displayed):
     batch: int
     layout: ServingLayout
     ttft_s: float
@@ -147,8 +171,8 @@ class LayoutSummary:
     scale_out_axes: tuple[str, ...] = ()  # the replica's axes (tp, pp) reaching over the scale-out network
 
 
-@dataclass(frozen=True)
-class ServingPlan:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class ServingPlan(Displayed):
     request: ServingRequest
     points: tuple[ServingPoint, ...]
     frontier: tuple[int, ...]
@@ -159,6 +183,7 @@ class ServingPlan:
     critical_batch: inf.CriticalBatch
     notes: tuple[str, ...]
     disaggregation: Disaggregation | None = None  # with ``request.requests_per_s`` (plan/serve/disagg.py)
+    batching: Batching | None = None  # with a rate or a concurrency (plan/serve/batching.py)
 
 
 # ---------------------------------------------------------------- layouts
@@ -197,22 +222,42 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
     for t, p in pairs:
         eps = [pins["ep"]] if "ep" in pins else [1] + ([t] if cfg.moe and t > 1 and cfg.moe.n_experts % t == 0 else [])
         for e in eps:
-            if t % e == 0 and _valid(cfg, layout := ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p))):
-                out.append(layout)
+            for split in _splits(req, t, e):
+                if t % e or t % max(split.values(), default=1):
+                    continue
+                layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p), **split)
+                if _valid(cfg, layout):
+                    out.append(layout)
     if pins and not out:
         raise InvalidConfigError(
             f"--fix {pinned_text(pins)}: no valid layout of {plural(n, 'chip')} for {cfg.name} honours it "
-            "(tp must be a multiple of ep, and tp x pp must divide the chips)"
+            "(tp must be a multiple of ep, attn_dp and kv_batch, and tp x pp must divide the chips)"
         )
     return out
 
 
+def _splits(req: ServingRequest, tp: int, ep: int) -> list[dict[str, int]]:
+    """The ways a TP group of ``tp`` chips splits its attention and cache (layout.py): pinned, or none,
+    the cache over the batch where the KV heads leave chips holding copies (GQA with tp > K), and
+    attention data parallelism over the whole group where the experts spread over it (MoE, ep = tp)."""
+    pins = req.pins
+    if "attn_dp" in pins or "kv_batch" in pins:
+        return [{k: pins[k] for k in ("attn_dp", "kv_batch") if k in pins}]
+    out: list[dict[str, int]] = [{}]
+    if req.cfg.mla is None and (z := tp // sl.kv_shards(req.cfg, tp)) > 1:
+        out.append({"kv_batch": z})
+    if req.cfg.moe is not None and tp > 1 and ep == tp:
+        out.append({"attn_dp": tp})
+    return out
+
+
 def _tp_options(req: ServingRequest, limit: int) -> list[int]:
-    """Unpinned tp: the divisors of the slice inside the fast domain; with a pinned ep, its multiples
-    (beyond the fast domain when none inside is one)."""
-    n, ep = req.topology.num_chips, req.pins.get("ep", 1)
-    inside = [t for t in divisors(n) if t <= limit and t % ep == 0]
-    return inside or [t for t in divisors(n) if t % ep == 0]
+    """Unpinned tp: the divisors of the slice inside the fast domain; with a pinned ep, attn_dp or
+    kv_batch, their multiples (beyond the fast domain when none inside is one)."""
+    n, pins = req.topology.num_chips, req.pins
+    step = math.lcm(*(pins.get(k, 1) for k in ("ep", "attn_dp", "kv_batch")))
+    inside = [t for t in divisors(n) if t <= limit and t % step == 0]
+    return inside or [t for t in divisors(n) if t % step == 0]
 
 
 def _weights_fit(req: ServingRequest, layout: ServingLayout) -> bool:
@@ -277,7 +322,7 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
 
 
 def _batches(req: ServingRequest, layout: ServingLayout, fit: int) -> list[int]:
-    pp = layout.pp
+    pp = layout.batch_unit
     if req.batch is not None:
         return [req.batch] if req.batch % pp == 0 else []
     top = min(fit, req.batch_cap - req.batch_cap % pp)
@@ -346,58 +391,6 @@ def _sweep_layout(
         end = points[last]
         points[last] = dataclasses.replace(end, reason=f"{end.reason}; largest batch swept: {summary.reason}")
     return points, summary
-
-
-def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
-    """The replica's axes (tp, pp) that reach over the scale-out network (SCALE_OUT_LINKS): their
-    collectives are priced with its bandwidth and latency for the part of the group across it."""
-    return tuple(
-        a.name for a in mesh.axes if a.name in ("tp", "pp") and any(s.link in SCALE_OUT_LINKS for s in a.segments)
-    )
-
-
-#: most layouts a note names one by one
-MAX_NAMED_LAYOUTS = 6
-
-
-def crossing_notes(req: ServingRequest, summaries: list[LayoutSummary] | tuple[LayoutSummary, ...]) -> list[str]:
-    """One note per axis (tp, pp) that spans fast domains in some swept layout: which layouts, over
-    how many domains, and how its communication is priced there (cost/collectives.py: a group over
-    several link kinds is staged, each stage at its own link's bandwidth and latency)."""
-    chip = req.chip
-    switched = chip.topology.kind == "switched"
-    domains, net = ("NVLink domains", "scale-out fabric") if switched else ("slices", "data-center network")
-    fast = "NVLink" if switched else "ICI"
-    rates = (
-        f"{format_rate(chip.dcn_bytes_per_s)} per chip and {format_duration(chip.scaleout_latency_s)} a hop, "
-        f"against {format_rate(chip.ici_bytes_per_s)} per chip over {fast}"
-    )
-    out = []
-    for name in ("tp", "pp"):
-        crossing = [s.layout for s in summaries if name in s.scale_out_axes]
-        if not crossing:
-            continue
-        where = [_spread(req, layout, name) for layout in crossing[:MAX_NAMED_LAYOUTS]]
-        more = len(crossing) - len(where)
-        if name == "tp":
-            per_layer = 1 if req.cfg.parallel_layers else 2
-            how = (
-                f"its {plural(per_layer, 'all-reduce')} per layer are priced hierarchically: reduce-scatter and "
-                f"all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"
-            )
-        else:
-            how = f"the activations sent between its stages cross the {net} ({rates})"
-        listed = ", ".join(where) + (f" and {plural(more, 'more layout')}" if more else "")
-        out.append(f"{name} crosses {domains} in {listed}: {how}")
-    return out
-
-
-def _spread(req: ServingRequest, layout: ServingLayout, name: str) -> str:
-    """ "tp=16 x1 (over 2 domains, 8 chips in each)": how axis ``name`` of ``layout`` lies on the slice."""
-    axis = make_mesh(req.topology, layout.mesh_axes()).axis(name)
-    outer = math.prod(s.size for s in axis.segments if s.link in SCALE_OUT_LINKS)
-    inner = plural(axis.size // outer, "chip" if name == "tp" else "stage")
-    return f"{layout.label()} (over {outer} domains, {inner} in each)"
 
 
 # ---------------------------------------------------------------- frontier and choice
@@ -539,4 +532,6 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
     )
     if req.requests_per_s:
         plan = dataclasses.replace(plan, disaggregation=disaggregate(plan, req.requests_per_s))
+    if req.traffic is not None:
+        plan = dataclasses.replace(plan, batching=continuous_batching(plan))
     return plan

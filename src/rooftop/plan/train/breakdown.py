@@ -27,7 +27,7 @@ from rooftop.cost.cost import Comm
 from rooftop.cost.roofline import Term, collective_term, host_term, roofline
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
-from rooftop.plan.train.profile import ModelProfile, op_roofline
+from rooftop.plan.train.profile import ModelProfile, gemm_shape_efficiency, op_roofline
 from rooftop.plan.train.step import (
     COMM_PARTS,
     COMPUTE_PARTS,
@@ -51,6 +51,7 @@ COVER = {
     "tensor_parallel": ("the layer's compute", "tp_overlap"),
     "context_parallel": ("the attention core", None),
     "fsdp": ("the layer's compute left after TP and ring attention", "fsdp_overlap"),
+    "expert_parallel": ("the attention and shared-expert compute left after TP and FSDP", "ep_overlap"),
     "data_parallel": ("the last microbatch's backward compute left free", "dp_overlap"),
 }
 
@@ -78,6 +79,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
     layer_scale = -(-cfg.n_layers // par.pp) / cfg.n_layers
     weight = np.where(prof.in_layers, layer_scale, 1.0) * par.microbatches
     total_flops = flops.sum(axis=-1) if flops.ndim > 1 else flops
+    shape = gemm_shape_efficiency(prof, par, b)
     out = []
     for name, phase in zip(COMPUTE_PARTS, range(3), strict=True):
         sel = prof.phase == phase
@@ -99,6 +101,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
                     ("chip", chip.name),
                     ("efficiency", eff.matrix),
                     ("per", f", over {plural(par.microbatches, 'microbatch', 'microbatches')}"),
+                    *_shape_figure(shape, cb, total_flops * weight),
                 ),
             ),
             Term(
@@ -118,6 +121,13 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
         )
         out.append(StepPart(name, c_s + m_s, _bound(terms, "compute"), terms))
     return out
+
+
+def _shape_figure(shape: np.ndarray | None, sel: np.ndarray, flops: np.ndarray) -> tuple[tuple[str, float], ...]:
+    """The matmuls' shape efficiency of the selected ops, FLOP-weighted as their time adds (harmonic)."""
+    if shape is None or not sel.any() or not flops[sel].sum():
+        return ()
+    return (("shape_efficiency", float(flops[sel].sum() / (flops[sel] / shape[sel]).sum())),)
 
 
 def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pricer: CommPricer) -> StepPart:

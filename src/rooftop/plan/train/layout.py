@@ -22,6 +22,16 @@ OFFLOADS = ("none", "optimizer", "params")
 SCHEDULES = ("1f1b", "interleaved")
 
 
+class Label(str):
+    """A layout's label ("dp=8 tp=8 mb=4 remat=none"): a string, read as ``par.label`` like the JSON's
+    ``parallelism.label`` key, that can also be called, ``par.label()``, as the method of rooftop 0.1 was."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 @dataclass(frozen=True)
 class Parallelism:
     """One training layout.
@@ -87,7 +97,9 @@ class Parallelism:
         sizes = {"dp": self.dp, "pp": self.pp, "fsdp": self.fsdp, "cp": self.cp, "tp": self.tp}
         return {k: v for k, v in sizes.items() if v > 1} or {"dp": 1}
 
-    def label(self) -> str:
+    @property
+    def label(self) -> Label:
+        """The layout in words: the degrees above 1, the microbatches, then the choices (``Label``)."""
         parts = [f"{k}={getattr(self, k)}" for k in ("dp", "fsdp", "tp", "pp", "ep", "cp") if getattr(self, k) > 1]
         parts.append(f"mb={self.microbatches}")
         if self.virtual_stages > 1:
@@ -97,7 +109,7 @@ class Parallelism:
         parts.append(f"remat={self.remat}")
         if self.offload != "none":
             parts.append(f"offload={self.offload}")
-        return " ".join(parts)
+        return Label(" ".join(parts))
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

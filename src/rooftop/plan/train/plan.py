@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from rooftop.cost.efficiency import IDEAL
+from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.train.breakdown import StepPart, breakdown_of
 from rooftop.plan.train.explain import explain, no_layout_reason
@@ -28,8 +29,8 @@ class TrainingTotals:
     price_usd_per_chip_hour: float | None
 
 
-@dataclass(frozen=True)
-class TrainingPlan:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class TrainingPlan(Displayed):
     """``ranked[0]`` is the best layout (the smallest that does not fit, ``fits`` false, when none
     does); ``parts[i]`` the step of ``ranked[i]`` part by part; ``ideal`` the best layout at ideal
     efficiency (every factor 1)."""

@@ -14,8 +14,9 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from rooftop.cost.cost import Cost, FlopsKey
+from rooftop.cost.cost import Cost, FlopsKey, OpTag
 from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.gemm import shape_efficiency_array, tile_model
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
@@ -81,15 +82,18 @@ class ModelProfile:
         return sum(g.count for g in self.groups)
 
     @cached_property
-    def masks(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]:
+    def masks(self) -> tuple[tuple[np.ndarray, ...], ...]:
         """Per layer group: (forward ops, backward + recompute ops, forward attention core, backward
-        and recompute attention core)."""
+        and recompute attention core, forward ops outside the routed experts, backward + recompute ops
+        outside them)."""
         return tuple(
             (
                 sel & (self.phase == 0),
                 sel & (self.phase > 0),
                 sel & self.core & (self.phase == 0),
                 sel & self.core & (self.phase > 0),
+                sel & ~self.expert & (self.phase == 0),
+                sel & ~self.expert & (self.phase > 0),
             )
             for sel in (self.group == gi for gi in range(len(self.groups)))
         )
@@ -115,6 +119,9 @@ class ModelProfile:
     activation_bytes_per_token: float  # all layers, under the remat policy
     logits_bytes_per_token: float
     sequence_region_bytes_per_token: float = 0.0  # of the activations, those sequence parallelism splits
+    # per op: its matmul's (m per sequence, n, k, batch, out bytes, split) (GEMM_SPLITS), NaN rows
+    # where the op is not one matmul; None when the shape model is off
+    gemm: np.ndarray | None = None
 
 
 @lru_cache(maxsize=64)
@@ -140,7 +147,7 @@ def model_profile(
     work = Workload("train", 1, seq_len, causal=flash, flash=flash, dropout=dropout)
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
-    rows, costs = [], []
+    rows, costs, gemms = [], [], []
     for phase, gname, leaf in train_leaves(model_costs(cfg, work, dtypes, remat)):
         c, tag = leaf.cost, leaf.tag
         fixed = tag is not None and tag.category != "lookup"
@@ -151,9 +158,11 @@ def model_profile(
         row = (c.flops, weight, c.hbm_bytes - weight, grp, phase, expert, core, _is_matrix(c))
         rows.append(row)
         costs.append(c)
+        gemms.append(_gemm_row(c, tag))
         if flash and phase == 0 and grp >= 0 and tag is not None and tag.flash_recompute:
             rows.append((*row[:4], 2, *row[5:]))
             costs.append(c)
+            gemms.append(_gemm_row(c, tag))
     keys, flops_table_ = flops_table(costs)
     cols = list(zip(*rows, strict=True))
     tree = param_tree(cfg)
@@ -188,7 +197,60 @@ def model_profile(
         activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
         logits_bytes_per_token(cfg),
         sequence_region_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
+        np.array(gemms, dtype=float) if eff.matrix_shape else None,
     )
+
+
+#: how a matmul's dims divide over tp (the ``split`` column of ModelProfile.gemm)
+GEMM_SPLITS = {"none": 0, "n": 1, "k": 2, "kv_heads": 3}
+
+
+def _gemm_row(cost: Cost, tag: OpTag | None) -> tuple[float, ...]:
+    g = cost.gemm
+    if g is None or tag is None or tag.category != "matmul":
+        return (np.nan,) * 6
+    split = "none"
+    if tag.split == "tensor":
+        split = "k" if tag.row_parallel else "n"
+    elif tag.split == "kv_heads":
+        split = "kv_heads"
+    return (g.m, g.n, g.k, g.batch, g.out_bytes, GEMM_SPLITS[split])
+
+
+def gemm_shape_efficiency(prof: ModelProfile, par: Parallelism, b: int) -> np.ndarray | None:
+    """Each op's matmul shape efficiency (cost/gemm.py) for a microbatch of ``b`` sequences on one
+    chip under ``par``: rows m = b x m / cp; n (column-parallel) or k (row-parallel) / tp, the k and v
+    projections' n / min(tp, KV heads); a routed expert's rows are its share of the ep ranks' tokens
+    (m x ep / E, batch E / ep local experts). A backward op is its two matmuls (dX: m x n @ n x k,
+    dW: k x m @ m x n) of equal FLOPs, so its efficiency is their harmonic mean. 1 for other ops."""
+    if prof.gemm is None:
+        return None
+    model = tile_model(prof.chip)
+    if model is None:
+        return None
+    m, n, k, batch, out_bytes, split = (prof.gemm[:, i] for i in range(6))
+    m = m * b / par.cp
+    n = np.where(split == GEMM_SPLITS["n"], n / par.tp, n)
+    k = np.where(split == GEMM_SPLITS["k"], k / par.tp, k)
+    kv = min(par.tp, prof.cfg.n_kv_heads or prof.cfg.n_heads)
+    n = np.where(split == GEMM_SPLITS["kv_heads"], n / kv, n)
+    if prof.cfg.moe is not None:
+        experts = prof.cfg.moe.n_experts
+        m = np.where(prof.expert, m * par.ep / experts, m)
+        batch = np.where(prof.expert, batch * experts / par.ep, batch)
+    peak = prof.chip.flops_rate(prof.keys[0][1] if prof.keys else "bf16", "matrix")[1]  # type: ignore[arg-type]
+    hbm = prof.chip.hbm_bytes_per_s
+
+    rows = ~np.isnan(m)
+    shapes = np.stack([m, n, k, batch])[:, rows]
+    fwd_bwd = np.concatenate([shapes, shapes[[0, 2, 1, 3]], shapes[[2, 1, 0, 3]]], axis=1)  # (m n k), dX, dW
+    unique, back = np.unique(fwd_bwd, axis=1, return_inverse=True)  # layers repeat their shapes
+    out_b = float(np.nanmax(out_bytes))
+    found = shape_efficiency_array(model, unique[0], unique[1], unique[2], unique[3], out_b, peak, hbm)[back.ravel()]
+    forward, dx, dw = np.split(found, 3)
+    out = np.ones(len(m))
+    out[rows] = np.where(prof.phase[rows] == 1, 2.0 / (1.0 / dx + 1.0 / dw), forward)
+    return out
 
 
 def _is_matrix(cost: Cost) -> bool:
@@ -202,7 +264,8 @@ def op_roofline(prof: ModelProfile, par: Parallelism, b: int) -> tuple[RooflineT
     wshard = par.tp * np.where(prof.expert, par.ep, 1)
     flops = prof.flops * (b / k)
     nbytes = prof.weight_bytes / wshard + b * prof.act_bytes / k
-    return roofline_table(flops, prof.keys, nbytes, prof.chip, prof.eff), flops, nbytes
+    shape = gemm_shape_efficiency(prof, par, b)
+    return roofline_table(flops, prof.keys, nbytes, prof.chip, prof.eff, shape), flops, nbytes
 
 
 @dataclass(frozen=True)
@@ -210,8 +273,8 @@ class OpSums:
     """The sums of one microbatch's per-op times (``_op_times``) that a step needs."""
 
     phases: tuple[tuple[float, float], ...]  # per phase (forward, backward, recompute): (layer ops, outside ops)
-    groups: tuple[tuple[float, float, float, float], ...]  # per layer group: forward, backward + recompute,
-    # forward attention core, backward + recompute attention core
+    groups: tuple[tuple[float, ...], ...]  # per layer group: forward, backward + recompute, forward attention
+    # core, backward + recompute attention core, forward and backward + recompute outside the routed experts
     compute_bound: float  # time of the ops whose compute term is the larger
     memory_bound: float  # time of the others
 
@@ -226,7 +289,7 @@ def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
         t, cb = table.time_s, table.compute_bound
         found = prof.op_sums_memo[key] = OpSums(
             tuple((float(t[lay].sum()), float(t[out].sum())) for lay, out in prof.phase_masks),
-            tuple(tuple(float(t[m].sum()) for m in masks) for masks in prof.masks),  # type: ignore[misc]
+            tuple(tuple(float(t[m].sum()) for m in masks) for masks in prof.masks),
             float(np.sum(np.where(cb, t, 0.0))),
             float(np.sum(np.where(cb, 0.0, t))),
         )

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.config import REMAT_POLICIES
@@ -56,8 +57,8 @@ FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout")
 MAX_LAYOUTS = 50_000
 
 
-@dataclass
-class SearchResult:
+@dataclass(repr=False)  # the short repr of Displayed
+class SearchResult(Displayed):
     ranked: list[StepResult]  # fitting layouts, best first
     best_unfit: StepResult | None  # the fastest layout that does not fit (when none fits)
     evaluated: int  # layout variants considered (memory checked for each)

@@ -14,8 +14,12 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.
 - FSDP / ZeRO-3: per layer per microbatch, all-gather the layer's weights forward and again
-  backward, reduce-scatter its gradients; prefetched behind the layer's compute, the excess
-  exposed (Rajbhandari 2020; Zhao 2023 PyTorch FSDP).
+  backward, reduce-scatter its gradients; prefetched one layer ahead (PyTorch FSDP's forward and
+  BACKWARD_PRE prefetch, ZeRO-3's prefetch bucket, XLA's scan), so each hides behind a layer's
+  compute and the excess is exposed, and the first gather of a microbatch's pass and its last
+  reduce-scatter, with no layer compute before or after them, are exposed whole (Rajbhandari 2020;
+  Zhao 2023 PyTorch FSDP). Under full remat the backward's one gather serves the recompute too (the
+  recompute runs inside the layer's backward, after its gather).
 - data parallelism: once per step, the gradients (already reduce-scattered over fsdp)
   all-reduced over dp (ZeRO-1/2: reduce-scatter + all-gather, the same bytes); ``dp_overlap``
   of it hides behind the last microbatch's backward pass.
@@ -23,7 +27,11 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   bubble adds (pp - 1) / v microbatch times (1F1B, Narayanan 2021: bubble fraction
   (p - 1) / (v m)).
 - expert parallelism: per MoE layer per microbatch, a dispatch and a combine all-to-all of
-  the routed tokens forward, the same backward (Lepikhin 2020, GShard).
+  the routed tokens forward, the same backward (Lepikhin 2020, GShard); ``ep_overlap`` of them
+  hides behind the layer's compute outside the routed experts (attention, shared experts) still
+  free after TP and FSDP (DeepSeek-V3's DualPipe overlaps one microbatch's all-to-all with
+  another's compute); with node-limited routing only min(M, distinct nodes) copies of a token
+  cross the fabric (``node_limited_factor``).
 - optimizer: the chosen optimizer's update of the chip's shard on the roofline
   (model/memory.optimizer_update_cost: mixed-precision Adam reads gradients, master weights and
   two moments and writes them back with the bf16 weights, 28 bytes per parameter; SGD fewer).
@@ -41,6 +49,7 @@ from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import roofline
+from rooftop.display import Displayed
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
@@ -57,8 +66,8 @@ COMM_PARTS = ("tensor_parallel", "context_parallel", "fsdp", "expert_parallel")
 PARTS = (*COMPUTE_PARTS, *COMM_PARTS, "pipeline_p2p", "pipeline_bubble", "data_parallel", "optimizer", "offload")
 
 
-@dataclass(frozen=True)
-class StepResult:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class StepResult(Displayed):
     """One layout's step: times (s), memory per chip (bytes), and whether it fits."""
 
     parallelism: Parallelism
@@ -184,6 +193,7 @@ class TrainingSetup:
     dtypes: Dtypes = field(default_factory=Dtypes)
     flash_attention: bool = True
     dropout: bool = False
+    max_nodes_per_token: int = 0  # node-limited MoE routing (0: none; node_limited_factor)
 
     @cached_property
     def chips(self) -> int:
@@ -339,6 +349,9 @@ class Ledger:
 
     comms: dict[str, dict[tuple[str, tuple[str, ...], float], float]] = field(default_factory=dict)
     hidden: dict[str, float] = field(default_factory=dict)
+    #: per layer group, one layer's collectives per phase: {phase: {part: (seconds, exposed seconds)}}
+    layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP all-gather, reduce-scatter (s)
 
     def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
         if nbytes > 0 and calls > 0:
@@ -386,9 +399,9 @@ def _layer_comm(
     Per layer and phase, compute hides communication at most once (``_hide``): ring attention's
     K,V shifts behind the attention core, then ``tp_overlap`` of the tensor-parallel collectives,
     then ``fsdp_overlap`` of the FSDP gathers (forward and backward) and gradient reduce-scatters
-    (backward) behind what is left. Expert
-    all-to-alls and the embedding and head's FSDP traffic (no layer compute at the ends of the
-    step) stay exposed."""
+    (backward) behind what is left, then ``ep_overlap`` of the expert all-to-alls behind what is left
+    of the compute outside the routed experts. The embedding and head's FSDP traffic (no layer
+    compute at the ends of the step) stays exposed."""
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
     layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
@@ -400,27 +413,44 @@ def _layer_comm(
     if par.cp > 1:
         kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
         ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
-    uncovered = 0.0
-    for g, (fwd, bwd, core_f, core_b) in zip(prof.groups, sums.groups, strict=True):
+    uncovered = fill = 0.0
+    routed_factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg) if par.ep > 1 else 1.0
+    for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
         n = g.count * layer_scale
         ag = rs = 0.0
         if par.fsdp > 1:
             ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n)
         c = g.count
         tp_b = (1 + recompute) * tp_one
-        _, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
+        left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
         left, b_ring, b_tp, b_fsdp = _hide(
             bwd / c, 2 * ring, core_b / c, tp_b, eff.tp_overlap, ag + rs, eff.fsdp_overlap
         )
-        uncovered += n * left
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
         e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
-        routed = 0.0
+        if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
+            fill = min(f_fsdp, ag) + min(b_fsdp, rs)
+        routed = a2a = h_f = h_b = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
-            routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp
-            e_ep += n * (2 + recompute) * 2 * pricer.time("all-to-all", ("ep",), routed)
+            routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
+            a2a = 2 * pricer.time("all-to-all", ("ep",), routed)  # dispatch and combine
+            # behind the compute outside the routed experts still free (attention, shared experts): what
+            # is left of the layer's compute, and of that compute less the attention core the ring took
+            h_f = min(a2a, eff.ep_overlap * min(left_f, max(0.0, dense_f / c - f_ring)))
+            h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, max(0.0, dense_b / c - b_ring)))
+            left -= h_b
+            e_ep += n * exposed_s((2 + recompute) * a2a, h_f + h_b)
+        uncovered += n * left
         if ledger is not None:
+            ledger.hide("expert_parallel", n * (h_f + h_b))
+            ledger.layers[g.name] = {
+                "forward": {"tensor_parallel": (tp_one, tp_one - f_tp), "context_parallel": (ring, ring - f_ring),
+                            "fsdp": (ag, ag - f_fsdp), "expert_parallel": (a2a, a2a - h_f)},
+                "backward": {"tensor_parallel": (tp_b, tp_b - b_tp), "context_parallel": (2 * ring, 2 * ring - b_ring),
+                             "fsdp": (ag + rs, ag + rs - b_fsdp),
+                             "expert_parallel": ((1 + recompute) * a2a, (1 + recompute) * a2a - h_b)},
+            }  # fmt: skip
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
             ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
@@ -428,16 +458,38 @@ def _layer_comm(
             ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute) * 2)
+    e_fsdp += fill
+    if ledger is not None:
+        ledger.hide("fsdp", -fill)
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
-        e_fsdp += 2 * pricer.time("all-gather", axes, edge) + pricer.time(
-            "reduce-scatter", axes, edge * g_bytes / w_bytes
+        edge_ag, edge_rs = (
+            pricer.time("all-gather", axes, edge),
+            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
         )
+        e_fsdp += 2 * edge_ag + edge_rs
         if ledger is not None:
+            ledger.edge_fsdp = (edge_ag, edge_rs)
             ledger.comm("fsdp", "all-gather", axes, edge, 2)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
     return e_tp, e_cp, e_fsdp, e_ep, uncovered
+
+
+def node_limited_factor(max_nodes: int, mesh: Mesh, cfg: TransformerConfig) -> float:
+    """The share of a token's routed bytes that crosses nodes under node-limited routing (DeepSeek-V3
+    report, section 2.1.2: each token goes to experts on at most M nodes, sent once per node over the
+    scale-out fabric and forwarded to its experts there over NVLink): min(M, D) / k, where D = n (1 -
+    (1 - 1/n)^k) is the expected number of distinct nodes k uniformly routed experts fall on among the
+    n nodes the ep axis spans. 1 without a limit (``max_nodes`` 0), within one node, or for a dense model."""
+    if not max_nodes or cfg.moe is None or "ep" not in mesh.shape:
+        return 1.0
+    nodes = math.prod(s.size for s in mesh.axis("ep").segments if s.link in ("fabric", "dcn"))
+    if nodes <= 1:
+        return 1.0
+    k = cfg.moe.top_k
+    distinct = nodes * (1.0 - (1.0 - 1.0 / nodes) ** k)
+    return min(1.0, min(max_nodes, distinct) / k)
 
 
 def _fsdp_layer(

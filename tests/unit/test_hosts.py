@@ -129,9 +129,14 @@ def test_cli_reads_a_glob_and_a_list_of_hosts_and_writes_the_hosts_views(profile
     assert d["hosts"]["stragglers"][0]["host"] == SLOW
     assert all(s["straggler"] == SLOW for s in d["hosts"]["steps"])
     files = [str(run / f"host{i}.xplane.pb") for i in range(3)]
-    code, out, err = run_cli("profile", *files, "--chip", "h100", "--workers", "1")
+    page = profile.parent / "hosts.html"
+    code, out, err = run_cli("profile", *files, "--chip", "h100", "--workers", "1", "--html", str(page))
     assert code == 0, err
     assert "stragglers" in out and "host2" in out
+    text = page.read_text()
+    assert "stragglers (summed lateness at collectives)" in text and "the wait for the last participant" in text
+    code, _, err = run_cli("profile", *files, "--chip", "h100", "--timeline", str(profile.parent / "t.json"))
+    assert code == 2 and "--timeline draws one trace" in err and not (profile.parent / "t.json").exists()
 
 
 def test_bad_host_lists_are_one_line_errors(tmp_path: Path) -> None:

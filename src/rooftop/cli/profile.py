@@ -129,7 +129,10 @@ def run_hosts(args: argparse.Namespace) -> Output:
         raise InvalidConfigError("--timeline draws one trace; on several hosts give one host's .xplane.pb")
     merge = many_host_report(paths, chip, args.hlo, args.mesh, args.topology, workers=args.workers,
                              cluster=args.cluster, progress=_host_progress(), source=", ".join(paths))  # fmt: skip
-    _write_files(args, merge.report, chip, None)
+    if args.html is not None:
+        from rooftop.report.html import write_html
+
+        write_html(args.html, report.hosts_html(merge, chip, args.top))
     return Output(
         report.hosts_payload(merge, chip),
         lambda console: report.render_hosts(console, merge, chip, args.top),

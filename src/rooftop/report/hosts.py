@@ -65,3 +65,32 @@ def render_hosts(console: Console, merge: Merge, chip: Chip, top: int) -> None:
     say(console, f"{len(merge.hosts)} hosts, each reduced on {engine} and merged", style="dim")
     for note in views.notes:
         say(console, f"note: {note}", style="dim")
+
+
+def hosts_html(merge: Merge, chip: Chip, top: int) -> str:
+    """``rooftop profile --html`` on many hosts: the one-process page and the views across hosts."""
+    from rooftop.report.html import esc, profile_html, sortable
+
+    def d(seconds: float) -> tuple[str, float]:
+        return format_duration(seconds), seconds
+
+    views, shown = merge.views, max(top, 1)
+    body = [f"<h2>steps on {len(merge.hosts)} hosts</h2>"]
+    body.append(sortable(["step", "slowest host", "its time", "fastest", "straggler", "its lateness"], [
+        [(s.index, s.index), (s.slowest, s.slowest), d(s.time_s[s.slowest]), d(min(s.time_s.values())),
+         (s.straggler or "-", s.straggler or ""), d(s.late_s[s.straggler] if s.straggler else 0.0)]
+        for s in views.steps]))  # fmt: skip
+    body.append("<h2>collectives: the wait for the last participant</h2>")
+    body.append(sortable(["collective", "runs", "devices", "mean skew", "max skew", "summed wait", "most often last"], [
+        [(c.name, c.name), (c.meetings, c.meetings), (c.participants, c.participants), d(c.mean_skew_s),
+         d(c.max_skew_s), d(c.wait_s), (c.last_host, c.last_host)] for c in views.collectives[:shown]]))  # fmt: skip
+    body.append("<h2>ops across hosts (time per host)</h2>")
+    body.append(sortable(["op", "hosts", "min", "median", "max", "host of max"], [
+        [(o.name, o.name), (o.hosts, o.hosts), d(o.min_s), d(o.median_s), d(o.max_s), (o.max_host, o.max_host)]
+        for o in views.spread[:shown]]))  # fmt: skip
+    body.append("<h2>stragglers (summed lateness at collectives)</h2>")
+    body.append(sortable(["rank", "host", "late", "steps as straggler", "step time"], [
+        [(n, n), (s.host, s.host), d(s.late_s), (s.straggler_steps, s.straggler_steps), d(s.step_time_s)]
+        for n, s in enumerate(views.stragglers[:shown], 1)]))  # fmt: skip
+    body += [f'<p class="note">note: {esc(note)}</p>' for note in views.notes]
+    return profile_html(merge.report, chip, top, body)

@@ -47,7 +47,12 @@ IDS = [f"{where}:{req.name}" for where, req in DECLARED]
 
 
 def test_there_is_something_to_check() -> None:
-    assert {"dependencies", "optional-dependencies.jax", "optional-dependencies.test"} == {w for w, _ in DECLARED}
+    assert {
+        "dependencies",
+        "optional-dependencies.jax",
+        "optional-dependencies.dask",
+        "optional-dependencies.test",
+    } == {w for w, _ in DECLARED}
 
 
 @pytest.mark.parametrize(("where", "req"), DECLARED, ids=IDS)

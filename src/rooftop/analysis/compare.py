@@ -35,8 +35,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
@@ -50,7 +52,7 @@ from rooftop.analysis.intervals import (
     is_collective,
     step_reports,
 )
-from rooftop.analysis.trace.events import Trace
+from rooftop.analysis.trace.events import MemorySample, Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.roofline import Estimate
 from rooftop.display import Displayed
@@ -245,20 +247,33 @@ class Priced:
     elsewhere: str = ""  # why this op's work is priced on another op (the start of an async pair)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """An op's executions as its verdict needs them: how many, on how many devices, their summed busy
+    seconds and, for a collective, the fraction of its time that compute overlapped (``comm_overlap``). The
+    executions of many hosts measured apart put together (analysis/hosts.py) give the same figures."""
+
+    count: int
+    devices: int
+    total_s: float
+    exposed: float | None = None
+
+
 def judge(
     name: str,
     module: str | None,
     opcode: str | None,
     category: str,
-    execs: Runs,
+    execs: Runs | Measured,
     priced: Priced,
     compute: Mapping[str, Merged],
 ) -> OpReport:
     """The OpReport of an op's executions against the Estimate of one execution (module docstring):
     "unknown cost" without one, "no modelled cost" at zero, else the efficiency and its verdict."""
-    total = execs.busy_s()
-    count = len(execs)
-    devices = execs.devices()
+    if isinstance(execs, Measured):
+        total, count, devices = execs.total_s, execs.count, execs.devices
+    else:
+        total, count, devices = execs.busy_s(), len(execs), execs.devices()
     est = priced.estimate
     lower = est.lower_bound_s / max(priced.executions, 1.0) if est is not None else None
 
@@ -279,7 +294,9 @@ def judge(
     if lower <= 0:
         return report(0.0, None, total, None, "no modelled cost", "bookkeeping op the roofline prices at zero")
     eff = lower / (total / count) if total else 1.0
-    exposed = comm_overlap(execs, compute) if opcode and is_collective(opcode) else None
+    exposed = None
+    if opcode and is_collective(opcode):
+        exposed = execs.exposed if isinstance(execs, Measured) else comm_overlap(execs, compute)
     if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
         return report(lower, eff, 0.0, est.bound, "overlapped transfer", (
             f"waited {1 / eff:.0%} of its transfer's roofline time: the transfer ran while other ops did, and only "
@@ -288,27 +305,49 @@ def judge(
     return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
 
 
-def _op_report(key: tuple, execs: Runs, joiner: _Joiner, compute: Mapping, present: set[tuple]) -> OpReport:
-    report = _judged(key, execs, joiner, compute, present)
+@dataclass(frozen=True)
+class OpPricing:
+    """All an op's report takes from the HLO: its name, module, opcode, category, :class:`Priced` and the
+    framework scope and source line that made it; :meth:`report` judges executions against it."""
+
+    name: str
+    module: str | None
+    opcode: str | None
+    category: str
+    priced: Priced
+    framework_op: str = ""
+    source: str = ""
+
+    def report(self, execs: Runs | Measured, compute: Mapping[str, Merged]) -> OpReport:
+        report = judge(self.name, self.module, self.opcode, self.category, execs, self.priced, compute)
+        if not self.framework_op:
+            return report
+        return dataclasses.replace(report, framework_op=self.framework_op, source=self.source,
+                                   phase=phase_of(self.framework_op))  # fmt: skip
+
+
+def price_op(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
+    """The :class:`OpPricing` of the op ``key`` (module, instruction, name); ``present``: the (module,
+    instruction) of every op the trace timed (for the halves of async pairs)."""
+    pricing = _priced(key, joiner, present)
     module, instruction, _ = key
     scope = joiner.scope(module, instruction or "")
     if not scope:
-        return report
-    where = joiner.source(module, instruction or "")
-    return dataclasses.replace(report, framework_op=scope, source=where, phase=phase_of(scope))
+        return pricing
+    return dataclasses.replace(pricing, framework_op=scope, source=joiner.source(module, instruction or ""))
 
 
-def _judged(key: tuple, execs: Runs, joiner: _Joiner, compute: Mapping, present: set[tuple]) -> OpReport:
+def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     module, instruction, name = key
     timed, why = joiner.find(module, instruction)
     scope = joiner.scope(module, instruction or "")
     if timed is None:
-        return judge(name, module, None, category_of(scope or name, name), execs, Priced(None, unknown=why), compute)
+        return OpPricing(name, module, None, category_of(scope or name, name), Priced(None, unknown=why))
     op = timed.op
     done = _done_of(instruction or "")
     if done and (module, done) in present:  # both halves were timed (TPU): the done waits for the transfer
         priced = Priced(timed.estimate, elsewhere=f"its work is priced on {done}, the half that waits for it")
-        return judge(name, module, op.opcode, category_of(scope, op.opcode), execs, priced, compute)
+        return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
     words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
     nbytes = op.cost.traffic.logical_bytes
@@ -316,20 +355,25 @@ def _judged(key: tuple, execs: Runs, joiner: _Joiner, compute: Mapping, present:
     if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
         nbytes = float(dict(host.figures)["bytes"]) / max(op.executions, 1.0)
     priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions)
-    return judge(name, module, op.opcode, category_of(scope, op.opcode), execs, priced, compute)
+    return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
 
 
 def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
-    if not trace.memory:
+    return memory_summary(trace.memory, points)
+
+
+def memory_summary(samples: Sequence[MemorySample], points: int = 200) -> dict[str, object]:
+    """Peak memory per device and a timeline of about ``points`` of the ``samples`` (sorted)."""
+    if not samples:
         return {"available": False, "peak_bytes": None, "timeline": []}
     peak: dict[str, float] = defaultdict(float)
     stack: dict[str, float] = defaultdict(float)
-    for s in trace.memory:
+    for s in samples:
         peak[s.device] = max(peak[s.device], s.bytes_in_use)
         stack[s.device] = max(stack[s.device], s.bytes_in_use + s.reserved_bytes)
-    stride = max(1, len(trace.memory) // points)
+    stride = max(1, len(samples) // points)
     timeline = [{"time_s": s.time_s, "bytes_in_use": s.bytes_in_use, "device": s.device}
-                for s in trace.memory[::stride]]  # fmt: skip
+                for s in samples[::stride]]  # fmt: skip
     return {"available": True, "peak_bytes": max(peak.values()), "peak_bytes_per_device": dict(peak),
             "peak_bytes_with_reserved": max(stack.values()), "peak_bytes_with_reserved_per_device": dict(stack),
             "timeline": timeline}  # fmt: skip
@@ -355,12 +399,30 @@ def _compare(
     sources: Mapping[str, Mapping[str, str]],
 ) -> ProfileReport:
     execs = executions(trace)
+    grouped, pricings = price_ops(execs, analyses, op_names, sources)
+    intervals = device_intervals(execs)
+    ops = [p.report(Runs(execs, v), intervals[0]) for p, (_, v) in zip(pricings, grouped, strict=True)]
+    sharding, notes = analyses_notes(analyses)
+    chip = next(iter(analyses.values())).chip.name if analyses else "-"
+    return assemble(trace, execs, ops, chip, sharding, notes, intervals=intervals)
+
+
+def price_ops(
+    execs: Executions,
+    analyses: Mapping[str, HloAnalysis],
+    op_names: Mapping[str, Mapping[str, str]],
+    sources: Mapping[str, Mapping[str, str]],
+) -> tuple[list[tuple[tuple, np.ndarray]], list[OpPricing]]:
+    """The executions of each op (``op_groups``, modules named as the analyses name them) and its pricing."""
     joiner = _Joiner(analyses, op_names, sources)
     # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f
     grouped = op_groups(execs, lambda m: m if m in analyses else _base_module(m))
-    intervals = device_intervals(execs)
     present = {(m, i) for (m, i, _), _ in grouped}
-    ops = [_op_report(k, Runs(execs, v), joiner, intervals[0], present) for k, v in grouped]
+    return grouped, [price_op(k, joiner, present) for k, _ in grouped]
+
+
+def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[str], list[str]]:
+    """The sharding lines and the notes the HLO analyses give."""
     sharding = []
     for a in analyses.values():
         sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
@@ -370,8 +432,7 @@ def _compare(
     if not analyses:
         notes.append("no HLO available: ops have measured times only (give --hlo, or profile with JAX so the "
                      "XPlane carries each module's HLO)")  # fmt: skip
-    chip = next(iter(analyses.values())).chip.name if analyses else "-"
-    return assemble(trace, execs, ops, chip, sharding, notes, intervals=intervals)
+    return sharding, notes
 
 
 def assemble(
@@ -387,11 +448,26 @@ def assemble(
     """The report of judged ``ops`` (ranked by time lost, then name), with the steps, categories and memory
     of ``trace``; ``execs`` are every op execution of the trace (``executions``), for the steps;
     ``intervals`` their :func:`device_intervals` when already computed."""
+    return assemble_parts(trace.source, chip, ops, step_reports(trace, execs, intervals), _memory(trace), sharding,
+                          notes)  # fmt: skip
+
+
+def assemble_parts(
+    source: str,
+    chip: str,
+    ops: Iterable[OpReport],
+    steps: Iterable[StepReport],
+    memory: Mapping[str, object],
+    sharding: Iterable[str] = (),
+    notes: Iterable[str] = (),
+) -> ProfileReport:
+    """The report of judged ``ops`` ranked by time lost, then name (ties in their order), with their
+    categories, and the steps and memory given."""
     ranked = sorted(ops, key=lambda r: (-r.lost_s, r.name))
     cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
     for r in ranked:
         cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
         if r.verdict != "overlapped transfer":  # hidden behind other ops: not time the category needs
             cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
-    return ProfileReport(trace.source, chip, tuple(ranked), tuple(step_reports(trace, execs, intervals)), dict(cats),
-                         tuple(sharding), _memory(trace), tuple(notes))  # fmt: skip
+    return ProfileReport(source, chip, tuple(ranked), tuple(steps), dict(cats), tuple(sharding), dict(memory),
+                         tuple(notes))  # fmt: skip

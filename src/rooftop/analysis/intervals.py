@@ -7,13 +7,15 @@ interval, so the figures are the same to the last bit."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from rooftop.analysis.exact import array_partials
 from rooftop.analysis.trace.events import Trace
-from rooftop.analysis.trace.ops import Executions, OpExecution, detect_steps, groups_of
+from rooftop.analysis.trace.ops import Executions, OpExecution, Step, detect_steps, groups_of
 
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv")
 
@@ -182,8 +184,8 @@ class Runs:
         return len(self.index)
 
     def busy_s(self) -> float:
-        """Their busy seconds, summed in order."""
-        return sum(self.execs.busy_s[self.index].tolist())
+        """Their busy seconds, summed exactly (``math.fsum``: the same whatever their order or grouping)."""
+        return math.fsum(self.execs.busy_s[self.index].tolist())
 
     def devices(self) -> int:
         return len(np.unique(self.execs.device[self.index]))
@@ -194,6 +196,15 @@ class Runs:
 
 def comm_overlap(runs: Runs | list[OpExecution], compute: Mapping[str, Merged]) -> float | None:
     """The fraction of the executions' time that compute on their device overlaps; None without time."""
+    hidden, spans = overlap_parts(runs, compute)
+    total = math.fsum(spans)
+    return math.fsum(hidden) / total if total else None
+
+
+def overlap_parts(runs: Runs | list[OpExecution], compute: Mapping[str, Merged]) -> tuple[list[float], list[float]]:
+    """The exact partials (analysis/exact.py) of the seconds of the executions that compute on their device
+    overlaps, and of the executions' spans: :func:`comm_overlap` is their ratio, and those of many hosts
+    put together give the ratio over all of them."""
     if isinstance(runs, Runs):
         e, idx = runs.execs, runs.index
         starts, ends, device = e.start_s[idx], e.end_s[idx], e.device[idx]
@@ -203,14 +214,11 @@ def comm_overlap(runs: Runs | list[OpExecution], compute: Mapping[str, Merged]) 
         ends = np.array([x.end_s for x in runs], float)
         names = {d: k for k, d in enumerate(dict.fromkeys(x.device for x in runs))}
         device, devices = np.array([names[x.device] for x in runs], np.int64), list(names)
-    total = sum((ends - starts).tolist())
-    if not total:
-        return None
     hidden = np.zeros(len(starts))
     for d in np.unique(device).tolist():
         mine = np.flatnonzero(device == d)
         hidden[mine] = _overlaps(starts[mine], ends[mine], compute.get(devices[d], _NONE))
-    return sum(hidden.tolist()) / total
+    return array_partials(hidden), array_partials(ends - starts)
 
 
 def _overlaps(lo: np.ndarray, hi: np.ndarray, m: Merged) -> np.ndarray:
@@ -315,13 +323,31 @@ def step_reports(
     trace: Trace, execs: Executions, intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None
 ) -> list[StepReport]:
     compute, comm = intervals or device_intervals(execs)
-    devices = sorted(set(compute) | set(comm)) or ["-"]
     steps = detect_steps(trace)
+    return step_table(steps, device_step_sums(steps, compute, comm))
+
+
+StepSums = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""(busy, communication, overlap) seconds of one device in each step window"""
+
+
+def device_step_sums(steps: Sequence[Step], compute: Mapping[str, Merged], comm: Mapping[str, Merged]) -> dict[
+        str, StepSums]:  # fmt: skip
+    """Per device (those with compute or communication), its busy, communication and overlap seconds in each
+    of ``steps``' windows. A device's figures depend on its own intervals and the windows alone, so those of
+    many hosts can be computed apart and put together by :func:`step_table`."""
     lo = np.array([s.start_s for s in steps], float)
     hi = np.array([s.end_s for s in steps], float)
+    return {d: _device_windows(compute.get(d, _NONE), comm.get(d, _NONE))(lo, hi) for d in set(compute) | set(comm)}
+
+
+def step_table(steps: Sequence[Step], sums: Mapping[str, StepSums]) -> list[StepReport]:
+    """The step rows: each device's :func:`device_step_sums`, summed over the devices in sorted order (the
+    same sums to the last bit however the devices were measured), as means over the devices."""
     busy, cm, ov = np.zeros(len(steps)), np.zeros(len(steps)), np.zeros(len(steps))
+    devices = sorted(sums) or ["-"]
     for d in devices:  # summed over devices in this order, as one window at a time would
-        b, k, o = _device_windows(compute.get(d, _NONE), comm.get(d, _NONE))(lo, hi)
+        b, k, o = sums.get(d) or (0.0, 0.0, 0.0)
         busy, cm, ov = busy + b, cm + k, ov + o
     n = len(devices)
     out = []

@@ -179,6 +179,30 @@ def _profile_report(
             report = ProfileReport(report.source, report.chip, report.ops, report.steps, report.categories,
                                    report.sharding, report.memory, extra + report.notes)  # fmt: skip
         return report
+    joined = join_hlo(trace, chip, hlo, mesh, topology)
+    report = compare(joined.trace, joined.analyses, joined.op_names, joined.sources)
+    notes = joined.notes
+    if notes:
+        report = ProfileReport(report.source, chip.name, report.ops, report.steps, report.categories,
+                               report.sharding, report.memory, tuple(notes) + report.notes)  # fmt: skip
+    return report
+
+
+@dataclasses.dataclass(frozen=True)
+class Joined:
+    """A JAX trace with its modules' HLO priced on the chip: the trace (command buffers attributed), the
+    analyses, each module's instruction -> op_name and -> source line, and the notes on how they were found."""
+
+    trace: Trace
+    analyses: dict[str, HloAnalysis]
+    op_names: dict[str, dict[str, str]]
+    sources: dict[str, dict[str, str]]
+    notes: list[str]
+
+
+def join_hlo(trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None) -> Joined:
+    """Find and price the HLO of every module of a JAX ``trace`` (the part of :func:`profile_report` before
+    the ops are judged; analysis/hosts.py runs it on each host)."""
     modules, notes = modules_of(trace, hlo)
     trace, graph_notes = attribute_command_buffers(trace, modules)
     notes += graph_notes + _groups_from_events(trace, modules)
@@ -191,12 +215,8 @@ def _profile_report(
             if name == given:
                 raise
             notes.append(f"HLO of {name!r} in the profile could not be priced: {exc.one_line()}")
-    report = compare(trace, analyses, {name: _op_names(m) for name, m in modules.items()},
-                     {name: _sources(m) for name, m in modules.items()})  # fmt: skip
     cpu = _cpu_on_accelerator(trace, chip)
     if cpu is not None:
         notes.append(cpu)
-    if notes:
-        report = ProfileReport(report.source, chip.name, report.ops, report.steps, report.categories,
-                               report.sharding, report.memory, tuple(notes) + report.notes)  # fmt: skip
-    return report
+    return Joined(trace, analyses, {name: _op_names(m) for name, m in modules.items()},
+                  {name: _sources(m) for name, m in modules.items()}, notes)  # fmt: skip

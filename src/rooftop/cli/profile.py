@@ -10,9 +10,24 @@ from rooftop.cli.common import Output, add_common, chip_from_args, int_type
 from rooftop.units import format_bytes
 
 
+class _Paths(argparse.Action):
+    """The extra paths as a tuple (every list value is taken for an option given no value)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        if any("\x00" in v for v in values):
+            parser.error("a path contains a NUL character: no file name holds one")
+        setattr(ns, self.dest, tuple(values))
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("profile", help="measured vs roofline, op by op, for a JAX (XPlane/JSON) or PyTorch trace")
     p.add_argument("path", help="profile directory (plugins/profile/...), .xplane.pb, .trace.json.gz or Kineto JSON")
+    p.add_argument(
+        "more", nargs="*", action=_Paths, default=(), metavar="PATH",
+        help="more hosts: profile directories, .xplane.pb files or glob patterns",
+    )  # fmt: skip
     add_common(p)
     p.add_argument("--hlo", metavar="FILE", help="HLO text of the program (default: the HLO embedded in the XPlane)")
     p.add_argument("--mesh", help="name the mesh axes, e.g. data=4,model=2 (default: inferred from replica groups)")
@@ -32,6 +47,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="write the measured ops with each op's roofline time beside them as a Chrome trace (Perfetto)",
     )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
+    p.add_argument(
+        "--workers",
+        type=int_type(1, 4096),
+        help="many hosts: local processes that each reduce one host at a time (default: one per CPU)",
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="tcp://HOST:PORT",
+        help="many hosts: reduce them on the Dask distributed cluster at this scheduler address (the dask extra)",
+    )
     p.set_defaults(func=run)
 
 
@@ -77,11 +102,52 @@ def _write_files(args: argparse.Namespace, prof: Any, chip: Any, trace: Any) -> 
         write_html(args.html, profile_html(prof, chip, args.top))
 
 
+def _host_progress() -> Any:
+    from rich.console import Console
+
+    if not sys.stderr.isatty():
+        return None
+    console = Console(stderr=True)
+
+    def show(done: int, hosts: int, host: str, events: int) -> None:
+        console.print(f"[dim]hosts: {done}/{hosts} reduced ({host}: {events:,} events)[/dim]", end="\r")
+
+    return show
+
+
+def run_hosts(args: argparse.Namespace) -> Output:
+    """Several hosts: each reduced in a worker, the aggregates merged (analysis/hosts.py)."""
+    from rooftop.analysis.hosts import many_host_report
+    from rooftop.report import hosts as report
+    from rooftop.report.profile import plot_profile
+
+    chip = chip_from_args(args)
+    paths = [args.path, *args.more]
+    if args.timeline is not None:
+        from rooftop.errors import InvalidConfigError
+
+        raise InvalidConfigError("--timeline draws one trace; on several hosts give one host's .xplane.pb")
+    merge = many_host_report(paths, chip, args.hlo, args.mesh, args.topology, workers=args.workers,
+                             cluster=args.cluster, progress=_host_progress(), source=", ".join(paths))  # fmt: skip
+    if args.html is not None:
+        from rooftop.report.html import write_html
+
+        write_html(args.html, report.hosts_html(merge, chip, args.top))
+    return Output(
+        report.hosts_payload(merge, chip),
+        lambda console: report.render_hosts(console, merge, chip, args.top),
+        [lambda path: plot_profile(merge.report, chip, path, args.top)],
+    )
+
+
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.analysis.hosts import many_hosts
     from rooftop.analysis.profile import profile_report
     from rooftop.report import profile as report
 
     _check_files(args)
+    if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
+        return run_hosts(args)
     chip = chip_from_args(args)
     trace = _trace(args) if args.timeline is not None else None
     prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())

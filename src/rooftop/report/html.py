@@ -172,7 +172,7 @@ def _drop_empty(
 # ---------------------------------------------------------------- rooftop profile --html
 
 
-def profile_html(report: ProfileReport, chip: Chip, top: int = 15) -> str:
+def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequence[str] = ()) -> str:
     """The profile's page: summary, the roofline picture, every op (sortable), the steps, where the time
     goes and the notes."""
     from rooftop.report.profile import UNKNOWN, plot_profile, ranked_ops
@@ -248,6 +248,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15) -> str:
     body.append(sortable(["part", "measured", "roofline"], cat_rows))
     body += [f'<p class="note">sharding: {esc(line)}</p>' for line in report.sharding]
     body += [f'<p class="note">note: {esc(note)}</p>' for note in report.notes]
+    body += extra  # more sections (report/hosts.py: the views across hosts)
     return page(f"rooftop profile: {report.source} on {chip.name}", body)
 
 

@@ -41,7 +41,7 @@ def _load(p: Path, progress: ProgressFn | None) -> Trace:
     except (OSError, ValueError) as exc:  # permission, a loop of links, a NUL in the name
         raise InvalidConfigError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if stat.S_ISDIR(mode):
-        xplanes, jsons = _profile_files(p)
+        xplanes, jsons = profile_files(p)
         if xplanes:
             return load_xplanes(xplanes, source=str(p), progress=progress)
         if len(jsons) > 1:
@@ -107,7 +107,7 @@ class _Listing:
         return [p for p, is_dir in self.entries(directory) if is_dir]
 
 
-def _profile_files(directory: Path) -> tuple[list[Path], list[Path]]:
+def profile_files(directory: Path) -> tuple[list[Path], list[Path]]:
     """The ``*.xplane.pb`` files of the run to load, or the JSON traces, under ``directory``."""
     listing = _Listing(directory)
     for run in _candidate_runs(directory, listing):

@@ -368,26 +368,40 @@ def _summarise(execs: Executions) -> list[OpGroup]:
     return groups
 
 
+StepMark = tuple[float, float, int | None]
+"""(start_s, duration_s, step number or None) of one step marker"""
+
+
 def detect_steps(trace: Trace) -> list[Step]:
     """Steps from step markers (a ``Steps`` line, ``StepTraceAnnotation`` / ``step_num``, ``ProfilerStep#N``),
     merged across devices by step number; else the executions of the main HLO module (the module with
     the most busy time), the k-th execution on every device forming step k."""
+    marks = step_marks(trace)
+    return steps_of(marks, module_executions(trace) if not marks else [])
+
+
+def step_marks(trace: Trace) -> list[StepMark]:
+    """The step markers of ``trace``, in table order."""
     kind, step = trace.events.column("kind"), trace.events.column("step")
     start, dur = trace.events.column("start_s"), trace.events.column("duration_s")
-    marks = [i for i, k in enumerate(kind) if k == "step"]
+    return [(start[i], dur[i], step[i]) for i, k in enumerate(kind) if k == "step"]
+
+
+def steps_of(marks: Sequence[StepMark], modules: Sequence[tuple[str, str, float, float]]) -> list[Step]:
+    """:func:`detect_steps` from the markers (in table order) or, without any, from the module executions
+    (:func:`module_executions`, sorted): the same steps whether they come from one trace or from the
+    markers and executions of many hosts put together (their tables in order)."""
     if marks:
         spans: dict[int, list[float]] = {}
-        numbered = sorted(marks, key=lambda i: start[i])
-        for n, i in enumerate(numbered):
-            index = step[i] if step[i] is not None else n
-            lo, hi = spans.get(index, [start[i], start[i] + dur[i]])
-            spans[index] = [min(lo, start[i]), max(hi, start[i] + dur[i])]
+        for n, (lo, dur, number) in enumerate(sorted(marks, key=lambda m: m[0])):
+            index = number if number is not None else n
+            first, last = spans.get(index, [lo, lo + dur])
+            spans[index] = [min(first, lo), max(last, lo + dur)]
         return [Step(k, lo, hi) for k, (lo, hi) in sorted(spans.items())]
-    return _module_steps(trace)
+    return _module_steps(modules)
 
 
-def _module_steps(trace: Trace) -> list[Step]:
-    execs = module_executions(trace)
+def _module_steps(execs: Sequence[tuple[str, str, float, float]]) -> list[Step]:
     if not execs:
         return []
     busy: dict[str, float] = defaultdict(float)

@@ -83,8 +83,11 @@ def _stat_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | None = None) -> Trace:
-    """Load one ``.xplane.pb`` per host into one Trace (device names prefixed by the host when several)."""
+def load_xplanes(
+    paths: Sequence[Path], *, source: str, progress: ProgressFn | None = None, host: str | None = None
+) -> Trace:
+    """Load one ``.xplane.pb`` per host into one Trace (device names prefixed by the host when several, or
+    by ``host`` when given: one host of many read alone, named as it is among them)."""
     profile_data = _profile_data()
     tables: list[EventTable] = []
     memory: list[MemorySample] = []
@@ -93,10 +96,10 @@ def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | N
     metadata: dict[str, Any] = {"hosts": [], "device_properties": {}}
     loaded, bytes_read = 0, 0
     for path in paths:
-        host = path.name.removesuffix(".xplane.pb").removesuffix(".pb")
+        name = host or path.name.removesuffix(".xplane.pb").removesuffix(".pb")
         data = _read(path)
         bytes_read += len(data)
-        prefix = host if len(paths) > 1 else ""
+        prefix = name if len(paths) > 1 or host else ""
         module_protos = metadata_hlo_protos(data, str(path), metadata)
         for key, value in module_protos.items():
             protos.setdefault(key, value)
@@ -121,7 +124,7 @@ def load_xplanes(paths: Sequence[Path], *, source: str, progress: ProgressFn | N
                 raise ParseError(_cut(exc), source=str(path)) from exc
         loaded += len(tables[-1])
         devices.extend(reader.devices)
-        metadata["hosts"].append(host)
+        metadata["hosts"].append(name)
     if progress is not None:
         progress(loaded, bytes_read)
     table = _split_programs(EventTable.concat(tables) if len(tables) > 1 else tables[0])

@@ -103,9 +103,10 @@ def test_the_slowed_process_is_the_straggler_of_every_step(profile: Path) -> Non
     for s in views.steps:  # later than every other host by more than half its sleep
         others = max(v for h, v in s.late_s.items() if h != SLOW)
         assert s.late_s[SLOW] - others > SLEEP_S / 2
-    # the collective waited on longest waits for it, about its sleep each time
+    # the collective waited on longest waits for it, about its sleep each time (within the error of aligning
+    # three processes' clocks by their profile start times: a millisecond or two each way)
     longest = max(views.collectives, key=lambda c: c.wait_s)
-    assert longest.last_host == SLOW and SLEEP_S <= longest.mean_skew_s < SLEEP_S + 0.02
+    assert longest.last_host == SLOW and 0.9 * SLEEP_S <= longest.mean_skew_s < SLEEP_S + 0.02
     assert longest.participants == 6 and longest.meetings == 4  # 3 processes x 2 devices, 4 steps
     for c in views.collectives:  # the summed wait covers at least the skew (the first arrival waits all of it)
         assert c.wait_s >= c.mean_skew_s * c.meetings - 1e-12

@@ -41,7 +41,7 @@ from rooftop.analysis.trace.events import (
     natural_key,
 )
 from rooftop.analysis.trace.files import open_regular
-from rooftop.analysis.trace.jsonstream import JsonStream
+from rooftop.analysis.trace.jsonstream import JsonStream, value_key
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
 _US_PER_S = 1e6  # trace-event timestamps are microseconds
@@ -185,7 +185,7 @@ class _Mapper:
         self.line_keys: dict[tuple[Any, Any], str] = {}
         self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
         self.cat_args: dict[str, Mapping[str, Any]] = {}  # the one read-only {"cat": cat} of each category
-        self.op_args: dict[tuple[str, str], dict[str, Any]] = {}  # (cat, text of an op's shapes) -> their dict
+        self.op_args: dict[tuple[str, str | bytes], dict[str, Any]] = {}  # (cat, key of an op's shapes) -> dict
         self.gpus: dict[tuple[int, int], str] = {}  # (pid, args.device) -> device name
 
     def event(self, ev: Any) -> None:
@@ -348,10 +348,7 @@ class _Mapper:
             return EventArgs(self.cat_args.get(cat) or self._cat(cat), "External id", args["External id"])
         if present == _OP_ARGS:  # an op's shapes: the same text, one dict
             dims, types, concrete = args["Input Dims"], args["Input type"], args["Concrete Inputs"]
-            try:
-                text = repr((dims, types, concrete))
-            except (RecursionError, ValueError):
-                text = None
+            text = value_key((dims, types, concrete))
             shared = self.op_args.get((cat, text)) if text is not None else None
             if shared is None:
                 shared = {"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete, "cat": cat}

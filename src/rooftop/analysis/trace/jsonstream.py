@@ -3,6 +3,10 @@
 The text is read in chunks (:data:`_CHUNK_CHARS` characters) into a sliding buffer; values are decoded
 from it one at a time with ``json.JSONDecoder.raw_decode``, or, inside an array, as many whole elements as
 the buffer holds in one decoder call (:meth:`JsonStream.array`). Errors name the line they are on.
+
+Those batches (nearly all of a trace's text) are decoded with orjson where it is installed (the ``fast``
+extra), else with the json module; both give the same values (:func:`decode_array`), and so the same
+reports. Set :data:`fast_json` to None to use the json module only.
 """
 
 from __future__ import annotations
@@ -10,14 +14,29 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from types import ModuleType
 from typing import IO, Any, NoReturn
 
 from rooftop.errors import ParseError
+
+#: orjson where installed (the `fast` extra) at 3.10 or later (3.9.0 and older read values nested past 1024
+#: levels, which json refuses); None: the json module only
+fast_json: ModuleType | None
+try:
+    import orjson as fast_json
+except ImportError:  # pragma: no cover - exercised where orjson is not installed
+    fast_json = None
+if fast_json is not None and tuple(int(p) for p in re.findall(r"[0-9]+", fast_json.__version__)[:2]) < (3, 10):
+    fast_json = None  # pragma: no cover
 
 _CHUNK_CHARS = 1 << 20
 _MAX_VALUE_CHARS = 1 << 26  # one JSON value (an event, a metadata value) longer than this is not a trace
 _BATCH_CHARS = 1 << 10  # decode array elements in batches when at least this much text holds whole ones
 _WS = re.compile(r"[ \t\n\r]*")
+_STDLIB = json.JSONDecoder()
+#: 19 digits in a row: an integer that may lie past 64 bits (orjson reads those as floats, json as ints)
+_DIGITS_AS_HASH = bytes.maketrans(b"0123456789", b"#" * 10)
+_LONG_NUMBER = b"#" * 19
 
 
 class JsonStream:
@@ -126,7 +145,7 @@ class JsonStream:
         while tries and cut - pos >= _BATCH_CHARS:
             if cut + self.consumed not in self.bad_cuts:
                 try:
-                    return self.decoder.decode("[" + self.buf[pos : cut + 1] + "]"), cut + 1
+                    return decode_array("[" + self.buf[pos : cut + 1] + "]"), cut + 1
                 except (ValueError, RecursionError):  # a cut inside a value, or a value value() reports
                     self.bad_cuts.add(cut + self.consumed)
                     tries -= 1
@@ -141,3 +160,43 @@ class JsonStream:
                 pos = _WS.match(self.buf, end).end() + 1  # type: ignore[union-attr]  # past the comma
             _, end = self.decoder.raw_decode(self.buf, _WS.match(self.buf, pos).end())  # type: ignore[union-attr]
         return end
+
+
+def decode_array(text: str, fast: bool = True) -> list[Any]:
+    """The JSON array ``text``, as ``json.loads`` reads it (ValueError or RecursionError where it fails).
+
+    With ``fast`` and orjson installed (:data:`fast_json`), orjson decodes it (faster), except text with
+    a run of 19 or more digits: orjson reads an integer past 64 bits as a float, where json keeps the
+    int. Where orjson rejects the text (NaN and Infinity, which json accepts; a number past the float
+    range, which json reads as inf; a lone surrogate escape; nesting past 1024 levels; malformed JSON),
+    json decodes it, so the values and the errors are json's.
+    One case differs: on Python 3.11, json's nesting limit is the recursion limit less the stack in use
+    (a little under 1,000 levels), so a value nested between that and 1024 levels is read only by orjson."""
+    if fast and fast_json is not None:
+        data = text.encode("utf-8", "surrogatepass")
+        if data.translate(_DIGITS_AS_HASH).find(_LONG_NUMBER) < 0:
+            try:
+                return fast_json.loads(data)  # type: ignore[no-any-return]
+            except ValueError:  # orjson.JSONDecodeError: json decides (the same value or its error)
+                pass
+    return _STDLIB.decode(text)  # type: ignore[no-any-return]
+
+
+def value_key(value: Any) -> str | bytes | None:
+    """A hashable text of a decoded JSON value, equal for two values only when they are equal with the
+    same types throughout (``1``, ``1.0`` and ``true`` differ, as do ``0.0`` and ``-0.0``): orjson's JSON
+    text where orjson is installed and writes the value without a ``null`` (it writes NaN and inf as
+    ``null``, as it writes None), else ``repr``; None where neither can write it (nested too deep, an
+    integer too long). The two kinds of key never equal each other."""
+    if fast_json is not None:
+        try:
+            text: bytes = fast_json.dumps(value)
+        except TypeError:  # orjson.JSONEncodeError: an int past 64 bits, a lone surrogate, deep nesting
+            pass
+        else:
+            if b"null" not in text:
+                return text
+    try:
+        return repr(value)
+    except (RecursionError, ValueError):
+        return None

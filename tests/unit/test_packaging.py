@@ -51,6 +51,7 @@ def test_there_is_something_to_check() -> None:
         "dependencies",
         "optional-dependencies.jax",
         "optional-dependencies.dask",
+        "optional-dependencies.fast",
         "optional-dependencies.test",
     } == {w for w, _ in DECLARED}
 

@@ -149,3 +149,25 @@ def test_sequence_parallel_splits_the_norm_regions_korthikanti() -> None:
     in_flight, stage = 4, 32 // 4  # 1F1B: pp microbatches in flight on the first stage, 8 of 32 layers
     extra = 32 * 4 * 4096 * 2 / 32 * stage * tokens * in_flight * (1 - 1 / 8)
     assert no_sp.memory["activations"] - sp.memory["activations"] == pytest.approx(extra)
+
+
+def test_tp_across_nvlink_domains_is_explained_against_the_best_tp_inside_one() -> None:
+    """Llama 3 405B on 16,384 H100: when the chosen tp spans two 8-GPU nodes, the explanation names the
+    crossing, the fabric's and NVLink's rates, the exposed TP time, and the best layout with tp inside one
+    node, searched and priced the same way (it must be slower, or it would have been chosen)."""
+    chip = get_chip("h100")
+    setup = TrainingSetup(
+        get_model("llama-3.1-405b"), chip, parse_topology(chip, "2048x8"), 16 * 2**20 // 8192, 8192,
+        default_efficiency("training"),
+    )  # fmt: skip
+    plan = plan_training(setup)
+    best = plan.ranked[0]
+    if best.parallelism.tp <= 8:
+        pytest.skip("the planner keeps tp inside one node here; nothing crosses")
+    text = " ".join(plan.explanation)
+    assert f"tp={best.parallelism.tp} spans {best.parallelism.tp // 8} NVLink domains of 8" in text
+    assert "50 GB/s per chip (against 450 GB/s over NVLink)" in text
+    _, inside = text.split("The best layout with tp inside one")
+    assert "tp=8 " in inside
+    pinned = plan_training(setup, {"tp": 8}).ranked[0]
+    assert pinned.step_time_s >= best.step_time_s

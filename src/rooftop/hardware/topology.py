@@ -209,6 +209,16 @@ def _divisors(n: int) -> list[int]:
     return sorted({*small, *(n // d for d in small)})
 
 
+#: links of the scale-out network: the GPU fabric between NVLink domains, the DCN between TPU slices
+SCALE_OUT_LINKS = ("fabric", "dcn")
+
+
+def domains_spanned(axis: MeshAxis) -> int:
+    """How many fast domains (NVLink domains, TPU slices) a mesh axis spans: the product of its segments
+    over the scale-out network (1 when it stays inside one)."""
+    return math.prod(s.size for s in axis.segments if s.link in SCALE_OUT_LINKS)
+
+
 @dataclass(frozen=True)
 class Segment:
     """Part of a physical dim used by a mesh axis: ``size`` chips ``stride`` apart on ``dim``."""

@@ -11,16 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rooftop.hardware.topology import Mesh, make_mesh
+from rooftop.hardware.topology import SCALE_OUT_LINKS, Mesh, make_mesh
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.units import format_duration, format_rate, plural
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import LayoutSummary, ServingRequest
-
-#: links of the scale-out network: the GPU fabric between NVLink domains, the DCN between TPU slices
-SCALE_OUT_LINKS = ("fabric", "dcn")
-
 
 def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
     """The replica's axes (tp, pp) that reach over the scale-out network (SCALE_OUT_LINKS): their

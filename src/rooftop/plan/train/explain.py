@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 from rooftop.cost.collectives import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
-from rooftop.hardware.topology import Mesh
+from rooftop.hardware.topology import Mesh, domains_spanned
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
-from rooftop.units import format_bytes, format_duration, plural
+from rooftop.units import format_bytes, format_duration, format_rate, plural
 
 
 def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
@@ -80,7 +80,9 @@ def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:
         return None
 
 
-def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[str]:
+def explain(
+    setup: TrainingSetup, best: StepResult, ideal: StepResult, inside_best: StepResult | None = None
+) -> list[str]:
     par = best.parallelism
     if not best.fits:
         return [
@@ -131,6 +133,7 @@ def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[s
                 f"{format_bytes(lighter.memory_per_chip_bytes)} per chip "
                 f"(> {format_bytes(lighter.usable_hbm_bytes)} usable)."
             )
+    lines += _cross_domain_tp(setup, best, inside_best)
     if par.pp > 1:
         lines.append(
             f"Pipeline of {par.pp} stages x {par.virtual_stages} virtual with {par.microbatches} microbatches: "
@@ -138,6 +141,42 @@ def explain(setup: TrainingSetup, best: StepResult, ideal: StepResult) -> list[s
             f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work)."
         )
     return lines
+
+
+def tp_domains(setup: TrainingSetup, par: Parallelism) -> int:
+    """How many fast domains (NVLink domains, TPU slices) the tensor-parallel axis of ``par`` spans."""
+    return domains_spanned(layout_mesh(setup.topology, par).axis("tp")) if par.tp > 1 else 1
+
+
+def _cross_domain_tp(setup: TrainingSetup, best: StepResult, inside_best: StepResult | None) -> list[str]:
+    """When the best layout's tensor parallelism spans fast domains (NVLink domains, TPU slices): what of its
+    traffic crosses the scale-out network, how much of the step is exposed tensor-parallel time, and the best
+    layout with tp inside one domain (``inside_best``, searched by the planner), for comparison."""
+    par = best.parallelism
+    spanned = tp_domains(setup, par)
+    if spanned <= 1:
+        return []
+    chip, inside = setup.chip, par.tp // spanned
+    switched = chip.topology.kind == "switched"
+    what, fast = ("NVLink domains", "NVLink") if switched else ("slices", "ICI")
+    line = (
+        f"tp={par.tp} spans {spanned} {what} of {inside}: its per-layer all-gathers and reduce-scatters cross the "
+        f"{'scale-out fabric' if switched else 'data-center network'} at {format_rate(chip.dcn_bytes_per_s)} per chip "
+        f"(against {format_rate(chip.ici_bytes_per_s)} over {fast}); exposed tensor-parallel time "
+        f"{format_duration(best.breakdown['tensor_parallel'])} of the {format_duration(best.step_time_s)} step."
+    )
+    if inside_best is not None:
+        alt = inside_best
+        parts = ", ".join(
+            f"{k.replace('_', ' ')} {format_duration(alt.breakdown[k])}"
+            for k in ("tensor_parallel", "fsdp", "pipeline_bubble", "data_parallel")
+            if alt.breakdown[k] > 0
+        )
+        line += (
+            f" The best layout with tp inside one, {alt.parallelism.label()}: step {format_duration(alt.step_time_s)} "
+            f"({alt.step_time_s / best.step_time_s - 1:+.1%}; {parts})."
+        )
+    return [line]
 
 
 def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: int) -> str:

@@ -11,7 +11,7 @@ from rooftop.cost.efficiency import IDEAL
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.train.breakdown import StepPart, breakdown_of
-from rooftop.plan.train.explain import explain, no_layout_reason
+from rooftop.plan.train.explain import explain, no_layout_reason, tp_domains
 from rooftop.plan.train.search import SearchResult, search
 from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh
 from rooftop.units import SECONDS_PER_HOUR
@@ -84,7 +84,12 @@ def plan_training(
     parts = [breakdown_of(setup, r.parallelism) for r in ranked]
     mesh = layout_mesh(setup.topology, best.parallelism)
     ideal = evaluate(replace(setup, efficiency=IDEAL), best.parallelism, CommPricer(mesh, setup.chip, 1.0))
-    lines = explain(setup, best, ideal)
+    inside = None
+    spanned = tp_domains(setup, best.parallelism)
+    if spanned > 1 and "tp" not in pinned:  # the best that keeps tp inside one fast domain, to compare
+        within = search(setup, {**pinned, "tp": best.parallelism.tp // spanned}, objective, 1)
+        inside = within.ranked[0] if within.ranked else None
+    lines = explain(setup, best, ideal, inside)
     return TrainingPlan(
         setup, result, ranked, parts, ideal, lines, totals_for(setup, best, tokens, price_usd_per_chip_hour)
     )

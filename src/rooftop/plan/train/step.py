@@ -52,7 +52,7 @@ from rooftop.cost.roofline import roofline
 from rooftop.display import Displayed
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
-from rooftop.hardware.topology import Mesh, Topology, make_mesh
+from rooftop.hardware.topology import Mesh, Topology, domains_spanned, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import TrainingPrecision, optimizer_update_cost
 from rooftop.plan.train.layout import Parallelism, microbatch_size
@@ -484,7 +484,7 @@ def node_limited_factor(max_nodes: int, mesh: Mesh, cfg: TransformerConfig) -> f
     n nodes the ep axis spans. 1 without a limit (``max_nodes`` 0), within one node, or for a dense model."""
     if not max_nodes or cfg.moe is None or "ep" not in mesh.shape:
         return 1.0
-    nodes = math.prod(s.size for s in mesh.axis("ep").segments if s.link in ("fabric", "dcn"))
+    nodes = domains_spanned(mesh.axis("ep"))
     if nodes <= 1:
         return 1.0
     k = cfg.moe.top_k

@@ -6,8 +6,9 @@ that one chip of a group of ``tp`` chips handles (``Share``):
 
 - "tensor": Megatron's column-parallel (q, k, v, gate, up) and row-parallel (o, down) matmuls and the
   vocabulary-parallel output head: FLOPs and weights / tp. The input is read whole and the output
-  written as a shard (column parallel), or the reverse (row parallel): (1 + 1/tp) / 2 of the
-  activation bytes on average (Shoeybi et al. 2019, section 3).
+  written as a shard (column parallel), or the reverse (row parallel): by the matmul's shape when the
+  caller gives it (``matmul_activations``), else (1 + 1/tp) / 2 of the activation bytes on average
+  (Shoeybi et al. 2019, section 3).
 - "kv_heads": the k and v projections of grouped-query attention: their weights and FLOPs spread over
   the KV heads, min(tp, K) ways (KV heads are replicated once tp > K).
 - "attention": the attention core and the cache writes: FLOPs and activations / tp (query heads),
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rooftop.cost.cost import OpTag
+from rooftop.cost.cost import Gemm, OpTag
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,17 @@ def kv_shards(tp: int, kv_heads: int | None) -> int:
     return 1 if kv_heads is None else min(tp, kv_heads)
 
 
-def share(tag: OpTag, tp: int, kv_heads: int | None, sequence_parallel: bool = False) -> Share:
-    """One chip's fractions of an op tagged ``tag`` in a TP group of ``tp`` chips (module docstring)."""
+def share(
+    tag: OpTag, tp: int, kv_heads: int | None, sequence_parallel: bool = False, gemm: Gemm | None = None
+) -> Share:
+    """One chip's fractions of an op tagged ``tag`` in a TP group of ``tp`` chips (module docstring); a
+    matmul's ``gemm`` shape makes its activation share exact (``matmul_activations``)."""
     split = tag.split
     if split == "tensor":
-        return Share(1 / tp, 1 / tp, 1.0, (1 + 1 / tp) / 2)
+        return Share(1 / tp, 1 / tp, 1.0, matmul_activations(tp, tag.row_parallel, gemm))
     if split == "kv_heads":
         s = kv_shards(tp, kv_heads)
-        return Share(1 / s, 1 / s, 1.0, (1 + 1 / s) / 2)
+        return Share(1 / s, 1 / s, 1.0, matmul_activations(s, False, gemm))
     if split == "attention":
         return Share(1 / tp, 1.0, 1 / kv_shards(tp, kv_heads), 1 / tp)
     if split == "heads" or (split == "tokens" and sequence_parallel):
@@ -58,3 +62,15 @@ def share(tag: OpTag, tp: int, kv_heads: int | None, sequence_parallel: bool = F
     if split == "vocab":
         return Share(1.0, 1 / tp, 1.0, 1.0)
     return Share()  # "replicated", and "tokens" without sequence parallelism
+
+
+def matmul_activations(ways: int, row_parallel: bool, gemm: Gemm | None) -> float:
+    """The fraction of a split matmul's activation bytes (its input m x k and output m x n) one of ``ways``
+    chips moves: a column-parallel matmul reads the input whole and writes 1/ways of the output, a row-parallel
+    one reads 1/ways of the input and writes a whole partial output (Shoeybi et al. 2019, section 3):
+    (k + n / ways) / (k + n), or (k / ways + n) / (k + n). Without a shape, in and out count alike:
+    (1 + 1/ways) / 2."""
+    if gemm is None or gemm.k + gemm.n <= 0:
+        return (1 + 1 / ways) / 2
+    k, n = (gemm.k / ways, gemm.n) if row_parallel else (gemm.k, gemm.n / ways)
+    return (k + n) / (gemm.k + gemm.n)

@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rooftop.cost.cost import OpTag
+from rooftop.cost.cost import Gemm, OpTag
 from rooftop.cost.efficiency import Efficiency
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
@@ -240,10 +240,13 @@ def _kv_heads(cfg: TransformerConfig) -> int | None:
     return None if cfg.mla is not None else cfg.n_kv_heads
 
 
-def share(tag: OpTag, cfg: TransformerConfig, tp: int, sequence_parallel: bool = False) -> tensor.Share:
+def share(
+    tag: OpTag, cfg: TransformerConfig, tp: int, sequence_parallel: bool = False, gemm: Gemm | None = None
+) -> tensor.Share:
     """How an op tagged ``tag`` divides over a TP group of ``cfg`` (sharding/tensor.py); with
-    ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens."""
-    return tensor.share(tag, tp, _kv_heads(cfg), sequence_parallel)
+    ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens; a matmul's
+    ``gemm`` shape makes its activation share exact."""
+    return tensor.share(tag, tp, _kv_heads(cfg), sequence_parallel, gemm)
 
 
 def layout_share(
@@ -252,6 +255,7 @@ def layout_share(
     layout: ServingLayout,
     sequence_parallel: bool = False,
     busiest: float | None = None,
+    gemm: Gemm | None = None,
 ) -> tensor.Share:
     """How an op tagged ``tag`` divides over one chip of ``layout``'s TP group: ``share`` over tp,
     except that an attention-block op under attn_dp is ``share`` over one rank's tp / attn_dp chips
@@ -260,9 +264,9 @@ def layout_share(
     under kv_batch reads the cache of the busiest shard's sequences (``busiest``, 1 / kv_batch by
     default) of its KV heads."""
     if tag.attention_block and layout.attn_dp > 1:
-        s, f = share(tag, cfg, layout.attention_tp, sequence_parallel), busiest or 1 / layout.attn_dp
+        s, f = share(tag, cfg, layout.attention_tp, sequence_parallel, gemm), busiest or 1 / layout.attn_dp
         return tensor.Share(s.flops * f, s.weights, s.kv * f, s.act * f)
-    s = share(tag, cfg, layout.tp, sequence_parallel)
+    s = share(tag, cfg, layout.tp, sequence_parallel, gemm)
     if layout.kv_batch > 1 and tag.split == "attention":
         return dataclasses.replace(s, kv=s.kv * (busiest or 1 / layout.kv_batch))
     return s

@@ -111,7 +111,7 @@ def chip_cost(
     for leaf in leaves:
         tag, cost = leaf.tag, leaf.cost
         assert tag is not None  # model_costs tags every leaf
-        s = layout_share(tag, cfg, layout, workload.phase == "prefill", busiest)
+        s = layout_share(tag, cfg, layout, workload.phase == "prefill", busiest, cost.gemm)
         group = op_group(tag)
         if group == "matmul" and cost.gemm is not None and s.flops > 0:
             gemms.append((chip_gemm(cost.gemm, tag, s, cfg), cost.flops * s.flops))

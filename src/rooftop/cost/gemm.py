@@ -116,7 +116,20 @@ def shape_efficiency_array(
 ) -> np.ndarray:
     """``shape_efficiency`` over arrays of shapes (broadcast); 1 where a shape has no work. The
     epilogue needs the matrix unit's peak for the dtype and the HBM bandwidth (0: not counted)."""
-    m, n, k, batch = (np.maximum(np.asarray(x, dtype=float), 0.0) for x in (m, n, k, batch))
+    ma, na, ka, ba = (np.maximum(np.asarray(x, dtype=float), 0.0) for x in (m, n, k, batch))
+    return _efficiency(model, ma, na, ka, ba, out_bytes, peak_flops_per_s, hbm_bytes_per_s)
+
+
+def _efficiency(
+    model: TileModel,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    batch: np.ndarray,
+    out_bytes: float,
+    peak_flops_per_s: float,
+    hbm_bytes_per_s: float,
+) -> np.ndarray:
     eff: np.ndarray
     useful = m * n * k * batch
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -126,24 +139,45 @@ def shape_efficiency_array(
             tall = np.maximum(_pad(m, model.mxu) * _pad(n, model.row_multiple), 1.0)
             eff = useful / (kp * batch * np.minimum(wide, tall))
         else:
-            eff = np.zeros(np.broadcast(m, n, k, batch).shape)
-            skinny = np.maximum(MIN_ROW_TILE, 2.0 ** np.ceil(np.log2(np.maximum(m, 1.0))))
-            for (tile_m, tn), split in itertools.product(model.tiles, SPLITS):
-                tm = np.where(m < tile_m, np.minimum(skinny, tile_m), tile_m)  # fewer rows: a skinnier tile
-                # split-K: the K walk cut into ``split`` slices, each a tile of its own (partial sums
-                # added after: counted as one more write of the tile per slice)
-                kp = _pad(np.maximum(k / split, 1.0), model.k_step) + model.k_fill_steps * model.k_step
-                tiles = batch * np.ceil(m / tm) * np.ceil(n / tn) * split
-                waves = np.ceil(tiles / model.units)
-                q = useful / (waves * model.units * tm * tn * kp)
-                if model.epilogue and peak_flops_per_s > 0 and hbm_bytes_per_s > 0:
-                    math_s = 2.0 * tm * tn * kp / (peak_flops_per_s / model.units)
-                    valid = m * n / (np.ceil(m / tm) * np.ceil(n / tn))  # a tile writes its part of the output
-                    write_s = valid * out_bytes * (2 if split > 1 else 1) / (hbm_bytes_per_s / model.units)
-                    q = q * math_s / (math_s + write_s)
-                usable = (k / split >= MIN_SPLIT_K) | (split == 1)
-                eff = np.maximum(eff, np.where(usable, q, 0.0))
+            eff = _gpu_efficiency(model, m, n, k, batch, useful, out_bytes, peak_flops_per_s, hbm_bytes_per_s)
         return np.where(useful > 0, np.clip(np.nan_to_num(eff, nan=1.0), 1e-9, 1.0), 1.0)
+
+
+def _gpu_efficiency(
+    model: TileModel,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    batch: np.ndarray,
+    useful: np.ndarray,
+    out_bytes: float,
+    peak_flops_per_s: float,
+    hbm_bytes_per_s: float,
+) -> np.ndarray:
+    """The GPU model (module docstring) for every (tile, split-K) choice at once, a leading axis of choices
+    against the shapes' axes, and the best choice for each shape."""
+    shape = np.broadcast(m, n, k, batch).shape
+    m, n, k, batch, useful = (np.broadcast_to(x, shape)[None] for x in (m, n, k, batch, useful))
+    choices = list(itertools.product(model.tiles, SPLITS))
+    lead = (len(choices),) + (1,) * len(shape)
+    tile_m = np.array([t[0] for t, _ in choices], dtype=float).reshape(lead)
+    tn = np.array([t[1] for t, _ in choices], dtype=float).reshape(lead)
+    split = np.array([sp for _, sp in choices], dtype=float).reshape(lead)
+    skinny = np.maximum(MIN_ROW_TILE, 2.0 ** np.ceil(np.log2(np.maximum(m, 1.0))))
+    tm = np.where(m < tile_m, np.minimum(skinny, tile_m), tile_m)  # fewer rows than a tile: a skinnier one
+    # split-K: the K walk cut into ``split`` slices, each a tile of its own (its partial tile written and
+    # read back: one more write of the tile's part of the output)
+    kp = _pad(np.maximum(k / split, 1.0), model.k_step) + model.k_fill_steps * model.k_step
+    per_matmul = np.ceil(m / tm) * np.ceil(n / tn)
+    waves = np.ceil(batch * per_matmul * split / model.units)
+    q = useful / (waves * model.units * tm * tn * kp)
+    if model.epilogue and peak_flops_per_s > 0 and hbm_bytes_per_s > 0:
+        math_s = 2.0 * tm * tn * kp / (peak_flops_per_s / model.units)
+        valid = m * n / per_matmul  # a tile writes its part of the output
+        write_s = valid * out_bytes * np.where(split > 1, 2.0, 1.0) / (hbm_bytes_per_s / model.units)
+        q = q * math_s / (math_s + write_s)
+    usable = (k / split >= MIN_SPLIT_K) | (split == 1)
+    return np.max(np.where(usable, q, 0.0), axis=0)
 
 
 def shape_efficiency(chip: Chip, gemm: Gemm, dtype: str = "bf16") -> float | None:

@@ -170,3 +170,28 @@ def test_results_do_not_load_report_until_shown() -> None:
         "assert 'rooftop.report.notebook' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": str(Path(rooftop.__file__).parents[1])})
+
+
+def test_a_comparison_shows_itself() -> None:
+    """``rooftop compare``'s result in a notebook: a one-line repr naming the fastest entry, the JSON the
+    command writes (``compare_payload``), a table row per chip or slice."""
+    from rooftop.hardware.catalog import get_chip
+    from rooftop.hardware.topology import parse_topology
+    from rooftop.model.catalog import get_model
+    from rooftop.plan.compare import compare_serving
+    from rooftop.plan.serve.sweep import ServingRequest
+    from rooftop.report.compare import compare_payload
+
+    cfg = get_model("llama-3-8b")
+    requests = [
+        ServingRequest(cfg, get_chip(c), parse_topology(get_chip(c), t), 1024, 256)
+        for c, t in (("h100", "8"), ("tpu-v5e", "2x2"))
+    ]
+    result = compare_serving(requests)
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300 and "fastest" in text
+    fastest = min((e for e in result.entries if e.step_time_s), key=lambda e: e.step_time_s or 0.0)
+    assert fastest.chip in text
+    assert result.to_dict() == json.loads(json.dumps(compare_payload(result)))
+    html = result._repr_html_()
+    assert html.count("<tr>") >= 1 + len(result.entries) and "tpu-v5e" in html

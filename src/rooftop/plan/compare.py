@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rooftop.display import Displayed
 from rooftop.errors import RooftopError
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ class Entry:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Comparison:
+@dataclass(frozen=True, repr=False)  # the short repr of Displayed
+class Comparison(Displayed):
     job: str  # "train" or "serve"
     model: str
     entries: tuple[Entry, ...]

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
     from rooftop.analysis.hlo.analyze import HloAnalysis
     from rooftop.cost.roofline import Estimate
+    from rooftop.plan.compare import Comparison
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
     from rooftop.plan.train.plan import TrainingPlan
     from rooftop.plan.train.search import SearchResult
@@ -258,6 +259,30 @@ def hlo_view(analysis: HloAnalysis, top: int = 10) -> View:
     return View("HloAnalysis", summary, payload, order, "instruction", columns)
 
 
+def compare_view(result: Comparison) -> View:
+    """``compare_payload``: what ``rooftop compare --json`` writes; rows: one per chip or slice."""
+    from rooftop.report.compare import compare_payload
+
+    payload = compare_payload(result)
+    answered = [e for e in result.entries if e.step_time_s is not None]
+    what = "step" if result.job == "train" else "TPOT"
+    best = min(answered, key=lambda e: e.step_time_s or math.inf) if answered else None
+    summary = f"{result.model}, {result.job} on {plural(len(result.entries), 'chip or slice', 'chips or slices')}"
+    if best is not None:
+        summary += f": fastest {best.chip} {best.topology} ({what} {_seconds(best.step_time_s or 0.0)})"
+    columns: list[Column] = [
+        ("chip", _text("chip")),
+        ("slice", _text("topology")),
+        ("layout", _text("layout")),
+        (what, _time("step_time_s")),
+        ("MFU" if result.job == "train" else "tokens/s per chip",
+         (lambda r: f"{r['mfu']:.1%}" if isinstance(r.get("mfu"), float) else "-") if result.job == "train"
+         else (lambda r: "-" if r.get("tokens_per_s_per_chip") is None else f"{r['tokens_per_s_per_chip']:,.0f}")),
+        ("note", _text("note")),
+    ]  # fmt: skip
+    return View("Comparison", summary, payload, payload["entries"], "entry", columns)
+
+
 #: result class (module.qualname) -> its view
 _VIEWS: dict[str, Callable[[Any], View]] = {
     "rooftop.cost.roofline.Estimate": estimate_view,
@@ -268,6 +293,7 @@ _VIEWS: dict[str, Callable[[Any], View]] = {
     "rooftop.plan.serve.sweep.ServingPoint": point_view,
     "rooftop.analysis.compare.ProfileReport": profile_view,
     "rooftop.analysis.hlo.analyze.HloAnalysis": hlo_view,
+    "rooftop.plan.compare.Comparison": compare_view,
 }
 
 

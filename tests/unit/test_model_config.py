@@ -185,10 +185,14 @@ def test_model_named_after_folder_of_config_json(tmp_path: Path) -> None:
         # gpt-oss-20b: 20.91B total, 3.61B active without the embedding (OpenAI's model card); its expert biases
         # (6.6M) are not counted
         ("gpt-oss-20b.json", 20.91e9, 20_908_120_128),
+        # Gemma-3-1B: 302M embedding + 698M non-embedding parameters (Gemma 3 Technical Report, 2025, Table 1);
+        # 262,144 x 1,152 = 301,989,888 tied embedding + 26 layers x 26,842,112 + the final norm's 1,152
+        ("gemma-3-1b.json", 302e6 + 698e6, 999_885_952),
     ],
 )
 def test_hf_architectures_match_their_published_parameter_counts(file: str, published: float, total: int) -> None:
-    """Qwen3, Qwen3-MoE, GPT-2, GPT-J and gpt-oss from their config.json (was: refused by architectures[0])."""
+    """Qwen3, Qwen3-MoE, GPT-2, GPT-J, gpt-oss and Gemma-3 from their config.json (was: refused by
+    architectures[0])."""
     from rooftop.model.memory import params_total
 
     cfg = load_hf_config(HF / file)

@@ -110,6 +110,7 @@ def amplified(seed: bytes, events: int, host: int, every_ps: int) -> bytes:
 
 
 def build(work: Path, hosts: int, events: int) -> Path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for its test fixtures
     from tests.fixtures.many_hosts.make_profiles import make
 
     seed_run = make(work / "seed", processes=3, slow=2, steps=SEED_STEPS)

@@ -112,6 +112,11 @@ class ModelProfile:
         return self.in_layers & (self.phase > 0)
 
     @cached_property
+    def shape_memo(self) -> dict[tuple[float, ...], float]:
+        """Matmul shape efficiencies already found for this profile (gemm_shape_efficiency), by (m, n, k, batch)."""
+        return {}
+
+    @cached_property
     def op_sums_memo(self) -> dict[tuple[int, int, int, int], OpSums]:
         """op_sums already found for this profile (see op_sums)."""
         return {}
@@ -245,8 +250,15 @@ def gemm_shape_efficiency(prof: ModelProfile, par: Parallelism, b: int) -> np.nd
     shapes = np.stack([m, n, k, batch])[:, rows]
     fwd_bwd = np.concatenate([shapes, shapes[[0, 2, 1, 3]], shapes[[2, 1, 0, 3]]], axis=1)  # (m n k), dX, dW
     unique, back = np.unique(fwd_bwd, axis=1, return_inverse=True)  # layers repeat their shapes
-    out_b = float(np.nanmax(out_bytes))
-    found = shape_efficiency_array(model, unique[0], unique[1], unique[2], unique[3], out_b, peak, hbm)[back.ravel()]
+    memo = prof.shape_memo  # and layouts repeat them too: each shape priced once per profile
+    keys = [tuple(col) for col in unique.T.tolist()]
+    missing = [i for i, key in enumerate(keys) if key not in memo]
+    if missing:
+        new = unique[:, missing]
+        out_b = float(np.nanmax(out_bytes))
+        values = shape_efficiency_array(model, new[0], new[1], new[2], new[3], out_b, peak, hbm)
+        memo.update(zip((keys[i] for i in missing), values.tolist(), strict=True))
+    found = np.array([memo[key] for key in keys])[back.ravel()]
     forward, dx, dw = np.split(found, 3)
     out = np.ones(len(m))
     out[rows] = np.where(prof.phase[rows] == 1, 2.0 / (1.0 / dx + 1.0 / dw), forward)

@@ -63,7 +63,7 @@ VALID: dict[str, tuple[str, ...]] = {
     "remat": ("none", "selective", "dots", "full"),
 }
 #: kinds whose values are paths (made by :func:`path_value`)
-PATH_KINDS = ("plot", "hlo_file", "trace", "config", "catalog", "out")
+PATH_KINDS = ("plot", "hlo_file", "trace", "config", "catalog", "out", "timeline", "html")
 
 Item = tuple[str | None, str, str | None]  # (flag or None for a positional, kind, value or None for a switch)
 
@@ -130,19 +130,21 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
     "model": [("--seq-len", "seq"), ("--batch", "count"), ("--kv-dtype", "kv_dtype"), ("--remat", "remat")],
     "train": [("--tokens", "tokens"), ("--fix", "fix"), ("--objective", "objective"), ("--top", "top"),
               ("--optimizer", "optimizer"), ("--efficiency", "efficiency"), ("--price-per-chip-hour", "price"),
-              ("--plot", "plot")],
+              ("--plot", "plot"), ("--compute-dtype", "dtype"), ("--max-nodes-per-token", "count"),
+              ("--timeline", "timeline"), ("--html", "html")],
     "limits": [("--batch-tokens", "tokens"), ("--seq-len", "seq"), ("--optimizer", "optimizer"),
                ("--weight-dtype", "weight_dtype"), ("--efficiency", "efficiency"), ("--catalog", "catalog")],
     "serve": [("--batch", "count"), ("--max-step-latency", "duration"), ("--max-ttft", "duration"),
               ("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--activation-dtype", "kv_dtype"),
               ("--requests-per-s", "rate"), ("--price-per-chip-hour", "price"), ("--efficiency", "efficiency"),
               ("--ideal", ""), ("--plot", "plot"), ("--concurrency", "count"), ("--scheduler", "scheduler"),
-              ("--token-budget", "count")],
+              ("--token-budget", "count"), ("--timeline", "timeline")],
     "compare": [("--tokens", "tokens"), ("--fix", "fix"), ("--max-step-latency", "duration"),
                 ("--weight-dtype", "weight_dtype"), ("--catalog", "catalog")],
-    "hlo": [("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top"), ("--plot", "plot")],
+    "hlo": [("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top"), ("--plot", "plot"),
+            ("--timeline", "timeline")],
     "profile": [("--hlo", "hlo_file"), ("--mesh", "logical_mesh"), ("--topology", "topology"), ("--top", "top"),
-                ("--plot", "plot")],
+                ("--plot", "plot"), ("--timeline", "timeline"), ("--html", "html"), ("--workers", "count")],
     "calibrate": [("--out", "out"), ("--name", "name")],
 }  # fmt: skip
 
@@ -180,6 +182,10 @@ class PathMaker:
             return self.output(rng.choice(["png", "svg", "pdf", "jpg", "", "txt", "PNG", "png.png"]))
         if kind == "out":
             return self.output(rng.choice(["toml", "", "txt"]))
+        if kind == "timeline":
+            return self.output(rng.choice(["json", "", "txt", "json.gz"]))
+        if kind == "html":
+            return self.output(rng.choice(["html", "", "htm", "txt"]))
         if rng.random() < 0.45:
             return self.hostile(kind)
         if kind == "hlo_file":

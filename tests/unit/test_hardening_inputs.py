@@ -561,3 +561,12 @@ def test_a_huge_dimension_name_missing_from_dims_stays_a_short_line() -> None:
     expr = "A[I,J] @ B[J," + "A" * 10_000 + "K]"
     code, out, err = run_cli("matmul", expr, "--dims", "I=8", "--chip", "h100")
     assert code == 2 and out == "" and "--dims gives no size for" in err and len(err) < 1000
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml", "/config"])
+def test_a_model_path_too_long_for_the_system_is_one_line(tmp_path: Path, suffix: str) -> None:
+    """A 300-character file name (past NAME_MAX): Path.is_dir raises OSError on it; the model readers say
+    what is wrong in one line (found by the long fuzz run)."""
+    path = str(tmp_path / ("x" * 300)) + suffix
+    err = one_line_error("model", path)
+    assert "File name too long" in err or "unknown model" in err

@@ -22,6 +22,15 @@ def path_text(path: str | Path) -> str:
     return text if len(text) <= 300 else shown(text, 300)
 
 
+def is_directory(path: str | Path) -> bool:
+    """Whether ``path`` names a directory; False for a name the system refuses (too long, a NUL byte), so
+    that the reader then says what is wrong with it in one line (``Path.is_dir`` raises on those)."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def read_text_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The UTF-8 text of a user's regular file of at most ``max_bytes``. A missing file, a
     directory, a FIFO or device (``/dev/zero``, which would never end, or a pipe, which would

@@ -64,11 +64,10 @@ def _count(text: str | None, flag: str) -> int:
 def resolve_model(name: str) -> tuple[TransformerConfig, ModelEntry | None]:
     """A config.json (a path ending .json, or a model folder holding one) or a catalog name / .toml file,
     with its catalog entry."""
-    from pathlib import Path
-
+    from rooftop.catalog.io import is_directory
     from rooftop.model.catalog import get_entry, load_hf_config
 
-    if name.endswith(".json") or ("/" in name and Path(name).is_dir()):
+    if name.endswith(".json") or ("/" in name and is_directory(name)):
         return load_hf_config(name), None
     entry = get_entry(name)
     return entry.config, entry

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, path_text, read_text_file, read_toml_file
+from rooftop.catalog.io import builtin_tomls, is_directory, path_text, read_text_file, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
 from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
 from rooftop.units import MAX_QUANTITY
@@ -128,7 +128,7 @@ def get_model(name: str) -> TransformerConfig:
     Hugging Face config.json (a path ending in .json)."""
     if name.endswith(".json"):
         return load_hf_config(name)
-    if "/" in name and Path(name).is_dir():  # a folder holding config.json (a catalog name has no '/')
+    if "/" in name and is_directory(name):  # a folder holding config.json (a catalog name has no '/')
         return load_hf_config(name)
     return get_entry(name).config
 
@@ -432,7 +432,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConf
     """Read a config.json with ``json.load`` (nothing in it is executed) and import it;
     the model is named after the file's folder unless ``name`` is given."""
     p = Path(path)
-    if p.is_dir():  # a model folder (as downloaded from the Hub): its config.json
+    if is_directory(p):  # a model folder (as downloaded from the Hub): its config.json
         p = p / "config.json"
     text = read_text_file(p, "config")  # a regular file of bounded size: not /dev/zero, not a FIFO
     where = path_text(p)

@@ -14,6 +14,8 @@ from rooftop.analysis.compare import OpPricing
 from rooftop.analysis.trace.events import MemorySample
 from rooftop.analysis.trace.ops import Step, StepMark
 
+NS_PER_S = 1e9  # a profile's start time (its Task Environment) is in nanoseconds
+
 
 @dataclasses.dataclass(frozen=True)
 class OpPart:
@@ -65,4 +67,4 @@ def clock_offsets(parts: Sequence[HostPart]) -> tuple[dict[str, float], bool]:
     if not parts or any(c is None for c in clocks):
         return {p.host: 0.0 for p in parts}, False
     first = min(c for c in clocks if c is not None)
-    return {p.host: ((p.clock_ns or first) - first) / 1e9 for p in parts}, True
+    return {p.host: ((p.clock_ns or first) - first) / NS_PER_S for p in parts}, True

@@ -42,8 +42,9 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, validate
-from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
+from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
 
 
 @dataclass(frozen=True)

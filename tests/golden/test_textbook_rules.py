@@ -14,10 +14,11 @@ from rooftop.cost.efficiency import IDEAL, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.explain import critical_tokens_per_chip
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.search import search
-from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh
+from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
 
 V5P = get_chip("tpu-v5p")
 LLAMA70 = get_model("llama-3-70b")

@@ -5,9 +5,10 @@ from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.search import search
-from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh
+from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
 
 CFG = get_model("llama-3-8b")
 H100 = get_chip("h100")

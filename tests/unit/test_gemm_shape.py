@@ -154,8 +154,9 @@ def test_training_planner_prices_small_tp_shards_slower() -> None:
     than at the plain matrix efficiency, and the same layout on a TPU v4 barely changes."""
     from rooftop.hardware.topology import parse_topology
     from rooftop.model.catalog import get_model
+    from rooftop.plan.train.comm import CommPricer
     from rooftop.plan.train.layout import Parallelism
-    from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh
+    from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
 
     cfg = get_model("llama-3-8b")
     par = Parallelism(dp=1, tp=8, microbatches=8, remat="full")

@@ -16,7 +16,7 @@ from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.phase import decode_step
-from rooftop.plan.train.step import CommPricer
+from rooftop.plan.train.comm import CommPricer
 
 H100 = get_chip("h100")
 MESH = make_mesh(parse_topology(H100, "1x8"), {"tp": 8})

@@ -12,8 +12,9 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.memory import param_tree
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, validate
-from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh, model_profile
+from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh, model_profile
 
 CFG = get_model("llama-2-7b")  # 32 layers, D=4096, 32 heads (MHA), F=11008
 

@@ -10,8 +10,9 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes
+from rooftop.plan.train.comm import CommPricer, node_limited_factor
 from rooftop.plan.train.layout import Parallelism
-from rooftop.plan.train.step import CommPricer, TrainingSetup, evaluate, layout_mesh, node_limited_factor
+from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
 from tests.conftest import run_cli
 
 H100 = get_chip("h100")
@@ -24,7 +25,13 @@ def _step(**changes: object):  # type: ignore[no-untyped-def]
     if overlap is not None:
         eff = eff.replace(ep_overlap=overlap)  # type: ignore[arg-type]
     setup = TrainingSetup(
-        get_model("deepseek-v3"), H100, parse_topology(H100, "256x8"), 4096, 4096, eff, **changes  # type: ignore[arg-type]
+        get_model("deepseek-v3"),
+        H100,
+        parse_topology(H100, "256x8"),
+        4096,
+        4096,
+        eff,
+        **changes,  # type: ignore[arg-type]
     )
     return setup, evaluate(setup, PAR, CommPricer(layout_mesh(setup.topology, PAR), H100, eff.network))
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from rooftop.cost.cost import Comm
 from rooftop.cost.roofline import Term, collective_term, host_term, roofline
+from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
 from rooftop.plan.train.profile import ModelProfile, gemm_shape_efficiency, op_roofline
@@ -32,12 +33,9 @@ from rooftop.plan.train.step import (
     COMM_PARTS,
     COMPUTE_PARTS,
     PARTS,
-    CommPricer,
-    Ledger,
     StepResult,
     TrainingSetup,
     _pp_boundary_bytes,
-    exposed_s,
     layout_mesh,
     optimizer_cost,
     profile_for,

@@ -8,8 +8,9 @@ from rooftop.cost.collectives import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.topology import Mesh, domains_spanned
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, validate
-from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
+from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
 from rooftop.units import format_bytes, format_duration, format_rate, plural
 
 

@@ -11,9 +11,10 @@ from rooftop.cost.efficiency import IDEAL
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.train.breakdown import StepPart, breakdown_of
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.explain import explain, no_layout_reason, tp_domains
 from rooftop.plan.train.search import SearchResult, search
-from rooftop.plan.train.step import CommPricer, StepResult, TrainingSetup, evaluate, layout_mesh
+from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
 from rooftop.units import SECONDS_PER_HOUR
 
 

@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rooftop.plan.train.comm import CommPricer, Ledger
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.profile import op_roofline
 from rooftop.plan.train.step import (
-    CommPricer,
-    Ledger,
     StepParts,
     StepResult,
     TrainingSetup,

@@ -30,11 +30,11 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.config import REMAT_POLICIES
+from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, divisors, microbatch_size, replica_batch, validate
 from rooftop.plan.train.memory import MemoryTerms, replicated_activations
 from rooftop.plan.train.profile import ModelProfile
 from rooftop.plan.train.step import (
-    CommPricer,
     StepParts,
     StepResult,
     TrainingSetup,

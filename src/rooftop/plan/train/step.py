@@ -45,19 +45,19 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from rooftop.cost.collectives import collective_time
-from rooftop.cost.cost import Comm, Cost
+from rooftop.cost.cost import Cost
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import roofline
 from rooftop.display import Displayed
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
-from rooftop.hardware.topology import Mesh, Topology, domains_spanned, make_mesh
+from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import TrainingPrecision, optimizer_update_cost
+from rooftop.plan.train.comm import CommPricer, Ledger, dp_exposed, layer_comm
 from rooftop.plan.train.layout import Parallelism, microbatch_size
-from rooftop.plan.train.memory import Shards, memory_per_chip, offload_s, params_per_chip
-from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums, model_profile, op_sums
+from rooftop.plan.train.memory import Shards, memory_per_chip, offload_s
+from rooftop.plan.train.profile import ModelProfile, OpSums, model_profile, op_sums
 
 #: the compute parts of a step (one per phase) and its communication parts hidden per layer
 COMPUTE_PARTS = ("compute_forward", "compute_backward", "compute_recompute")
@@ -111,52 +111,6 @@ class StepResult(Displayed):
     def hfu(self) -> float:
         """Hardware FLOPs utilization: as MFU but counting the remat recompute."""
         return self.hardware_flops_per_step / (self.chips * self.peak_flops_per_s * self.step_time_s)
-
-
-@dataclass
-class CommPricer:
-    """Collective times on one mesh, cached: cost/collectives.py's bandwidth term (network efficiency
-    included) is linear in bytes and its latency term constant, so each (kind, axes) is priced once
-    and time = max(bytes x seconds per byte, latency), as ``collective_time`` gives.
-
-    ``rates`` may be shared by the pricers of every mesh on one topology and chip (a search
-    does): it is keyed by where the axes lie (their segments), which is all a collective's
-    time depends on, so meshes that place an axis alike price it once."""
-
-    mesh: Mesh
-    chip: Chip
-    network_eff: float
-    rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
-    _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = field(default_factory=dict)
-    _placed: dict[str, tuple[str, tuple[object, ...]]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:  # where each axis of size > 1 lies
-        self._placed = {a.name: (a.name, a.segments) for a in self.mesh.axes if a.size > 1}
-
-    def time(self, kind: str, axes: tuple[str, ...], nbytes: float) -> float:
-        if nbytes <= 0:
-            return 0.0
-        rate = self._cache.get((kind, axes))
-        if rate is None:
-            rate = self._cache[(kind, axes)] = self._rate(kind, axes)
-        per_byte, lat = rate
-        if not per_byte and not lat:  # every axis has size 1: nothing moves
-            return 0.0
-        return max(nbytes * per_byte, lat)
-
-    def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float]:
-        """(seconds per byte, latency seconds); (0, 0) when every axis has size 1."""
-        axes = tuple(a for a in axes if a in self._placed)
-        if not axes:
-            return 0.0, 0.0
-        key = (kind, tuple(self._placed[a] for a in axes))
-        if key not in self.rates:
-            probe = 1 << 30
-            ct = collective_time(
-                Comm(kind, axes, float(probe)), self.mesh, self.chip, network_efficiency=self.network_eff
-            )
-            self.rates[key] = (ct.bandwidth_time_s / probe, ct.latency_time_s)
-        return self.rates[key]
 
 
 def layout_mesh(topology: Topology, par: Parallelism) -> Mesh:
@@ -268,7 +222,7 @@ def step_parts(
     (fl, fo), (bl, bo), (rl, ro) = sums.phases
     tokens_chip = b * setup.seq_len / par.cp
     shards = Shards.of(par)
-    e_tp, e_cp, e_fsdp, e_ep, uncovered = _layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
+    e_tp, e_cp, e_fsdp, e_ep, uncovered = layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
     per_mb = {
         "compute_forward": fl * layer_scale + fo,
         "compute_backward": bl * layer_scale + bo,
@@ -283,7 +237,7 @@ def step_parts(
         sums,
         tokens_chip,
         per_mb,
-        _dp_exposed(setup, par, prof, pricer, shards, uncovered, ledger),
+        dp_exposed(setup, par, prof, pricer, shards, uncovered, ledger),
         opt_params * setup.optimizer_s_per_param,
         offload_s(setup, par, opt_params, shards.params(prof, par), par.microbatches),
     )
@@ -339,219 +293,6 @@ def step_result(
 def _pp_boundary_bytes(setup: TrainingSetup, par: Parallelism, parts: StepParts) -> float:
     """Activations a stage sends to the next per microbatch (sequence-parallel over tp)."""
     return parts.tokens_chip * setup.cfg.d_model * setup.element_bytes[0] / par.tp
-
-
-@dataclass
-class Ledger:
-    """What a step's communication parts are made of, recorded while the step is priced (only when
-    a breakdown is asked for, so the search stays fast): per part, the collectives (kind, axes,
-    bytes per call -> calls per microbatch or per step) and the seconds hidden behind compute."""
-
-    comms: dict[str, dict[tuple[str, tuple[str, ...], float], float]] = field(default_factory=dict)
-    hidden: dict[str, float] = field(default_factory=dict)
-    #: per layer group, one layer's collectives per phase: {phase: {part: (seconds, exposed seconds)}}
-    layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
-    edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP all-gather, reduce-scatter (s)
-
-    def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
-        if nbytes > 0 and calls > 0:
-            per = self.comms.setdefault(part, {})
-            per[(kind, axes, nbytes)] = per.get((kind, axes, nbytes), 0.0) + calls
-
-    def hide(self, part: str, seconds: float) -> None:
-        self.hidden[part] = self.hidden.get(part, 0.0) + seconds
-
-
-def _hide(
-    avail: float, ring: float, core: float, tp: float, tp_overlap: float, fsdp: float, fsdp_overlap: float
-) -> tuple[float, float, float, float]:
-    """Hide one phase of one layer's communication behind its compute, each second of compute at most
-    once, in order: ring attention's shifts behind the attention core (``core``), then ``tp_overlap``
-    of the tensor-parallel collectives, then ``fsdp_overlap`` of the FSDP traffic, each behind the
-    compute still free. Returns (compute left free, hidden ring, hidden TP, hidden FSDP)."""
-    h_ring = min(ring, core if core < avail else avail)
-    avail -= h_ring
-    h_tp = min(tp, tp_overlap * avail)
-    avail -= h_tp
-    h_fsdp = min(fsdp, fsdp_overlap * avail)
-    return avail - h_fsdp, h_ring, h_tp, h_fsdp
-
-
-def exposed_s(total_s: float, hidden_s: float) -> float:
-    """What of ``total_s`` is not hidden: 0 when all of it is (not a rounding residue of 1e-18 s)."""
-    left = total_s - hidden_s
-    return left if left > 1e-12 * total_s else 0.0
-
-
-def _layer_comm(
-    setup: TrainingSetup,
-    par: Parallelism,
-    prof: ModelProfile,
-    sums: OpSums,
-    pricer: CommPricer,
-    shards: Shards,
-    tokens_chip: float,
-    ledger: Ledger | None = None,
-) -> tuple[float, float, float, float, float]:
-    """(exposed tensor-, context-, FSDP- and expert-parallel seconds of one microbatch on the fullest
-    stage, the backward compute left free for the data-parallel all-reduce).
-
-    Per layer and phase, compute hides communication at most once (``_hide``): ring attention's
-    K,V shifts behind the attention core, then ``tp_overlap`` of the tensor-parallel collectives,
-    then ``fsdp_overlap`` of the FSDP gathers (forward and backward) and gradient reduce-scatters
-    (backward) behind what is left, then ``ep_overlap`` of the expert all-to-alls behind what is left
-    of the compute outside the routed experts. The embedding and head's FSDP traffic (no layer
-    compute at the ends of the step) stays exposed."""
-    cfg, eff = setup.cfg, setup.efficiency
-    a_bytes, w_bytes, g_bytes = setup.element_bytes
-    layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
-    e_tp = e_cp = e_fsdp = e_ep = 0.0
-    recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
-    act = tokens_chip * cfg.d_model * a_bytes
-    tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
-    ring = kv = 0.0
-    if par.cp > 1:
-        kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
-        ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
-    uncovered = fill = 0.0
-    routed_factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg) if par.ep > 1 else 1.0
-    for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
-        n = g.count * layer_scale
-        ag = rs = 0.0
-        if par.fsdp > 1:
-            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n)
-        c = g.count
-        tp_b = (1 + recompute) * tp_one
-        left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
-        left, b_ring, b_tp, b_fsdp = _hide(
-            bwd / c, 2 * ring, core_b / c, tp_b, eff.tp_overlap, ag + rs, eff.fsdp_overlap
-        )
-        e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
-        e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
-        e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
-        if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
-            fill = min(f_fsdp, ag) + min(b_fsdp, rs)
-        routed = a2a = h_f = h_b = 0.0
-        if g.moe and par.ep > 1 and cfg.moe is not None:
-            routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
-            a2a = 2 * pricer.time("all-to-all", ("ep",), routed)  # dispatch and combine
-            # behind the compute outside the routed experts still free (attention, shared experts): what
-            # is left of the layer's compute, and of that compute less the attention core the ring took
-            h_f = min(a2a, eff.ep_overlap * min(left_f, max(0.0, dense_f / c - f_ring)))
-            h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, max(0.0, dense_b / c - b_ring)))
-            left -= h_b
-            e_ep += n * exposed_s((2 + recompute) * a2a, h_f + h_b)
-        uncovered += n * left
-        if ledger is not None:
-            ledger.hide("expert_parallel", n * (h_f + h_b))
-            ledger.layers[g.name] = {
-                "forward": {"tensor_parallel": (tp_one, tp_one - f_tp), "context_parallel": (ring, ring - f_ring),
-                            "fsdp": (ag, ag - f_fsdp), "expert_parallel": (a2a, a2a - h_f)},
-                "backward": {"tensor_parallel": (tp_b, tp_b - b_tp), "context_parallel": (2 * ring, 2 * ring - b_ring),
-                             "fsdp": (ag + rs, ag + rs - b_fsdp),
-                             "expert_parallel": ((1 + recompute) * a2a, (1 + recompute) * a2a - h_b)},
-            }  # fmt: skip
-            ledger.hide("context_parallel", n * (f_ring + b_ring))
-            ledger.hide("tensor_parallel", n * (f_tp + b_tp))
-            ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
-            ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
-            ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
-            ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
-            ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute) * 2)
-    e_fsdp += fill
-    if ledger is not None:
-        ledger.hide("fsdp", -fill)
-    if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
-        edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
-        axes = shards.dense_fsdp_axes
-        edge_ag, edge_rs = (
-            pricer.time("all-gather", axes, edge),
-            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
-        )
-        e_fsdp += 2 * edge_ag + edge_rs
-        if ledger is not None:
-            ledger.edge_fsdp = (edge_ag, edge_rs)
-            ledger.comm("fsdp", "all-gather", axes, edge, 2)
-            ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
-    return e_tp, e_cp, e_fsdp, e_ep, uncovered
-
-
-def node_limited_factor(max_nodes: int, mesh: Mesh, cfg: TransformerConfig) -> float:
-    """The share of a token's routed bytes that crosses nodes under node-limited routing (DeepSeek-V3
-    report, section 2.1.2: each token goes to experts on at most M nodes, sent once per node over the
-    scale-out fabric and forwarded to its experts there over NVLink): min(M, D) / k, where D = n (1 -
-    (1 - 1/n)^k) is the expected number of distinct nodes k uniformly routed experts fall on among the
-    n nodes the ep axis spans. 1 without a limit (``max_nodes`` 0), within one node, or for a dense model."""
-    if not max_nodes or cfg.moe is None or "ep" not in mesh.shape:
-        return 1.0
-    nodes = domains_spanned(mesh.axis("ep"))
-    if nodes <= 1:
-        return 1.0
-    k = cfg.moe.top_k
-    distinct = nodes * (1.0 - (1.0 - 1.0 / nodes) ** k)
-    return min(1.0, min(max_nodes, distinct) / k)
-
-
-def _fsdp_layer(
-    pricer: CommPricer,
-    par: Parallelism,
-    shards: Shards,
-    g: GroupProfile,
-    w_bytes: float,
-    g_bytes: float,
-    ledger: Ledger | None = None,
-    n: float = 1.0,
-) -> tuple[float, float]:
-    """One layer's FSDP weight all-gather and gradient reduce-scatter (routed experts only over the rest of fsdp)."""
-    dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
-    axes, grad = shards.dense_fsdp_axes, g_bytes / w_bytes
-    ag = pricer.time("all-gather", axes, dense_w)
-    rs = pricer.time("reduce-scatter", axes, dense_w * grad)
-    if shards.expert_fsdp > 1:
-        ag += pricer.time("all-gather", ("fsdp",), expert_w)
-        rs += pricer.time("reduce-scatter", ("fsdp",), expert_w * grad)
-    if ledger is not None:  # a gather forward and again backward, a reduce-scatter backward
-        ledger.comm("fsdp", "all-gather", axes, dense_w, 2 * n)
-        ledger.comm("fsdp", "reduce-scatter", axes, dense_w * grad, n)
-        if shards.expert_fsdp > 1:
-            ledger.comm("fsdp", "all-gather", ("fsdp",), expert_w, 2 * n)
-            ledger.comm("fsdp", "reduce-scatter", ("fsdp",), expert_w * grad, n)
-    return ag, rs
-
-
-def _dp_comms(
-    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, shards: Shards
-) -> list[tuple[tuple[str, ...], float]]:
-    """The gradient all-reduces of one step: (axes, bytes per chip)."""
-    g_bytes = setup.element_bytes[2]
-    dense_chip, expert_chip = params_per_chip(prof, par)
-    # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
-    out = [((*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)]
-    if shards.expert_dp > 1 or par.cp > 1:
-        out.append((("dp", "cp"), expert_chip / shards.expert_fsdp * g_bytes))
-    return out
-
-
-def _dp_exposed(
-    setup: TrainingSetup,
-    par: Parallelism,
-    prof: ModelProfile,
-    pricer: CommPricer,
-    shards: Shards,
-    uncovered: float,
-    ledger: Ledger | None = None,
-) -> float:
-    """The gradient all-reduce over dp (and cp) left after hiding behind ``dp_overlap`` of the last
-    microbatch's backward compute that the layers' own communication left free."""
-    dp_t = 0.0
-    for axes, nbytes in _dp_comms(setup, par, prof, shards):
-        dp_t += pricer.time("all-reduce", axes, nbytes)
-        if ledger is not None:
-            ledger.comm("data_parallel", "all-reduce", axes, nbytes, 1.0)
-    hidden = min(dp_t, setup.efficiency.dp_overlap * uncovered)
-    if ledger is not None and hidden:
-        ledger.hide("data_parallel", hidden)
-    return exposed_s(dp_t, hidden)
 
 
 def optimizer_cost(precision: TrainingPrecision, params: float = 1.0) -> Cost:

@@ -5,8 +5,8 @@ events each from a real profile: three JAX processes on the CPU profiled togethe
 (tests/fixtures/many_hosts/make_profiles.py). Host ``h`` is process ``h % 3``'s XSpace with its events
 repeated, each copy later by the span of the longest process's profile and its step numbers moved on,
 until it holds the events asked for, and every time moved by ``h`` x 10 us (the hosts' clocks apart).
-The XSpace is read and written with the protobuf runtime against a declared subset of ``xplane.proto``
-(tsl/profiler/protobuf/xplane.proto field numbers): fields not declared are carried through untouched.
+The XSpace is read and written with the protobuf runtime against the fuzz suite's declared subset of
+``xplane.proto`` (tests/fuzz/xspace.py): fields not declared are carried through untouched.
 
 Each run is a fresh process (``many_host_report``, as ``rooftop profile LOGDIR --workers N`` runs it):
 ``wall`` its time, ``cpu`` the CPU seconds of it and its workers, ``coordinator MiB`` its own peak resident
@@ -29,49 +29,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[1]
 SHIFT_NS = 10_000  # host h's clock is h x this later
 SEED_STEPS = 4
 
 
-@cache
 def _messages() -> dict[str, Any]:
-    """XSpace / XPlane / XLine / XEvent / XStat with the fields this benchmark moves (the rest kept unknown)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    """XSpace and its parts as message classes, from the fuzz suite's declared subset of xplane.proto (the
+    fields it does not declare are kept as unknown fields and written back untouched)."""
+    sys.path.insert(0, str(REPO))  # the repository, for its test helpers
+    from tests.fuzz.xspace import messages
 
-    fdp = descriptor_pb2.FieldDescriptorProto
-    schema = {
-        "XStat": [("metadata_id", 1, "int64"), ("int64_value", 4, "int64")],
-        "XEvent": [("metadata_id", 1, "int64"), ("offset_ps", 2, "int64"), ("stats", 4, "*XStat")],
-        "XLine": [("timestamp_ns", 3, "int64"), ("events", 4, "*XEvent"), ("duration_ps", 9, "int64")],
-        "XStatMetadata": [("id", 1, "int64"), ("name", 2, "string")],
-        "XPlane": [("name", 2, "string"), ("lines", 3, "*XLine"), ("stat_metadata", 5, "map:XStatMetadata")],
-        "XSpace": [("planes", 1, "*XPlane")],
-    }
-    file = descriptor_pb2.FileDescriptorProto(name="bench/xplane_moves.proto", package="bench.xp", syntax="proto3")
-    for name, fields in schema.items():
-        msg = file.message_type.add(name=name)
-        for field_name, number, kind in fields:
-            label = fdp.LABEL_REPEATED if kind[0] == "*" or kind.startswith("map:") else fdp.LABEL_OPTIONAL
-            kind = kind.lstrip("*")
-            if kind.startswith("map:"):
-                entry = msg.nested_type.add(name="StatMetadataEntry")
-                entry.options.map_entry = True
-                entry.field.add(name="key", number=1, label=fdp.LABEL_OPTIONAL, type=fdp.TYPE_INT64)
-                entry.field.add(name="value", number=2, label=fdp.LABEL_OPTIONAL, type=fdp.TYPE_MESSAGE,
-                                type_name=".bench.xp.XStatMetadata")  # fmt: skip
-                kind = f"{name}.StatMetadataEntry"
-            field = msg.field.add(name=field_name, number=number, label=label)
-            if hasattr(fdp, f"TYPE_{kind.upper()}"):
-                field.type = getattr(fdp, f"TYPE_{kind.upper()}")
-            else:
-                field.type, field.type_name = fdp.TYPE_MESSAGE, f".bench.xp.{kind}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"bench.xp.{n}")) for n in schema}
+    return messages()
 
 
 def span_ps(seed: bytes) -> int:
@@ -110,7 +82,7 @@ def amplified(seed: bytes, events: int, host: int, every_ps: int) -> bytes:
 
 
 def build(work: Path, hosts: int, events: int) -> Path:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for its test fixtures
+    sys.path.insert(0, str(REPO))  # the repository, for its test fixtures
     from tests.fixtures.many_hosts.make_profiles import make
 
     seed_run = make(work / "seed", processes=3, slow=2, steps=SEED_STEPS)

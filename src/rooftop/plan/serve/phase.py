@@ -168,7 +168,7 @@ def matmul_shape_factor(cost: ChipCost, chip: Chip, eff: Efficiency) -> float | 
     dtype = next((d for (u, d) in cost.groups["matmul"].flops_by if u == "matrix"), "bf16")
     peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
     matrix = sum(v for (u, _), v in cost.groups["matmul"].flops_by.items() if u == "matrix")
-    shaped = sum(cost.gemms[i][1] for i in range(len(cost.gemms)))
+    shaped = sum(f for _, f in cost.gemms)
     if matrix <= 0 or shaped <= 0:
         return None
     slow = 0.0

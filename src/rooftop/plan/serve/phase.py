@@ -43,10 +43,9 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from rooftop.cost.cost import Comm, Cost, CostTree, Gemm, OpTag
+from rooftop.cost.cost import Comm, Cost, CostTree, Gemm
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.gemm import shape_efficiency_array, tile_model
-from rooftop.cost.roofline import Estimate, Term, collective_term, flop_rate, memory_term, roofline
+from rooftop.cost.roofline import Term, collective_term, flop_rate, memory_term, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -55,7 +54,7 @@ from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_grou
 from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
 from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group
-from rooftop.sharding import tensor
+from rooftop.plan.serve.shapes import chip_gemm, matmul_shape_factor, mixed_gemms, shaped_estimate
 
 
 @dataclass(frozen=True)
@@ -125,57 +124,6 @@ def chip_cost(
         totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]
     weights_bytes, kv_bytes, other_bytes = totals
     return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, weights_bytes, kv_bytes, other_bytes, tuple(gemms))
-
-
-def _mixed_gemms(
-    dec: tuple[tuple[Gemm, float], ...], pre: tuple[tuple[Gemm, float], ...], share: float
-) -> tuple[tuple[Gemm, float], ...]:
-    """A mixed step's matmuls: each weight matmul runs once over the decode rows and the prompt chunk's rows
-    together (the same op in both, in model order); ``share`` of one prompt's prefill matmuls."""
-    scaled = tuple((replace(g, m=g.m * share), f * share) for g, f in pre if share > 0)
-    if not dec:
-        return scaled
-    if len(dec) != len(scaled) or any((a.n, a.k) != (b.n, b.k) for (a, _), (b, _) in zip(dec, scaled, strict=True)):
-        return dec + scaled  # not the same ops (MLA decodes with absorbed matmuls): each on its own
-    return tuple((replace(a, m=a.m + b.m), fa + fb) for (a, fa), (b, fb) in zip(dec, scaled, strict=True))
-
-
-def chip_gemm(gemm: Gemm, tag: OpTag, s: tensor.Share, cfg: TransformerConfig) -> Gemm:
-    """One chip's matmul of an op: the weight split (1 / ``s.weights`` ways) cuts the output features of a
-    column-parallel matmul or the contraction of a row-parallel one, the rest of the FLOPs share the rows
-    (attention data parallelism's requests); a routed expert's rows are its share of the assignments
-    (m / T each for the T = E (1 - (1 - k/E)^tokens) experts uniform routing touches, over the T x
-    ``s.weights`` experts and expert shards a chip holds)."""
-    ways = 1.0 / s.weights if s.weights > 0 else 1.0
-    rows = gemm.m * min(1.0, s.flops * ways)
-    if tag.expert and cfg.moe is not None:  # the experts the tokens touch (uniform routing), each its rows
-        e, k = cfg.moe.n_experts, cfg.moe.top_k
-        touched = e * (1.0 - (1.0 - k / e) ** (gemm.m / k))
-        return Gemm(rows / touched, gemm.n, gemm.k, max(1.0, touched / ways), gemm.out_bytes)
-    if tag.row_parallel:
-        return Gemm(rows, gemm.n, gemm.k / ways, gemm.batch, gemm.out_bytes)
-    return Gemm(rows, gemm.n / ways, gemm.k, gemm.batch, gemm.out_bytes)
-
-
-def matmul_shape_factor(cost: ChipCost, chip: Chip, eff: Efficiency) -> float | None:
-    """The matmul group's shape efficiency (cost/gemm.py), FLOP-weighted as the matmuls' times add; None
-    when the model is off or the chip has none."""
-    if not eff.matrix_shape or not cost.gemms:
-        return None
-    model = tile_model(chip)
-    if model is None:
-        return None
-    dtype = next((d for (u, d) in cost.groups["matmul"].flops_by if u == "matrix"), "bf16")
-    peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
-    matrix = sum(v for (u, _), v in cost.groups["matmul"].flops_by.items() if u == "matrix")
-    shaped = sum(f for _, f in cost.gemms)
-    if matrix <= 0 or shaped <= 0:
-        return None
-    slow = 0.0
-    for g, f in cost.gemms:
-        se = float(shape_efficiency_array(model, g.m, g.n, g.k, g.batch, g.out_bytes, peak, chip.hbm_bytes_per_s))
-        slow += f / se
-    return matrix / (slow + max(0.0, matrix - shaped))
 
 
 # ---------------------------------------------------------------- timing a phase
@@ -299,28 +247,16 @@ def _collectives(
 def _group_times(cost: ChipCost, chip: Chip, eff: Efficiency) -> tuple[dict, dict, float, list[Term]]:
     """Roofline of each op group: (time, bound, summed compute time, terms)."""
     group_s, group_bound, terms, compute_s = {}, {}, [], 0.0
-    shape = matmul_shape_factor(cost, chip, eff)
+    shape = matmul_shape_factor(cost.gemms, cost.groups["matmul"], chip, eff)
     for g in GROUPS:
         est = roofline(cost.groups[g], chip, efficiency=eff)
         if g == "matmul" and shape is not None and shape < 1:
-            est = _shaped(est, shape)
+            est = shaped_estimate(est, shape)
         group_s[g] = est.lower_bound_s
         group_bound[g] = "compute" if est.compute_s >= est.memory_s else "memory"
         compute_s += est.compute_s
         terms += [replace(t, name=f"{g}: {t.name}") for t in est.terms]
     return group_s, group_bound, compute_s, terms
-
-
-def _shaped(est: Estimate, shape: float) -> Estimate:
-    """``est`` with its matrix compute terms divided by the matmuls' shape efficiency (figure kept)."""
-    terms, compute = [], 0.0
-    for t in est.terms:
-        if t.kind == "compute" and t.figure("unit") == "matrix":
-            figures = (*t.figures, ("shape_efficiency", shape), ("gemm", "the weight matmuls"), ("shape_applied", True))
-            t = replace(t, seconds=t.seconds / shape, figures=figures)
-        compute += t.seconds if t.kind == "compute" else 0.0
-        terms.append(t)
-    return replace(est, compute_s=compute, terms=tuple(terms))
 
 
 def _phase_time(
@@ -552,7 +488,7 @@ def mixed_step(
         dec.weights_bytes,
         dec.kv_cache_bytes + share_ * pre.kv_cache_bytes,
         dec.other_bytes + share_ * pre.other_bytes,
-        _mixed_gemms(dec.gemms, pre.gemms, share_),
+        mixed_gemms(dec.gemms, pre.gemms, share_),
     )
     tokens = micro + max(1, round(prefill_tokens / pp)) if prefill_tokens else micro
     sequences = batch + math.ceil(prefill_tokens / prompt_len)

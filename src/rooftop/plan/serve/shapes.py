@@ -1,0 +1,82 @@
+"""How a serving step's weight matmuls use the matrix unit (cost/gemm.py's shape model): each op's per-chip
+matmul under a serving layout (``chip_gemm``), a mixed step's matmuls over decode and prompt-chunk rows
+together (``mixed_gemms``), the matmul group's shape efficiency (``matmul_shape_factor``) and its estimate
+with the matrix compute divided by it (``shaped_estimate``). plan/serve/phase.py prices the steps with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rooftop.cost.cost import Cost, Gemm, OpTag
+from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.gemm import shape_efficiency_array, tile_model
+from rooftop.cost.roofline import Estimate
+from rooftop.hardware.chip import Chip
+from rooftop.model.config import TransformerConfig
+from rooftop.sharding import tensor
+
+
+def chip_gemm(gemm: Gemm, tag: OpTag, s: tensor.Share, cfg: TransformerConfig) -> Gemm:
+    """One chip's matmul of an op: the weight split (1 / ``s.weights`` ways) cuts the output features of a
+    column-parallel matmul or the contraction of a row-parallel one, the rest of the FLOPs share the rows
+    (attention data parallelism's requests); a routed expert's rows are its share of the assignments
+    (m / T each for the T = E (1 - (1 - k/E)^tokens) experts uniform routing touches, over the T x
+    ``s.weights`` experts and expert shards a chip holds)."""
+    ways = 1.0 / s.weights if s.weights > 0 else 1.0
+    rows = gemm.m * min(1.0, s.flops * ways)
+    if tag.expert and cfg.moe is not None:  # the experts the tokens touch (uniform routing), each its rows
+        e, k = cfg.moe.n_experts, cfg.moe.top_k
+        touched = e * (1.0 - (1.0 - k / e) ** (gemm.m / k))
+        return Gemm(rows / touched, gemm.n, gemm.k, max(1.0, touched / ways), gemm.out_bytes)
+    if tag.row_parallel:
+        return Gemm(rows, gemm.n, gemm.k / ways, gemm.batch, gemm.out_bytes)
+    return Gemm(rows, gemm.n / ways, gemm.k, gemm.batch, gemm.out_bytes)
+
+
+def mixed_gemms(
+    dec: tuple[tuple[Gemm, float], ...], pre: tuple[tuple[Gemm, float], ...], share: float
+) -> tuple[tuple[Gemm, float], ...]:
+    """A mixed step's matmuls: each weight matmul runs once over the decode rows and the prompt chunk's rows
+    together (the same op in both, in model order); ``share`` of one prompt's prefill matmuls."""
+    scaled = tuple((replace(g, m=g.m * share), f * share) for g, f in pre if share > 0)
+    if not dec:
+        return scaled
+    if len(dec) != len(scaled) or any((a.n, a.k) != (b.n, b.k) for (a, _), (b, _) in zip(dec, scaled, strict=True)):
+        return dec + scaled  # not the same ops (MLA decodes with absorbed matmuls): each on its own
+    return tuple((replace(a, m=a.m + b.m), fa + fb) for (a, fa), (b, fb) in zip(dec, scaled, strict=True))
+
+
+def matmul_shape_factor(
+    gemms: tuple[tuple[Gemm, float], ...], matmuls: Cost, chip: Chip, eff: Efficiency
+) -> float | None:
+    """The shape efficiency of a step's matmul group (``matmuls``, its weight matmuls ``gemms``), FLOP-weighted
+    as the matmuls' times add; None when the model is off or the chip has none."""
+    if not eff.matrix_shape or not gemms:
+        return None
+    model = tile_model(chip)
+    if model is None:
+        return None
+    dtype = next((d for (u, d) in matmuls.flops_by if u == "matrix"), "bf16")
+    peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
+    matrix = sum(v for (u, _), v in matmuls.flops_by.items() if u == "matrix")
+    shaped = sum(f for _, f in gemms)
+    if matrix <= 0 or shaped <= 0:
+        return None
+    slow = 0.0
+    for g, f in gemms:
+        se = float(shape_efficiency_array(model, g.m, g.n, g.k, g.batch, g.out_bytes, peak, chip.hbm_bytes_per_s))
+        slow += f / se
+    return matrix / (slow + max(0.0, matrix - shaped))
+
+
+def shaped_estimate(est: Estimate, shape: float) -> Estimate:
+    """``est`` with its matrix compute terms divided by the matmuls' shape efficiency (figure kept)."""
+    terms, compute = [], 0.0
+    for t in est.terms:
+        if t.kind == "compute" and t.figure("unit") == "matrix":
+            figures = (*t.figures, ("shape_efficiency", shape), ("gemm", "the weight matmuls"), ("shape_applied", True))
+            t = replace(t, seconds=t.seconds / shape, figures=figures)
+        compute += t.seconds if t.kind == "compute" else 0.0
+        terms.append(t)
+    return replace(est, compute_s=compute, terms=tuple(terms))

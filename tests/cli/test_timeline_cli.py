@@ -111,6 +111,24 @@ def test_train_timeline_interleaved_is_near_the_model(tmp_path: Path) -> None:
     assert meta["step_time_s"] == pytest.approx(best["step_time_s"], rel=0.03)
 
 
+def test_train_timeline_of_a_balanced_interleaved_pipeline_is_the_models(tmp_path: Path) -> None:
+    """Llama 3 405B's pipeline (16 stages, 8 chunks each, the embedding and the head a chunk-slot each): every
+    chunk holds one layer, the first the embedding, the last the head and loss, and the schedule's step is
+    the model's within a few percent."""
+    path = tmp_path / "step.json"
+    code, out, err = run_cli("train", "llama-3.1-405b", "--chip", "h100", "--chips", "16384", "--batch-tokens",
+                             "16M", "--seq-len", "8192", "--fix", "dp=128,tp=8,pp=16,mb=16", "--top", "1", "--json",
+                             "--timeline", str(path))  # fmt: skip
+    assert code == 0, err
+    best = json.loads(out)["best"]
+    assert (best["parallelism"]["virtual_stages"], best["parallelism"]["pipeline_balance"]) == (8, True)
+    meta = json.loads(path.read_text())["otherData"]
+    assert meta["step_time_s"] == pytest.approx(best["step_time_s"], rel=0.03)
+    events, _procs, threads = _trace(path)
+    names = [e["name"] for e in events if threads[(e["pid"], e["tid"])] == "XLA Ops"]
+    assert names.count("layer 0 forward") == 16 and names.count("layer 125 backward") == 16
+
+
 def test_train_timeline_parts_add_up_to_the_model_breakdown(tmp_path: Path) -> None:
     best, events, _procs, threads, _ = _train(tmp_path, "tp=8,mb=4")
     br = best["breakdown_s"]

@@ -1,5 +1,6 @@
 """The planner against published runs (benchmarks/accuracy_training.py; sources cited there):
-Megatron-LM 2021 Table 1, PaLM 540B (46.2% MFU), Llama 3 405B (43/41/38% MFU)."""
+Megatron-LM 2021 Table 1, PaLM 540B (46.2% MFU), Llama 3 405B (43/41/38% MFU), each with its
+published layout. The bounds are issue #13's goal: median |MFU error| <= 10%, max <= 20%."""
 
 import statistics
 
@@ -7,16 +8,17 @@ from benchmarks.accuracy_training import predict, runs
 from rooftop.cost.efficiency import default_efficiency
 
 
-def test_median_mfu_error_under_15_percent() -> None:
+def test_median_mfu_error_within_10_percent_and_every_run_within_20() -> None:
     eff = default_efficiency("training")
-    errors = [abs(predict(r, eff)[0] - r.published) / r.published for r in runs()]
-    assert statistics.median(errors) < 0.15
-    assert max(errors) < 0.3
+    errors = {r.name: abs(predict(r, eff)[0] - r.published) / r.published for r in runs()}
+    assert statistics.median(errors.values()) <= 0.10
+    assert max(errors.values()) <= 0.20, max(errors, key=lambda k: errors[k])
 
 
-def test_palm_and_llama3_within_15_percent() -> None:
+def test_each_source_within_15_percent_median() -> None:
+    """No source is left behind by the others: the fit's objective (the largest per-source median)."""
     eff = default_efficiency("training")
-    for run in runs():
-        if "Megatron" not in run.name:
-            pred, _ = predict(run, eff)
-            assert abs(pred - run.published) / run.published < 0.15, run.name
+    by_source: dict[str, list[float]] = {}
+    for r in runs():
+        by_source.setdefault(r.source, []).append(abs(predict(r, eff)[0] - r.published) / r.published)
+    assert max(statistics.median(v) for v in by_source.values()) <= 0.15

@@ -142,7 +142,7 @@ def test_sequence_parallel_splits_the_norm_regions_korthikanti() -> None:
 
     assert sequence_region_bytes_per_token(get_model("llama-3-8b"), 4096) == 32 * 4 * 4096 * 2
     assert sequence_region_bytes_per_token(get_model("llama-3-8b"), 4096, "full") == 32 * 1 * 4096 * 2  # input only
-    base = "dp=1,tp=8,pp=4,microbatches=8,remat=none"
+    base = "dp=1,tp=8,pp=4,microbatches=8,remat=none,pipeline_balance=0"
     sp, _ = _pinned(base)
     no_sp, _ = _pinned(base + ",sequence_parallel=0")
     tokens = 64 // 8 * 4096  # one microbatch of 8 sequences per replica
@@ -171,3 +171,52 @@ def test_tp_across_nvlink_domains_is_explained_against_the_best_tp_inside_one() 
     assert "tp=8 " in inside
     pinned = plan_training(setup, {"tp": 8}).ranked[0]
     assert pinned.step_time_s >= best.step_time_s
+
+
+def test_a_balanced_split_moves_layers_off_the_head_stage_llama3() -> None:
+    """Llama 3 405B on 16 stages (Dubey 2024, section 3.3.2: one layer each off the first and last stages).
+    With the head worth 0.63 of a layer, k = 7 layers on the last stage gives max(7.63, ceil(119 / 15) = 8)
+    = 8, against 8.63 for k = 8; the even split keeps ceil(126 / 16) = 8 layers and the head on top.
+    Interleaved 8 ways, the 128 slots make 8 a stage, the last stage's head in one of them."""
+    from rooftop.plan.train.layout import Parallelism, StageSplit, stage_split
+
+    assert stage_split(126, Parallelism(pp=16, pipeline_balance=True), 0.63) == StageSplit(7, 8)
+    assert stage_split(126, Parallelism(pp=16), 0.63) == StageSplit(8, 8)
+    assert stage_split(126, Parallelism(pp=16, virtual_stages=8, pipeline_balance=True), 0.63) == StageSplit(7, 8)
+    assert stage_split(128, Parallelism(pp=16, pipeline_balance=True), 0.6) == StageSplit(8, 8)  # 9 elsewhere: worse
+    assert stage_split(32, Parallelism(pp=1, pipeline_balance=True), 0.6) == StageSplit(32, 0)
+    # the pacing stage: the last one when its layers and head take longest, else the fullest other one
+    assert StageSplit(7, 8).pace(1.0, 0.63) == (8, 0.0)
+    assert StageSplit(8, 8).pace(1.0, 0.63) == (8, 1.0)
+
+
+@pytest.mark.parametrize("layers", [24, 32, 61, 80, 126, 128])
+@pytest.mark.parametrize("pp", [2, 4, 8, 16])
+@pytest.mark.parametrize("head", [0.0, 0.3, 0.63, 2.2])
+def test_a_balanced_split_is_never_slower_than_the_even_one(layers: int, pp: int, head: float) -> None:
+    from rooftop.plan.train.layout import Parallelism, stage_split
+
+    def work(balance: bool) -> float:
+        layers_on, outside = stage_split(layers, Parallelism(pp=pp, pipeline_balance=balance), head).pace(1.0, head)
+        return layers_on + outside * head
+
+    assert work(True) <= work(False)
+
+
+def test_the_planner_balances_llama3_and_interleaves_it_8_ways() -> None:
+    """With the embedding and head counted as a layer each, 126 layers fill 16 x 8 chunks of one (the
+    search tries v = 8 only then); a balanced split that cannot interleave evenly is refused by name."""
+    from rooftop.plan.train.search import interleave_options
+
+    assert 8 in interleave_options(126, 16, balance=True) and 8 not in interleave_options(126, 16)
+    setup = TrainingSetup(get_model("llama-3.1-405b"), H100, parse_topology(H100, "2048x8"), 2048, 8192,
+                          default_efficiency("training"))  # fmt: skip
+    best = plan_training(setup, {"dp": 128, "tp": 8, "pp": 16}, top=1).ranked[0]
+    assert (best.parallelism.virtual_stages, best.parallelism.pipeline_balance) == (8, True)
+    with pytest.raises(InvalidConfigError, match="pp x virtual_stages=128 exceeds n_layers=126"):  # even split
+        plan_training(setup, {"dp": 128, "tp": 8, "pp": 16, "virtual_stages": 8, "pipeline_balance": False}, top=1)
+    with pytest.raises(InvalidConfigError, match=r"pipeline_balance with virtual_stages=3 needs n_layers \+ 2 = 128"):
+        from rooftop.plan.train.layout import Parallelism, validate
+
+        validate(Parallelism(dp=128, tp=8, pp=16, microbatches=16, virtual_stages=3, pipeline_balance=True),
+                 setup.cfg, 16384, 2048, 8192)  # fmt: skip

@@ -43,6 +43,7 @@ def step_dict(r: StepResult, parts: list[StepPart]) -> dict[str, Any]:
             "zero_stage": p.zero_stage,
             "offload": p.offload,
             "sequence_parallel": p.sequence_parallel,
+            "pipeline_balance": p.pipeline_balance,
             "label": p.label(),
         },
         "step_time_s": r.step_time_s,

@@ -28,7 +28,7 @@ from rooftop.cost.roofline import Term, collective_term, host_term, roofline
 from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
-from rooftop.plan.train.profile import ModelProfile, gemm_shape_efficiency, op_roofline
+from rooftop.plan.train.profile import ModelProfile, gemm_shape_efficiency, op_roofline, op_sums, stage_pace
 from rooftop.plan.train.step import (
     COMM_PARTS,
     COMPUTE_PARTS,
@@ -73,9 +73,9 @@ def _bound(terms: tuple[Term, ...], default: str) -> str:
 def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -> list[StepPart]:
     b = microbatch_size(setup.global_batch, par)
     table, flops, nbytes = op_roofline(prof, par, b)
-    cfg, chip, eff = setup.cfg, setup.chip, setup.efficiency
-    layer_scale = -(-cfg.n_layers // par.pp) / cfg.n_layers
-    weight = np.where(prof.in_layers, layer_scale, 1.0) * par.microbatches
+    chip, eff = setup.chip, setup.efficiency
+    layer_scale, head = stage_pace(prof, par, op_sums(prof, par, b))
+    weight = np.where(prof.in_layers, layer_scale, head) * par.microbatches
     total_flops = flops.sum(axis=-1) if flops.ndim > 1 else flops
     shape = gemm_shape_efficiency(prof, par, b)
     out = []

@@ -8,7 +8,6 @@ cost/collectives.py.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,7 +18,7 @@ from rooftop.hardware.topology import Mesh, domains_spanned
 from rooftop.model.config import TransformerConfig
 from rooftop.plan.train.layout import Parallelism
 from rooftop.plan.train.memory import Shards, params_per_chip
-from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums
+from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums, stage_pace
 
 if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
@@ -134,7 +133,7 @@ def layer_comm(
     compute at the ends of the step) stays exposed."""
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
-    layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
+    layer_scale = stage_pace(prof, par, sums)[0]
     e_tp = e_cp = e_fsdp = e_ep = 0.0
     recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
     act = tokens_chip * cfg.d_model * a_bytes

@@ -42,6 +42,10 @@ class Parallelism:
     ``microbatches``: gradient-accumulation steps per replica (also the pipeline's microbatches).
     ``virtual_stages``: interleaved pipeline chunks per stage (Narayanan 2021).
     ``sequence_parallel``: Megatron SP in the norm/dropout regions (Korthikanti 2022).
+    ``pipeline_balance``: the pipeline split counts the ops outside the layers (the output head and loss
+    on the last stage): the last stage takes fewer layers so that no stage runs longer than it must
+    (Llama 3, Dubey 2024, section 3.3.2; Megatron-Core's ``account_for_loss_in_pipeline_split``). Off:
+    every stage holds up to ceil(L / pp) layers and the last runs the head on top (Megatron-LM 2021).
     """
 
     dp: int = 1
@@ -56,6 +60,7 @@ class Parallelism:
     offload: str = "none"
     virtual_stages: int = 1
     sequence_parallel: bool = True
+    pipeline_balance: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages"):
@@ -133,10 +138,17 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
         raise InvalidConfigError(
             f"tp={par.tp} neither divides nor is a multiple of n_kv_heads={kv}; valid: {_valid(kv, par.tp)}"
         )
-    stages = par.pp * par.virtual_stages
-    if stages > cfg.n_layers:  # uneven stages are allowed: the stage with ceil(L / pp) layers sets the pace
+    stages, room = par.pp * par.virtual_stages, max_chunks(cfg.n_layers, par.pp, par.pipeline_balance)
+    if stages > room:  # uneven stages are allowed: stage_split says which sets the pace
         raise InvalidConfigError(
-            f"pp x virtual_stages={stages} exceeds n_layers={cfg.n_layers}: every stage needs at least one layer"
+            f"pp x virtual_stages={stages} exceeds "
+            + (f"n_layers + 2={room}: every chunk needs a layer, or the embedding or the head"
+               if par.pipeline_balance else f"n_layers={room}: every stage needs at least one layer")
+        )  # fmt: skip
+    if par.pipeline_balance and not balance_fits(cfg.n_layers, par.pp, par.virtual_stages):
+        raise InvalidConfigError(
+            f"pipeline_balance with virtual_stages={par.virtual_stages} needs n_layers + 2 = {cfg.n_layers + 2} "
+            f"(the embedding and the head a layer each) to split evenly into pp x virtual_stages = {stages} chunks"
         )
     _check_div("cp", par.cp, "seq_len", seq_len)
     if par.cp > 1 and (seq_len // par.cp) % 2:
@@ -171,6 +183,61 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
             f"the interleaved schedule (virtual_stages={par.virtual_stages}) sends microbatches round the {par.pp} "
             f"stages in groups of pp: microbatches={par.microbatches} must be a multiple of pp={par.pp}"
         )
+
+
+def max_chunks(n_layers: int, pp: int, balance: bool) -> int:
+    """The most pipeline chunks (pp x virtual stages) ``n_layers`` layers fill: one layer each, and with a
+    balanced split (``pipeline_balance``) a chunk each for the embedding and for the head and loss alone
+    (Llama 3 section 3.3.2: 126 layers over 16 stages, the first chunk only the embedding, the last only
+    the head)."""
+    return n_layers + 2 if balance and pp > 1 else n_layers
+
+
+@dataclass(frozen=True)
+class StageSplit:
+    """How a layout's layers fall on its pipeline stages: ``last`` on the last stage, which also runs the ops
+    outside the layers (embedding, head, loss: counted there, as the embedding's cost is small), and ``most``
+    the most on any other stage."""
+
+    last: int
+    most: int
+
+    def pace(self, layer_s: float, outside_s: float) -> tuple[int, float]:
+        """(layers, 1 or 0: whether it runs the ops outside the layers) of the stage that takes longest, from
+        a layer's time and the outside ops' time on one microbatch."""
+        if self.last * layer_s + outside_s >= self.most * layer_s:
+            return self.last, 1.0
+        return self.most, 0.0
+
+    @property
+    def held(self) -> int:
+        """The most layers any stage holds (memory)."""
+        return max(self.last, self.most)
+
+
+def balance_fits(n_layers: int, pp: int, v: int) -> bool:
+    """Whether a balanced split interleaves ``v`` ways: the embedding and the head count as a layer each and
+    the n_layers + 2 slots fill the pp x v chunks evenly (Llama 3: 128 slots, 8 chunks of one on 16 stages)."""
+    return v == 1 or (n_layers + 2) % (pp * v) == 0
+
+
+def stage_split(n_layers: int, par: Parallelism, head_layers: float) -> StageSplit:
+    """The stages' layers under ``par`` (``head_layers``: the outside ops' work in layers of average work).
+    Even split: up to ceil(L / pp) layers a stage, the last one's counted in full. Balanced
+    (``pipeline_balance``), one chunk a stage: the last stage takes the k layers that minimize
+    max(k + head_layers, ceil((L - k) / (pp - 1))), the most work any stage then has, the larger k on a
+    tie; interleaved: (L + 2) / pp slots a stage (balance_fits), the last stage's head in one of them."""
+    if par.pp == 1:
+        return StageSplit(n_layers, 0)
+    even = -(-n_layers // par.pp)
+    if not par.pipeline_balance:
+        return StageSplit(even, even)
+    if par.virtual_stages > 1:
+        slots = (n_layers + 2) // par.pp
+        return StageSplit(slots - 1, slots)
+    others = par.pp - 1
+    k = min(range(even + 1), key=lambda k: (max(k + head_layers, -(-(n_layers - k) // others)), -k))
+    return StageSplit(k, -(-(n_layers - k) // others))
 
 
 def microbatch_size(global_batch: int, par: Parallelism) -> int:

@@ -6,14 +6,13 @@ link when state is offloaded (``offload_transfers``, timed by cost/roofline.host
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from rooftop.cost.roofline import host_term
 from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
-from rooftop.plan.train.layout import Parallelism
+from rooftop.plan.train.layout import Parallelism, stage_split
 from rooftop.plan.train.profile import ModelProfile
 
 if TYPE_CHECKING:
@@ -58,10 +57,10 @@ class Shards:
 
 def params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
     """(dense, routed-expert) parameters per chip of the fullest pipeline stage, before
-    FSDP/ZeRO sharding: ceil(L / pp) layers' weights plus the embedding and head (the first
+    FSDP/ZeRO sharding: the most layers a stage holds (layout.stage_split) plus the embedding and head (the first
     and last stages hold them; counting both is the conservative choice), over tp; routed
     experts also over ep."""
-    share = math.ceil(prof.n_layers / par.pp) / prof.n_layers
+    share = stage_split(prof.n_layers, par, prof.head_layers).held / prof.n_layers
     return (prof.dense_layer_params * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
 
 
@@ -148,7 +147,7 @@ class MemoryTerms:
             shards.params(prof, par),
             shards.params(prof, par, over_dp=True),
             setup.cfg.n_layers,
-            math.ceil(setup.cfg.n_layers / par.pp),
+            stage_split(setup.cfg.n_layers, par, prof.head_layers).held,
             tokens_chip,
             par.tp,
             min(par.microbatches, par.pp) if par.pp > 1 else 1,

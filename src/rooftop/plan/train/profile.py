@@ -27,7 +27,7 @@ from rooftop.model.memory import (
     sequence_region_bytes_per_token,
 )
 from rooftop.model.transformer import model_costs, train_leaves
-from rooftop.plan.train.layout import Parallelism
+from rooftop.plan.train.layout import Parallelism, stage_split
 
 _DEFAULT_DTYPES = Dtypes()
 
@@ -102,6 +102,14 @@ class ModelProfile:
     def phase_masks(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
         """Per phase (forward, backward, recompute): (layer ops, ops outside the layers)."""
         return tuple((self.in_layers & (self.phase == p), ~self.in_layers & (self.phase == p)) for p in range(3))
+
+    @cached_property
+    def head_layers(self) -> float:
+        """The ops outside the layers (embedding, head, loss) in layers of average work, by FLOPs: what a
+        balanced pipeline split counts them as (layout.stage_split)."""
+        flops = self.flops.sum(axis=-1) if self.flops.ndim > 1 else self.flops
+        layer = float(flops[self.in_layers].sum()) / max(self.n_layers, 1)
+        return float(flops[~self.in_layers].sum()) / layer if layer > 0 else 0.0
 
     @cached_property
     def in_layers(self) -> np.ndarray:
@@ -306,3 +314,11 @@ def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
             float(np.sum(np.where(cb, 0.0, t))),
         )
     return found
+
+
+def stage_pace(prof: ModelProfile, par: Parallelism, sums: OpSums) -> tuple[float, float]:
+    """(the share of the model's layers, 1 or 0 for the ops outside them) that the pipeline stage setting
+    the pace runs per microbatch (layout.stage_split; with pp = 1, all of them)."""
+    split = stage_split(prof.n_layers, par, prof.head_layers)
+    layers, outside = split.pace(sum(p[0] for p in sums.phases) / prof.n_layers, sum(p[1] for p in sums.phases))
+    return layers / prof.n_layers, outside

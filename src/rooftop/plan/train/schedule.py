@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rooftop.plan.train.comm import CommPricer, Ledger
-from rooftop.plan.train.layout import Parallelism, microbatch_size
+from rooftop.plan.train.layout import Parallelism, microbatch_size, stage_split
 from rooftop.plan.train.profile import op_roofline
 from rooftop.plan.train.step import (
     StepParts,
@@ -119,12 +119,25 @@ def _layer_times(setup: TrainingSetup, par: Parallelism) -> tuple[list[str], dic
     return order, per_group, outside
 
 
-def _split(n: int, parts: int) -> list[range]:
-    """``n`` layers over ``parts`` virtual stages, as evenly as possible (the first ones one more)."""
+def _sizes(n: int, parts: int) -> list[int]:
+    """``n`` layers over ``parts`` chunks, as evenly as possible (the first ones one more)."""
     q, r = divmod(n, parts)
+    return [q + (j < r) for j in range(parts)]
+
+
+def _split(n: int, p: int, v: int, last: int, balance: bool = False) -> list[range]:
+    """``n`` layers over the ``p`` x ``v`` virtual stages, as evenly as possible; balanced
+    (layout.stage_split): with one chunk a stage, the last holds ``last`` of them and the others the rest
+    evenly; interleaved, every chunk (n + 2) / (p v) slots, the first one's embedding and the last one's head
+    in one slot each."""
+    if not balance or p == 1:
+        sizes = _sizes(n, p * v)
+    elif v == 1:
+        sizes = [*_sizes(n - last, p - 1), last]
+    else:
+        sizes = [(n + 2) // (p * v) - (vs in (0, p * v - 1)) for vs in range(p * v)]
     out, at = [], 0
-    for j in range(parts):
-        size = q + (j < r)
+    for size in sizes:
         out.append(range(at, at + size))
         at += size
     return out
@@ -189,7 +202,7 @@ def step_schedule(setup: TrainingSetup, par: Parallelism) -> StepSchedule:
     result = step_result(setup, par, pricer, prof, parts)
     order, per_group, outside = _layer_times(setup, par)
     p, v, m = par.pp, par.virtual_stages, par.microbatches
-    blocks = _split(len(order), p * v)
+    blocks = _split(len(order), p, v, stage_split(len(order), par, prof.head_layers).last, par.pipeline_balance)
     coarse = m * len(order) * 6 > MAX_SLICES
     send = pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts)) if p > 1 else 0.0
     chunks = {}

@@ -31,7 +31,14 @@ from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.config import REMAT_POLICIES
 from rooftop.plan.train.comm import CommPricer
-from rooftop.plan.train.layout import Parallelism, divisors, microbatch_size, replica_batch, validate
+from rooftop.plan.train.layout import (
+    Parallelism,
+    balance_fits,
+    divisors,
+    microbatch_size,
+    replica_batch,
+    validate,
+)
 from rooftop.plan.train.memory import MemoryTerms, replicated_activations
 from rooftop.plan.train.profile import ModelProfile
 from rooftop.plan.train.step import (
@@ -51,7 +58,7 @@ FIXABLE = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages
 FIXABLE_TEXT = ("remat", "offload")
 #: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
 #: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
-FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout")
+FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance")
 #: most layouts one search evaluates (each costs about 0.2 ms; DeepSeek-V3 on 98,304 GPUs has 44,073):
 #: a larger space is an error asking for pinned degrees, not minutes of searching
 MAX_LAYOUTS = 50_000
@@ -107,12 +114,16 @@ def microbatch_options(per_replica: int, pp: int) -> list[int]:
     return sorted({m for m in (*divisors(per_replica), *powers, pp) if pp <= m <= top})
 
 
-def interleave_options(n_layers: int, pp: int) -> list[int]:
+def interleave_options(n_layers: int, pp: int, balance: bool = False) -> list[int]:
     """Virtual stages per device the search tries: 1, and with pp > 1 every v up to MAX_VIRTUAL_STAGES that
-    divides the layers per stage evenly, plus 2 and 4 where each chunk keeps at least 2 layers."""
+    divides the layers per stage evenly, plus 2 and 4 where each chunk keeps at least 2 layers. A balanced
+    split (``balance``) adds the v that its n_layers + 2 slots fill evenly (layout.balance_fits): 126
+    layers on 16 stages interleave 8 ways (Llama 3 405B)."""
     if pp == 1:
         return [1]
     even = {v for v in range(2, MAX_VIRTUAL_STAGES + 1) if n_layers % (pp * v) == 0}
+    if balance:
+        even |= {v for v in range(2, MAX_VIRTUAL_STAGES + 1) if balance_fits(n_layers, pp, v)}
     return sorted({1, *even, *(v for v in (2, 4) if n_layers >= 2 * pp * v)})
 
 
@@ -163,13 +174,17 @@ def _inner(
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
     per_replica = replica_batch(setup.global_batch, Parallelism(dp=dp, fsdp=fsdp))
     mbs = microbatch_options(per_replica, pp)
-    vs = interleave_options(cfg.n_layers, pp)
+    balance = bool(fix.get("pipeline_balance", True))
+    vs = interleave_options(cfg.n_layers, pp, balance)
+    if fix.get("pipeline_balance"):  # pinned on: only the interleavings it splits evenly
+        vs = [v for v in vs if balance_fits(cfg.n_layers, pp, v)]
     if "microbatches" in fix:  # a pinned count is honoured when the rules allow it (layout.validate says which)
         pinned = int(fix["microbatches"])  # type: ignore[call-overload]
         mbs = [pinned] if max(pp, 1) <= pinned <= per_replica else []
     if "virtual_stages" in fix:
         chunks = int(fix["virtual_stages"])  # type: ignore[call-overload]
-        vs = [chunks] if chunks == 1 or (pp > 1 and 1 < chunks and pp * chunks <= cfg.n_layers) else []
+        fits = pp * chunks <= cfg.n_layers or (balance and balance_fits(cfg.n_layers, pp, chunks))
+        vs = [chunks] if chunks == 1 or (pp > 1 and 1 < chunks and fits) else []
     for ep in _pick(eps, fix, "ep"):
         for m in mbs:
             for v in vs:
@@ -186,6 +201,7 @@ def _inner(
                     virtual_stages=v,
                     zero_stage=1 if dp > 1 else 0,
                     sequence_parallel=bool(fix.get("sequence_parallel", True)),
+                    pipeline_balance=balance and pp > 1 and balance_fits(cfg.n_layers, pp, v),
                 )
 
 

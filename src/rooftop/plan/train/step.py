@@ -7,7 +7,8 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   small memory-bound ops cost what they cost), sharded evenly over tp x cp (Megatron with
   sequence parallelism; ring attention balanced over causal chunks), layers split over pp
   stages (the stage with ceil(L / pp) layers sets the pace, the last stage also runs the
-  unembedding and loss). Weights are read per op sharded over tp (and ep for experts).
+  unembedding and loss; with ``pipeline_balance`` the last stage takes fewer layers for them,
+  layout.stage_split). Weights are read per op sharded over tp (and ep for experts).
 - tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters of the
   layer's activations forward, the same backward (Korthikanti 2022, sequence parallelism),
   again under full remat; exposed except for ``tp_overlap``.
@@ -41,7 +42,6 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -57,7 +57,7 @@ from rooftop.model.memory import TrainingPrecision, optimizer_update_cost
 from rooftop.plan.train.comm import CommPricer, Ledger, dp_exposed, layer_comm
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, memory_per_chip, offload_s
-from rooftop.plan.train.profile import ModelProfile, OpSums, model_profile, op_sums
+from rooftop.plan.train.profile import ModelProfile, OpSums, model_profile, op_sums, stage_pace
 
 #: the compute parts of a step (one per phase) and its communication parts hidden per layer
 COMPUTE_PARTS = ("compute_forward", "compute_backward", "compute_recompute")
@@ -215,18 +215,17 @@ def step_parts(
 ) -> StepParts:
     """StepParts of ``par`` under the profile of its remat policy; ``ledger`` (when given) records
     every collective and hidden second for the step's terms (``step_breakdown``)."""
-    cfg = setup.cfg
     b = microbatch_size(setup.global_batch, par)
     sums = op_sums(prof, par, b)
-    layer_scale = math.ceil(cfg.n_layers / par.pp) / cfg.n_layers
+    layer_scale, head = stage_pace(prof, par, sums)
     (fl, fo), (bl, bo), (rl, ro) = sums.phases
     tokens_chip = b * setup.seq_len / par.cp
     shards = Shards.of(par)
     e_tp, e_cp, e_fsdp, e_ep, uncovered = layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
     per_mb = {
-        "compute_forward": fl * layer_scale + fo,
-        "compute_backward": bl * layer_scale + bo,
-        "compute_recompute": rl * layer_scale + ro,
+        "compute_forward": fl * layer_scale + fo * head,
+        "compute_backward": bl * layer_scale + bo * head,
+        "compute_recompute": rl * layer_scale + ro * head,
         "tensor_parallel": e_tp,
         "context_parallel": e_cp,
         "fsdp": e_fsdp,

@@ -39,6 +39,28 @@ prefills one prompt per step (batch-1 prefill, inserted into a free slot) betwee
 every running sequence, i.e. the prefill-first scheduler with a token budget of one prompt. The
 steady state of that scheduler with the slots as closed-loop clients gives the throughput.
 
+How each engine keeps and reads the KV cache in decode (``ServingLayout`` fields, set per row from
+the engine's own documentation and code, not fitted):
+
+- JSP rows, ``static_cache_len`` = 2048 (the row's "cache length"): jetstream-pytorch as of these
+  rows (commits b7ebb23, 2024-03-22, and 04f1401, 2024-04-02, either side of the 2024-03-28 runs;
+  ``jetstream_pt/layers.py`` ``Attention.forward`` and the cache managers) keeps each layer's cache as one array
+  cache_k[batch, heads, max_cache_length, head_dim] and runs decode attention as one einsum over the
+  whole of it with an additive mask, so every decode step reads all 2048 positions of all 96 (48)
+  slots whatever each request's length; and the slots are allocated at that length (96 x 2048 of
+  Llama 2 7B in bf16 is 12.9 GB of the 16 GiB per chip, which is why the row stops at 96).
+  Before: the model read each request's own ~511-token context, 4x too little for these rows.
+- TRT091 rows of Mistral 7B and Mixtral 8x7B, ``kv_reads_per_query_head``: v0.9.0's performance.md
+  says the GQA generation kernels (XQA) are "experimental and not enabled by default" and enables
+  them (``export TRTLLM_ENABLE_XQA=1``) only in its Llama 2 70B and Falcon 180B recipes "where our
+  tests displayed performance benefits"; the default generation kernel is the masked multi-head
+  attention kernel, "the 'vanilla' implementation that uses a single CUDA thread-block per head"
+  (docs/source/gpt_attention.md, "Generation Phase"), i.e. one block per query head, each reading
+  its KV head's cache itself; XQA is what removes that ("reducing data loading", TensorRT-LLM blog
+  "New XQA-kernel provides 2.4x more Llama-70B throughput", 2024-01). So Mistral / Mixtral (32 query
+  heads over 8 KV heads) read their cache 4 times per step; Llama 2 7B is MHA (no change) and Llama
+  2 70B runs XQA. Before: every row read each KV head once.
+
 TPOT: none of the visible rows publishes a time per output token, so none is scored (the
 throughput rows contain it, with the prefill).
 
@@ -70,6 +92,10 @@ from rooftop.plan.serve.batching import layout_step, steady_state
 from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import ServingRequest, evaluate_point
 
+#: jetstream-pytorch's cache length of the JSP rows ("cache length" column): a fixed-shape cache
+JSP_CACHE_LEN = 2048
+#: the TRT091 models whose recipe in performance.md enables the XQA GQA kernel (Falcon 180B too, not scored)
+TRT091_XQA_MODELS = ("llama-2-70b",)
 FP8 = Dtypes("fp8", "fp8", "fp8")
 BF16 = Dtypes()
 INT8_WEIGHTS_KV = Dtypes("int8", "bf16", "int8")
@@ -90,6 +116,8 @@ class Row:
     metric: str  # "tokens_per_s_per_chip" or "ttft_s"
     measured: float
     continuous: bool = False  # continuous batching (JetStream), else a static batch (TensorRT-LLM)
+    static_cache_len: int = 0  # decode attends over a fixed-shape cache of this length (jetstream-pytorch)
+    kv_reads_per_query_head: bool = False  # decode attention without a GQA kernel (TensorRT-LLM without XQA)
 
 
 def _trt(chip: str, model: str, label: str, b: int, tp: int, p: int, g: int, tput: float) -> Row:
@@ -107,6 +135,7 @@ def _trt(chip: str, model: str, label: str, b: int, tp: int, p: int, g: int, tpu
         FP8,
         "tokens_per_s_per_chip",
         tput,
+        kv_reads_per_query_head=model not in TRT091_XQA_MODELS,
     )
 
 
@@ -144,6 +173,7 @@ def _jsp(model: str, label: str, dtype: str, b: int, tput: float) -> Row:
         "tokens_per_s_per_chip",
         tput / 8,
         continuous=True,
+        static_cache_len=JSP_CACHE_LEN,
     )
 
 
@@ -214,7 +244,9 @@ def predict(row: Row, eff: Efficiency | None = None) -> tuple[float, bool]:
     req = ServingRequest(
         get_model(row.model), chip, topology, row.prompt_len, row.gen_len, row.dtypes, batch=row.batch, efficiency=eff
     )
-    layout = sl.ServingLayout(tp=row.tp)
+    layout = sl.ServingLayout(
+        tp=row.tp, static_cache_len=row.static_cache_len, kv_reads_per_query_head=row.kv_reads_per_query_head
+    )
     mesh = make_mesh(topology, layout.mesh_axes())
     if row.continuous:
         t = Traffic(

@@ -16,7 +16,10 @@ Decode step (one new token for each of ``batch`` sequences at context S), per ch
            CUDA graph (more than graph_max_batch tokens), the host's time to issue the kernels
            beyond the device's time of the step: max(0, kernels x kernel_eager_s - device time)
          + scheduling: step_s + step_per_seq_s x sequences of the step
-    memory = weights (read once per step per chip) + KV cache of every sequence + activations.
+    memory = weights (read once per step per chip) + KV cache of every sequence + activations;
+    the cache as the engine reads it (ServingLayout): a fixed-shape cache whole
+    (``static_cache_len`` positions per slot), and once per query head for a kernel without a
+    GQA path (``query_head_reads``).
 
 The matmul group is memory-bound below the critical batch ~ F x beta_w / (2 x BW) (F: peak FLOPs/s
 of the compute dtype, beta_w: bytes per weight; "How to Scale Your Model" Part 7: decode is
@@ -86,6 +89,18 @@ def _expert_imbalance(cfg: TransformerConfig, ep: int, expert_weight_bytes: floa
     return max(touched / ep, min(touched, 1.0)) / (touched / ep)
 
 
+def query_head_reads(cfg: TransformerConfig, layout: ServingLayout) -> float:
+    """How many times a decode step reads each chip's KV cache: 1 for a kernel that reads a KV head
+    once for its whole group of query heads (FlashDecoding, TensorRT-LLM's XQA, vLLM's paged
+    attention), the chip's query heads per KV head it holds when the kernel reads it once per query
+    head (``layout.kv_reads_per_query_head``: TensorRT-LLM's masked multi-head attention, one thread
+    block per query head): (N / tp) / (K / min(tp, K)). MLA's latent cache: 1."""
+    if not layout.kv_reads_per_query_head or cfg.mla is not None:
+        return 1.0
+    k, tp = cfg.n_kv_heads, layout.attention_tp
+    return (cfg.n_heads / tp) / (k / min(tp, k))
+
+
 @lru_cache(maxsize=256)
 def _model_leaves(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) -> tuple[CostTree, ...]:
     """The model's priced ops for one workload: the same for every layout of a sweep, so priced once
@@ -99,6 +114,9 @@ def chip_cost(
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
     expert parallelism, grouped into matmul / attention / elementwise ops; ``weights=False`` leaves
     the weight reads out (a part of a step whose weights another part already reads)."""
+    if workload.phase == "decode" and layout.static_cache_len:
+        workload = replace(workload, kv_len=layout.static_cache_len)
+    reads = query_head_reads(cfg, layout) if workload.phase == "decode" else 1.0
     leaves = _model_leaves(cfg, workload, dtypes)
     experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
@@ -118,7 +136,7 @@ def chip_cost(
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
         w, k = cost.bytes_of("weights"), cost.bytes_of("kv_cache")
         w_chip = w * s.weights * (imbalance if tag.expert else 1.0) if weights else 0.0
-        k_chip = k * s.kv
+        k_chip = k * s.kv * (reads if tag.category == "attention" else 1.0)
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip
         totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]

@@ -225,7 +225,8 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
             for split in _splits(req, t, e):
                 if t % e or t % max(split.values(), default=1):
                     continue
-                layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p), **split)
+                kv_batch, attn_dp = split.get("kv_batch", 1), split.get("attn_dp", 1)
+                layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p), kv_batch=kv_batch, attn_dp=attn_dp)
                 if _valid(cfg, layout):
                     out.append(layout)
     if pins and not out:

@@ -9,11 +9,13 @@ import pytest
 from rooftop.cost.efficiency import default_efficiency
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
+from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes, Workload
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.phase import chip_cost, query_head_reads
+from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 
 MISTRAL = get_model("mistral-7b")  # 32 layers, 32 query heads, 8 KV heads of 128
 LLAMA2_7B = get_model("llama-2-7b")  # 32 layers, 32 query and KV heads of 128, d_model 4096
@@ -98,3 +100,27 @@ def test_engine_fields_stay_out_of_the_layout_degrees() -> None:
     layout = ServingLayout(tp=8, static_cache_len=2048, kv_reads_per_query_head=True)
     assert layout.as_dict() == ServingLayout(tp=8).as_dict()
     assert layout.label() == "tp=8 x1"
+
+
+# ---------------------------------------------------------------- the planner takes the engine's fields
+
+
+def test_the_planner_lays_out_every_candidate_with_the_engines_cache() -> None:
+    v5e = get_chip("tpu-v5e")
+    req = ServingRequest(
+        LLAMA2_7B, v5e, parse_topology(v5e, "2x4"), 219, 292, BF16, static_cache_len=2048, kv_reads_per_query_head=True
+    )
+    plan = plan_serving(req)
+    assert plan.layouts and all(s.layout.static_cache_len == 2048 for s in plan.layouts)
+    assert all(s.layout.kv_reads_per_query_head for s in plan.layouts)
+    tp8 = next(s for s in plan.layouts if s.layout.tp == 8)
+    usable = 0.9 * 16 * 2**30  # serving.toml: 90% of v5e's 16 GiB
+    per_slot = 2048 * (32 * 2 * 32 * 128 * 2) / 8  # 2,048 positions of a slot, split over 8 chips by heads
+    weights = sl.weights_per_chip_bytes(LLAMA2_7B, tp8.layout, "bf16")
+    assert tp8.max_batch == int((usable - weights) // per_slot)
+
+
+def test_the_request_refuses_a_negative_cache_length() -> None:
+    v5e = get_chip("tpu-v5e")
+    with pytest.raises(InvalidConfigError, match="static_cache_len"):
+        ServingRequest(LLAMA2_7B, v5e, parse_topology(v5e, "2x4"), 219, 292, static_cache_len=-1)

@@ -56,7 +56,9 @@ the engine's own documentation and code, not fitted):
   tests displayed performance benefits"; the default generation kernel is the masked multi-head
   attention kernel, "the 'vanilla' implementation that uses a single CUDA thread-block per head"
   (docs/source/gpt_attention.md, "Generation Phase"), i.e. one block per query head, each reading
-  its KV head's cache itself; XQA is what removes that ("reducing data loading", TensorRT-LLM blog
+  its KV head's cache itself (the launch grid is {num_heads, batch_size}, query heads:
+  ``mmha_launch_kernel_ex`` in cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
+  decoderMaskedMultiheadAttentionLaunch.h); XQA is what removes that ("reducing data loading", TensorRT-LLM blog
   "New XQA-kernel provides 2.4x more Llama-70B throughput", 2024-01). So Mistral / Mixtral (32 query
   heads over 8 KV heads) read their cache 4 times per step; Llama 2 7B is MHA (no change) and Llama
   2 70B runs XQA. Before: every row read each KV head once.

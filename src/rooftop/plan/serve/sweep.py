@@ -321,7 +321,7 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
         tokens_per_s / layout.chips,
         layout.replicas * batch / step.time_s,
         prefill_batch_s,
-        kv_cache_bytes(cfg, batch, req.max_context_len, dt.kv_cache),
+        kv_cache_bytes(cfg, batch, layout.static_cache_len or req.max_context_len, dt.kv_cache),
         mem,
         mem.fits,
         step.bound,

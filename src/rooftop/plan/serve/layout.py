@@ -64,7 +64,7 @@ class ServingLayout:
     head_dim] and runs decode attention as one einsum over all of it, masked; 0: each sequence's own
     context, as paged or ragged kernels read it); ``kv_reads_per_query_head`` marks a decode
     attention kernel that reads a KV head once per query head of its group instead of once for the
-    group (plan/serve/phase.query_head_reads)."""
+    group (query_head_reads)."""
 
     tp: int = 1
     ep: int = 1
@@ -287,6 +287,18 @@ def layout_share(
     if layout.kv_batch > 1 and tag.split == "attention":
         return dataclasses.replace(s, kv=s.kv * (busiest or 1 / layout.kv_batch))
     return s
+
+
+def query_head_reads(cfg: TransformerConfig, layout: ServingLayout) -> float:
+    """How many times a decode step reads each chip's KV cache: 1 for a kernel that reads a KV head
+    once for its whole group of query heads (FlashDecoding, TensorRT-LLM's XQA, vLLM's paged
+    attention), the chip's query heads per KV head it holds when the kernel reads it once per query
+    head (``layout.kv_reads_per_query_head``: TensorRT-LLM's masked multi-head attention, one thread
+    block per query head): (N / tp) / (K / min(tp, K)). MLA's latent cache: 1."""
+    if not layout.kv_reads_per_query_head or cfg.mla is not None:
+        return 1.0
+    k, tp = cfg.n_kv_heads, layout.attention_tp
+    return (cfg.n_heads / tp) / (k / min(tp, k))
 
 
 def busiest_fraction(layout: ServingLayout, batch: int) -> float:

@@ -16,10 +16,8 @@ Decode step (one new token for each of ``batch`` sequences at context S), per ch
            CUDA graph (more than graph_max_batch tokens), the host's time to issue the kernels
            beyond the device's time of the step: max(0, kernels x kernel_eager_s - device time)
          + scheduling: step_s + step_per_seq_s x sequences of the step
-    memory = weights (read once per step per chip) + KV cache of every sequence + activations;
-    the cache as the engine reads it (ServingLayout): a fixed-shape cache whole
-    (``static_cache_len`` positions per slot), and once per query head for a kernel without a
-    GQA path (``query_head_reads``).
+    memory = weights (read once per step per chip) + KV cache as the engine reads it (a fixed-shape
+    cache whole; per query head without a GQA kernel: ServingLayout) + activations.
 
 The matmul group is memory-bound below the critical batch ~ F x beta_w / (2 x BW) (F: peak FLOPs/s
 of the compute dtype, beta_w: bytes per weight; "How to Scale Your Model" Part 7: decode is
@@ -56,7 +54,7 @@ from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group
+from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group, query_head_reads
 from rooftop.plan.serve.shapes import chip_gemm, matmul_shape_factor, mixed_gemms, shaped_estimate
 
 
@@ -87,18 +85,6 @@ def _expert_imbalance(cfg: TransformerConfig, ep: int, expert_weight_bytes: floa
     moe_layers = sum(g.count for g in layer_groups(cfg) if g.moe)
     touched = expert_weight_bytes / (per_expert * w_bytes * moe_layers)
     return max(touched / ep, min(touched, 1.0)) / (touched / ep)
-
-
-def query_head_reads(cfg: TransformerConfig, layout: ServingLayout) -> float:
-    """How many times a decode step reads each chip's KV cache: 1 for a kernel that reads a KV head
-    once for its whole group of query heads (FlashDecoding, TensorRT-LLM's XQA, vLLM's paged
-    attention), the chip's query heads per KV head it holds when the kernel reads it once per query
-    head (``layout.kv_reads_per_query_head``: TensorRT-LLM's masked multi-head attention, one thread
-    block per query head): (N / tp) / (K / min(tp, K)). MLA's latent cache: 1."""
-    if not layout.kv_reads_per_query_head or cfg.mla is not None:
-        return 1.0
-    k, tp = cfg.n_kv_heads, layout.attention_tp
-    return (cfg.n_heads / tp) / (k / min(tp, k))
 
 
 @lru_cache(maxsize=256)

@@ -39,6 +39,47 @@ prefills one prompt per step (batch-1 prefill, inserted into a free slot) betwee
 every running sequence, i.e. the prefill-first scheduler with a token budget of one prompt. The
 steady state of that scheduler with the slots as closed-loop clients gives the throughput.
 
+How each engine keeps and reads the KV cache in decode (``ServingLayout`` fields, set per row from
+the engine's own documentation and code, not fitted):
+
+- JSP rows, ``static_cache_len`` = 2048 (the row's "cache length"): jetstream-pytorch as of these
+  rows (commits b7ebb23, 2024-03-22, and 04f1401, 2024-04-02, either side of the 2024-03-28 runs;
+  ``jetstream_pt/layers.py`` ``Attention.forward`` and the cache managers) keeps each layer's cache as one array
+  cache_k[batch, heads, max_cache_length, head_dim] and runs decode attention as one einsum over the
+  whole of it with an additive mask, so every decode step reads all 2048 positions of all 96 (48)
+  slots whatever each request's length; and the slots are allocated at that length (96 x 2048 of
+  Llama 2 7B in bf16 is 12.9 GB of the 16 GiB per chip, which is why the row stops at 96).
+  Before: the model read each request's own ~511-token context, 4x too little for these rows.
+- TRT091 rows of Mistral 7B and Mixtral 8x7B, ``kv_reads_per_query_head``: v0.9.0's performance.md
+  says the GQA generation kernels (XQA) are "experimental and not enabled by default" and enables
+  them (``export TRTLLM_ENABLE_XQA=1``) only in its Llama 2 70B and Falcon 180B recipes "where our
+  tests displayed performance benefits"; the default generation kernel is the masked multi-head
+  attention kernel, "the 'vanilla' implementation that uses a single CUDA thread-block per head"
+  (docs/source/gpt_attention.md, "Generation Phase"), i.e. one block per query head, each reading
+  its KV head's cache itself (the launch grid is {num_heads, batch_size}, query heads:
+  ``mmha_launch_kernel_ex`` in cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
+  decoderMaskedMultiheadAttentionLaunch.h); XQA is what removes that ("reducing data loading", TensorRT-LLM blog
+  "New XQA-kernel provides 2.4x more Llama-70B throughput", 2024-01). So Mistral / Mixtral (32 query
+  heads over 8 KV heads) read their cache 4 times per step; Llama 2 7B is MHA (no change) and Llama
+  2 70B runs XQA. Before: every row read each KV head once.
+
+Where the error is left (what the rows show; nothing below is modelled, for want of a source):
+
+- Mixtral 8x7B on TensorRT-LLM v0.9.0 is over-predicted where its MoE GEMMs run many rows (the
+  2048-token TTFT 3x too fast; the throughput rows with a large prefill share or batch, +77% to
+  +152%), and close where the step reads weights (128/2048, 2048/2048: -22% to +39%): the grouped
+  expert GEMMs reached about a third of the dense GEMMs' efficiency. Its precision is not settled
+  either: FP8 for Mixtral is listed as new in the v0.10.0 release notes ("Added FP8 quantization
+  support for Mixtral"; NVIDIA/TensorRT-LLM issue #1229: not exportable with v0.9.0's quantize.py),
+  yet bf16 weights cannot be read in the H100 row's 13.4 ms at 128 tokens (46.7 GB per GPU at
+  tp 2 take 13.9 ms at the peak 3.35 TB/s), so the rows stay FP8 as the table says.
+- Short-prompt TTFT (128 tokens) is 20-43% under: gptSessionBenchmark times a whole
+  ``GptSession::generate`` call, and the excess is a constant per call (it does not scale with
+  HBM bandwidth: the H100 - H200 gaps, 0.6 ms for Llama 2 7B and 1.8 ms for 70B at tp 4, equal
+  the weight-read gaps), larger with tp (about 2 ms at tp 1, 8 ms at tp 4). The benchmark runs
+  without ``--enable_cuda_graph`` (off unless given), but an eager host-bound step would make the
+  H100 and H200 times equal, which they are not.
+
 TPOT: none of the visible rows publishes a time per output token, so none is scored (the
 throughput rows contain it, with the prefill).
 
@@ -59,7 +100,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rooftop.cost.efficiency import IDEAL, Efficiency
+from rooftop.cost.efficiency import IDEAL, Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
@@ -70,6 +111,10 @@ from rooftop.plan.serve.batching import layout_step, steady_state
 from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import ServingRequest, evaluate_point
 
+#: jetstream-pytorch's cache length of the JSP rows ("cache length" column): a fixed-shape cache
+JSP_CACHE_LEN = 2048
+#: the TRT091 models whose recipe in performance.md enables the XQA GQA kernel (Falcon 180B too, not scored)
+TRT091_XQA_MODELS = ("llama-2-70b",)
 FP8 = Dtypes("fp8", "fp8", "fp8")
 BF16 = Dtypes()
 INT8_WEIGHTS_KV = Dtypes("int8", "bf16", "int8")
@@ -90,6 +135,8 @@ class Row:
     metric: str  # "tokens_per_s_per_chip" or "ttft_s"
     measured: float
     continuous: bool = False  # continuous batching (JetStream), else a static batch (TensorRT-LLM)
+    static_cache_len: int = 0  # decode attends over a fixed-shape cache of this length (jetstream-pytorch)
+    kv_reads_per_query_head: bool = False  # decode attention without a GQA kernel (TensorRT-LLM without XQA)
 
 
 def _trt(chip: str, model: str, label: str, b: int, tp: int, p: int, g: int, tput: float) -> Row:
@@ -107,6 +154,7 @@ def _trt(chip: str, model: str, label: str, b: int, tp: int, p: int, g: int, tpu
         FP8,
         "tokens_per_s_per_chip",
         tput,
+        kv_reads_per_query_head=model not in TRT091_XQA_MODELS,
     )
 
 
@@ -144,6 +192,7 @@ def _jsp(model: str, label: str, dtype: str, b: int, tput: float) -> Row:
         "tokens_per_s_per_chip",
         tput / 8,
         continuous=True,
+        static_cache_len=JSP_CACHE_LEN,
     )
 
 
@@ -214,7 +263,9 @@ def predict(row: Row, eff: Efficiency | None = None) -> tuple[float, bool]:
     req = ServingRequest(
         get_model(row.model), chip, topology, row.prompt_len, row.gen_len, row.dtypes, batch=row.batch, efficiency=eff
     )
-    layout = sl.ServingLayout(tp=row.tp)
+    layout = sl.ServingLayout(
+        tp=row.tp, static_cache_len=row.static_cache_len, kv_reads_per_query_head=row.kv_reads_per_query_head
+    )
     mesh = make_mesh(topology, layout.mesh_axes())
     if row.continuous:
         t = Traffic(
@@ -227,6 +278,28 @@ def predict(row: Row, eff: Efficiency | None = None) -> tuple[float, bool]:
     ttft = inf.prefill(req.cfg, chip, mesh, layout, 1, row.prompt_len, row.dtypes, req.eff)
     point = evaluate_point(req, layout, mesh, row.batch, ttft)
     return float(getattr(point, row.metric)), point.fits
+
+
+def step_bound(row: Row) -> str:
+    """What dominates the priced step of ``row`` (PhaseTime.bound): the prompt's prefill for a
+    first-token row; else the decode step at the row's batch and mean context, with the prefill's
+    share of the static batch's time (JetStream: one prompt per slot refill)."""
+    chip = get_chip(row.chip)
+    topology = parse_topology(chip, row.topology)
+    eff = default_efficiency("serving", chip.kind)
+    cfg = get_model(row.model)
+    layout = sl.ServingLayout(
+        tp=row.tp, static_cache_len=row.static_cache_len, kv_reads_per_query_head=row.kv_reads_per_query_head
+    )
+    mesh = make_mesh(topology, layout.mesh_axes())
+    prompts = 1 if row.continuous or row.metric == "ttft_s" else row.batch
+    pre = inf.prefill(cfg, chip, mesh, layout, prompts, row.prompt_len, row.dtypes, eff)
+    if row.metric == "ttft_s":
+        return f"prefill {pre.bound}"
+    context = row.prompt_len + (row.gen_len + 1) // 2
+    dec = inf.decode_step(cfg, chip, mesh, layout, row.batch, context, row.dtypes, eff)
+    pre_s = pre.time_s * (row.batch if row.continuous else 1)
+    return f"decode {dec.bound}, prefill {pre_s / (pre_s + row.gen_len * dec.time_s):.0%}"
 
 
 def _fmt(metric: str, v: float) -> str:
@@ -246,7 +319,7 @@ def _groups(by_group: dict[tuple[str, str, str], list[float]]) -> dict[tuple[str
 def main() -> int:
     header = (
         f"{'#':>2} {'src':6} {'model':13} {'chip':7} {'tp':>2} {'batch':>5} {'P/G':>10} {'dtype':5} "
-        f"{'predicted':>17} {'measured':>17} {'error':>7} {'ideal err':>9}"
+        f"{'predicted':>17} {'measured':>17} {'error':>7} {'ideal err':>9}  step: bound, prefill share"
     )
     print(header)
     print("-" * len(header))
@@ -265,7 +338,7 @@ def main() -> int:
         print(
             f"{i:2d} {row.source:6} {row.model:13} {row.chip:7} {row.tp:2d} {row.batch:5d} "
             f"{f'{row.prompt_len}/{row.gen_len}':>10} {row.dtypes.weights:5} {_fmt(row.metric, pred):>17} "
-            f"{_fmt(row.metric, row.measured):>17} {err:+7.1%} {ierr:+9.1%}{flag}"
+            f"{_fmt(row.metric, row.measured):>17} {err:+7.1%} {ierr:+9.1%}  {step_bound(row)}{flag}"
         )
     every = errors["tokens_per_s_per_chip"] + errors["ttft_s"]
     print()

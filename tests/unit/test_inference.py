@@ -194,7 +194,7 @@ def test_max_batch_fills_usable_hbm() -> None:
     layout = ServingLayout(tp=16)
     weights = sl.weights_per_chip_bytes(L70, layout, "bf16")
     per_seq = 2560 * 327_680 / 8
-    expected = int((16 * 2**30 * 0.9 - weights) // per_seq)
+    expected = int((16 * 2**30 * 0.95 - weights) // per_seq)  # serving.toml: 95% of HBM usable on TPUs
     assert sl.max_batch(L70, V5E, layout, 2560, BF16, eff) == expected
     assert sl.max_batch(L70, V5E, ServingLayout(tp=8, replicas=2), 2560, BF16, eff) == 0  # 16.4 GiB of weights
 

@@ -75,6 +75,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="T",
         help=f"tokens per step of continuous batching, decode and prefill together (default {DEFAULT_TOKEN_BUDGET})",
     )
+    p.add_argument(
+        "--static-cache-len",
+        metavar="N",
+        help="the engine keeps a fixed-shape KV cache of N positions per decode slot, stored and read whole by every "
+        "decode step (an engine compiled for static shapes, e.g. jetstream-pytorch; default: each sequence's own "
+        "context, as paged kernels read it)",
+    )
+    p.add_argument(
+        "--kv-reads-per-query-head",
+        action="store_true",
+        help="the engine's decode attention has no GQA path: it reads each KV head once per query head "
+        "(e.g. TensorRT-LLM's masked multi-head attention without XQA)",
+    )
     p.add_argument("--price-per-chip-hour", metavar="USD", help="override the catalog price per chip-hour")
     p.add_argument(
         "--efficiency",
@@ -147,6 +160,8 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         concurrency=concurrency,
         scheduler=scheduler or "chunked",
         token_budget=_count(budget, "--token-budget") or DEFAULT_TOKEN_BUDGET,
+        static_cache_len=_count(getattr(args, "static_cache_len", None), "--static-cache-len") or 0,
+        kv_reads_per_query_head=bool(getattr(args, "kv_reads_per_query_head", False)),
     )
 
 

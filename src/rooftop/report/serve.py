@@ -144,6 +144,8 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "gen_len": req.gen_len,
         "decode_context_len": req.decode_context_len,
         "max_context_len": req.max_context_len,
+        "static_cache_len": req.static_cache_len,
+        "kv_reads_per_query_head": req.kv_reads_per_query_head,
         "dtypes": {
             "weights": dt.weights,
             "kv_cache": dt.kv_cache,

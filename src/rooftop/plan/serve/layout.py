@@ -55,7 +55,16 @@ DEGREES = ("tp", "ep", "pp", "replicas", "kv_batch", "attn_dp")
 class ServingLayout:
     """``replicas`` copies of the model, each on ``tp x pp`` chips; ``ep`` (MoE) divides tp;
     ``kv_batch`` (the cache split over the batch) and ``attn_dp`` (attention data-parallel ranks)
-    divide tp too, and at most one of them is above 1 (module docstring)."""
+    divide tp too, and at most one of them is above 1 (module docstring).
+
+    How the engine keeps and reads the cache (not degrees: ``as_dict`` and ``label`` leave them out):
+    ``static_cache_len`` > 0 is a fixed-shape cache of that many positions per decode slot, stored
+    whole and read whole by every decode step whatever the sequence's context (an engine compiled
+    for static shapes: jetstream-pytorch as of 2024-03 keeps cache_k[batch, heads, max_cache_len,
+    head_dim] and runs decode attention as one einsum over all of it, masked; 0: each sequence's own
+    context, as paged or ragged kernels read it); ``kv_reads_per_query_head`` marks a decode
+    attention kernel that reads a KV head once per query head of its group instead of once for the
+    group (query_head_reads)."""
 
     tp: int = 1
     ep: int = 1
@@ -63,8 +72,16 @@ class ServingLayout:
     replicas: int = 1
     kv_batch: int = 1
     attn_dp: int = 1
+    static_cache_len: int = 0
+    kv_reads_per_query_head: bool = False
 
     def __post_init__(self) -> None:
+        cache_len = self.static_cache_len
+        if not isinstance(cache_len, int) or isinstance(cache_len, bool) or cache_len < 0:
+            raise InvalidConfigError(
+                f"serving layout static_cache_len={shown(self.static_cache_len)} must be 0 (each sequence's own "
+                "context) or a positive number of cache positions"
+            )
         for name in DEGREES:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -199,8 +216,8 @@ def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> N
             if name in pins:
                 check(cfg, pins[name])
         if "tp" in pins:
-            split = {k: pins[k] for k in ("ep", "attn_dp", "kv_batch") if k in pins}
-            layout = ServingLayout(tp=pins["tp"], **split)
+            one = {k: pins.get(k, 1) for k in ("ep", "attn_dp", "kv_batch")}
+            layout = ServingLayout(tp=pins["tp"], ep=one["ep"], attn_dp=one["attn_dp"], kv_batch=one["kv_batch"])
             check_tp(cfg, layout.attention_tp)
             check_kv_batch(cfg, layout.tp, layout.kv_batch)
         elif pins.get("attn_dp", 1) > 1 and pins.get("kv_batch", 1) > 1:
@@ -272,6 +289,18 @@ def layout_share(
     return s
 
 
+def query_head_reads(cfg: TransformerConfig, layout: ServingLayout) -> float:
+    """How many times a decode step reads each chip's KV cache: 1 for a kernel that reads a KV head
+    once for its whole group of query heads (FlashDecoding, TensorRT-LLM's XQA, vLLM's paged
+    attention), the chip's query heads per KV head it holds when the kernel reads it once per query
+    head (``layout.kv_reads_per_query_head``: TensorRT-LLM's masked multi-head attention, one thread
+    block per query head): (N / tp) / (K / min(tp, K)). MLA's latent cache: 1."""
+    if not layout.kv_reads_per_query_head or cfg.mla is not None:
+        return 1.0
+    k, tp = cfg.n_kv_heads, layout.attention_tp
+    return (cfg.n_heads / tp) / (k / min(tp, k))
+
+
 def busiest_fraction(layout: ServingLayout, batch: int) -> float:
     """The fraction of a batch of ``batch`` sequences on the busiest attention rank or kv_batch shard:
     ceil(batch / ways) / batch (one prompt runs on one rank)."""
@@ -314,8 +343,11 @@ def weights_per_chip_bytes(cfg: TransformerConfig, layout: ServingLayout, weight
 def kv_cache_per_chip_bytes(
     cfg: TransformerConfig, layout: ServingLayout, batch: int, context_len: int, kv_dtype: str
 ) -> float:
-    """KV cache of ``batch`` sequences at ``context_len`` on one chip: / (``kv_split`` x pp)."""
-    return kv_cache_bytes(cfg, batch, context_len, kv_dtype) / (kv_split(cfg, layout) * layout.pp)
+    """KV cache of ``batch`` sequences at ``context_len`` on one chip: / (``kv_split`` x pp); a
+    fixed-shape cache (``layout.static_cache_len``) holds that many positions per sequence whatever
+    its context."""
+    positions = layout.static_cache_len or context_len
+    return kv_cache_bytes(cfg, batch, positions, kv_dtype) / (kv_split(cfg, layout) * layout.pp)
 
 
 @dataclass(frozen=True)

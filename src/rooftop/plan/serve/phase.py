@@ -16,7 +16,8 @@ Decode step (one new token for each of ``batch`` sequences at context S), per ch
            CUDA graph (more than graph_max_batch tokens), the host's time to issue the kernels
            beyond the device's time of the step: max(0, kernels x kernel_eager_s - device time)
          + scheduling: step_s + step_per_seq_s x sequences of the step
-    memory = weights (read once per step per chip) + KV cache of every sequence + activations.
+    memory = weights (read once per step per chip) + KV cache as the engine reads it (a fixed-shape
+    cache whole; per query head without a GQA kernel: ServingLayout) + activations.
 
 The matmul group is memory-bound below the critical batch ~ F x beta_w / (2 x BW) (F: peak FLOPs/s
 of the compute dtype, beta_w: bytes per weight; "How to Scale Your Model" Part 7: decode is
@@ -53,7 +54,7 @@ from rooftop.hardware.topology import Mesh
 from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.memory import mlp_parts
 from rooftop.model.transformer import model_costs
-from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group
+from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group, query_head_reads
 from rooftop.plan.serve.shapes import chip_gemm, matmul_shape_factor, mixed_gemms, shaped_estimate
 
 
@@ -99,6 +100,9 @@ def chip_cost(
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
     expert parallelism, grouped into matmul / attention / elementwise ops; ``weights=False`` leaves
     the weight reads out (a part of a step whose weights another part already reads)."""
+    if workload.phase == "decode" and layout.static_cache_len:
+        workload = replace(workload, kv_len=layout.static_cache_len)
+    reads = query_head_reads(cfg, layout) if workload.phase == "decode" else 1.0
     leaves = _model_leaves(cfg, workload, dtypes)
     experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
@@ -118,7 +122,7 @@ def chip_cost(
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
         w, k = cost.bytes_of("weights"), cost.bytes_of("kv_cache")
         w_chip = w * s.weights * (imbalance if tag.expert else 1.0) if weights else 0.0
-        k_chip = k * s.kv
+        k_chip = k * s.kv * (reads if tag.category == "attention" else 1.0)
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip
         totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]

@@ -77,6 +77,8 @@ class ServingRequest:
     concurrency: int | None = None  # continuous batching with this many clients (plan/serve/batching.py)
     scheduler: str = "chunked"
     token_budget: int = DEFAULT_TOKEN_BUDGET
+    static_cache_len: int = 0  # the engine's fixed-shape cache per slot (ServingLayout), 0: paged
+    kv_reads_per_query_head: bool = False  # the engine's decode kernel has no GQA path (ServingLayout)
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -93,6 +95,7 @@ class ServingRequest:
             raise InvalidConfigError("give a request rate or a concurrency, not both")
         # the scheduler, its budget and the concurrency are checked even when no traffic uses them
         _ = self.traffic or Traffic(self.prompt_len, self.gen_len, None, 1, self.scheduler, self.token_budget)
+        self.engine(ServingLayout())  # the engine's cache fields are checked where a layout takes them
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
         if self.fix:
@@ -106,6 +109,13 @@ class ServingRequest:
                 raise InvalidConfigError(
                     f"batch={self.batch} does not split into the pinned {what}; use a multiple of {unit}"
                 )
+
+    def engine(self, layout: ServingLayout) -> ServingLayout:
+        """``layout`` with how this request's engine keeps and reads the cache (ServingLayout's
+        ``static_cache_len`` and ``kv_reads_per_query_head``)."""
+        return dataclasses.replace(
+            layout, static_cache_len=self.static_cache_len, kv_reads_per_query_head=self.kv_reads_per_query_head
+        )
 
     @property
     def pins(self) -> dict[str, int]:
@@ -225,7 +235,9 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
             for split in _splits(req, t, e):
                 if t % e or t % max(split.values(), default=1):
                     continue
-                layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p), **split)
+                kv_batch, attn_dp = split.get("kv_batch", 1), split.get("attn_dp", 1)
+                layout = ServingLayout(tp=t, ep=e, pp=p, replicas=n // (t * p), kv_batch=kv_batch, attn_dp=attn_dp)
+                layout = req.engine(layout)
                 if _valid(cfg, layout):
                     out.append(layout)
     if pins and not out:
@@ -309,7 +321,7 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
         tokens_per_s / layout.chips,
         layout.replicas * batch / step.time_s,
         prefill_batch_s,
-        kv_cache_bytes(cfg, batch, req.max_context_len, dt.kv_cache),
+        kv_cache_bytes(cfg, batch, layout.static_cache_len or req.max_context_len, dt.kv_cache),
         mem,
         mem.fits,
         step.bound,
@@ -466,7 +478,7 @@ def min_slice(req: ServingRequest) -> MinSlice | None:
         if spec.max_chips and n > spec.max_chips:
             break
         for t in sorted((t for t in divisors(n) if t <= domain), reverse=True):
-            layout = ServingLayout(tp=t, pp=n // t)
+            layout = req.engine(ServingLayout(tp=t, pp=n // t))
             if not _valid(req.cfg, layout):
                 continue
             mem = sl.chip_memory(req.cfg, req.chip, layout, layout.pp, req.max_context_len, req.dtypes, req.eff)

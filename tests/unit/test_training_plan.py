@@ -220,3 +220,28 @@ def test_the_planner_balances_llama3_and_interleaves_it_8_ways() -> None:
 
         validate(Parallelism(dp=128, tp=8, pp=16, microbatches=16, virtual_stages=3, pipeline_balance=True),
                  setup.cfg, 16384, 2048, 8192)  # fmt: skip
+
+
+def test_fsdp_without_resharding_gathers_once_and_holds_the_weights() -> None:
+    """fsdp_reshard=0 (PyTorch's SHARD_GRAD_OP, Llama 3): a layer's weights stay gathered from its forward to its
+    backward. Llama 3 8B on one node, fsdp=8, 2 microbatches: 32 layers x 2 microbatches = 64 layer gathers
+    instead of 128, the same 64 gradient reduce-scatters, and the weights whole in HBM: 8 times the shard."""
+    from rooftop.model.memory import params_total
+
+    setup = TrainingSetup(get_model("llama-3-8b"), H100, parse_topology(H100, "1x8"), 16, 4096,
+                          default_efficiency("training"))  # fmt: skip
+    fix = {"fsdp": 8, "tp": 1, "microbatches": 2, "remat": "full"}
+    plans = {r: plan_training(setup, {**fix, "fsdp_reshard": bool(r)}, top=1) for r in (0, 1)}
+    layer_bytes = 2 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336 + 2 * 4096)  # a layer's bf16 weights
+    counts = {}
+    for r, plan in plans.items():
+        (fsdp,) = (p for p in plan.parts[0] if p.name == "fsdp")
+        figures = [dict(t.figures) for t in fsdp.terms if t.rule == "collective"]
+        counts[r] = {f["kind"]: f["count"] for f in figures if f["bytes"] == layer_bytes}
+    assert counts[0] == {"all-gather": 64, "reduce-scatter": 64}
+    assert counts[1] == {"all-gather": 128, "reduce-scatter": 64}
+    kept, resharded = (plans[r].ranked[0] for r in (0, 1))
+    assert not kept.parallelism.fsdp_reshard and resharded.parallelism.fsdp_reshard
+    assert kept.memory["weights"] == pytest.approx(8 * resharded.memory["weights"])
+    assert kept.memory["weights"] == pytest.approx(2 * params_total(get_model("llama-3-8b")))
+    assert kept.breakdown["fsdp"] <= resharded.breakdown["fsdp"]

@@ -44,6 +44,7 @@ def step_dict(r: StepResult, parts: list[StepPart]) -> dict[str, Any]:
             "offload": p.offload,
             "sequence_parallel": p.sequence_parallel,
             "pipeline_balance": p.pipeline_balance,
+            "fsdp_reshard": p.fsdp_reshard,
             "label": p.label(),
         },
         "step_time_s": r.step_time_s,

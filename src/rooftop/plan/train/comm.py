@@ -80,7 +80,7 @@ class Ledger:
     hidden: dict[str, float] = field(default_factory=dict)
     #: per layer group, one layer's collectives per phase: {phase: {part: (seconds, exposed seconds)}}
     layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
-    edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP all-gather, reduce-scatter (s)
+    edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP traffic forward, backward (s)
 
     def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
         if nbytes > 0 and calls > 0:
@@ -152,12 +152,13 @@ def layer_comm(
         c = g.count
         tp_b = (1 + recompute) * tp_one
         left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
+        b_ag = ag if par.fsdp_reshard else 0.0  # gathered again for the backward, or kept from the forward
         left, b_ring, b_tp, b_fsdp = _hide(
-            bwd / c, 2 * ring, core_b / c, tp_b, eff.tp_overlap, ag + rs, eff.fsdp_overlap
+            bwd / c, 2 * ring, core_b / c, tp_b, eff.tp_overlap, b_ag + rs, eff.fsdp_overlap
         )
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
-        e_fsdp += n * exposed_s(2 * ag + rs, f_fsdp + b_fsdp)
+        e_fsdp += n * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
         if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
             fill = min(f_fsdp, ag) + min(b_fsdp, rs)
         routed = a2a = h_f = h_b = 0.0
@@ -177,7 +178,7 @@ def layer_comm(
                 "forward": {"tensor_parallel": (tp_one, tp_one - f_tp), "context_parallel": (ring, ring - f_ring),
                             "fsdp": (ag, ag - f_fsdp), "expert_parallel": (a2a, a2a - h_f)},
                 "backward": {"tensor_parallel": (tp_b, tp_b - b_tp), "context_parallel": (2 * ring, 2 * ring - b_ring),
-                             "fsdp": (ag + rs, ag + rs - b_fsdp),
+                             "fsdp": (b_ag + rs, b_ag + rs - b_fsdp),
                              "expert_parallel": ((1 + recompute) * a2a, (1 + recompute) * a2a - h_b)},
             }  # fmt: skip
             ledger.hide("context_parallel", n * (f_ring + b_ring))
@@ -197,10 +198,11 @@ def layer_comm(
             pricer.time("all-gather", axes, edge),
             pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
         )
-        e_fsdp += 2 * edge_ag + edge_rs
+        b_edge_ag = edge_ag if par.fsdp_reshard else 0.0
+        e_fsdp += edge_ag + b_edge_ag + edge_rs
         if ledger is not None:
-            ledger.edge_fsdp = (edge_ag, edge_rs)
-            ledger.comm("fsdp", "all-gather", axes, edge, 2)
+            ledger.edge_fsdp = (edge_ag, b_edge_ag + edge_rs)
+            ledger.comm("fsdp", "all-gather", axes, edge, 1 + par.fsdp_reshard)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
     return e_tp, e_cp, e_fsdp, e_ep, uncovered
 
@@ -239,11 +241,12 @@ def _fsdp_layer(
     if shards.expert_fsdp > 1:
         ag += pricer.time("all-gather", ("fsdp",), expert_w)
         rs += pricer.time("reduce-scatter", ("fsdp",), expert_w * grad)
-    if ledger is not None:  # a gather forward and again backward, a reduce-scatter backward
-        ledger.comm("fsdp", "all-gather", axes, dense_w, 2 * n)
+    if ledger is not None:  # a gather forward (and again backward when resharded), a reduce-scatter backward
+        gathers = (1 + par.fsdp_reshard) * n
+        ledger.comm("fsdp", "all-gather", axes, dense_w, gathers)
         ledger.comm("fsdp", "reduce-scatter", axes, dense_w * grad, n)
         if shards.expert_fsdp > 1:
-            ledger.comm("fsdp", "all-gather", ("fsdp",), expert_w, 2 * n)
+            ledger.comm("fsdp", "all-gather", ("fsdp",), expert_w, gathers)
             ledger.comm("fsdp", "reduce-scatter", ("fsdp",), expert_w * grad, n)
     return ag, rs
 

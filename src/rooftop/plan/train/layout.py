@@ -46,6 +46,11 @@ class Parallelism:
     on the last stage): the last stage takes fewer layers so that no stage runs longer than it must
     (Llama 3, Dubey 2024, section 3.3.2; Megatron-Core's ``account_for_loss_in_pipeline_split``). Off:
     every stage holds up to ceil(L / pp) layers and the last runs the head on top (Megatron-LM 2021).
+    ``fsdp_reshard``: with fsdp > 1, a layer's weights are sharded again after its forward and gathered
+    again for its backward (PyTorch FSDP's FULL_SHARD / ``reshard_after_forward=True``, DeepSpeed ZeRO-3,
+    XLA's FSDP); off, they stay gathered from the forward to the backward: one gather a layer per
+    microbatch, and the stage's weights whole in HBM (PyTorch's SHARD_GRAD_OP / ``reshard_after_forward=
+    False``; Llama 3, Dubey 2024 section 3.3.2: "we do not reshard after forward computation").
     """
 
     dp: int = 1
@@ -61,6 +66,7 @@ class Parallelism:
     virtual_stages: int = 1
     sequence_parallel: bool = True
     pipeline_balance: bool = False
+    fsdp_reshard: bool = True
 
     def __post_init__(self) -> None:
         for name in ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages"):

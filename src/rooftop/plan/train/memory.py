@@ -123,6 +123,7 @@ class MemoryTerms:
 
     state: dict[str, float]  # bytes per parameter: weights, grads, master, optimizer
     held: float  # parameters one chip holds (over tp x pp x fsdp; experts over ep)
+    working: float  # of them, the weights it holds in the compute dtype (the stage's whole when not resharded)
     held_over_dp: float  # the same also sharded over dp (ZeRO-1/2 state)
     n_layers: int
     stage_layers: int
@@ -139,12 +140,14 @@ class MemoryTerms:
         shards = Shards.of(par)
         tokens_chip = b * setup.seq_len / par.cp
         buffers = 0.0
-        if par.fsdp > 1:
+        if par.fsdp > 1 and par.fsdp_reshard:  # gathered layers in flight (kept whole in ``working`` otherwise)
             biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
             buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
+        held = shards.params(prof, par)
         return MemoryTerms(
             state,
-            shards.params(prof, par),
+            held,
+            held if par.fsdp_reshard or par.fsdp == 1 else sum(params_per_chip(prof, par)),
             shards.params(prof, par, over_dp=True),
             setup.cfg.n_layers,
             stage_split(setup.cfg.n_layers, par, prof.head_layers).held,
@@ -165,7 +168,7 @@ class MemoryTerms:
         per_token = (act_bytes_per_token - replicated_per_token) / self.tp + replicated_per_token
         act = per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
-            "weights": 0.0 if offload == "params" else self.held * state["weights"],
+            "weights": 0.0 if offload == "params" else self.working * state["weights"],
             "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],
             "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
             "activations": act * self.in_flight,

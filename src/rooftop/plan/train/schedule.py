@@ -294,8 +294,8 @@ def _edge(ch: _Chunk, outside: np.ndarray, ledger: Ledger, fwd: bool) -> None:
     else:
         ch.run("embedding, head and loss recompute", float(outside[2]), "compute_recompute")
         ch.run("embedding, head and loss backward", float(outside[1]), "compute_backward")
-    ag, rs = ledger.edge_fsdp
-    edge = ag if fwd else ag + rs
+    forward_s, backward_s = ledger.edge_fsdp
+    edge = forward_s if fwd else backward_s
     if edge > 0:
         ch.comm({"fsdp": (edge, edge)}, "embedding and head", begin)
 

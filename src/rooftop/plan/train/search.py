@@ -58,7 +58,7 @@ FIXABLE = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages
 FIXABLE_TEXT = ("remat", "offload")
 #: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
 #: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
-FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance")
+FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard")
 #: most layouts one search evaluates (each costs about 0.2 ms; DeepSeek-V3 on 98,304 GPUs has 44,073):
 #: a larger space is an error asking for pinned degrees, not minutes of searching
 MAX_LAYOUTS = 50_000
@@ -202,6 +202,7 @@ def _inner(
                     zero_stage=1 if dp > 1 else 0,
                     sequence_parallel=bool(fix.get("sequence_parallel", True)),
                     pipeline_balance=balance and pp > 1 and balance_fits(cfg.n_layers, pp, v),
+                    fsdp_reshard=bool(fix.get("fsdp_reshard", True)),
                 )
 
 
@@ -212,7 +213,9 @@ def _variants(has_dp: bool, fix: dict[str, object]) -> list[Variant]:
     """Memory-saving variants of a layout (with dp > 1 or not), cheapest first."""
     remats = [str(fix["remat"])] if "remat" in fix else list(REMAT_ORDER)
     zeros = [int(fix["zero_stage"])] if "zero_stage" in fix else ([1, 2] if has_dp else [0])  # type: ignore[call-overload]
-    offloads = [str(fix["offload"])] if "offload" in fix else ["none", "optimizer", "params"]
+    # weights kept gathered from forward to backward (fsdp_reshard off) are not streamed from the host
+    streams = ["params"] if fix.get("fsdp_reshard", True) else []
+    offloads = [str(fix["offload"])] if "offload" in fix else ["none", "optimizer", *streams]
     # offload only when nothing fits on HBM; ZeRO-2 costs no time over ZeRO-1 here: try it before a heavier remat
     return [(offload, remat, zero) for offload in offloads for remat in remats for zero in zeros]
 

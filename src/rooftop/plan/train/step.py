@@ -15,12 +15,13 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.
 - FSDP / ZeRO-3: per layer per microbatch, all-gather the layer's weights forward and again
-  backward, reduce-scatter its gradients; prefetched one layer ahead (PyTorch FSDP's forward and
-  BACKWARD_PRE prefetch, ZeRO-3's prefetch bucket, XLA's scan), so each hides behind a layer's
-  compute and the excess is exposed, and the first gather of a microbatch's pass and its last
-  reduce-scatter, with no layer compute before or after them, are exposed whole (Rajbhandari 2020;
-  Zhao 2023 PyTorch FSDP). Under full remat the backward's one gather serves the recompute too (the
-  recompute runs inside the layer's backward, after its gather).
+  backward (not with ``fsdp_reshard`` off: kept gathered in between), reduce-scatter its
+  gradients; prefetched one layer ahead (PyTorch FSDP's forward and BACKWARD_PRE prefetch,
+  ZeRO-3's prefetch bucket, XLA's scan), so each hides behind a layer's compute and the excess
+  is exposed, and the first gather of a microbatch's pass and its last reduce-scatter, with no
+  layer compute before or after them, are exposed whole (Rajbhandari 2020; Zhao 2023 PyTorch
+  FSDP). Under full remat the backward's one gather serves the recompute too (the recompute runs
+  inside the layer's backward, after its gather).
 - data parallelism: once per step, the gradients (already reduce-scattered over fsdp)
   all-reduced over dp (ZeRO-1/2: reduce-scatter + all-gather, the same bytes); ``dp_overlap``
   of it hides behind the last microbatch's backward pass.

@@ -96,3 +96,33 @@ def test_cli_flags_and_their_errors() -> None:
         "--max-nodes-per-token", "4",
     )  # fmt: skip
     assert code == 2 and "dense" in err
+
+
+def test_fp8_moves_the_tokens_to_the_experts_in_fp8_and_back_in_bf16() -> None:
+    """DeepSeek-V3 report, section 3.3.2: the dispatch (and backward, the gradient before the down projections)
+    in FP8, the combine both ways in BF16. A microbatch of 2 sequences (32 a replica in 31 microbatches, the last
+    padded) of 4096 tokens on a chip (tp = 1, no node limit) sends 8192 x 8 experts x 7168 elements to the
+    experts at 1 byte and back at 2, per MoE layer and pass."""
+    from rooftop.plan.train.breakdown import step_breakdown
+
+    routed = 2 * 4096 * 8 * 7168
+    for dtypes, to_experts in ((Dtypes(), 2 * routed), (Dtypes(matmul="fp8"), routed)):
+        setup, _ = _step(dtypes=dtypes)
+        _, parts = step_breakdown(setup, PAR, CommPricer(layout_mesh(setup.topology, PAR), H100, 0.8))
+        (ep,) = (p for p in parts if p.name == "expert_parallel")
+        sizes = {dict(t.figures)["bytes"] for t in ep.terms if t.rule == "collective"}
+        assert sizes == {to_experts, 2 * routed}
+
+
+def test_fp8_matmul_inputs_are_kept_in_fp8() -> None:
+    """Llama 3 8B, no remat, fused attention: of what a layer keeps per token, the matmuls' inputs (attention
+    norm 4096, attention values 32 x 128, MLP norm 4096, SwiGLU output 14336) drop from 2 bytes to 1 with FP8
+    GEMMs; under full remat only the layer input is kept, and nothing changes."""
+    from rooftop.model.activations import activation_bytes_per_token_layer
+
+    cfg = get_model("llama-3-8b")
+    bf16 = activation_bytes_per_token_layer(cfg, 4096, "none", "bf16", flash=True)
+    fp8 = activation_bytes_per_token_layer(cfg, 4096, "none", "bf16", flash=True, matmul_dtype="fp8")
+    assert bf16 - fp8 == 4096 + 32 * 128 + 4096 + 14336
+    full = activation_bytes_per_token_layer(cfg, 4096, "full", "bf16", flash=True, matmul_dtype="fp8")
+    assert full == activation_bytes_per_token_layer(cfg, 4096, "full", "bf16", flash=True) == 2 * 4096

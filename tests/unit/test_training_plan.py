@@ -138,7 +138,7 @@ def test_sequence_parallel_splits_the_norm_regions_korthikanti() -> None:
     """Without sequence parallelism every tp rank keeps the layer's input, both norm outputs and the residual
     whole: 4 x d_model bf16 values per token and layer, 8 s b h bytes (Korthikanti et al. 2022's 10 s b h
     less the 2 s b h of dropout masks, which are not counted)."""
-    from rooftop.model.memory import sequence_region_bytes_per_token
+    from rooftop.model.activations import sequence_region_bytes_per_token
 
     assert sequence_region_bytes_per_token(get_model("llama-3-8b"), 4096) == 32 * 4 * 4096 * 2
     assert sequence_region_bytes_per_token(get_model("llama-3-8b"), 4096, "full") == 32 * 1 * 4096 * 2  # input only

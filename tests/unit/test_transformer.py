@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rooftop.model import activations
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig, Workload
@@ -232,11 +233,11 @@ def test_activations_match_korthikanti_without_dropout() -> None:
         positions="learned",
         max_seq_len=t,
     )
-    layer = mem.activation_bytes_per_token_layer
+    layer = activations.activation_bytes_per_token_layer
     assert layer(gpt, t, "none") == 32 * d + 2 * n * t
     assert layer(gpt, t, "selective") == 32 * d
     assert layer(gpt, t, "full") == 2 * d
-    assert mem.activation_bytes_per_token(gpt, t, "full") == 3 * 2 * d
+    assert activations.activation_bytes_per_token(gpt, t, "full") == 3 * 2 * d
     assert layer(gpt, t, "dots") == 2 * (d + 3 * d + d + 4 * d)  # input, q/k/v, o, up
 
 

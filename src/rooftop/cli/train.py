@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--compute-dtype",
         metavar="DTYPE",
-        help="dtype of the weight matmuls (e.g. fp8: FP8 GEMMs, attention and the rest in bf16); default: bf16",
+        help="dtype of the weight matmuls (e.g. fp8: FP8 GEMMs, their inputs kept for the backward and the MoE "
+        "dispatch in fp8; attention and the rest in bf16); default: bf16",
     )
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")

@@ -192,14 +192,22 @@ HF_ARCHITECTURES: dict[str, HFArchitecture] = {
     ),
     # GPT-2: learned positions, LayerNorm with bias, biases everywhere, tied embeddings (transformers GPT2Config)
     "GPT2LMHeadModel": HFArchitecture(
-        _GPT2_REQ, _GPT2_OPT,
-        {"norm": "layernorm", "norm_bias": True, "positions": "learned", "qkv_bias": True, "out_bias": True,
-         "mlp_bias": True},
+        _GPT2_REQ,
+        _GPT2_OPT,
+        {
+            "norm": "layernorm",
+            "norm_bias": True,
+            "positions": "learned",
+            "qkv_bias": True,
+            "out_bias": True,
+            "mlp_bias": True,
+        },
         ("gpt_act", "gpt_inner"),
     ),
     # GPT-J: attention and MLP in parallel off one LayerNorm, rotary, MLP biases only (transformers GPTJConfig)
     "GPTJForCausalLM": HFArchitecture(
-        _GPT2_REQ, {**_GPT2_OPT, "tied_embeddings": ("tie_word_embeddings", False)},
+        _GPT2_REQ,
+        {**_GPT2_OPT, "tied_embeddings": ("tie_word_embeddings", False)},
         {"norm": "layernorm", "norm_bias": True, "parallel_layers": True, "norms_per_layer": 1, "mlp_bias": True},
         ("gpt_act", "gpt_inner"),
     ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rooftop.model import activations as act
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.config import REMAT_POLICIES, config_to_dict, remat_policy
@@ -66,9 +67,9 @@ def model_summary(
         "decode_flops_per_token": tf.decode_flops_per_token(cfg, seq_len),
         "kv_cache_bytes_per_token": mem.kv_cache_bytes_per_token(cfg, kv_dtype),
         "kv_cache_bytes": mem.kv_cache_bytes(cfg, batch, seq_len, kv_dtype),
-        "activation_bytes_per_token": mem.activation_bytes_by_policy(cfg, seq_len),
-        "activation_bytes_per_token_flash": mem.activation_bytes_by_policy(cfg, seq_len, flash=True),
-        "logits_bytes_per_token": mem.logits_bytes_per_token(cfg),
+        "activation_bytes_per_token": act.activation_bytes_by_policy(cfg, seq_len),
+        "activation_bytes_per_token_flash": act.activation_bytes_by_policy(cfg, seq_len, flash=True),
+        "logits_bytes_per_token": act.logits_bytes_per_token(cfg),
         "training_bytes_per_param": per_param["total"],
         "training_bytes_per_param_breakdown": per_param,
         "training_state_bytes": mem.training_state_bytes(cfg),

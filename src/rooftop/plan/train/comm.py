@@ -161,10 +161,14 @@ def layer_comm(
         e_fsdp += n * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
         if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
             fill = min(f_fsdp, ag) + min(b_fsdp, rs)
-        routed = a2a = h_f = h_b = 0.0
+        routed = to_experts = a2a = h_f = h_b = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
-            a2a = 2 * pricer.time("all-to-all", ("ep",), routed)  # dispatch and combine
+            # per pass, one all-to-all to the experts (the dispatch; backward, the gradient before the down
+            # projections) in the matmuls' dtype when smaller, and one back in the activations' (DeepSeek-V3
+            # report, section 3.3.2: FP8 dispatch and dgrad, BF16 combine both ways)
+            to_experts = routed * min(1.0, setup.matmul_bytes / a_bytes)
+            a2a = pricer.time("all-to-all", ("ep",), to_experts) + pricer.time("all-to-all", ("ep",), routed)
             # behind the compute outside the routed experts still free (attention, shared experts): what
             # is left of the layer's compute, and of that compute less the attention core the ring took
             h_f = min(a2a, eff.ep_overlap * min(left_f, max(0.0, dense_f / c - f_ring)))
@@ -187,7 +191,8 @@ def layer_comm(
             ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
-            ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute) * 2)
+            ledger.comm("expert_parallel", "all-to-all", ("ep",), to_experts, n * (2 + recompute))
+            ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute))
     e_fsdp += fill
     if ledger is not None:
         ledger.hide("fsdp", -fill)

@@ -19,13 +19,13 @@ from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.gemm import shape_efficiency_array, tile_model
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
-from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import (
+from rooftop.model.activations import (
     activation_bytes_per_token,
     logits_bytes_per_token,
-    param_tree,
     sequence_region_bytes_per_token,
 )
+from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
+from rooftop.model.memory import param_tree
 from rooftop.model.transformer import model_costs, train_leaves
 from rooftop.plan.train.layout import Parallelism, stage_split
 
@@ -207,9 +207,9 @@ def model_profile(
         hw_fl,
         tree.params,
         sum(g.expert_params * g.count for g in gprof),
-        activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
+        activation_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash, dtypes.matmul),
         logits_bytes_per_token(cfg),
-        sequence_region_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash),
+        sequence_region_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash, dtypes.matmul),
         np.array(gemms, dtype=float) if eff.matrix_shape else None,
     )
 

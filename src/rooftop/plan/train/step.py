@@ -165,6 +165,11 @@ class TrainingSetup:
         return dtype_bytes(act), dtype_bytes(prec.params), dtype_bytes(prec.grads)
 
     @cached_property
+    def matmul_bytes(self) -> float:
+        """Bytes of one element in the weight matmuls' dtype (the activations' when none is set)."""
+        return dtype_bytes(self.dtypes.matmul or self.dtypes.activations)
+
+    @cached_property
     def optimizer_s_per_param(self) -> float:
         """Seconds per parameter of the optimizer update: its roofline (the larger of compute and
         HBM time), linear in the parameter count."""

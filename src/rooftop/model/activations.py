@@ -1,0 +1,197 @@
+"""What a transformer layer keeps for its backward pass, per token, by remat policy
+(config.REMAT_POLICIES), and the output logits.
+
+- ``activation_tensors(cfg, seq_len, group)``, ``activation_bytes_per_token(cfg, seq_len, remat,
+  dtype)``: the accounting follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+  Large Transformer Models", section 4.1), which finds 34 s b h + 5 a s^2 b bytes per layer for GPT
+  in 16-bit with dropout; without dropout (as today's LLMs train) that is 32 s b h + 2 a s^2 b, per
+  token 32 D + 2 N T bytes: what this module gives for a GPT-shaped config under "none";
+  "selective" drops the 2 N T attention term, "full" keeps only the layer input (2 D). The
+  recompute FLOPs of each policy are ``transformer.recompute_flops_per_token``.
+- ``matmul_dtype``: with FP8 weight matmuls, the tensors that are a weight matmul's input
+  (``MATMUL_INPUTS``) are kept as the FP8 copy the matmul read, which its weight-gradient matmul
+  reads again (TransformerEngine's FP8 Linear saves its quantized input for the backward; DeepSeek-V3
+  technical report, section 3.3.2, caches the MoE and attention-output projections' inputs in FP8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooftop.dtypes import dtype_bytes
+from rooftop.model.config import REMAT_POLICIES, LayerGroup, TransformerConfig, layer_groups, remat_policy
+
+
+@dataclass(frozen=True)
+class ActivationTensor:
+    """A tensor one layer keeps for its backward pass: elements per token and its category
+    (config.RematPolicy: which policies keep it)."""
+
+    name: str
+    elements_per_token: float
+    category: str
+
+
+def _attention_tensors(cfg: TransformerConfig, ctx: int, flash: bool = False) -> list[ActivationTensor]:
+    a = ActivationTensor
+    n, h, k = cfg.n_heads, cfg.head_dim, cfg.n_kv_heads
+    out = [a("input", cfg.d_model, "block_input"), a("attention/norm", cfg.d_model, "elementwise")]
+    if cfg.mla is None:
+        out += [a("attention/q", n * h, "matmul"), a("attention/k", k * h, "matmul"), a("attention/v", k * h, "matmul")]
+        v_dim = h
+    else:
+        m = cfg.mla
+        if m.q_lora_rank:
+            out += [a("attention/q_a", m.q_lora_rank, "matmul"), a("attention/q_a_norm", m.q_lora_rank, "elementwise")]
+        out += [
+            a("attention/q", n * (m.qk_nope_head_dim + m.qk_rope_head_dim), "matmul"),
+            a("attention/kv_a", m.kv_lora_rank + m.qk_rope_head_dim, "matmul"),
+            a("attention/kv_a_norm", m.kv_lora_rank, "elementwise"),
+            a("attention/kv_b", n * (m.qk_nope_head_dim + m.v_head_dim), "matmul"),
+        ]
+        v_dim = m.v_head_dim
+    # unfused attention keeps the N x T probabilities; a flash kernel keeps only its per-row softmax
+    # statistics (one fp32 logsumexp per head and token = 2 bf16-sized elements; Dao et al. 2022, section 3.1)
+    internal = (
+        a("attention/softmax_stats", 2 * n, "attention_internal")
+        if flash
+        else a("attention/probs", n * ctx, "attention_internal")
+    )
+    out += [internal, a("attention/values", n * v_dim, "attention_output")]
+    post = cfg.norms_per_layer == 4  # the post-norm reads the projection output
+    out.append(a("attention/o", cfg.d_model, "matmul" if post else "dot_output"))
+    if cfg.norms_per_layer >= 2:
+        out.append(a("attention/residual", cfg.d_model, "elementwise"))
+    return out
+
+
+def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
+    a = ActivationTensor
+    out = [a("mlp/norm", cfg.d_model, "elementwise")] if cfg.norms_per_layer >= 2 else []
+    gated = cfg.mlp_kind.gated
+
+    def ffn(prefix: str, f: float) -> list[ActivationTensor]:
+        up = [a(prefix + "gate", f, "matmul")] if gated else []
+        return [*up, a(prefix + "up", f, "matmul"), a(prefix + "act", f, "elementwise")]
+
+    if moe and cfg.moe:
+        e = cfg.moe
+        out += [a("moe/router", e.n_experts, "matmul"), a("moe/experts/input", e.top_k * cfg.d_model, "elementwise")]
+        out += ffn("moe/experts/", e.top_k * e.d_ff_expert)
+        out.append(a("moe/experts/down", e.top_k * cfg.d_model, "matmul"))  # combine weights' gradient reads it
+        if e.n_shared_experts:
+            out += ffn("moe/shared/", e.n_shared_experts * e.d_ff_expert)
+    else:
+        out += ffn("mlp/", cfg.d_ff)
+    if cfg.norms_per_layer == 4:
+        out.append(a("mlp/down", cfg.d_model, "matmul"))
+    return out
+
+
+def activation_tensors(
+    cfg: TransformerConfig, seq_len: int, group: LayerGroup | None = None, flash: bool = False
+) -> list[ActivationTensor]:
+    """Per-token tensors one layer of ``group`` (default: the first) keeps with no remat.
+    The attention probabilities are a materialized N x T matrix per sequence, N T per token
+    (a sliding-window layer: N x min(T, window)), unless ``flash``: then only the softmax
+    statistics are kept; dropout masks are not counted."""
+    g = group or layer_groups(cfg)[0]
+    ctx = min(seq_len, g.window) if g.window else seq_len
+    return _attention_tensors(cfg, ctx, flash) + _mlp_tensors(cfg, g.moe)
+
+
+#: the kept tensors that are a weight matmul's input (QKV, MLA's q_b and kv_b, the output projection,
+#: the MLP's and experts' up/gate and down projections)
+MATMUL_INPUTS = frozenset(
+    {
+        "attention/norm", "attention/q_a_norm", "attention/kv_a_norm", "attention/values", "mlp/norm", "mlp/act",
+        "moe/experts/input", "moe/experts/act", "moe/shared/act",
+    }
+)  # fmt: skip
+
+
+def _bytes(tensor: ActivationTensor, dtype: str, matmul_dtype: str | None) -> float:
+    """Bytes per element of a kept tensor: the activation dtype's, or the smaller matmul dtype's for a
+    weight matmul's input."""
+    if matmul_dtype and tensor.name in MATMUL_INPUTS:
+        return min(dtype_bytes(dtype), dtype_bytes(matmul_dtype))
+    return dtype_bytes(dtype)
+
+
+def activation_bytes_per_token_layer(
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str = "none",
+    dtype: str = "bf16",
+    group: LayerGroup | None = None,
+    flash: bool = False,
+    matmul_dtype: str | None = None,
+) -> float:
+    """Bytes one layer keeps per token under ``remat``: sum of the kept tensors x their bytes (``dtype``;
+    a weight matmul's input at ``matmul_dtype`` when that is smaller: module docstring)."""
+    saves = remat_policy(remat).saves
+    return sum(
+        t.elements_per_token * _bytes(t, dtype, matmul_dtype)
+        for t in activation_tensors(cfg, seq_len, group, flash)
+        if t.category in saves
+    )
+
+
+def activation_bytes_per_token(
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str = "none",
+    dtype: str = "bf16",
+    flash: bool = False,
+    matmul_dtype: str | None = None,
+) -> float:
+    """Bytes all layers keep per token of a training sequence of ``seq_len`` under ``remat``
+    (the output head's logits are separate: ``logits_bytes_per_token``); ``flash``: fused
+    attention that keeps softmax statistics instead of the probabilities; ``matmul_dtype``: the
+    weight matmuls' dtype (FP8 inputs kept as FP8)."""
+    return sum(
+        g.count * activation_bytes_per_token_layer(cfg, seq_len, remat, dtype, g, flash, matmul_dtype)
+        for g in layer_groups(cfg)
+    )
+
+
+#: the activations outside Megatron's tensor-parallel regions (layer input, norms, attention output, residual)
+SEQUENCE_REGION = frozenset({"input", "attention/norm", "attention/o", "attention/residual", "mlp/norm", "mlp/down"})
+
+
+def sequence_region_bytes_per_token(
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str = "none",
+    dtype: str = "bf16",
+    flash: bool = False,
+    matmul_dtype: str | None = None,
+) -> float:
+    """Of ``activation_bytes_per_token``, the bytes of the tensors outside the tensor-parallel regions (the
+    d_model-wide block input, norm outputs, attention output and residual): tensor parallelism alone keeps
+    them whole on every rank; Megatron sequence parallelism splits them over the ranks too (Korthikanti et
+    al. 2022, section 4.2.2: the 10 s b h of 34 s b h per layer that tensor parallelism leaves replicated,
+    of which the 2 s b h of dropout masks are not counted here)."""
+    saves = remat_policy(remat).saves
+    total = 0.0
+    for g in layer_groups(cfg):
+        kept = activation_tensors(cfg, seq_len, g, flash)
+        region = sum(
+            t.elements_per_token * _bytes(t, dtype, matmul_dtype)
+            for t in kept
+            if t.category in saves and t.name in SEQUENCE_REGION
+        )
+        total += g.count * region
+    return total
+
+
+def activation_bytes_by_policy(
+    cfg: TransformerConfig, seq_len: int, dtype: str = "bf16", flash: bool = False
+) -> dict[str, float]:
+    """``activation_bytes_per_token`` for every remat policy (``flash``: fused attention)."""
+    return {name: activation_bytes_per_token(cfg, seq_len, name, dtype, flash) for name in REMAT_POLICIES}
+
+
+def logits_bytes_per_token(cfg: TransformerConfig, dtype: str = "fp32") -> float:
+    """The output logits of one token (kept for the loss's backward unless the loss is chunked)."""
+    return float(cfg.vocab_size * dtype_bytes(dtype))

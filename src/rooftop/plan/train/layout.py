@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import REMAT_POLICIES, TransformerConfig
@@ -233,17 +234,23 @@ def stage_split(n_layers: int, par: Parallelism, head_layers: float) -> StageSpl
     (``pipeline_balance``), one chunk a stage: the last stage takes the k layers that minimize
     max(k + head_layers, ceil((L - k) / (pp - 1))), the most work any stage then has, the larger k on a
     tie; interleaved: (L + 2) / pp slots a stage (balance_fits), the last stage's head in one of them."""
-    if par.pp == 1:
+    return _stage_split(n_layers, par.pp, par.virtual_stages if par.pipeline_balance else 0, head_layers)
+
+
+@lru_cache(maxsize=4096)
+def _stage_split(n_layers: int, pp: int, balanced_v: int, head_layers: float) -> StageSplit:
+    """stage_split by its figures (``balanced_v``: the virtual stages of a balanced split, 0 for an even one):
+    a search asks it for every layout."""
+    if pp == 1:
         return StageSplit(n_layers, 0)
-    even = -(-n_layers // par.pp)
-    if not par.pipeline_balance:
+    even = -(-n_layers // pp)
+    if not balanced_v:
         return StageSplit(even, even)
-    if par.virtual_stages > 1:
-        slots = (n_layers + 2) // par.pp
+    if balanced_v > 1:
+        slots = (n_layers + 2) // pp
         return StageSplit(slots - 1, slots)
-    others = par.pp - 1
-    k = min(range(even + 1), key=lambda k: (max(k + head_layers, -(-(n_layers - k) // others)), -k))
-    return StageSplit(k, -(-(n_layers - k) // others))
+    k = min(range(even + 1), key=lambda k: (max(k + head_layers, -(-(n_layers - k) // (pp - 1))), -k))
+    return StageSplit(k, -(-(n_layers - k) // (pp - 1)))
 
 
 def microbatch_size(global_batch: int, par: Parallelism) -> int:

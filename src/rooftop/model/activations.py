@@ -126,14 +126,16 @@ def activation_bytes_per_token_layer(
     group: LayerGroup | None = None,
     flash: bool = False,
     matmul_dtype: str | None = None,
+    only: frozenset[str] | None = None,
 ) -> float:
-    """Bytes one layer keeps per token under ``remat``: sum of the kept tensors x their bytes (``dtype``;
-    a weight matmul's input at ``matmul_dtype`` when that is smaller: module docstring)."""
+    """Bytes one layer keeps per token under ``remat``: sum of the kept tensors (those named in ``only``
+    when given) x their bytes (``dtype``; a weight matmul's input at ``matmul_dtype`` when that is smaller:
+    module docstring)."""
     saves = remat_policy(remat).saves
     return sum(
         t.elements_per_token * _bytes(t, dtype, matmul_dtype)
         for t in activation_tensors(cfg, seq_len, group, flash)
-        if t.category in saves
+        if t.category in saves and (only is None or t.name in only)
     )
 
 
@@ -144,13 +146,14 @@ def activation_bytes_per_token(
     dtype: str = "bf16",
     flash: bool = False,
     matmul_dtype: str | None = None,
+    only: frozenset[str] | None = None,
 ) -> float:
     """Bytes all layers keep per token of a training sequence of ``seq_len`` under ``remat``
     (the output head's logits are separate: ``logits_bytes_per_token``); ``flash``: fused
     attention that keeps softmax statistics instead of the probabilities; ``matmul_dtype``: the
-    weight matmuls' dtype (FP8 inputs kept as FP8)."""
+    weight matmuls' dtype (FP8 inputs kept as FP8); ``only``: the tensors of these names alone."""
     return sum(
-        g.count * activation_bytes_per_token_layer(cfg, seq_len, remat, dtype, g, flash, matmul_dtype)
+        g.count * activation_bytes_per_token_layer(cfg, seq_len, remat, dtype, g, flash, matmul_dtype, only)
         for g in layer_groups(cfg)
     )
 
@@ -172,17 +175,7 @@ def sequence_region_bytes_per_token(
     them whole on every rank; Megatron sequence parallelism splits them over the ranks too (Korthikanti et
     al. 2022, section 4.2.2: the 10 s b h of 34 s b h per layer that tensor parallelism leaves replicated,
     of which the 2 s b h of dropout masks are not counted here)."""
-    saves = remat_policy(remat).saves
-    total = 0.0
-    for g in layer_groups(cfg):
-        kept = activation_tensors(cfg, seq_len, g, flash)
-        region = sum(
-            t.elements_per_token * _bytes(t, dtype, matmul_dtype)
-            for t in kept
-            if t.category in saves and t.name in SEQUENCE_REGION
-        )
-        total += g.count * region
-    return total
+    return activation_bytes_per_token(cfg, seq_len, remat, dtype, flash, matmul_dtype, SEQUENCE_REGION)
 
 
 def activation_bytes_by_policy(

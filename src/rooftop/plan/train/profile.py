@@ -298,6 +298,12 @@ class OpSums:
     compute_bound: float  # time of the ops whose compute term is the larger
     memory_bound: float  # time of the others
 
+    @cached_property
+    def passes(self) -> tuple[float, float]:
+        """(layer ops, outside ops): their time summed over the phases."""
+        (fl, fo), (bl, bo), (rl, ro) = self.phases
+        return fl + bl + rl, fo + bo + ro
+
 
 def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
     """OpSums of a microbatch of ``b`` sequences under ``par``'s tp, cp and ep; memoized on the
@@ -319,6 +325,8 @@ def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
 def stage_pace(prof: ModelProfile, par: Parallelism, sums: OpSums) -> tuple[float, float]:
     """(the share of the model's layers, 1 or 0 for the ops outside them) that the pipeline stage setting
     the pace runs per microbatch (layout.stage_split; with pp = 1, all of them)."""
-    split = stage_split(prof.n_layers, par, prof.head_layers)
-    layers, outside = split.pace(sum(p[0] for p in sums.phases) / prof.n_layers, sum(p[1] for p in sums.phases))
+    if par.pp == 1:
+        return 1.0, 1.0
+    layer_s, outside_s = sums.passes
+    layers, outside = stage_split(prof.n_layers, par, prof.head_layers).pace(layer_s / prof.n_layers, outside_s)
     return layers / prof.n_layers, outside

@@ -17,9 +17,10 @@ from rooftop.model.config import Dtypes
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase
+from rooftop.plan.serve.candidates import candidate_layouts
 from rooftop.plan.serve.crossing import scale_out_axes
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.sweep import ServingRequest, candidate_layouts, plan_serving
+from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 
 L70 = get_model("llama-3-70b")
 MIXTRAL = get_model("mixtral-8x7b")

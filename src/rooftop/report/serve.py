@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from rooftop.plan.serve.batching import Batching, SteadyState
+    from rooftop.plan.serve.candidates import MinSlice
     from rooftop.plan.serve.disagg import Disaggregation, Pool
     from rooftop.plan.serve.phase import CriticalBatch, PhaseTime
-    from rooftop.plan.serve.sweep import MinSlice, ServingPlan, ServingPoint
+    from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
 
 
 # ---------------------------------------------------------------- JSON

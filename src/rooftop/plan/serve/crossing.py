@@ -18,6 +18,7 @@ from rooftop.units import format_duration, format_rate, plural
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import LayoutSummary, ServingRequest
 
+
 def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
     """The replica's axes (tp, pp) that reach over the scale-out network (SCALE_OUT_LINKS): their
     collectives are priced with its bandwidth and latency for the part of the group across it."""

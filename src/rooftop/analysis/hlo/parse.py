@@ -16,14 +16,10 @@ and layout, tiled layout).
 from __future__ import annotations
 
 import io
-import os
 import re
-import select
-import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.groups import MAX_DEVICES
@@ -37,6 +33,7 @@ from rooftop.analysis.hlo.ir import (
     split_top,
 )
 from rooftop.analysis.hlo.shapes import Shape, ShapeReader, parse_int, strip_comments
+from rooftop.analysis.hlo.textfile import MAX_LINE_CHARS, open_text, text_lines
 from rooftop.errors import ParseError, shown
 
 _NAME = r"[^\s=%(){},\"]+"
@@ -63,7 +60,7 @@ _CALL_KEYS = frozenset(
 )
 intern = sys.intern
 _LITERAL_MAX_CHARS = 1024
-_MAX_JOINED_CHARS = 64 << 20
+_MAX_JOINED_CHARS = MAX_LINE_CHARS  # a multi-line instruction joined: bounded as a line is
 _MAX_RETRIES = 8
 
 
@@ -446,91 +443,19 @@ def parse_hlo(text: str, source: str = "<hlo>") -> HloModule:
     return _Parser(source).run(text.split("\n"))
 
 
-def _open_hlo(path: str | Path, source: str) -> io.BufferedReader:
-    """The file, opened for reading. A pipe is opened without blocking: a named pipe that no process
-    writes to is an error (reading it would wait forever), one with a writer (``<(zcat dump.gz)``)
-    is then read as it comes."""
-    if not stat.S_ISFIFO(os.stat(path).st_mode):
-        return open(path, "rb")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        first = os.read(fd, 1 << 16) if ready else None
-    except BlockingIOError:
-        first = None  # a writer that has not written yet
-    except OSError:
-        os.close(fd)
-        raise
-    if first == b"":
-        os.close(fd)
-        raise ParseError("a pipe that no process writes to: nothing to read", source=source)
-    os.set_blocking(fd, True)
-    return io.BufferedReader(_Prefixed(fd, first or b""))  # type: ignore[arg-type]
-
-
-class _Prefixed(io.RawIOBase):
-    """A file descriptor whose first bytes were already read (``head``)."""
-
-    def __init__(self, fd: int, head: bytes) -> None:
-        self.fd, self.head = fd, head
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self.head:
-            n = min(len(buffer), len(self.head))
-            buffer[:n] = self.head[:n]
-            self.head = self.head[n:]
-            return n
-        data = os.read(self.fd, len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        if not self.closed:
-            os.close(self.fd)
-        super().close()
-
-
 def parse_hlo_file(path: str | Path) -> HloModule:
     """Parse an HLO text file (e.g. an XLA ``*.after_optimizations.txt`` dump), streaming it line by line."""
     source = str(path)
     try:
-        with _open_hlo(path, source) as raw:  # opened once: a pipe (rooftop hlo <(zcat dump.gz)) is read whole
+        with open_text(path, source) as raw:  # opened once: a pipe (rooftop hlo <(zcat dump.gz)) is read whole
             if b"\x00" in raw.peek(8192)[:8192]:
                 raise ParseError("not HLO text: the file holds binary data (NUL bytes)", source=source)
             with io.TextIOWrapper(raw, encoding="utf-8") as handle:
-                return _Parser(source).run(_lines(handle, source))
+                return _Parser(source).run(text_lines(handle, source))
     except UnicodeDecodeError as exc:
         raise ParseError(f"not HLO text: not valid UTF-8 ({exc.reason})", source=source) from None
     except OSError as exc:
         raise ParseError(f"cannot read HLO file: {exc.strerror or exc}", source=source) from None
-
-
-def _lines(
-    handle: Any, source: str = "<hlo>", chunk_chars: int = 1 << 22, max_line_chars: int = _MAX_JOINED_CHARS
-) -> Iterator[str]:
-    """Lines of a text file without their newlines, read in large chunks (memory stays bounded: a line
-    longer than ``max_line_chars`` is a ParseError, not an ever-growing buffer)."""
-    parts: list[str] = []
-    size = number = 0
-    while True:
-        chunk = handle.read(chunk_chars)
-        if not chunk:
-            break
-        lines = chunk.split("\n")
-        if len(lines) == 1:  # no newline in this chunk: the line goes on
-            parts.append(chunk)
-            size += len(chunk)
-            if size > max_line_chars:
-                raise ParseError(f"line longer than {max_line_chars} characters", source=source, line=number + 1)
-            continue
-        yield "".join(parts) + lines[0]
-        yield from lines[1:-1]
-        number += len(lines) - 1
-        parts, size = [lines[-1]], len(lines[-1])
-    yield "".join(parts)
 
 
 def parse_instruction(line: str, line_number: int = 1, source: str = "<hlo>") -> Instruction:

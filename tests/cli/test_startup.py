@@ -91,7 +91,7 @@ def test_parser_choices_match_the_library() -> None:
     """Choices the CLI spells out (so that --help need not import the planner) are the library's."""
     from rooftop.cli.models import REMAT_CHOICES
     from rooftop.cli.train import OBJECTIVES, OPTIMIZERS
-    from rooftop.model.config import REMAT_POLICIES
+    from rooftop.model.activations import REMAT_POLICIES
     from rooftop.model.memory import OPTIMIZERS as LIBRARY_OPTIMIZERS
     from rooftop.plan.train import search
 

@@ -19,8 +19,8 @@ from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import topology_for_chips
+from rooftop.model.activations import REMAT_POLICIES
 from rooftop.model.catalog import get_model
-from rooftop.model.config import REMAT_POLICIES
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, divisors, validate
 from rooftop.plan.train.search import search

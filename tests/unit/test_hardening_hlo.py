@@ -558,14 +558,15 @@ def test_hlo_file_read_once_so_a_pipe_works(tmp_path: Path) -> None:
 def test_binary_and_endless_lines_are_refused(tmp_path: Path) -> None:
     import io
 
-    from rooftop.analysis.hlo.parse import _lines, parse_hlo_file
+    from rooftop.analysis.hlo.parse import parse_hlo_file
+    from rooftop.analysis.hlo.textfile import text_lines
 
     path = tmp_path / "zeros.hlo"
     path.write_bytes(b"\x00" * 10_000)
     with pytest.raises(ParseError, match="binary data"):
         parse_hlo_file(path)
     with pytest.raises(ParseError, match="line longer than 50 characters") as info:
-        list(_lines(io.StringIO("x\n" + "a" * 1000), "f.hlo", chunk_chars=7, max_line_chars=50))
+        list(text_lines(io.StringIO("x\n" + "a" * 1000), "f.hlo", chunk_chars=7, max_line_chars=50))
     assert info.value.source == "f.hlo" and info.value.line == 2
 
 

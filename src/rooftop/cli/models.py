@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
 DEFAULT_SEQ_LEN = 4096
-#: the names of model.config.REMAT_POLICIES (a test checks): importing that module would slow down --help
+#: the names of model.activations.REMAT_POLICIES (a test checks): importing that module would slow down --help
 REMAT_CHOICES = ("none", "selective", "dots", "full")
 
 

@@ -1,5 +1,5 @@
 """What a transformer layer keeps for its backward pass, per token, by remat policy
-(config.REMAT_POLICIES), and the output logits.
+(``REMAT_POLICIES``), and the output logits.
 
 - ``activation_tensors(cfg, seq_len, group)``, ``activation_bytes_per_token(cfg, seq_len, remat,
   dtype)``: the accounting follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in
@@ -19,13 +19,64 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooftop.dtypes import dtype_bytes
-from rooftop.model.config import REMAT_POLICIES, LayerGroup, TransformerConfig, layer_groups, remat_policy
+from rooftop.errors import UnknownNameError
+from rooftop.model.config import LayerGroup, TransformerConfig, layer_groups
+
+
+@dataclass(frozen=True)
+class RematPolicy:
+    """What a rematerialization policy keeps for the backward pass, and what it recomputes.
+
+    ``saves``: categories of per-layer activation tensors kept (this module lists each tensor
+    with its category); ``recompute``: categories of forward ops run again in the backward
+    pass (transformer.OP_CATEGORY tags each op). Tensor categories: block_input (the layer's
+    input), matmul (outputs of parameter matmuls the backward reads), dot_output (matmul
+    outputs only "dots" keeps, to recompute what follows them), attention_internal (scores /
+    probabilities), attention_output (probabilities x values), elementwise (norm, activation,
+    residual outputs)."""
+
+    saves: frozenset[str]
+    recompute: frozenset[str]
+    description: str
+
+
+_ALL_TENSORS = frozenset({"block_input", "matmul", "attention_internal", "attention_output", "elementwise"})
+#: Remat policies. Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+#: Transformer Models": section 4.1 for what a layer keeps, section 5 for selective
+#: recomputation. "dots": JAX ``jax.checkpoint_policies``. "How to Scale Your Model" Part 4
+#: (gradient checkpointing): block remat turns 6ND into ~8ND; "big matmuls only" still
+#: recomputes the activation functions and parts of attention.
+REMAT_POLICIES: dict[str, RematPolicy] = {
+    "none": RematPolicy(_ALL_TENSORS, frozenset(), "keep every activation the backward pass reads"),
+    "selective": RematPolicy(
+        _ALL_TENSORS - {"attention_internal"},
+        frozenset({"attention"}),
+        "drop attention scores/probabilities, recompute QK^T, softmax and AV (Korthikanti 2022 section 5)",
+    ),
+    "dots": RematPolicy(
+        frozenset({"block_input", "matmul", "dot_output"}),
+        frozenset({"attention", "elementwise"}),
+        "save parameter-matmul outputs only (jax.checkpoint_policies.dots_with_no_batch_dims_saveable): "
+        "recompute attention core, norms, rope, activations",
+    ),
+    "full": RematPolicy(
+        frozenset({"block_input"}),
+        frozenset({"matmul", "attention", "elementwise"}),
+        "save only each layer's input, recompute the whole layer forward (Chen et al. 2016; Korthikanti 2022 full)",
+    ),
+}
+
+
+def remat_policy(name: str) -> RematPolicy:
+    if not isinstance(name, str) or name not in REMAT_POLICIES:
+        raise UnknownNameError("remat policy", name, REMAT_POLICIES)
+    return REMAT_POLICIES[name]
 
 
 @dataclass(frozen=True)
 class ActivationTensor:
     """A tensor one layer keeps for its backward pass: elements per token and its category
-    (config.RematPolicy: which policies keep it)."""
+    (RematPolicy: which policies keep it)."""
 
     name: str
     elements_per_token: float

@@ -72,56 +72,6 @@ ATTENTION_KINDS = ("global", "local")
 PHASES = ("train", "prefill", "decode")
 
 
-@dataclass(frozen=True)
-class RematPolicy:
-    """What a rematerialization policy keeps for the backward pass, and what it recomputes.
-
-    ``saves``: categories of per-layer activation tensors kept (memory.py lists each tensor
-    with its category); ``recompute``: categories of forward ops run again in the backward
-    pass (transformer.OP_CATEGORY tags each op). Tensor categories: block_input (the layer's
-    input), matmul (outputs of parameter matmuls the backward reads), dot_output (matmul
-    outputs only "dots" keeps, to recompute what follows them), attention_internal (scores /
-    probabilities), attention_output (probabilities x values), elementwise (norm, activation,
-    residual outputs)."""
-
-    saves: frozenset[str]
-    recompute: frozenset[str]
-    description: str
-
-
-_ALL_TENSORS = frozenset({"block_input", "matmul", "attention_internal", "attention_output", "elementwise"})
-#: Remat policies. Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-#: Transformer Models": section 4.1 for what a layer keeps, section 5 for selective
-#: recomputation. "dots": JAX ``jax.checkpoint_policies``. "How to Scale Your Model" Part 4
-#: (gradient checkpointing): block remat turns 6ND into ~8ND; "big matmuls only" still
-#: recomputes the activation functions and parts of attention.
-REMAT_POLICIES: dict[str, RematPolicy] = {
-    "none": RematPolicy(_ALL_TENSORS, frozenset(), "keep every activation the backward pass reads"),
-    "selective": RematPolicy(
-        _ALL_TENSORS - {"attention_internal"},
-        frozenset({"attention"}),
-        "drop attention scores/probabilities, recompute QK^T, softmax and AV (Korthikanti 2022 section 5)",
-    ),
-    "dots": RematPolicy(
-        frozenset({"block_input", "matmul", "dot_output"}),
-        frozenset({"attention", "elementwise"}),
-        "save parameter-matmul outputs only (jax.checkpoint_policies.dots_with_no_batch_dims_saveable): "
-        "recompute attention core, norms, rope, activations",
-    ),
-    "full": RematPolicy(
-        frozenset({"block_input"}),
-        frozenset({"matmul", "attention", "elementwise"}),
-        "save only each layer's input, recompute the whole layer forward (Chen et al. 2016; Korthikanti 2022 full)",
-    ),
-}
-
-
-def remat_policy(name: str) -> RematPolicy:
-    if not isinstance(name, str) or name not in REMAT_POLICIES:
-        raise UnknownNameError("remat policy", name, REMAT_POLICIES)
-    return REMAT_POLICIES[name]
-
-
 #: largest value of each size a model may have: far above every published model, and small
 #: enough that every count stays an exact float and every loop or divisor list stays short
 MAX_LAYERS = 1 << 20

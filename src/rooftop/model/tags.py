@@ -9,7 +9,7 @@ from __future__ import annotations
 from rooftop.cost.cost import OpTag
 
 #: Every op model/ makes, with its tag (cost.OpTag): (category, how it divides over a TP group).
-#: The categories are what a remat policy recomputes (config.REMAT_POLICIES); sharding/tensor.py
+#: The categories are what a remat policy recomputes (activations.REMAT_POLICIES); sharding/tensor.py
 #: turns a split into per-chip fractions. Planners read the tags on the tree, never these names.
 OP_TAGS: dict[str, OpTag] = {
     **dict.fromkeys(("q", "q_b", "kv_b", "q_absorb", "v_up", "gate", "up", "unembedding"), OpTag("matmul", "tensor")),

@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 from rooftop.cost.cost import Cost, CostTree, total
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
+from rooftop.model.activations import remat_policy
 from rooftop.model.config import (
     Dtypes,
     LayerGroup,
@@ -62,7 +63,6 @@ from rooftop.model.config import (
     TransformerConfig,
     Workload,
     layer_groups,
-    remat_policy,
 )
 from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
     ParamTree,
@@ -376,7 +376,7 @@ def model_costs(
     """Every op of the model for ``workload`` (see the module docstring for the tree).
     Train: ``forward``; ``backward`` = 2 x forward (the input- and weight-gradient matmuls,
     Kaplan 2020 section 2.1); ``recompute`` = the forward ops of every layer that the remat
-    policy runs again (config.REMAT_POLICIES: none, selective, dots, full)."""
+    policy runs again (activations.REMAT_POLICIES: none, selective, dots, full)."""
     dtypes = dtypes or Dtypes()
     if workload.phase != "train":
         return _forward(cfg, workload, dtypes, "model")

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from rooftop.model import activations as act
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
-from rooftop.model.config import REMAT_POLICIES, config_to_dict, remat_policy
+from rooftop.model.activations import REMAT_POLICIES, remat_policy
+from rooftop.model.config import config_to_dict
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_number
 
@@ -79,9 +80,8 @@ def model_summary(
         "conventions": {
             "flops": "matrix-unit FLOPs; forward = 2 x params_matmul_active + attention; train = 3 x forward"
             " + remat recompute",
-            "attention": (
-                "causal: (T+1)/2 keys per query on average" if causal else "full: T keys per query (no mask)"
-            ) + "; QK^T and AV each 2 x heads x head_dim per pair",
+            "attention": ("causal: (T+1)/2 keys per query on average" if causal else "full: T keys per query (no mask)")
+            + "; QK^T and AV each 2 x heads x head_dim per pair",
             "activation_bytes_per_token": "bf16, summed over layers, per remat policy; logits separate; unfused"
             " attention (the T x T probabilities kept); activation_bytes_per_token_flash: fused attention (softmax"
             " statistics only), what `rooftop train` assumes unless --fix flash=0",
@@ -126,8 +126,10 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
     rows = [
         ("parameters (total / active)", f"{format_number(d['params_total'])} / {format_number(d['params_active'])}"),
         ("N of 6N (matmul params per token)", format_number(d["params_matmul_active"])),
-        (f"forward FLOPs per token (T={t}, {d['attention']} attention)",
-         format_number(d["flops_per_token_forward"], "FLOP")),
+        (
+            f"forward FLOPs per token (T={t}, {d['attention']} attention)",
+            format_number(d["flops_per_token_forward"], "FLOP"),
+        ),
         ("  of which attention", format_number(d["attention_flops_per_token"], "FLOP")),
         (f"train FLOPs per token (remat {d['remat']})", format_number(d["flops_per_token_train"], "FLOP")),
         (
@@ -148,8 +150,12 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
             "rooftop train assumes; unfused keeps the T x T probabilities)",
             ["remat", "bytes (fused attention)", "bytes (unfused)", "recompute"],
             [
-                (p, format_bytes(d["activation_bytes_per_token_flash"][p]), format_bytes(v),
-                 format_number(d["recompute_flops_per_token"][p], "FLOP"))
+                (
+                    p,
+                    format_bytes(d["activation_bytes_per_token_flash"][p]),
+                    format_bytes(v),
+                    format_number(d["recompute_flops_per_token"][p], "FLOP"),
+                )
                 for p, v in d["activation_bytes_per_token"].items()
             ],
         )

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from rooftop.errors import InvalidConfigError, shown
-from rooftop.model.config import REMAT_POLICIES, TransformerConfig
+from rooftop.model.activations import REMAT_POLICIES
+from rooftop.model.config import TransformerConfig
 from rooftop.units import plural
 
 AXIS_ORDER = ("dp", "pp", "fsdp", "cp", "tp")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
-from rooftop.model.config import REMAT_POLICIES
+from rooftop.model.activations import REMAT_POLICIES
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,

@@ -256,7 +256,7 @@ class EventMapper:
     def _kept(self, cat: str, args: dict[str, Any], keys: frozenset[str]) -> Mapping[str, Any]:
         """The args of a Kineto event a report reads (``keys``, of :data:`KINETO_ARGS`, with ``cat``), stored
         as :meth:`RowBuilder.args` stores them (an op's shapes and types: one dict per distinct text)."""
-        present = keys.intersection(args)
+        present = args.keys() & keys  # (a look-up per key of keys: an event has more)
         if not present:
             return self.cat_args.get(cat) or self._cat(cat)
         if present == _EXTERNAL_ID:  # a kernel's link to its op, nothing else

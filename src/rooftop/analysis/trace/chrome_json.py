@@ -15,9 +15,11 @@ import gzip
 import io
 import zlib
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rooftop.analysis.trace.chrome_batch import map_batch
 from rooftop.analysis.trace.chrome_events import EventMapper
 from rooftop.analysis.trace.events import ProgressFn, Trace
 from rooftop.analysis.trace.files import open_regular
@@ -49,18 +51,12 @@ def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
     try:
         with raw, text:
             n = 0
-            event = mapper.event
             for batch in _events(stream, mapper.top):
-                for k, ev in enumerate(batch):
-                    n += 1
-                    try:
-                        event(ev)
-                    except (TypeError, AttributeError) as exc:
-                        stream.failed_at(k, f"trace event {n} has a field of the wrong type ({_cut(exc)})")
-                    except ValueError as exc:
-                        stream.failed_at(k, f"trace event {n}: {_cut(exc)}")
-                    if progress is not None and n % _PROGRESS_EVERY == 0:
-                        progress(n, raw.tell())
+                map_batch(mapper, batch, partial(_one, mapper, stream, batch, n))
+                if progress is not None:
+                    for at in range(n + _PROGRESS_EVERY - n % _PROGRESS_EVERY, n + len(batch) + 1, _PROGRESS_EVERY):
+                        progress(at, raw.tell())
+                n += len(batch)
             size = raw.tell()
     except UnicodeDecodeError as exc:
         what = "truncated or corrupt compressed JSON trace" if gz else "not a JSON trace (the text is not UTF-8)"
@@ -72,6 +68,17 @@ def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
     if progress is not None:
         progress(mapper.count, size)
     return mapper.trace(str(path))
+
+
+def _one(mapper: EventMapper, stream: JsonStream, batch: list[Any], before: int, k: int) -> None:
+    """Map event ``k`` of ``batch`` (``before`` events came before it) by the per-event rules; a bad value
+    fails the stream at its line, naming the event."""
+    try:
+        mapper.event(batch[k])
+    except (TypeError, AttributeError) as exc:
+        stream.failed_at(k, f"trace event {before + k + 1} has a field of the wrong type ({_cut(exc)})")
+    except ValueError as exc:
+        stream.failed_at(k, f"trace event {before + k + 1}: {_cut(exc)}")
 
 
 def _events(stream: JsonStream, top: dict[str, Any]) -> Iterator[list[Any]]:

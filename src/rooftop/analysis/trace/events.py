@@ -328,6 +328,18 @@ class RowBuilder:
         if len(rows) >= FLUSH_ROWS:
             self.flush()
 
+    def extend(self, columns: Sequence[Any]) -> None:
+        """Rows given as columns, one per field in :data:`COLUMNS` order and of one length, after the rows
+        added so far: the times as float64 numpy arrays, the others as iterables of what :meth:`add` stores
+        (strings interned, args as :meth:`args` stores them)."""
+        self.flush()
+        for name, column, values in zip(COLUMNS, self.columns, columns, strict=True):
+            if name in FLOAT_COLUMNS:
+                column.frombytes(values.tobytes())
+            else:
+                column.extend(values)
+        self.flushed += len(columns[0])
+
     def __len__(self) -> int:
         return self.flushed + len(self.rows)
 

@@ -16,6 +16,7 @@ than an event at a time through method calls (benchmarks/bench_profile.py).
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from rooftop.analysis.trace.chrome_events import (
@@ -35,6 +36,7 @@ _FAST_IDS: frozenset[Any] = frozenset({int, str})  # pids and tids mapped here (
 _HOST = "/host:CPU"
 _NO_ARGS: dict[str, Any] = {}  # the args of an event without any (never written to)
 _NCCL_KEYS = _KEPT["kernel"] - {"External id"}
+_FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "cat", "args")  # the fields of an event, if all there
 #: what a value of the per-event rules' domain may raise where they would raise or treat it apart
 _UNUSUAL = (TypeError, ValueError, AttributeError, OverflowError, RecursionError)
 
@@ -66,13 +68,13 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
     try:
         for k in range(first, len(batch)):
             ev = batch[k]
-            if ev.__class__ is not dict or ev.get("ph") != "X":
-                break
-            pid, tid, ts, dur = ev.get("pid"), ev.get("tid"), ev.get("ts", 0.0), ev.get("dur", 0.0)
-            name, cat, args = ev.get("name", ""), ev.get("cat"), ev.get("args")
-            if (pid.__class__ not in _FAST_IDS or tid.__class__ not in _FAST_IDS or ts.__class__ not in _NUMBERS
-                    or dur.__class__ not in _NUMBERS or not -_MAX_US <= ts <= _MAX_US or not 0 <= dur <= _MAX_US
-                    or name.__class__ is not str or cat.__class__ is not str):  # fmt: skip
+            try:
+                ph, pid, tid, ts, dur, name, cat, args = _FIELDS(ev)  # (not a dict: a TypeError)
+            except KeyError:
+                ph, pid, tid, ts, dur, name, cat, args = _fields(ev)
+            if (ph != "X" or pid.__class__ not in _FAST_IDS or tid.__class__ not in _FAST_IDS
+                    or ts.__class__ not in _NUMBERS or dur.__class__ not in _NUMBERS or not -_MAX_US <= ts <= _MAX_US
+                    or not 0 <= dur <= _MAX_US or name.__class__ is not str or cat.__class__ is not str):  # fmt: skip
                 break
             if args is None:
                 args = _NO_ARGS
@@ -104,20 +106,20 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
             line = line_keys.get((pid, tid))
             if line is None:
                 line = line_keys.setdefault((pid, tid), f"\0{pid}\0{tid}")
-            name, cat = intern(name, name), intern(cat, cat)
+            name = intern(name, name)
             kineto += cat in _KINETO_CATS
             if go:
                 launch(corr, start_s)
-            keys = _KEPT.get(cat)
+            keys = _KEPT.get(cat)  # (the category's text is stored, interned, where a new dict holds it)
             if keys is None:
-                kept: Any = cat_args.get(cat) or m._cat(cat)
+                kept: Any = cat_args.get(cat) or m._cat(intern(cat, cat))
             elif cat == "kernel" and args.keys().isdisjoint(_NCCL_KEYS):  # a kernel's link to its op, or nothing
                 ext = args.get("External id", _NO_ARGS)
-                kept = cat_args.get(cat) or m._cat(cat)
+                kept = cat_args.get(cat) or m._cat(intern(cat, cat))
                 if ext is not _NO_ARGS:
                     kept = EventArgs(kept, "External id", ext)
             else:
-                kept = m._kept(cat, args, keys)
+                kept = m._kept(intern(cat, cat), args, keys)
             append((device, line, name, None, None, start_s, dur / _US_PER_S, step, kind, corr, kept))
         else:
             k = len(batch)
@@ -127,6 +129,12 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
     m.count += k - first
     m.kineto_events += kineto
     return k
+
+
+def _fields(ev: dict[str, Any]) -> tuple[Any, ...]:
+    """The fields of :data:`_FIELDS` of an event that lacks some, with the per-event rules' defaults."""
+    get = ev.get
+    return get("ph"), get("pid"), get("tid"), get("ts", 0.0), get("dur", 0.0), get("name", ""), get("cat"), get("args")
 
 
 def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
@@ -141,13 +149,13 @@ def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
     try:
         for k in range(first, len(batch)):
             ev = batch[k]
-            if ev.__class__ is not dict or ev.get("ph") != "X":
-                break
-            pid, tid, ts, dur = ev.get("pid"), ev.get("tid"), ev.get("ts", 0.0), ev.get("dur", 0.0)
-            name, args = ev.get("name", ""), ev.get("args")
-            if (pid.__class__ not in _FAST_IDS or tid.__class__ not in _FAST_IDS or ts.__class__ not in _NUMBERS
-                    or dur.__class__ not in _NUMBERS or not -_MAX_US <= ts <= _MAX_US or not 0 <= dur <= _MAX_US
-                    or name.__class__ is not str or ev.get("cat") is not None):  # fmt: skip
+            try:
+                ph, pid, tid, ts, dur, name, cat, args = _FIELDS(ev)  # (not a dict: a TypeError)
+            except KeyError:
+                ph, pid, tid, ts, dur, name, cat, args = _fields(ev)
+            if (ph != "X" or pid.__class__ not in _FAST_IDS or tid.__class__ not in _FAST_IDS
+                    or ts.__class__ not in _NUMBERS or dur.__class__ not in _NUMBERS or not -_MAX_US <= ts <= _MAX_US
+                    or not 0 <= dur <= _MAX_US or name.__class__ is not str or cat is not None):  # fmt: skip
                 break
             if args is None:
                 args = _NO_ARGS
@@ -213,7 +221,8 @@ def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
     return k
 
 
-def _intern_shared(intern: Callable[[str, str], str], args: dict[str, Any]) -> None:
+def _intern_shared(intern: Callable[[str, str], str], args: Any) -> None:
+    """Intern the values of ``args`` (an event's own dict) that repeat across events."""
     for key in _SHARED_ARGS:  # the same text on many events: one string for all
         value = args.get(key)
         if value.__class__ is str:

@@ -15,11 +15,11 @@ import json
 import operator
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from types import MappingProxyType
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 from rooftop.errors import InvalidConfigError
 
@@ -40,6 +40,7 @@ _OWN = frozenset(OWN_ARGS)
 _PLAIN: frozenset[Any] = frozenset({str, int, type(None), bytes})
 _BY_TEXT = object()  # marks the keys of args compared by the text of their values
 _MAX_SHARED = 1 << 14  # distinct shared args kept before interning must pay its way (a hit per entry)
+_T = TypeVar("_T")
 _DIGITS = re.compile(r"([0-9]+)")  # ASCII only: "²" is a digit to str.isdigit but not to int()
 
 
@@ -157,7 +158,7 @@ class EventTable(Sequence[OpEvent]):
     args as loaded (values str, int, float or lists; a dict, or an :class:`EventArgs` whose common part is
     shared with other events); ``OpEvent.args`` is their string view (:func:`args_view`)."""
 
-    __slots__ = ("_cols", "_n")
+    __slots__ = ("_cols", "_derived", "_n")
 
     def __init__(self, columns: Mapping[str, Sequence[Any]]) -> None:
         missing = [c for c in COLUMNS if c not in columns]
@@ -169,6 +170,7 @@ class EventTable(Sequence[OpEvent]):
             raise InvalidConfigError(f"event table columns differ in length: {sorted(lengths)}")
         self._cols = cols
         self._n = lengths.pop() if lengths else 0
+        self._derived: dict[Hashable, Any] = {}
 
     @classmethod
     def from_events(cls, events: Iterable[OpEvent]) -> EventTable:
@@ -183,6 +185,14 @@ class EventTable(Sequence[OpEvent]):
         if name not in self._cols:
             raise InvalidConfigError(f"unknown event column {name!r}; columns: {', '.join(COLUMNS)}")
         return self._cols[name]
+
+    def derived(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """A value computed from the table (whose columns never change) once: ``make()`` the first time
+        ``key`` is asked for, the same value after that (an analysis that reads a column's codes several
+        times pays for them once)."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
         return self._n
@@ -327,18 +337,6 @@ class RowBuilder:
                      instruction, start_s, duration_s, step, kind, correlation, args))  # fmt: skip
         if len(rows) >= FLUSH_ROWS:
             self.flush()
-
-    def extend(self, columns: Sequence[Any]) -> None:
-        """Rows given as columns, one per field in :data:`COLUMNS` order and of one length, after the rows
-        added so far: the times as float64 numpy arrays, the others as iterables of what :meth:`add` stores
-        (strings interned, args as :meth:`args` stores them)."""
-        self.flush()
-        for name, column, values in zip(COLUMNS, self.columns, columns, strict=True):
-            if name in FLOAT_COLUMNS:
-                column.frombytes(values.tobytes())
-            else:
-                column.extend(values)
-        self.flushed += len(columns[0])
 
     def __len__(self) -> int:
         return self.flushed + len(self.rows)

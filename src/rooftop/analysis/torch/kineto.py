@@ -116,7 +116,9 @@ def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndar
     """The rows of the cpu_ops with Input Dims, and the first runtime launch row of each correlation id;
     the args are read once per distinct common part (the loader shares it between events)."""
     args, corr = ev.column("args"), ev.column("correlation")
-    common = np.fromiter(map(id, map(_common_part, map(args.__getitem__, each(other)))), np.int64, len(other))
+    rows = list(map(args.__getitem__, each(other)))  # each one's common part: getattr(a, "shared", a), in C
+    common = np.fromiter(map(id, map(getattr, rows, itertools.repeat("shared"), rows)), np.int64, len(other))
+    del rows
     code, first = first_codes(common)
     del common
     what = []  # per distinct args: 1 a shaped op, 2 a launch, 0 neither
@@ -129,13 +131,9 @@ def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndar
     ops = other[what_of == 1]
     runtime = other[what_of == 2].tolist()
     corrs = list(map(corr.__getitem__, runtime))
-    launch = {c: i for c, i in zip(reversed(corrs), reversed(runtime), strict=True) if c is not None}  # the first
+    launch = dict(zip(reversed(corrs), reversed(runtime), strict=True))  # the first of each
+    launch.pop(None, None)
     return ops, launch
-
-
-def _common_part(args: Any) -> Any:
-    """The part of an event's args that other events share (the whole args unless :class:`EventArgs`)."""
-    return args.shared if args.__class__ is EventArgs else args
 
 
 def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndarray, out: np.ndarray,

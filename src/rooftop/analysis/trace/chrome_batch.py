@@ -31,11 +31,13 @@ from rooftop.analysis.trace.chrome_events import (
 )
 from rooftop.analysis.trace.classify import MEMCPY_NAMES, PROFILER_STEP, classify, line_role, step_number
 from rooftop.analysis.trace.events import _EMPTY, _MAX_SHARED, _OWN, _PLAIN, FLUSH_ROWS, EventArgs
+from rooftop.analysis.trace.jsonstream import value_key
 
 _FAST_IDS: frozenset[Any] = frozenset({int, str})  # pids and tids mapped here (no NaN among them)
 _HOST = "/host:CPU"
 _NO_ARGS: dict[str, Any] = {}  # the args of an event without any (never written to)
 _NCCL_KEYS = _KEPT["kernel"] - {"External id"}
+_OP_KEYS = _KEPT["cpu_op"]
 _FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "cat", "args")  # the fields of an event, if all there
 #: what a value of the per-event rules' domain may raise where they would raise or treat it apart
 _UNUSUAL = (TypeError, ValueError, AttributeError, OverflowError, RecursionError)
@@ -63,6 +65,7 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
     rows = m.rows
     append, intern, launch = rows.rows.append, rows.strings.setdefault, rows.launch_s.setdefault
     line_keys, gpus, gpu, cat_args, dev_kinds = m.line_keys, m.gpus, m._gpu, m.cat_args, _DEVICE_KINDS.get
+    op_args = m.op_args
     kineto = 0
     k = first
     try:
@@ -118,6 +121,13 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
                 kept = cat_args.get(cat) or m._cat(intern(cat, cat))
                 if ext is not _NO_ARGS:
                     kept = EventArgs(kept, "External id", ext)
+            elif cat == "cpu_op" and args.keys() >= _OP_KEYS:  # an op's shapes and link: the shapes' dict if seen
+                text = value_key((args["Input Dims"], args["Input type"], args["Concrete Inputs"]))
+                shapes = op_args.get(("cpu_op", text)) if text is not None else None
+                if shapes is None:
+                    kept = m._kept(intern(cat, cat), args, keys)
+                else:
+                    kept = EventArgs(shapes, "External id", args["External id"])
             else:
                 kept = m._kept(intern(cat, cat), args, keys)
             append((device, line, name, None, None, start_s, dur / _US_PER_S, step, kind, corr, kept))

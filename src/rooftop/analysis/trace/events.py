@@ -361,15 +361,18 @@ class RowBuilder:
         import numpy as np  # loaded with the analysis, not with the loaders' imports
 
         kind_col, step_col, corr_col = c["kind"], c["step"], c["correlation"]
-        marks = [i for i, k in enumerate(kind_col) if k == "step"]
-        if not marks:
+        kinds = {k: n for n, k in enumerate(dict.fromkeys(kind_col))}  # each kind's code, read once per row
+        if "step" not in kinds:
             return
+        kind = np.fromiter(map(kinds.__getitem__, kind_col), np.int32, len(kind_col))
+        marks = np.flatnonzero(kind == kinds["step"]).tolist()
+        launched = np.isin(kind, [kinds[k] for k in ("kernel", "memcpy", "op") if k in kinds])
+        del kind
         start = np.frombuffer(c["start_s"], np.float64) if isinstance(c["start_s"], array) else np.asarray(c["start_s"])
         order = sorted(marks, key=c["start_s"].__getitem__)
         numbers = [step_col[i] if step_col[i] is not None else n for n, i in enumerate(order)]
         lo = np.array([c["start_s"][i] for i in order], np.float64)
         hi = np.array([c["start_s"][i] + c["duration_s"][i] for i in order], np.float64)
-        launched = frozenset({"kernel", "memcpy", "op"}).__contains__
         launch = self.launch_s
         for first in range(0, len(step_col), FLUSH_ROWS):
             last = min(len(step_col), first + FLUSH_ROWS)
@@ -377,7 +380,7 @@ class RowBuilder:
                                               last - first)) + first  # fmt: skip
             t = start[rows]
             if launch:  # a device event at its launch
-                device = np.fromiter(map(launched, map(kind_col.__getitem__, rows.tolist())), bool, len(rows))
+                device = launched[rows]
                 at = rows[device]
                 t[device] = np.fromiter(map(launch.get, map(corr_col.__getitem__, at.tolist()), start[at].tolist()),
                                         np.float64, len(at))  # fmt: skip

@@ -55,10 +55,15 @@ class JsonStream:
         self.batch_start: int | None = None  # where the list of elements being handed out starts
         self.consumed = 0  # characters dropped from the front of the buffer
         self.bad_cuts: set[int] = set()  # offsets (from the start of the text) of cuts that failed
+        try:  # the lines of the text dropped are counted when an error names its line, reading it again
+            self.recount = text.seekable()
+        except (OSError, ValueError):
+            self.recount = False
 
     def fill(self, chars: int | None = None) -> None:
         if self.pos > 0:
-            self.lines_before += self.buf.count("\n", 0, self.pos)
+            if not self.recount:
+                self.lines_before += self.buf.count("\n", 0, self.pos)
             self.consumed += self.pos
             self.bad_cuts = {c for c in self.bad_cuts if c >= self.consumed}
             self.buf, self.pos = self.buf[self.pos :], 0
@@ -104,8 +109,23 @@ class JsonStream:
         if at is None and self.batch_at is not None:
             at = self._element_end(*self.batch_at)
         at = self.pos if at is None else at
-        line = self.lines_before + self.buf.count("\n", 0, at) + 1
+        line = self._lines_dropped() + self.buf.count("\n", 0, at) + 1
         raise ParseError(message, source=self.source, line=line)
+
+    def _lines_dropped(self) -> int:
+        """The line breaks in the text dropped from the buffer: counted as it was dropped, or (a seekable
+        text, which is not read on after an error) by reading it again from its start."""
+        if not self.recount or not self.consumed:
+            return self.lines_before
+        self.text.seek(0)
+        left, lines = self.consumed, 0
+        while left > 0:
+            chunk = self.text.read(min(left, _CHUNK_CHARS))
+            if not chunk:
+                break
+            lines += chunk.count("\n")
+            left -= len(chunk)
+        return lines
 
     def array(self, *, unterminated_ok: bool = False) -> Iterator[list[Any]]:
         """Yield the elements of the array starting here, in lists: as many whole elements as the buffer

@@ -161,12 +161,13 @@ def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndar
         lo, hi = np.searchsorted(asked_thread, [t, t + 1]).tolist()
         first, last = np.searchsorted(span_thread, [t, t + 1]).tolist()
         mine = spans[first:last]
-        found = _sweep(start[mine].tolist(), (start[mine] + dur[mine]).tolist(), start[launch[lo:hi]].tolist())
-        for k, j, at_row in zip(asked[lo:hi].tolist(), found, launch[lo:hi].tolist(), strict=True):
-            if j >= 0:
-                out[k] = mine[j]
-            else:
-                why[k] = 2 if "GraphLaunch" in names[at_row] else 3
+        found = np.array(_sweep(start[mine].tolist(), (start[mine] + dur[mine]).tolist(),
+                                start[launch[lo:hi]].tolist()), np.int64)  # fmt: skip
+        mine_asked, hit = asked[lo:hi], found >= 0
+        out[mine_asked[hit]] = mine[found[hit]]
+        missed = np.flatnonzero(~hit)
+        if len(missed):  # no op holds the launch: a graph replay, or an op without shapes
+            why[mine_asked[missed]] = [2 if "GraphLaunch" in names[r] else 3 for r in launch[lo:hi][missed].tolist()]
 
 
 def _sweep(starts: list[float], ends: list[float], times: list[float]) -> list[int]:

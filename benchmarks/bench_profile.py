@@ -31,6 +31,16 @@ then with orjson 3.13.0 and with the json module: jax 11.8 / 258, 10.1 / 262, 10
 15.9 / 352, 13.3 / 354, 15.8 / 352; tiny 11.9 / 355, 8.6 / 357, 11.7 / 356. With orjson, decoding
 (gzip included) takes about 4-5 s of the Kineto load's 10 s, mapping the events to rows most of the rest.
 
+Then the events mapped a batch at a time (analysis/trace/chrome_batch.py), 64 Ki characters decoded at a
+time, each column's codes worked out once: before and after side by side (``PYTHONPATH=<checkout>/src``,
+orjson, the same minutes of the same machine; total s / cpu s / peak MiB). A quieter hour, medians of 3:
+kineto 12.5 / 12.4 / 356 -> 10.2 / 10.2 / 357, jax 9.0 / 8.9 / 265 -> 8.1 / 8.1 / 270, tiny 8.2 / 8.2 /
+354 -> 7.3 / 7.2 / 364. A busy hour (another process on the other core), medians of 4 to 6 runs taken in
+turns: kineto 17.8 / 17.7 / 358 -> 13.6 / 13.4 / 362, jax 11.1 / 11.0 / 261 -> 10.7 / 9.9 / 271, tiny 12.2
+/ 12.1 / 362 -> 10.2 / 10.1 / 365. Decoding (orjson making the objects, and freeing them) and mapping the
+Kineto events take about 3.5 s each of its load on a quiet machine. `benchmarks/profile_equivalence.py`
+checks that the output did not change.
+
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]
 [--runs 1] [--json auto|stdlib] [--no-markers] [--no-hlo] [--cprofile] [--keep DIR [--reuse]]``.
 """

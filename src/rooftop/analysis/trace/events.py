@@ -348,7 +348,7 @@ class RowBuilder:
         cols = dict(zip(COLUMNS, self.columns, strict=True))
         self.columns, self.flushed = [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS], 0
         if line_names:
-            cols["line"] = [line_names.get(x, x) for x in cols["line"]]
+            cols["line"] = list(map(line_names.get, cols["line"], cols["line"]))
         self._assign_steps(cols)
         for c in COLUMNS:  # one column at a time, each list freed as its tuple is made (EventTable keeps tuples)
             cols[c] = _column(c, cols[c])

@@ -68,6 +68,8 @@ class Step:
 def codes(column: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     """Each value's index among the column's distinct values (equal values, one index), and those values."""
     values = list(set(column))
+    if len(values) == 1:  # one value (a Kineto trace's modules and instructions: all None)
+        return np.zeros(len(column), np.int32), values
     index = {v: i for i, v in enumerate(values)}
     return np.fromiter(map(index.__getitem__, column), np.int32, len(column)), values
 

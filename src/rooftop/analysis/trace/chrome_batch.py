@@ -38,7 +38,9 @@ _HOST = "/host:CPU"
 _NO_ARGS: dict[str, Any] = {}  # the args of an event without any (never written to)
 _NCCL_KEYS = _KEPT["kernel"] - {"External id"}
 _OP_KEYS = _KEPT["cpu_op"]
-_FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "cat", "args")  # the fields of an event, if all there
+#: the fields of an event, when it has them all (a KeyError otherwise: :func:`_fields`); a JAX event has no cat
+_FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "cat", "args")
+_JAX_FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "args")
 #: what a value of the per-event rules' domain may raise where they would raise or treat it apart
 _UNUSUAL = (TypeError, ValueError, AttributeError, OverflowError, RecursionError)
 
@@ -160,7 +162,8 @@ def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
         for k in range(first, len(batch)):
             ev = batch[k]
             try:
-                ph, pid, tid, ts, dur, name, cat, args = _FIELDS(ev)  # (not a dict: a TypeError)
+                ph, pid, tid, ts, dur, name, args = _JAX_FIELDS(ev)  # (not a dict: a TypeError)
+                cat = ev.get("cat")
             except KeyError:
                 ph, pid, tid, ts, dur, name, cat, args = _fields(ev)
             if (ph != "X" or pid.__class__ not in _FAST_IDS or tid.__class__ not in _FAST_IDS

@@ -33,13 +33,13 @@ then with orjson 3.13.0 and with the json module: jax 11.8 / 258, 10.1 / 262, 10
 
 Then the events mapped a batch at a time (analysis/trace/chrome_batch.py), 64 Ki characters decoded at a
 time, each column's codes worked out once: before and after side by side (``PYTHONPATH=<checkout>/src``,
-orjson, the same minutes of the same machine; total s / cpu s / peak MiB). A quieter hour, medians of 3:
-kineto 12.5 / 12.4 / 356 -> 10.2 / 10.2 / 357, jax 9.0 / 8.9 / 265 -> 8.1 / 8.1 / 270, tiny 8.2 / 8.2 /
-354 -> 7.3 / 7.2 / 364. A busy hour (another process on the other core), medians of 4 to 6 runs taken in
-turns: kineto 17.8 / 17.7 / 358 -> 13.6 / 13.4 / 362, jax 11.1 / 11.0 / 261 -> 10.7 / 9.9 / 271, tiny 12.2
-/ 12.1 / 362 -> 10.2 / 10.1 / 365. Decoding (orjson making the objects, and freeing them) and mapping the
-Kineto events take about 3.5 s each of its load on a quiet machine. `benchmarks/profile_equivalence.py`
-checks that the output did not change.
+orjson, runs taken in turns on the same machine; total s / cpu s / peak MiB, medians of 3). A busy hour
+(another process on the other core), the final code: kineto 16.7 / 16.7 / 354 -> 12.6 / 12.6 / 360, jax
+12.0 / 11.9 / 269 -> 10.0 / 10.0 / 269, tiny 11.8 / 11.8 / 354 -> 9.0 / 9.0 / 365. A quieter hour, an
+earlier step (the batched loop and the cached codes only): kineto 12.5 -> 10.2, jax 9.0 -> 8.1, tiny 8.2
+-> 7.3 s. So on a quiet machine the Kineto trace takes about 10 s: decoding (orjson making the objects,
+then freeing them) and mapping the events take about 3.5 s each of its load, the report about 1.5 s.
+`benchmarks/profile_equivalence.py` checks that the output did not change.
 
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]
 [--runs 1] [--json auto|stdlib] [--no-markers] [--no-hlo] [--cprofile] [--keep DIR [--reuse]]``.

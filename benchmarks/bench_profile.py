@@ -31,6 +31,16 @@ then with orjson 3.13.0 and with the json module: jax 11.8 / 258, 10.1 / 262, 10
 15.9 / 352, 13.3 / 354, 15.8 / 352; tiny 11.9 / 355, 8.6 / 357, 11.7 / 356. With orjson, decoding
 (gzip included) takes about 4-5 s of the Kineto load's 10 s, mapping the events to rows most of the rest.
 
+Then the events mapped a batch at a time (analysis/trace/chrome_batch.py), 64 Ki characters decoded at a
+time, each column's codes worked out once: before and after side by side (``PYTHONPATH=<checkout>/src``,
+orjson, runs taken in turns on the same machine; total s / cpu s / peak MiB, medians of 3). A busy hour
+(another process on the other core), the final code: kineto 16.7 / 16.7 / 354 -> 12.6 / 12.6 / 360, jax
+12.0 / 11.9 / 269 -> 10.0 / 10.0 / 269, tiny 11.8 / 11.8 / 354 -> 9.0 / 9.0 / 365. A quieter hour, an
+earlier step (the batched loop and the cached codes only): kineto 12.5 -> 10.2, jax 9.0 -> 8.1, tiny 8.2
+-> 7.3 s. So on a quiet machine the Kineto trace takes about 10 s: decoding (orjson making the objects,
+then freeing them) and mapping the events take about 3.5 s each of its load, the report about 1.5 s.
+`benchmarks/profile_equivalence.py` checks that the output did not change.
+
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]
 [--runs 1] [--json auto|stdlib] [--no-markers] [--no-hlo] [--cprofile] [--keep DIR [--reuse]]``.
 """

@@ -30,7 +30,7 @@ from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.intervals import Runs
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.trace.events import EventArgs, EventTable, Trace
-from rooftop.analysis.trace.ops import Executions, codes, each, executions, first_codes, floats, members_of
+from rooftop.analysis.trace.ops import Executions, column_codes, each, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
@@ -83,7 +83,7 @@ def launching_ops(trace: Trace) -> Launches:
     the same ``correlation``; the op is the innermost such cpu_op on the launching thread whose span holds
     the launch. Without a launch event, a cpu_op of the kernel's ``External id`` (older traces)."""
     ev = trace.events
-    kind, kinds = codes(ev.column("kind"))
+    kind, kinds = column_codes(ev, "kind")
     corr, args = ev.column("correlation"), ev.column("args")
     none = np.zeros(0, np.int64)
     other = np.flatnonzero(kind == kinds.index("other")) if "other" in kinds else none
@@ -116,7 +116,9 @@ def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndar
     """The rows of the cpu_ops with Input Dims, and the first runtime launch row of each correlation id;
     the args are read once per distinct common part (the loader shares it between events)."""
     args, corr = ev.column("args"), ev.column("correlation")
-    common = np.fromiter(map(id, map(_common_part, map(args.__getitem__, each(other)))), np.int64, len(other))
+    rows = list(map(args.__getitem__, each(other)))  # each one's common part: getattr(a, "shared", a), in C
+    common = np.fromiter(map(id, map(getattr, rows, itertools.repeat("shared"), rows)), np.int64, len(other))
+    del rows
     code, first = first_codes(common)
     del common
     what = []  # per distinct args: 1 a shaped op, 2 a launch, 0 neither
@@ -129,13 +131,9 @@ def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndar
     ops = other[what_of == 1]
     runtime = other[what_of == 2].tolist()
     corrs = list(map(corr.__getitem__, runtime))
-    launch = {c: i for c, i in zip(reversed(corrs), reversed(runtime), strict=True) if c is not None}  # the first
+    launch = dict(zip(reversed(corrs), reversed(runtime), strict=True))  # the first of each
+    launch.pop(None, None)
     return ops, launch
-
-
-def _common_part(args: Any) -> Any:
-    """The part of an event's args that other events share (the whole args unless :class:`EventArgs`)."""
-    return args.shared if args.__class__ is EventArgs else args
 
 
 def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndarray, out: np.ndarray,
@@ -147,8 +145,8 @@ def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndar
     if not len(asked):
         return
     start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
-    device, _ = codes(ev.column("device"))
-    line, lines = codes(ev.column("line"))
+    device, _ = column_codes(ev, "device")
+    line, lines = column_codes(ev, "line")
     thread = device.astype(np.int64) * len(lines) + line
     del device, line
     launch = at[asked]
@@ -163,12 +161,13 @@ def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndar
         lo, hi = np.searchsorted(asked_thread, [t, t + 1]).tolist()
         first, last = np.searchsorted(span_thread, [t, t + 1]).tolist()
         mine = spans[first:last]
-        found = _sweep(start[mine].tolist(), (start[mine] + dur[mine]).tolist(), start[launch[lo:hi]].tolist())
-        for k, j, at_row in zip(asked[lo:hi].tolist(), found, launch[lo:hi].tolist(), strict=True):
-            if j >= 0:
-                out[k] = mine[j]
-            else:
-                why[k] = 2 if "GraphLaunch" in names[at_row] else 3
+        found = np.array(_sweep(start[mine].tolist(), (start[mine] + dur[mine]).tolist(),
+                                start[launch[lo:hi]].tolist()), np.int64)  # fmt: skip
+        mine_asked, hit = asked[lo:hi], found >= 0
+        out[mine_asked[hit]] = mine[found[hit]]
+        missed = np.flatnonzero(~hit)
+        if len(missed):  # no op holds the launch: a graph replay, or an op without shapes
+            why[mine_asked[missed]] = [2 if "GraphLaunch" in names[r] else 3 for r in launch[lo:hi][missed].tolist()]
 
 
 def _sweep(starts: list[float], ends: list[float], times: list[float]) -> list[int]:
@@ -316,7 +315,7 @@ def _kernel_groups(
     their first kernel. Also how many kernels no op launched."""
     ev = trace.events
     kernels, op_row = launched.kernels, launched.ops
-    name, name_values = codes(ev.column("name"))
+    name, name_values = column_codes(ev, "name")
     name = name[kernels]
     is_nccl = np.array(["nccl" in n.lower() for n in name_values], bool)[name]
     alone = _where(is_nccl | (op_row < 0))  # kernels that are executions by themselves
@@ -353,7 +352,7 @@ def _as_executions(ev: EventTable, rows: np.ndarray, execs: Executions) -> tuple
     if not len(at) or (at.min() >= 0 and (execs.events.max() == 1 or np.all(execs.events[at] == 1))):
         return execs, at
     start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
-    device, devices = codes(ev.column("device"))
+    device, devices = column_codes(ev, "device")
     times = (start[rows], start[rows] + dur[rows], dur[rows] + 0.0)  # busy = 0 + dur, a sum of one
     return Executions(ev, rows, times, np.ones(len(rows), np.int64), (device[rows], devices)), np.arange(len(rows))
 
@@ -407,7 +406,7 @@ def _op_runs(
     (name, args). Rows are added to ``groups`` in the order of their first execution."""
     names, args = ev.column("name"), ev.column("args")
     start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
-    device, devices = codes(ev.column("device"))
+    device, devices = column_codes(ev, "device")
     run, first = first_codes(op_row * max(len(devices), 1) + device[kernels])
     rows, events = kernels[first], np.bincount(run, minlength=len(first))
     device = device[rows]
@@ -422,7 +421,7 @@ def _op_runs(
             end[r] = max((start[mine] + dur[mine]).tolist())
             busy[r] = sum(dur[mine].tolist())
     ops = op_row[first]
-    name, _ = codes(names)
+    name, _ = column_codes(ev, "name")
     ids, _ = first_codes(np.fromiter(map(_common, map(args.__getitem__, ops.tolist())), np.int64, len(ops)))
     sig, at = first_codes(name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids)
     del name, ids

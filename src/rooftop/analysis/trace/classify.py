@@ -46,7 +46,7 @@ _FRAMEWORK_LINES = frozenset(
         "SparseCore Ops",
     }
 )
-_MEMCPY_NAMES = (
+MEMCPY_NAMES = (
     "Memcpy",
     "MemcpyH2D",
     "MemcpyD2H",
@@ -87,7 +87,7 @@ def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_op
     if step is not None:
         step = step_number(step)
     if role == "stream":
-        kind = "memcpy" if "memcpy_details" in stats or name.startswith(_MEMCPY_NAMES) else "kernel"
+        kind = "memcpy" if "memcpy_details" in stats or name.startswith(MEMCPY_NAMES) else "kernel"
         return kind, plane, module, inst, step, corr
     if role == "host":
         if inst is not None and host_ops:

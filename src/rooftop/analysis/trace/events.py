@@ -15,11 +15,11 @@ import json
 import operator
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from types import MappingProxyType
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 from rooftop.errors import InvalidConfigError
 
@@ -40,6 +40,7 @@ _OWN = frozenset(OWN_ARGS)
 _PLAIN: frozenset[Any] = frozenset({str, int, type(None), bytes})
 _BY_TEXT = object()  # marks the keys of args compared by the text of their values
 _MAX_SHARED = 1 << 14  # distinct shared args kept before interning must pay its way (a hit per entry)
+_T = TypeVar("_T")
 _DIGITS = re.compile(r"([0-9]+)")  # ASCII only: "²" is a digit to str.isdigit but not to int()
 
 
@@ -157,7 +158,7 @@ class EventTable(Sequence[OpEvent]):
     args as loaded (values str, int, float or lists; a dict, or an :class:`EventArgs` whose common part is
     shared with other events); ``OpEvent.args`` is their string view (:func:`args_view`)."""
 
-    __slots__ = ("_cols", "_n")
+    __slots__ = ("_cols", "_derived", "_n")
 
     def __init__(self, columns: Mapping[str, Sequence[Any]]) -> None:
         missing = [c for c in COLUMNS if c not in columns]
@@ -169,6 +170,7 @@ class EventTable(Sequence[OpEvent]):
             raise InvalidConfigError(f"event table columns differ in length: {sorted(lengths)}")
         self._cols = cols
         self._n = lengths.pop() if lengths else 0
+        self._derived: dict[Hashable, Any] = {}
 
     @classmethod
     def from_events(cls, events: Iterable[OpEvent]) -> EventTable:
@@ -183,6 +185,14 @@ class EventTable(Sequence[OpEvent]):
         if name not in self._cols:
             raise InvalidConfigError(f"unknown event column {name!r}; columns: {', '.join(COLUMNS)}")
         return self._cols[name]
+
+    def derived(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """A value computed from the table (whose columns never change) once: ``make()`` the first time
+        ``key`` is asked for, the same value after that (an analysis that reads a column's codes several
+        times pays for them once)."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
         return self._n
@@ -338,7 +348,7 @@ class RowBuilder:
         cols = dict(zip(COLUMNS, self.columns, strict=True))
         self.columns, self.flushed = [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS], 0
         if line_names:
-            cols["line"] = [line_names.get(x, x) for x in cols["line"]]
+            cols["line"] = list(map(line_names.get, cols["line"], cols["line"]))
         self._assign_steps(cols)
         for c in COLUMNS:  # one column at a time, each list freed as its tuple is made (EventTable keeps tuples)
             cols[c] = _column(c, cols[c])
@@ -351,15 +361,18 @@ class RowBuilder:
         import numpy as np  # loaded with the analysis, not with the loaders' imports
 
         kind_col, step_col, corr_col = c["kind"], c["step"], c["correlation"]
-        marks = [i for i, k in enumerate(kind_col) if k == "step"]
-        if not marks:
+        kinds = {k: n for n, k in enumerate(dict.fromkeys(kind_col))}  # each kind's code, read once per row
+        if "step" not in kinds:
             return
+        kind = np.fromiter(map(kinds.__getitem__, kind_col), np.int32, len(kind_col))
+        marks = np.flatnonzero(kind == kinds["step"]).tolist()
+        launched = np.isin(kind, [kinds[k] for k in ("kernel", "memcpy", "op") if k in kinds])
+        del kind
         start = np.frombuffer(c["start_s"], np.float64) if isinstance(c["start_s"], array) else np.asarray(c["start_s"])
         order = sorted(marks, key=c["start_s"].__getitem__)
         numbers = [step_col[i] if step_col[i] is not None else n for n, i in enumerate(order)]
         lo = np.array([c["start_s"][i] for i in order], np.float64)
         hi = np.array([c["start_s"][i] + c["duration_s"][i] for i in order], np.float64)
-        launched = frozenset({"kernel", "memcpy", "op"}).__contains__
         launch = self.launch_s
         for first in range(0, len(step_col), FLUSH_ROWS):
             last = min(len(step_col), first + FLUSH_ROWS)
@@ -367,7 +380,7 @@ class RowBuilder:
                                               last - first)) + first  # fmt: skip
             t = start[rows]
             if launch:  # a device event at its launch
-                device = np.fromiter(map(launched, map(kind_col.__getitem__, rows.tolist())), bool, len(rows))
+                device = launched[rows]
                 at = rows[device]
                 t[device] = np.fromiter(map(launch.get, map(corr_col.__getitem__, at.tolist()), start[at].tolist()),
                                         np.float64, len(at))  # fmt: skip

@@ -68,8 +68,22 @@ class Step:
 def codes(column: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     """Each value's index among the column's distinct values (equal values, one index), and those values."""
     values = list(set(column))
+    if len(values) == 1:  # one value (a Kineto trace's modules and instructions: all None)
+        return np.zeros(len(column), np.int32), values
     index = {v: i for i, v in enumerate(values)}
     return np.fromiter(map(index.__getitem__, column), np.int32, len(column)), values
+
+
+def column_codes(table: EventTable, name: str) -> tuple[np.ndarray, list[Any]]:
+    """:func:`codes` of a column of ``table`` (a new int32 array each time, the values a new list), worked
+    out once per table and kept in the narrowest integer type that holds them."""
+    code, values = table.derived(("codes", name), lambda: _narrow(codes(table.column(name))))
+    return code.astype(np.int32), list(values)
+
+
+def _narrow(coded: tuple[np.ndarray, list[Any]]) -> tuple[np.ndarray, tuple[Any, ...]]:
+    code, values = coded
+    return _small(code, len(values)), tuple(values)
 
 
 def ranks(values: Sequence[Any], key: Callable[[Any], Any] | None = None) -> np.ndarray:
@@ -215,12 +229,12 @@ def executions(trace: Trace, kinds: Sequence[str] = ("op", "kernel"), *, by_time
     Ordered by start time (then natural device order, name), or by (device, line, start) with ``by_time=False``.
     """
     ev = trace.events
-    kind, kinds_seen = codes(ev.column("kind"))
+    kind, kinds_seen = column_codes(ev, "kind")
     rows = np.flatnonzero(np.isin(kind, [i for i, k in enumerate(kinds_seen) if k in kinds]))
     c: _Codes = {"kind": (kind[rows], kinds_seen)}
     del kind
     for column in ("device", "line", "name", "module", "instruction"):  # of the op rows only
-        full, values = codes(ev.column(column))
+        full, values = column_codes(ev, column)
         c[column] = (full[rows], values)
         del full
     start, duration = floats(ev.column("start_s")), floats(ev.column("duration_s"))

@@ -379,7 +379,9 @@ def test_missing_and_unreadable_paths(tmp_path: Path) -> None:
 # XPlane (needs jax for its reader)
 
 
-def _xspace(plane: str, line: str, events: list[tuple[str, int, str]], plane_stats: str = "") -> bytes:
+def _xspace(
+    plane: str, line: str, events: list[tuple[str, int, str]], plane_stats: str = "", timestamp_ns: int = 0
+) -> bytes:
     """One plane with one line of events (name, duration_ps, stats in text-proto form); stat ids 1-4 are
     hlo_op, hlo_module, step_num and bytes_allocated."""
     profiler = pytest.importorskip("jax.profiler")
@@ -396,7 +398,7 @@ def _xspace(plane: str, line: str, events: list[tuple[str, int, str]], plane_sta
         for i, n in enumerate(("hlo_op", "hlo_module", "step_num", "bytes_allocated"), 1)
     )
     text = (
-        f'planes {{ id: 1 name: "{plane}" lines {{ id: 1 name: "{line}" timestamp_ns: 0 {evs} }} '
+        f'planes {{ id: 1 name: "{plane}" lines {{ id: 1 name: "{line}" timestamp_ns: {timestamp_ns} {evs} }} '
         f"{meta} {stats} {plane_stats} }}"
     )
     return profiler.ProfileData.text_proto_to_serialized_xspace(text)
@@ -435,6 +437,14 @@ def test_xplane_negative_duration(tmp_path: Path) -> None:
     path = tmp_path / "t.xplane.pb"
     path.write_bytes(_xspace("/device:GPU:0", "Stream #1", [("k", -5000, "")]))
     _one_line_error(path, "event 'k' on line 'Stream #1' has a negative duration (-5 ns)")
+
+
+def test_xplane_line_before_the_epoch(tmp_path: Path) -> None:
+    """A line's timestamp is nanoseconds since the Unix epoch (xplane.proto): one before it (here the
+    smallest int64, as a corrupt file can hold) is a one-line error, not negative times in the output."""
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(_xspace("/host:CPU", "Allocs", [("k", 5000, "")], timestamp_ns=-(2**63)))
+    _one_line_error(path, "event 'k' on line 'Allocs' starts before the clock's epoch (-9.22337e+18 ns)")
 
 
 def test_xplane_memory_sample_of_other_types_is_skipped(tmp_path: Path) -> None:

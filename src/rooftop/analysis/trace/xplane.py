@@ -233,6 +233,9 @@ class _SpaceReader:
                 if dur_s < 0:
                     raise ValueError(f"event {shown(name)} on line {shown(line_name)} has a negative duration "
                                      f"({ev.duration_ns:g} ns)")  # fmt: skip
+                if start_s < 0:  # a line's timestamp counts from the Unix epoch (xplane.proto): a corrupt one
+                    raise ValueError(f"event {shown(name)} on line {shown(line_name)} starts before the clock's "
+                                     f"epoch ({ev.start_ns:g} ns)")  # fmt: skip
                 if kind == "module":
                     modules.append((start_s, start_s + dur_s, module))
                 elif module is None and kind == "op":

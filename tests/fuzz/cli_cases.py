@@ -380,6 +380,8 @@ def _prune(case: Case) -> None:
         return any("{W}/" + top in a or a in ("{W}", "{W}/") for a in case.argv)
 
     case.files = {k: v for k, v in case.files.items() if used(k)}
+    if not any(isinstance(v, Special) and v.kind == "symlink" for v in case.files.values()):
+        case.refuse = ""  # the link to be refused went with a replaced value: nothing reads it
     case.process = any(
         isinstance(v, Special) and (v.kind == "fifo" or v.arg == "/dev/zero") for v in case.files.values()
     )

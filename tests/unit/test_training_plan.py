@@ -217,8 +217,12 @@ def test_the_planner_balances_llama3_and_interleaves_it_8_ways() -> None:
     assert 8 in interleave_options(126, 16, balance=True) and 8 not in interleave_options(126, 16)
     setup = TrainingSetup(get_model("llama-3.1-405b"), H100, parse_topology(H100, "2048x8"), 2048, 8192,
                           default_efficiency("training"))  # fmt: skip
-    best = plan_training(setup, {"dp": 128, "tp": 8, "pp": 16}, top=1).ranked[0]
+    plan = plan_training(setup, {"dp": 128, "tp": 8, "pp": 16}, top=1)
+    best = plan.ranked[0]
     assert (best.parallelism.virtual_stages, best.parallelism.pipeline_balance) == (8, True)
+    assert "Balanced split (pipeline_balance): the last stage holds 7 layers and the output head" in " ".join(
+        plan.explanation
+    )
     with pytest.raises(InvalidConfigError, match="pp x virtual_stages=128 exceeds n_layers=126"):  # even split
         plan_training(setup, {"dp": 128, "tp": 8, "pp": 16, "virtual_stages": 8, "pipeline_balance": False}, top=1)
     with pytest.raises(InvalidConfigError, match=r"pipeline_balance with virtual_stages=3 needs n_layers \+ 2 = 128"):

@@ -9,7 +9,7 @@ from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.topology import Mesh, domains_spanned
 from rooftop.plan.train.comm import CommPricer
-from rooftop.plan.train.layout import Parallelism, validate
+from rooftop.plan.train.layout import Parallelism, stage_split, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
 from rooftop.units import format_bytes, format_duration, format_rate, plural
 
@@ -139,9 +139,23 @@ def explain(
         lines.append(
             f"Pipeline of {par.pp} stages x {par.virtual_stages} virtual with {par.microbatches} microbatches: "
             f"bubble {format_duration(best.breakdown['pipeline_bubble'])} "
-            f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work)."
+            f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work). "
+            + _split_words(setup, par)
         )
     return lines
+
+
+def _split_words(setup: TrainingSetup, par: Parallelism) -> str:
+    """How the layers fall on the stages (layout.stage_split), in words."""
+    prof = profile_for(setup, par.remat)
+    split = stage_split(setup.cfg.n_layers, par, prof.head_layers)
+    head = f"the output head and loss (worth {prof.head_layers:.2f} of a layer)"
+    if par.pipeline_balance:
+        return (
+            f"Balanced split (pipeline_balance): the last stage holds {plural(split.last, 'layer')} and {head}, "
+            f"the others up to {split.most}."
+        )
+    return f"Even split: up to {plural(split.most, 'layer')} a stage, the last one with {head} on top."
 
 
 def tp_domains(setup: TrainingSetup, par: Parallelism) -> int:

@@ -223,6 +223,8 @@ def test_the_planner_balances_llama3_and_interleaves_it_8_ways() -> None:
     assert "Balanced split (pipeline_balance): the last stage holds 7 layers and the output head" in " ".join(
         plan.explanation
     )
+    with pytest.raises(InvalidConfigError, match="pipeline_balance with virtual_stages=3 needs n_layers"):  # pinned
+        plan_training(setup, {"dp": 128, "tp": 8, "pp": 16, "virtual_stages": 3, "pipeline_balance": True}, top=1)
     with pytest.raises(InvalidConfigError, match="pp x virtual_stages=128 exceeds n_layers=126"):  # even split
         plan_training(setup, {"dp": 128, "tp": 8, "pp": 16, "virtual_stages": 8, "pipeline_balance": False}, top=1)
     with pytest.raises(InvalidConfigError, match=r"pipeline_balance with virtual_stages=3 needs n_layers \+ 2 = 128"):

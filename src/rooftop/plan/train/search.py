@@ -201,7 +201,10 @@ def _inner(
                     virtual_stages=v,
                     zero_stage=1 if dp > 1 else 0,
                     sequence_parallel=bool(fix.get("sequence_parallel", True)),
-                    pipeline_balance=balance and pp > 1 and balance_fits(cfg.n_layers, pp, v),
+                    # pinned on, it stays on (validate names a v it cannot split); else where it splits evenly
+                    pipeline_balance=balance
+                    and pp > 1
+                    and ("pipeline_balance" in fix or balance_fits(cfg.n_layers, pp, v)),
                     fsdp_reshard=bool(fix.get("fsdp_reshard", True)),
                 )
 

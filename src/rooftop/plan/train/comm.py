@@ -18,7 +18,7 @@ from rooftop.hardware.topology import Mesh, domains_spanned
 from rooftop.model.config import TransformerConfig
 from rooftop.plan.train.layout import Parallelism
 from rooftop.plan.train.memory import Shards, params_per_chip
-from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums, stage_pace
+from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums
 
 if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
@@ -120,10 +120,12 @@ def layer_comm(
     pricer: CommPricer,
     shards: Shards,
     tokens_chip: float,
+    layer_scale: float,
     ledger: Ledger | None = None,
 ) -> tuple[float, float, float, float, float]:
-    """(exposed tensor-, context-, FSDP- and expert-parallel seconds of one microbatch on the fullest
-    stage, the backward compute left free for the data-parallel all-reduce).
+    """(exposed tensor-, context-, FSDP- and expert-parallel seconds of one microbatch on the stage that sets
+    the pace, which runs ``layer_scale`` of the model's layers (profile.stage_pace), the backward compute left
+    free for the data-parallel all-reduce).
 
     Per layer and phase, compute hides communication at most once (``_hide``): ring attention's
     K,V shifts behind the attention core, then ``tp_overlap`` of the tensor-parallel collectives,
@@ -133,7 +135,6 @@ def layer_comm(
     compute at the ends of the step) stays exposed."""
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
-    layer_scale = stage_pace(prof, par, sums)[0]
     e_tp = e_cp = e_fsdp = e_ep = 0.0
     recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
     act = tokens_chip * cfg.d_model * a_bytes

@@ -227,7 +227,9 @@ def step_parts(
     (fl, fo), (bl, bo), (rl, ro) = sums.phases
     tokens_chip = b * setup.seq_len / par.cp
     shards = Shards.of(par)
-    e_tp, e_cp, e_fsdp, e_ep, uncovered = layer_comm(setup, par, prof, sums, pricer, shards, tokens_chip, ledger)
+    e_tp, e_cp, e_fsdp, e_ep, uncovered = layer_comm(
+        setup, par, prof, sums, pricer, shards, tokens_chip, layer_scale, ledger
+    )
     per_mb = {
         "compute_forward": fl * layer_scale + fo * head,
         "compute_backward": bl * layer_scale + bo * head,

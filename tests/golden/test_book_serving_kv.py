@@ -108,3 +108,23 @@ def test_default_efficiencies_scale_the_same_layout(ideal) -> None:  # type: ign
     # bound; the whole step adds 85% of peak bandwidth, the activations, 320 collectives and fixed costs
     assert abs(point.decode.bandwidth_roofline_s / BOOK_STEP_S - 1) < 0.01
     assert point.decode.time_s > 1.5 * point.decode.bandwidth_roofline_s
+
+
+def test_with_the_books_overlap_the_collectives_leave_only_their_latency() -> None:
+    """Part 8's sharding answer prices a matmul's ICI time against its HBM time and keeps the larger
+    (collective matmul, Part 3): ``tp_overlap=1``. At the book's largest batch the all-reduces' bytes
+    then run under the weight streaming, and what the step keeps beyond the book's bound is what
+    the bound leaves out: the activations each op reads and writes, and the collectives' latency."""
+    plan = _plan(IDEAL.replace(tp_overlap=1))
+    big, point = _largest(plan)
+    assert big.layout == ServingLayout(tp=32, kv_batch=4) and big.max_batch == 148
+    step = point.decode
+    bandwidth = step.collective_s - step.collective_latency_s
+    assert bandwidth < step.group_s["matmul"]  # the matmuls outlast the wire time: all of it hidden
+    assert step.collective_hidden_s == pytest.approx(bandwidth, rel=1e-12)
+    activations = step.other_bytes / BW  # every op's activation reads and writes, at peak
+    assert step.roofline_s == pytest.approx(step.bandwidth_roofline_s + activations, rel=1e-9)
+    assert step.time_s == pytest.approx(step.bandwidth_roofline_s + activations + step.collective_latency_s, rel=1e-9)
+    # 20.3 ms of weights and cache + 4.3 ms of activations + 3.7 ms of latency (320 collectives)
+    assert step.collective_latency_s == pytest.approx(3.68e-3, rel=0.01)
+    assert BOOK_STEP_S < step.time_s < 1.5 * BOOK_STEP_S  # the book: "a reasonable bound (within 1.5x)"

@@ -209,3 +209,41 @@ def test_max_batch_never_decreases_with_more_chips(cfg, chip) -> None:  # type: 
         req = ServingRequest(cfg, chip, topology_for_chips(chip, n), 7680, 512, efficiency=eff)
         held.append(max(sl.max_batch(cfg, chip, lay, 8192, BF16, eff) * lay.replicas for lay in candidate_layouts(req)))
     assert all(b >= a for a, b in itertools.pairwise(held)), held
+
+
+# ---------------------------------------------------------------- tp_overlap: collectives under the matmuls
+
+
+@pytest.mark.parametrize("batch", [1, 64, 148])
+def test_tp_overlap_hides_the_collectives_bandwidth_time_under_the_matmuls(batch: int) -> None:
+    """hidden = min(collectives - their latency, tp_overlap x matmul ops' time); the step loses exactly
+    that, and the latency part always stays on it."""
+    book = ServingLayout(tp=32, kv_batch=4)
+    mesh = make_mesh(parse_topology(V5E, "4x8"), book.mesh_axes())
+    base = phase.decode_step(L70, V5E, mesh, book, batch, 8192, BF16, IDEAL)
+    assert base.collective_hidden_s == 0 and base.collective_exposed_s == base.collective_s
+    for f in (0.25, 0.5, 1.0):
+        step = phase.decode_step(L70, V5E, mesh, book, batch, 8192, BF16, IDEAL.replace(tp_overlap=f))
+        bandwidth = step.collective_s - step.collective_latency_s
+        assert step.collective_hidden_s == pytest.approx(min(bandwidth, f * step.group_s["matmul"]), rel=1e-12)
+        assert step.time_s == pytest.approx(base.time_s - step.collective_hidden_s, rel=1e-12)
+        assert step.collective_exposed_s >= step.collective_latency_s - 1e-15
+        assert step.time_s <= base.time_s  # more overlap is never slower
+    # the matmuls are the ceiling: at batch 148 the all-reduces' bandwidth time is larger than them
+    assert step.collective_hidden_s == pytest.approx(
+        min(step.collective_s - step.collective_latency_s, step.group_s["matmul"]), rel=1e-12
+    )
+
+
+def test_tp_overlap_has_nothing_to_hide_without_tensor_parallelism() -> None:
+    mesh = make_mesh(parse_topology(H100, "1"), {"tp": 1})
+    step = phase.decode_step(
+        get_model("llama-3-8b"), H100, mesh, ServingLayout(tp=1), 32, 2048, BF16, IDEAL.replace(tp_overlap=1)
+    )
+    assert step.collective_s == 0 and step.collective_hidden_s == 0
+
+
+def test_serving_default_keeps_tp_collectives_on_the_step() -> None:
+    for kind in ("gpu", "tpu"):
+        eff = default_efficiency("serving", kind)
+        assert eff.tp_overlap == 0 and "tp_overlap" in eff.sources

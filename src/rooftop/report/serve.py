@@ -49,6 +49,8 @@ def phase_dict(p: PhaseTime, terms: bool = True) -> dict[str, Any]:
         "bandwidth_roofline_s": p.bandwidth_roofline_s,
         "collective_s": p.collective_s,
         "collective_latency_s": p.collective_latency_s,
+        "collective_hidden_s": p.collective_hidden_s,
+        "collective_exposed_s": p.collective_exposed_s,
         "collectives": p.collectives,
         "launch_s": p.launch_s,
         "scheduling_s": p.scheduling_s,
@@ -281,10 +283,14 @@ def _step_table(plan: ServingPlan, p: ServingPoint) -> Table:
     d = p.decode
     crossing = next((s.scale_out_axes for s in plan.layouts if s.layout == p.layout), ())
     over = f" ({' and '.join(crossing)} across the scale-out network too)" if crossing else ""
+    hidden = ""
+    if d.collective_hidden_s:
+        shown_ = f"{format_duration(d.collective_hidden_s)} of {format_duration(d.collective_s)}"
+        hidden = f", exposed: {shown_} run under the matmuls (tp_overlap)"
     parts = [
         ("bandwidth roofline (weights + KV) / HBM", d.bandwidth_roofline_s),
         *((f"{words(g)} ops ({words(d.group_bound[g])}-bound)", t) for g, t in d.group_s.items()),
-        (f"collectives{over}", d.collective_s),
+        (f"collectives{over}{hidden}", d.collective_exposed_s),
         ("kernel launches", d.launch_s),
         ("scheduling", d.scheduling_s),
         ("step", d.time_s),

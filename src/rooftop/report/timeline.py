@@ -188,7 +188,7 @@ def _phase_ops(phase: PhaseTime, scale: float) -> list[tuple[str, float, str]]:
     the scheduling (plan/serve/phase.py), times ``scale``."""
     parts = [(g, t, phase.group_bound[g]) for g, t in phase.group_s.items()]
     parts += [
-        ("collectives", phase.collective_s, "collective"),
+        ("collectives", phase.collective_exposed_s, "collective"),
         ("kernel launches", phase.launch_s, "overhead"),
         ("scheduling", phase.scheduling_s, "overhead"),
     ]

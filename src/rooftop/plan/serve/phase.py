@@ -158,6 +158,7 @@ class PhaseTime:
     scheduling_s: float
     bandwidth_roofline_s: float
     terms: tuple[Term, ...]
+    collective_hidden_s: float = 0.0
 
     @property
     def roofline_s(self) -> float:
@@ -166,7 +167,12 @@ class PhaseTime:
 
     @property
     def overhead_s(self) -> float:
-        return self.collective_s + self.launch_s + self.scheduling_s
+        return self.collective_exposed_s + self.launch_s + self.scheduling_s
+
+    @property
+    def collective_exposed_s(self) -> float:
+        """The collectives' time left on the step once ``collective_hidden_s`` runs under its matmuls."""
+        return self.collective_s - self.collective_hidden_s
 
     @property
     def time_s(self) -> float:
@@ -179,7 +185,7 @@ class PhaseTime:
         parts = {
             "compute": compute,
             "memory": self.roofline_s - compute,
-            "collective": self.collective_s,
+            "collective": self.collective_exposed_s,
             "overhead": self.launch_s + self.scheduling_s,
         }
         return max(parts, key=lambda k: parts[k])
@@ -279,7 +285,8 @@ def _phase_time(
 ) -> PhaseTime:
     group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
     coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
-    launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s)
+    hidden = min(coll_s - coll_lat, eff.tp_overlap * group_s["matmul"])
+    launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s - hidden)
     terms += coll_terms + fixed
     return PhaseTime(
         phase,
@@ -303,6 +310,7 @@ def _phase_time(
         scheduling_s,
         memory_term(cost.weights_bytes + cost.kv_cache_bytes, chip).seconds,  # at the peak: the floor
         tuple(terms),
+        hidden,
     )
 
 

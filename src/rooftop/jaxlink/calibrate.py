@@ -77,10 +77,13 @@ RUN_S = 0.02
 MAX_CALLS = 1000
 
 
-def _best_time(fn: Callable[[], Any], repeats: int) -> float:
+def _best_time(fn: Callable[[], Any], repeats: int, wait_each: bool = False) -> float:
     """Seconds per call: the fastest of ``repeats`` timed runs after a warm-up, each of ``calls`` calls
     issued back to back and waited for once (calls to one device run in order), ``calls`` chosen so that
-    a run lasts about RUN_S; never below the clock's resolution (a rate is divided by it)."""
+    a run lasts about RUN_S; never below the clock's resolution (a rate is divided by it). ``wait_each``
+    waits for every call before issuing the next: XLA:CPU can deadlock with many collective programs in
+    flight over its host devices (some devices' threads never reach a rendezvous, and after 40 s the
+    runtime aborts the process), so the collectives of a CPU run are timed one call at a time."""
     fn().block_until_ready()  # compile and warm up
     t0 = time.perf_counter()
     fn().block_until_ready()
@@ -91,6 +94,8 @@ def _best_time(fn: Callable[[], Any], repeats: int) -> float:
         t0 = time.perf_counter()
         out = fn()
         for _ in range(calls - 1):
+            if wait_each:
+                out.block_until_ready()
             out = fn()
         out.block_until_ready()
         best = min(best, (time.perf_counter() - t0) / calls)
@@ -161,7 +166,7 @@ def hbm_sizes(accelerator: bool, quick: bool, memory_bytes: float) -> list[int]:
     return sizes
 
 
-def _collectives(jax: Any, elements: int, repeats: int) -> tuple[Measurement, Measurement] | None:
+def _collectives(jax: Any, elements: int, repeats: int, wait_each: bool) -> tuple[Measurement, Measurement] | None:
     devices = jax.devices()
     n = len(devices)
     if n < 2:
@@ -176,13 +181,13 @@ def _collectives(jax: Any, elements: int, repeats: int) -> tuple[Measurement, Me
     per = max(1, elements // n)
     x = jax.device_put(jnp.ones((per * n,), jnp.float32), shard)
     gather = jax.jit(lambda v: v * 1.0, out_shardings=full)
-    t = _best_time(lambda: gather(x), repeats)
+    t = _best_time(lambda: gather(x), repeats, wait_each)
     v_bytes = 4.0 * per * n
     method = f"all-gather of {format_bytes(v_bytes)} over {n} devices: B = (n-1)/n x V / t"
     link = Measurement("link", (n - 1) / n * v_bytes / t, method)
     small = jax.device_put(jnp.ones((n,), jnp.float32), shard)
     reduce = jax.jit(lambda v: jnp.sum(v), out_shardings=full)
-    lat = _best_time(lambda: reduce(small), repeats)
+    lat = _best_time(lambda: reduce(small), repeats, wait_each)
     return link, Measurement("latency", lat, f"all-reduce of {n} floats over {n} devices (latency-bound)")
 
 
@@ -233,7 +238,7 @@ def calibrate(quick: bool = False, repeats: int = 5, progress: Callable[[str], N
     say("memory bandwidth")
     cal.hbm = _hbm(jax, hbm_sizes(accel, quick, cal.memory_bytes), repeats)
     say("collectives")
-    coll = _collectives(jax, elements // 4, repeats)
+    coll = _collectives(jax, elements // 4, repeats, wait_each=not accel)
     if coll:
         cal.link, cal.latency = coll
     return cal

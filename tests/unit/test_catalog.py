@@ -66,6 +66,9 @@ source = "spec"
 """
 
 
+ACHIEVABLE = "[matrix_achievable]\n"
+
+
 def test_user_chip_file_loads(tmp_path: Path) -> None:
     chip = load_chip_file(_write(tmp_path, GOOD))
     assert chip.hbm_capacity_bytes == 8 * 2**30
@@ -85,6 +88,8 @@ def test_user_chip_file_loads(tmp_path: Path) -> None:
         (('kind = "custom"', 'kind = "fpga"'), "'kind' must be one of"),
         (("[topology]", "[topology]\nwraparound = 'sometimes'"), "'topology.wraparound'"),
         (('"8 GiB"', '"eight"'), "'memory.hbm_bytes' has an unreadable value"),
+        (("[memory]", f"{ACHIEVABLE}bf16 = {{ value = 1.2, source = 'x' }}\n[memory]"), "must be a fraction in (0, 1]"),
+        (("[memory]", f"{ACHIEVABLE}fp8 = {{ value = 0.7, source = 'x' }}\n[memory]"), "a dtype the matrix unit lacks"),
     ],
 )
 def test_bad_chip_file_names_file_and_field(tmp_path: Path, mutation: tuple[str, str], message: str) -> None:

@@ -16,7 +16,10 @@ Every planner and every analysis reads the same fields:
   when the step does not run as a captured CUDA graph (steps of more than ``graph_max_batch``
   tokens; ``graph_max_batch=0``: no graphs);
 - ``matrix_shape``: 1 prices how each matmul's shape uses the matrix unit (tile and wave
-  quantization, cost/gemm.py) on top of ``matrix``, 0 leaves ``matrix`` alone for every matmul.
+  quantization, cost/gemm.py) on top of ``matrix``, 0 leaves ``matrix`` alone for every matmul;
+- ``matrix_achievable``: 1 caps the matrix peak at what the chip's best large matmul measurably
+  sustains (the chip file's ``matrix_achievable``, e.g. 0.80 of the datasheet on an H100 SXM), so
+  ``matrix`` is then the fraction of that ceiling a whole run reaches; 0 uses the datasheet.
 
 ``Efficiency()`` (``IDEAL``) is the pure roofline: every fraction 1, communication hidden
 where the step allows it (FSDP and data-parallel traffic behind compute, none for TP), no
@@ -41,7 +44,7 @@ from rooftop.units import parse_real
 PEAK_FRACTIONS = ("matrix", "vector", "hbm", "network")
 OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap", "ep_overlap")
 OVERHEADS = ("kernel_s", "kernels_per_layer", "step_s", "step_per_seq_s", "kernel_eager_s", "graph_max_batch")
-SWITCHES = ("matrix_shape",)  # 0 or 1
+SWITCHES = ("matrix_shape", "matrix_achievable")  # 0 or 1
 #: other spellings accepted by ``parse_efficiency`` (name -> (field, value -> field value))
 ALIASES = {"usable_hbm_fraction": ("memory_reserve", lambda v: 1.0 - v)}
 PURPOSES = ("training", "serving")
@@ -78,6 +81,7 @@ class Efficiency:
     kernel_eager_s: float = 0.0
     graph_max_batch: float = 0.0
     matrix_shape: float = 0.0
+    matrix_achievable: float = 0.0
     sources: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __post_init__(self) -> None:
@@ -109,7 +113,11 @@ class Efficiency:
 
     @property
     def is_ideal(self) -> bool:
-        return all(getattr(self, name) == 1.0 for name in PEAK_FRACTIONS) and not self.matrix_shape
+        return (
+            all(getattr(self, name) == 1.0 for name in PEAK_FRACTIONS)
+            and not self.matrix_shape
+            and not self.matrix_achievable
+        )
 
     def replace(self, **changes: float) -> Efficiency:
         names = factor_names()

@@ -109,9 +109,18 @@ class Estimate(Displayed):
 
 
 def flop_rate(chip: Chip, unit: str, dtype: str, eff: Efficiency = IDEAL) -> tuple[str, float, float]:
-    """(dtype the chip runs it in, peak FLOP/s, FLOP/s reached = peak x the unit's efficiency)."""
+    """(dtype the chip runs it in, peak FLOP/s, FLOP/s reached = peak x the unit's efficiency, and on
+    the matrix unit x the chip's achievable fraction when ``eff.matrix_achievable`` is on)."""
     used, peak = chip.flops_rate(dtype, unit)  # type: ignore[arg-type]
-    return used, peak, peak * (eff.matrix if unit == "matrix" else eff.vector)
+    if unit != "matrix":
+        return used, peak, peak * eff.vector
+    return used, peak, peak * eff.matrix * achievable(chip, used, eff)
+
+
+def achievable(chip: Chip, used_dtype: str, eff: Efficiency) -> float:
+    """The chip's achievable fraction of its ``used_dtype`` matrix peak when ``eff.matrix_achievable``
+    is on, else 1."""
+    return chip.achievable_fraction(used_dtype) if eff.matrix_achievable else 1.0
 
 
 def hbm_rate(chip: Chip, eff: Efficiency = IDEAL) -> float:
@@ -136,6 +145,8 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
             ("peak_flops_per_s", peak),
             ("efficiency", factor),
         )
+        if unit == "matrix" and achievable(chip, used, eff) != 1:
+            figures += (("achievable_fraction", achievable(chip, used, eff)),)
         if unit == "matrix" and cost.gemm is not None:
             from rooftop.cost.gemm import shape_efficiency
 

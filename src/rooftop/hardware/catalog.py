@@ -120,6 +120,17 @@ def _parse(value: Any) -> float:
     return parse_number(text)
 
 
+def _fractions(r: _Reader, dotted: str, matrix: Mapping[str, float]) -> dict[str, float]:
+    """An optional table of fractions in (0, 1], one per dtype of the matrix unit."""
+    out = r.table(dotted, required=False)
+    for key, value in out.items():
+        if key not in matrix:
+            raise r.fail(f"{dotted}.{key}", f"names a dtype the matrix unit lacks (has: {', '.join(matrix)})")
+        if not 0 < value <= 1:
+            raise r.fail(f"{dotted}.{key}", f"must be a fraction in (0, 1], got {shown(value)}")
+    return out
+
+
 def _whole(r: _Reader, field: str, value: Any, lo: int, hi: int) -> int:
     """A TOML integer (or integral float) in [lo, hi]; strings, booleans, inf and nan are not sizes."""
     ok = isinstance(value, int) and not isinstance(value, bool)
@@ -252,6 +263,7 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
         description=str(data.get("description", "")),
         path=path,
     )
+    kwargs["matrix_achievable"] = MappingProxyType(_fractions(r, "matrix_achievable", matrix))
     kwargs["tensor_cores"], kwargs["cores_per_device"] = _cores(r)
     kwargs["internals"], kwargs["fabric"] = _parts(r, "internals", Internals), _parts(r, "fabric", Fabric)
     if kwargs["hbm_bytes_per_s"] == 0:

@@ -107,7 +107,9 @@ class Chip:
     """A chip's peak figures in SI units (FLOPs/s, bytes, bytes/s, s, USD/h).
 
     ``matrix_flops_per_s`` / ``vector_flops_per_s`` map a dtype to dense peak FLOPs/s
-    (vendor sparsity figures are halved in the catalog). Link bandwidth is per link,
+    (vendor sparsity figures are halved in the catalog). ``matrix_achievable`` maps a dtype to the
+    fraction of that peak the best large matmul measurably sustains (a GPU's tensor cores do not hold
+    their datasheet clock under load; empty, or a dtype it lacks: 1, the datasheet). Link bandwidth is per link,
     each way. ``tensor_cores`` is the chip's TensorCores (TPUs; 1 for other chips) and
     ``cores_per_device`` how many of them XLA drives as one device: 2 on a megacore chip
     (TPU v4, v5p), where the peaks and bandwidth are the chip's and an op that runs on one
@@ -136,6 +138,7 @@ class Chip:
     tensor_cores: int = 1
     cores_per_device: int = 1
     internals: Internals = field(default_factory=Internals, repr=False)
+    matrix_achievable: MappingProxyType[str, float] = field(default_factory=lambda: MappingProxyType({}))
     fabric: Fabric = field(default_factory=Fabric, repr=False)
     sources: MappingProxyType[str, Figure] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     path: str = field(default="", repr=False)
@@ -193,6 +196,11 @@ class Chip:
             if candidate in table:
                 return candidate, table[candidate]
         raise UnknownNameError(f"dtype on {self.name}'s {unit} unit", dtype, list(table))
+
+    def achievable_fraction(self, dtype: str) -> float:
+        """Fraction of the matrix peak in ``dtype`` (the dtype the chip runs, ``flops_rate``'s first
+        value) that the best large matmul sustains: ``matrix_achievable``, 1 where it has no figure."""
+        return self.matrix_achievable.get(canonical_dtype(dtype), 1.0)
 
     def critical_intensity(self, dtype: str = "bf16", unit: Unit = "matrix") -> float:
         """FLOPs per HBM byte at which compute time equals memory time (the ridge point)."""

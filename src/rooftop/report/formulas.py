@@ -24,11 +24,14 @@ def _flops(t: Term) -> str:
     used, dtype = t.figure("used_dtype"), t.figure("dtype")
     note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
     shape = t.figure("shape_efficiency") if t.figure("shape_applied") else None
+    reach = t.figure("achievable_fraction", 1.0)
+    if reach != 1:
+        note += f"; x {reach:g}, the largest matmuls' measured share of {used} peak on {t.figure('chip')}"
     if shape is not None:
         note += f"; x {shape:.3g} for the shape {t.figure('gemm')} on the matrix unit (tiles, waves)"
     return (
         f"{format_number(t.figure('flops'), 'FLOP')} / ({t.figure('chip')} {t.figure('unit')} {used} "
-        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}"
+        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}{_eff(reach)}"
         f"{_eff(shape) if shape is not None else ''}){note}"
     )
 
@@ -59,7 +62,7 @@ def _ops(t: Term) -> str:
         return (
             f"{plural(n, 'compute-bound op')}: {format_number(t.figure('flops'), 'FLOP')} at "
             f"{format_rate(t.figure('flops_per_s'), 'FLOP/s')} ({t.figure('chip')} peak{_eff(t.figure('efficiency'))}"
-            f"{_shapes(t.figure('shape_efficiency'))}{t.figure('per', '')})"
+            f"{_eff(t.figure('achievable_fraction', 1.0))}{_shapes(t.figure('shape_efficiency'))}{t.figure('per', '')})"
         )
     return (
         f"{plural(n, 'memory-bound op')}: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "

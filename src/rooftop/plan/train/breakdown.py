@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rooftop.cost.cost import Comm
-from rooftop.cost.roofline import Term, collective_term, host_term, roofline
+from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.roofline import Term, achievable, collective_term, host_term, roofline
 from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
@@ -70,6 +71,17 @@ def _bound(terms: tuple[Term, ...], default: str) -> str:
     return max(positive, key=lambda t: t.seconds).kind if positive else default
 
 
+def _achievable(prof: ModelProfile, eff: Efficiency) -> float:
+    """The chip's achievable fraction (cost/roofline.achievable) of the matrix dtype that does most
+    of the FLOPs."""
+    sums = prof.flops.sum(axis=0) if prof.flops.ndim > 1 else np.array([prof.flops.sum()])
+    matrix = [(float(sums[i]), k[1]) for i, k in enumerate(prof.keys) if k[0] == "matrix"]
+    if not matrix:
+        return 1.0
+    used = prof.chip.flops_rate(max(matrix)[1], "matrix")[0]
+    return achievable(prof.chip, used, eff)
+
+
 def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -> list[StepPart]:
     b = microbatch_size(setup.global_batch, par)
     table, flops, nbytes = op_roofline(prof, par, b)
@@ -98,6 +110,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
                     ("flops_per_s", c_fl / c_s if c_s else 0.0),
                     ("chip", chip.name),
                     ("efficiency", eff.matrix),
+                    ("achievable_fraction", _achievable(prof, eff)),
                     ("per", f", over {plural(par.microbatches, 'microbatch', 'microbatches')}"),
                     *_shape_figure(shape, cb, total_flops * weight),
                 ),

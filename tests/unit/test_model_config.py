@@ -128,6 +128,10 @@ def test_hf_missing_field_and_unknown_architecture_are_named() -> None:
         load_hf_config(HF / "unknown-arch.json")
     with pytest.raises(InvalidConfigError, match="neither .model_type. nor .architectures. names a supported model"):
         config_from_hf({"hidden_size": 8}, "x")
+    # a known model_type beside an architectures list whose first entry is not a name (found by fuzzing:
+    # it reached a dict lookup with a list, an internal error)
+    with pytest.raises(InvalidConfigError, match="field 'vocab_size' is missing"):
+        config_from_hf({"architectures": [[]], "model_type": "gptj"}, "x")
     with pytest.raises(InvalidConfigError, match="field 'num_local_experts' is missing"):
         config_from_hf(
             {

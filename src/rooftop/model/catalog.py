@@ -407,7 +407,7 @@ def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json
     model_type = data.get("model_type")
     if isinstance(model_type, str) and model_type in HF_MODEL_TYPES:
         arch = HF_MODEL_TYPES[model_type]
-        if isinstance(archs, list) and archs and archs[0] in HF_TEXT_WRAPPERS:
+        if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] in HF_TEXT_WRAPPERS:
             arch = archs[0]  # a multimodal wrapper: its text_config is read below
     elif isinstance(archs, list) and archs and isinstance(archs[0], str):
         arch = archs[0]

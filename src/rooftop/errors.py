@@ -21,6 +21,12 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[: limit - 20]}...{text[-12:]} ({len(text)} characters)"
 
 
+def path_text(path: object) -> str:
+    """A path for a message: as given, or cut (quoted, with its length) past 300 characters."""
+    text = str(path)
+    return text if len(text) <= 300 else shown(text, 300)
+
+
 #: characters that must not reach a terminal as they are: C0/C1 controls (ESC starts an
 #: escape sequence, CR overwrites the line), bidirectional overrides and isolates, and
 #: line/paragraph separators, and lone surrogates (JSON can spell them; no terminal encoding can)
@@ -98,9 +104,9 @@ class ParseError(RooftopError):
         self.line = line
         where = ""
         if source is not None and line is not None:
-            where = f"{source}:{line}: "
+            where = f"{path_text(source)}:{line}: "
         elif source is not None:
-            where = f"{source}: "
+            where = f"{path_text(source)}: "
         elif line is not None:
             where = f"line {line}: "
         super().__init__(f"{where}{message}")

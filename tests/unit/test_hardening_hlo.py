@@ -600,3 +600,13 @@ def test_a_named_pipe_no_process_writes_to_is_an_error_not_a_wait(tmp_path: Path
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "f.hlo" in done.stderr
+
+
+def test_a_5000_character_path_is_cut_in_the_error() -> None:
+    """Found by fuzzing: the name of a file that cannot be opened came back whole (2,000 characters)."""
+    name = "é" * 5000
+    code, out, err = run_cli("hlo", name, "--chip", "h100", "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "cannot read HLO file" in err and "(5002 characters)" in err and len(err) < 400, err
+    with pytest.raises(ParseError, match=r"\(5002 characters\): line 3 is odd$"):
+        raise ParseError("line 3 is odd", source=name)

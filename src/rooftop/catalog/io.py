@@ -10,16 +10,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rooftop.errors import InvalidConfigError, one_line, shown
+from rooftop.errors import InvalidConfigError, one_line, path_text
 
 #: largest chip, model or config file read (the real ones are a few KB)
 MAX_FILE_BYTES = 16 * 2**20
-
-
-def path_text(path: str | Path) -> str:
-    """A path for a message: as given, or cut (quoted, with its length) past 300 characters."""
-    text = str(path)
-    return text if len(text) <= 300 else shown(text, 300)
 
 
 def is_directory(path: str | Path) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rooftop.cost.roofline import achievable
 from rooftop.report.formulas import group_why
 from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_duration, format_number, format_rate
@@ -255,6 +256,11 @@ def catalog_figures(lim: JobLimits) -> dict[str, dict[str, Any]]:
     out = {
         "peak_flops_per_s": _figure(peak, f"FLOP/s ({used} matrix)", src(f"matrix_flops_per_s.{used}")),
         "matrix_efficiency": _figure(eff.matrix, "ratio", eff_src("matrix")),
+        "matrix_achievable": _figure(
+            achievable(chip, used, eff),
+            "ratio",
+            src(f"matrix_achievable.{used}") if eff.matrix_achievable else "off (efficiency matrix_achievable=0)",
+        ),
         "link_bytes_per_s": _figure(chip.link_bytes_per_s, "B/s per link each way", src("links.bytes_per_s")),
         "link_count": _figure(chip.link_count, "links", src("links.count")),
         "dcn_bytes_per_s": _figure(chip.dcn_bytes_per_s, "B/s per chip", src("dcn.bytes_per_s")),

@@ -21,7 +21,9 @@ def test_published_figures() -> None:
     assert A100.achievable_fraction("bf16") == pytest.approx(271.2 / 312, abs=5e-4)
     assert V5E.achievable_fraction("bf16") == pytest.approx(1.818e14 / 1.97e14, abs=5e-4)
     assert V6E.achievable_fraction("bf16") == 1.0  # no measurement: the datasheet
-    assert V5E.achievable_fraction("int8") == 1.0  # a dtype without a figure: the datasheet
+    assert V6E.achievable_fraction("int8") == 1.0  # a chip without figures: the datasheet
+    assert get_chip("b200").achievable_fraction("fp4") == get_chip("b200").achievable_fraction("fp8")  # ESTIMATE
+    assert get_chip("b200").achievable_fraction("fp32") == 1.0  # a dtype without a figure: the datasheet
 
 
 @pytest.mark.parametrize("chip", [H100, A100, V5E, V6E])
@@ -46,8 +48,9 @@ def test_the_term_says_which_ceiling_it_used() -> None:
     assert plain.figure("achievable_fraction") is None and plain.seconds == pytest.approx(2e15 / 9.895e14)
 
 
-def test_training_uses_it_and_serving_does_not() -> None:
-    assert default_efficiency("training").matrix_achievable == 1
-    assert "matrix_achievable" in default_efficiency("training").sources
-    for kind in ("gpu", "tpu"):
-        assert default_efficiency("serving", kind).matrix_achievable == 0
+def test_both_planners_use_it() -> None:
+    serving = default_efficiency("serving", "gpu")
+    for eff in (default_efficiency("training"), serving, default_efficiency("serving", "tpu")):
+        assert eff.matrix_achievable == 1 and "matrix_achievable" in eff.sources
+    # serving's matrix re-expressed on the ceiling: 0.60 of an H100's bf16 datasheet peak, as before
+    assert serving.matrix * H100.achievable_fraction("bf16") == pytest.approx(0.60, abs=3e-3)

@@ -46,7 +46,7 @@ from functools import lru_cache
 
 from rooftop.cost.cost import Comm, Cost, CostTree, Gemm
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, collective_term, flop_rate, memory_term, roofline
+from rooftop.cost.roofline import Term, achievable, collective_term, flop_rate, memory_term, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -427,7 +427,8 @@ class CriticalBatch:
 def critical_batch(chip: Chip, dtypes: Dtypes, eff: Efficiency) -> CriticalBatch:
     """The CriticalBatch of ``chip`` for weights in ``dtypes.weights`` (peak from cost/roofline.flop_rate)."""
     used, peak, _ = flop_rate(chip, "matrix", compute_dtype(dtypes.activations, dtypes.weights), eff)
-    return CriticalBatch(chip.name, used, peak, dtype_bytes(dtypes.weights), chip.hbm_bytes_per_s, eff.matrix, eff.hbm)
+    matrix = eff.matrix * achievable(chip, used, eff)  # the share of the datasheet peak reached
+    return CriticalBatch(chip.name, used, peak, dtype_bytes(dtypes.weights), chip.hbm_bytes_per_s, matrix, eff.hbm)
 
 
 def compute_bound_batch(

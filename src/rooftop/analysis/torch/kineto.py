@@ -10,6 +10,7 @@ columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per ke
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from rooftop.analysis.compare import (
 )
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.intervals import Runs
-from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, launching_ops
+from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, launching_ops, objects
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.trace.events import EventArgs, EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, each, executions, first_codes, floats, members_of
@@ -274,7 +275,10 @@ def _op_runs(
             busy[r] = sum(dur[mine].tolist())
     ops = op_row[first]
     name, _ = column_codes(ev, "name")
-    ids, _ = first_codes(np.fromiter(map(_common, map(args.__getitem__, ops.tolist())), np.int64, len(ops)))
+    of_ops = objects(args)[ops].tolist()  # each one's common part (getattr(a, "shared", a), in C), by identity
+    ids, _ = first_codes(np.fromiter(map(id, map(getattr, of_ops, itertools.repeat("shared"), of_ops)), np.int64,
+                                     len(ops)))  # fmt: skip
+    del of_ops
     sig, at = first_codes(name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids)
     del name, ids
     prices: dict[tuple, tuple[str, Priced]] = {}

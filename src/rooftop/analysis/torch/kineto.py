@@ -28,10 +28,10 @@ from rooftop.analysis.compare import (
 )
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.intervals import Runs
-from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, launching_ops, objects
+from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
-from rooftop.analysis.trace.events import EventArgs, EventTable, Trace
-from rooftop.analysis.trace.ops import Executions, column_codes, each, executions, first_codes, floats, members_of
+from rooftop.analysis.trace.events import EventTable, Trace
+from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
@@ -40,11 +40,6 @@ from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_
 from rooftop.units import format_bytes
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
-
-
-def _common(args: Any) -> int:
-    """Which args these are: the identity of the part other events share (of the whole dict for a dict)."""
-    return id(args.shared if args.__class__ is EventArgs else args)
 
 
 def _hashable(value: Any) -> Any:
@@ -221,17 +216,23 @@ def _alone_groups(
     index: dict[tuple, int] = {}
     first: dict[int, Any] = {}  # the args of the first kernel of each NCCL key
     key_of = np.empty(len(rows), np.int32)
-    seen: dict[tuple[int, int], int] = {}
-    for n in each(np.flatnonzero(is_nccl)):
-        row = int(rows[n])
-        a = args[row]
-        memo = (int(name[n]), _common(a))
-        k = seen.get(memo)
-        if k is None:
-            key = ("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row])
-            k = seen[memo] = index.setdefault(key, len(index))
+    calls = np.flatnonzero(is_nccl)
+    if len(calls):  # read once per (kernel name, common part of the args), in order of first appearance
+        of_calls = gathered(args, rows[calls])  # each one's common part (getattr(a, "shared", a), in C)
+        common, _ = first_codes(np.fromiter(map(id, map(getattr, of_calls, itertools.repeat("shared"), of_calls)),
+                                            np.int64, len(calls)))  # fmt: skip
+        del of_calls
+        code, at = first_codes(name[calls].astype(np.int64) * (int(common.max()) + 1) + common)
+        del common
+        made = []
+        for n in calls[at].tolist():
+            row = int(rows[n])
+            a = args[row]
+            k = index.setdefault(("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row]), len(index))
             first.setdefault(k, a)
-        key_of[n] = k
+            made.append(k)
+        key_of[calls] = np.array(made, np.int32)[code]
+        del code
     other = _where(~is_nccl)
     if len(other) if isinstance(other, np.ndarray) else len(rows):
         wide = np.int64 if int(name.max(initial=0)) >= (1 << 31) // len(REASONS) else np.int32
@@ -275,7 +276,7 @@ def _op_runs(
             busy[r] = sum(dur[mine].tolist())
     ops = op_row[first]
     name, _ = column_codes(ev, "name")
-    of_ops = objects(args)[ops].tolist()  # each one's common part (getattr(a, "shared", a), in C), by identity
+    of_ops = gathered(args, ops)  # each one's common part (getattr(a, "shared", a), in C), by identity
     ids, _ = first_codes(np.fromiter(map(id, map(getattr, of_ops, itertools.repeat("shared"), of_ops)), np.int64,
                                      len(ops)))  # fmt: skip
     del of_ops

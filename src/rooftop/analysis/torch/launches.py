@@ -4,9 +4,9 @@ a kernel's launch is the runtime event (``cudaLaunchKernel``, ``hipLaunchKernel`
 holds the launch.
 
 A trace of a million kernels is read column-wise: a column's values are gathered for a set of rows through
-an object array (:func:`gathered`: one C-level copy, not a call per row), the args are read once per
-distinct common part (the loader shares it between events), and the innermost op of every launch of a
-thread is looked up at once (:func:`innermost`)."""
+an object array (:func:`gathered`: a C-level copy and a fancy index, not a call per row), the args are read
+once per distinct common part (the loader shares it between events), and the innermost op of every launch
+of a thread is looked up at once (:func:`innermost`)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,13 @@ def objects(column: Sequence[Any]) -> np.ndarray:
     return np.fromiter(column, object, len(column))
 
 
+def gathered(column: Sequence[Any], rows: np.ndarray) -> list[Any]:
+    """The values of ``column`` at ``rows``: through :func:`objects` for many rows, a look-up each for a few."""
+    if len(rows) * 8 < len(column):
+        return list(map(column.__getitem__, rows.tolist()))
+    return objects(column)[rows].tolist()
+
+
 def launching_ops(trace: Trace) -> Launches:
     """kernel row -> (row of the innermost ``cpu_op`` with ``Input Dims`` that launched it, or None, and
     why not). A kernel's launch is the runtime event (``cudaLaunchKernel``, ``hipLaunchKernel``, ...) of
@@ -102,7 +109,7 @@ def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray, corr: np.ndarray
     (``corr``: the column as :func:`objects`); the args are read once per distinct common part (the loader
     shares it between events)."""
     args = ev.column("args")
-    rows = objects(args)[other].tolist()
+    rows = gathered(args, other)
     common = np.fromiter(map(id, map(getattr, rows, itertools.repeat("shared"), rows)), np.int64, len(other))
     del rows  # each one's common part (getattr(a, "shared", a), in C), by its identity
     code, first = first_codes(common)

@@ -395,10 +395,12 @@ def detect_steps(trace: Trace) -> list[Step]:
 
 
 def step_marks(trace: Trace) -> list[StepMark]:
-    """The step markers of ``trace``, in table order."""
-    kind, step = trace.events.column("kind"), trace.events.column("step")
-    start, dur = trace.events.column("start_s"), trace.events.column("duration_s")
-    return [(start[i], dur[i], step[i]) for i, k in enumerate(kind) if k == "step"]
+    """The step markers of ``trace``, in table order (found by the kind column's codes)."""
+    kind, kinds = column_codes(trace.events, "kind")
+    if "step" not in kinds:
+        return []
+    step, start, dur = (trace.events.column(c) for c in ("step", "start_s", "duration_s"))
+    return [(start[i], dur[i], step[i]) for i in np.flatnonzero(kind == kinds.index("step")).tolist()]
 
 
 def steps_of(marks: Sequence[StepMark], modules: Sequence[tuple[str, str, float, float]]) -> list[Step]:

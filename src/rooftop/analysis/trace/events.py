@@ -15,7 +15,6 @@ import json
 import operator
 import re
 from array import array
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -402,4 +401,5 @@ class RowBuilder:
             j = np.searchsorted(lo, t, "right") - 1
             inside = j >= 0
             inside[inside] = t[inside] <= hi[j[inside]]
-            deque(map(step_col.__setitem__, rows[inside].tolist(), map(numbers.__getitem__, j[inside].tolist())), 0)
+            for i, n in zip(rows[inside].tolist(), j[inside].tolist(), strict=True):
+                step_col[i] = numbers[n]

@@ -127,7 +127,7 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
                 launch(corr, start_s)
             if rule == _PLAIN_CAT or rule == _ANNOTATION:  # a category whose args a report does not read
                 kept: Any = base
-            elif rule == _KERNEL and args.keys().isdisjoint(_NCCL_KEYS):  # a kernel's link to its op, or nothing
+            elif rule == _KERNEL and _NCCL_KEYS.isdisjoint(args):  # a kernel's link to its op, or nothing
                 ext = args.get("External id", _NO_ARGS)
                 kept = base if ext is _NO_ARGS else EventArgs(base, "External id", ext)
             elif rule == _OP and args.keys() >= _OP_KEYS:  # an op's shapes and link: the shapes' dict if seen

@@ -52,7 +52,9 @@ other core) 9.55 / 9.51 / 365 -> 8.77 / 8.68 / 365 and 10.06 / 9.95 / 365 -> 8.7
 11.07 / 270 -> 12.04 / 11.96 / 270 and 10.12 / 10.09 / 270 -> 8.42 / 8.41 / 270, no change beyond the noise
 (seven runs of both at once, so under the same load: the CPU time after minus before from -1.06 to +0.42 s,
 median +0.01 s). Kineto, both at once: 1.5 to 2.4 s less CPU time (of 15 to 16 s). So on a quiet machine
-the Kineto trace takes about 9.3 s.
+the Kineto trace takes about 9.3 s. With the collector's threshold then lowered (the young collection after
+a JAX load, 0.1 s, and after the tiny trace's report, 0.17 s, left out too), single runs in turns: jax 9.27,
+9.79, 11.35 -> 9.05, 8.83, 11.59 s; tiny 11.49, 8.96 -> 7.81, 9.55 s.
 `benchmarks/profile_equivalence.py` checks that the output did not change.
 
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]

@@ -39,6 +39,22 @@ orjson, runs taken in turns on the same machine; total s / cpu s / peak MiB, med
 earlier step (the batched loop and the cached codes only): kineto 12.5 -> 10.2, jax 9.0 -> 8.1, tiny 8.2
 -> 7.3 s. So on a quiet machine the Kineto trace takes about 10 s: decoding (orjson making the objects,
 then freeing them) and mapping the events take about 3.5 s each of its load, the report about 1.5 s.
+
+Then the loaded table left out of the collector's young scans (analysis/gcpause.py: 0.5 s of the Kineto
+trace), the events appended straight to the columns (no row tuples to transpose) with each category's
+rules looked up once, the JSON buffer refilled before a batch (one failed decode per chunk: 0.2 s), and the
+Kineto report's join of kernels and ops done with object arrays and a binary search for the innermost op
+(analysis/torch/launches.py), steps and module runs found by the kind codes. Before and after in turns,
+as above (total s / cpu s / peak MiB, medians of 3), a busy hour (the host loaded: the code before took
+10.4 and 10.9 s in single runs half an hour earlier, the code after 9.2 and 9.3 s): kineto 14.30 / 14.24 /
+358 -> 12.20 / 12.14 / 364 and 14.76 / 14.71 / 359 -> 12.38 / 12.33 / 363; tiny (another process on the
+other core) 9.55 / 9.51 / 365 -> 8.77 / 8.68 / 365 and 10.06 / 9.95 / 365 -> 8.73 / 8.66 / 365; jax 11.20 /
+11.07 / 270 -> 12.04 / 11.96 / 270 and 10.12 / 10.09 / 270 -> 8.42 / 8.41 / 270, no change beyond the noise
+(seven runs of both at once, so under the same load: the CPU time after minus before from -1.06 to +0.42 s,
+median +0.01 s). Kineto, both at once: 1.5 to 2.4 s less CPU time (of 15 to 16 s). So on a quiet machine
+the Kineto trace takes about 9.3 s. With the collector's threshold then lowered (the young collection after
+a JAX load, 0.1 s, and after the tiny trace's report, 0.17 s, left out too), single runs in turns: jax 9.27,
+9.79, 11.35 -> 9.05, 8.83, 11.59 s; tiny 11.49, 8.96 -> 7.81, 9.55 s.
 `benchmarks/profile_equivalence.py` checks that the output did not change.
 
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]

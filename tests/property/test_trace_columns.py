@@ -1,7 +1,8 @@
 """The column-wise trace analysis gives what the event-by-event rules give, to the last bit.
 
-Executions, per-op groups, interval merges, windows, collective overlap and step placement are computed
-with numpy sorts over the whole table (analysis/trace/ops.py, analysis/intervals.py, RowBuilder). Each is
+Executions, per-op groups, interval merges, windows, collective overlap, step placement and the innermost op
+holding a kernel's launch are computed with numpy sorts over the whole table (analysis/trace/ops.py,
+analysis/intervals.py, RowBuilder, analysis/torch/launches.py). Each is
 checked here against the rule it implements written out one event at a time (the code they replaced), on
 random tables with ties in time, repeated kernel names, instructions that are another event's name, and
 windows that end anywhere. Sums are compared with ==: the report must not change in its last digit.
@@ -15,12 +16,14 @@ from array import array
 from collections import defaultdict
 from types import MappingProxyType
 from typing import Any
+from unittest import mock
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rooftop.analysis import intervals
+from rooftop.analysis.torch import launches
 from rooftop.analysis.trace.events import COLUMNS, EventArgs, EventTable, OpEvent, RowBuilder, Trace, natural_key
 from rooftop.analysis.trace.ops import OpExecution, OpGroup, first_codes, group_ops, op_executions
 
@@ -273,3 +276,28 @@ def test_table_keeps_times_as_doubles_and_accepts_other_numbers() -> None:
     assert isinstance(table.column("start_s"), array) and table[0].start_s == 1.0
     odd = EventTable({**{c: table.column(c) for c in COLUMNS}, "start_s": ("x",)})
     assert odd.column("start_s") == ("x",)  # not numbers: kept as given
+
+
+def reference_innermost(spans: list[tuple[float, float]], t: float) -> int:
+    """The innermost span holding ``t`` by its definition: of the spans (sorted by start, longest first)
+    with start <= t <= end, the last; -1 for none."""
+    return max((j for j, (start, end) in enumerate(spans) if start <= t <= end), default=-1)
+
+
+SPAN_TIMES = st.integers(0, 40).map(float) | st.sampled_from([0.5, 7.25, 1e-9])
+
+
+@SETTINGS
+@given(st.lists(st.tuples(SPAN_TIMES, SPAN_TIMES), max_size=30), st.lists(SPAN_TIMES | st.just(-1.0), max_size=30),
+       st.sampled_from([0, 1, 64]))  # fmt: skip
+def test_innermost_span_lookup_is_the_sweep_and_the_definition(pairs: list[tuple[float, float]], times: list[float],
+                                                               hops: int) -> None:  # fmt: skip
+    """Nested, overlapping, touching and empty spans; times before, inside, between and after them; the
+    look-up with few hops allowed (the sweep takes over) and with many."""
+    spans = sorted(((s, s + d) for s, d in pairs), key=lambda p: (p[0], -(p[1] - p[0])))
+    starts, ends = np.array([s for s, _ in spans]), np.array([e for _, e in spans])
+    with mock.patch.object(launches, "_MAX_HOPS", hops):
+        found = launches.innermost(starts, ends, np.array(times)).tolist()
+    assert found == [reference_innermost(spans, t) for t in times]
+    ordered = sorted(times)
+    assert launches.sweep(starts.tolist(), ends.tolist(), ordered) == [reference_innermost(spans, t) for t in ordered]

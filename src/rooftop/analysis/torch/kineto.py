@@ -3,15 +3,15 @@ that launched it (:func:`launching_ops`) and priced from the op's shapes (:mod:`
 NCCL kernels are priced from their args as collectives on a topology of their group size
 (:func:`kineto_report`). The verdicts per op are those of :mod:`rooftop.analysis.compare`.
 
-A trace of a million kernels is read column-wise: the joins and groupings are numpy sorts over the kernel
-rows, an op's args are read and priced once per distinct args (the loader shares them between events), and
-executions are columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per kernel."""
+A trace of a million kernels is read column-wise: the join of kernels and ops
+(:mod:`rooftop.analysis.torch.launches`) and the groupings are numpy sorts over the kernel rows, an op's args
+are read and priced once per distinct args (the loader shares them between events), and executions are
+columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per kernel."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +28,10 @@ from rooftop.analysis.compare import (
 )
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.intervals import Runs
+from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
-from rooftop.analysis.trace.events import EventArgs, EventTable, Trace
-from rooftop.analysis.trace.ops import Executions, column_codes, each, executions, first_codes, floats, members_of
+from rooftop.analysis.trace.events import EventTable, Trace
+from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
@@ -38,160 +39,7 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.units import format_bytes
 
-_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
-#: why a kernel replayed from a CUDA/HIP graph (launched by cudaGraphLaunch / hipGraphLaunch) has no op
-GRAPH_REPLAY = ("replayed from a CUDA/HIP graph (cudaGraphLaunch): a replay records no op shapes (profile the "
-                "engine in eager mode, e.g. vLLM's enforce_eager=True, to price it)")  # fmt: skip
-#: why a kernel has no op: one text for all such kernels, so that they group by kernel name (a
-#: correlation id in it made one report row per kernel: 1.2M rows for a trace of tiny kernels)
-_NO_LAUNCH = "its launch (the runtime event of its correlation id) is not in the trace (record CPU activities too)"
-_NO_OP = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
-#: why a kernel has no op, by index (:attr:`Launches.why`)
-REASONS = ("", _NO_LAUNCH, GRAPH_REPLAY, _NO_OP)
-
-
-def _common(args: Any) -> int:
-    """Which args these are: the identity of the part other events share (of the whole dict for a dict)."""
-    return id(args.shared if args.__class__ is EventArgs else args)
-
-
-class Launches(Mapping[int, tuple[int | None, str]]):
-    """kernel row -> (row of the op that launched it, or None, and why not), as columns: ``kernels`` (rows,
-    ascending), ``ops`` (-1 for none) and ``why`` (an index into :data:`REASONS`); ``shapes``: whether any
-    cpu_op of the trace carries Input Dims."""
-
-    def __init__(self, kernels: np.ndarray, ops: np.ndarray, why: np.ndarray, shapes: bool) -> None:
-        self.kernels, self.ops, self.why, self.shapes = kernels, ops, why, shapes
-
-    def __getitem__(self, row: int) -> tuple[int | None, str]:
-        k = int(np.searchsorted(self.kernels, row))
-        if k == len(self.kernels) or self.kernels[k] != row:
-            raise KeyError(row)
-        op = int(self.ops[k])
-        return (None if op < 0 else op), REASONS[self.why[k]]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.kernels.tolist())
-
-    def __len__(self) -> int:
-        return len(self.kernels)
-
-
-def launching_ops(trace: Trace) -> Launches:
-    """kernel row -> (row of the innermost ``cpu_op`` with ``Input Dims`` that launched it, or None, and
-    why not). A kernel's launch is the runtime event (``cudaLaunchKernel``, ``hipLaunchKernel``, ...) of
-    the same ``correlation``; the op is the innermost such cpu_op on the launching thread whose span holds
-    the launch. Without a launch event, a cpu_op of the kernel's ``External id`` (older traces)."""
-    ev = trace.events
-    kind, kinds = column_codes(ev, "kind")
-    corr, args = ev.column("correlation"), ev.column("args")
-    none = np.zeros(0, np.int64)
-    other = np.flatnonzero(kind == kinds.index("other")) if "other" in kinds else none
-    kernels = np.flatnonzero(kind == kinds.index("kernel")) if "kernel" in kinds else none
-    del kind
-    ops, launch = _shaped_ops_and_launches(ev, other)
-    at = np.fromiter(map(launch.get, map(corr.__getitem__, each(kernels)), itertools.repeat(-1)), np.int64,
-                     len(kernels))  # fmt: skip
-    del launch
-    out = np.full(len(kernels), -1, np.int64)
-    why = (at < 0).astype(np.int8)  # 1: no launch
-    external: dict[Any, int] | None = None
-    for k in each(np.flatnonzero(at < 0) if len(ops) else none):  # older traces: the cpu_op of the kernel's External id
-        ext = _link_id(args[kernels[k]].get("External id"))
-        if ext is None:
-            continue
-        if external is None:
-            external = {}
-            for i in ops.tolist():
-                own = _link_id(args[i].get("External id"))
-                if own is not None:
-                    external.setdefault(own, i)
-        if ext in external:
-            out[k], why[k] = external[ext], 0
-    _enclosing(ev, ops, kernels, at, out, why)
-    return Launches(kernels, out, why, bool(len(ops)))
-
-
-def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    """The rows of the cpu_ops with Input Dims, and the first runtime launch row of each correlation id;
-    the args are read once per distinct common part (the loader shares it between events)."""
-    args, corr = ev.column("args"), ev.column("correlation")
-    rows = list(map(args.__getitem__, each(other)))  # each one's common part: getattr(a, "shared", a), in C
-    common = np.fromiter(map(id, map(getattr, rows, itertools.repeat("shared"), rows)), np.int64, len(other))
-    del rows
-    code, first = first_codes(common)
-    del common
-    what = []  # per distinct args: 1 a shaped op, 2 a launch, 0 neither
-    for i in other[first].tolist():
-        a = args[i]
-        cat = a.get("cat")
-        what.append(1 if cat == "cpu_op" and "Input Dims" in a else 2 if cat in _LAUNCH_CATS else 0)
-    what_of = np.array(what, np.int8)[code] if len(what) else np.zeros(0, np.int8)
-    del code
-    ops = other[what_of == 1]
-    runtime = other[what_of == 2].tolist()
-    corrs = list(map(corr.__getitem__, runtime))
-    launch = dict(zip(reversed(corrs), reversed(runtime), strict=True))  # the first of each
-    launch.pop(None, None)
-    return ops, launch
-
-
-def _enclosing(ev: EventTable, ops: np.ndarray, kernels: np.ndarray, at: np.ndarray, out: np.ndarray,
-               why: np.ndarray) -> None:  # fmt: skip
-    """For each kernel launched at row ``at`` (>= 0), the innermost shaped op on the launching thread whose
-    span holds the launch time, into ``out``, or why there is none into ``why``: per thread, the ops
-    sorted by (start, longest first) and the launches by (time, kernel row), swept once."""
-    asked = np.flatnonzero(at >= 0)
-    if not len(asked):
-        return
-    start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
-    device, _ = column_codes(ev, "device")
-    line, lines = column_codes(ev, "line")
-    thread = device.astype(np.int64) * len(lines) + line
-    del device, line
-    launch = at[asked]
-    order = np.lexsort((kernels[asked], start[launch], thread[launch]))
-    asked, launch = asked[order], launch[order]
-    asked_thread = thread[launch]
-    spans = ops[np.lexsort((-dur[ops], start[ops], thread[ops]))]
-    span_thread = thread[spans]
-    del thread
-    names = ev.column("name")
-    for t in np.unique(asked_thread).tolist():
-        lo, hi = np.searchsorted(asked_thread, [t, t + 1]).tolist()
-        first, last = np.searchsorted(span_thread, [t, t + 1]).tolist()
-        mine = spans[first:last]
-        found = np.array(_sweep(start[mine].tolist(), (start[mine] + dur[mine]).tolist(),
-                                start[launch[lo:hi]].tolist()), np.int64)  # fmt: skip
-        mine_asked, hit = asked[lo:hi], found >= 0
-        out[mine_asked[hit]] = mine[found[hit]]
-        missed = np.flatnonzero(~hit)
-        if len(missed):  # no op holds the launch: a graph replay, or an op without shapes
-            why[mine_asked[missed]] = [2 if "GraphLaunch" in names[r] else 3 for r in launch[lo:hi][missed].tolist()]
-
-
-def _sweep(starts: list[float], ends: list[float], times: list[float]) -> list[int]:
-    """For each time (ascending), the innermost span that holds it (an index into the spans, sorted by
-    start, longest first), or -1: spans are stacked as they start and dropped once they have ended."""
-    stack: list[int] = []
-    out = []
-    j, n = 0, len(starts)
-    for t in times:
-        while j < n and starts[j] <= t:
-            while stack and ends[stack[-1]] < starts[j]:
-                stack.pop()
-            stack.append(j)
-            j += 1
-        while stack and ends[stack[-1]] < t:
-            stack.pop()
-        out.append(stack[-1] if stack else -1)
-    return out
-
-
-def _link_id(value: Any) -> int | str | None:
-    """An ``External id`` that can link a kernel to its op: an int or a string (None for a list, an object,
-    a float or a boolean, which link nothing)."""
-    return value if value.__class__ is int or value.__class__ is str else None
+__all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 
 
 def _hashable(value: Any) -> Any:
@@ -368,17 +216,23 @@ def _alone_groups(
     index: dict[tuple, int] = {}
     first: dict[int, Any] = {}  # the args of the first kernel of each NCCL key
     key_of = np.empty(len(rows), np.int32)
-    seen: dict[tuple[int, int], int] = {}
-    for n in each(np.flatnonzero(is_nccl)):
-        row = int(rows[n])
-        a = args[row]
-        memo = (int(name[n]), _common(a))
-        k = seen.get(memo)
-        if k is None:
-            key = ("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row])
-            k = seen[memo] = index.setdefault(key, len(index))
+    calls = np.flatnonzero(is_nccl)
+    if len(calls):  # read once per (kernel name, common part of the args), in order of first appearance
+        of_calls = gathered(args, rows[calls])  # each one's common part (getattr(a, "shared", a), in C)
+        common, _ = first_codes(np.fromiter(map(id, map(getattr, of_calls, itertools.repeat("shared"), of_calls)),
+                                            np.int64, len(calls)))  # fmt: skip
+        del of_calls
+        code, at = first_codes(name[calls].astype(np.int64) * (int(common.max()) + 1) + common)
+        del common
+        made = []
+        for n in calls[at].tolist():
+            row = int(rows[n])
+            a = args[row]
+            k = index.setdefault(("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row]), len(index))
             first.setdefault(k, a)
-        key_of[n] = k
+            made.append(k)
+        key_of[calls] = np.array(made, np.int32)[code]
+        del code
     other = _where(~is_nccl)
     if len(other) if isinstance(other, np.ndarray) else len(rows):
         wide = np.int64 if int(name.max(initial=0)) >= (1 << 31) // len(REASONS) else np.int32
@@ -422,7 +276,10 @@ def _op_runs(
             busy[r] = sum(dur[mine].tolist())
     ops = op_row[first]
     name, _ = column_codes(ev, "name")
-    ids, _ = first_codes(np.fromiter(map(_common, map(args.__getitem__, ops.tolist())), np.int64, len(ops)))
+    of_ops = gathered(args, ops)  # each one's common part (getattr(a, "shared", a), in C), by identity
+    ids, _ = first_codes(np.fromiter(map(id, map(getattr, of_ops, itertools.repeat("shared"), of_ops)), np.int64,
+                                     len(ops)))  # fmt: skip
+    del of_ops
     sig, at = first_codes(name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids)
     del name, ids
     prices: dict[tuple, tuple[str, Priced]] = {}

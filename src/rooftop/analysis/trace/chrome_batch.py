@@ -15,10 +15,11 @@ than an event at a time through method calls (benchmarks/bench_profile.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any
 
+from rooftop.analysis.trace import jsonstream
 from rooftop.analysis.trace.chrome_events import (
     _DEVICE_KINDS,
     _KEPT,
@@ -30,7 +31,7 @@ from rooftop.analysis.trace.chrome_events import (
     EventMapper,
 )
 from rooftop.analysis.trace.classify import MEMCPY_NAMES, PROFILER_STEP, classify, line_role, step_number
-from rooftop.analysis.trace.events import _EMPTY, _MAX_SHARED, _OWN, _PLAIN, FLUSH_ROWS, EventArgs
+from rooftop.analysis.trace.events import _EMPTY, _MAX_SHARED, _OWN, _PLAIN, COLUMNS, FLUSH_ROWS, EventArgs
 from rooftop.analysis.trace.jsonstream import value_key
 
 _FAST_IDS: frozenset[Any] = frozenset({int, str})  # pids and tids mapped here (no NaN among them)
@@ -38,6 +39,11 @@ _HOST = "/host:CPU"
 _NO_ARGS: dict[str, Any] = {}  # the args of an event without any (never written to)
 _NCCL_KEYS = _KEPT["kernel"] - {"External id"}
 _OP_KEYS = _KEPT["cpu_op"]
+_NO_HLO = (COLUMNS.index("module"), COLUMNS.index("instruction"))  # the columns a Kineto row leaves None
+#: how the events of a category keep their args (:func:`_plan`): their category only; a kernel's link to its
+#: op, or its NCCL call; an op's shapes and link; their category only, and ProfilerStep#N is a step marker
+_PLAIN_CAT, _KERNEL, _OP, _ANNOTATION = 0, 1, 2, 3
+_RULES = {"kernel": _KERNEL, "cpu_op": _OP, "user_annotation": _ANNOTATION}
 #: the fields of an event, when it has them all (a KeyError otherwise: :func:`_fields`); a JAX event has no cat
 _FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "cat", "args")
 _JAX_FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "args")
@@ -65,9 +71,10 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
     """Map the Kineto complete events (with a ``cat``) from ``first`` on, as :meth:`EventMapper._timed`
     maps them, up to the first event that is not one or needs the per-event rules; return its index."""
     rows = m.rows
-    append, intern, launch = rows.rows.append, rows.strings.setdefault, rows.launch_s.setdefault
-    line_keys, gpus, gpu, cat_args, dev_kinds = m.line_keys, m.gpus, m._gpu, m.cat_args, _DEVICE_KINDS.get
-    op_args = m.op_args
+    intern, launch = rows.strings.setdefault, rows.launch_s.setdefault
+    line_keys, gpus, gpu, plans, op_args = m.line_keys, m.gpus, m._gpu, m.cat_plans, m.op_args
+    add_device, add_line, add_name, _, _, add_start, add_dur, add_step, add_kind, add_corr, add_args = rows.appenders()
+    dumps = None if jsonstream.fast_json is None else jsonstream.fast_json.dumps
     kineto = 0
     k = first
     try:
@@ -90,7 +97,10 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
                 corr = str(corr)
             start_s = ts / _US_PER_S
             step = None
-            kind = dev_kinds(cat)
+            plan = plans.get(cat)
+            if plan is None:
+                plan = _plan(m, cat)
+            kind, rule, base, of_kineto = plan
             if kind is not None:  # device activity, on the GPU of its device arg (or pid)
                 number = args.get("device")
                 device = gpus.get((pid, number)) if pid.__class__ is int and number.__class__ is int else None
@@ -99,7 +109,7 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
                 go = kind == "other" and corr is not None  # a GPU annotation: a launch, for the steps
             else:
                 device = _HOST
-                marker = PROFILER_STEP.match(name) if cat == "user_annotation" else None
+                marker = PROFILER_STEP.match(name) if rule == _ANNOTATION else None
                 if marker:
                     step = step_number(marker.group(1))
                     if step is None:
@@ -112,35 +122,58 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
             if line is None:
                 line = line_keys.setdefault((pid, tid), f"\0{pid}\0{tid}")
             name = intern(name, name)
-            kineto += cat in _KINETO_CATS
+            kineto += of_kineto
             if go:
                 launch(corr, start_s)
-            keys = _KEPT.get(cat)  # (the category's text is stored, interned, where a new dict holds it)
-            if keys is None:
-                kept: Any = cat_args.get(cat) or m._cat(intern(cat, cat))
-            elif cat == "kernel" and args.keys().isdisjoint(_NCCL_KEYS):  # a kernel's link to its op, or nothing
+            if rule == _PLAIN_CAT or rule == _ANNOTATION:  # a category whose args a report does not read
+                kept: Any = base
+            elif rule == _KERNEL and _NCCL_KEYS.isdisjoint(args):  # a kernel's link to its op, or nothing
                 ext = args.get("External id", _NO_ARGS)
-                kept = cat_args.get(cat) or m._cat(intern(cat, cat))
-                if ext is not _NO_ARGS:
-                    kept = EventArgs(kept, "External id", ext)
-            elif cat == "cpu_op" and args.keys() >= _OP_KEYS:  # an op's shapes and link: the shapes' dict if seen
-                text = value_key((args["Input Dims"], args["Input type"], args["Concrete Inputs"]))
+                kept = base if ext is _NO_ARGS else EventArgs(base, "External id", ext)
+            elif rule == _OP and args.keys() >= _OP_KEYS:  # an op's shapes and link: the shapes' dict if seen
+                shapes_of = (args["Input Dims"], args["Input type"], args["Concrete Inputs"])
+                try:  # value_key inlined: orjson's text where it writes one without a null
+                    text = dumps(shapes_of) if dumps is not None else None
+                except TypeError:  # (orjson.JSONEncodeError)
+                    text = None
+                if text is None or b"null" in text:
+                    text = value_key(shapes_of)
                 shapes = op_args.get(("cpu_op", text)) if text is not None else None
                 if shapes is None:
-                    kept = m._kept(intern(cat, cat), args, keys)
+                    kept = m._kept(base["cat"], args, _KEPT[base["cat"]])
                 else:
                     kept = EventArgs(shapes, "External id", args["External id"])
             else:
-                kept = m._kept(intern(cat, cat), args, keys)
-            append((device, line, name, None, None, start_s, dur / _US_PER_S, step, kind, corr, kept))
+                kept = m._kept(base["cat"], args, _KEPT[base["cat"]])
+            add_device(device)
+            add_line(line)
+            add_name(name)
+            add_start(start_s)
+            add_dur(dur / _US_PER_S)
+            add_step(step)
+            add_kind(kind)
+            add_corr(corr)
+            add_args(kept)
         else:
             k = len(batch)
     except _UNUSUAL:
         pass  # event k needs the per-event rules (nothing of it is stored)
+    rows.appended(k - first, _NO_HLO)  # no module or instruction
     m.seen += k - first
     m.count += k - first
     m.kineto_events += kineto
     return k
+
+
+def _plan(m: EventMapper, cat: str) -> tuple[str | None, int, Mapping[str, Any], bool]:
+    """How the events of category ``cat`` map, worked out once per category: the kind of row of device
+    activity (None for host activity), how they keep their args (:data:`_RULES`), the args of those that
+    keep only their category (one read-only dict, its text interned) and whether it is a Kineto category."""
+    cat = m.rows.strings.setdefault(cat, cat)
+    plan = (_DEVICE_KINDS.get(cat), _RULES.get(cat, _PLAIN_CAT), m.cat_args.get(cat) or m._cat(cat),
+            cat in _KINETO_CATS)  # fmt: skip
+    m.cat_plans[cat] = plan
+    return plan
 
 
 def _fields(ev: dict[str, Any]) -> tuple[Any, ...]:
@@ -154,8 +187,11 @@ def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
     (events on stream lines inline, the others by :func:`classify`), up to the first event that is not one
     or needs the per-event rules; return its index."""
     rows = m.rows
-    append, intern, launch = rows.rows.append, rows.strings.setdefault, rows.launch_s.setdefault
+    intern, launch = rows.strings.setdefault, rows.launch_s.setdefault
     line_keys, lines, shared = m.line_keys, m.lines, rows.shared
+    add_device, add_line, add_name, add_module, add_inst, add_start, add_dur, add_step, add_kind, add_corr, add_args = (
+        rows.appenders()
+    )
     host_ops = m.host_ops
     k = first
     try:
@@ -223,12 +259,23 @@ def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
                 module = intern(module, module)
             if inst is not None:
                 inst = intern(inst, inst)
-            append((intern(device, device), line, intern(name, name), module, inst, start_s, dur / _US_PER_S, step,
-                    kind, corr, stored))  # fmt: skip
+            device, name = intern(device, device), intern(name, name)
+            add_device(device)  # (every value worked out: a row is added to all the columns or to none)
+            add_line(line)
+            add_name(name)
+            add_module(module)
+            add_inst(inst)
+            add_start(start_s)
+            add_dur(dur / _US_PER_S)
+            add_step(step)
+            add_kind(kind)
+            add_corr(corr)
+            add_args(stored)
         else:
             k = len(batch)
     except _UNUSUAL:
         pass  # event k needs the per-event rules (nothing of it is stored)
+    rows.appended(k - first)
     m.seen += k - first
     m.count += k - first
     return k

@@ -100,6 +100,7 @@ class EventMapper:
         self.line_keys: dict[tuple[Any, Any], str] = {}
         self.lines: dict[tuple[Any, Any], tuple[str, str]] = {}  # (pid, tid) -> (plane, role), as named so far
         self.cat_args: dict[str, Mapping[str, Any]] = {}  # the one read-only {"cat": cat} of each category
+        self.cat_plans: dict[str, tuple[Any, ...]] = {}  # how each category's events map (chrome_batch._plan)
         self.op_args: dict[tuple[str, str | bytes], dict[str, Any]] = {}  # (cat, key of an op's shapes) -> dict
         self.gpus: dict[tuple[int, int], str] = {}  # (pid, args.device) -> device name
 

@@ -312,6 +312,20 @@ class RowBuilder:
             self.flushed += len(self.rows)
             self.rows.clear()
 
+    def appenders(self) -> list[Callable[[Any], None]]:
+        """The ``append`` of each column, in :data:`COLUMNS` order, for a loop that adds rows straight to
+        the columns (no row tuple, nothing to transpose), the rows collected so far moved in first; the loop
+        appends to every column (or to all but those it fills after it) and then calls :meth:`appended`."""
+        self.flush()
+        return [column.append for column in self.columns]
+
+    def appended(self, n: int, none: Sequence[int] = ()) -> None:
+        """``n`` rows were added through :meth:`appenders`; the columns at the indices ``none`` (of
+        :data:`COLUMNS`) are given None for each of them here."""
+        for c in none:
+            self.columns[c].extend(itertools.repeat(None, n))
+        self.flushed += n
+
     def add(
         self,
         device: str,

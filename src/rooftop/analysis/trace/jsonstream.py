@@ -165,6 +165,8 @@ class JsonStream:
         or a nested value: "[" + text + "]" is then not one JSON array, and the elements up to it are read
         one at a time). The values are those of :meth:`value`."""
         self.peek()
+        if not self.eof and len(self.buf) - self.pos < _BATCH_MAX_CHARS:  # a batch's worth of text in the buffer:
+            self.fill()  # else the element the buffer cuts would be tried (and fail, counting its lines) first
         pos, tries = self.pos, 3
         cut = self.buf.rfind("},", pos, pos + _BATCH_MAX_CHARS)
         if cut - pos < _BATCH_CHARS:  # elements longer than that: as many as the buffer holds

@@ -395,10 +395,12 @@ def detect_steps(trace: Trace) -> list[Step]:
 
 
 def step_marks(trace: Trace) -> list[StepMark]:
-    """The step markers of ``trace``, in table order."""
-    kind, step = trace.events.column("kind"), trace.events.column("step")
-    start, dur = trace.events.column("start_s"), trace.events.column("duration_s")
-    return [(start[i], dur[i], step[i]) for i, k in enumerate(kind) if k == "step"]
+    """The step markers of ``trace``, in table order (found by the kind column's codes)."""
+    kind, kinds = column_codes(trace.events, "kind")
+    if "step" not in kinds:
+        return []
+    step, start, dur = (trace.events.column(c) for c in ("step", "start_s", "duration_s"))
+    return [(start[i], dur[i], step[i]) for i in np.flatnonzero(kind == kinds.index("step")).tolist()]
 
 
 def steps_of(marks: Sequence[StepMark], modules: Sequence[tuple[str, str, float, float]]) -> list[Step]:
@@ -439,12 +441,16 @@ def module_executions(trace: Trace) -> list[tuple[str, str, float, float]]:
     """(module, device, start_s, end_s) per module execution: ``module`` events when the profile has them;
     else op/kernel events grouped by ``run_id`` (XLA:CPU), or split where the module's first instruction
     comes round again (GPU kernels carry no run id)."""
-    names = ("kind", "module", "device", "start_s", "duration_s", "instruction", "name", "args")
-    kind, module, device, start, dur, instruction, name, args = (trace.events.column(n) for n in names)
-    rows = [i for i, k in enumerate(kind) if k == "module" and module[i]]
+    names = ("module", "device", "start_s", "duration_s", "instruction", "name", "args")
+    module, device, start, dur, instruction, name, args = (trace.events.column(n) for n in names)
+    kind, kinds = column_codes(trace.events, "kind")  # the rows of each kind and with a module, by the codes
+    named, modules = column_codes(trace.events, "module")
+    named = np.array([bool(m) for m in modules], bool)[named]
+    rows = np.flatnonzero(named & (kind == kinds.index("module"))).tolist() if "module" in kinds else []
     if rows:
         return sorted((module[i], device[i], start[i], start[i] + dur[i]) for i in rows)
-    ops = [i for i, k in enumerate(kind) if k in ("op", "kernel") and module[i]]
+    ops = np.flatnonzero(named & np.isin(kind, [i for i, k in enumerate(kinds) if k in ("op", "kernel")])).tolist()
+    del kind, named
     ops.sort(key=lambda i: (device[i], start[i]))
     spans: dict[tuple[str, str, str], tuple[float, float]] = {}
     first: dict[tuple[str, str], str] = {}

@@ -14,6 +14,7 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes, Workload
+from rooftop.plan.serve import critical
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.layout import ServingLayout
@@ -145,18 +146,18 @@ def test_no_collectives_without_tensor_parallelism() -> None:
     ],
 )
 def test_critical_batch_is_critical_intensity_times_weight_bytes(dtypes: Dtypes, expected: float) -> None:
-    assert inf.critical_batch(V5E, dtypes, IDEAL).ideal == pytest.approx(expected)
+    assert critical.critical_batch(V5E, dtypes, IDEAL).ideal == pytest.approx(expected)
     # the priced ops of one chip cross over within ~15% of it (the activations a matmul reads and writes,
     # 2b/D of its weights per token, push it a little higher)
-    found = inf.compute_bound_batch(L70, V5E, ServingLayout(tp=1), 2304, dtypes, IDEAL)
+    found = critical.compute_bound_batch(L70, V5E, ServingLayout(tp=1), 2304, dtypes, IDEAL)
     assert found == pytest.approx(expected, rel=0.15)
     # under tensor parallelism each chip still reads whole activations but 1/tp of the weights: later
-    assert inf.compute_bound_batch(L70, V5E, ServingLayout(tp=16), 2304, dtypes, IDEAL) > found
+    assert critical.compute_bound_batch(L70, V5E, ServingLayout(tp=16), 2304, dtypes, IDEAL) > found
 
 
 def test_critical_batch_with_efficiency() -> None:
     eff = default_efficiency("serving", "tpu")
-    got = inf.critical_batch(V5E, BF16, eff)
+    got = critical.critical_batch(V5E, BF16, eff)
     # matrix 0.75 of the achievable peak, which is 0.923 of v5e's datasheet (chip file), over HBM 0.85
     assert got.matrix_efficiency == pytest.approx(0.75 * 0.923)
     assert got.with_efficiency == pytest.approx(1.97e14 * 2 / (2 * 8.19e11) * 0.75 * 0.923 / 0.85)

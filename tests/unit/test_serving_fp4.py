@@ -11,6 +11,7 @@ from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import Dtypes, Workload
 from rooftop.model.memory import kv_cache_bytes_per_token
+from rooftop.plan.serve import critical
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.layout import ServingLayout
@@ -52,7 +53,7 @@ def test_int4_kv_cache_is_half_of_int8() -> None:
 
 
 def test_fp4_matmuls_run_at_b200s_fp4_peak() -> None:
-    cb = inf.critical_batch(B200, FP4, default_efficiency("serving", "gpu"))
+    cb = critical.critical_batch(B200, FP4, default_efficiency("serving", "gpu"))
     assert (cb.compute_dtype, cb.peak_flops_per_s, cb.bytes_per_weight) == ("fp4", 9e15, 0.5)
     assert cb.ideal == 9e15 * 0.5 / (2 * 8e12)
     layout = ServingLayout(tp=8)

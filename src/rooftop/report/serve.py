@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
     from rooftop.plan.serve.batching import Batching, SteadyState
     from rooftop.plan.serve.candidates import MinSlice
+    from rooftop.plan.serve.critical import CriticalBatch
     from rooftop.plan.serve.disagg import Disaggregation, Pool
-    from rooftop.plan.serve.phase import CriticalBatch, PhaseTime
+    from rooftop.plan.serve.phase import PhaseTime
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
 
 

@@ -44,6 +44,7 @@ from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.batching import Batching, continuous_batching
 from rooftop.plan.serve.candidates import MinSlice, candidate_layouts, min_slice
+from rooftop.plan.serve.critical import CriticalBatch, compute_bound_batch, critical_batch
 from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
@@ -189,7 +190,7 @@ class ServingPlan(Displayed):
     chosen_reason: str
     layouts: tuple[LayoutSummary, ...]
     min_slice: MinSlice | None
-    critical_batch: inf.CriticalBatch
+    critical_batch: CriticalBatch
     notes: tuple[str, ...]
     disaggregation: Disaggregation | None = None  # with ``request.requests_per_s`` (plan/serve/disagg.py)
     batching: Batching | None = None  # with a rate or a concurrency (plan/serve/batching.py)
@@ -269,7 +270,7 @@ def _batches(req: ServingRequest, layout: ServingLayout, fit: int) -> list[int]:
 def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSummary:
     cfg, dt, eff = req.cfg, req.dtypes, req.eff
     weights = sl.weights_per_chip_bytes(cfg, layout, dt.weights)
-    cb = inf.compute_bound_batch(cfg, req.chip, layout, req.decode_context_len, dt, eff, limit=1 << 14)
+    cb = compute_bound_batch(cfg, req.chip, layout, req.decode_context_len, dt, eff, limit=1 << 14)
     mem = sl.chip_memory(cfg, req.chip, layout, max(fit, 1), req.max_context_len, dt, eff)
     if fit == 0:
         return LayoutSummary(
@@ -428,7 +429,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         why,
         tuple(summaries),
         min_slice(req),
-        inf.critical_batch(req.chip, req.dtypes, req.eff),
+        critical_batch(req.chip, req.dtypes, req.eff),
         tuple(notes),
     )
     if req.requests_per_s:

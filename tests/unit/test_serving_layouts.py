@@ -222,6 +222,7 @@ def test_tp_overlap_hides_the_collectives_bandwidth_time_under_the_matmuls(batch
     mesh = make_mesh(parse_topology(V5E, "4x8"), book.mesh_axes())
     base = phase.decode_step(L70, V5E, mesh, book, batch, 8192, BF16, IDEAL)
     assert base.collective_hidden_s == 0 and base.collective_exposed_s == base.collective_s
+    assert not [t for t in base.terms if t.kind == "hidden"]
     for f in (0.25, 0.5, 1.0):
         step = phase.decode_step(L70, V5E, mesh, book, batch, 8192, BF16, IDEAL.replace(tp_overlap=f))
         bandwidth = step.collective_s - step.collective_latency_s
@@ -229,6 +230,10 @@ def test_tp_overlap_hides_the_collectives_bandwidth_time_under_the_matmuls(batch
         assert step.time_s == pytest.approx(base.time_s - step.collective_hidden_s, rel=1e-12)
         assert step.collective_exposed_s >= step.collective_latency_s - 1e-15
         assert step.time_s <= base.time_s  # more overlap is never slower
+        hidden = [t for t in step.terms if t.kind == "hidden"]  # traced as a negative term when there is any
+        assert [(t.seconds, t.figure("overlap")) for t in hidden] == (
+            [(-step.collective_hidden_s, f)] if step.collective_hidden_s > 0 else []
+        )
     # the matmuls are the ceiling: at batch 148 the all-reduces' bandwidth time is larger than them
     assert step.collective_hidden_s == pytest.approx(
         min(step.collective_s - step.collective_latency_s, step.group_s["matmul"]), rel=1e-12

@@ -145,8 +145,9 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
             ("peak_flops_per_s", peak),
             ("efficiency", factor),
         )
-        if unit == "matrix" and achievable(chip, used, eff) != 1:
-            figures += (("achievable_fraction", achievable(chip, used, eff)),)
+        reach = achievable(chip, used, eff) if unit == "matrix" else 1.0
+        if reach != 1:
+            figures += (("achievable_fraction", reach),)
         if unit == "matrix" and cost.gemm is not None:
             from rooftop.cost.gemm import shape_efficiency
 

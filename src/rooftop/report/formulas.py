@@ -73,9 +73,12 @@ def _ops(t: Term) -> str:
 def _hidden(t: Term) -> str:
     return (
         f"{format_duration(-t.seconds)} of the {format_duration(t.figure('communication_s'))} hidden behind "
-        f"{t.figure('cover')} (per layer: min(communication, {t.figure('overlap'):g} x compute not yet covering "
-        "other communication))"
+        f"{t.figure('cover')} ({t.figure('rule', _LAYER_HIDING).format(overlap=t.figure('overlap'))})"
     )
+
+
+#: how a training step hides communication (plan/train/comm.py); a term may name its own rule
+_LAYER_HIDING = "per layer: min(communication, {overlap:g} x compute not yet covering other communication)"
 
 
 def _bubble(t: Term) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import achievable, flop_rate, roofline
+from rooftop.cost.roofline import flop_rate, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig, Workload
@@ -41,9 +41,9 @@ class CriticalBatch:
 
 def critical_batch(chip: Chip, dtypes: Dtypes, eff: Efficiency) -> CriticalBatch:
     """The CriticalBatch of ``chip`` for weights in ``dtypes.weights`` (peak from cost/roofline.flop_rate)."""
-    used, peak, _ = flop_rate(chip, "matrix", compute_dtype(dtypes.activations, dtypes.weights), eff)
-    matrix = eff.matrix * achievable(chip, used, eff)  # the share of the datasheet peak reached
-    return CriticalBatch(chip.name, used, peak, dtype_bytes(dtypes.weights), chip.hbm_bytes_per_s, matrix, eff.hbm)
+    used, peak, rate = flop_rate(chip, "matrix", compute_dtype(dtypes.activations, dtypes.weights), eff)
+    # rate / peak: the share of the datasheet peak reached (matrix x the chip's achievable fraction)
+    return CriticalBatch(chip.name, used, peak, dtype_bytes(dtypes.weights), chip.hbm_bytes_per_s, rate / peak, eff.hbm)
 
 
 def compute_bound_batch(

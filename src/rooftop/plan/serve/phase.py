@@ -288,6 +288,12 @@ def _phase_time(
     hidden = min(coll_s - coll_lat, eff.tp_overlap * group_s["matmul"])
     launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s - hidden)
     terms += coll_terms + fixed
+    if hidden > 0:
+        figures = (("communication_s", coll_s), ("cover", "the step's matmuls"), ("overlap", eff.tp_overlap))
+        rule = "min(collectives - their latency, {overlap:g} x the matmul ops' time)"
+        terms.append(
+            Term("collectives hidden under the matmuls", -hidden, "hidden", "hidden", (*figures, ("rule", rule)))
+        )
     return PhaseTime(
         phase,
         batch,

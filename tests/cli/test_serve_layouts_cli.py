@@ -48,3 +48,20 @@ def test_bad_attn_dp_pins_are_one_line_exit_2() -> None:
         code, out, err = run_cli("serve", model, *DSV3[1:], "--fix", fix)
         assert code == 2 and out == "", (fix, err)
         assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (fix, err)
+
+
+def test_the_issues_deepseek_command_as_written_uses_the_default_lengths() -> None:
+    """The done-when's command has no --prompt-len or --gen-len: serve then takes vLLM's serving-benchmark
+    defaults (1024 in, 128 out), says so in a note, and an explicit length still wins."""
+    argv = ("deepseek-v3", "--chip", "h200", "--chips", "8", "--fix", "attn_dp=8,ep=8", "--weight-dtype", "fp8")
+    d = _json(*argv, "--requests-per-s", "4")
+    assert (d["prompt_len"], d["gen_len"]) == (1024, 128)
+    assert d["notes"][0].startswith("--prompt-len 1024 and --gen-len 128: not given")
+    cb = d["continuous_batching"]
+    assert not cb["saturated"] and cb["tpot_s"] > 0 and cb["ttft_s"] > cb["ttft_idle_s"] > 0
+    d = _json(*argv, "--gen-len", "64", "--batch", "64")
+    assert (d["prompt_len"], d["gen_len"]) == (1024, 64)
+    assert d["notes"][0] == "--prompt-len 1024: not given, so the defaults of vLLM's serving benchmark (random dataset)"
+    explicit = _json(*argv, "--prompt-len", "1024", "--gen-len", "64", "--batch", "64")
+    assert not any("not given" in n for n in explicit["notes"])
+    assert explicit["points"] == d["points"]

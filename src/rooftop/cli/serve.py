@@ -1,4 +1,4 @@
-"""``rooftop serve MODEL --chip C (--chips N | --topology T) --prompt-len P --gen-len G``: serving
+"""``rooftop serve MODEL --chip C (--chips N | --topology T) [--prompt-len P] [--gen-len G]``: serving
 layouts and batch sizes on the latency/throughput frontier, the choice under latency targets,
 the cost of tokens and (with ``--requests-per-s``) disaggregated prefill/decode pools."""
 
@@ -19,6 +19,9 @@ KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 ACT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4")
 SCHEDULERS = ("chunked", "prefill-first")  # plan.serve.scheduler.SCHEDULERS (a test checks)
 DEFAULT_TOKEN_BUDGET = 8192  # plan.serve.scheduler.DEFAULT_TOKEN_BUDGET (a test checks)
+#: request lengths when --prompt-len / --gen-len are not given: the defaults of vLLM's serving benchmark
+#: (``vllm bench serve --dataset-name random``: RandomDataset.DEFAULT_INPUT_LEN = 1024, DEFAULT_OUTPUT_LEN = 128)
+DEFAULT_PROMPT_LEN, DEFAULT_GEN_LEN = 1024, 128
 MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it would slow down --help
 
 
@@ -29,8 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--chips", metavar="N", help="number of chips (default slice shape for the chip)")
     where.add_argument("--topology", metavar="T", help="slice shape, e.g. 4x4 (TPU) or 2x8 (GPU nodes x GPUs)")
-    p.add_argument("--prompt-len", required=True, metavar="P", help="prompt tokens per request, e.g. 2048 or 2k")
-    p.add_argument("--gen-len", required=True, metavar="G", help="generated tokens per request")
+    p.add_argument(
+        "--prompt-len",
+        metavar="P",
+        help=f"prompt tokens per request, e.g. 2048 or 2k (default {DEFAULT_PROMPT_LEN}, as vLLM's serving benchmark)",
+    )
+    p.add_argument(
+        "--gen-len",
+        metavar="G",
+        help=f"generated tokens per request (default {DEFAULT_GEN_LEN}, as vLLM's serving benchmark)",
+    )
     p.add_argument("--batch", metavar="B", help="evaluate only this batch per replica (default: sweep 1, 2, 4, ...)")
     p.add_argument("--max-step-latency", metavar="X", help="target time per output token, e.g. 50ms")
     p.add_argument("--max-ttft", metavar="X", help="target time to first token, e.g. 500ms")
@@ -147,8 +158,8 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         get_model(args.model),
         chip,
         topology,
-        _count(args.prompt_len, "--prompt-len") or 1,
-        _count(args.gen_len, "--gen-len") or 1,
+        _count(args.prompt_len, "--prompt-len") or DEFAULT_PROMPT_LEN,
+        _count(args.gen_len, "--gen-len") or DEFAULT_GEN_LEN,
         Dtypes(args.weight_dtype, args.activation_dtype, args.kv_dtype),
         batch=_count(args.batch, "--batch"),
         max_step_latency_s=_positive(args.max_step_latency, "--max-step-latency", parse_duration),
@@ -184,6 +195,13 @@ def run(args: argparse.Namespace) -> Output:
 
         check_timeline_path(args.timeline)
     plan = plan_serving(request_from_args(args))
+    defaulted = [f"{flag} {value}" for flag, given, value in (("--prompt-len", args.prompt_len, plan.request.prompt_len),
+                 ("--gen-len", args.gen_len, plan.request.gen_len)) if given is None]  # fmt: skip
+    if defaulted:
+        from dataclasses import replace
+
+        note = f"{' and '.join(defaulted)}: not given, so the defaults of vLLM's serving benchmark (random dataset)"
+        plan = replace(plan, notes=(note, *plan.notes))
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
     payload = report.serve_payload(plan)

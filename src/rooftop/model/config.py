@@ -142,6 +142,11 @@ class MoEConfig:
                 raise InvalidConfigError(f"moe: {name}={shown(value)} must be a whole number in [0, {hi:,}]")
         _flags("moe", self, ("router_bias",))
 
+    def touched(self, tokens: float) -> float:
+        """Expected distinct routed experts that ``tokens`` tokens touch under uniform routing, each
+        token picking ``top_k`` of the ``n_experts``: E (1 - (1 - k/E)^tokens)."""
+        return self.n_experts * (1.0 - (1.0 - self.top_k / self.n_experts) ** tokens)
+
 
 @dataclass(frozen=True)
 class MLAConfig:

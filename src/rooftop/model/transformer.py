@@ -284,7 +284,7 @@ def _mlp(c: _Ctx, moe: bool) -> CostTree:
     if moe and cfg.moe:
         e = cfg.moe
         assign = {**c.sizes, "A": int(c.tokens * e.top_k)}
-        touched = e.n_experts * (1.0 - (1.0 - e.top_k / e.n_experts) ** c.tokens)
+        touched = e.touched(c.tokens)
         cx = _Ctx(cfg, c.w, c.dt, assign, ("A",))
         kids += [
             _leaf("router", c.proj(p["router"])),

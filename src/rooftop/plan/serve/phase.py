@@ -95,18 +95,30 @@ def _model_leaves(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) ->
 
 
 def chip_cost(
-    cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, layout: ServingLayout, weights: bool = True
+    cfg: TransformerConfig,
+    workload: Workload,
+    dtypes: Dtypes,
+    layout: ServingLayout,
+    weights: bool = True,
+    weight_tokens: float | None = None,
+    busiest: float | None = None,
 ) -> ChipCost:
     """Per-chip Cost of ``workload`` (the whole model, one replica) under ``layout``'s tensor and
     expert parallelism, grouped into matmul / attention / elementwise ops; ``weights=False`` leaves
-    the weight reads out (a part of a step whose weights another part already reads)."""
+    the weight reads out (a part of a step whose weights another part already reads).
+    ``weight_tokens``: the routed experts read are those that many tokens touch (a step whose other
+    part's tokens route through the same weights) instead of the workload's own; ``busiest``: the
+    busiest attention rank's fraction of the work (``busiest_fraction`` of the batch by default)."""
     if workload.phase == "decode" and layout.static_cache_len:
         workload = replace(workload, kv_len=layout.static_cache_len)
     reads = query_head_reads(cfg, layout) if workload.phase == "decode" else 1.0
     leaves = _model_leaves(cfg, workload, dtypes)
-    experts = sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
+    scale = 1.0  # the routed experts' weight reads, relative to the workload's own (model/transformer.py)
+    if weight_tokens is not None and cfg.moe is not None:
+        scale = cfg.moe.touched(weight_tokens) / cfg.moe.touched(workload.batch * workload.seq_len)
+    experts = scale * sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
     imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
-    busiest = busiest_fraction(layout, workload.batch)
+    busiest = busiest_fraction(layout, workload.batch) if busiest is None else busiest
     flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}
     nbytes = dict.fromkeys(GROUPS, 0.0)
     totals = [0.0, 0.0, 0.0]
@@ -121,7 +133,7 @@ def chip_cost(
         for key, v in cost.flops_by.items():
             flops[group][key] = flops[group].get(key, 0.0) + v * s.flops
         w, k = cost.bytes_of("weights"), cost.bytes_of("kv_cache")
-        w_chip = w * s.weights * (imbalance if tag.expert else 1.0) if weights else 0.0
+        w_chip = w * s.weights * (imbalance * scale if tag.expert else 1.0) if weights else 0.0
         k_chip = k * s.kv * (reads if tag.category == "attention" else 1.0)
         a_chip = (cost.hbm_bytes - w - k) * s.act
         nbytes[group] += w_chip + k_chip + a_chip
@@ -424,20 +436,26 @@ def mixed_step(
     weights: a prompt prefilled in chunks does the same work in all (causal pairs included), so
     the mean chunk costs its share. With pp stages, each of the pp microbatches carries 1/pp of
     both (a round of the pipeline, as ``decode_step``). ``batch`` 0 is a step of prefill only.
-    Under attention data parallelism (or a KV cache split over the batch) the prompt tokens are
-    priced on the busiest rank as one prompt's are (a prompt runs on one rank): an upper bound
-    when a step's prompt tokens come from several prompts spread over the ranks."""
+    The routed experts a step reads are those all its tokens touch, decode and prompt together
+    (``MoEConfig.touched``). Under attention data parallelism (or a KV cache split over the batch)
+    each rank prefills its own prompts: the step's q = prefill_tokens / prompt_len prompts' worth
+    spread over the ranks, the busiest holding max(q / ranks, min(q, 1)) (a prompt runs on one
+    rank: a chunk of one prompt all on one)."""
     pp = layout.pp
     if batch % pp:
         raise InvalidConfigError(f"batch {batch} does not split into pp={pp} microbatches")
     micro = batch // pp
     share_ = prefill_tokens / (prompt_len * pp)
-    pre = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False)
+    ranks = layout.attn_dp * layout.kv_batch
+    busiest = max(share_ / ranks, min(share_, 1.0)) / share_ if share_ > 0 and ranks > 1 else None
+    pre = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False, busiest=busiest)
+    tokens_ = micro + prefill_tokens / pp  # one microbatch's tokens, through the same weights
     if micro:
-        dec = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout)
+        dec = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout, weight_tokens=tokens_)
     else:  # prefill only: the weights, read once, and nothing else
-        whole = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout)
-        weights = {g: Cost({}, whole.groups[g].hbm_bytes - pre.groups[g].hbm_bytes) for g in GROUPS}
+        whole = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weight_tokens=tokens_)
+        bare = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False)
+        weights = {g: Cost({}, whole.groups[g].hbm_bytes - bare.groups[g].hbm_bytes) for g in GROUPS}
         dec = ChipCost(weights, whole.weights_bytes, 0.0, 0.0)
     groups = {g: dec.groups[g] + share_ * pre.groups[g] for g in GROUPS}
     cost = ChipCost(

@@ -26,8 +26,7 @@ def chip_gemm(gemm: Gemm, tag: OpTag, s: tensor.Share, cfg: TransformerConfig) -
     ways = 1.0 / s.weights if s.weights > 0 else 1.0
     rows = gemm.m * min(1.0, s.flops * ways)
     if tag.expert and cfg.moe is not None:  # the experts the tokens touch (uniform routing), each its rows
-        e, k = cfg.moe.n_experts, cfg.moe.top_k
-        touched = e * (1.0 - (1.0 - k / e) ** (gemm.m / k))
+        touched = cfg.moe.touched(gemm.m / cfg.moe.top_k)
         return Gemm(rows / touched, gemm.n, gemm.k, max(1.0, touched / ways), gemm.out_bytes)
     if tag.row_parallel:
         return Gemm(rows, gemm.n, gemm.k / ways, gemm.batch, gemm.out_bytes)
@@ -44,7 +43,14 @@ def mixed_gemms(
         return scaled
     if len(dec) != len(scaled) or any((a.n, a.k) != (b.n, b.k) for (a, _), (b, _) in zip(dec, scaled, strict=True)):
         return dec + scaled  # not the same ops (MLA decodes with absorbed matmuls): each on its own
-    return tuple((replace(a, m=a.m + b.m), fa + fb) for (a, fa), (b, fb) in zip(dec, scaled, strict=True))
+    return tuple((_together(a, b), fa + fb) for (a, fa), (b, fb) in zip(dec, scaled, strict=True))
+
+
+def _together(a: Gemm, b: Gemm) -> Gemm:
+    """One matmul over both parts' rows. Batched (routed experts: ``batch`` experts of ``m`` rows each),
+    the rows spread over the experts the larger part touches (a lower bound of those both touch together)."""
+    batch = max(a.batch, b.batch)
+    return replace(a, m=(a.m * a.batch + b.m * b.batch) / batch, batch=batch)
 
 
 def matmul_shape_factor(

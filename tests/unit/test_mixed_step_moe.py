@@ -51,7 +51,8 @@ def test_a_mixed_steps_expert_reads_follow_all_its_tokens() -> None:
     # one decode sequence and 8 prompt tokens touch what 9 tokens touch, as 9 decode sequences would
     per_expert = (w[(1, P)] - w[(1, 0)]) / (moe.touched(1 + P) - moe.touched(1))
     assert w[(1, 8)] - w[(1, 0)] == pytest.approx(per_expert * (moe.touched(9) - moe.touched(1)), rel=1e-9)
-    assert w[(8, 0)] - w[(1, 0)] == pytest.approx(per_expert * (moe.touched(8) - moe.touched(1)), rel=1e-6)  # + 7 embedding rows
+    eight = per_expert * (moe.touched(8) - moe.touched(1))
+    assert w[(8, 0)] - w[(1, 0)] == pytest.approx(eight, rel=1e-6)  # and 7 more embedding rows
     # an empty step reads the dense weights only: less than a step of one sequence (by its 8 experts,
     # less the 1,023 embedding rows more that a prefill-only step's weights count: 0.9 MB of 2.55 GB)
     assert w[(1, 0)] - w[(0, 0)] == pytest.approx(per_expert * moe.touched(1), rel=1e-3)

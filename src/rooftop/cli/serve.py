@@ -195,8 +195,9 @@ def run(args: argparse.Namespace) -> Output:
 
         check_timeline_path(args.timeline)
     plan = plan_serving(request_from_args(args))
-    defaulted = [f"{flag} {value}" for flag, given, value in (("--prompt-len", args.prompt_len, plan.request.prompt_len),
-                 ("--gen-len", args.gen_len, plan.request.gen_len)) if given is None]  # fmt: skip
+    req = plan.request
+    lengths = (("--prompt-len", args.prompt_len, req.prompt_len), ("--gen-len", args.gen_len, req.gen_len))
+    defaulted = [f"{flag} {value}" for flag, given, value in lengths if given is None]
     if defaulted:
         from dataclasses import replace
 

@@ -66,6 +66,24 @@ def test_align_keeps_a_second_kernel_with_its_instruction() -> None:
     assert got == ["fusion.1", "fusion.1", "custom-call.7", "custom-call.7", "fusion.2"]
 
 
+def test_align_reads_a_repeated_name_as_the_next_identical_fusion_when_that_lines_up() -> None:
+    """Two identical fusions scheduled back to back (a gate and an up projection of one shape) run one
+    compiled kernel twice: the second run is the next fusion, not a second kernel of the first, since
+    only that reading lines the replay up (H200 decode step, tests/fixtures/h200)."""
+    hlo = HLO.replace(
+        "  %custom-call.7 = (f32[1,64]{1,0}, s8[1024]{0}) custom-call(%bitcast.1, %w)",
+        "  %fusion.3 = f32[64]{0} fusion(%x), kind=kLoop, calls=%fused_b\n"
+        "  %custom-call.7 = (f32[1,64]{1,0}, s8[1024]{0}) custom-call(%bitcast.1, %w)",
+    )
+    schedule = [i for i in parse_hlo(hlo).entry.instructions if i.opcode in ("fusion", "custom-call")]
+    assert [i.name for i in schedule] == ["fusion.1", "fusion.3", "custom-call.7", "fusion.2"]
+    got = align(["fusion_1", "fusion_1", "nvjet_gemm", "fusion_1"], schedule)
+    assert got == ["fusion.1", "fusion.3", "custom-call.7", "fusion.2"]
+    # with a split-K reduction after the cuBLAS call the library reading still holds
+    got = align(["fusion_1", "fusion_1", "nvjet_gemm", "splitKreduce_kernel", "fusion_1"], schedule)
+    assert got == ["fusion.1", "fusion.3", "custom-call.7", "custom-call.7", "fusion.2"]
+
+
 @pytest.mark.parametrize(
     "kernels",
     [

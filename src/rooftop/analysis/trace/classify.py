@@ -7,7 +7,9 @@ xla/tsl/profiler/utils/xplane_schema.h; observed in jax 0.10 CPU profiles and in
 
 - ``/device:GPU:N`` planes, lines ``Stream #N(...)``: one event per kernel or memcpy, stats ``hlo_module``,
   ``hlo_op``, ``program_id``, ``correlation_id``, ``kernel_details`` / ``memcpy_details``.
-  -> ``kind="kernel"`` (``"memcpy"`` with ``memcpy_details`` or a ``Memcpy`` line/name).
+  -> ``kind="kernel"`` (``"memcpy"`` with ``memcpy_details`` or a ``Memcpy`` name, or on a line named
+  ``Memcpy...`` that is not a ``Stream #N(...)``: the stream's list, e.g. ``(MemcpyD2D,Compute)``, names
+  what ran on it, kernels among them).
 - ``/device:TPU:N`` planes (and xprof-processed GPU planes): lines ``XLA Ops`` (event name = HLO
   instruction, or on recent TPU profiles the instruction's whole HLO text ``%name = shape op(...)``, whose
   name is the instruction; stats ``program_id``, ``long_name``, ``device_duration_ps``) -> ``"op"``;
@@ -69,6 +71,8 @@ def line_role(plane: str, line: str) -> str:
         return roles[line]
     if line in _FRAMEWORK_LINES:
         return "other"
+    if line.startswith("Stream #"):  # "Stream #14(MemcpyD2D,Compute)": one stream can run copies and kernels
+        return "stream"
     return "memcpy" if "Memcpy" in line else "stream"
 
 

@@ -16,11 +16,13 @@ What is left to tell them apart:
 So each replay (one correlation id: one graph launch) is aligned with the entry's instructions that launch
 kernels, in order: a kernel named after an instruction ends at that instruction; a kernel named after
 another fusion of the same kind (a reused kernel: ``fusion_486`` for ``%fusion.498``) takes the next
-generated-code instruction; a library kernel takes the next
-``custom-call``; a second kernel of the instruction just matched (a split-K reduction, a two-pass
-reduction) stays with it. A replay that does not align (a loop or conditional inside the graph, kernels on
-several streams) keeps the kernels named after an instruction and leaves the others on the command buffer,
-and a note says how many and how to profile without command buffers.
+generated-code instruction; a library kernel takes the next ``custom-call``; a second kernel of the
+instruction just matched (a split-K reduction, a two-pass reduction) stays with it. A kernel named like
+the one before it is read both ways (a second kernel, or the next identical fusion reusing it: a gate and
+an up projection of the same shape run one kernel twice), and the reading that lines the whole replay up
+is kept. A replay that does not align (a loop or conditional inside the graph, kernels on several
+streams) keeps the kernels named after an instruction and leaves the others on the command buffer, and a
+note says how many and how to profile without command buffers.
 """
 
 from __future__ import annotations
@@ -94,26 +96,43 @@ def is_library(instr: Instruction) -> bool:
 
 def align(kernels: list[str], schedule: list[Instruction]) -> list[str] | None:
     """The instruction of each kernel of one replay (names in time order) against the schedule; None when
-    they do not line up (the rules are in the module docstring)."""
+    they do not line up (the rules are in the module docstring). A kernel named like the one just before
+    can be a second kernel of the same instruction or the next identical fusion reusing it: every reading
+    is followed (the positions reachable after each kernel, a handful), and the first that ends on the
+    schedule's last instruction is taken, preferring at each kernel: its own instruction, a reused kernel,
+    the next library call, staying with the last instruction."""
     index = {kernel_name(i.name): k for k, i in enumerate(schedule)}
     library = [is_library(i) for i in schedule]
     stems = [_stem(kernel_name(i.name)) for i in schedule]
-    out: list[str] = []
-    p = 0  # the next instruction not yet matched
     n = len(schedule)
+    steps: list[dict[int, int]] = []  # after each kernel: reachable position -> the position before it
+    here: dict[int, int] = {0: -1}
     for name in kernels:
-        own = index.get(name)
-        if own is None:  # a library kernel: the next library instruction, or a second kernel of the last one
-            if p < n and library[p]:
-                p += 1
-            elif not (p > 0 and library[p - 1]):
-                return None
-        elif own == p or (own != p - 1 and p < n and not library[p] and _stem(name) == stems[p]):
-            p += 1  # its own kernel, or one reused from an identical fusion of the same kind
-        elif own != p - 1:  # named after another instruction where a library call is due
+        own, stem = index.get(name), _stem(name)
+        nxt: dict[int, int] = {}
+        for p in here:
+            moves = []
+            if own is None:  # a library kernel: the next library instruction, or a second kernel of the last
+                moves = [p + 1] if p < n and library[p] else []
+                moves += [p] if p > 0 and library[p - 1] else []
+            else:
+                if own == p or (own != p and p < n and not library[p] and stem == stems[p]):
+                    moves.append(p + 1)  # its own kernel, or one reused from an identical fusion of the kind
+                if own == p - 1:
+                    moves.append(p)  # a second kernel of the instruction just matched
+            for q in moves:
+                nxt.setdefault(q, p)
+        if not nxt:
             return None
+        steps.append(nxt)
+        here = nxt
+    if n not in here:
+        return None
+    out, p = [], n
+    for nxt in reversed(steps):
         out.append(schedule[p - 1].name)
-    return out if p == n else None
+        p = nxt[p]
+    return out[::-1]
 
 
 def _kernels_by_op(ev: EventTable) -> list[np.ndarray]:

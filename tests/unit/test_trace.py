@@ -514,3 +514,7 @@ def test_categories_come_from_named_scopes_before_keywords() -> None:
     assert category_of("jit(step)/optimizer/sub", "fusion") == "optimizer" and phase_of("jit(step)/optimizer/sub") == ""
     assert category_of("softmax_fusion", "fusion") == "attention"  # no scopes: keywords of the name
     assert category_of("jit(step)/x/all-reduce", "all-reduce") == "communication"
+    # a decode step writing its KV cache: "update" is an optimizer keyword, dynamic_update_slice is not one
+    assert category_of("jit(step)/jit(main)/dynamic_update_slice", "fusion") == "other"
+    assert category_of("jit(step)/optimizer/dynamic_update_slice", "fusion") == "optimizer"  # its scope says so
+    assert category_of("jit(step)/apply_update/add", "fusion") == "optimizer"

@@ -163,7 +163,7 @@ def category_of(op_name: str, opcode: str) -> str:
         for cat, words in CATEGORIES:
             if any(w in low for w in words):
                 return cat
-    low = op_name.lower()
+    low = op_name.lower().replace("update_slice", "")  # a (KV cache) dynamic_update_slice is no optimizer update
     for cat, words in CATEGORIES:
         if any(w in low for w in words):
             return cat

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.access import Bytes, Traffic
@@ -57,17 +57,17 @@ from rooftop.analysis.hlo.rules import (
     ONE_CORE_MARK,
     TRANSCENDENTAL,
     ZERO_COST,
+    FlopTally,
     attention_flops,
     check_arity,
     conv_flops,
     cut,
     dot_flops,
     lhs_rhs,
-    rooftop_dtype,
 )
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.analysis.hlo.targets import pallas_flops, rule_of
-from rooftop.cost.cost import Cost, Gemm
+from rooftop.cost.cost import Cost
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
 #: nesting of fused / applied computations inside one another, and executions of one instruction.
@@ -123,47 +123,12 @@ class HloCounts:
     notes: tuple[str, ...] = ()
 
 
-@dataclass
-class _Flops:
-    by: dict[tuple[str, str], float] = field(default_factory=dict)
-    transcendentals: float = 0.0
-    collectives: list[CollectiveUse] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    gemms: list[Gemm] = field(default_factory=list)  # the matmuls run once per execution (shape model)
-
-    def add(self, unit: str, hlo_dtype: str, flops: float) -> None:
-        if flops:
-            key = (unit, rooftop_dtype(hlo_dtype))
-            self.by[key] = self.by.get(key, 0.0) + flops
-
-    def add_dot(self, cost: Cost) -> None:
-        self.by.update(cost.flops_by)
-        if cost.gemm is not None:
-            self.gemms.append(cost.gemm)
-
-    def merge(self, other: _Flops, times: float = 1.0, everything: bool = True) -> None:
-        for key, v in other.by.items():
-            self.by[key] = self.by.get(key, 0.0) + times * v
-        self.transcendentals += times * other.transcendentals
-        if times == 1:
-            self.gemms += other.gemms
-        if everything:
-            self.collectives += other.collectives
-            self.unknown += other.unknown
-            self.notes += other.notes
-
-    @property
-    def flops(self) -> float:
-        return sum(self.by.values())
-
-
 class _Counter:
     """One pass over a module; fused and applied computations are counted once each and cached."""
 
     def __init__(self, module: HloModule) -> None:
         self.module = module
-        self.inner_cache: dict[str, _Flops] = {}
+        self.inner_cache: dict[str, FlopTally] = {}
         self.bytes = Bytes(module)
         self.chain_cache: dict[str, dict[int, tuple[CollectiveUse, ...]]] = {}
         self.dot_cache: dict[tuple, Cost] = {}
@@ -187,7 +152,7 @@ class _Counter:
             )
         return found
 
-    def inner(self, comp: Computation) -> _Flops:
+    def inner(self, comp: Computation) -> FlopTally:
         """FLOPs of every instruction of a fused / applied / wrapped computation."""
         found = self.inner_cache.get(comp.name)
         if found is None:
@@ -196,7 +161,7 @@ class _Counter:
                     f"computation {shown(comp.name)}: fusions and calls nested deeper than {_MAX_NESTING}",
                     line=comp.line,
                 )
-            found = self.inner_cache[comp.name] = _Flops()
+            found = self.inner_cache[comp.name] = FlopTally()
             self.nesting += 1
             try:
                 for instr in comp.instructions:
@@ -205,15 +170,15 @@ class _Counter:
                 self.nesting -= 1
         return found
 
-    def flops(self, instr: Instruction) -> _Flops:
+    def flops(self, instr: Instruction) -> FlopTally:
         """FLOPs, collectives and notes of one execution; a rule's InvalidConfigError names the line."""
         try:
             return self._flops(instr)
         except InvalidConfigError as exc:
             raise ParseError(f"{instr.opcode} {shown(instr.name)}: {exc}", line=instr.line) from None
 
-    def _flops(self, instr: Instruction) -> _Flops:
-        out, op, shape, kind = _Flops(), instr.opcode, instr.shape, instr.async_kind
+    def _flops(self, instr: Instruction) -> FlopTally:
+        out, op, shape, kind = FlopTally(), instr.opcode, instr.shape, instr.async_kind
         check_arity(instr)
         first = instr.operand_shapes[0] if instr.operand_shapes and instr.operand_shapes[0] else shape
         if (op in ZERO_COST and op != "call") or kind in ("done", "update"):
@@ -245,7 +210,7 @@ class _Counter:
             found = self.dot_cache[key] = dot_flops(instr, lhs, rhs, out, dims)
         return found
 
-    def applied(self, instr: Instruction, base: str, first: Shape, out: _Flops) -> None:
+    def applied(self, instr: Instruction, base: str, first: Shape, out: FlopTally) -> None:
         """Ops applying a scalar computation per element, counted as XLA's HloCostAnalysis does."""
         op, leaves = instr.opcode, instr.shape.leaves()
         out_elements, window = float(leaves[0].num_elements if leaves else 1), instr.window or {"size": ()}
@@ -267,7 +232,7 @@ class _Counter:
             key, count = "scatter", source
         out.merge(self.inner(self.callee(instr, key)), count, False)
 
-    def custom_call(self, instr: Instruction, out: _Flops) -> None:
+    def custom_call(self, instr: Instruction, out: FlopTally) -> None:
         """FLOPs by the target's rule (:mod:`rooftop.analysis.hlo.targets`); a marker that calls computations
         carries their collectives (a chain's start)."""
         target = instr.custom_call_target or ""

@@ -5,10 +5,12 @@ cost/op.py. :mod:`rooftop.analysis.hlo.count` applies them to a module; its docs
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from rooftop.analysis.hlo.ir import Instruction
+from rooftop.analysis.hlo.mesh import CollectiveUse
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
-from rooftop.cost.cost import Cost
+from rooftop.cost.cost import Cost, Gemm
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -176,3 +178,41 @@ def config_count(instr: Instruction, config: dict, key: str) -> int:
             line=instr.line,
         )
     return int(text)
+
+
+@dataclass
+class FlopTally:
+    """An instruction's (or a computation's) FLOPs by (unit, dtype) as the rules above count them, with
+    its transcendentals, collectives, FLOP-unknown custom-calls, notes and matmul shapes."""
+
+    by: dict[tuple[str, str], float] = field(default_factory=dict)
+    transcendentals: float = 0.0
+    collectives: list[CollectiveUse] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    gemms: list[Gemm] = field(default_factory=list)  # the matmuls run once per execution (shape model)
+
+    def add(self, unit: str, hlo_dtype: str, flops: float) -> None:
+        if flops:
+            key = (unit, rooftop_dtype(hlo_dtype))
+            self.by[key] = self.by.get(key, 0.0) + flops
+
+    def add_dot(self, cost: Cost) -> None:
+        self.by.update(cost.flops_by)
+        if cost.gemm is not None:
+            self.gemms.append(cost.gemm)
+
+    def merge(self, other: FlopTally, times: float = 1.0, everything: bool = True) -> None:
+        for key, v in other.by.items():
+            self.by[key] = self.by.get(key, 0.0) + times * v
+        self.transcendentals += times * other.transcendentals
+        if times == 1:
+            self.gemms += other.gemms
+        if everything:
+            self.collectives += other.collectives
+            self.unknown += other.unknown
+            self.notes += other.notes
+
+    @property
+    def flops(self) -> float:
+        return sum(self.by.values())

@@ -418,7 +418,9 @@ def _json_problem(text: str) -> str:
                 return
             for k, v in obj.items():
                 if isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
-                    if (k.endswith("_s") and k != "lost_s") or k in ("flops", "bytes", "count"):
+                    # memory.timeline[].time_s is the trace's own timestamp (docs/json.md), on its clock
+                    stamp = k == "time_s" and path.startswith(".memory.timeline")
+                    if (k.endswith("_s") and k != "lost_s" and not stamp) or k in ("flops", "bytes", "count"):
                         bad.append(f"{path}.{k}={v}")
                 if v is None and k in MEASURED:  # NaN or inf, written as null
                     unknown.append(f"{path}.{k}")

@@ -55,6 +55,19 @@ median +0.01 s). Kineto, both at once: 1.5 to 2.4 s less CPU time (of 15 to 16 s
 the Kineto trace takes about 9.3 s. With the collector's threshold then lowered (the young collection after
 a JAX load, 0.1 s, and after the tiny trace's report, 0.17 s, left out too), single runs in turns: jax 9.27,
 9.79, 11.35 -> 9.05, 8.83, 11.59 s; tiny 11.49, 8.96 -> 7.81, 9.55 s.
+
+Then (2026-11-27) the check for runs of 19 digits before orjson decodes a batch done with numpy
+(``jsonstream.long_digits``): timed inside the Kineto load, 0.34-0.40 -> 0.17 s of its 3.2-3.7 s of reading
+and decoding. Single runs in turns, before and after (total s / cpu s / peak MiB, medians; the host busy,
+single runs of the same code from 9.8 to 15.8 s, so the change is below the noise): kineto (9 pairs) 11.73 /
+11.71 / 364 -> 11.81 / 11.78 / 364; tiny (7 pairs) 9.63 / 9.61 / 365 -> 9.17 / 9.01 / 365; jax (7 pairs)
+10.84 / 10.73 / 270 -> 11.14 / 11.09 / 270 (its decoding alone, 4 runs of each in turns: 1.72-1.96 s both).
+Tried and left out: mapping a run of Kineto events a field at a time (a C-level pass over the run per field)
+was 6-12% slower than the loop over the events (each pass reads every event's dict again). What is left on
+a quiet machine is mostly the making and freeing of the decoded objects (orjson 1.5-1.9 s, freeing about
+1 s) and the loop over them (about 3 us an event: 4 s, of which the args kept, 1.3 us, and the field checks,
+0.65 us); a decoder that skips the keys a report never reads (msgspec with typed structs, not a dependency)
+decoded and freed every batch of the Kineto trace in 1.7-1.9 s where orjson took 2.5 s.
 `benchmarks/profile_equivalence.py` checks that the output did not change.
 
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]

@@ -84,6 +84,23 @@ def test_align_reads_a_repeated_name_as_the_next_identical_fusion_when_that_line
     assert got == ["fusion.1", "fusion.3", "custom-call.7", "custom-call.7", "fusion.2"]
 
 
+def test_align_stays_linear_over_many_kernels_of_one_name() -> None:
+    """20,000 runs of one compiled kernel over 20,000 identical fusions: every run could also be a second
+    kernel of the fusion before, so the readings followed are bounded (16, the furthest), not one per run."""
+    import time
+
+    n = 20_000
+    fusions = "\n".join(f"  %fusion.{i + 1} = f32[64]{{0}} fusion(%x), kind=kLoop, calls=%fused_a" for i in range(n))
+    head = HLO.split("ENTRY")[0]
+    module = parse_hlo(f"{head}ENTRY %main (x: f32[64]) -> f32[64] {{\n  %x = f32[64]{{0}} parameter(0)\n{fusions}\n"
+                       f"  ROOT %t = f32[64]{{0}} copy(%fusion.{n})\n}}\n")  # fmt: skip
+    schedule = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    start = time.perf_counter()
+    got = align(["fusion_1"] * n, schedule)
+    assert got == [f"fusion.{i + 1}" for i in range(n)]
+    assert time.perf_counter() - start < 5  # about 0.2 s; unbounded, 3,000 runs took 2 s and 20,000 would take 90
+
+
 @pytest.mark.parametrize(
     "kernels",
     [

@@ -42,6 +42,9 @@ from rooftop.errors import ParseError
 #: the instruction name the profiler gives kernels replayed from a command buffer
 COMMAND_BUFFER = re.compile(r"^command_buffer(_[0-9]+)?$")
 _NUMBER = re.compile(r"_[0-9]+$")
+#: readings of a replay followed at once (:func:`align`): a handful in practice; the bound keeps a replay of
+#: many same-named kernels linear in its length
+_MAX_READINGS = 16
 #: opcodes that launch nothing on the device (buffer bookkeeping, or run by the host)
 NO_KERNEL = frozenset(
     (
@@ -98,9 +101,9 @@ def align(kernels: list[str], schedule: list[Instruction]) -> list[str] | None:
     """The instruction of each kernel of one replay (names in time order) against the schedule; None when
     they do not line up (the rules are in the module docstring). A kernel named like the one just before
     can be a second kernel of the same instruction or the next identical fusion reusing it: every reading
-    is followed (the positions reachable after each kernel, a handful), and the first that ends on the
-    schedule's last instruction is taken, preferring at each kernel: its own instruction, a reused kernel,
-    the next library call, staying with the last instruction."""
+    is followed (the positions reachable after each kernel, a handful; at most the 16 furthest), and the
+    first that ends on the schedule's last instruction is taken, preferring at each kernel: its own
+    instruction, a reused kernel, the next library call, staying with the last instruction."""
     index = {kernel_name(i.name): k for k, i in enumerate(schedule)}
     library = [is_library(i) for i in schedule]
     stems = [_stem(kernel_name(i.name)) for i in schedule]
@@ -124,6 +127,8 @@ def align(kernels: list[str], schedule: list[Instruction]) -> list[str] | None:
                 nxt.setdefault(q, p)
         if not nxt:
             return None
+        if len(nxt) > _MAX_READINGS:  # many kernels of one name over as many identical fusions: keep the furthest
+            nxt = {q: nxt[q] for q in sorted(nxt)[-_MAX_READINGS:]}
         steps.append(nxt)
         here = nxt
     if n not in here:

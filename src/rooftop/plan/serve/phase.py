@@ -454,7 +454,7 @@ def mixed_step(
         dec = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout, weight_tokens=tokens_)
     else:  # prefill only: the weights, read once, and nothing else
         whole = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weight_tokens=tokens_)
-        bare = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False)
+        bare = pre if busiest is None else chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, False)
         weights = {g: Cost({}, whole.groups[g].hbm_bytes - bare.groups[g].hbm_bytes) for g in GROUPS}
         dec = ChipCost(weights, whole.weights_bytes, 0.0, 0.0)
     groups = {g: dec.groups[g] + share_ * pre.groups[g] for g in GROUPS}

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rooftop.analysis.trace import chrome_batch, chrome_json
+from rooftop.analysis.trace import chrome_batch, chrome_read
 from rooftop.analysis.trace.chrome_json import load_json_trace
 from rooftop.analysis.trace.events import COLUMNS, Trace
 from rooftop.errors import RooftopError
@@ -111,7 +111,7 @@ def _per_event(mapper: Any, batch: list[Any], one: Any) -> None:
 
 def _load(path: Path, batched: bool) -> tuple[str, Any]:
     """What loading ``path`` gives: the trace, every column as text (args with their types), or the error."""
-    with mock.patch.object(chrome_json, "map_batch", chrome_batch.map_batch if batched else _per_event):
+    with mock.patch.object(chrome_read, "map_batch", chrome_batch.map_batch if batched else _per_event):
         try:
             trace = load_json_trace(path)
         except RooftopError as exc:
@@ -157,13 +157,13 @@ def test_usual_runs_are_mapped_a_batch_at_a_time(tmp_path: Path) -> None:
     events.append({"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}})
     path = _write(tmp_path / "k.json", events, '"schemaVersion": 1, ')
     calls: list[int] = []
-    real = chrome_json._one
+    real = chrome_read._one
 
     def counted(*args: Any) -> None:
         calls.append(args[-1])
         real(*args)
 
-    with mock.patch.object(chrome_json, "_one", counted):
+    with mock.patch.object(chrome_read, "_one", counted):
         batched = _load(path, batched=True)
     assert len(calls) == 2  # the two metadata events
     assert batched == _load(path, batched=False)

@@ -253,13 +253,17 @@ def natural_key(text: str) -> tuple[Any, ...]:
     return tuple((len(p.lstrip("0")), p.lstrip("0"), p) if k % 2 else p for k, p in enumerate(parts))
 
 
+def empty_columns() -> list[Any]:
+    return [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS]
+
+
 class RowBuilder:
     """Collects rows as tuples in :data:`COLUMNS` order (strings interned, args stored by :meth:`args`),
     then assigns steps and transposes them into an EventTable."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []  # the newest rows; cleared in place by flush()
-        self.columns: list[Any] = [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS]
+        self.columns: list[Any] = empty_columns()
         self.flushed = 0
         self.strings: dict[str, str] = {}
         self.launch_s: dict[str, float] = {}  # host launch time by correlation id (for device events)
@@ -355,12 +359,16 @@ class RowBuilder:
     def __len__(self) -> int:
         return self.flushed + len(self.rows)
 
+    def take(self) -> list[Any]:
+        """The rows so far as columns (in :data:`COLUMNS` order); the builder is left without them."""
+        self.flush()
+        columns, self.columns, self.flushed = self.columns, empty_columns(), 0
+        return columns
+
     def build(self, line_names: Mapping[str, str] | None = None) -> EventTable:
         """The table; ``line_names`` renames lines (placeholders for names a trace gives at its end)."""
-        self.flush()
         self.shared.clear()
-        cols = dict(zip(COLUMNS, self.columns, strict=True))
-        self.columns, self.flushed = [array("d") if c in FLOAT_COLUMNS else [] for c in COLUMNS], 0
+        cols = dict(zip(COLUMNS, self.take(), strict=True))
         if line_names:
             cols["line"] = list(map(line_names.get, cols["line"], cols["line"]))
         self._assign_steps(cols)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import IO, Any, NoReturn
 
@@ -37,6 +37,9 @@ _BATCH_CHARS = 1 << 10  # decode array elements in batches when at least this mu
 #: they are still in the CPU's cache (a batch of 1 Mi characters took 15% longer to decode and map)
 _BATCH_MAX_CHARS = 1 << 16
 _WS = re.compile(r"[ \t\n\r]*")
+#: where one element of an array may end and the next begin: "}", a comma and "{", JSON whitespace between
+#: (the text of a value may hold the same: a cut found by it is checked by the reader that parses up to it)
+_CUT = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _STDLIB = json.JSONDecoder()
 #: 19 digits in a row: an integer that may lie past 64 bits (orjson reads those as floats, json as ints)
 _LONG_RUN = 19
@@ -58,6 +61,12 @@ class JsonStream:
         self.batch_start: int | None = None  # where the list of elements being handed out starts
         self.consumed = 0  # characters dropped from the front of the buffer
         self.bad_cuts: set[int] = set()  # offsets (from the start of the text) of cuts that failed
+        #: the splits ahead (:meth:`split_at`): offsets of the text near which an array is split between
+        #: readers, and the element start each one's split is at (:meth:`cut_after`), once found
+        self.splits: list[int] = []
+        self.split: int | None = None
+        self.on_split: Callable[[int], bool] | None = None  # at a split: True stops the array there
+        self.stopped = False  # an array stopped at a split
         try:  # the lines of the text dropped are counted when an error names its line, reading it again
             self.recount = text.seekable()
         except (OSError, ValueError):
@@ -130,16 +139,21 @@ class JsonStream:
             left -= len(chunk)
         return lines
 
-    def array(self, *, unterminated_ok: bool = False) -> Iterator[list[Any]]:
+    def array(self, *, unterminated_ok: bool = False, resume: bool = False) -> Iterator[list[Any]]:
         """Yield the elements of the array starting here, in lists: as many whole elements as the buffer
         holds, decoded in one call (while a list is handed out, ``pos`` is where it starts: :meth:`failed_at`
         finds an element's line from there), or one element read alone. The Chrome "JSON array format" may
-        lack its ``]``."""
-        self.expect("[", "'['")
-        if self.peek() == "]":
-            self.pos += 1
-            return
+        lack its ``]``. With ``resume``, the reader stands at an element inside the array (:meth:`skip_to`).
+        At a split (:meth:`split_at`) that :attr:`on_split` takes, it stops (:attr:`stopped`)."""
+        if not resume:
+            self.expect("[", "'['")
+            if self.peek() == "]":
+                self.pos += 1
+                return
         while True:
+            if self.splits and self._at_split():
+                self.stopped = True
+                return
             batch = self._batch()
             if batch is None:
                 yield [self.value()]
@@ -171,9 +185,10 @@ class JsonStream:
         if not self.eof and len(self.buf) - self.pos < _BATCH_MAX_CHARS:  # a batch's worth of text in the buffer:
             self.fill()  # else the element the buffer cuts would be tried (and fail, counting its lines) first
         pos, tries = self.pos, 3
-        cut = self.buf.rfind("},", pos, pos + _BATCH_MAX_CHARS)
+        end = len(self.buf) if not self.splits else self._split_limit()  # no batch reaches past a split
+        cut = self.buf.rfind("},", pos, min(end, pos + _BATCH_MAX_CHARS))
         if cut - pos < _BATCH_CHARS:  # elements longer than that: as many as the buffer holds
-            cut = self.buf.rfind("},", pos)
+            cut = self.buf.rfind("},", pos, end)
         while tries and cut - pos >= _BATCH_CHARS:
             if cut + self.consumed not in self.bad_cuts:
                 try:
@@ -183,6 +198,73 @@ class JsonStream:
                     tries -= 1
             cut = self.buf.rfind("},", pos, pos + (cut - pos) // 2 + 2)  # one in the first half
         return None
+
+    def split_at(self, offsets: list[int], on_split: Callable[[int], bool]) -> None:
+        """Split the array being read near each of ``offsets`` (of the text, ascending): the split near
+        ``x`` is at the element start :meth:`cut_after` finds from ``x``. No batch reaches past a split; when
+        the reader stands at one, ``on_split(offset)`` says whether the array stops there. A split the reader
+        passes inside an element (the cut lay in a value's text) is dropped, as is one it cannot find."""
+        self.splits, self.split, self.on_split = list(offsets), None, on_split
+
+    def _split_limit(self) -> int:
+        """How far into the buffer a batch may reach: up to the next split, found once its offset is in the
+        buffer ahead of the reader."""
+        while self.splits and self.split is None:
+            x = self.splits[0]
+            if x >= self.consumed + len(self.buf):
+                return len(self.buf)  # not read yet: no batch reaches it
+            if x < self.consumed + self.pos:
+                self.splits.pop(0)  # passed inside one element: dropped
+                continue
+            self.split = self.cut_after(x)
+            if self.split is None:
+                self.splits.clear()
+        return len(self.buf) if self.split is None else min(len(self.buf), self.split - self.consumed)
+
+    def _at_split(self) -> bool:
+        """At an element start: whether the array stops at a split here (a split passed is dropped)."""
+        self.peek()
+        here = self.consumed + self.pos
+        while self.splits:
+            if self.split is None:
+                self._split_limit()
+                if self.split is None:
+                    return False
+            if here < self.split:
+                return False
+            if here == self.split and self.on_split is not None and self.on_split(here):
+                return True
+            if self.splits:  # (not taken, it may have dropped them all)
+                self.splits.pop(0)  # passed inside an element, or not taken: the next one
+            self.split = None
+        return False
+
+    def cut_after(self, x: int) -> int | None:
+        """Where the first "}" "," "{" (whitespace between) from offset ``x`` of the text puts its "{" (the
+        reader stands at or before ``x``; text is read as needed); None when there is none. Any two readers
+        of the same text find the same offset: the first whole match in a buffer is the first in the text."""
+        start = x  # (each character is searched about once: a match across the buffer's end starts at its last "}")
+        while True:
+            found = _CUT.search(self.buf, start - self.consumed)
+            if found is not None:
+                return self.consumed + found.end() - 1
+            if self.eof:
+                return None
+            last = self.buf.rfind("}", start - self.consumed)
+            start = max(start, self.consumed + (last if last >= 0 else len(self.buf)))
+            self.fill()
+
+    def skip_to(self, x: int) -> int | None:
+        """Read the text on, without decoding it, to the first cut (:meth:`cut_after`) from offset ``x``,
+        and stand there, at an element start; that offset, or None (no cut: the reader is at the end)."""
+        while self.consumed + len(self.buf) <= x and not self.eof:
+            self.pos = len(self.buf)
+            self.fill()
+        self.pos = min(len(self.buf), max(self.pos, x - self.consumed))
+        at = self.cut_after(x)
+        if at is not None:
+            self.pos = at - self.consumed
+        return at
 
     def _element_end(self, start: int, index: int) -> int:
         """Where element ``index`` of the batch decoded from ``start`` ends (for error lines)."""

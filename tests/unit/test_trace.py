@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from rooftop.analysis.trace import jsonstream
-from rooftop.analysis.trace.events import EventTable, OpEvent, Trace
+from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, correlation_key
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import Step, detect_steps, group_ops, module_executions, op_executions
 from rooftop.analysis.trace.xplane import hlo_text
@@ -518,3 +518,28 @@ def test_categories_come_from_named_scopes_before_keywords() -> None:
     assert category_of("jit(step)/jit(main)/dynamic_update_slice", "fusion") == "other"
     assert category_of("jit(step)/optimizer/dynamic_update_slice", "fusion") == "optimizer"  # its scope says so
     assert category_of("jit(step)/apply_update/add", "fusion") == "optimizer"
+
+
+def test_correlation_ids_are_the_same_key_exactly_when_their_texts_are() -> None:
+    """The table keeps an id whose text is an int64's as an int (half the memory of its text), any other as
+    its text: a launch's 5 and its kernel's "5" still match, "05", "5.0", True and 2**63 stay apart."""
+    ids = [5, "5", "05", "-5", -5, "-0", 0, "0", 5.0, "5.0", True, "True", 2**63, str(2**63), 2**63 - 1, "+5", "", "²"]
+    for a, b in itertools.product(ids, ids):
+        assert (correlation_key(a) == correlation_key(b)) == (str(a) == str(b)), (a, b)
+    assert correlation_key("1234567") == 1234567 and correlation_key(2**63) == str(2**63)
+    with pytest.raises(ValueError):  # an int too long to write, as before
+        correlation_key(int("9" * 5000))
+
+
+def test_kernels_keep_text_correlation_ids(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
+         "args": {"correlation": "7"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 2,
+         "args": {"device": 0, "correlation": 7}},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load_trace(path)
+    assert [e.correlation for e in trace.events] == ["7", "7"]  # OpEvent: the text, whatever the table keeps
+    assert list(trace.events.column("correlation")) == [7, 7]

@@ -31,7 +31,17 @@ from rooftop.analysis.trace.chrome_events import (
     EventMapper,
 )
 from rooftop.analysis.trace.classify import MEMCPY_NAMES, PROFILER_STEP, classify, line_role, step_number
-from rooftop.analysis.trace.events import _EMPTY, _MAX_SHARED, _OWN, _PLAIN, COLUMNS, FLUSH_ROWS, EventArgs
+from rooftop.analysis.trace.events import (
+    _EMPTY,
+    _INT64,
+    _MAX_SHARED,
+    _OWN,
+    _PLAIN,
+    COLUMNS,
+    FLUSH_ROWS,
+    EventArgs,
+    correlation_key,
+)
 from rooftop.analysis.trace.jsonstream import value_key
 
 _FAST_IDS: frozenset[Any] = frozenset({int, str})  # pids and tids mapped here (no NaN among them)
@@ -93,8 +103,8 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
             elif args.__class__ is not dict:
                 break
             corr: Any = args.get("correlation")
-            if corr is not None:
-                corr = str(corr)
+            if corr is not None and (corr.__class__ is not int or not -_INT64 <= corr < _INT64):
+                corr = correlation_key(corr)
             start_s = ts / _US_PER_S
             step = None
             plan = plans.get(cat)
@@ -220,8 +230,8 @@ def _jax(m: EventMapper, batch: list[Any], first: int) -> int:
                 if (module is not None and module.__class__ is not str) or (inst is not None and inst.__class__
                                                                             is not str):  # fmt: skip
                     break  # a name given as a number: the per-event rules write it
-                if corr is not None:
-                    corr = str(corr)
+                if corr is not None and (corr.__class__ is not int or not -_INT64 <= corr < _INT64):
+                    corr = correlation_key(corr)
                 step = args.get("step_num")
                 if step is None:
                     step = args.get("group_id")

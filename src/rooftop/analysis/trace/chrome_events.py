@@ -29,6 +29,7 @@ from rooftop.analysis.trace.events import (
     MemorySample,
     RowBuilder,
     Trace,
+    correlation_key,
     natural_key,
 )
 from rooftop.analysis.trace.jsonstream import value_key
@@ -189,7 +190,7 @@ class EventMapper:
             self.kineto_events += cat in _KINETO_CATS
             corr: Any = args.get("correlation")
             if corr is not None:
-                corr = str(corr)
+                corr = correlation_key(corr)
             step = None
             kind = _DEVICE_KINDS.get(cat)
             if kind is not None:

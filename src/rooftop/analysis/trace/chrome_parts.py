@@ -288,8 +288,9 @@ def _merge(mapper: EventMapper, chain: list[_Worker]) -> None:
         part = worker.part or {}
         rows.flushed += len(worker.columns[0])
         for c, column in enumerate(rows.columns):
-            column.extend(worker.columns[c])
+            rows.columns[c] = column + worker.columns[c]
             worker.columns[c] = []  # (freed a column at a time)
+            del column
         _first_wins(rows.launch_s, worker.launch_s)
         mapper.memory.extend(worker.memory)
         mapper.seen += part["seen"]

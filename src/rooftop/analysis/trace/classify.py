@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rooftop.analysis.trace.events import correlation_key
 from rooftop.errors import shown
 
 MODULE_NAME = re.compile(r"^(?P<name>.+)\((?P<id>[0-9]+)\)$")
@@ -84,7 +85,7 @@ def classify(role: str, plane: str, name: str, stats: dict[str, Any], *, host_op
     if inst is not None and inst.__class__ is not str:
         inst = name_text(inst, "hlo_op")
     if corr is not None:
-        corr = str(corr)
+        corr = correlation_key(corr)
     step = stats.get("step_num")
     if step is None:
         step = stats.get("group_id")

@@ -172,7 +172,7 @@ def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) ->
             continue
         elif COMMAND_BUFFER.match(name) and name not in modules[base].entry:
             for i in members.tolist():
-                replays[(device[i], base, name, corr[i] if corr[i] is not None else step[i])].append(i)
+                replays[(device[i], base, name, ("call", corr[i]) if corr[i] is not None else step[i])].append(i)
         else:
             outside[base].add(name)
     for orphan_rows in orphans.values():

@@ -204,13 +204,16 @@ def test_offsets_balance_the_parts(monkeypatch: pytest.MonkeyPatch) -> None:
         bounds = [0, *cuts, size]
         lengths = [b - a for a, b in itertools.pairwise(bounds)]
         take, skip, send = chrome_parts.TAKE_COST, chrome_parts.SKIP_COST, chrome_parts.SEND_COST
-        caller = lengths[0] + take * (size - lengths[0])
+        caller = chrome_parts.CALLER_COST * lengths[0] + take * (size - lengths[0])
         others = [skip * bounds[k] + (1 + send) * lengths[k] for k in range(1, parts)]
         assert max(others) - min(others) < 1e-6 * size and abs(caller - others[0]) < 1e-6 * size
         assert all(a > b for a, b in itertools.pairwise(lengths[1:]))  # further on: more to skip, shorter
     for name in ("SKIP_COST", "SEND_COST", "TAKE_COST"):
         monkeypatch.setattr(chrome_parts, name, 0.0)
+    monkeypatch.setattr(chrome_parts, "CALLER_COST", 1.0)
     assert chrome_parts.offsets(1200, 4) == [300, 600, 900]  # free to skip, send and take: equal parts
+    monkeypatch.setattr(chrome_parts, "CALLER_COST", 2.0)
+    assert chrome_parts.offsets(1000, 2) == [333]  # a caller at twice the cost: a third of the text
 
 
 @pytest.mark.parametrize("value", ["0", "x", "²", "-2", "99999"])

@@ -26,7 +26,6 @@ file), unpickled with only the classes a part holds.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import pickle
@@ -58,7 +57,7 @@ CALLER_COST = 1.15
 ENV = "ROOFTOP_TRACE_PROCESSES"
 _ARGS = COLUMNS.index("args")
 CHUNK_ROWS = 1 << 14  # rows a part's process sends at a time (about 0.7 MB pickled for Kineto events)
-_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_SETPIPE_SZ = 1031  # fcntl's F_SETPIPE_SZ (Linux)
 _PIPE_BYTES = 1 << 20  # (the most an unprivileged process may ask for, by default)
 _ALLOWED = {
     ("array", "_array_reconstructor"),
@@ -324,6 +323,8 @@ def _fork(path: Path, ident: tuple[int, ...], cuts: list[int], k: int) -> _Worke
     can be made."""
     read, write = os.pipe()
     try:
+        import fcntl  # (Linux, the only system parts are read on)
+
         fcntl.fcntl(write, _SETPIPE_SZ, _PIPE_BYTES)  # a chunk of rows fits: the part's process rarely waits
     except OSError:
         pass

@@ -570,3 +570,17 @@ def test_a_model_path_too_long_for_the_system_is_one_line(tmp_path: Path, suffix
     path = str(tmp_path / ("x" * 300)) + suffix
     err = one_line_error("model", path)
     assert "File name too long" in err or "unknown model" in err
+
+
+def test_collective_axes_repeated_4000_characters_is_one_short_line() -> None:
+    """Found by the long fuzz run (seed 210000): the repeated-axis message quoted all 4,001 characters."""
+    err = one_line_error("collective", "all-gather", "--chip", "tpu-v5e", "--topology", "4x4", "--axes",
+                         ",".join(["Y"] * 2001), "--bytes", "1MiB")  # fmt: skip
+    assert "name axis 'Y' twice" in err and "(4003 characters)" in err  # (the text quoted: 4,001 and its quotes)
+
+
+def test_many_hosts_with_a_name_too_long_is_one_line(tmp_path: Path) -> None:
+    """Found by the long fuzz run (seed 210000): looking up a 300-character file name raised ENAMETOOLONG
+    through the many-hosts path (--workers) as an internal error."""
+    err = one_line_error("profile", str(tmp_path / ("x" * 300 + ".xplane.pb")), "--chip=h100", "--workers=64")
+    assert "cannot read" in err and "characters)" in err

@@ -22,6 +22,7 @@ import glob
 import io
 import multiprocessing
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -59,7 +60,7 @@ from rooftop.analysis.trace.events import Trace, natural_key
 from rooftop.analysis.trace.load import profile_files
 from rooftop.analysis.trace.ops import Step, executions, module_executions, step_marks, steps_of
 from rooftop.analysis.trace.xplane import load_xplanes
-from rooftop.errors import InvalidConfigError, RooftopError
+from rooftop.errors import InvalidConfigError, RooftopError, path_text
 from rooftop.hardware.chip import Chip
 
 DASK_EXTRA = "--cluster needs the dask extra: pip install 'rooftop[dask]'"
@@ -78,7 +79,7 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
             raise InvalidConfigError(f"{text}: matches no file or directory")
         for m in matches:
             p = Path(m)
-            if p.is_dir():
+            if _is_dir(p):
                 xplanes, jsons = profile_files(p)
                 found += xplanes or jsons
             else:
@@ -91,6 +92,16 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
     if twice:
         raise InvalidConfigError(f"two hosts named {twice[0]!r} ({len(twice)} names repeat): give each host once")
     return found
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory; a path that cannot be looked up (a name too long, a NUL) is an error."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError) as exc:
+        raise InvalidConfigError(f"{path_text(path)}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def many_hosts(paths: Sequence[str | Path]) -> bool:

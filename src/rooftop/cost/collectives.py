@@ -88,7 +88,7 @@ import math
 from dataclasses import dataclass
 
 from rooftop.cost.cost import Comm
-from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Segment
 
@@ -274,7 +274,8 @@ def mesh_groups(mesh: Mesh, axes: tuple[str, ...], chip: Chip | None = None) -> 
     if not axes:
         raise ShardingError(f"a collective needs at least one mesh axis (mesh axes: {mesh.spec()})")
     if len(set(axes)) != len(axes):
-        raise ShardingError(f"collective axes {','.join(axes)} name an axis twice")
+        twice = next(a for a in axes if axes.count(a) > 1)
+        raise ShardingError(f"collective axes {shown(','.join(axes))} name axis {shown(twice)} twice; name each once")
     by_dim: dict[int, tuple[list[str], list[Segment]]] = {}
     for name in axes:
         for seg in mesh.axis(name).segments:

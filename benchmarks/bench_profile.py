@@ -72,6 +72,20 @@ the same day with nothing else running (load average 0.3), ``--trace kineto --ru
 (10.80-13.15), 364 MiB: the 10 s goal is not met on this host. What would meet it is a different design
 (the events mapped by two processes, one per core, each on its half of the batches, their columns merged),
 not a faster loop.
+
+Then (2026-11-27, later) that design (analysis/trace/chrome_parts.py): on 2 cores the Kineto and JAX traces'
+events are mapped by two processes, the second reading the text to its offset undecoded and sending its rows a
+chunk at a time, the caller taking them in between its own batches; and correlation ids kept as ints
+(``events.correlation_key``). ``cpu`` now counts the part's process too, ``all MiB`` is the largest sum of the
+proportional set sizes of the process and its part's process (sampled every 50 ms). Medians of 3 (total s / cpu
+s / peak MiB / all MiB) on a slow hour of the host, the new code with two processes, then with one
+(``ROOFTOP_TRACE_PROCESSES=1``) right after: jax 7.63 / 11.29 / 270 / 263 and 13.19 / 12.46 / 269 / 262;
+kineto 8.48 / 13.22 / 379 / 372 and 12.30 / 11.92 / 336 / 329; tiny 5.68 / 8.94 / 334 / 327 and 10.52 / 10.18 /
+327 / 321. An earlier, quieter run of the two processes: jax 8.01, kineto 6.25 (381 MiB), tiny 5.53 s. The
+whole ``rooftop profile --json`` of the Kineto trace, two processes against one in turns (5 pairs): 9.21 against
+13.50 s, ratio 0.77 (0.61-0.91). The part's process peaks at 37 MiB (its rows leave as they are made); the
+caller's peak is 40-45 MiB above one process's, heap the merge leaves free (the Python objects are the same:
+tracemalloc 209 against 207 MiB after the load).
 `benchmarks/profile_equivalence.py` checks that the output did not change.
 
 Usage: ``python benchmarks/bench_profile.py [--events 200000] [--trace jax|kineto|tiny|both|all]

@@ -57,10 +57,11 @@ from rooftop.analysis.intervals import (
 )
 from rooftop.analysis.profile import join_hlo
 from rooftop.analysis.trace.events import Trace, natural_key
+from rooftop.analysis.trace.files import stat_mode
 from rooftop.analysis.trace.load import profile_files
 from rooftop.analysis.trace.ops import Step, executions, module_executions, step_marks, steps_of
 from rooftop.analysis.trace.xplane import load_xplanes
-from rooftop.errors import InvalidConfigError, RooftopError, path_text
+from rooftop.errors import InvalidConfigError, RooftopError
 from rooftop.hardware.chip import Chip
 
 DASK_EXTRA = "--cluster needs the dask extra: pip install 'rooftop[dask]'"
@@ -79,7 +80,8 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
             raise InvalidConfigError(f"{text}: matches no file or directory")
         for m in matches:
             p = Path(m)
-            if _is_dir(p):
+            mode = stat_mode(p)
+            if mode is not None and stat.S_ISDIR(mode):
                 xplanes, jsons = profile_files(p)
                 found += xplanes or jsons
             else:
@@ -92,16 +94,6 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
     if twice:
         raise InvalidConfigError(f"two hosts named {twice[0]!r} ({len(twice)} names repeat): give each host once")
     return found
-
-
-def _is_dir(path: Path) -> bool:
-    """Whether ``path`` is a directory; a path that cannot be looked up (a name too long, a NUL) is an error."""
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError) as exc:
-        raise InvalidConfigError(f"{path_text(path)}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def many_hosts(paths: Sequence[str | Path]) -> bool:

@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from rooftop.errors import InvalidConfigError, ParseError
+from rooftop.errors import InvalidConfigError, ParseError, path_text
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -24,6 +24,17 @@ _KINDS = (
 def _not_regular(path: Path, mode: int) -> InvalidConfigError:
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     return InvalidConfigError(f"{path}: {kind}, not a regular file; give a trace file or a profile directory")
+
+
+def stat_mode(path: Path) -> int | None:
+    """The ``st_mode`` of ``path`` (links followed), None where nothing is there; a path that cannot be
+    looked up (no permission, a loop of links, a name too long, a NUL in it) is a one-line error."""
+    try:
+        return os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InvalidConfigError(f"{path_text(path)}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def open_regular(path: Path) -> io.BufferedReader:

@@ -21,6 +21,7 @@ from pathlib import Path
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.trace.chrome_json import load_json_trace
 from rooftop.analysis.trace.events import ProgressFn, Trace
+from rooftop.analysis.trace.files import stat_mode
 from rooftop.analysis.trace.xplane import load_xplanes
 from rooftop.errors import InvalidConfigError
 
@@ -32,14 +33,9 @@ def load_trace(path: str | Path, progress: ProgressFn | None = None) -> Trace:
 
 
 def _load(p: Path, progress: ProgressFn | None) -> Trace:
-    try:
-        mode = os.stat(p).st_mode
-    except FileNotFoundError:
-        raise InvalidConfigError(
-            f"{p}: no such file or directory; expected a profile directory or trace file"
-        ) from None
-    except (OSError, ValueError) as exc:  # permission, a loop of links, a NUL in the name
-        raise InvalidConfigError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    mode = stat_mode(p)
+    if mode is None:
+        raise InvalidConfigError(f"{p}: no such file or directory; expected a profile directory or trace file")
     if stat.S_ISDIR(mode):
         xplanes, jsons = profile_files(p)
         if xplanes:

@@ -176,7 +176,7 @@ class Parts:
         for worker in self.workers:
             worker.receive(wait=True)
         workers, self.workers = self.workers, []
-        chain: list[_Worker] = []
+        chain: list[tuple[_Worker, dict[str, Any]]] = []
         end: int | None = at
         state = _state(self.mapper)
         for worker in workers:
@@ -185,7 +185,7 @@ class Parts:
                 continue
             if part["initial"] != state:
                 break
-            chain.append(worker)
+            chain.append((worker, part))
             state, end = part["final"], part["end"]
             if end is None:
                 break
@@ -283,17 +283,11 @@ def _state(mapper: EventMapper) -> tuple[Any, ...]:
     return dict(m.processes), dict(m.threads), m.host_ops, m.device_planes, any(m.open.values())  # (copies)
 
 
-def _merge(mapper: EventMapper, chain: list[_Worker]) -> None:
+def _merge(mapper: EventMapper, chain: list[tuple[_Worker, dict[str, Any]]]) -> None:
     """Add the parts' rows and what their events left to ``mapper``, in order, as one reader would have."""
     rows = mapper.rows
-    rows.flush()
-    for worker in chain:
-        part = worker.part or {}
-        rows.flushed += len(worker.columns[0])
-        for c, column in enumerate(rows.columns):
-            rows.columns[c] = column + worker.columns[c]
-            worker.columns[c] = []  # (freed a column at a time)
-            del column
+    for worker, part in chain:
+        rows.join(worker.columns)
         _first_wins(rows.launch_s, worker.launch_s)
         mapper.memory.extend(worker.memory)
         mapper.seen += part["seen"]
@@ -301,7 +295,7 @@ def _merge(mapper: EventMapper, chain: list[_Worker]) -> None:
         mapper.kineto_events += part["kineto_events"]
         mapper.line_keys.update(part["line_keys"])
         mapper.top.update(part["top"])
-    mapper.processes, mapper.threads, mapper.host_ops, mapper.device_planes, _ = (chain[-1].part or {})["final"]
+    mapper.processes, mapper.threads, mapper.host_ops, mapper.device_planes, _ = chain[-1][1]["final"]
     mapper.lines.clear()
     mapper.open = {}
 

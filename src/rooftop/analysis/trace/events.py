@@ -386,6 +386,15 @@ class RowBuilder:
         columns, self.columns, self.flushed = self.columns, empty_columns(), 0
         return columns
 
+    def join(self, columns: list[Any]) -> None:
+        """Add rows given as columns (as :meth:`take` returns them) after those so far; each column is made
+        once at its length (a list grown by extending leaves the heap it outgrew behind) and ``columns`` is
+        emptied a column at a time."""
+        self.flush()
+        self.flushed += len(columns[0])
+        for c, column in enumerate(self.columns):
+            self.columns[c], columns[c] = column + columns[c], []
+
     def build(self, line_names: Mapping[str, str] | None = None) -> EventTable:
         """The table; ``line_names`` renames lines (placeholders for names a trace gives at its end)."""
         self.shared.clear()

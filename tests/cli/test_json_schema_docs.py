@@ -108,6 +108,7 @@ CASES: list[tuple[str, str, str]] = [
     ),
     ("hlo", "hlo {hlo} --chip h100", "mesh totals collectives_by_axis[0] instructions[0]"),
     ("profile", "profile {profile} --chip h100", "ops[0] steps[0] overlap memory"),
+    ("diff", "diff {hlo} {hlo} --chip h100", "a b counts rows[0]"),
     ("calibrate", "calibrate --quick --repeats 1", ""),
 ]
 

@@ -21,6 +21,7 @@ from rooftop.cli import calibrate as calibrate_cmd
 from rooftop.cli import chips as chips_cmd
 from rooftop.cli import collective as collective_cmd
 from rooftop.cli import compare as compare_cmd
+from rooftop.cli import diff as diff_cmd
 from rooftop.cli import hlo as hlo_cmd
 from rooftop.cli import limits as limits_cmd
 from rooftop.cli import matmul as matmul_cmd
@@ -47,6 +48,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     compare_cmd,
     hlo_cmd,
     profile_cmd,
+    diff_cmd,
     calibrate_cmd,
 )
 

@@ -22,6 +22,7 @@ from rooftop.units import format_bytes, format_duration, format_number, plural
 
 if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
+    from rooftop.analysis.diff import ProfileDiff
     from rooftop.analysis.hlo.analyze import HloAnalysis
     from rooftop.cost.roofline import Estimate
     from rooftop.plan.compare import Comparison
@@ -283,6 +284,21 @@ def compare_view(result: Comparison) -> View:
     return View("Comparison", summary, payload, payload["entries"], "entry", columns)
 
 
+def diff_view(diff: ProfileDiff) -> View:
+    """``diff_payload``: what ``rooftop diff --json`` writes; rows: the matched, added and removed ops."""
+    from rooftop.report.diff import diff_payload, summary_lines
+
+    payload = diff_payload(diff)
+    columns: list[Column] = [
+        ("op", _text("name")),
+        ("status", _text("status")),
+        ("A", _time("measured_a_s" if diff.kind == "profile" else "roofline_a_s")),
+        ("B", _time("measured_b_s" if diff.kind == "profile" else "roofline_b_s")),
+        ("delta", _time("delta_measured_s" if diff.kind == "profile" else "delta_roofline_s")),
+    ]
+    return View("ProfileDiff", summary_lines(diff)[0], payload, payload["rows"], "op", columns)
+
+
 #: result class (module.qualname) -> its view
 _VIEWS: dict[str, Callable[[Any], View]] = {
     "rooftop.cost.roofline.Estimate": estimate_view,
@@ -294,6 +310,7 @@ _VIEWS: dict[str, Callable[[Any], View]] = {
     "rooftop.analysis.compare.ProfileReport": profile_view,
     "rooftop.analysis.hlo.analyze.HloAnalysis": hlo_view,
     "rooftop.plan.compare.Comparison": compare_view,
+    "rooftop.analysis.diff.ProfileDiff": diff_view,
 }
 
 

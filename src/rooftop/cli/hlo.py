@@ -7,6 +7,7 @@ times it on the chip with the roofline, and names the mesh axes each collective 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rooftop.cli.common import Output, add_common, chip_from_args, int_type
 from rooftop.errors import InvalidConfigError
@@ -14,7 +15,11 @@ from rooftop.errors import InvalidConfigError
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("hlo", help="FLOPs, bytes, collectives and roofline time of each instruction of an HLO module")
-    p.add_argument("file", help="HLO text: compiled.as_text() or an XLA dump (*.after_optimizations.txt)")
+    p.add_argument(
+        "file",
+        help="HLO text (compiled.as_text() or an XLA dump *.after_optimizations.txt), or a JAX profile "
+        "(.xplane.pb or its directory) whose module --module names",
+    )
     add_common(p)
     p.add_argument("--mesh", help="logical mesh, devices numbered row-major, e.g. data=4,model=2 (default: inferred)")
     p.add_argument(
@@ -35,12 +40,31 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="write a predicted schedule of the module (instructions in order, each at its roofline time) as a "
         "Chrome trace (Perfetto, chrome://tracing)",
     )
+    p.add_argument(
+        "--module",
+        metavar="NAME",
+        help="the module of a profile to read: jit_f, or jit_f(ID) when several programs share the name "
+        "(default: the profile's only module)",
+    )
     p.set_defaults(func=run)
+
+
+def _module(args: argparse.Namespace) -> tuple[Any, str]:
+    """The HLO module of ``args.file`` (text, or the --module of a profile) and the name it is read as."""
+    from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
+    from rooftop.analysis.trace.hlo_modules import is_profile_path, module_text
+
+    if is_profile_path(args.file):
+        key, text = module_text(args.file, args.module)
+        source = f"{args.file}:{key}"
+        return parse_hlo(text, source), source
+    if args.module is not None:
+        raise InvalidConfigError(f"--module picks a module of a profile; {args.file} is HLO text (one module)")
+    return parse_hlo_file(args.file), args.file
 
 
 def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.hlo.analyze import analyze
-    from rooftop.analysis.hlo.parse import parse_hlo_file
     from rooftop.report import hlo as report
 
     if args.top < 0:
@@ -50,7 +74,7 @@ def run(args: argparse.Namespace) -> Output:
 
         check_timeline_path(args.timeline)
     chip = chip_from_args(args)
-    module = parse_hlo_file(args.file)
+    module, source = _module(args)
     analysis = analyze(module, chip, args.mesh, args.topology)
     if args.timeline is not None:
         from rooftop.report.timeline import hlo_events, write_timeline
@@ -60,5 +84,5 @@ def run(args: argparse.Namespace) -> Output:
     return Output(
         data,
         lambda console: report.render_hlo(console, analysis, data, args.top),
-        [lambda path: report.plot_hlo(analysis, path, args.top, args.file, report.op_names(module))],
+        [lambda path: report.plot_hlo(analysis, path, args.top, source, report.op_names(module))],
     )

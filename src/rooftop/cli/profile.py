@@ -48,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
     p.add_argument(
+        "--export-hlo",
+        metavar="DIR",
+        help="write each HLO module the profile carries (JAX XPlane) as a text file into DIR (made if missing)",
+    )
+    p.add_argument(
         "--workers",
         type=int_type(1, 4096),
         help="many hosts: local processes that each reduce one host at a time (default: one per CPU)",
@@ -83,6 +88,26 @@ def _check_files(args: argparse.Namespace) -> None:
         from rooftop.report.html import check_html_path
 
         check_html_path(args.html)
+    if args.export_hlo is not None:
+        from rooftop.report.hloexport import check_export_dir
+
+        check_export_dir(args.export_hlo)
+
+
+def _export_hlo(args: argparse.Namespace) -> None:
+    """--export-hlo: every module of every host file, printed before any file is written."""
+    from rooftop.analysis.trace.hlo_modules import hlo_protos, module_texts
+    from rooftop.report.hloexport import write_modules
+
+    protos: dict[str, bytes] = {}
+    for path in (args.path, *args.more):
+        for key, proto in hlo_protos(path).items():
+            protos.setdefault(key, proto)
+    if not protos:
+        from rooftop.errors import InvalidConfigError
+
+        raise InvalidConfigError(f"{args.path}: the profile carries no HLO modules (only JAX XPlane profiles do)")
+    write_modules(args.export_hlo, module_texts(protos))
 
 
 def _trace(args: argparse.Namespace) -> Any:
@@ -146,6 +171,8 @@ def run(args: argparse.Namespace) -> Output:
     from rooftop.report import profile as report
 
     _check_files(args)
+    if args.export_hlo is not None:
+        _export_hlo(args)
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
         return run_hosts(args)
     chip = chip_from_args(args)

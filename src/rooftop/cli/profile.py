@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
     p.add_argument(
+        "--what-if",
+        metavar="CHIP",
+        help="project each op's time onto this chip (its efficiency on --chip carried over to its bound here) "
+        "and the step's total, beside the measured ones",
+    )
+    p.add_argument(
         "--export-hlo",
         metavar="DIR",
         help="write each HLO module the profile carries (JAX XPlane) as a text file into DIR (made if missing)",
@@ -165,6 +171,29 @@ def run_hosts(args: argparse.Namespace) -> Output:
     )
 
 
+def run_what_if(args: argparse.Namespace, chip: Any) -> Output:
+    """--what-if: the report on --chip and its projection onto the other chip (analysis/whatif.py)."""
+    from rooftop.analysis.whatif import what_if
+    from rooftop.hardware.catalog import get_chip
+    from rooftop.report import profile as report
+    from rooftop.report.whatif import render_whatif, whatif_payload
+
+    chip_y = get_chip(args.what_if, args.catalog)
+    trace = _trace(args)
+    prof, projected = what_if(trace, chip, chip_y, args.hlo, args.mesh, args.topology)
+    _write_files(args, prof, chip, trace if args.timeline is not None else None)
+
+    def render(console: Any) -> None:
+        report.render_profile(console, prof, chip, args.top)
+        render_whatif(console, projected, args.top)
+
+    return Output(
+        report.profile_payload(prof, chip) | {"what_if": whatif_payload(projected)},
+        render,
+        [lambda path: report.plot_profile(prof, chip, path, args.top)],
+    )
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.hosts import many_hosts
     from rooftop.analysis.profile import profile_report
@@ -174,8 +203,14 @@ def run(args: argparse.Namespace) -> Output:
     if args.export_hlo is not None:
         _export_hlo(args)
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
+        if args.what_if is not None:
+            from rooftop.errors import InvalidConfigError
+
+            raise InvalidConfigError("--what-if projects one trace; on several hosts give one host's .xplane.pb")
         return run_hosts(args)
     chip = chip_from_args(args)
+    if args.what_if is not None:
+        return run_what_if(args, chip)
     trace = _trace(args) if args.timeline is not None else None
     prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
     _write_files(args, prof, chip, trace)

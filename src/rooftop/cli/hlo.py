@@ -41,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "Chrome trace (Perfetto, chrome://tracing)",
     )
     p.add_argument(
+        "--memory",
+        action="store_true",
+        help="list the buffers live at the module's memory peak (size, shape, defining instruction, source line, "
+        "kind) from its schedule",
+    )
+    p.add_argument(
         "--module",
         metavar="NAME",
         help="the module of a profile to read: jit_f, or jit_f(ID) when several programs share the name "
@@ -81,8 +87,21 @@ def run(args: argparse.Namespace) -> Output:
 
         write_timeline(args.timeline, *hlo_events(analysis))
     data = report.hlo_payload(analysis, args.top)
+    peak = None
+    if args.memory:
+        from rooftop.analysis.hlo.liveness import memory_peak
+        from rooftop.report.memorypeak import peak_payload, render_peak
+
+        peak = memory_peak(module)
+        data["memory_peak"] = peak_payload(peak)
+
+    def render(console: Any) -> None:
+        report.render_hlo(console, analysis, data, args.top)
+        if peak is not None:
+            render_peak(console, peak, args.top)
+
     return Output(
         data,
-        lambda console: report.render_hlo(console, analysis, data, args.top),
+        render,
         [lambda path: report.plot_hlo(analysis, path, args.top, source, report.op_names(module))],
     )

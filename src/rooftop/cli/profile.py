@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
     p.add_argument(
+        "--memory",
+        action="store_true",
+        help="list the buffers live at the memory peak of the busiest module (from its HLO schedule) beside the "
+        "profile's measured peak",
+    )
+    p.add_argument(
         "--what-if",
         metavar="CHIP",
         help="project each op's time onto this chip (its efficiency on --chip carried over to its bound here) "
@@ -211,11 +217,28 @@ def run(args: argparse.Namespace) -> Output:
     chip = chip_from_args(args)
     if args.what_if is not None:
         return run_what_if(args, chip)
-    trace = _trace(args) if args.timeline is not None else None
+    trace = _trace(args) if args.timeline is not None or args.memory else None
     prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
-    _write_files(args, prof, chip, trace)
+    _write_files(args, prof, chip, trace if args.timeline is not None else None)
+    payload = report.profile_payload(prof, chip)
+    peak, measured = None, None
+    if args.memory and trace is not None:
+        from rooftop.analysis.peakmemory import profile_peak
+        from rooftop.report.memorypeak import peak_payload
+
+        peak = profile_peak(trace, args.hlo)
+        measured = float(prof.memory["peak_bytes"]) if prof.memory.get("available") else None  # type: ignore[arg-type]
+        payload["memory_peak"] = peak_payload(peak, measured)
+
+    def render(console: Any) -> None:
+        report.render_profile(console, prof, chip, args.top)
+        if peak is not None:
+            from rooftop.report.memorypeak import render_peak
+
+            render_peak(console, peak, args.top, measured)
+
     return Output(
-        report.profile_payload(prof, chip),
-        lambda console: report.render_profile(console, prof, chip, args.top),
+        payload,
+        render,
         [lambda path: report.plot_profile(prof, chip, path, args.top)],
     )

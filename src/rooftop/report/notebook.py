@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
     from rooftop.analysis.diff import ProfileDiff
     from rooftop.analysis.hlo.analyze import HloAnalysis
+    from rooftop.analysis.hlo.liveness import MemoryPeak
     from rooftop.cost.roofline import Estimate
     from rooftop.plan.compare import Comparison
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
@@ -299,6 +300,23 @@ def diff_view(diff: ProfileDiff) -> View:
     return View("ProfileDiff", summary_lines(diff)[0], payload, payload["rows"], "op", columns)
 
 
+def memory_peak_view(peak: MemoryPeak) -> View:
+    """``peak_payload``: the ``memory_peak`` of ``rooftop hlo --memory``; rows: the buffers live at the peak."""
+    from rooftop.report.memorypeak import peak_payload
+
+    payload = peak_payload(peak)
+    kinds = ", ".join(f"{k} {format_bytes(v)}" for k, v in peak.by_kind.items())
+    summary = f"{peak.module}: peak {format_bytes(peak.peak_bytes)} at {peak.peak_instruction} ({kinds})"
+    columns: list[Column] = [
+        ("buffer", _text("name")),
+        ("kind", _text("kind")),
+        ("bytes", lambda r: format_bytes(r["bytes"])),
+        ("shape", _text("shape")),
+        ("source", _text("source")),
+    ]
+    return View("MemoryPeak", summary, payload, payload["buffers"], "buffer", columns)
+
+
 #: result class (module.qualname) -> its view
 _VIEWS: dict[str, Callable[[Any], View]] = {
     "rooftop.cost.roofline.Estimate": estimate_view,
@@ -311,6 +329,7 @@ _VIEWS: dict[str, Callable[[Any], View]] = {
     "rooftop.analysis.hlo.analyze.HloAnalysis": hlo_view,
     "rooftop.plan.compare.Comparison": compare_view,
     "rooftop.analysis.diff.ProfileDiff": diff_view,
+    "rooftop.analysis.hlo.liveness.MemoryPeak": memory_peak_view,
 }
 
 

@@ -1,0 +1,85 @@
+"""Memory at the peak: buffers live at a scheduled module's peak (analysis/hlo/liveness.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rooftop.analysis.hlo.liveness import memory_peak
+from rooftop.analysis.hlo.parse import parse_hlo
+from tests.conftest import run_cli
+
+HLO = "\n".join(
+    [
+        "HloModule m, is_scheduled=true",
+        "",
+        "ENTRY %main (p: f32[256], mu: f32[8], x: f32[2]) -> (f32[1024], f32[256]) {",
+        "  %p = f32[256]{0} parameter(0), metadata={op_name=\"params['w']\"}",
+        "  %mu = f32[8]{0} parameter(1), metadata={op_name=\"opt_state.mu['w']\"}",
+        '  %x = f32[2]{0} parameter(2), metadata={op_name="batch"}',
+        "  %big = f32[4,256]{1,0} broadcast(f32[256]{0} %p), dimensions={1}",
+        '  %s = f32[4,256]{1,0} exponential(f32[4,256]{1,0} %big), metadata={op_name="jit(f)/exp"'
+        ' source_file="model.py" source_line=7}',
+        "  %t = f32[4,256]{1,0} add(f32[4,256]{1,0} %s, f32[4,256]{1,0} %big)",
+        "  %bt = f32[1024]{0} bitcast(f32[4,256]{1,0} %t)",
+        "  %o = f32[1024]{0} negate(f32[1024]{0} %bt)",
+        "  ROOT %r = (f32[1024]{0}, f32[256]{0}) tuple(f32[1024]{0} %o, f32[256]{0} %p)",
+        "}",
+        "",
+    ]
+)
+
+
+def test_peak_by_hand() -> None:
+    peak = memory_peak(parse_hlo(HLO))
+    params = 256 * 4 + 8 * 4 + 2 * 4  # live over the whole program
+    # schedule: p mu x | big | s | t (big and s last used here) | bt (alias of t) | o (t's last use) | tuple
+    live = [params, params, params, params + 4096, params + 2 * 4096, params + 3 * 4096, params + 4096,
+            params + 2 * 4096, params + 4096]  # fmt: skip
+    assert peak.peak_bytes == max(live) == params + 3 * 4096
+    assert peak.peak_position == 5 and peak.peak_instruction == "t"
+    kinds = {b.name: b.kind for b in peak.buffers}
+    assert kinds == {"big": "temporaries", "s": "temporaries", "t": "temporaries", "p": "weights",
+                     "mu": "optimizer", "x": "inputs"}  # fmt: skip
+    assert peak.by_kind == {"weights": 1024.0, "optimizer": 32.0, "inputs": 8.0, "temporaries": 3 * 4096.0}
+    (s,) = (b for b in peak.buffers if b.name == "s")
+    assert (s.shape, s.source, s.op_name, s.start, s.end) == ("f32[4,256]{1,0}", "model.py:7", "jit(f)/exp", 4, 5)
+    assert [b.bytes for b in peak.buffers] == sorted((b.bytes for b in peak.buffers), reverse=True)
+    assert peak.scheduled and repr(peak).startswith("<MemoryPeak: m: peak 13")
+
+
+def test_unscheduled_module_is_noted() -> None:
+    peak = memory_peak(parse_hlo(HLO.replace(", is_scheduled=true", "")))
+    assert not peak.scheduled and "not scheduled" in peak.notes[0]
+
+
+jax = pytest.importorskip("jax")
+needs8 = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")
+
+
+@needs8
+def test_worked_example_matches_xla_memory_analysis(tmp_path: Path) -> None:
+    from rooftop.workloads import mock_transformer
+
+    step, args = mock_transformer("naive")
+    compiled = step.lower(*args).compile()
+    stats = compiled.memory_analysis()
+    text = compiled.as_text()
+    peak = memory_peak(parse_hlo(text))
+    xla = (stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+           - stats.alias_size_in_bytes)  # fmt: skip
+    assert peak.peak_bytes == pytest.approx(xla, rel=0.05)
+    # the parameters are the arguments XLA counts, to the byte: 4 weights of 128 x 1024 f32, the batch x and y
+    assert peak.by_kind["weights"] + peak.by_kind["inputs"] == stats.argument_size_in_bytes
+    assert peak.by_kind["weights"] == 4 * 128 * 1024 * 4 and peak.by_kind["inputs"] == 2 * 16 * 256 * 4
+    weights = [b for b in peak.buffers if b.kind == "weights"]
+    assert sorted(b.op_name for b in weights) == ["ps[0][0]", "ps[0][1]", "ps[1][0]", "ps[1][1]"]
+    assert all(b.source.endswith(".py:" + b.source.rsplit(":", 1)[1]) for b in peak.buffers if b.source)
+    hlo = tmp_path / "step.hlo.txt"
+    hlo.write_text(text)
+    code, out, err = run_cli("hlo", str(hlo), "--chip", "h100", "--memory", "--json")
+    assert code == 0, err
+    payload = json.loads(out)["memory_peak"]
+    assert payload["peak_bytes"] == peak.peak_bytes and len(payload["buffers"]) == len(peak.buffers)

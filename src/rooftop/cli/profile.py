@@ -54,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "profile's measured peak",
     )
     p.add_argument(
+        "--idle",
+        action="store_true",
+        help="device idle per step by cause (host, launch, collective, other stream), launch delays, the critical "
+        "path, and serving phases (prefill/decode) from the engine's step annotations",
+    )
+    p.add_argument(
         "--what-if",
         metavar="CHIP",
         help="project each op's time onto this chip (its efficiency on --chip carried over to its bound here) "
@@ -177,6 +183,13 @@ def run_hosts(args: argparse.Namespace) -> Output:
     )
 
 
+def _idle(trace: Any) -> tuple[Any, Any]:
+    from rooftop.analysis.idle import idle_report
+    from rooftop.analysis.phases import phase_report
+
+    return idle_report(trace), phase_report(trace)
+
+
 def run_what_if(args: argparse.Namespace, chip: Any) -> Output:
     """--what-if: the report on --chip and its projection onto the other chip (analysis/whatif.py)."""
     from rooftop.analysis.whatif import what_if
@@ -209,15 +222,17 @@ def run(args: argparse.Namespace) -> Output:
     if args.export_hlo is not None:
         _export_hlo(args)
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
-        if args.what_if is not None:
+        if args.what_if is not None or args.idle or args.memory:
             from rooftop.errors import InvalidConfigError
 
-            raise InvalidConfigError("--what-if projects one trace; on several hosts give one host's .xplane.pb")
+            raise InvalidConfigError(
+                "--what-if, --idle and --memory read one trace; on several hosts give one host's .xplane.pb"
+            )
         return run_hosts(args)
     chip = chip_from_args(args)
     if args.what_if is not None:
         return run_what_if(args, chip)
-    trace = _trace(args) if args.timeline is not None or args.memory else None
+    trace = _trace(args) if args.timeline is not None or args.memory or args.idle else None
     prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
     _write_files(args, prof, chip, trace if args.timeline is not None else None)
     payload = report.profile_payload(prof, chip)
@@ -230,8 +245,18 @@ def run(args: argparse.Namespace) -> Output:
         measured = float(prof.memory["peak_bytes"]) if prof.memory.get("available") else None  # type: ignore[arg-type]
         payload["memory_peak"] = peak_payload(peak, measured)
 
+    idle = _idle(trace) if args.idle and trace is not None else None
+    if idle is not None:
+        from rooftop.report.idle import idle_payload
+
+        payload["idle"] = idle_payload(*idle)
+
     def render(console: Any) -> None:
         report.render_profile(console, prof, chip, args.top)
+        if idle is not None:
+            from rooftop.report.idle import render_idle
+
+            render_idle(console, *idle)
         if peak is not None:
             from rooftop.report.memorypeak import render_peak
 

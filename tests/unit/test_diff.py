@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,13 +70,19 @@ def test_a_profile_and_an_hlo_module_do_not_diff() -> None:
 
 # ---------------------------------------------------------------- the worked example (JAX, 8 CPU devices)
 
-jax = pytest.importorskip("jax")
-needs8 = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")
+
+def _jax8() -> Any:
+    """JAX with 8 devices (the conftest's XLA flags on the CPU), else the test is skipped."""
+    jax = pytest.importorskip("jax")
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices")
+    return jax
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The naive and fixed worked examples: each one's profile (3 steps) and compiled HLO."""
+    jax = _jax8()
     from rooftop.workloads import mock_transformer
 
     out: dict[str, Path] = {}
@@ -98,7 +105,6 @@ def _diff(*argv: str) -> dict:
     return json.loads(out)
 
 
-@needs8
 def test_naive_against_fixed_removes_the_model_all_gathers(runs: dict[str, Path], tmp_path: Path) -> None:
     d = _diff(str(runs["naive"]), str(runs["fixed"]))
     gathers = [r for r in d["rows"] if r["opcode"] == "all-gather"]
@@ -117,7 +123,6 @@ def test_naive_against_fixed_removes_the_model_all_gathers(runs: dict[str, Path]
     assert "removed" in out and "mean step" in out and "all-gather" in page.read_text()
 
 
-@needs8
 def test_self_diff_is_all_zeros(runs: dict[str, Path]) -> None:
     d = _diff(str(runs["naive"]), str(runs["naive"]))
     assert d["step_delta_s"] == 0 and d["roofline_delta_s"] == 0 and d["unexplained_s"] == 0
@@ -125,7 +130,6 @@ def test_self_diff_is_all_zeros(runs: dict[str, Path]) -> None:
     assert all(r["delta_measured_s"] == 0 and r["delta_roofline_s"] in (0, None) for r in d["rows"])
 
 
-@needs8
 def test_hlo_modules_diff_by_predicted_time(runs: dict[str, Path]) -> None:
     from rooftop.analysis.diff import diff_runs
     from rooftop.analysis.hlo.analyze import analyze
@@ -142,3 +146,17 @@ def test_hlo_modules_diff_by_predicted_time(runs: dict[str, Path]) -> None:
         "all-gather", "all-gather.1", "all-gather.2"}  # fmt: skip
     assert repr(diff).startswith("<ProfileDiff: predicted module time")
     assert diff.to_dict()["kind"] == "hlo" and "<table>" in diff._repr_html_()
+
+
+def test_kineto_trace_against_itself_on_two_chips(third_party: Path) -> None:
+    """The same PyTorch trace priced on an H100 and on an A100: nothing measured changes, every priced op's
+    roofline moves with the chip (A100's lower peaks: longer), and the notes say the chips differ."""
+    path = str(third_party / "chrome_trace" / "hta_minitoy_mi250_rocm.json.gz")
+    code, out, err = run_cli("diff", path, path, "--chip", "h100", "--chip-b", "a100", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["step_delta_s"] == 0 and all(r["delta_measured_s"] == 0 for r in d["rows"])
+    assert all(r["match"] == "instruction" for r in d["rows"])
+    priced = [r for r in d["rows"] if r["roofline_a_s"]]
+    assert priced and all(r["roofline_b_s"] > r["roofline_a_s"] for r in priced)
+    assert any("priced on h100 and B on a100" in n for n in d["notes"])

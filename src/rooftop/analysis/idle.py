@@ -35,6 +35,7 @@ Values only: report/idle.py writes the words.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import defaultdict
@@ -181,22 +182,31 @@ def _cause(k: Kernel, prev_end: float, gap: float, others: _Busy, launch_gap_s: 
 
 
 class _Busy:
-    """Per device and stream, the kernels' intervals, to ask what ran on other streams during a gap."""
+    """Per device, the kernels by start with the running maximum of their ends, to ask what ran on other
+    streams during a gap without a pass over every kernel: the walk back from the gap's end stops where no
+    earlier kernel can reach into the gap."""
 
     def __init__(self, kernels: Sequence[Kernel]) -> None:
-        self.by_device: dict[str, list[Kernel]] = defaultdict(list)
+        by_device: dict[str, list[Kernel]] = defaultdict(list)
         for k in kernels:
-            self.by_device[k.device].append(k)
+            by_device[k.device].append(k)
+        self.by_device = {d: sorted(ks, key=lambda k: k.start_s) for d, ks in by_device.items()}
+        self.starts = {d: [k.start_s for k in ks] for d, ks in self.by_device.items()}
+        self.reach = {d: list(itertools.accumulate((k.end_s for k in ks), max)) for d, ks in self.by_device.items()}
 
     def kind_over(self, device: str, stream: str, lo: float, hi: float) -> str:
         """``collective`` if a collective kernel of another stream overlaps [lo, hi], else ``other stream``
         if any kernel of another stream does, else ``other``."""
+        ks, reach = self.by_device[device], self.reach[device]
         found = "other"
-        for k in self.by_device[device]:
-            if k.stream != stream and k.start_s < hi and k.end_s > lo:
+        i = bisect.bisect_left(self.starts[device], hi) - 1
+        while i >= 0 and reach[i] > lo:
+            k = ks[i]
+            if k.stream != stream and k.end_s > lo:
                 if k.collective:
                     return "collective"
                 found = "other stream"
+            i -= 1
         return found
 
 
@@ -288,6 +298,7 @@ def _path(device: str, step: int | None, ks: list[Kernel], launch_gap_s: float) 
     for kern in sorted(ks, key=lambda k: (k.start_s, k.end_s)):
         prev_on_stream[id(kern)] = last.get(kern.stream)
         last[kern.stream] = kern
+    ends = [k.end_s for k in by_end]
     parts = dict.fromkeys(("compute", "collective", "host", "launch", "wait"), 0.0)
     node: Kernel | None = by_end[-1]
     first, count = by_end[-1].start_s, 0
@@ -304,12 +315,20 @@ def _path(device: str, step: int | None, ks: list[Kernel], launch_gap_s: float) 
         elif node.start_s - prev.end_s < launch_gap_s:
             parts["launch"] += max(0.0, node.start_s - prev.end_s)
         else:  # neither its launch nor its stream held it: the kernel of another stream that ended last
-            t = node.start_s
-            other = [o for o in ks if o.end_s <= t and o.stream != node.stream and o.end_s > prev.end_s]
-            nxt = max(other, key=lambda o: o.end_s) if other else prev
+            nxt = _last_other(by_end, ends, node, prev.end_s) or prev
             parts["wait"] += max(0.0, node.start_s - nxt.end_s)
         node = nxt
     return CriticalPath(device, step, by_end[-1].end_s - first, count, parts)
+
+
+def _last_other(by_end: list[Kernel], ends: list[float], node: Kernel, after: float) -> Kernel | None:
+    """The kernel of another stream than ``node``'s that ended last at or before its start, after ``after``."""
+    i = bisect.bisect_right(ends, node.start_s) - 1
+    while i >= 0 and ends[i] > after:
+        if by_end[i].stream != node.stream:
+            return by_end[i]
+        i -= 1
+    return None
 
 
 def step_windows(trace: Trace) -> dict[int, tuple[float, float]]:

@@ -67,7 +67,7 @@ def test_hlo_reads_a_module_of_the_profile(profile: tuple[Path, str], tmp_path: 
     code, _, err = run_cli("hlo", str(logdir), "--chip", "h100")
     assert code == 2 and "give --module NAME" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli("hlo", str(hlo), "--module", "jit_f", "--chip", "h100")
-    assert code == 2 and "is HLO text" in err
+    assert code == 2 and "is not one" in err
 
 
 def test_profile_exports_every_module(profile: tuple[Path, str], tmp_path: Path) -> None:
@@ -83,6 +83,10 @@ def test_profile_exports_every_module(profile: tuple[Path, str], tmp_path: Path)
     blocker.write_text("")
     code, out, err = run_cli("profile", str(logdir), "--chip", "h100", "--export-hlo", str(blocker))
     assert code == 2 and out == "" and "is a file" in err
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}')
+    code, out, err = run_cli("profile", str(trace), "--chip", "h100", "--export-hlo", str(tmp_path / "none"))
+    assert code == 2 and "only a JAX XPlane profile carries HLO modules" in err and not (tmp_path / "none").exists()
 
 
 def test_third_party_profiles_export_modules_that_price(third_party: Path, tmp_path: Path) -> None:

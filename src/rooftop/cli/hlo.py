@@ -65,7 +65,9 @@ def _module(args: argparse.Namespace) -> tuple[Any, str]:
         source = f"{args.file}:{key}"
         return parse_hlo(text, source), source
     if args.module is not None:
-        raise InvalidConfigError(f"--module picks a module of a profile; {args.file} is HLO text (one module)")
+        raise InvalidConfigError(
+            f"--module picks a module of a JAX profile (.xplane.pb or its directory); {args.file} is not one"
+        )
     return parse_hlo_file(args.file), args.file
 
 

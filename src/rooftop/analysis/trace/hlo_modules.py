@@ -34,6 +34,8 @@ def xplane_files(path: str | Path) -> list[Path]:
     if mode is None:
         raise InvalidConfigError(f"{p}: no such file or directory; expected a profile directory or .xplane.pb")
     if not stat.S_ISDIR(mode):
+        if not p.name.lower().endswith(".pb"):
+            raise InvalidConfigError(f"{p}: not an .xplane.pb: only a JAX XPlane profile carries HLO modules")
         return [p]
     xplanes, _ = profile_files(p)
     if not xplanes:

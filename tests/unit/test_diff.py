@@ -160,3 +160,30 @@ def test_kineto_trace_against_itself_on_two_chips(third_party: Path) -> None:
     priced = [r for r in d["rows"] if r["roofline_a_s"]]
     assert priced and all(r["roofline_b_s"] > r["roofline_a_s"] for r in priced)
     assert any("priced on h100 and B on a100" in n for n in d["notes"])
+
+
+def test_two_compilations_of_one_h100_step(tmp_path: Path) -> None:
+    """tests/fixtures/h100: one train step compiled twice (with and without command buffers). Instruction
+    numbers differ, op names and shapes do not (its README): every op matches by instruction or renumbered,
+    except the eight gemms XLA gave another kernel (a Triton gemm fusion in one, a library call in the other),
+    which do the same work in about the same time."""
+    import gzip
+
+    pytest.importorskip("jax")  # the XPlane reader
+    h100 = Path(__file__).parents[1] / "fixtures" / "h100"
+    paths = []
+    for name in ("decoder", "decoder_no_graphs"):
+        paths.append(tmp_path / f"{name}.xplane.pb")
+        paths[-1].write_bytes(gzip.decompress((h100 / f"{name}.xplane.pb.gz").read_bytes()))
+    code, out, err = run_cli("diff", *map(str, paths), "--chip", "h100", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    one_sided = [r for r in d["rows"] if r["status"] in ("added", "removed")]
+    assert all(r["match"] in ("instruction", "renumbered") for r in d["rows"] if r not in one_sided)
+    assert d["counts"]["added"] == d["counts"]["removed"] == 8
+    removed = sum(r["measured_a_s"] for r in one_sided if r["status"] == "removed")
+    added = sum(r["measured_b_s"] for r in one_sided if r["status"] == "added")
+    assert added == pytest.approx(removed, rel=0.05)
+    assert {r["framework_op"] for r in one_sided if r["status"] == "added"} == {
+        r["framework_op"] for r in one_sided if r["status"] == "removed"}  # fmt: skip
+    assert abs(d["step_delta_s"]) < 0.01 * d["a"]["step_s"]  # the same step: within 1%

@@ -88,3 +88,24 @@ def test_worked_example_matches_xla_memory_analysis(tmp_path: Path) -> None:
     assert code == 0, err
     payload = json.loads(out)["memory_peak"]
     assert payload["peak_bytes"] == peak.peak_bytes and len(payload["buffers"]) == len(peak.buffers)
+
+
+H100 = Path(__file__).parents[1] / "fixtures" / "h100"
+
+
+def test_h100_profile_peak_against_its_allocator(tmp_path: Path) -> None:
+    """The real H100 train step (tests/fixtures/h100): the peak of its scheduled module against the peak the
+    profile's allocator recorded, 7,944,111,360 bytes in use."""
+    import gzip
+
+    pytest.importorskip("jax")  # the XPlane reader
+    path = tmp_path / "decoder.xplane.pb"
+    path.write_bytes(gzip.decompress((H100 / "decoder.xplane.pb.gz").read_bytes()))
+    code, out, err = run_cli("profile", str(path), "--chip", "h100", "--memory", "--json")
+    assert code == 0, err
+    peak = json.loads(out)["memory_peak"]
+    assert peak["measured_peak_bytes"] == 7_944_111_360
+    assert peak["peak_bytes"] == pytest.approx(peak["measured_peak_bytes"], rel=0.01)
+    # the attention's saved softmax (4 layers of bf16[64,2048,2048] with its workspace) is the largest part
+    assert peak["by_kind"]["activations"] > 0.5 * peak["peak_bytes"]
+    assert sum(peak["by_kind"].values()) == pytest.approx(peak["peak_bytes"])

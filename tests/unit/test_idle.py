@@ -163,3 +163,21 @@ def test_profile_idle_cli(third_party: Path) -> None:
     assert idle["launch_delay"]["kernels"] == 527 + 7 and idle["critical_paths"]
     code, out, err = run_cli("profile", str(path), "--chip", "h100", "--idle")
     assert code == 0 and "serving phases" in out and "launch delay" in out, err
+
+
+def test_jax_gpu_profile_launches_from_the_host_threads(tmp_path: Path) -> None:
+    """An XPlane from a real H100 (tests/fixtures/h100, kernel by kernel): the launches are host events of the
+    kernel's correlation id; the step is device-bound (the host runs ahead: kernels queue for ms)."""
+    import gzip
+
+    pytest.importorskip("jax")  # the XPlane reader
+    path = tmp_path / "decoder_no_graphs.xplane.pb"
+    fixture = Path(__file__).parents[1] / "fixtures" / "h100" / "decoder_no_graphs.xplane.pb.gz"
+    path.write_bytes(gzip.decompress(fixture.read_bytes()))
+    report = idle_report(load_trace(path))
+    assert report.launches.without_launch == 0 and report.launches.kernels > 1000
+    assert report.launches.p50_s > 1e-3  # type: ignore[operator]
+    for d in report.devices:
+        assert d.busy_s > 0.9 * d.window_s and d.busy_s + d.idle_s == pytest.approx(d.window_s)
+    for p in report.paths:
+        assert p.by_part["compute"] > 0.95 * p.span_s

@@ -1,7 +1,8 @@
 """Where a GPU trace's device sits idle and why: idle gaps by cause, launch delays, a critical path.
 
-Read from a loaded trace's tables (kernels, copies and memsets on device streams; the runtime events
-that launched them, joined by ``correlation``). On each stream, in start order, the gap before a kernel
+Read from a loaded trace's tables (kernels, copies and memsets on device streams; the host events that
+launched them, joined by ``correlation``: Kineto's ``cuda_runtime``/``cuda_driver`` events, an XPlane's
+launch events on the host threads). On each stream, in start order, the gap before a kernel
 (its start less the previous kernel's end on that stream) is idle time of the stream, with a cause:
 
 - ``host``: the kernel's launch began after the previous kernel had ended: the stream waited for the host
@@ -148,8 +149,11 @@ def kernels_of(trace: Trace) -> list[Kernel]:
     cols = [ev.column(c) for c in ("kind", "device", "line", "name", "start_s", "duration_s", "step",
                                    "correlation", "args")]  # fmt: skip
     launches: dict[str, float] = {}
-    for kind, _, _, _, start, _, _, corr, args in zip(*cols, strict=True):
-        if kind not in _DEVICE_KINDS and corr is not None and args and args.get("cat") in _LAUNCH_CATS:
+    for kind, device, _, _, start, _, _, corr, args in zip(*cols, strict=True):
+        if kind in _DEVICE_KINDS or corr is None or device.startswith("/device:"):
+            continue
+        cat = args.get("cat") if args else None  # Kineto: the runtime's category; XPlane: none (the host line)
+        if cat is None or cat in _LAUNCH_CATS:
             launches.setdefault(corr, start)
     out = []
     for kind, device, line, name, start, dur, step, corr, _ in zip(*cols, strict=True):

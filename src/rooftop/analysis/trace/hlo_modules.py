@@ -4,6 +4,9 @@ An XPlane's ``/host:metadata`` plane holds one serialized HloProto per compiled 
 ``jit_f(<program_id>)`` (:func:`rooftop.analysis.trace.xplane.metadata_hlo_protos`). ``rooftop hlo
 P.xplane.pb --module NAME`` prices one of them, ``rooftop profile P --export-hlo DIR`` writes each as text
 (printed by XLA's own printer, :func:`~rooftop.analysis.trace.xplane.hlo_proto_to_text`).
+
+The trace readers are imported by the functions that read a profile: ``rooftop hlo`` on an HLO text file
+asks only :func:`is_profile_path` and loads none of them.
 """
 
 from __future__ import annotations
@@ -13,8 +16,6 @@ import stat
 from pathlib import Path
 
 from rooftop.analysis.trace.files import read_regular, stat_mode
-from rooftop.analysis.trace.load import profile_files
-from rooftop.analysis.trace.xplane import hlo_proto_to_text, metadata_hlo_protos
 from rooftop.errors import InvalidConfigError, UnknownNameError
 
 #: the largest XPlane read (a protobuf message holds at most 2 GiB)
@@ -37,6 +38,8 @@ def xplane_files(path: str | Path) -> list[Path]:
         if not p.name.lower().endswith(".pb"):
             raise InvalidConfigError(f"{p}: not an .xplane.pb: only a JAX XPlane profile carries HLO modules")
         return [p]
+    from rooftop.analysis.trace.load import profile_files
+
     xplanes, _ = profile_files(p)
     if not xplanes:
         raise InvalidConfigError(f"{p}: no .xplane.pb in it: only a JAX XPlane profile carries HLO modules")
@@ -46,6 +49,8 @@ def xplane_files(path: str | Path) -> list[Path]:
 def hlo_protos(path: str | Path) -> dict[str, bytes]:
     """``{"jit_f(12)": serialized HloProto}`` of every host file of the profile (the first host's copy of a
     program every host ran)."""
+    from rooftop.analysis.trace.xplane import metadata_hlo_protos
+
     out: dict[str, bytes] = {}
     for file in xplane_files(path):
         data = read_regular(file, MAX_XPLANE_BYTES, "the 2 GiB a protobuf message can hold (not an XPlane)")
@@ -77,6 +82,8 @@ def module_key(protos: dict[str, bytes], name: str | None, source: str) -> str:
 
 def module_text(path: str | Path, name: str | None) -> tuple[str, str]:
     """(key, HLO text) of the module ``name`` (:func:`module_key`) of the profile at ``path``."""
+    from rooftop.analysis.trace.xplane import hlo_proto_to_text
+
     protos = hlo_protos(path)
     key = module_key(protos, name, str(path))
     return key, hlo_proto_to_text(protos[key])
@@ -91,6 +98,8 @@ def file_name(key: str) -> str:
 def module_texts(protos: dict[str, bytes]) -> dict[str, str]:
     """file name (:func:`file_name`) -> HLO text of every module; two keys that give one name keep both,
     the second numbered."""
+    from rooftop.analysis.trace.xplane import hlo_proto_to_text
+
     out: dict[str, str] = {}
     for key, proto in protos.items():
         name = file_name(key)

@@ -249,3 +249,33 @@ def test_book_catalog_chip_has_the_books_rounded_figures() -> None:
         "collective", "all-gather", "--chip", "a100@book", "--topology", "8", "--axes", "X", "--bytes", "1MiB"
     )
     assert code == 2 and "h100@book" in err and "Traceback" not in err
+
+
+def test_part3_question4_strategies_by_the_books_rule() -> None:
+    """Part 3 Question 4 on a v5p 4x4x4 with the book's figures (--chip tpu-v5p@book, 9e10 B/s links):
+    gathering W[D_X, F] costs 2DF / W_ici and all-reducing C[B, F]{U_X} costs 4BF / W_ici (W_ici the
+    bidirectional 1.8e11); T = max(T_math, T_comms). The book's figures are in book_time_s of each strategy."""
+    b, d_, f = 256, 8192, 4096
+    code, out, err = run_cli(
+        "matmul",
+        "A[B, D] @ W[D_X, F] -> C[B, F]",
+        "--dims",
+        f"B={b},D={d_},F={f}",
+        "--chip",
+        "tpu-v5p@book",
+        "--topology",
+        "4x4x4",
+        "--mesh",
+        "X=4,Y=4,Z=4",
+        "--json",
+    )
+    assert code == 0, err
+    p = json.loads(out)
+    by = {s["strategy"]: s for s in [p, *p["alternatives"]]}
+    reduce = next(s for n, s in by.items() if n.startswith("matmul") and "all-reduce" in n)
+    gather = next(s for n, s in by.items() if n.startswith("all-gather W"))
+    assert reduce["book_time_s"] == pytest.approx(max(2 * b * d_ * f / 4 / 4.59e14, 4 * b * f / 1.8e11))
+    assert gather["book_time_s"] == pytest.approx(max(2 * b * d_ * f / 4.59e14, 2 * d_ * f / 1.8e11))
+    assert p["strategy"] == reduce["strategy"]  # the book's answer: Strategy 2 wins for D > 5100
+    assert p["book_comm_s"] == pytest.approx(4 * b * f / 1.8e11) and "3/4" not in p["book_why"]
+    assert p["comm_s"] == pytest.approx(0.75 * p["book_comm_s"])

@@ -15,6 +15,8 @@ from rooftop.units import format_bytes, format_duration, format_rate
 if TYPE_CHECKING:
     from rooftop.cost.book import BookCollective, BookLevel
     from rooftop.cost.collectives import CollectiveTime
+    from rooftop.cost.roofline import Term
+    from rooftop.sharding.matmul import TimedStrategy
 
 BOOK = "How to Scale Your Model (Austin et al.)"
 #: relative difference under which rooftop's figure and the book's are called the same
@@ -121,4 +123,46 @@ def book_collective_dict(ct: CollectiveTime, bc: BookCollective) -> dict[str, An
         "book_formula": book_collective_formula(bc),
         "book_part": f"{BOOK}, {bc.part}",
         "book_why": book_collective_why(ct, bc),
+    }
+
+
+def _step_book_s(terms: tuple[Term, ...]) -> float | None:
+    """The book's time of one collective step (count x its book figure); None for the matmul."""
+    from rooftop.cost.book import book_collective
+
+    cts = [(t, t.collective) for t in terms if t.collective is not None]
+    if not cts:
+        return None
+    return sum(float(t.figure("count", 1)) * book_collective(ct).time_s for t, ct in cts)
+
+
+def book_matmul_dict(t: TimedStrategy) -> dict[str, Any]:
+    """The ``book_*`` keys of a sharded matmul's strategy: Part 3's T = max(T_math, T_comms), the
+    per-device FLOPs over the peak against the collectives by the book's rules; no HBM term (the book
+    takes a large matmul to be compute-bound on its own)."""
+    est = t.estimate
+    steps = [_step_book_s(terms) for terms in t.step_terms]
+    comm = sum(s for s in steps if s is not None)
+    time = max(est.compute_s, comm)
+    parts = [format_duration(s) for s in steps if s is not None]
+    comms = " + ".join(parts) + f" = {format_duration(comm)}" if len(parts) > 1 else format_duration(comm)
+    formula = (
+        f"max(T_math = per-device FLOPs / C = {format_duration(est.compute_s)}, T_comms = {comms}) = "
+        f"{format_duration(time)}"
+    )
+    why = []
+    if est.memory_s > max(est.compute_s, est.network_s):
+        why.append(f"rooftop's local matmul is memory-bound ({format_duration(est.memory_s)} of HBM traffic)")
+    if abs(est.network_s - comm) > SAME * max(est.network_s, comm):
+        why.append(
+            f"rooftop's collectives take {format_duration(est.network_s)} against the book's "
+            f"{format_duration(comm)} (`rooftop collective` gives each one's book_why)"
+        )
+    return {
+        "book_time_s": time,
+        "book_comm_s": comm,
+        "book_formula": formula,
+        "book_part": f"{BOOK}, Part 3",
+        "book_why": "; ".join(why),
+        "book_step_times_s": steps,
     }

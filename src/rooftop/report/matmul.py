@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.book import book_matmul_dict
 from rooftop.report.formulas import term_formula
 from rooftop.report.serialize import estimate_dict
 from rooftop.report.table import print_estimate, say, styled, table
@@ -49,7 +50,8 @@ def plot_matmul(path: str, expr: MatmulExpr, chip: Chip, est: Estimate, compute:
 
 def _steps(t: TimedStrategy) -> list[dict[str, Any]]:
     out = []
-    for step, secs, terms in zip(t.strategy.steps, t.step_times_s, t.step_terms, strict=True):
+    book = book_matmul_dict(t)["book_step_times_s"]
+    for step, secs, terms, book_s in zip(t.strategy.steps, t.step_times_s, t.step_terms, book, strict=True):
         formula = "; ".join(term_formula(x) for x in terms)
         row: dict[str, Any] = {
             "kind": step.kind,
@@ -58,6 +60,7 @@ def _steps(t: TimedStrategy) -> list[dict[str, Any]]:
             "time_s": secs,
             "what": step.what,
             "formula": formula,
+            "book_time_s": book_s,
         }
         if step.kind == "matmul":
             row["flops"] = t.strategy.matmul_cost.flops
@@ -74,6 +77,7 @@ def _bounds(t: TimedStrategy) -> dict[str, Any]:
         "lower_bound_s": est.lower_bound_s,
         "upper_bound_s": est.upper_bound_s,
         "bound": est.bound,
+        "book_time_s": book_matmul_dict(t)["book_time_s"],
     }
 
 
@@ -121,6 +125,7 @@ def sharded_dict(r: ShardedMatmul, mesh: Mesh) -> dict[str, Any]:
             "slices": list(best.strategy.slices),
         },
         "steps": _steps(best),
+        **{k: v for k, v in book_matmul_dict(best).items() if k != "book_step_times_s"},
         "alternatives": [
             {
                 "strategy": t.strategy.name,
@@ -184,11 +189,15 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
         ("output", best.strategy.output.notation()),
     ]
     console.print(table("per device", ["quantity", "value"], rows))
+    book = book_matmul_dict(best)
+    say(console, f"book ({book['book_part']}): {format_duration(book['book_time_s'])} = {book['book_formula']}")
+    if book["book_why"]:
+        say(console, f"differs: {book['book_why']}")
     if r.alternatives:
         console.print(
             table(
                 "alternatives",
-                ["strategy", "output", "comm", "lower bound", "upper bound"],
+                ["strategy", "output", "comm", "lower bound", "upper bound", "book"],
                 [
                     (
                         t.strategy.name,
@@ -196,6 +205,7 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
                         format_duration(t.comm_s),
                         format_duration(t.estimate.lower_bound_s),
                         format_duration(t.estimate.upper_bound_s),
+                        format_duration(book_matmul_dict(t)["book_time_s"]),
                     )
                     for t in r.alternatives
                 ],

@@ -279,3 +279,33 @@ def test_part3_question4_strategies_by_the_books_rule() -> None:
     assert p["strategy"] == reduce["strategy"]  # the book's answer: Strategy 2 wins for D > 5100
     assert p["book_comm_s"] == pytest.approx(4 * b * f / 1.8e11) and "3/4" not in p["book_why"]
     assert p["comm_s"] == pytest.approx(0.75 * p["book_comm_s"])
+
+
+def model_json(*argv: str) -> dict:  # type: ignore[type-arg]
+    code, out, err = run_cli("model", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_part4_question1_params_and_kv_from_dims() -> None:
+    """Part 4 Question 1: D = 4096, F = 4D, V = 32,000, L = 64, N H = D, multi-head attention, int8 KV:
+    L (3DF + 4DNH + D) + 2DV ~ 16e9 parameters (the book rounds 4096 to 4e3) and 2 L N H = 512 kB of KV cache per token."""
+    d_, f, v, layers = 4096, 4 * 4096, 32000, 64
+    p = model_json("--dims", f"D={d_},F={f},L={layers},N=32,V={v}", "--kv-dtype", "int8")
+    book = layers * (3 * d_ * f + 4 * d_ * d_ + d_) + 2 * d_ * v
+    assert p["params_total"] == book + layers * d_ + d_  # rooftop: 2 norms a layer and the final norm
+    assert p["params_total"] == pytest.approx(16e9, rel=0.1)
+    assert p["kv_cache_bytes_per_token"] == 2 * layers * 4096 == 512 * 1024
+
+
+def test_part4_question5_attention_equals_projections_at_t_2d() -> None:
+    """Part 4 Question 5: self-attention FLOPs equal the QKVO projections' when 24 B T D N H = 12 B T^2 N H,
+    T = 2D = 8192 for D = 4096 (full attention, as Part 4 counts): book_attention_flops_per_token at T = 8192
+    is the projections' 2 x 4 D N H x L forward. rooftop's default causal count is half that, and says so."""
+    p = model_json("--dims", "D=4096,F=16384,L=64,N=32,V=32000", "--seq-len", "8192")
+    assert p["book_attention_flops_per_token"] == pytest.approx(2 * 4 * 4096 * 4096 * 64)
+    assert p["attention_flops_per_token"] == pytest.approx(p["book_attention_flops_per_token"] * (8192 + 1) / 2 / 8192)
+    assert "causal" in p["book_why"] and "Part 4" in p["book_part"]
+    full = model_json("--dims", "D=4096,F=16384,L=64,N=32,V=32000", "--seq-len", "8192", "--attention", "full")
+    assert full["flops_per_token_train"] == pytest.approx(full["book_flops_per_token_train"])
+    assert full["book_why"] == ""

@@ -289,7 +289,8 @@ def model_json(*argv: str) -> dict:  # type: ignore[type-arg]
 
 def test_part4_question1_params_and_kv_from_dims() -> None:
     """Part 4 Question 1: D = 4096, F = 4D, V = 32,000, L = 64, N H = D, multi-head attention, int8 KV:
-    L (3DF + 4DNH + D) + 2DV ~ 16e9 parameters (the book rounds 4096 to 4e3) and 2 L N H = 512 kB of KV cache per token."""
+    L (3DF + 4DNH + D) + 2DV ~ 16e9 parameters (the book rounds 4096 to 4e3) and
+    2 L N H = 512 kB of KV cache per token."""
     d_, f, v, layers = 4096, 4 * 4096, 32000, 64
     p = model_json("--dims", f"D={d_},F={f},L={layers},N=32,V={v}", "--kv-dtype", "int8")
     book = layers * (3 * d_ * f + 4 * d_ * d_ + d_) + 2 * d_ * v

@@ -57,6 +57,11 @@ CASES: list[tuple[str, str, str]] = [
         " --mesh X=4,Y=4",
         "dtypes operands.lhs=operands.* as_multiplied steps[0] alternatives[0]",
     ),
+    (
+        "matmul critical sweep",
+        "matmul 'A[B,D] @ W[D,F]' --dims B=64,D=512,F=512 --chip tpu-v5e --critical B --sweep B=1:4 --series D=256",
+        "critical sweep sweep.series[0] sweep.series[0].points[0]",
+    ),
     ("roofline", "roofline --chip tpu-v5p --flops 1e12 --bytes 4GiB", "op terms[0]"),
     (
         "collective",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.book import book_matmul_dict
 from rooftop.report.formulas import term_formula
+from rooftop.report.jaxspec import jax_matmul_dict, partition_spec
 from rooftop.report.serialize import estimate_dict
 from rooftop.report.table import print_estimate, say, styled, table
 from rooftop.units import format_bytes, format_duration, format_number
@@ -150,6 +151,9 @@ def sharded_payload(
         "topology": mesh.topology.spec,
         "mesh": mesh.spec(),
         **sharded_dict(r, mesh),
+        "jax": jax_matmul_dict(
+            expr, sizes, r.inputs[0], r.inputs[1], r.best.strategy.output, (dtypes.lhs, dtypes.rhs), mesh.shape
+        ),
     }
 
 
@@ -177,6 +181,8 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
     )
     for note in best.strategy.slices:
         say(console, f"  {note}")
+    specs = (partition_spec(t) for t in (*r.inputs, best.strategy.output))
+    say(console, "in JAX (Part 10): {} @ {} -> {} (--json gives the code)".format(*specs))
     est = best.estimate
     rows = [
         ("per-device FLOPs", format_number(est.flops, "FLOP")),

@@ -63,6 +63,7 @@ CASES: list[tuple[str, str, str]] = [
         "critical sweep sweep.series[0] sweep.series[0].points[0]",
     ),
     ("roofline", "roofline --chip tpu-v5p --flops 1e12 --bytes 4GiB", "op terms[0]"),
+    ("p2p", "p2p --chip tpu-v5e --topology 4x4 --from 0,0 --to 3,3 --bytes 1MiB", "legs[0]"),
     (
         "collective",
         "collective all-gather --chip tpu-v4 --topology 4x4x4 --mesh X=4,Y=4,Z=4 --axes X --array 'bf16[1024,4096]'"

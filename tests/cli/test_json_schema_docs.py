@@ -63,6 +63,11 @@ CASES: list[tuple[str, str, str]] = [
         "critical sweep sweep.series[0] sweep.series[0].points[0]",
     ),
     ("roofline", "roofline --chip tpu-v5p --flops 1e12 --bytes 4GiB", "op terms[0]"),
+    (
+        "matmul search",
+        "matmul 'A[B,D] @ W[D,F]' --dims B=64,D=64,F=64 --chip tpu-v5e --topology 2x2 --search",
+        "search[0] search[0].collectives[0]",
+    ),
     ("p2p", "p2p --chip tpu-v5e --topology 4x4 --from 0,0 --to 3,3 --bytes 1MiB", "legs[0]"),
     (
         "collective",

@@ -68,3 +68,20 @@ def test_sweep_lines_and_plot(tmp_path: Path) -> None:
 def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
     code, _, err = run_cli("matmul", "X[B,D] @ W[D,F]", "--dims", "B=8,D=8,F=8", "--chip", "tpu-v5e", *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_part3_question5_search_finds_a_sharding_without_communication() -> None:
+    """Part 3 Question 5: A[B, D] x W[D, F] on a v5p 4x4x4 at the lowest latency: shard B and F over the 64
+    chips between them (A[B_X, D] x W[D, F_YZ] or alike) and no collective is needed: 2BDF / (64 C). Every
+    sharding of the contracting dim D pays an all-reduce; the search ranks them below."""
+    b, d_, f = 8192, 8192, 32768
+    p = _json("A[B,D] @ W[D,F]", "--dims", f"B={b},D={d_},F={f}", "--chip", "tpu-v5p", "--topology", "4x4x4",
+              "--mesh", "X=4,Y=4,Z=4", "--search")  # fmt: skip
+    best = p["search"][0]
+    assert best["collectives"] == [] and best["compute_s"] == pytest.approx(2 * b * d_ * f / 64 / 4.59e14)
+    assert "D_" not in best["lhs"] + best["rhs"]
+    assert p["strategy"] == best["strategy"] and p["operands"]["lhs"]["sharding"] == best["lhs"]
+    times = [c["lower_bound_s"] for c in p["search"]]
+    assert times == sorted(times) and len(times) == 10
+    reduce = next(c for c in p["search"] if c["collectives"])
+    assert reduce["collectives"][0]["kind"] == "all-reduce" and "D_" in reduce["lhs"] + reduce["rhs"]

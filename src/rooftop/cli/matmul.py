@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--mesh", help="named mesh axes on the topology, e.g. X=4,Y=4,Z=4")
     p.add_argument("--plot", metavar="FILE.png", help="write a roofline chart with the matmul placed on it")
     p.add_argument(
+        "--search",
+        action="store_true",
+        help="with --topology: search the inputs' shardings over the mesh for the fastest (its collectives, "
+        "the top 10)",
+    )
+    p.add_argument(
         "--critical",
         metavar="DIM",
         help="solve for the smallest size of DIM at which the matmul is compute-bound (the book's critical batch)",
@@ -64,7 +70,7 @@ def run(args: argparse.Namespace) -> Output:
     sizes = parse_kv_ints(args.dims, "--dims")
     chip = chip_from_args(args)
     dtypes = dtypes_from_args(args)
-    if is_sharded(expr) or args.mesh or args.topology:
+    if is_sharded(expr) or args.mesh or args.topology or args.search:
         if args.critical or args.sweep:
             raise InvalidConfigError("--critical and --sweep take an unsharded matmul (no --topology, --mesh or _X)")
         return run_sharded(args, expr, sizes, chip, dtypes)

@@ -1,5 +1,5 @@
-"""``rooftop matmul --critical DIM`` and ``--sweep DIM=LO:HI``: the critical size and the sweep
-(sharding/solve.py) as JSON, lines under the table and a chart of FLOP/s along the swept dim."""
+"""``rooftop matmul --critical DIM``, ``--sweep DIM=LO:HI`` and ``--search``: the critical size and the
+sweep (sharding/solve.py), the input shardings searched (sharding/search.py), as JSON, tables and a chart."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rooftop.hardware.chip import Chip
+    from rooftop.sharding.search import Candidate
     from rooftop.sharding.solve import CriticalSize, SweepSeries
 
 
@@ -111,3 +112,47 @@ def plot_sweep(path: str, chip: Chip, dim: str, series: tuple[SweepSeries, ...])
         ax.set_title(label(f"matmul FLOP/s against {dim} on {chip.name}"))
         ax.legend()
     save_figure(fig, path)
+
+
+def search_dict(found: tuple[Candidate, ...]) -> list[dict[str, Any]]:
+    """The ``search`` key: the fastest input shardings, best first."""
+    out = []
+    for c in found:
+        best = c.result.best
+        est = best.estimate
+        out.append(
+            {
+                "lhs": c.result.inputs[0].notation(),
+                "rhs": c.result.inputs[1].notation(),
+                "strategy": best.strategy.name,
+                "output_sharding": best.strategy.output.notation(),
+                "collectives": [
+                    {"kind": s.kind, "axes": list(s.axes), "bytes": s.bytes}
+                    for s in best.strategy.steps
+                    if s.kind != "matmul"
+                ],
+                "compute_s": est.compute_s,
+                "memory_s": est.memory_s,
+                "comm_s": est.network_s,
+                "lower_bound_s": est.lower_bound_s,
+                "upper_bound_s": est.upper_bound_s,
+                "bound": est.bound,
+            }
+        )
+    return out
+
+
+def render_search(console: Console, found: tuple[Candidate, ...]) -> None:
+    rows = [
+        (
+            f"{d['lhs']} @ {d['rhs']}",
+            d["strategy"],
+            format_duration(d["compute_s"]),
+            format_duration(d["comm_s"]),
+            format_duration(d["lower_bound_s"]),
+            d["bound"],
+        )
+        for d in search_dict(found)
+    ]
+    columns = ["inputs", "strategy", "compute", "comm", "lower bound", "bound"]
+    console.print(table("input shardings searched, fastest first (Part 3 Question 5)", columns, rows))

@@ -130,3 +130,39 @@ def jax_matmul_dict(
         "out": partition_spec(out),
         "code": matmul_code(expr, sizes, lhs, rhs, out, dtypes, mesh_shape),
     }
+
+
+#: a training layout's degrees -> mesh axis names, outermost first (tensor parallelism innermost, on the
+#: fastest links, as plan/train/step.layout_mesh lays it)
+PLAN_AXES = (("pp", "stage"), ("dp", "data"), ("fsdp", "fsdp"), ("cp", "seq"), ("ep", "expert"), ("tp", "model"))
+
+
+def _spec(mesh: Mapping[str, int], *dims: tuple[str, ...]) -> str:
+    parts = []
+    for axes in dims:
+        have = [a for a in axes if a in mesh]
+        parts.append("None" if not have else repr(have[0]) if len(have) == 1 else repr(tuple(have)))
+    return f"P({', '.join(parts)})"
+
+
+def train_jax_dict(par: Any) -> dict[str, Any]:
+    """The ``jax`` key of ``rooftop train``: the best layout as a JAX mesh (one axis per degree above 1)
+    and the PartitionSpec of each kind of array ("How to Scale Your Model", Part 5 in the notation of
+    Part 10): the batch over data and fsdp, the sequence over seq (context parallelism), weights'
+    d_model dim over fsdp (and data under ZeRO-3), their heads / MLP width over model (Megatron), experts
+    over expert, and stacked layers over stage."""
+    mesh = {name: int(getattr(par, field)) for field, name in PLAN_AXES if int(getattr(par, field)) > 1}
+    w = ("data", "fsdp") if int(getattr(par, "zero_stage", 0)) == 3 else ("fsdp",)
+    batch = ("data", "fsdp", "expert")
+    specs = {
+        "activations[B, T, D]": _spec(mesh, batch, ("seq",), ()),
+        "attention.w_qkv[D, N*H]": _spec(mesh, w, ("model",)),
+        "attention.w_o[N*H, D]": _spec(mesh, ("model",), w),
+        "mlp.w_in[D, F]": _spec(mesh, w, ("model",)),
+        "mlp.w_out[F, D]": _spec(mesh, ("model",), w),
+        "experts.w_in[E, D, F]": _spec(mesh, ("expert",), w, ("model",)),
+        "experts.w_out[E, F, D]": _spec(mesh, ("expert",), ("model",), w),
+        "embedding[V, D]": _spec(mesh, ("model",), w),
+        "layers[L, ...] (stacked)": _spec(mesh, ("stage",)),
+    }
+    return {"mesh": mesh, "mesh_code": mesh_code(mesh) if mesh else "", "partition_specs": specs}

@@ -347,4 +347,8 @@ def book_chip(name: str) -> Chip:
     merged = _merged(data, book[name])
     merged["name"] = name + BOOK_SUFFIX
     merged["aliases"] = []
+    merged["description"] = (
+        f"{data.get('description', '')} With the figures of 'How to Scale Your Model' (catalog/book/chips.toml) in "
+        "place of the vendor's where the book gives them."
+    ).strip()
     return chip_from_dict(merged, f"{where} with catalog/book/chips.toml")

@@ -59,9 +59,14 @@ def book_serving_dict(plan: ServingPlan) -> dict[str, Any]:
         f"{gb(b.kv_bytes_per_sequence)}) / ({b.chips} x {format_rate(chip.hbm_bytes_per_s)}) = "
         f"{format_duration(b.memory_s)} (compute {format_duration(b.compute_s)})"
     )
+    if b.max_batch == 0:
+        formula = (
+            f"chips x HBM - weights = {b.chips} x {gb(chip.hbm_capacity_bytes)} - {gb(b.weights_bytes)}: no room for "
+            f"one sequence of {b.context_len} tokens ({gb(b.kv_bytes_per_sequence)})"
+        )
     return {
         "book_max_batch": b.max_batch,
-        "book_step_time_s": b.step_time_s,
+        "book_step_time_s": b.step_time_s if b.max_batch else None,
         "book_formula": formula,
         "book_part": f"{BOOK}, Part 7 'Sharding the KV cache' and Part 8 'Serving LLaMA 3-70B on TPUs'",
         "book_why": _why(plan, b),

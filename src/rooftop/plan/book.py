@@ -8,9 +8,10 @@ assumptions that rooftop's planner (plan/serve/) does not make:
 - the weights are stored once over the slice and the cache is sharded over every chip (the KV heads,
   then the batch), so the slice holds (chips x HBM - weights) / (KV bytes per token x context)
   sequences, not a whole number per batch shard;
-- a decode step reads every weight and the whole cache at peak HBM bandwidth, all chips at once:
-  T_step = max((weights + B x context x KV per token) / (chips x HBM bytes/s), 2 x active params x B /
-  (chips x peak FLOP/s)), with no collectives, launches or activations (Part 7: "a reasonable bound").
+- a decode step reads every weight and the whole cache at peak HBM bandwidth, all chips at once (Part 8,
+  "Theoretical Step Time (General)"): the attention's cache read B x KV per sequence / (chips x HBM
+  bytes/s), always bandwidth-bound, plus the matmuls' max(2 x B x active params / (chips x peak FLOP/s),
+  weights / (chips x HBM bytes/s)); no collectives, launches or activations.
 
 The context is the full one (prompt + generated tokens: the cache at its largest, as the book fills
 HBM); the figures are the chip's (``--chip NAME@book`` gives the book's rounded ones).
@@ -40,9 +41,18 @@ class BookServing:
     memory_s: float
     compute_s: float
 
+    hbm_bytes_per_s: float = 0.0  # all chips together
+    flops_per_s: float = 0.0  # all chips together
+    active_params: float = 0.0
+
+    def step_time_at(self, batch: int) -> float:
+        """Part 8's general step time at ``batch`` sequences of the full context."""
+        kv = batch * self.kv_bytes_per_sequence / self.hbm_bytes_per_s
+        return kv + max(2 * batch * self.active_params / self.flops_per_s, self.weights_bytes / self.hbm_bytes_per_s)
+
     @property
     def step_time_s(self) -> float:
-        return max(self.memory_s, self.compute_s)
+        return self.step_time_at(self.max_batch)
 
 
 def book_serving(
@@ -61,5 +71,9 @@ def book_serving(
     batch = max(0, math.floor((hbm - weights) / per_seq))
     memory_s = (weights + batch * per_seq) / (chips * chip.hbm_bytes_per_s)
     peak = chip.flops_per_s(compute_dtype(weights_dtype, activations_dtype))
-    compute_s = 2 * params_active(cfg) * batch / (chips * peak)
-    return BookServing(chips, context_len, hbm, weights, per_seq, batch, memory_s, compute_s)
+    active = params_active(cfg)
+    compute_s = 2 * active * batch / (chips * peak)
+    return BookServing(
+        chips, context_len, hbm, weights, per_seq, batch, memory_s, compute_s,
+        chips * chip.hbm_bytes_per_s, chips * peak, active,
+    )  # fmt: skip

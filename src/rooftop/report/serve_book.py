@@ -55,18 +55,21 @@ def book_serving_dict(plan: ServingPlan) -> dict[str, Any]:
     formula = (
         f"B = floor((chips x HBM - weights) / (KV per sequence)) = floor(({b.chips} x {gb(chip.hbm_capacity_bytes)} - "
         f"{gb(b.weights_bytes)}) / {gb(b.kv_bytes_per_sequence)}) = {b.max_batch} at {b.context_len} tokens; "
-        f"T_step = (weights + B x KV per sequence) / (chips x HBM bytes/s) = ({gb(b.weights_bytes)} + {b.max_batch} x "
-        f"{gb(b.kv_bytes_per_sequence)}) / ({b.chips} x {format_rate(chip.hbm_bytes_per_s)}) = "
-        f"{format_duration(b.memory_s)} (compute {format_duration(b.compute_s)})"
+        f"T_step = B x KV per sequence / (chips x HBM bytes/s) + max(2 B P / (chips x C), weights / (chips x HBM "
+        f"bytes/s)) = {b.max_batch} x {gb(b.kv_bytes_per_sequence)} / ({b.chips} x {format_rate(chip.hbm_bytes_per_s)})"
+        f" + max({format_duration(b.compute_s)}, {format_duration(b.weights_bytes / b.hbm_bytes_per_s)}) = "
+        f"{format_duration(b.step_time_s)}"
     )
     if b.max_batch == 0:
         formula = (
             f"chips x HBM - weights = {b.chips} x {gb(chip.hbm_capacity_bytes)} - {gb(b.weights_bytes)}: no room for "
             f"one sequence of {b.context_len} tokens ({gb(b.kv_bytes_per_sequence)})"
         )
+    batches = sorted({p.batch * p.layout.replicas for p in plan.points})
     return {
         "book_max_batch": b.max_batch,
         "book_step_time_s": b.step_time_s if b.max_batch else None,
+        "book_steps": [{"batch": n, "step_time_s": b.step_time_at(n)} for n in batches if n <= b.max_batch],
         "book_formula": formula,
         "book_part": f"{BOOK}, Part 7 'Sharding the KV cache' and Part 8 'Serving LLaMA 3-70B on TPUs'",
         "book_why": _why(plan, b),

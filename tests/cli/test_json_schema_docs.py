@@ -57,7 +57,18 @@ CASES: list[tuple[str, str, str]] = [
         " --mesh X=4,Y=4",
         "dtypes operands.lhs=operands.* as_multiplied steps[0] alternatives[0]",
     ),
+    (
+        "matmul critical sweep",
+        "matmul 'A[B,D] @ W[D,F]' --dims B=64,D=512,F=512 --chip tpu-v5e --critical B --sweep B=1:4 --series D=256",
+        "critical sweep sweep.series[0] sweep.series[0].points[0]",
+    ),
     ("roofline", "roofline --chip tpu-v5p --flops 1e12 --bytes 4GiB", "op terms[0]"),
+    (
+        "matmul search",
+        "matmul 'A[B,D] @ W[D,F]' --dims B=64,D=64,F=64 --chip tpu-v5e --topology 2x2 --search",
+        "search[0] search[0].collectives[0]",
+    ),
+    ("p2p", "p2p --chip tpu-v5e --topology 4x4 --from 0,0 --to 3,3 --bytes 1MiB", "legs[0]"),
     (
         "collective",
         "collective all-gather --chip tpu-v4 --topology 4x4x4 --mesh X=4,Y=4,Z=4 --axes X --array 'bf16[1024,4096]'"

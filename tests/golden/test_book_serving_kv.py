@@ -128,3 +128,29 @@ def test_with_the_books_overlap_the_collectives_leave_only_their_latency() -> No
     # 20.3 ms of weights and cache + 4.3 ms of activations + 3.7 ms of latency (320 collectives)
     assert step.collective_latency_s == pytest.approx(3.68e-3, rel=0.01)
     assert BOOK_STEP_S < step.time_s < 1.5 * BOOK_STEP_S  # the book: "a reasonable bound (within 1.5x)"
+
+
+def test_book_fields_give_the_books_batch_and_step() -> None:
+    """`rooftop serve ... --chip tpu-v5e@book` (the book's 16 GB and 8.1e11 B/s per chip) carries the book's
+    own arithmetic: (32 x 16e9 - 141e9 of weights) / (327,680 x 8192) = 138 sequences (the book's table
+    method with its rounded 140e9 and 324e3: 140) and a step of (141e9 + 138 x 2.68e9) / (32 x 8.1e11) =
+    19.7 ms (the book's 19 ms); rooftop's own layout holds fewer, and book_why says why."""
+    import json
+
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli(
+        "serve", "llama-3-70b", "--chip", "tpu-v5e@book", "--topology", "4x8", "--prompt-len", "7680",
+        "--gen-len", "512", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    weights = 2 * 70_553_706_496  # llama-3-70b's parameters in bf16
+    per_seq = 8192 * KV_PER_TOKEN
+    assert d["book_max_batch"] == (32 * 16e9 - weights) // per_seq == 138
+    assert abs(d["book_max_batch"] / 140 - 1) < 0.02
+    assert d["book_step_time_s"] == pytest.approx((weights + 138 * per_seq) / (32 * 8.1e11))
+    assert d["book_step_time_s"] == pytest.approx(BOOK_STEP_S, rel=0.05)
+    big = max(d["layouts"], key=lambda s: s["max_batch"] * s["parallelism"]["replicas"])
+    assert big["max_batch"] < d["book_max_batch"] and "5% of HBM" in d["book_why"]
+    assert "Part 7" in d["book_part"]

@@ -59,3 +59,41 @@ def test_search_adds_tensor_parallelism_at_small_per_chip_batch() -> None:
     small = search(_setup("16x20x28", batch=1024, ideal=False), top=1).ranked[0]  # 468 tokens per chip
     assert big.parallelism.tp <= 2
     assert small.parallelism.tp >= 4
+
+
+def _limits(*argv: str) -> dict[str, dict]:  # type: ignore[type-arg]
+    import json
+
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli("limits", *argv, "--json")
+    assert code == 0, err
+    return {(x["name"], x["axes"]): x for x in json.loads(out)["limits"]}  # type: ignore[misc]
+
+
+def test_book_figures_with_the_books_chip() -> None:
+    """Part 5: FSDP is bandwidth-bound below 2550 / n_axes tokens per chip on TPU v5p (C = 4.59e14, W_ici
+    = 1.8e11 bidirectional per axis): with --chip tpu-v5p@book the book_value is the book's 850 on three
+    axes, rooftop's value (N-1)/N of it; book_why names the 15/16 of one axis of 16."""
+    lim = _limits("llama-3-70b", "--chip", "tpu-v5p@book", "--topology", "16x20x28")
+    full = lim[("fsdp_critical_tokens_per_chip", "X+Y+Z")]
+    assert full["book_value"] == pytest.approx(2550 / 3, rel=1e-3)
+    n = 16 * 20 * 28
+    assert full["value"] == pytest.approx((n - 1) / n * full["book_value"], rel=1e-4)
+    assert full["book_why"] == ""  # 8959/8960: within 0.1%, the same figure
+    one = lim[("fsdp_critical_tokens_per_chip", "X")]
+    assert one["book_value"] == pytest.approx(2550, rel=1e-3) and "15/16" in one["book_why"]
+    tp = lim[("tp_max_degree", "X")]
+    assert tp["book_value"] == pytest.approx(8192 * 3.5 * 1.8e11 / 4.59e14, rel=1e-3)  # Y < F W / C, F = 28672
+    assert tp["value"] == pytest.approx(1 + tp["book_value"]) and "(Y-1)/Y" in tp["book_why"]
+
+
+def test_deepseek_fsdp_tp_minimum_is_explained() -> None:
+    """The FSDP x TP minimum of DeepSeek-V3 on 2048 H100s is F_w / F = 526,336 / 18,432 = 28.6 times the
+    book's dense-layer closed form: FSDP gathers every expert's weights, a token computes through k + shared."""
+    lim = _limits("deepseek-v3", "--chip", "h100", "--chips", "2048")
+    x = lim[("fsdp_tp_min_tokens_per_chip", "fabric x nvlink")]
+    assert x["value"] / x["book_value"] == pytest.approx(x["figures"]["F_w"] / x["figures"]["F"])
+    assert x["value"] / x["book_value"] == pytest.approx(526336 / 18432)  # 28.56: the issue's "28x"
+    assert "mixture-of-experts" in x["book_why"] and "28.6" in x["book_why"]
+    assert lim[("train_min_chips", "")]["book_why"] == ""

@@ -26,6 +26,7 @@ from rooftop.cli import hlo as hlo_cmd
 from rooftop.cli import limits as limits_cmd
 from rooftop.cli import matmul as matmul_cmd
 from rooftop.cli import models as models_cmd
+from rooftop.cli import p2p as p2p_cmd
 from rooftop.cli import profile as profile_cmd
 from rooftop.cli import roofline as roofline_cmd
 from rooftop.cli import serve as serve_cmd
@@ -40,6 +41,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     matmul_cmd,
     roofline_cmd,
     collective_cmd,
+    p2p_cmd,
     shard_cmd,
     models_cmd,
     train_cmd,

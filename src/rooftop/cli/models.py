@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     q.add_argument("--model", metavar="PATH", help="a Hugging Face config.json (or any NAME) instead of the positional")
     q.add_argument(
+        "--dims",
+        metavar="D=..,F=..,L=..,N=..,V=..",
+        help="a dense model from its dims instead of a name (the book's Part 4 letters; K and H optional), "
+        "e.g. D=8192,F=28672,L=80,N=64,K=8,H=128,V=128256",
+    )
+    q.add_argument(
         "--seq-len",
         default=None,
         metavar="T",
@@ -74,9 +80,15 @@ def resolve_model(name: str) -> tuple[TransformerConfig, ModelEntry | None]:
 
 
 def run_model(args: argparse.Namespace) -> Output:
-    from rooftop.report import models as report
-
     name = args.model or args.name
+    if args.dims:
+        from rooftop.cli.common import parse_kv_ints
+        from rooftop.model.config import config_from_dims
+
+        if name:
+            raise InvalidConfigError(f"give the model once: --dims or {shown(name)}, not both")
+        cfg, entry = config_from_dims(parse_kv_ints(args.dims, "--dims")), None
+        return _model_output(args, cfg, entry)
     if not name:
         raise InvalidConfigError(
             "give a model: `rooftop model NAME` or `--model path/to/config.json` (see `rooftop models`)"
@@ -86,6 +98,12 @@ def run_model(args: argparse.Namespace) -> Output:
             f"give the model once: NAME {shown(args.name)} or --model {shown(args.model)}, not both"
         )
     cfg, entry = resolve_model(name)
+    return _model_output(args, cfg, entry)
+
+
+def _model_output(args: argparse.Namespace, cfg: TransformerConfig, entry: ModelEntry | None) -> Output:
+    from rooftop.report import models as report
+
     seq_len = _count(args.seq_len, "--seq-len") if args.seq_len else min(DEFAULT_SEQ_LEN, cfg.max_seq_len)
     batch = _count(args.batch, "--batch")
     payload = report.model_payload(cfg, entry, seq_len, batch, args.kv_dtype, args.remat, args.attention)

@@ -308,9 +308,47 @@ def get_chip(name: str, catalog: str | Path | None = None) -> Chip:
     load it from a path ending in .toml (e.g. a file written by ``rooftop calibrate``)."""
     if name.endswith(".toml"):
         return load_chip_file(name)
+    if name.lower().endswith(BOOK_SUFFIX):
+        return book_chip(get_chip(name[: -len(BOOK_SUFFIX)], catalog).name)
     chips = load_chips(catalog)
     key = _norm(name)
     for chip in chips:
         if key == _norm(chip.name) or any(key == _norm(a) for a in chip.aliases):
             return chip
     raise UnknownNameError("chip", name, [c.name for c in chips])
+
+
+#: ``--chip NAME@book``: the catalog chip with the figures "How to Scale Your Model" rounds to
+BOOK_SUFFIX = "@book"
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with the figure tables of ``over`` put in place (sections merged key by key)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and "value" not in value and isinstance(base.get(key), Mapping):
+            out[key] = _merged(base[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@lru_cache(maxsize=16)
+def book_chip(name: str) -> Chip:
+    """The built-in chip ``name`` with the book's rounded figures (catalog/book/chips.toml, each
+    cited to its Part) in place of its own; named ``NAME@book``. A chip the book gives no figures
+    for is an error listing those it does."""
+    from rooftop.catalog.io import builtin_toml
+
+    book = builtin_toml("book", "chips.toml")
+    if name not in book:
+        raise UnknownNameError("book chip", name + BOOK_SUFFIX, [k + BOOK_SUFFIX for k in book])
+    where, data = next((w, d) for w, d in builtin_tomls("chips") if d.get("name") == name)
+    merged = _merged(data, book[name])
+    merged["name"] = name + BOOK_SUFFIX
+    merged["aliases"] = []
+    merged["description"] = (
+        f"{data.get('description', '')} With the figures of 'How to Scale Your Model' (catalog/book/chips.toml) in "
+        "place of the vendor's where the book gives them."
+    ).strip()
+    return chip_from_dict(merged, f"{where} with catalog/book/chips.toml")

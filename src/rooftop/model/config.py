@@ -466,3 +466,35 @@ def config_to_dict(cfg: TransformerConfig) -> dict[str, Any]:
     out["moe"] = dataclasses.asdict(cfg.moe) if cfg.moe else None
     out["mla"] = dataclasses.asdict(cfg.mla) if cfg.mla else None
     return out
+
+
+#: ``--dims`` letters (the book's Part 4 notation) -> TransformerConfig fields; D, F, L, N, V required
+DIM_FIELDS = {"D": "d_model", "F": "d_ff", "L": "n_layers", "N": "n_heads", "K": "n_kv_heads", "H": "head_dim",
+              "V": "vocab_size"}  # fmt: skip
+_DIMS_REQUIRED = ("D", "F", "L", "N", "V")
+
+
+def config_from_dims(dims: Mapping[str, int], max_seq_len: int = 1 << 20) -> TransformerConfig:
+    """A dense decoder from the book's letters ("How to Scale Your Model", Part 4 notation: D d_model,
+    F the MLP width, L layers, N query heads, K key/value heads (default N), H head dim (default D / N),
+    V vocabulary): a gated MLP (three D x F matrices, as Part 4 counts), untied embeddings, no biases."""
+    unknown = sorted(set(dims) - set(DIM_FIELDS))
+    if unknown:
+        raise InvalidConfigError(
+            f"--dims names {shown(', '.join(unknown))}; the letters are {', '.join(DIM_FIELDS)} "
+            "(D model width, F MLP width, L layers, N heads, K kv heads, H head dim, V vocabulary)"
+        )
+    missing = [k for k in _DIMS_REQUIRED if k not in dims]
+    if missing:
+        raise InvalidConfigError(
+            f"--dims gives no {', '.join(missing)} (needed: D, F, L, N, V; K and H optional), "
+            "e.g. --dims D=8192,F=28672,L=80,N=64,K=8,H=128,V=128256"
+        )
+    text = ",".join(f"{k}={v}" for k, v in dims.items())
+    fields = {DIM_FIELDS[k]: v for k, v in dims.items()}
+    return TransformerConfig(
+        name=f"dims({text})",
+        source=f"--dims {text}",
+        max_seq_len=max_seq_len,
+        **fields,  # type: ignore[arg-type]
+    )

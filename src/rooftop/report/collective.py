@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rooftop.cost.book import book_collective
+from rooftop.report.book import book_collective_dict
 from rooftop.report.formulas import collective_formula, collective_why, group_why
 from rooftop.report.table import say, styled, table
 from rooftop.units import format_bytes, format_duration, format_rate, plural
@@ -51,7 +53,7 @@ def axis_details(ct: CollectiveTime, mesh: Mesh) -> list[dict[str, Any]]:
 
 
 def collective_dict(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> dict[str, Any]:
-    """The timing keys: totals, then per mesh axis and per link group."""
+    """The timing keys: totals, then per mesh axis and per link group, then the book's figure."""
     return {
         "kind": ct.kind,
         "time_s": ct.time_s,
@@ -84,6 +86,7 @@ def collective_dict(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> dict[str, Any
         ],
         "formula": collective_formula(ct),
         "why": collective_why(ct, chip),
+        **book_collective_dict(ct, book_collective(ct)),
     }
 
 
@@ -135,5 +138,9 @@ def render_collective(
     )
     say(console, f"formula: {collective_formula(ct)}")
     say(console, f"why: {collective_why(ct, chip)}")
+    book = book_collective_dict(ct, book_collective(ct))
+    say(console, f"book ({book['book_part']}): {format_duration(book['book_time_s'])} = {book['book_formula']}")
+    if book["book_why"]:
+        say(console, f"differs: {book['book_why']}")
     if array and array["note"]:
         say(console, f"note: {array['note']}")

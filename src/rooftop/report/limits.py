@@ -4,6 +4,7 @@ written out from the figures it used, the book's closed form beside it and where
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.roofline import achievable
@@ -195,6 +196,57 @@ def formulas(lim: Limit, job: JobLimits | None = None) -> tuple[str, str]:
     return formula, book
 
 
+def _ring_share(n: float) -> str:
+    f = Fraction(int(n) - 1, int(n))
+    return f"{f.numerator}/{f.denominator}"
+
+
+def _why_critical(lim: Limit) -> str:
+    n = lim.figure("N") if lim.rule != "moe" else None
+    if n is None or n < 2:
+        return ""
+    why = (
+        f"rooftop prices the collectives over N = {n:g} chips with the exact (N-1)/N = {_ring_share(n)} (each chip "
+        "receives N-1 of the N shards); the book's C / W is its large-N limit"
+    )
+    ratio = lim.value / (lim.book_value or lim.value)
+    if abs(ratio - (n - 1) / n) > 1e-3:
+        why += f", and the staged collective's other terms make the ratio {ratio:.4g}, not {(n - 1) / n:.4g}"
+    return why
+
+
+def book_why(lim: Limit) -> str:
+    """Which assumption of the book's closed form the job breaks, when ``value`` differs from
+    ``book_value`` by more than 0.1% ("" when they agree or the book has no closed form)."""
+    if lim.book_value is None or abs(lim.value - lim.book_value) <= 1e-3 * max(abs(lim.value), abs(lim.book_value)):
+        return ""
+    f = dict(lim.figures)
+    if lim.rule in ("dp", "fsdp"):
+        return _why_critical(lim)
+    if lim.rule == "moe":
+        return (
+            "E/k times the FSDP threshold, which differs from the book's as that one does (the (N-1)/N of the gathers)"
+        )
+    if lim.rule == "tp":
+        return (
+            "the all-gather and reduce-scatter of the activations over Y chips move (Y-1)/Y of them, which "
+            "rooftop keeps: compute-bound while Y <= 1 + 2 F W / (a C); the book drops the (Y-1)/Y and the 1"
+            + ("" if f.get("a") == 2 else f", and counts 2-byte activations where the job's are {f.get('a', 0):g}")
+        )
+    if lim.rule == "split_min" and f.get("F_w", 0) != f.get("F", 0):
+        return (
+            f"a mixture-of-experts layer: FSDP gathers the weights of every expert (F_w = {f['F_w']:,.0f}) while a "
+            f"token runs through its k routed + shared experts (F = {f['F']:,.0f}); the book's dense layer gathers "
+            f"what it computes with, so the minimum grows by F_w / F = {f['F_w'] / f['F']:.3g}"
+        )
+    if lim.rule == "split_opt":
+        return (
+            "rooftop gives the FSDP degree with the least communication (the geometric mean of the quadratic's "
+            "roots); the book quotes the larger root, the largest FSDP degree that stays compute-bound"
+        )
+    return f"rooftop's {_n(lim.value)} against the book's {_n(lim.book_value)}: the priced collectives' exact terms"
+
+
 def limit_dict(lim: Limit, job: JobLimits | None = None) -> dict[str, Any]:
     formula, book = formulas(lim, job)
     return {
@@ -208,6 +260,7 @@ def limit_dict(lim: Limit, job: JobLimits | None = None) -> dict[str, Any]:
         "met": lim.met,
         "formula": formula,
         "book_formula": book,
+        "book_why": book_why(lim),
         "source": SOURCES[lim.rule],
         "figures": dict(lim.figures),
     }
@@ -355,6 +408,12 @@ def render_limits(console: Console, lim: JobLimits) -> None:
     say(console, f"C = {format_rate(lim.flops_per_s, 'FLOP/s')}: the matrix peak x efficiency.")
     say(console, "W: all-gather bandwidth per chip of the axes, as cost/collectives.py prices it.")
     say(console, f"book: the closed form of {BOOK}, Parts 5 and 12, with the same figures.")
+    seen = set()
+    for x in lim.limits:
+        why = book_why(x)
+        if why and x.rule not in seen:
+            seen.add(x.rule)
+            say(console, f"book differs, {_LABELS.get(x.name, x.name)}: {why}")
     if setup.chips == 1:
         say(console, "One chip: nothing to communicate, only the memory limits apply.")
 

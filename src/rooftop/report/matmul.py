@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.book import book_matmul_dict
 from rooftop.report.formulas import term_formula
+from rooftop.report.jaxspec import jax_matmul_dict, partition_spec
 from rooftop.report.serialize import estimate_dict
 from rooftop.report.table import print_estimate, say, styled, table
 from rooftop.units import format_bytes, format_duration, format_number
@@ -49,7 +51,8 @@ def plot_matmul(path: str, expr: MatmulExpr, chip: Chip, est: Estimate, compute:
 
 def _steps(t: TimedStrategy) -> list[dict[str, Any]]:
     out = []
-    for step, secs, terms in zip(t.strategy.steps, t.step_times_s, t.step_terms, strict=True):
+    book = book_matmul_dict(t)["book_step_times_s"]
+    for step, secs, terms, book_s in zip(t.strategy.steps, t.step_times_s, t.step_terms, book, strict=True):
         formula = "; ".join(term_formula(x) for x in terms)
         row: dict[str, Any] = {
             "kind": step.kind,
@@ -58,6 +61,7 @@ def _steps(t: TimedStrategy) -> list[dict[str, Any]]:
             "time_s": secs,
             "what": step.what,
             "formula": formula,
+            "book_time_s": book_s,
         }
         if step.kind == "matmul":
             row["flops"] = t.strategy.matmul_cost.flops
@@ -74,6 +78,7 @@ def _bounds(t: TimedStrategy) -> dict[str, Any]:
         "lower_bound_s": est.lower_bound_s,
         "upper_bound_s": est.upper_bound_s,
         "bound": est.bound,
+        "book_time_s": book_matmul_dict(t)["book_time_s"],
     }
 
 
@@ -121,6 +126,7 @@ def sharded_dict(r: ShardedMatmul, mesh: Mesh) -> dict[str, Any]:
             "slices": list(best.strategy.slices),
         },
         "steps": _steps(best),
+        **{k: v for k, v in book_matmul_dict(best).items() if k != "book_step_times_s"},
         "alternatives": [
             {
                 "strategy": t.strategy.name,
@@ -145,6 +151,9 @@ def sharded_payload(
         "topology": mesh.topology.spec,
         "mesh": mesh.spec(),
         **sharded_dict(r, mesh),
+        "jax": jax_matmul_dict(
+            expr, sizes, r.inputs[0], r.inputs[1], r.best.strategy.output, (dtypes.lhs, dtypes.rhs), mesh.shape
+        ),
     }
 
 
@@ -172,6 +181,8 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
     )
     for note in best.strategy.slices:
         say(console, f"  {note}")
+    specs = (partition_spec(t) for t in (*r.inputs, best.strategy.output))
+    say(console, "in JAX (Part 10): {} @ {} -> {} (--json gives the code)".format(*specs))
     est = best.estimate
     rows = [
         ("per-device FLOPs", format_number(est.flops, "FLOP")),
@@ -184,11 +195,15 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
         ("output", best.strategy.output.notation()),
     ]
     console.print(table("per device", ["quantity", "value"], rows))
+    book = book_matmul_dict(best)
+    say(console, f"book ({book['book_part']}): {format_duration(book['book_time_s'])} = {book['book_formula']}")
+    if book["book_why"]:
+        say(console, f"differs: {book['book_why']}")
     if r.alternatives:
         console.print(
             table(
                 "alternatives",
-                ["strategy", "output", "comm", "lower bound", "upper bound"],
+                ["strategy", "output", "comm", "lower bound", "upper bound", "book"],
                 [
                     (
                         t.strategy.name,
@@ -196,6 +211,7 @@ def render_sharded(console: Console, r: ShardedMatmul, mesh: Mesh, chip: Chip) -
                         format_duration(t.comm_s),
                         format_duration(t.estimate.lower_bound_s),
                         format_duration(t.estimate.upper_bound_s),
+                        format_duration(book_matmul_dict(t)["book_time_s"]),
                     )
                     for t in r.alternatives
                 ],

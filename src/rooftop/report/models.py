@@ -11,6 +11,7 @@ from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.activations import REMAT_POLICIES, remat_policy
 from rooftop.model.config import config_to_dict
+from rooftop.report.book import BOOK
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_number
 
@@ -74,6 +75,7 @@ def model_summary(
         "training_bytes_per_param": per_param["total"],
         "training_bytes_per_param_breakdown": per_param,
         "training_state_bytes": mem.training_state_bytes(cfg),
+        **_book_flops(cfg, seq_len, remat, causal),
         "layer_groups": [
             {"name": g.name, "count": g.count, "moe": g.moe, "window": g.window} for g in tf.layer_groups(cfg)
         ],
@@ -87,6 +89,31 @@ def model_summary(
             " statistics only), what `rooftop train` assumes unless --fix flash=0",
             "training_bytes_per_param": "bf16 weights + bf16 grads + fp32 master + fp32 Adam moments",
         },
+    }
+
+
+def _book_flops(cfg: TransformerConfig, seq_len: int, remat: str, causal: bool) -> dict[str, Any]:
+    """The book's FLOP counts ("How to Scale Your Model", Part 4): full attention (every query sees all T
+    keys), training = 3 x forward = 6 x matmul params + 12 x L x N x H x T per token, no recompute."""
+    attn = tf.attention_flops_per_token(cfg, seq_len, False)
+    forward = tf.flops_per_token_forward(cfg, seq_len, False)
+    why = []
+    if causal:
+        why.append("rooftop counts causal attention ((T+1)/2 keys per query on average, its default); the book "
+                   "counts all T (--attention full gives the book's count)")  # fmt: skip
+    if remat != "none":
+        why.append(f"rooftop's training count adds the recompute of remat {remat}; the book's has none")
+    return {
+        "book_flops_per_token_forward": forward,
+        "book_flops_per_token_train": 3 * forward,
+        "book_attention_flops_per_token": attn,
+        "book_formula": (
+            f"train = 3 x forward = 3 x (2 x {format_number(tf.param_tree(cfg).matmul)} matmul params + "
+            f"{format_number(attn)} attention with all T = {seq_len} keys per query) = "
+            f"{format_number(3 * forward, 'FLOP')}"
+        ),
+        "book_part": f"{BOOK}, Part 4",
+        "book_why": "; ".join(why),
     }
 
 
@@ -132,6 +159,7 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
         ),
         ("  of which attention", format_number(d["attention_flops_per_token"], "FLOP")),
         (f"train FLOPs per token (remat {d['remat']})", format_number(d["flops_per_token_train"], "FLOP")),
+        ("  the book's (Part 4: full attention, no remat)", format_number(d["book_flops_per_token_train"], "FLOP")),
         (
             "vector FLOPs per token (forward, not in the above)",
             format_number(d["vector_flops_per_token_forward"], "FLOP"),
@@ -142,6 +170,7 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
         (f"KV cache ({b} x {t} tokens)", format_bytes(d["kv_cache_bytes"])),
         ("training state per param", f"{d['training_bytes_per_param']:g} B"),
         ("training state (unsharded)", format_bytes(d["training_state_bytes"]["total"])),
+        ("  in the book's units", f"{format_bytes(d['training_state_bytes']['total'], binary=False)}"),
     ]
     console.print(table(f"{cfg.name}: per-token math", ["quantity", "value"], rows))
     console.print(
@@ -172,6 +201,8 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
     console.print(table("parameters", ["part", "params", "active"], prows))
     for note in d.get("notes", ()):
         say(console, f"note: {note}")
+    if d["book_why"]:
+        say(console, f"book differs: {d['book_why']}")
 
 
 def _walk(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

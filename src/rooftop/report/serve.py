@@ -16,6 +16,7 @@ from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
 from rooftop.report.plot import label
+from rooftop.report.serve_book import book_serving_dict
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_plain, format_rate, plural
 
@@ -180,6 +181,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "large_batch_end": _large_batch_end(plan),
         "min_slice": min_slice_dict(plan.min_slice),
         "notes": list(plan.notes),
+        **book_serving_dict(plan),
     }
     if req.requests_per_s:
         assert plan.disaggregation is not None  # plan_serving sets it with requests_per_s
@@ -313,6 +315,9 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
     console.print(table("layouts: where the large-batch end stops", columns, rows))
     if plan.min_slice:
         say(console, f"smallest slice that holds the model and one sequence: {min_slice_reason(plan.min_slice)}")
+    say(console, f"book ({payload['book_part']}): {payload['book_formula']}")
+    if payload["book_why"]:
+        say(console, f"book differs: {payload['book_why']}")
     disagg = payload.get("disaggregation")
     if disagg:
         say(

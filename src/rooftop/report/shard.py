@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.jaxspec import jax_array_dict, mesh_code, partition_spec
 from rooftop.report.table import table
 from rooftop.units import format_bytes, plural
 
@@ -34,6 +35,7 @@ def shard_payload(rep: ShardReport, mesh: Mapping[str, int]) -> dict[str, Any]:
         "copies": rep.copies,
         "replicated_axes": list(rep.replicated_axes),
         "total_bytes": rep.total_bytes,
+        "jax": jax_array_dict(sh, rep.shape, rep.dtype, mesh),
     }
 
 
@@ -46,6 +48,7 @@ def render_shard(console: Console, rep: ShardReport, mesh: Mapping[str, int]) ->
         ("array bytes (one copy)", format_bytes(rep.array_bytes)),
         ("copies (replicated over)", f"{rep.copies} ({','.join(rep.replicated_axes) or 'none'})"),
         ("total bytes over all devices", format_bytes(rep.total_bytes)),
+        ("in JAX (Part 10)", f"NamedSharding({mesh_code(mesh)}, {partition_spec(rep.sharding)})"),
     ]
     title = f"{rep.sharding.notation()} on mesh {mesh_txt} ({plural(rep.devices, 'device')})"
     console.print(table(title, ["quantity", "value"], rows))

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.formulas import term_dict, term_formula
+from rooftop.report.jaxspec import train_jax_dict
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_number, plural
 
@@ -101,6 +102,7 @@ def train_payload(plan: TrainingPlan) -> dict[str, Any]:
         "unlayable": result.unlayable,
         "explanation": plan.explanation,
         **totals_dict(plan.totals),
+        "jax": train_jax_dict(ranked[0].parallelism),
     }
 
 

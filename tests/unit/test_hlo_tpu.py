@@ -70,13 +70,18 @@ MATMUL = 2 * 2048 * 7168 * 1024
 @pytest.mark.parametrize(("outer", "inner"), [(True, True), (True, False), (False, True)])
 def test_chain_prices_the_gather_once_and_the_fusions_as_compute(outer: bool, inner: bool) -> None:
     got = ops(chain_module(outer, inner))
-    assert [len(got[n].cost.collectives) for n in ("fusion.10", "fusion.11")] == [1, 0]
-    (use,) = got["fusion.10"].cost.collectives
+    # the start carries the chain's id only when the top-level instructions do: then the gather is priced on
+    # it; an untagged start cannot be tied to the chain, and the first fusion that holds the gather takes it
+    holder = "async-collective-start.4" if outer else "fusion.10"
+    counts = [len(got[n].cost.collectives) for n in ("async-collective-start.4", "fusion.10", "fusion.11")]
+    assert counts == ([1, 0, 0] if outer else [0, 1, 0])
+    (use,) = got[holder].cost.collectives
     assert (use.kind, use.bytes) == ("all-gather", GATHERED)
     assert got["fusion.10"].cost.flops == got["fusion.11"].cost.flops == MATMUL
     for marker in ("async-collective-start.4", "async-collective-done.4"):
         cost = got[marker].cost
-        assert (cost.flops, cost.traffic.logical_bytes, cost.unknown, cost.collectives) == (0, 0, "", ())
+        assert (cost.flops, cost.traffic.logical_bytes, cost.unknown) == (0, 0, "")
+    assert got["async-collective-done.4"].cost.collectives == ()
 
 
 def test_without_a_chain_each_fusion_keeps_its_collective() -> None:
@@ -89,10 +94,13 @@ def test_chain_timed_once_on_its_mesh_axis_and_noted() -> None:
     by_axis = analysis.collectives_by_axis()
     assert by_axis == {"data": {"count": 1.0, "bytes": GATHERED, "comm_s": pytest.approx(by_axis["data"]["comm_s"])}}
     timed = {t.op.name: t for t in analysis.ops}
-    assert timed["fusion.10"].estimate.network_s > 0 and timed["fusion.11"].estimate.network_s == 0
+    assert timed["async-collective-start.4"].estimate.network_s > 0
+    assert timed["fusion.10"].estimate.network_s == timed["fusion.11"].estimate.network_s == 0
     assert timed["async-collective-done.4"].estimate.lower_bound_s == 0
     assert any(
-        "async chain 4: all-gather priced once, at fusion.10; 1 more instruction holds it" in n for n in analysis.notes
+        "async chain 4: all-gather priced once, on its start async-collective-start.4; 2 instructions of the chain "
+        "hold it and are priced for their own work" in n
+        for n in analysis.notes
     )
     assert analysis.totals()["flops_unknown_instructions"] == 0
 
@@ -104,11 +112,70 @@ def test_rooftop_hlo_reports_the_chain_gather_once_with_its_axes(tmp_path: Path)
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)["instructions"]}
     gathers = [r for r in rows.values() if r["collective"]]
-    assert [(r["name"], r["mesh_axes"], r["comm_bytes"]) for r in gathers] == [("fusion.10", ["data"], GATHERED)]
+    assert [(r["name"], r["mesh_axes"], r["comm_bytes"]) for r in gathers] == [
+        ("async-collective-start.4", ["data"], GATHERED)
+    ]
     assert rows["fusion.11"]["flops"] == MATMUL and rows["fusion.11"]["comm_s"] == 0
     assert rows["async-collective-done.4"]["lower_bound_s"] == 0
     code, out, err = run_cli("hlo", str(path), "--chip", "tpu-v5p", "--mesh", "data=4", "--topology", "4")
     assert code == 0 and "all-gather over data (groups of 4" in out and out.count("all-gather over") == 1, out
+
+
+def split_chain_module() -> str:
+    """A chain split over fusions and NOT in schedule order: the done fusion (its root the done custom-call,
+    its output aliased to its operand) and the matmul that uses the gathered array come first, the two
+    fusions holding the gather next, and the start last: a fusion whose root is the start custom-call,
+    the chain id only on that root."""
+    tag = ', frontend_attributes={chain_id="7"}'
+    return f"""HloModule split_chain, num_partitions=4
+
+{_gather_matmul(0, True).replace('chain_id="4"', 'chain_id="7"')}
+{_gather_matmul(1, True).replace('chain_id="4"', 'chain_id="7"')}
+%start_computation (p0: bf16[1,512,7168]) -> bf16[1,2048,7168] {{
+  %p0 = bf16[1,512,7168]{BF16} parameter(0)
+  ROOT %async-collective-start.7 = bf16[1,2048,7168]{BF16} custom-call(bf16[1,512,7168]{BF16} %p0), custom_call_target="AsyncCollectiveStart"{tag}
+}}
+
+%done_computation (d0: bf16[1,2048,7168]) -> bf16[1,2048,7168] {{
+  %d0 = bf16[1,2048,7168]{BF16} parameter(0)
+  ROOT %async-collective-done.7 = bf16[1,2048,7168]{BF16} custom-call(bf16[1,2048,7168]{BF16} %d0), custom_call_target="AsyncCollectiveDone"{tag}
+}}
+
+%use_computation (u0: bf16[1,2048,7168], u1: bf16[7168,1024]) -> bf16[1,2048,1024] {{
+  %u0 = bf16[1,2048,7168]{BF16} parameter(0)
+  %u1 = bf16[7168,1024]{{1,0:T(8,128)(2,1)}} parameter(1)
+  ROOT %dot.9 = bf16[1,2048,1024]{BF16} dot(%u0, %u1), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}
+}}
+
+ENTRY %main (x: bf16[1,512,7168], w0: bf16[7168,1024], w1: bf16[7168,1024]) -> (bf16[1,2048,1024], bf16[1,2048,1024], bf16[1,2048,1024]) {{
+  %x = bf16[1,512,7168]{BF16} parameter(0)
+  %w0 = bf16[7168,1024]{{1,0:T(8,128)(2,1)}} parameter(1)
+  %w1 = bf16[7168,1024]{{1,0:T(8,128)(2,1)}} parameter(2)
+  %fusion.12 = bf16[1,2048,7168]{BF16} fusion(bf16[1,2048,7168]{BF16} %fusion.9), kind=kLoop, calls=%done_computation, output_to_operand_aliasing={{{{}}: (0, {{}})}}
+  %fusion.13 = bf16[1,2048,1024]{BF16} fusion(bf16[1,2048,7168]{BF16} %fusion.12, bf16[7168,1024]{{1,0:T(8,128)(2,1)}} %w0), kind=kOutput, calls=%use_computation
+  %fusion.10 = bf16[1,2048,1024]{BF16} fusion(bf16[1,512,7168]{BF16} %x, bf16[7168,1024]{{1,0:T(8,128)(2,1)}} %w0), kind=kOutput, calls=%fused_matmul.0
+  %fusion.11 = bf16[1,2048,1024]{BF16} fusion(bf16[1,512,7168]{BF16} %x, bf16[7168,1024]{{1,0:T(8,128)(2,1)}} %w1), kind=kOutput, calls=%fused_matmul.1
+  %fusion.9 = bf16[1,2048,7168]{BF16} fusion(bf16[1,512,7168]{BF16} %x), kind=kLoop, calls=%start_computation
+  ROOT %tuple = (bf16[1,2048,1024]{BF16}, bf16[1,2048,1024]{BF16}, bf16[1,2048,1024]{BF16}) tuple(%fusion.10, %fusion.11, %fusion.13)
+}}
+"""
+
+
+def test_chain_out_of_schedule_order_is_priced_on_its_start_through_fusion_roots() -> None:
+    got = ops(split_chain_module())
+    assert [len(got[n].cost.collectives) for n in ("fusion.9", "fusion.10", "fusion.11", "fusion.12")] == [1, 0, 0, 0]
+    (use,) = got["fusion.9"].cost.collectives
+    assert (use.kind, use.bytes, use.chain) == ("all-gather", GATHERED, "7")
+    assert got["fusion.10"].cost.flops == got["fusion.11"].cost.flops == got["fusion.13"].cost.flops == MATMUL
+    done = got["fusion.12"].cost  # root: the done custom-call; it waits, it moves nothing
+    assert (done.flops, done.traffic.logical_bytes, done.traffic.padded_bytes, done.collectives) == (0, 0, 0, ())
+    analysis = analyze(parse_hlo(split_chain_module()), get_chip("tpu-v5p"), "data=4", "4")
+    timed = {t.op.name: t.estimate for t in analysis.ops}
+    assert timed["fusion.12"].lower_bound_s == 0 and timed["fusion.10"].network_s == 0
+    assert timed["fusion.9"].network_s == pytest.approx(
+        analyze(parse_hlo(chain_module()), get_chip("tpu-v5p"), "data=4", "4").collectives_by_axis()["data"]["comm_s"]
+    )
+    assert any("async chain 7: all-gather priced once, on its start fusion.9" in n for n in analysis.notes)
 
 
 # --- custom-call targets --------------------------------------------------------------------------------

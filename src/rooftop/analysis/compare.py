@@ -18,9 +18,11 @@ module's HLO (analysis/hlo/analyze.py: its Cost and Estimate on the chip). Per o
   its device), "slow hidden communication" (overlapped but far from its bandwidth time),
   "no modelled cost" (bookkeeping ops the roofline prices at zero) or "unknown cost" with why.
 
-When both halves of an async pair were timed (TPU ``XLA Ops`` lines time ``copy-start`` and ``copy-done``
-apart), the pair's work is priced once, on the done (where the wait is), and the start is "no modelled
-cost"; a GPU trace times the start's kernels, which take the pair's cost as before.
+When both halves of an async copy were timed (TPU ``XLA Ops`` lines time ``copy-start`` and ``copy-done``
+apart: the start only queues the DMA, 6 ns in the v6e sample, and the done waits for it), the copy is priced
+once, on the done, and the start is "no modelled cost". An async collective keeps its price on its start
+(the HLO's rule, :mod:`rooftop.analysis.hlo.chains`: a TPU profile measures the transfer there and the done
+as a short wait); a GPU trace times the start's kernels, which take the pair's cost as before.
 
 Per step: duration, busy time, communication time (collective instructions, and NCCL/RCCL kernels),
 how much of it overlaps compute, idle gaps (means over devices). Memory: peak and a timeline when the
@@ -345,7 +347,7 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
         return OpPricing(name, module, None, category_of(scope or name, name), Priced(None, unknown=why))
     op = timed.op
     done = _done_of(instruction or "")
-    if done and (module, done) in present:  # both halves were timed (TPU): the done waits for the transfer
+    if done and (module, done) in present and op.opcode == "copy":  # a DMA timed in halves: the done waits
         priced = Priced(timed.estimate, elsewhere=f"its work is priced on {done}, the half that waits for it")
         return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.access import Bytes, Traffic
-from rooftop.analysis.hlo.chains import priced_once
+from rooftop.analysis.hlo.chains import async_end, chain_id, priced_once
 from rooftop.analysis.hlo.groups import MAX_DEVICES
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
@@ -272,6 +272,8 @@ class _Counter:
         else:
             fused = self.callee(instr, "calls") if instr.opcode in ("fusion", "fusion-start") else None
             traffic = self.bytes.boundary(instr, comp, result, fused)
+            if fused is not None and async_end(self.module, instr) == "done":
+                traffic = Traffic()  # a done fusion: the wait for a transfer priced on its start
         if not all(map(math.isfinite, (*flops.by.values(), flops.transcendentals, traffic.padded_bytes))):
             raise ParseError(
                 f"{instr.opcode} {shown(instr.name)}: its FLOPs or bytes exceed 1.8e308, the range of a float "
@@ -374,14 +376,16 @@ class _Counter:
         found = self.chain_cache.get(comp.name)
         if found is None:
             self.chain_cache[comp.name] = {}  # priced below without the rule
-            items = []
+            items, chained = [], False
             for instr, done in self.priced(comp):
                 cost = self.cost_cache.get(id(instr))
                 if cost is None:
                     cost = self.cost_cache[id(instr)] = self.price(instr, done, comp)
-                if cost.collectives:
+                starts = async_end(self.module, instr) == "start" and bool(chain_id(self.module, instr))
+                if cost.collectives or starts:
                     items.append((instr, cost.collectives))
-            found, notes = priced_once(items)
+                    chained = chained or starts or any(u.chain for u in cost.collectives)
+            found, notes = priced_once(self.module, items) if chained else ({}, [])
             self.chain_cache[comp.name] = found
             self.notes += notes
         return found

@@ -330,6 +330,103 @@ ENTRY %main (buf: f32[16,7168,512], u: f32[1,7168,512], i: s32[]) -> f32[16,7168
     assert traffic.padded_bytes == update + 4 + 28_672 * 4096
 
 
+def scan_module(big: str, small: str) -> str:
+    """A scan writing layer i into a loop-carried f32[16,7168,512]{2,0,1:T(8,128)} buffer (fusion.4) and a row
+    into a small carried f32[16,128] (fusion.5); ``big`` / ``small``: each fusion's aliasing attribute."""
+    buf, upd, acc = "f32[16,7168,512]{2,0,1:T(8,128)}", "f32[1,7168,512]{2,1,0:T(8,128)}", "f32[16,128]{1,0:T(8,128)}"
+    carry = f"(s32[], {buf}, {upd}, {acc})"
+    return f"""HloModule scan
+
+%fused_dus (p0: f32[16,7168,512], p1: f32[1,7168,512], p2: s32[]) -> f32[16,7168,512] {{
+  %p0 = {buf} parameter(0)
+  %p1 = {upd} parameter(1)
+  %p2 = s32[] parameter(2)
+  %zero = s32[] constant(0)
+  ROOT %dus = {buf} dynamic-update-slice(%p0, %p1, %p2, %zero, %zero)
+}}
+
+%fused_row (r0: f32[16,128], r1: s32[]) -> f32[16,128] {{
+  %r0 = {acc} parameter(0)
+  %r1 = s32[] parameter(1)
+  %zero.1 = s32[] constant(0)
+  %c1 = f32[] constant(1)
+  %row = f32[1,128]{{1,0:T(8,128)}} broadcast(%c1), dimensions={{}}
+  ROOT %dus.1 = {acc} dynamic-update-slice(%r0, %row, %r1, %zero.1)
+}}
+
+%body (carry: (s32[], f32[16,7168,512], f32[1,7168,512], f32[16,128])) -> (s32[], f32[16,7168,512], f32[1,7168,512], f32[16,128]) {{
+  %carry = {carry} parameter(0)
+  %i = s32[] get-tuple-element(%carry), index=0
+  %buf = {buf} get-tuple-element(%carry), index=1
+  %u = {upd} get-tuple-element(%carry), index=2
+  %acc = {acc} get-tuple-element(%carry), index=3
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %fusion.4 = {buf} fusion(%buf, %u, %i), kind=kLoop, calls=%fused_dus{big}
+  %fusion.5 = {acc} fusion(%acc, %i), kind=kLoop, calls=%fused_row{small}
+  ROOT %t = {carry} tuple(%next, %fusion.4, %u, %fusion.5)
+}}
+
+%cond (c: (s32[], f32[16,7168,512], f32[1,7168,512], f32[16,128])) -> pred[] {{
+  %c = {carry} parameter(0)
+  %n = s32[] get-tuple-element(%c), index=0
+  %limit = s32[] constant(16)
+  ROOT %lt = pred[] compare(%n, %limit), direction=LT
+}}
+
+ENTRY %main (b: f32[16,7168,512], x: f32[1,7168,512], a: f32[16,128]) -> f32[16,7168,512] {{
+  %b = {buf} parameter(0)
+  %x = {upd} parameter(1)
+  %a = {acc} parameter(2)
+  %start = s32[] constant(0)
+  %init = {carry} tuple(%start, %b, %x, %a)
+  %while = {carry} while(%init), condition=%cond, body=%body, backend_config={{"known_trip_count":{{"n":"16"}}}}
+  ROOT %out = {buf} get-tuple-element(%while), index=1
+}}
+"""
+
+
+ALIASED = ", output_to_operand_aliasing={{}: (0, {})}"
+
+
+@pytest.mark.parametrize(
+    ("big", "small", "in_place"),
+    [(ALIASED, ALIASED, True), ("", ALIASED, False), ("", "", True)],
+    ids=["aliased", "not-aliased", "module-marks-nothing"],
+)
+def test_dynamic_update_slice_into_a_loop_carried_buffer_in_place_or_copied(
+    big: str, small: str, in_place: bool
+) -> None:
+    """Aliased: the update's tiles (28,672 tiles of 4 KiB, as above). Not aliased, in a module that marks its
+    in-place outputs (fusion.5 is): the whole buffer read and written. A module that marks none keeps XLA's
+    assumption. The logical bytes are XLA's count in every case."""
+    op = ops(scan_module(big, small))["fusion.4"]
+    update, buffer = 7168 * 512 * 4, 16 * 7168 * 512 * 4  # the buffer fills its tiles: padded = logical
+    assert op.executions == 16
+    assert op.cost.traffic.logical_bytes == update + 4 + update
+    if in_place:
+        assert op.cost.traffic.padded_bytes == update + 4 + 28_672 * 8 * 128 * 4
+    else:
+        assert op.cost.traffic.padded_bytes == buffer + update + 4 + buffer
+    said = (
+        "in place: the output is aliased to operand 0"
+        if big
+        else "not in place: the loop-carried buffer (while tuple element 1)"
+    )
+    assert (said in op.cost.note) == bool(big or not in_place), op.cost.note
+
+
+def test_dynamic_update_slice_on_a_copy_xla_inserted_is_in_place() -> None:
+    text = scan_module("", ALIASED).replace(
+        "  %fusion.4 = f32[16,7168,512]{2,0,1:T(8,128)} fusion(%buf,",
+        "  %copy.3 = f32[16,7168,512]{2,0,1:T(8,128)} copy(%buf)\n  %fusion.4 = f32[16,7168,512]{2,0,1:T(8,128)} fusion(%copy.3,",
+    )
+    got = ops(text)
+    assert got["fusion.4"].cost.traffic.padded_bytes == 7168 * 512 * 4 + 4 + 28_672 * 8 * 128 * 4
+    assert "in place on copy.3, the copy XLA inserted" in got["fusion.4"].cost.note
+    assert got["copy.3"].cost.traffic.padded_bytes == 2 * 16 * 7168 * 512 * 4
+
+
 def test_scatter_reads_and_writes_the_rows_it_updates_in_whole_tiles() -> None:
     # 32 rows of 64 f32 into f32[1024,64]{1,0:T(8,128)}: each row touches one (8,128) tile of 4 KiB
     text = """HloModule scatter

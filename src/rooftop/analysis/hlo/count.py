@@ -283,7 +283,8 @@ class _Counter:
         cost = Cost(flops.by, traffic.hbm_bytes, gemm=flops.gemms[0] if len(flops.gemms) == 1 else None)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
-            "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)), ONE_CORE_MARK in instr.name,
+            "; ".join(flops.unknown), "; ".join(dict.fromkeys([*flops.notes, *filter(None, [traffic.why])])),
+            ONE_CORE_MARK in instr.name,
         )  # fmt: skip
 
     # --- the call graph: which computations run, how often (linear in the module, no expansion) ---------

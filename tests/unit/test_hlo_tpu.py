@@ -547,17 +547,54 @@ ENTRY %main (m0: s8[1,4,4], m1: s8[1,4,4], q: bf16[4,512,128], k: bf16[4,512,128
 FWD = fused_attention_flops(1, 4, 512, 512, 128, 128, False, False)  # = 4 x B H Sq Sk D
 
 
+def splash(kernel: str, outputs: int = 0, mask: str = "parameter(0)") -> str:
+    """SPLASH with ``outputs`` gradients shaped like q (0: the forward; a backward also takes dO and the
+    log-sum-exp) and ``mask`` defining the block mask m0."""
+    text = SPLASH.replace("KERNEL", kernel).replace(
+        "%m0 = s8[1,4,4]{2,1,0} parameter(0)", f"%m0 = s8[1,4,4]{{2,1,0}} {mask}"
+    )
+    if not outputs:
+        return text
+    grads = ", ".join(["bf16[4,512,128]{2,1,0}"] * outputs)
+    text = text.replace("r: s32[512,128])", "r: s32[512,128], do: bf16[4,512,128], lse: f32[4,512])")
+    text = text.replace(
+        "  %r = s32[512,128]{1,0} parameter(5)\n",
+        "  %r = s32[512,128]{1,0} parameter(5)\n  %do = bf16[4,512,128]{2,1,0} parameter(6)\n  %lse = f32[4,512]{1,0} parameter(7)\n",
+    )
+    text = text.replace("custom-call(%m0, %m1, %q, %k, %v, %r)", "custom-call(%m0, %m1, %q, %k, %v, %r, %lse, %do)")
+    return text.replace(
+        "%pallas_call.5 = (f32[128,128]{1,0}, f32[128,128]{1,0}, f32[128,128]{1,0}, bf16[4,512,128]{2,1,0})",
+        f"%pallas_call.5 = (f32[128,128]{{1,0}}, f32[128,128]{{1,0}}, f32[128,128]{{1,0}}, {grads})",
+    )
+
+
 @pytest.mark.parametrize(
-    ("kernel", "flops"),
-    [("splash_mha_fwd_no_residuals", FWD), ("splash_mha_dq_no_residuals", 1.5 * FWD),
-     ("splash_mha_dkv_no_residuals", 2 * FWD), ("flash_attention_bwd", 2.5 * FWD),
-     ("causal_flash_attention", fused_attention_flops(1, 4, 512, 512, 128, 128, True, False))],
+    ("kernel", "outputs", "flops"),
+    [("splash_mha_fwd_no_residuals", 0, FWD), ("splash_mha_dq_no_residuals", 1, 1.5 * FWD),
+     ("splash_mha_dkv_no_residuals", 2, 2 * FWD), ("flash_attention_bwd", 3, 2.5 * FWD),
+     # the phase comes from the operands and results, never from the words of the name
+     ("splash_mha_dkv_no_residuals", 0, FWD), ("splash_mha_fwd", 2, 2 * FWD), ("flash_attention_dq", 3, 2.5 * FWD),
+     ("causal_flash_attention", 0, fused_attention_flops(1, 4, 512, 512, 128, 128, True, False))],
 )  # fmt: skip
-def test_pallas_attention_priced_from_q_k_v(kernel: str, flops: float) -> None:
-    got = ops(SPLASH.replace("KERNEL", kernel))["pallas_call.5"]
+def test_pallas_attention_priced_from_q_k_v(kernel: str, outputs: int, flops: float) -> None:
+    got = ops(splash(kernel, outputs))["pallas_call.5"]
     assert got.cost.flops == flops and not got.cost.unknown
     assert dict(got.cost.cost.flops_by) == {("matrix", "bf16"): flops}
     assert f"Pallas kernel jit(step)/{kernel}" in got.cost.note
+
+
+#: the causal block mask of 4 x 4 blocks as XLA prints an s8 constant (2: full block, 1: partial, 0: masked)
+CAUSAL_BLOCKS = "constant({ { {1, 0, 0, 0}, {2, 1, 0, 0}, {2, 2, 1, 0}, {2, 2, 2, 1} } })"
+
+
+def test_splash_forward_with_dkv_block_sizes_in_its_name_is_a_forward_over_the_live_blocks() -> None:
+    """The forward kernel's name carries the backward's block sizes; its block mask has 10 of 16 blocks live."""
+    kernel = "splash_mha_fwd_no_residuals_block_q_128_block_kv_128_block_q_dkv_512_block_kv_dkv_512"
+    got = ops(splash(kernel, 0, CAUSAL_BLOCKS))["pallas_call.5"]
+    assert got.cost.flops == FWD * 10 / 16
+    assert "2 attention matmuls (forward" in got.cost.note and "10 of 16 blocks live" in got.cost.note
+    dkv = ops(splash(kernel, 2, CAUSAL_BLOCKS))["pallas_call.5"]  # the same mask read by a dK/dV kernel
+    assert dkv.cost.flops == 2 * FWD * 10 / 16
 
 
 def test_pallas_attention_causal_from_its_config_and_mqa_keys() -> None:
@@ -569,7 +606,7 @@ def test_pallas_attention_causal_from_its_config_and_mqa_keys() -> None:
     )
     got = ops(text)["pallas_call.5"]
     assert got.cost.flops == 2 * 4 * (512 * 513 // 2) * (128 + 128)  # 2 B H pairs (Dqk + Dv), causal pairs
-    assert "not causal" not in got.cost.note
+    assert "causal pairs" in got.cost.note
 
 
 def test_other_pallas_kernels_use_their_cost_estimate_or_are_unknown_by_name() -> None:

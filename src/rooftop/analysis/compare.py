@@ -247,6 +247,7 @@ class Priced:
     collective: str | None = None
     executions: float = 1.0
     elsewhere: str = ""  # why this op's work is priced on another op (the start of an async pair)
+    note: str = ""  # what the cost rule read (a kernel's phase and mask, an update in place or not)
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,8 @@ def judge(
         lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str
     ) -> OpReport:
         shape = est.shape_efficiency if est is not None else None
+        if priced.note and lower_s:
+            why = f"{why}; {priced.note}" if why else priced.note
         if shape is not None and bound == "compute" and shape < SHAPE_NOTED:
             why += f"; its shape uses {shape:.0%} of the matrix unit (tile and wave quantization)"
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
@@ -356,7 +359,8 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     host = next((t for t in timed.estimate.terms if t.kind == "host"), None)
     if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
         nbytes = float(dict(host.figures)["bytes"]) / max(op.executions, 1.0)
-    priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions)
+    priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions,
+                    note=op.cost.note)  # fmt: skip
     return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
 
 

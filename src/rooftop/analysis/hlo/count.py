@@ -138,6 +138,7 @@ class _Counter:
         self.weight_cache: dict[str, tuple[float, float]] = {}
         self.cost_cache: dict[int, InstructionCost] = {}
         self.active: set[str] = set()
+        self.masks: dict[str, Instruction] | None = None
 
     def callee(self, instr: Instruction, key: str) -> Computation:
         raw = instr.attributes.get(key)
@@ -201,6 +202,13 @@ class _Counter:
             self.applied(instr, base, first, out)
         return out
 
+    def constant(self, name: str) -> Instruction | None:
+        """The 8-bit integer or pred constant called ``name`` (a kernel's block mask), else None."""
+        if self.masks is None:
+            self.masks = {i.name: i for _, i in self.module.instructions()
+                          if i.opcode == "constant" and i.shape.dtype in ("s8", "u8", "pred")}  # fmt: skip
+        return self.masks.get(name)
+
     def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> Cost:
         """``dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
         dims = instr.dot_dims
@@ -248,7 +256,7 @@ class _Counter:
             flops, note = attention_flops(instr, target, shapes)
             out.add("matrix", shapes[0].dtype if shapes else "bf16", flops)
             out.notes.append(note)
-        elif rule == "pallas" and (priced := pallas_flops(instr, shapes)) is not None:
+        elif rule == "pallas" and (priced := pallas_flops(instr, shapes, self.constant)) is not None:
             by, transcendentals, note = priced
             out.transcendentals += transcendentals
             for key, value in by.items():

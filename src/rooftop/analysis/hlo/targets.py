@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rooftop.analysis.hlo.ir import Instruction, unquote
@@ -56,7 +57,7 @@ TARGETS: dict[str, str] = {
 }  # fmt: skip
 _PREFIXES = tuple((k[:-1], v) for k, v in TARGETS.items() if k.endswith("*"))
 _ATTENTION_RE = re.compile(r"splash|flash|attention|(?:^|[_/.])m[hq]a(?:[_/.]|$)", re.IGNORECASE)
-_PHASES = (("dkv", 4), ("dq", 3), ("bwd", 5), ("backward", 5), ("grad", 5))
+_MASK_VALUES = re.compile(r"-?[0-9]+|true|false")
 _FLOAT = ("bf16", "f16", "f32", "f64", "f8")
 
 
@@ -146,9 +147,55 @@ def _dims(shape: Shape, layout: Any) -> tuple[int, int, int, int]:
     return batch, heads, seq, dim
 
 
-def pallas_flops(instr: Instruction, shapes: list[Shape]) -> tuple[dict[tuple[str, str], float], float, str] | None:
+def _phase(shapes: list[Shape], result: Shape, tensors: list[Shape]) -> tuple[str, int]:
+    """(phase, matmuls) of an attention kernel from what it takes and returns, never from its name: the
+    float operands and results shaped like q, k or v (dims and dtype). A forward takes q, k and v and no
+    other such array; a backward also takes the output's cotangent dO (and often O), and returns dQ ("dq",
+    3 matmuls: S, dP, dQ), dK and dV ("dkv", 4: S, dP, dV, dK) or all three ("fused", 5)."""
+    like = {(t.dtype, tuple(t.dims)) for t in tensors[:3]}
+    extra = [s for s in tensors[3:] if (s.dtype, tuple(s.dims)) in like]
+    if not extra:
+        return "forward", 2
+    outs = [leaf for leaf in result.leaves() if (leaf.dtype, tuple(leaf.dims)) in like]
+    return {1: ("dq", 3), 2: ("dkv", 4)}.get(len(outs), ("fused backward", 5))
+
+
+def _block_mask(
+    instr: Instruction, constant: Callable[[str], Instruction | None], sq: int, sk: int, config: dict[str, Any]
+) -> tuple[float, str] | None:
+    """(live fraction, what was read) from a block-sparse mask operand: an 8-bit integer or pred constant
+    of rank >= 2 whose last two dims are the kernel's query and key blocks (Sq / block_q by Sk / block_kv
+    when the config gives the block sizes); live blocks are the nonzero entries (splash attention's block
+    mask: 0 masked out, 1 partial, 2 full; a partial block is computed whole). None when no such operand
+    is a constant with its values in the text."""
+    bq, bk = _count(config.get("block_q")), _count(config.get("block_kv"))
+    for name in instr.operands:
+        node = constant(name)
+        if node is None or node.shape.dtype not in ("s8", "u8", "pred") or node.shape.rank < 2:
+            continue
+        nq, nk = node.shape.dims[-2:]
+        if bq and bk:
+            fits = nq == -(-sq // int(bq)) and nk == -(-sk // int(bk))
+        else:
+            fits = 0 < nq <= sq and 0 < nk <= sk and sq % nq == 0 and sk % nk == 0 and nq * nk > 1
+        values = _MASK_VALUES.findall(node.attributes.get("literal", ""))
+        if not fits or len(values) != node.shape.num_elements or not values:
+            continue
+        live = sum(1 for v in values if v not in ("0", "false"))
+        return live / len(
+            values
+        ), f"block mask {node.name} ({node.shape.dtype}[{','.join(map(str, node.shape.dims))}]): " + (
+            f"{live} of {len(values)} blocks live"
+        )
+    return None
+
+
+def pallas_flops(
+    instr: Instruction, shapes: list[Shape], constant: Callable[[str], Instruction | None] = lambda _: None
+) -> tuple[dict[tuple[str, str], float], float, str] | None:
     """(FLOPs by (unit, rooftop dtype), transcendentals, note) of a Pallas TPU kernel (module docstring);
-    None when neither its name nor a cost_estimate prices it."""
+    None when neither its name nor a cost_estimate prices it. ``constant``: the constant instruction an
+    operand name stands for (a block mask), None for any other."""
     config = kernel_config(instr)
     names = kernel_names(instr, config)
     name = next((n for n in names if _ATTENTION_RE.search(n) and "paged" not in n.lower()), None)
@@ -157,13 +204,19 @@ def pallas_flops(instr: Instruction, shapes: list[Shape]) -> tuple[dict[tuple[st
         q, k, v = tensors[:3]
         b, h, sq, dqk = _dims(q, config.get("q_layout"))
         sk, dv = _dims(k, config.get("k_layout"))[2], _dims(v, config.get("v_layout"))[3]
-        causal = _causal(config, names)
-        lowered = name.lower()
-        phase, matmuls = next(((p, n) for p, n in _PHASES if re.search(rf"(?:^|[_/.\-]){p}", lowered)), ("fwd", 2))
-        flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False) * matmuls / 2
-        what = f"{matmuls} attention matmuls ({phase})"
-        note = (f"Pallas kernel {name}: {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, "
-                f"{'' if causal else 'not '}causal")  # fmt: skip
+        phase, matmuls = _phase(shapes, instr.shape, tensors)
+        mask = _block_mask(instr, constant, sq, sk, config)
+        if mask is not None:
+            fraction, read = mask
+            flops = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False) * fraction
+            pairs = f"{fraction:.1%} of the (query, key) blocks: {read}"
+        else:
+            causal = _causal(config, names)
+            flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False)
+            pairs = "causal pairs" if causal else "every (query, key) pair (no block mask read)"
+        flops *= matmuls / 2
+        note = (f"Pallas kernel {name}: {matmuls} attention matmuls ({phase}, from its operands and results), "
+                f"B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {pairs}")  # fmt: skip
         return {("matrix", rooftop_dtype(q.dtype)): flops}, 0.0, note
     estimate = config.get("cost_estimate")
     if isinstance(estimate, dict) and (flops_est := _count(estimate.get("flops"))) is not None:

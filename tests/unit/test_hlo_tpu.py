@@ -508,7 +508,23 @@ def test_an_op_in_megacore_fusion_runs_on_one_core(chip: str, ratio: float) -> N
     assert one.ops[0].op.cost.one_core and not both.ops[0].op.cost.one_core
     assert one.ops[0].estimate.lower_bound_s == pytest.approx(ratio * both.ops[0].estimate.lower_bound_s)
     assert both.ops[0].estimate.memory_s == pytest.approx(2 * 4096 * 4096 * 2 / get_chip(chip).hbm_bytes_per_s)
-    assert any("in_megacore_fusion" in n for n in one.notes) == (ratio == 2.0)
+    assert any("named *in_megacore* run on one of the" in n for n in one.notes) == (ratio == 2.0)
+
+
+@pytest.mark.parametrize("name", ["fusion.10.in_megacore_fusion.2", "all-gather-matmul.in_megacore.1"])
+def test_a_megacore_op_is_timed_on_its_core_for_compute_memory_and_network(name: str) -> None:
+    """A matmul fusion holding an all-gather (no chain): on one core of a v5p its compute, memory and network
+    terms are each twice the whole chip's: the core has half the peaks, HBM and link bandwidth."""
+    base = chain_module(outer_chain=False, inner_chain=False)
+    both = analyze(parse_hlo(base), get_chip("tpu-v5p"), "data=4", "4")
+    renamed = base.replace("%fusion.10 ", f"%{name} ").replace("tuple(%fusion.10,", f"tuple(%{name},")
+    one = analyze(parse_hlo(renamed), get_chip("tpu-v5p"), "data=4", "4")
+    whole, core = ({t.op.name: t.estimate for t in a.ops} for a in (both, one))
+    for term in ("compute_s", "memory_s", "network_s"):
+        assert getattr(whole["fusion.10"], term) > 0
+        assert getattr(core[name], term) == pytest.approx(2 * getattr(whole["fusion.10"], term)), term
+    assert core["fusion.11"].lower_bound_s == whole["fusion.11"].lower_bound_s
+    assert whole["fusion.10"].compute_s == pytest.approx(MATMUL / get_chip("tpu-v5p").flops_per_s("bf16"))
 
 
 @pytest.mark.parametrize(
@@ -523,6 +539,7 @@ def test_catalog_says_which_chips_are_megacore(chip: str, cores: int, per_device
     core = got.one_core()
     assert core.flops_per_s("bf16") == got.flops_per_s("bf16") / per_device
     assert core.hbm_bytes_per_s == got.hbm_bytes_per_s / per_device
+    assert core.link_bytes_per_s == got.link_bytes_per_s / per_device
 
 
 # --- Pallas kernels ---------------------------------------------------------------------------------------

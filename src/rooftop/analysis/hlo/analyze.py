@@ -7,8 +7,9 @@ counts them and bytes at the instruction boundary; that module's docstring state
 ``analyze``: roofline(Cost, chip, mesh) per instruction; the predicted module time is the sum of the
 instructions' lower bounds (each overlaps its own compute, memory and network; they run in sequence).
 On a megacore chip (TPU v4, v5p: two TensorCores that XLA drives as one device) an instruction that runs
-on one core (named ``*in_megacore_fusion*``) is timed on ``Chip.one_core()``: half the peaks and half the HBM
-bandwidth, twice the whole-chip roofline.
+on one core (named ``*in_megacore*``, as XLA names the fusions it keeps on one core) is timed on
+``Chip.one_core()``: half the peaks, half the HBM bandwidth and half of each ICI link, twice the whole-chip
+roofline whether it is compute-, memory- or collective-bound.
 """
 
 from __future__ import annotations
@@ -125,9 +126,9 @@ def analyze(
     single = sum(1 for op in counts.ops if op.cost.one_core) if chip.megacore else 0
     if single:
         notes.append(
-            f"{single} instruction{'s' if single > 1 else ''} named *in_megacore_fusion* run on one of the "
-            f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks "
-            "and HBM bandwidth"
+            f"{single} instruction{'s' if single > 1 else ''} named *in_megacore* run on one of the "
+            f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks, "
+            "HBM bandwidth and link bandwidth"
         )
     estimates: dict[tuple, Estimate] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}

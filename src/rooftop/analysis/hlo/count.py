@@ -32,7 +32,7 @@ fusion's inner temporaries; slices, in-place updates and aliased outputs count w
 bytes follow XLA, padded (timed) bytes count the layout tiles touched. Parameter, constant,
 get-tuple-element, tuple, bitcast and the *-done halves cost nothing.
 
-An instruction named ``*in_megacore_fusion*`` runs on one TensorCore of a megacore chip (TPU v4, v5p):
+An instruction named ``*in_megacore*`` runs on one TensorCore of a megacore chip (TPU v4, v5p):
 ``InstructionCost.one_core`` says so and :mod:`rooftop.analysis.hlo.analyze` times it on ``Chip.one_core()``.
 """
 

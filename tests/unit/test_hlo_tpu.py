@@ -542,6 +542,90 @@ def test_catalog_says_which_chips_are_megacore(chip: str, cores: int, per_device
     assert core.link_bytes_per_s == got.link_bytes_per_s / per_device
 
 
+# --- MXU utilisation --------------------------------------------------------------------------------------
+
+MXU_MODULE = """HloModule mxu
+
+ENTRY %main (a: bf16[4096,4096], b: bf16[4096,4096]) -> bf16[4096,4096] {
+  %a = bf16[4096,4096]{1,0:T(8,128)(2,1)} parameter(0)
+  %b = bf16[4096,4096]{1,0:T(8,128)(2,1)} parameter(1)
+  %dot.1 = bf16[4096,4096]{1,0:T(8,128)(2,1)} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %add.1 = bf16[4096,4096]{1,0:T(8,128)(2,1)} add(%dot.1, %a)
+}
+"""
+
+
+def test_mxu_utilization_per_instruction_and_module(tmp_path: Path) -> None:
+    """The dot is compute-bound: its matrix FLOPs fill its predicted time (100%); the add has no matrix FLOPs;
+    the module's utilisation is the dot's matrix time over the sum of both predicted times."""
+    chip = get_chip("tpu-v5p")
+    dot_s = 2 * 4096**3 / chip.flops_per_s("bf16")
+    add_s = 3 * 4096 * 4096 * 2 / chip.hbm_bytes_per_s  # two operands read, one result written
+    analysis = analyze(parse_hlo(MXU_MODULE), chip)
+    timed = {t.op.name: t for t in analysis.ops}
+    assert timed["dot.1"].mxu_utilization == pytest.approx(1.0) and timed["add.1"].mxu_utilization is None
+    assert analysis.totals()["mxu_utilization"] == pytest.approx(dot_s / (dot_s + add_s))
+    path = tmp_path / "mxu.hlo"
+    path.write_text(MXU_MODULE)
+    code, out, err = run_cli("hlo", str(path), "--chip", "tpu-v5p", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    rows = {r["name"]: r for r in data["instructions"]}
+    assert rows["dot.1"]["mxu_utilization"] == pytest.approx(1.0) and rows["add.1"]["mxu_utilization"] is None
+    assert data["totals"]["mxu_utilization"] == pytest.approx(dot_s / (dot_s + add_s))
+    code, out, err = run_cli("hlo", str(path), "--chip", "tpu-v5p")
+    assert code == 0 and "MXU" in out and f"{dot_s / (dot_s + add_s):.1%}" in out, out
+
+
+def tpu_trace(path: Path, module: str, ops_us: list[tuple[str, float]], runs: int = 3) -> Path:
+    """A JAX Chrome trace of one TPU: each op of ``ops_us`` (name, microseconds) run ``runs`` times in order."""
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "XLA Ops"}},
+    ]
+    events, ts = [], 0.0
+    for _ in range(runs):
+        for name, dur in ops_us:
+            args = {"hlo_module": module, "hlo_op": name}
+            events.append({"ph": "X", "name": name, "pid": 1, "tid": 2, "ts": ts, "dur": dur, "args": args})
+            ts += dur + 1
+    path.write_text(json.dumps({"traceEvents": meta + events}))
+    return path
+
+
+def test_profile_prints_the_mxu_utilization_of_each_op_and_of_the_ops(tmp_path: Path) -> None:
+    chip = get_chip("tpu-v5p")
+    dot_s = 2 * 4096**3 / chip.flops_per_s("bf16")
+    hlo = tmp_path / "mxu.hlo"
+    hlo.write_text(MXU_MODULE)
+    trace = tpu_trace(tmp_path / "t.trace.json", "mxu", [("dot.1", 2 * dot_s * 1e6), ("add.1", 50.0)])
+    code, out, err = run_cli("profile", str(trace), "--chip", "tpu-v5p", "--hlo", str(hlo), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    ops_by = {o["name"]: o for o in data["ops"]}
+    assert ops_by["dot.1"]["mxu_utilization"] == pytest.approx(0.5, rel=1e-3)  # measured in twice its MXU time
+    assert ops_by["add.1"]["mxu_utilization"] is None
+    assert data["mxu_utilization"]["op_time"] == pytest.approx(dot_s / (2 * dot_s + 50e-6), rel=1e-3)
+    code, out, err = run_cli("profile", str(trace), "--chip", "tpu-v5p", "--hlo", str(hlo))
+    assert code == 0 and "MXU utilisation" in out and "50%" in out, out
+
+
+def test_profile_keeps_a_chain_collective_on_its_start_when_both_halves_are_timed(tmp_path: Path) -> None:
+    """The v5p step measures the transfer on the start and a short wait on the done: the start is priced,
+    the done is not (an async copy, whose start only queues the DMA, is priced on its done)."""
+    hlo = tmp_path / "chain.hlo"
+    hlo.write_text(chain_module())
+    names = ["async-collective-start.4", "fusion.10", "fusion.11", "async-collective-done.4"]
+    trace = tpu_trace(tmp_path / "t.trace.json", "chain", [(n, 100.0) for n in names])
+    args = ("--chip", "tpu-v5p", "--hlo", str(hlo), "--mesh", "data=4", "--topology", "4", "--json")
+    code, out, err = run_cli("profile", str(trace), *args)
+    assert code == 0, err
+    ops_by = {o["name"]: o for o in json.loads(out)["ops"]}
+    start, done = ops_by["async-collective-start.4"], ops_by["async-collective-done.4"]
+    assert start["lower_bound_s"] > 0 and start["mesh_axes"] == ["data"]
+    assert (done["lower_bound_s"], done["verdict"]) == (0, "no modelled cost")
+
+
 # --- Pallas kernels ---------------------------------------------------------------------------------------
 
 #: the custom-call of a splash attention kernel as jax lowers make_splash_mha(CausalMask) for TPU, its

@@ -99,6 +99,7 @@ class OpReport:
     source: str = ""  # file:line of the code that made it, when the profile records it
     phase: str = ""  # "forward" / "backward" (JAX: jvp / transpose in the op_name), "" when not said
     shape_efficiency: float | None = None  # a matmul's use of the matrix unit by its shape (cost/gemm.py)
+    mxu_utilization: float | None = None  # matrix FLOPs / what the chip's matrix units do at peak in the measured time
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -117,6 +118,16 @@ class ProfileReport(Displayed):
         for a profile with no op time."""
         total = sum(o.total_s for o in self.ops)
         return sum(o.total_s for o in self.ops if o.lower_bound_s is not None) / total if total > 0 else None
+
+    def mxu_utilization(self) -> dict[str, float | None]:
+        """The matrix-unit utilisation (xprof's "MXU utilization"): the ops' matrix FLOPs over what the chip's
+        matrix units do at peak in the steps' time (``step``, means over devices) and in the ops' measured
+        time (``op_time``); None where there is no such time."""
+        matrix = sum((o.mxu_utilization or 0.0) * o.total_s for o in self.ops)
+        devices = max((o.devices for o in self.ops), default=1) or 1
+        steps = sum(s.duration_s for s in self.steps)
+        busy = sum(o.total_s for o in self.ops if o.lower_bound_s is not None)
+        return {"step": matrix / devices / steps if steps > 0 else None, "op_time": matrix / busy if busy > 0 else None}
 
     def overlap(self) -> dict[str, float]:
         comm = sum(s.comm_s for s in self.steps)
@@ -248,6 +259,7 @@ class Priced:
     executions: float = 1.0
     elsewhere: str = ""  # why this op's work is priced on another op (the start of an async pair)
     note: str = ""  # what the cost rule read (a kernel's phase and mask, an update in place or not)
+    matrix_s: float = 0.0  # one execution's matrix FLOPs at the chip's matrix peak (cost/roofline.py)
 
 
 @dataclass(frozen=True)
@@ -290,7 +302,9 @@ def judge(
             why += f"; its shape uses {shape:.0%} of the matrix unit (tile and wave quantization)"
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
-        return OpReport(name, module, opcode, category, *measured, *counts, shape_efficiency=shape)
+        mxu = priced.matrix_s * count / total if priced.matrix_s and total > 0 else None
+        return OpReport(name, module, opcode, category, *measured, *counts, shape_efficiency=shape,
+                        mxu_utilization=mxu)  # fmt: skip
 
     if priced.elsewhere:
         return report(0.0, None, 0.0, None, "no modelled cost", priced.elsewhere)
@@ -360,7 +374,7 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
         nbytes = float(dict(host.figures)["bytes"]) / max(op.executions, 1.0)
     priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions,
-                    note=op.cost.note)  # fmt: skip
+                    note=op.cost.note, matrix_s=timed.matrix_s)  # fmt: skip
     return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
 
 

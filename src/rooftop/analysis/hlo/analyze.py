@@ -22,7 +22,7 @@ from rooftop.analysis.hlo.count import HloOp, count_module
 from rooftop.analysis.hlo.ir import HloModule
 from rooftop.analysis.hlo.mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
 from rooftop.cost.cost import Comm, Cost
-from rooftop.cost.roofline import Estimate, host_term, roofline
+from rooftop.cost.roofline import Estimate, host_term, matrix_seconds, roofline
 from rooftop.display import Displayed
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
@@ -35,6 +35,14 @@ class TimedOp:
     op: HloOp
     estimate: Estimate
     matches: tuple[GroupMatch, ...] = ()
+    matrix_s: float = 0.0  # one execution's matrix FLOPs at the whole chip's matrix peak (cost/roofline.py)
+
+    @property
+    def mxu_utilization(self) -> float | None:
+        """The matrix-unit utilisation over the predicted time: its matrix FLOPs over what the chip's
+        matrix units could do in it; None without matrix FLOPs or time."""
+        time = self.estimate.lower_bound_s
+        return self.matrix_s * self.op.executions / time if self.matrix_s and time > 0 else None
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -64,13 +72,16 @@ class HloAnalysis(Displayed):
             for key, v in zip(out, values, strict=True):
                 out[key] += v * k
         compute, memory, network = (sum(getattr(e, a) for e in ests) for a in ("compute_s", "memory_s", "network_s"))
+        predicted = sum(e.lower_bound_s for e in ests)
+        matrix = sum(t.matrix_s * t.op.executions for t in self.ops)
         return out | {
             "instructions": float(len(self.ops)), "padding_waste_bytes": out["padded_bytes"] - out["bytes"],
             "padding_overhead": out["padded_bytes"] / out["bytes"] if out["bytes"] else 1.0,
             "compute_s": compute, "memory_s": memory, "comm_s": network,
-            "predicted_s": sum(e.lower_bound_s for e in ests), "upper_bound_s": sum(e.upper_bound_s for e in ests),
+            "predicted_s": predicted, "upper_bound_s": sum(e.upper_bound_s for e in ests),
             "overlap_bound_s": max(compute, memory, network, 0.0),
             "flops_unknown_instructions": float(sum(1 for t in self.ops if t.op.cost.unknown)),
+            "mxu_utilization": matrix / predicted if predicted > 0 else 0.0,
         }  # fmt: skip
 
     def collectives_by_axis(self) -> dict[str, dict[str, float]]:
@@ -130,7 +141,7 @@ def analyze(
             f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks, "
             "HBM bandwidth and link bandwidth"
         )
-    estimates: dict[tuple, Estimate] = {}
+    estimates: dict[tuple, tuple[Estimate, float]] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}
     timed = []
     with paused_gc():
@@ -147,6 +158,7 @@ def analyze(
                    base.gemm)  # fmt: skip
             if key not in estimates:  # repeated layers repeat costs: one roofline each
                 est = roofline(Cost(base.flops_by, base.hbm_bytes, comms, gemm=base.gemm) * op.executions, on, hardware)
-                estimates[key] = with_host_link(est, host * op.executions, chip) if host else est
-            timed.append(TimedOp(op, estimates[key], tuple(m for _, m in placed)))
+                est = with_host_link(est, host * op.executions, chip) if host else est
+                estimates[key] = (est, matrix_seconds(base.flops_by, chip))
+            timed.append(TimedOp(op, estimates[key][0], tuple(m for _, m in placed), estimates[key][1]))
     return HloAnalysis(counts.module, chip, logical, topo, tuple(timed), tuple(dict.fromkeys(notes)))

@@ -16,6 +16,9 @@ Logical bytes (elements x element size) follow XLA's HloCostAnalysis, so CPU and
   plus the indices, where XLA's fused count would read and write the whole operand).
 - an output that ``output_to_operand_aliasing`` ties to an operand and that the fusion passes through
   unchanged is neither written nor read for it (an unaliased pass-through is a copy: read and written).
+- an output built in place that the module shows is not (:mod:`rooftop.analysis.hlo.inplace`: a
+  loop-carried buffer without the aliasing mark) reads the whole buffer and writes the whole output in the
+  timed bytes; the logical bytes keep XLA's count.
 - top level: a slice or dynamic-slice reads its slice, a dynamic-update-slice reads and writes its
   update, a scatter its updates x 3 and its indices; a custom-call's trailing scratch workspace and the
   zero-work custom-call targets (:mod:`rooftop.analysis.hlo.targets`) move nothing.

@@ -24,8 +24,8 @@ match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
   target without a rule has FLOPs unknown, reported by name, never 0.
 - collectives (sync, -start/-done and async-start/-done forms, counted once per pair): a Comm of the
   bytes cost/cost.py's Comm names, over the mesh axes :mod:`rooftop.analysis.hlo.mesh` reads from the replica groups.
-  A TPU async collective chain (:mod:`rooftop.analysis.hlo.chains`) prices its collective once, on the first
-  instruction that holds it; the chain's other fusions are priced for their own work.
+  A TPU async collective chain (:mod:`rooftop.analysis.hlo.chains`) prices its collective once, on its start
+  (whatever the text order); the chain's fusions are priced for their own work, a done fusion at zero.
 
 Bytes (:mod:`rooftop.analysis.hlo.access`): operands read + results written at the instruction boundary, never a
 fusion's inner temporaries; slices, in-place updates and aliased outputs count what they touch; logical

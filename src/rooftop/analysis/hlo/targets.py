@@ -19,12 +19,15 @@ kernel: ``.../splash_mha_fwd_no_residuals/pallas_call``) or the instruction's na
 (splash, flash, ``mha`` / ``mqa``; not paged decode kernels) is priced from q, k, v, its first three
 floating-point operands of rank >= 2, laid out [..., heads, seq, head_dim] as the Pallas TPU kernels take
 them (splash's ``q_layout`` = 0 in the kernel metadata means [..., head_dim, seq]): B = the product of the
-dims before heads. Causal when the config, kernel metadata or name says ``causal``; else every (query, key)
-pair is counted (a splash mask's sparsity lives in its block-mask operands and is not read). The forward
-is cost/op.py's fused attention (2 matmuls, 2 B H pairs (D_qk + D_v)); a backward kernel does the matmuls
-its phase does, each costing half the forward: ``dq`` 3 (recompute S, dP, dQ), ``dkv`` 4 (S, dP, dV, dK), a
-fused backward 5 (the 2.5x of FlashAttention-2). Any other kernel with a ``cost_estimate`` in its config
-(``pl.CostEstimate``) takes its FLOPs and transcendentals from there; without one its FLOPs are unknown.
+dims before heads. Its phase comes from its structure, never from words in its name (``_phase``: a forward
+takes no array shaped like q, k or v besides them; a backward returns dQ, dK and dV, or all three), and a
+backward kernel does the matmuls its phase does, each costing half the forward: ``dq`` 3 (recompute S, dP,
+dQ), ``dkv`` 4 (S, dP, dV, dK), a fused backward 5 (the 2.5x of FlashAttention-2). Its (query, key) pairs are
+the live fraction of a block mask read from an 8-bit constant operand (``_block_mask``); without one, the
+causal count when the config, kernel metadata or name says ``causal``, else every pair. The forward is
+cost/op.py's fused attention (2 matmuls, 2 B H pairs (D_qk + D_v)). Any other kernel with a
+``cost_estimate`` in its config (``pl.CostEstimate``) takes its FLOPs and transcendentals from there; without
+one its FLOPs are unknown.
 """
 
 from __future__ import annotations

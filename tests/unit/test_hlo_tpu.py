@@ -427,6 +427,66 @@ def test_dynamic_update_slice_on_a_copy_xla_inserted_is_in_place() -> None:
     assert got["copy.3"].cost.traffic.padded_bytes == 2 * 16 * 7168 * 512 * 4
 
 
+@pytest.mark.parametrize("aliased", [True, False])
+def test_scatter_into_a_loop_carried_buffer_in_place_or_copied(aliased: bool) -> None:
+    """32 rows of 64 f32 scattered into a carried f32[1024,64]{1,0:T(8,128)} (each row one 4 KiB tile; the
+    whole buffer 1024 x 128 lanes x 4 B); the module marks in-place outputs (the counter's fusion)."""
+    mark = ", output_to_operand_aliasing={{}: (0, {})}"
+    text = f"""HloModule scan_scatter
+
+%set (a: f32[], b: f32[]) -> f32[] {{
+  %a = f32[] parameter(0)
+  ROOT %b = f32[] parameter(1)
+}}
+
+%fused_scatter (p0: f32[1024,64], p1: s32[32,1], p2: f32[32,1,64]) -> f32[1024,64] {{
+  %p0 = f32[1024,64]{{1,0:T(8,128)}} parameter(0)
+  %p1 = s32[32,1]{{1,0}} parameter(1)
+  %p2 = f32[32,1,64]{{2,1,0}} parameter(2)
+  ROOT %scatter.2 = f32[1024,64]{{1,0:T(8,128)}} scatter(%p0, %p1, %p2), update_window_dims={{1,2}}, inserted_window_dims={{}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%set
+}}
+
+%fused_inc (q0: s32[]) -> s32[] {{
+  %q0 = s32[] parameter(0)
+  %one = s32[] constant(1)
+  ROOT %inc = s32[] add(%q0, %one)
+}}
+
+%body (c: (s32[], f32[1024,64], s32[32,1], f32[32,1,64])) -> (s32[], f32[1024,64], s32[32,1], f32[32,1,64]) {{
+  %c = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) parameter(0)
+  %i = s32[] get-tuple-element(%c), index=0
+  %x = f32[1024,64]{{1,0:T(8,128)}} get-tuple-element(%c), index=1
+  %idx = s32[32,1]{{1,0}} get-tuple-element(%c), index=2
+  %u = f32[32,1,64]{{2,1,0}} get-tuple-element(%c), index=3
+  %fusion.6 = s32[] fusion(%i), kind=kLoop, calls=%fused_inc{mark}
+  %fusion.7 = f32[1024,64]{{1,0:T(8,128)}} fusion(%x, %idx, %u), kind=kLoop, calls=%fused_scatter{mark if aliased else ""}
+  ROOT %t = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) tuple(%fusion.6, %fusion.7, %idx, %u)
+}}
+
+%cond (d: (s32[], f32[1024,64], s32[32,1], f32[32,1,64])) -> pred[] {{
+  %d = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) parameter(0)
+  %n = s32[] get-tuple-element(%d), index=0
+  %k = s32[] constant(8)
+  ROOT %lt = pred[] compare(%n, %k), direction=LT
+}}
+
+ENTRY %main (x0: f32[1024,64], i0: s32[32,1], u0: f32[32,1,64]) -> f32[1024,64] {{
+  %x0 = f32[1024,64]{{1,0:T(8,128)}} parameter(0)
+  %i0 = s32[32,1]{{1,0}} parameter(1)
+  %u0 = f32[32,1,64]{{2,1,0}} parameter(2)
+  %z = s32[] constant(0)
+  %init = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) tuple(%z, %x0, %i0, %u0)
+  %w = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) while(%init), condition=%cond, body=%body
+  ROOT %r = f32[1024,64]{{1,0:T(8,128)}} get-tuple-element(%w), index=1
+}}
+"""
+    traffic = ops(text)["fusion.7"].cost.traffic
+    updates, indices, buffer = 32 * 64 * 4, 32 * 4, 1024 * 128 * 4
+    assert traffic.logical_bytes == 3 * updates + indices  # XLA's HandleScatter either way
+    expected = 2 * 32 * 8 * 128 * 4 if aliased else 2 * buffer  # the rows' tiles, or the buffer read and written
+    assert traffic.padded_bytes == updates + indices + expected
+
+
 def test_scatter_reads_and_writes_the_rows_it_updates_in_whole_tiles() -> None:
     # 32 rows of 64 f32 into f32[1024,64]{1,0:T(8,128)}: each row touches one (8,128) tile of 4 KiB
     text = """HloModule scatter

@@ -416,6 +416,17 @@ def test_dynamic_update_slice_into_a_loop_carried_buffer_in_place_or_copied(
     assert (said in op.cost.note) == bool(big or not in_place), op.cost.note
 
 
+def test_a_custom_calls_aliasing_does_not_mark_a_module_as_one_that_marks_its_in_place_fusions() -> None:
+    """CPU and GPU modules print aliasing on custom-calls but never on their in-place fusions: unchanged."""
+    text = scan_module("", "").replace(
+        "  %start = s32[] constant(0)\n",
+        '  %start = s32[] constant(0)\n  %cc = f32[16,128]{1,0:T(8,128)} custom-call(%a), custom_call_target="Sharding", output_to_operand_aliasing={{}: (0, {})}\n',
+    )
+    assert "custom_call_target" in text
+    op = ops(text)["fusion.4"]
+    assert op.cost.traffic.padded_bytes == 7168 * 512 * 4 + 4 + 28_672 * 8 * 128 * 4 and op.cost.note == ""
+
+
 def test_dynamic_update_slice_on_a_copy_xla_inserted_is_in_place() -> None:
     text = scan_module("", ALIASED).replace(
         "  %fusion.4 = f32[16,7168,512]{2,0,1:T(8,128)} fusion(%buf,",

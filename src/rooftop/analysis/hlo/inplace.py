@@ -9,11 +9,11 @@ printed module shows the outcome in three ways, and the rule reads them in this 
 2. The operand is a ``copy`` (copy insertion gave the update a fresh buffer): in place on the copy; the copy
    instruction pays for the whole buffer on its own line.
 3. A loop-carried buffer: the fusion sits in a while body, its operand is element i of the body's parameter
-   tuple and its output is element i of the body's root tuple. In a module that marks the outputs it
-   updates in place by aliasing (some instruction of the module carries ``output_to_operand_aliasing``, as
+   tuple and its output is element i of the body's root tuple. In a module that marks the outputs its
+   fusions update in place by aliasing (some fusion of the module carries ``output_to_operand_aliasing``, as
    TPU modules do), such a fusion without the mark does not share the buffer: it reads the whole buffer and
-   writes the whole output, a full copy per iteration. A module that marks nothing (CPU and GPU modules)
-   keeps XLA's own assumption: in place.
+   writes the whole output, a full copy per iteration. A module whose fusions mark nothing (CPU and GPU
+   modules; their custom-calls' aliasing does not count) keeps XLA's own assumption: in place.
 
 Anything else keeps XLA's assumption (in place), which is also what its HloCostAnalysis counts; the logical
 bytes stay XLA's count in every case, and only the timed (tile-aware) bytes follow the rule.
@@ -46,9 +46,12 @@ class InPlace:
         return self._bodies
 
     def marks_aliasing(self) -> bool:
-        """Whether the module marks the outputs its instructions update in place by aliasing."""
+        """Whether the module marks the outputs its fusions update in place by aliasing (a custom-call's
+        aliasing, which CPU and GPU modules print too, does not count)."""
         if self._marks is None:
-            self._marks = any(_ALIASING in instr.attributes for _, instr in self.module.instructions())
+            self._marks = any(
+                instr.opcode == "fusion" and _ALIASING in instr.attributes for _, instr in self.module.instructions()
+            )
         return self._marks
 
     def decide(self, instr: Instruction, comp: Computation, leaf: int, param: int) -> tuple[bool, str]:

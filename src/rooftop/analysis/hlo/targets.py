@@ -216,7 +216,9 @@ def pallas_flops(
         else:
             causal = _causal(config, names)
             flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False)
-            pairs = "causal pairs" if causal else "every (query, key) pair (no block mask read)"
+            dense = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False)
+            share = f"{flops / dense:.1%} of Sq x Sk" if dense else "none"
+            pairs = f"causal pairs ({share})" if causal else "every (query, key) pair (no block mask read)"
         flops *= matmuls / 2
         note = (f"Pallas kernel {name}: {matmuls} attention matmuls ({phase}, from its operands and results), "
                 f"B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {pairs}")  # fmt: skip

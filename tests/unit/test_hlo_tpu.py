@@ -70,13 +70,18 @@ MATMUL = 2 * 2048 * 7168 * 1024
 @pytest.mark.parametrize(("outer", "inner"), [(True, True), (True, False), (False, True)])
 def test_chain_prices_the_gather_once_and_the_fusions_as_compute(outer: bool, inner: bool) -> None:
     got = ops(chain_module(outer, inner))
-    assert [len(got[n].cost.collectives) for n in ("fusion.10", "fusion.11")] == [1, 0]
-    (use,) = got["fusion.10"].cost.collectives
+    # the start carries the chain's id only when the top-level instructions do: then the gather is priced on
+    # it; an untagged start cannot be tied to the chain, and the first fusion that holds the gather takes it
+    holder = "async-collective-start.4" if outer else "fusion.10"
+    counts = [len(got[n].cost.collectives) for n in ("async-collective-start.4", "fusion.10", "fusion.11")]
+    assert counts == ([1, 0, 0] if outer else [0, 1, 0])
+    (use,) = got[holder].cost.collectives
     assert (use.kind, use.bytes) == ("all-gather", GATHERED)
     assert got["fusion.10"].cost.flops == got["fusion.11"].cost.flops == MATMUL
     for marker in ("async-collective-start.4", "async-collective-done.4"):
         cost = got[marker].cost
-        assert (cost.flops, cost.traffic.logical_bytes, cost.unknown, cost.collectives) == (0, 0, "", ())
+        assert (cost.flops, cost.traffic.logical_bytes, cost.unknown) == (0, 0, "")
+    assert got["async-collective-done.4"].cost.collectives == ()
 
 
 def test_without_a_chain_each_fusion_keeps_its_collective() -> None:
@@ -89,10 +94,13 @@ def test_chain_timed_once_on_its_mesh_axis_and_noted() -> None:
     by_axis = analysis.collectives_by_axis()
     assert by_axis == {"data": {"count": 1.0, "bytes": GATHERED, "comm_s": pytest.approx(by_axis["data"]["comm_s"])}}
     timed = {t.op.name: t for t in analysis.ops}
-    assert timed["fusion.10"].estimate.network_s > 0 and timed["fusion.11"].estimate.network_s == 0
+    assert timed["async-collective-start.4"].estimate.network_s > 0
+    assert timed["fusion.10"].estimate.network_s == timed["fusion.11"].estimate.network_s == 0
     assert timed["async-collective-done.4"].estimate.lower_bound_s == 0
     assert any(
-        "async chain 4: all-gather priced once, at fusion.10; 1 more instruction holds it" in n for n in analysis.notes
+        "async chain 4: all-gather priced once, on its start async-collective-start.4; 2 instructions of the chain "
+        "hold it and are priced for their own work" in n
+        for n in analysis.notes
     )
     assert analysis.totals()["flops_unknown_instructions"] == 0
 
@@ -104,11 +112,70 @@ def test_rooftop_hlo_reports_the_chain_gather_once_with_its_axes(tmp_path: Path)
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)["instructions"]}
     gathers = [r for r in rows.values() if r["collective"]]
-    assert [(r["name"], r["mesh_axes"], r["comm_bytes"]) for r in gathers] == [("fusion.10", ["data"], GATHERED)]
+    assert [(r["name"], r["mesh_axes"], r["comm_bytes"]) for r in gathers] == [
+        ("async-collective-start.4", ["data"], GATHERED)
+    ]
     assert rows["fusion.11"]["flops"] == MATMUL and rows["fusion.11"]["comm_s"] == 0
     assert rows["async-collective-done.4"]["lower_bound_s"] == 0
     code, out, err = run_cli("hlo", str(path), "--chip", "tpu-v5p", "--mesh", "data=4", "--topology", "4")
     assert code == 0 and "all-gather over data (groups of 4" in out and out.count("all-gather over") == 1, out
+
+
+def split_chain_module() -> str:
+    """A chain split over fusions and NOT in schedule order: the done fusion (its root the done custom-call,
+    its output aliased to its operand) and the matmul that uses the gathered array come first, the two
+    fusions holding the gather next, and the start last: a fusion whose root is the start custom-call,
+    the chain id only on that root."""
+    tag = ', frontend_attributes={chain_id="7"}'
+    return f"""HloModule split_chain, num_partitions=4
+
+{_gather_matmul(0, True).replace('chain_id="4"', 'chain_id="7"')}
+{_gather_matmul(1, True).replace('chain_id="4"', 'chain_id="7"')}
+%start_computation (p0: bf16[1,512,7168]) -> bf16[1,2048,7168] {{
+  %p0 = bf16[1,512,7168]{BF16} parameter(0)
+  ROOT %async-collective-start.7 = bf16[1,2048,7168]{BF16} custom-call(bf16[1,512,7168]{BF16} %p0), custom_call_target="AsyncCollectiveStart"{tag}
+}}
+
+%done_computation (d0: bf16[1,2048,7168]) -> bf16[1,2048,7168] {{
+  %d0 = bf16[1,2048,7168]{BF16} parameter(0)
+  ROOT %async-collective-done.7 = bf16[1,2048,7168]{BF16} custom-call(bf16[1,2048,7168]{BF16} %d0), custom_call_target="AsyncCollectiveDone"{tag}
+}}
+
+%use_computation (u0: bf16[1,2048,7168], u1: bf16[7168,1024]) -> bf16[1,2048,1024] {{
+  %u0 = bf16[1,2048,7168]{BF16} parameter(0)
+  %u1 = bf16[7168,1024]{{1,0:T(8,128)(2,1)}} parameter(1)
+  ROOT %dot.9 = bf16[1,2048,1024]{BF16} dot(%u0, %u1), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}
+}}
+
+ENTRY %main (x: bf16[1,512,7168], w0: bf16[7168,1024], w1: bf16[7168,1024]) -> (bf16[1,2048,1024], bf16[1,2048,1024], bf16[1,2048,1024]) {{
+  %x = bf16[1,512,7168]{BF16} parameter(0)
+  %w0 = bf16[7168,1024]{{1,0:T(8,128)(2,1)}} parameter(1)
+  %w1 = bf16[7168,1024]{{1,0:T(8,128)(2,1)}} parameter(2)
+  %fusion.12 = bf16[1,2048,7168]{BF16} fusion(bf16[1,2048,7168]{BF16} %fusion.9), kind=kLoop, calls=%done_computation, output_to_operand_aliasing={{{{}}: (0, {{}})}}
+  %fusion.13 = bf16[1,2048,1024]{BF16} fusion(bf16[1,2048,7168]{BF16} %fusion.12, bf16[7168,1024]{{1,0:T(8,128)(2,1)}} %w0), kind=kOutput, calls=%use_computation
+  %fusion.10 = bf16[1,2048,1024]{BF16} fusion(bf16[1,512,7168]{BF16} %x, bf16[7168,1024]{{1,0:T(8,128)(2,1)}} %w0), kind=kOutput, calls=%fused_matmul.0
+  %fusion.11 = bf16[1,2048,1024]{BF16} fusion(bf16[1,512,7168]{BF16} %x, bf16[7168,1024]{{1,0:T(8,128)(2,1)}} %w1), kind=kOutput, calls=%fused_matmul.1
+  %fusion.9 = bf16[1,2048,7168]{BF16} fusion(bf16[1,512,7168]{BF16} %x), kind=kLoop, calls=%start_computation
+  ROOT %tuple = (bf16[1,2048,1024]{BF16}, bf16[1,2048,1024]{BF16}, bf16[1,2048,1024]{BF16}) tuple(%fusion.10, %fusion.11, %fusion.13)
+}}
+"""
+
+
+def test_chain_out_of_schedule_order_is_priced_on_its_start_through_fusion_roots() -> None:
+    got = ops(split_chain_module())
+    assert [len(got[n].cost.collectives) for n in ("fusion.9", "fusion.10", "fusion.11", "fusion.12")] == [1, 0, 0, 0]
+    (use,) = got["fusion.9"].cost.collectives
+    assert (use.kind, use.bytes, use.chain) == ("all-gather", GATHERED, "7")
+    assert got["fusion.10"].cost.flops == got["fusion.11"].cost.flops == got["fusion.13"].cost.flops == MATMUL
+    done = got["fusion.12"].cost  # root: the done custom-call; it waits, it moves nothing
+    assert (done.flops, done.traffic.logical_bytes, done.traffic.padded_bytes, done.collectives) == (0, 0, 0, ())
+    analysis = analyze(parse_hlo(split_chain_module()), get_chip("tpu-v5p"), "data=4", "4")
+    timed = {t.op.name: t.estimate for t in analysis.ops}
+    assert timed["fusion.12"].lower_bound_s == 0 and timed["fusion.10"].network_s == 0
+    assert timed["fusion.9"].network_s == pytest.approx(
+        analyze(parse_hlo(chain_module()), get_chip("tpu-v5p"), "data=4", "4").collectives_by_axis()["data"]["comm_s"]
+    )
+    assert any("async chain 7: all-gather priced once, on its start fusion.9" in n for n in analysis.notes)
 
 
 # --- custom-call targets --------------------------------------------------------------------------------
@@ -263,6 +330,174 @@ ENTRY %main (buf: f32[16,7168,512], u: f32[1,7168,512], i: s32[]) -> f32[16,7168
     assert traffic.padded_bytes == update + 4 + 28_672 * 4096
 
 
+def scan_module(big: str, small: str) -> str:
+    """A scan writing layer i into a loop-carried f32[16,7168,512]{2,0,1:T(8,128)} buffer (fusion.4) and a row
+    into a small carried f32[16,128] (fusion.5); ``big`` / ``small``: each fusion's aliasing attribute."""
+    buf, upd, acc = "f32[16,7168,512]{2,0,1:T(8,128)}", "f32[1,7168,512]{2,1,0:T(8,128)}", "f32[16,128]{1,0:T(8,128)}"
+    carry = f"(s32[], {buf}, {upd}, {acc})"
+    return f"""HloModule scan
+
+%fused_dus (p0: f32[16,7168,512], p1: f32[1,7168,512], p2: s32[]) -> f32[16,7168,512] {{
+  %p0 = {buf} parameter(0)
+  %p1 = {upd} parameter(1)
+  %p2 = s32[] parameter(2)
+  %zero = s32[] constant(0)
+  ROOT %dus = {buf} dynamic-update-slice(%p0, %p1, %p2, %zero, %zero)
+}}
+
+%fused_row (r0: f32[16,128], r1: s32[]) -> f32[16,128] {{
+  %r0 = {acc} parameter(0)
+  %r1 = s32[] parameter(1)
+  %zero.1 = s32[] constant(0)
+  %c1 = f32[] constant(1)
+  %row = f32[1,128]{{1,0:T(8,128)}} broadcast(%c1), dimensions={{}}
+  ROOT %dus.1 = {acc} dynamic-update-slice(%r0, %row, %r1, %zero.1)
+}}
+
+%body (carry: (s32[], f32[16,7168,512], f32[1,7168,512], f32[16,128])) -> (s32[], f32[16,7168,512], f32[1,7168,512], f32[16,128]) {{
+  %carry = {carry} parameter(0)
+  %i = s32[] get-tuple-element(%carry), index=0
+  %buf = {buf} get-tuple-element(%carry), index=1
+  %u = {upd} get-tuple-element(%carry), index=2
+  %acc = {acc} get-tuple-element(%carry), index=3
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %fusion.4 = {buf} fusion(%buf, %u, %i), kind=kLoop, calls=%fused_dus{big}
+  %fusion.5 = {acc} fusion(%acc, %i), kind=kLoop, calls=%fused_row{small}
+  ROOT %t = {carry} tuple(%next, %fusion.4, %u, %fusion.5)
+}}
+
+%cond (c: (s32[], f32[16,7168,512], f32[1,7168,512], f32[16,128])) -> pred[] {{
+  %c = {carry} parameter(0)
+  %n = s32[] get-tuple-element(%c), index=0
+  %limit = s32[] constant(16)
+  ROOT %lt = pred[] compare(%n, %limit), direction=LT
+}}
+
+ENTRY %main (b: f32[16,7168,512], x: f32[1,7168,512], a: f32[16,128]) -> f32[16,7168,512] {{
+  %b = {buf} parameter(0)
+  %x = {upd} parameter(1)
+  %a = {acc} parameter(2)
+  %start = s32[] constant(0)
+  %init = {carry} tuple(%start, %b, %x, %a)
+  %while = {carry} while(%init), condition=%cond, body=%body, backend_config={{"known_trip_count":{{"n":"16"}}}}
+  ROOT %out = {buf} get-tuple-element(%while), index=1
+}}
+"""
+
+
+ALIASED = ", output_to_operand_aliasing={{}: (0, {})}"
+
+
+@pytest.mark.parametrize(
+    ("big", "small", "in_place"),
+    [(ALIASED, ALIASED, True), ("", ALIASED, False), ("", "", True)],
+    ids=["aliased", "not-aliased", "module-marks-nothing"],
+)
+def test_dynamic_update_slice_into_a_loop_carried_buffer_in_place_or_copied(
+    big: str, small: str, in_place: bool
+) -> None:
+    """Aliased: the update's tiles (28,672 tiles of 4 KiB, as above). Not aliased, in a module that marks its
+    in-place outputs (fusion.5 is): the whole buffer read and written. A module that marks none keeps XLA's
+    assumption. The logical bytes are XLA's count in every case."""
+    op = ops(scan_module(big, small))["fusion.4"]
+    update, buffer = 7168 * 512 * 4, 16 * 7168 * 512 * 4  # the buffer fills its tiles: padded = logical
+    assert op.executions == 16
+    assert op.cost.traffic.logical_bytes == update + 4 + update
+    if in_place:
+        assert op.cost.traffic.padded_bytes == update + 4 + 28_672 * 8 * 128 * 4
+    else:
+        assert op.cost.traffic.padded_bytes == buffer + update + 4 + buffer
+    said = (
+        "in place: the output is aliased to operand 0"
+        if big
+        else "not in place: the loop-carried buffer (while tuple element 1)"
+    )
+    assert (said in op.cost.note) == bool(big or not in_place), op.cost.note
+
+
+def test_a_custom_calls_aliasing_does_not_mark_a_module_as_one_that_marks_its_in_place_fusions() -> None:
+    """CPU and GPU modules print aliasing on custom-calls but never on their in-place fusions: unchanged."""
+    text = scan_module("", "").replace(
+        "  %start = s32[] constant(0)\n",
+        '  %start = s32[] constant(0)\n  %cc = f32[16,128]{1,0:T(8,128)} custom-call(%a), custom_call_target="Sharding", output_to_operand_aliasing={{}: (0, {})}\n',
+    )
+    assert "custom_call_target" in text
+    op = ops(text)["fusion.4"]
+    assert op.cost.traffic.padded_bytes == 7168 * 512 * 4 + 4 + 28_672 * 8 * 128 * 4 and op.cost.note == ""
+
+
+def test_dynamic_update_slice_on_a_copy_xla_inserted_is_in_place() -> None:
+    text = scan_module("", ALIASED).replace(
+        "  %fusion.4 = f32[16,7168,512]{2,0,1:T(8,128)} fusion(%buf,",
+        "  %copy.3 = f32[16,7168,512]{2,0,1:T(8,128)} copy(%buf)\n  %fusion.4 = f32[16,7168,512]{2,0,1:T(8,128)} fusion(%copy.3,",
+    )
+    got = ops(text)
+    assert got["fusion.4"].cost.traffic.padded_bytes == 7168 * 512 * 4 + 4 + 28_672 * 8 * 128 * 4
+    assert "in place on copy.3, the copy XLA inserted" in got["fusion.4"].cost.note
+    assert got["copy.3"].cost.traffic.padded_bytes == 2 * 16 * 7168 * 512 * 4
+
+
+@pytest.mark.parametrize("aliased", [True, False])
+def test_scatter_into_a_loop_carried_buffer_in_place_or_copied(aliased: bool) -> None:
+    """32 rows of 64 f32 scattered into a carried f32[1024,64]{1,0:T(8,128)} (each row one 4 KiB tile; the
+    whole buffer 1024 x 128 lanes x 4 B); the module marks in-place outputs (the counter's fusion)."""
+    mark = ", output_to_operand_aliasing={{}: (0, {})}"
+    text = f"""HloModule scan_scatter
+
+%set (a: f32[], b: f32[]) -> f32[] {{
+  %a = f32[] parameter(0)
+  ROOT %b = f32[] parameter(1)
+}}
+
+%fused_scatter (p0: f32[1024,64], p1: s32[32,1], p2: f32[32,1,64]) -> f32[1024,64] {{
+  %p0 = f32[1024,64]{{1,0:T(8,128)}} parameter(0)
+  %p1 = s32[32,1]{{1,0}} parameter(1)
+  %p2 = f32[32,1,64]{{2,1,0}} parameter(2)
+  ROOT %scatter.2 = f32[1024,64]{{1,0:T(8,128)}} scatter(%p0, %p1, %p2), update_window_dims={{1,2}}, inserted_window_dims={{}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%set
+}}
+
+%fused_inc (q0: s32[]) -> s32[] {{
+  %q0 = s32[] parameter(0)
+  %one = s32[] constant(1)
+  ROOT %inc = s32[] add(%q0, %one)
+}}
+
+%body (c: (s32[], f32[1024,64], s32[32,1], f32[32,1,64])) -> (s32[], f32[1024,64], s32[32,1], f32[32,1,64]) {{
+  %c = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) parameter(0)
+  %i = s32[] get-tuple-element(%c), index=0
+  %x = f32[1024,64]{{1,0:T(8,128)}} get-tuple-element(%c), index=1
+  %idx = s32[32,1]{{1,0}} get-tuple-element(%c), index=2
+  %u = f32[32,1,64]{{2,1,0}} get-tuple-element(%c), index=3
+  %fusion.6 = s32[] fusion(%i), kind=kLoop, calls=%fused_inc{mark}
+  %fusion.7 = f32[1024,64]{{1,0:T(8,128)}} fusion(%x, %idx, %u), kind=kLoop, calls=%fused_scatter{mark if aliased else ""}
+  ROOT %t = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) tuple(%fusion.6, %fusion.7, %idx, %u)
+}}
+
+%cond (d: (s32[], f32[1024,64], s32[32,1], f32[32,1,64])) -> pred[] {{
+  %d = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) parameter(0)
+  %n = s32[] get-tuple-element(%d), index=0
+  %k = s32[] constant(8)
+  ROOT %lt = pred[] compare(%n, %k), direction=LT
+}}
+
+ENTRY %main (x0: f32[1024,64], i0: s32[32,1], u0: f32[32,1,64]) -> f32[1024,64] {{
+  %x0 = f32[1024,64]{{1,0:T(8,128)}} parameter(0)
+  %i0 = s32[32,1]{{1,0}} parameter(1)
+  %u0 = f32[32,1,64]{{2,1,0}} parameter(2)
+  %z = s32[] constant(0)
+  %init = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) tuple(%z, %x0, %i0, %u0)
+  %w = (s32[], f32[1024,64]{{1,0:T(8,128)}}, s32[32,1]{{1,0}}, f32[32,1,64]{{2,1,0}}) while(%init), condition=%cond, body=%body
+  ROOT %r = f32[1024,64]{{1,0:T(8,128)}} get-tuple-element(%w), index=1
+}}
+"""
+    traffic = ops(text)["fusion.7"].cost.traffic
+    updates, indices, buffer = 32 * 64 * 4, 32 * 4, 1024 * 128 * 4
+    assert traffic.logical_bytes == 3 * updates + indices  # XLA's HandleScatter either way
+    expected = 2 * 32 * 8 * 128 * 4 if aliased else 2 * buffer  # the rows' tiles, or the buffer read and written
+    assert traffic.padded_bytes == updates + indices + expected
+
+
 def test_scatter_reads_and_writes_the_rows_it_updates_in_whole_tiles() -> None:
     # 32 rows of 64 f32 into f32[1024,64]{1,0:T(8,128)}: each row touches one (8,128) tile of 4 KiB
     text = """HloModule scatter
@@ -344,7 +579,23 @@ def test_an_op_in_megacore_fusion_runs_on_one_core(chip: str, ratio: float) -> N
     assert one.ops[0].op.cost.one_core and not both.ops[0].op.cost.one_core
     assert one.ops[0].estimate.lower_bound_s == pytest.approx(ratio * both.ops[0].estimate.lower_bound_s)
     assert both.ops[0].estimate.memory_s == pytest.approx(2 * 4096 * 4096 * 2 / get_chip(chip).hbm_bytes_per_s)
-    assert any("in_megacore_fusion" in n for n in one.notes) == (ratio == 2.0)
+    assert any("named *in_megacore* run on one of the" in n for n in one.notes) == (ratio == 2.0)
+
+
+@pytest.mark.parametrize("name", ["fusion.10.in_megacore_fusion.2", "all-gather-matmul.in_megacore.1"])
+def test_a_megacore_op_is_timed_on_its_core_for_compute_memory_and_network(name: str) -> None:
+    """A matmul fusion holding an all-gather (no chain): on one core of a v5p its compute, memory and network
+    terms are each twice the whole chip's: the core has half the peaks, HBM and link bandwidth."""
+    base = chain_module(outer_chain=False, inner_chain=False)
+    both = analyze(parse_hlo(base), get_chip("tpu-v5p"), "data=4", "4")
+    renamed = base.replace("%fusion.10 ", f"%{name} ").replace("tuple(%fusion.10,", f"tuple(%{name},")
+    one = analyze(parse_hlo(renamed), get_chip("tpu-v5p"), "data=4", "4")
+    whole, core = ({t.op.name: t.estimate for t in a.ops} for a in (both, one))
+    for term in ("compute_s", "memory_s", "network_s"):
+        assert getattr(whole["fusion.10"], term) > 0
+        assert getattr(core[name], term) == pytest.approx(2 * getattr(whole["fusion.10"], term)), term
+    assert core["fusion.11"].lower_bound_s == whole["fusion.11"].lower_bound_s
+    assert whole["fusion.10"].compute_s == pytest.approx(MATMUL / get_chip("tpu-v5p").flops_per_s("bf16"))
 
 
 @pytest.mark.parametrize(
@@ -359,6 +610,91 @@ def test_catalog_says_which_chips_are_megacore(chip: str, cores: int, per_device
     core = got.one_core()
     assert core.flops_per_s("bf16") == got.flops_per_s("bf16") / per_device
     assert core.hbm_bytes_per_s == got.hbm_bytes_per_s / per_device
+    assert core.link_bytes_per_s == got.link_bytes_per_s / per_device
+
+
+# --- MXU utilisation --------------------------------------------------------------------------------------
+
+MXU_MODULE = """HloModule mxu
+
+ENTRY %main (a: bf16[4096,4096], b: bf16[4096,4096]) -> bf16[4096,4096] {
+  %a = bf16[4096,4096]{1,0:T(8,128)(2,1)} parameter(0)
+  %b = bf16[4096,4096]{1,0:T(8,128)(2,1)} parameter(1)
+  %dot.1 = bf16[4096,4096]{1,0:T(8,128)(2,1)} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %add.1 = bf16[4096,4096]{1,0:T(8,128)(2,1)} add(%dot.1, %a)
+}
+"""
+
+
+def test_mxu_utilization_per_instruction_and_module(tmp_path: Path) -> None:
+    """The dot is compute-bound: its matrix FLOPs fill its predicted time (100%); the add has no matrix FLOPs;
+    the module's utilisation is the dot's matrix time over the sum of both predicted times."""
+    chip = get_chip("tpu-v5p")
+    dot_s = 2 * 4096**3 / chip.flops_per_s("bf16")
+    add_s = 3 * 4096 * 4096 * 2 / chip.hbm_bytes_per_s  # two operands read, one result written
+    analysis = analyze(parse_hlo(MXU_MODULE), chip)
+    timed = {t.op.name: t for t in analysis.ops}
+    assert timed["dot.1"].mxu_utilization == pytest.approx(1.0) and timed["add.1"].mxu_utilization is None
+    assert analysis.totals()["mxu_utilization"] == pytest.approx(dot_s / (dot_s + add_s))
+    path = tmp_path / "mxu.hlo"
+    path.write_text(MXU_MODULE)
+    code, out, err = run_cli("hlo", str(path), "--chip", "tpu-v5p", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    rows = {r["name"]: r for r in data["instructions"]}
+    assert rows["dot.1"]["mxu_utilization"] == pytest.approx(1.0) and rows["add.1"]["mxu_utilization"] is None
+    assert data["totals"]["mxu_utilization"] == pytest.approx(dot_s / (dot_s + add_s))
+    code, out, err = run_cli("hlo", str(path), "--chip", "tpu-v5p")
+    assert code == 0 and "MXU" in out and f"{dot_s / (dot_s + add_s):.1%}" in out, out
+
+
+def tpu_trace(path: Path, module: str, ops_us: list[tuple[str, float]], runs: int = 3) -> Path:
+    """A JAX Chrome trace of one TPU: each op of ``ops_us`` (name, microseconds) run ``runs`` times in order."""
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "XLA Ops"}},
+    ]
+    events, ts = [], 0.0
+    for _ in range(runs):
+        for name, dur in ops_us:
+            args = {"hlo_module": module, "hlo_op": name}
+            events.append({"ph": "X", "name": name, "pid": 1, "tid": 2, "ts": ts, "dur": dur, "args": args})
+            ts += dur + 1
+    path.write_text(json.dumps({"traceEvents": meta + events}))
+    return path
+
+
+def test_profile_prints_the_mxu_utilization_of_each_op_and_of_the_ops(tmp_path: Path) -> None:
+    chip = get_chip("tpu-v5p")
+    dot_s = 2 * 4096**3 / chip.flops_per_s("bf16")
+    hlo = tmp_path / "mxu.hlo"
+    hlo.write_text(MXU_MODULE)
+    trace = tpu_trace(tmp_path / "t.trace.json", "mxu", [("dot.1", 2 * dot_s * 1e6), ("add.1", 50.0)])
+    code, out, err = run_cli("profile", str(trace), "--chip", "tpu-v5p", "--hlo", str(hlo), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    ops_by = {o["name"]: o for o in data["ops"]}
+    assert ops_by["dot.1"]["mxu_utilization"] == pytest.approx(0.5, rel=1e-3)  # measured in twice its MXU time
+    assert ops_by["add.1"]["mxu_utilization"] is None
+    assert data["mxu_utilization"]["op_time"] == pytest.approx(dot_s / (2 * dot_s + 50e-6), rel=1e-3)
+    code, out, err = run_cli("profile", str(trace), "--chip", "tpu-v5p", "--hlo", str(hlo))
+    assert code == 0 and "MXU utilisation" in out and "50%" in out, out
+
+
+def test_profile_keeps_a_chain_collective_on_its_start_when_both_halves_are_timed(tmp_path: Path) -> None:
+    """The v5p step measures the transfer on the start and a short wait on the done: the start is priced,
+    the done is not (an async copy, whose start only queues the DMA, is priced on its done)."""
+    hlo = tmp_path / "chain.hlo"
+    hlo.write_text(chain_module())
+    names = ["async-collective-start.4", "fusion.10", "fusion.11", "async-collective-done.4"]
+    trace = tpu_trace(tmp_path / "t.trace.json", "chain", [(n, 100.0) for n in names])
+    args = ("--chip", "tpu-v5p", "--hlo", str(hlo), "--mesh", "data=4", "--topology", "4", "--json")
+    code, out, err = run_cli("profile", str(trace), *args)
+    assert code == 0, err
+    ops_by = {o["name"]: o for o in json.loads(out)["ops"]}
+    start, done = ops_by["async-collective-start.4"], ops_by["async-collective-done.4"]
+    assert start["lower_bound_s"] > 0 and start["mesh_axes"] == ["data"]
+    assert (done["lower_bound_s"], done["verdict"]) == (0, "no modelled cost")
 
 
 # --- Pallas kernels ---------------------------------------------------------------------------------------
@@ -383,17 +719,54 @@ ENTRY %main (m0: s8[1,4,4], m1: s8[1,4,4], q: bf16[4,512,128], k: bf16[4,512,128
 FWD = fused_attention_flops(1, 4, 512, 512, 128, 128, False, False)  # = 4 x B H Sq Sk D
 
 
+def splash(kernel: str, outputs: int = 0, mask: str = "parameter(0)") -> str:
+    """SPLASH with ``outputs`` gradients shaped like q (0: the forward; a backward also takes dO and the
+    log-sum-exp) and ``mask`` defining the block mask m0."""
+    text = SPLASH.replace("KERNEL", kernel).replace(
+        "%m0 = s8[1,4,4]{2,1,0} parameter(0)", f"%m0 = s8[1,4,4]{{2,1,0}} {mask}"
+    )
+    if not outputs:
+        return text
+    grads = ", ".join(["bf16[4,512,128]{2,1,0}"] * outputs)
+    text = text.replace("r: s32[512,128])", "r: s32[512,128], do: bf16[4,512,128], lse: f32[4,512])")
+    text = text.replace(
+        "  %r = s32[512,128]{1,0} parameter(5)\n",
+        "  %r = s32[512,128]{1,0} parameter(5)\n  %do = bf16[4,512,128]{2,1,0} parameter(6)\n  %lse = f32[4,512]{1,0} parameter(7)\n",
+    )
+    text = text.replace("custom-call(%m0, %m1, %q, %k, %v, %r)", "custom-call(%m0, %m1, %q, %k, %v, %r, %lse, %do)")
+    return text.replace(
+        "%pallas_call.5 = (f32[128,128]{1,0}, f32[128,128]{1,0}, f32[128,128]{1,0}, bf16[4,512,128]{2,1,0})",
+        f"%pallas_call.5 = (f32[128,128]{{1,0}}, f32[128,128]{{1,0}}, f32[128,128]{{1,0}}, {grads})",
+    )
+
+
 @pytest.mark.parametrize(
-    ("kernel", "flops"),
-    [("splash_mha_fwd_no_residuals", FWD), ("splash_mha_dq_no_residuals", 1.5 * FWD),
-     ("splash_mha_dkv_no_residuals", 2 * FWD), ("flash_attention_bwd", 2.5 * FWD),
-     ("causal_flash_attention", fused_attention_flops(1, 4, 512, 512, 128, 128, True, False))],
+    ("kernel", "outputs", "flops"),
+    [("splash_mha_fwd_no_residuals", 0, FWD), ("splash_mha_dq_no_residuals", 1, 1.5 * FWD),
+     ("splash_mha_dkv_no_residuals", 2, 2 * FWD), ("flash_attention_bwd", 3, 2.5 * FWD),
+     # the phase comes from the operands and results, never from the words of the name
+     ("splash_mha_dkv_no_residuals", 0, FWD), ("splash_mha_fwd", 2, 2 * FWD), ("flash_attention_dq", 3, 2.5 * FWD),
+     ("causal_flash_attention", 0, fused_attention_flops(1, 4, 512, 512, 128, 128, True, False))],
 )  # fmt: skip
-def test_pallas_attention_priced_from_q_k_v(kernel: str, flops: float) -> None:
-    got = ops(SPLASH.replace("KERNEL", kernel))["pallas_call.5"]
+def test_pallas_attention_priced_from_q_k_v(kernel: str, outputs: int, flops: float) -> None:
+    got = ops(splash(kernel, outputs))["pallas_call.5"]
     assert got.cost.flops == flops and not got.cost.unknown
     assert dict(got.cost.cost.flops_by) == {("matrix", "bf16"): flops}
     assert f"Pallas kernel jit(step)/{kernel}" in got.cost.note
+
+
+#: the causal block mask of 4 x 4 blocks as XLA prints an s8 constant (2: full block, 1: partial, 0: masked)
+CAUSAL_BLOCKS = "constant({ { {1, 0, 0, 0}, {2, 1, 0, 0}, {2, 2, 1, 0}, {2, 2, 2, 1} } })"
+
+
+def test_splash_forward_with_dkv_block_sizes_in_its_name_is_a_forward_over_the_live_blocks() -> None:
+    """The forward kernel's name carries the backward's block sizes; its block mask has 10 of 16 blocks live."""
+    kernel = "splash_mha_fwd_no_residuals_block_q_128_block_kv_128_block_q_dkv_512_block_kv_dkv_512"
+    got = ops(splash(kernel, 0, CAUSAL_BLOCKS))["pallas_call.5"]
+    assert got.cost.flops == FWD * 10 / 16
+    assert "2 attention matmuls (forward" in got.cost.note and "10 of 16 blocks live" in got.cost.note
+    dkv = ops(splash(kernel, 2, CAUSAL_BLOCKS))["pallas_call.5"]  # the same mask read by a dK/dV kernel
+    assert dkv.cost.flops == 2 * FWD * 10 / 16
 
 
 def test_pallas_attention_causal_from_its_config_and_mqa_keys() -> None:
@@ -405,7 +778,7 @@ def test_pallas_attention_causal_from_its_config_and_mqa_keys() -> None:
     )
     got = ops(text)["pallas_call.5"]
     assert got.cost.flops == 2 * 4 * (512 * 513 // 2) * (128 + 128)  # 2 B H pairs (Dqk + Dv), causal pairs
-    assert "not causal" not in got.cost.note
+    assert f"causal pairs ({513 / 2 / 512:.1%} of Sq x Sk)" in got.cost.note  # 512 x 513 / 2 of 512 x 512 pairs
 
 
 def test_other_pallas_kernels_use_their_cost_estimate_or_are_unknown_by_name() -> None:

@@ -18,9 +18,11 @@ module's HLO (analysis/hlo/analyze.py: its Cost and Estimate on the chip). Per o
   its device), "slow hidden communication" (overlapped but far from its bandwidth time),
   "no modelled cost" (bookkeeping ops the roofline prices at zero) or "unknown cost" with why.
 
-When both halves of an async pair were timed (TPU ``XLA Ops`` lines time ``copy-start`` and ``copy-done``
-apart), the pair's work is priced once, on the done (where the wait is), and the start is "no modelled
-cost"; a GPU trace times the start's kernels, which take the pair's cost as before.
+When both halves of an async copy were timed (TPU ``XLA Ops`` lines time ``copy-start`` and ``copy-done``
+apart: the start only queues the DMA, 6 ns in the v6e sample, and the done waits for it), the copy is priced
+once, on the done, and the start is "no modelled cost". An async collective keeps its price on its start
+(the HLO's rule, :mod:`rooftop.analysis.hlo.chains`: a TPU profile measures the transfer there and the done
+as a short wait); a GPU trace times the start's kernels, which take the pair's cost as before.
 
 Per step: duration, busy time, communication time (collective instructions, and NCCL/RCCL kernels),
 how much of it overlaps compute, idle gaps (means over devices). Memory: peak and a timeline when the
@@ -97,6 +99,7 @@ class OpReport:
     source: str = ""  # file:line of the code that made it, when the profile records it
     phase: str = ""  # "forward" / "backward" (JAX: jvp / transpose in the op_name), "" when not said
     shape_efficiency: float | None = None  # a matmul's use of the matrix unit by its shape (cost/gemm.py)
+    mxu_utilization: float | None = None  # matrix FLOPs / what the chip's matrix units do at peak in the measured time
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -115,6 +118,16 @@ class ProfileReport(Displayed):
         for a profile with no op time."""
         total = sum(o.total_s for o in self.ops)
         return sum(o.total_s for o in self.ops if o.lower_bound_s is not None) / total if total > 0 else None
+
+    def mxu_utilization(self) -> dict[str, float | None]:
+        """The matrix-unit utilisation (xprof's "MXU utilization"): the ops' matrix FLOPs over what the chip's
+        matrix units do at peak in the steps' time (``step``, means over devices) and in the ops' measured
+        time (``op_time``); None where there is no such time."""
+        matrix = sum((o.mxu_utilization or 0.0) * o.total_s for o in self.ops)
+        devices = max((o.devices for o in self.ops), default=1) or 1
+        steps = sum(s.duration_s for s in self.steps)
+        busy = sum(o.total_s for o in self.ops if o.lower_bound_s is not None)
+        return {"step": matrix / devices / steps if steps > 0 else None, "op_time": matrix / busy if busy > 0 else None}
 
     def overlap(self) -> dict[str, float]:
         comm = sum(s.comm_s for s in self.steps)
@@ -245,6 +258,8 @@ class Priced:
     collective: str | None = None
     executions: float = 1.0
     elsewhere: str = ""  # why this op's work is priced on another op (the start of an async pair)
+    note: str = ""  # what the cost rule read (a kernel's phase and mask, an update in place or not)
+    matrix_s: float = 0.0  # one execution's matrix FLOPs at the chip's matrix peak (cost/roofline.py)
 
 
 @dataclass(frozen=True)
@@ -281,11 +296,15 @@ def judge(
         lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str
     ) -> OpReport:
         shape = est.shape_efficiency if est is not None else None
+        if priced.note and lower_s:
+            why = f"{why}; {priced.note}" if why else priced.note
         if shape is not None and bound == "compute" and shape < SHAPE_NOTED:
             why += f"; its shape uses {shape:.0%} of the matrix unit (tile and wave quantization)"
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
-        return OpReport(name, module, opcode, category, *measured, *counts, shape_efficiency=shape)
+        mxu = priced.matrix_s * count / total if priced.matrix_s and total > 0 else None
+        return OpReport(name, module, opcode, category, *measured, *counts, shape_efficiency=shape,
+                        mxu_utilization=mxu)  # fmt: skip
 
     if priced.elsewhere:
         return report(0.0, None, 0.0, None, "no modelled cost", priced.elsewhere)
@@ -345,7 +364,7 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
         return OpPricing(name, module, None, category_of(scope or name, name), Priced(None, unknown=why))
     op = timed.op
     done = _done_of(instruction or "")
-    if done and (module, done) in present:  # both halves were timed (TPU): the done waits for the transfer
+    if done and (module, done) in present and op.opcode == "copy":  # a DMA timed in halves: the done waits
         priced = Priced(timed.estimate, elsewhere=f"its work is priced on {done}, the half that waits for it")
         return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
@@ -354,7 +373,8 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     host = next((t for t in timed.estimate.terms if t.kind == "host"), None)
     if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
         nbytes = float(dict(host.figures)["bytes"]) / max(op.executions, 1.0)
-    priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions)
+    priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions,
+                    note=op.cost.note, matrix_s=timed.matrix_s)  # fmt: skip
     return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
 
 

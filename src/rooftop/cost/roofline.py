@@ -17,7 +17,7 @@ turns Terms into words.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,13 @@ def flop_rate(chip: Chip, unit: str, dtype: str, eff: Efficiency = IDEAL) -> tup
     if unit != "matrix":
         return used, peak, peak * eff.vector
     return used, peak, peak * eff.matrix * achievable(chip, used, eff)
+
+
+def matrix_seconds(flops_by: Mapping[FlopsKey, float], chip: Chip) -> float:
+    """The time the chip's matrix units (TPU MXUs, GPU Tensor Cores) need for the matrix FLOPs of
+    ``flops_by`` at their peak: sum over dtypes of FLOPs / peak. Divided by an op's (or a step's) time it is
+    the matrix-unit utilisation, xprof's "MXU utilization": the FLOPs over what the unit could have done."""
+    return sum(f / chip.flops_rate(d, "matrix")[1] for (u, d), f in flops_by.items() if u == "matrix" and f)
 
 
 def achievable(chip: Chip, used_dtype: str, eff: Efficiency) -> float:

@@ -156,9 +156,10 @@ class Chip:
 
     def one_core(self) -> Chip:
         """The chip as one of the ``cores_per_device`` TensorCores of a megacore device sees it: the
-        matrix and vector peaks and the HBM bandwidth divided by ``cores_per_device`` (an op that
-        runs on one core takes twice the whole-chip roofline on v4 and v5p); the chip itself when it
-        is not a megacore chip."""
+        matrix and vector peaks, the HBM bandwidth and the bandwidth of each ICI link divided by
+        ``cores_per_device`` (an op that runs on one core, compute-, memory- or collective-bound, takes
+        twice the whole-chip roofline on v4 and v5p: the core drives its share of the chip's DMA into
+        HBM and the links); the chip itself when it is not a megacore chip."""
         n = self.cores_per_device
         if n <= 1:
             return self
@@ -168,6 +169,7 @@ class Chip:
             matrix_flops_per_s=MappingProxyType({k: v / n for k, v in self.matrix_flops_per_s.items()}),
             vector_flops_per_s=MappingProxyType({k: v / n for k, v in self.vector_flops_per_s.items()}),
             hbm_bytes_per_s=self.hbm_bytes_per_s / n,
+            link_bytes_per_s=self.link_bytes_per_s / n,
         )
 
     @property

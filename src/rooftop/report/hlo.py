@@ -33,7 +33,7 @@ def op_dict(t: TimedOp) -> dict[str, Any]:
         "memory_space": op.memory_space,
         "padded_shape": f"{shape.dtype}[{','.join(map(str, shape.padded_dims))}]" if padded and shape else None,
         "compute_s": None if unknown else est.compute_s, "memory_s": est.memory_s, "comm_s": est.network_s,
-        "shape_efficiency": est.shape_efficiency,
+        "shape_efficiency": est.shape_efficiency, "mxu_utilization": t.mxu_utilization,
         "lower_bound_s": est.lower_bound_s, "upper_bound_s": est.upper_bound_s, "bound": est.bound,
         "replica_groups": (groups[0] if len(groups) == 1 else groups) if uses else None,
         "mesh_axes": list(dict.fromkeys(a for m in t.matches for a in m.axes or ())) if uses else None,
@@ -112,14 +112,15 @@ def _row(r: dict[str, Any], shape_limit: int) -> tuple[str, ...]:
     space = "HBM" if r["memory_space"] == 0 else f"S({r['memory_space']})"
     count = f" x{format_plain(r['executions'])}" if r["executions"] != 1 else ""
     shape = short_shape(r["shape"], shape_limit) + padding + count
+    mxu = "-" if r["mxu_utilization"] is None else f"{r['mxu_utilization']:.0%}"
     return (r["name"], r["opcode"], shape, flops, format_bytes(r["padded_bytes"]), space, _time(r["lower_bound_s"]),
-            words(r["bound"]))  # fmt: skip
+            words(r["bound"]), mxu)  # fmt: skip
 
 
 def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], top: int) -> None:
     rows = {(r["name"], r["computation"]): r for r in data["instructions"]}
     chosen = [rows[(t.op.name, t.op.computation)] for t in analysis.top(top)]
-    columns = ["instruction", "opcode", "shape", "FLOPs", "bytes", "result in", "time", "bound"]
+    columns = ["instruction", "opcode", "shape", "FLOPs", "bytes", "result in", "time", "bound", "MXU"]
     title = (
         f"{data['module']} on {analysis.chip.name}: top {len(chosen)} of {plural(len(rows), 'instruction')} "
         "by predicted time"
@@ -146,6 +147,7 @@ def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], to
         ("HBM bytes", format_bytes(t["hbm_bytes"])), ("collective bytes per axis", per_axis or "none"),
         ("compute / memory / network", " / ".join(_time(t[k]) for k in ("compute_s", "memory_s", "comm_s"))),
         ("predicted (sum of lower bounds)", styled(_time(t["predicted_s"]), "bold")),
+        ("MXU utilisation (of the predicted time)", f"{t['mxu_utilization']:.1%}"),
         ("overlap bound / serial bound", f"{_time(t['overlap_bound_s'])} / {_time(t['upper_bound_s'])}"),
     ]))  # fmt: skip
     for note in data["notes"]:

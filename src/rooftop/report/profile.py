@@ -26,6 +26,7 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "ops": [dataclasses.asdict(o) for o in report.ops],
         "steps": [dataclasses.asdict(s) for s in report.steps],
         "overlap": report.overlap(),
+        "mxu_utilization": report.mxu_utilization(),
         "priced_fraction": report.priced_fraction(),
         "categories": {k: dict(v) for k, v in report.categories.items()},
         "sharding": list(report.sharding),
@@ -71,6 +72,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     ops, ranking = ranked_ops(report)
     for o in ops[: max(top, 1)]:
         eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
+        mxu_op = f"{o.mxu_utilization:.0%}" if o.mxu_utilization is not None else "-"
         lb = format_duration(o.lower_bound_s) if o.lower_bound_s is not None else "?"
         rows.append(
             (
@@ -84,12 +86,13 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
                 "?" if o.verdict == UNKNOWN else format_duration(o.lost_s),
                 o.collective or "",
                 _origin(o.framework_op, o.source),
+                mxu_op,
             )
         )
     console.print(
         table(
             f"ops of {report.source} on {chip.name}, {ranking}",
-            ["op", "runs", "measured", "roofline", "eff.", "bound", "verdict", "lost", "mesh axes", "from"],
+            ["op", "runs", "measured", "roofline", "eff.", "bound", "verdict", "lost", "mesh axes", "from", "MXU"],
             rows,
         )
     )
@@ -120,6 +123,12 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     priced = report.priced_fraction()
     if priced is not None and priced < 1:
         say(console, f"{priced:.0%} of the measured op time has a roofline (the rest: ops of unknown cost)")
+    mxu = report.mxu_utilization()
+    if mxu["step"] is not None or mxu["op_time"] is not None:
+        parts = [
+            f"{mxu[k]:.1%} of the {w}" for k, w in (("step", "step time"), ("op_time", "op time")) if mxu[k] is not None
+        ]
+        say(console, f"MXU utilisation (matrix FLOPs / what the matrix units do at peak): {', '.join(parts)}")
     ov = report.overlap()
     say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
     if report.memory.get("available"):

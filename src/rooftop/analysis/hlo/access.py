@@ -16,6 +16,9 @@ Logical bytes (elements x element size) follow XLA's HloCostAnalysis, so CPU and
   plus the indices, where XLA's fused count would read and write the whole operand).
 - an output that ``output_to_operand_aliasing`` ties to an operand and that the fusion passes through
   unchanged is neither written nor read for it (an unaliased pass-through is a copy: read and written).
+- an output built in place that the module shows is not (:mod:`rooftop.analysis.hlo.inplace`: a
+  loop-carried buffer without the aliasing mark) reads the whole buffer and writes the whole output in the
+  timed bytes; the logical bytes keep XLA's count.
 - top level: a slice or dynamic-slice reads its slice, a dynamic-update-slice reads and writes its
   update, a scatter its updates x 3 and its indices; a custom-call's trailing scratch workspace and the
   zero-work custom-call targets (:mod:`rooftop.analysis.hlo.targets`) move nothing.
@@ -36,11 +39,13 @@ bytes in memory space 0 (on TPU S(1) is VMEM, S(5) host memory).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from rooftop.analysis.hlo.inplace import InPlace
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction, one_int
 from rooftop.analysis.hlo.rules import drop_workspace
 from rooftop.analysis.hlo.shapes import Shape, int_list
@@ -55,6 +60,7 @@ class Traffic:
     logical_bytes: float = 0.0
     padded_bytes: float = 0.0
     by_space: tuple[tuple[int, float], ...] = ()
+    why: str = ""  # whether an update was done in place, when the module says (:mod:`.inplace`)
 
     @property
     def hbm_bytes(self) -> float:
@@ -175,6 +181,7 @@ class Bytes:
         self.leaf_cache: dict[int, tuple[float, float, int]] = {}
         self.fusion_cache: dict[str, FusionAccess] = {}
         self.nesting = 0
+        self.in_place = InPlace(module)
 
     # --- sums ----------------------------------------------------------------------------------------
 
@@ -223,7 +230,7 @@ class Bytes:
         reads: list[float | tuple[Piece, ...]] = [1.0] * len(shapes)
         write: float | tuple[Piece, ...] = 1.0
         if op in ("fusion", "fusion-start") and fused is not None:
-            return self.fusion(instr, fused, result)
+            return self.fusion(instr, fused, result, comp)
         if op in ("slice", "dynamic-slice") and shapes and shapes[0] is not None:
             starts = _slice_starts(instr) if op == "slice" else self.starts(comp, instr, 1)
             sizes = result.dims
@@ -243,13 +250,13 @@ class Bytes:
                 result = drop_workspace(result)
         return self.traffic([*zip(shapes, reads, strict=True), (result, write)])
 
-    def fusion(self, instr: Instruction, fused: Computation, result: Shape) -> Traffic:
+    def fusion(self, instr: Instruction, fused: Computation, result: Shape, comp: Computation) -> Traffic:
         access = self.access(fused)
         aliased = instr.output_operand_aliasing
         reads: dict[int, float | tuple[Piece, ...]] = dict(access.reads)
-        writes: list[tuple[Shape | None, float | tuple[Piece, ...]]] = []
+        writes: dict[int, tuple[Shape | None, float | tuple[Piece, ...]]] = {}
         if result.is_tuple and not all(not s.is_tuple for s in result.tuple_shapes or ()):
-            writes.append((result, 1.0))  # nested tuples: every leaf written
+            writes[-1] = (result, 1.0)  # nested tuples: every leaf written
             reads.update(dict.fromkeys(access.passthrough.values(), 1.0))
         leaves = result.leaves() if not writes else ()
         for k, leaf in enumerate(leaves):
@@ -258,10 +265,20 @@ class Bytes:
                 if aliased.get((k,) if result.is_tuple else ()) == (param, ()):
                     continue  # returned unchanged in its own buffer
                 reads[param] = 1.0  # an unaliased pass-through is a copy
-            writes.append((leaf, access.writes.get(k, 1.0)))
+            writes[k] = (leaf, access.writes.get(k, 1.0))
         shapes = instr.operand_shapes
-        items = [(s, reads.get(i, 1.0)) for i, s in enumerate(shapes)]
-        return self.traffic([*items, *writes])
+        traffic = self.traffic([*((s, reads.get(i, 1.0)) for i, s in enumerate(shapes)), *writes.values()])
+        whys, copied = [], False
+        for k, param in access.in_place.items() if leaves else ():
+            in_place, why = self.in_place.decide(instr, comp, k, param)
+            whys.append(why)
+            if not in_place:  # the whole buffer read and the whole output written (timed bytes only)
+                reads[param], writes[k], copied = 1.0, (leaves[k], 1.0), True
+        why = "; ".join(dict.fromkeys(w for w in whys if w))
+        if not copied:
+            return dataclasses.replace(traffic, why=why) if why else traffic
+        copy = self.traffic([*((s, reads.get(i, 1.0)) for i, s in enumerate(shapes)), *writes.values()])
+        return Traffic(traffic.logical_bytes, copy.padded_bytes, copy.by_space, why)
 
     def starts(self, comp: Computation, instr: Instruction, first: int) -> tuple[int | None, ...] | None:
         """Constant start indices of a dynamic-slice / -update-slice (operands from ``first``), None each

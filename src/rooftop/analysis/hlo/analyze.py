@@ -7,8 +7,9 @@ counts them and bytes at the instruction boundary; that module's docstring state
 ``analyze``: roofline(Cost, chip, mesh) per instruction; the predicted module time is the sum of the
 instructions' lower bounds (each overlaps its own compute, memory and network; they run in sequence).
 On a megacore chip (TPU v4, v5p: two TensorCores that XLA drives as one device) an instruction that runs
-on one core (named ``*in_megacore_fusion*``) is timed on ``Chip.one_core()``: half the peaks and half the HBM
-bandwidth, twice the whole-chip roofline.
+on one core (named ``*in_megacore*``, as XLA names the fusions it keeps on one core) is timed on
+``Chip.one_core()``: half the peaks, half the HBM bandwidth and half of each ICI link, twice the whole-chip
+roofline whether it is compute-, memory- or collective-bound.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rooftop.analysis.hlo.count import HloOp, count_module
 from rooftop.analysis.hlo.ir import HloModule
 from rooftop.analysis.hlo.mesh import CollectiveUse, GroupMatch, LogicalMesh, given_mesh, infer_mesh, place
 from rooftop.cost.cost import Comm, Cost
-from rooftop.cost.roofline import Estimate, host_term, roofline
+from rooftop.cost.roofline import Estimate, host_term, matrix_seconds, roofline
 from rooftop.display import Displayed
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
@@ -34,6 +35,14 @@ class TimedOp:
     op: HloOp
     estimate: Estimate
     matches: tuple[GroupMatch, ...] = ()
+    matrix_s: float = 0.0  # one execution's matrix FLOPs at the whole chip's matrix peak (cost/roofline.py)
+
+    @property
+    def mxu_utilization(self) -> float | None:
+        """The matrix-unit utilisation over the predicted time: its matrix FLOPs over what the chip's
+        matrix units could do in it; None without matrix FLOPs or time."""
+        time = self.estimate.lower_bound_s
+        return self.matrix_s * self.op.executions / time if self.matrix_s and time > 0 else None
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -63,13 +72,16 @@ class HloAnalysis(Displayed):
             for key, v in zip(out, values, strict=True):
                 out[key] += v * k
         compute, memory, network = (sum(getattr(e, a) for e in ests) for a in ("compute_s", "memory_s", "network_s"))
+        predicted = sum(e.lower_bound_s for e in ests)
+        matrix = sum(t.matrix_s * t.op.executions for t in self.ops)
         return out | {
             "instructions": float(len(self.ops)), "padding_waste_bytes": out["padded_bytes"] - out["bytes"],
             "padding_overhead": out["padded_bytes"] / out["bytes"] if out["bytes"] else 1.0,
             "compute_s": compute, "memory_s": memory, "comm_s": network,
-            "predicted_s": sum(e.lower_bound_s for e in ests), "upper_bound_s": sum(e.upper_bound_s for e in ests),
+            "predicted_s": predicted, "upper_bound_s": sum(e.upper_bound_s for e in ests),
             "overlap_bound_s": max(compute, memory, network, 0.0),
             "flops_unknown_instructions": float(sum(1 for t in self.ops if t.op.cost.unknown)),
+            "mxu_utilization": matrix / predicted if predicted > 0 else 0.0,
         }  # fmt: skip
 
     def collectives_by_axis(self) -> dict[str, dict[str, float]]:
@@ -125,11 +137,11 @@ def analyze(
     single = sum(1 for op in counts.ops if op.cost.one_core) if chip.megacore else 0
     if single:
         notes.append(
-            f"{single} instruction{'s' if single > 1 else ''} named *in_megacore_fusion* run on one of the "
-            f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks "
-            "and HBM bandwidth"
+            f"{single} instruction{'s' if single > 1 else ''} named *in_megacore* run on one of the "
+            f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks, "
+            "HBM bandwidth and link bandwidth"
         )
-    estimates: dict[tuple, Estimate] = {}
+    estimates: dict[tuple, tuple[Estimate, float]] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}
     timed = []
     with paused_gc():
@@ -146,6 +158,7 @@ def analyze(
                    base.gemm)  # fmt: skip
             if key not in estimates:  # repeated layers repeat costs: one roofline each
                 est = roofline(Cost(base.flops_by, base.hbm_bytes, comms, gemm=base.gemm) * op.executions, on, hardware)
-                estimates[key] = with_host_link(est, host * op.executions, chip) if host else est
-            timed.append(TimedOp(op, estimates[key], tuple(m for _, m in placed)))
+                est = with_host_link(est, host * op.executions, chip) if host else est
+                estimates[key] = (est, matrix_seconds(base.flops_by, chip))
+            timed.append(TimedOp(op, estimates[key][0], tuple(m for _, m in placed), estimates[key][1]))
     return HloAnalysis(counts.module, chip, logical, topo, tuple(timed), tuple(dict.fromkeys(notes)))

@@ -24,15 +24,15 @@ match ``compiled.cost_analysis()["flops"]`` (tests/unit/test_hlo_vs_xla.py):
   target without a rule has FLOPs unknown, reported by name, never 0.
 - collectives (sync, -start/-done and async-start/-done forms, counted once per pair): a Comm of the
   bytes cost/cost.py's Comm names, over the mesh axes :mod:`rooftop.analysis.hlo.mesh` reads from the replica groups.
-  A TPU async collective chain (:mod:`rooftop.analysis.hlo.chains`) prices its collective once, on the first
-  instruction that holds it; the chain's other fusions are priced for their own work.
+  A TPU async collective chain (:mod:`rooftop.analysis.hlo.chains`) prices its collective once, on its start
+  (whatever the text order); the chain's fusions are priced for their own work, a done fusion at zero.
 
 Bytes (:mod:`rooftop.analysis.hlo.access`): operands read + results written at the instruction boundary, never a
 fusion's inner temporaries; slices, in-place updates and aliased outputs count what they touch; logical
 bytes follow XLA, padded (timed) bytes count the layout tiles touched. Parameter, constant,
 get-tuple-element, tuple, bitcast and the *-done halves cost nothing.
 
-An instruction named ``*in_megacore_fusion*`` runs on one TensorCore of a megacore chip (TPU v4, v5p):
+An instruction named ``*in_megacore*`` runs on one TensorCore of a megacore chip (TPU v4, v5p):
 ``InstructionCost.one_core`` says so and :mod:`rooftop.analysis.hlo.analyze` times it on ``Chip.one_core()``.
 """
 
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.access import Bytes, Traffic
-from rooftop.analysis.hlo.chains import priced_once
+from rooftop.analysis.hlo.chains import async_end, chain_id, priced_once
 from rooftop.analysis.hlo.groups import MAX_DEVICES
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.mesh import COLLECTIVE_KIND, CollectiveUse, collective_use
@@ -138,6 +138,7 @@ class _Counter:
         self.weight_cache: dict[str, tuple[float, float]] = {}
         self.cost_cache: dict[int, InstructionCost] = {}
         self.active: set[str] = set()
+        self.masks: dict[str, Instruction] | None = None
 
     def callee(self, instr: Instruction, key: str) -> Computation:
         raw = instr.attributes.get(key)
@@ -201,6 +202,13 @@ class _Counter:
             self.applied(instr, base, first, out)
         return out
 
+    def constant(self, name: str) -> Instruction | None:
+        """The 8-bit integer or pred constant called ``name`` (a kernel's block mask), else None."""
+        if self.masks is None:
+            self.masks = {i.name: i for _, i in self.module.instructions()
+                          if i.opcode == "constant" and i.shape.dtype in ("s8", "u8", "pred")}  # fmt: skip
+        return self.masks.get(name)
+
     def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> Cost:
         """``dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
         dims = instr.dot_dims
@@ -248,7 +256,7 @@ class _Counter:
             flops, note = attention_flops(instr, target, shapes)
             out.add("matrix", shapes[0].dtype if shapes else "bf16", flops)
             out.notes.append(note)
-        elif rule == "pallas" and (priced := pallas_flops(instr, shapes)) is not None:
+        elif rule == "pallas" and (priced := pallas_flops(instr, shapes, self.constant)) is not None:
             by, transcendentals, note = priced
             out.transcendentals += transcendentals
             for key, value in by.items():
@@ -272,6 +280,8 @@ class _Counter:
         else:
             fused = self.callee(instr, "calls") if instr.opcode in ("fusion", "fusion-start") else None
             traffic = self.bytes.boundary(instr, comp, result, fused)
+            if fused is not None and async_end(self.module, instr) == "done":
+                traffic = Traffic()  # a done fusion: the wait for a transfer priced on its start
         if not all(map(math.isfinite, (*flops.by.values(), flops.transcendentals, traffic.padded_bytes))):
             raise ParseError(
                 f"{instr.opcode} {shown(instr.name)}: its FLOPs or bytes exceed 1.8e308, the range of a float "
@@ -281,7 +291,8 @@ class _Counter:
         cost = Cost(flops.by, traffic.hbm_bytes, gemm=flops.gemms[0] if len(flops.gemms) == 1 else None)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
-            "; ".join(flops.unknown), "; ".join(dict.fromkeys(flops.notes)), ONE_CORE_MARK in instr.name,
+            "; ".join(flops.unknown), "; ".join(dict.fromkeys([*flops.notes, *filter(None, [traffic.why])])),
+            ONE_CORE_MARK in instr.name,
         )  # fmt: skip
 
     # --- the call graph: which computations run, how often (linear in the module, no expansion) ---------
@@ -374,14 +385,16 @@ class _Counter:
         found = self.chain_cache.get(comp.name)
         if found is None:
             self.chain_cache[comp.name] = {}  # priced below without the rule
-            items = []
+            items, chained = [], False
             for instr, done in self.priced(comp):
                 cost = self.cost_cache.get(id(instr))
                 if cost is None:
                     cost = self.cost_cache[id(instr)] = self.price(instr, done, comp)
-                if cost.collectives:
+                starts = async_end(self.module, instr) == "start" and bool(chain_id(self.module, instr))
+                if cost.collectives or starts:
                     items.append((instr, cost.collectives))
-            found, notes = priced_once(items)
+                    chained = chained or starts or any(u.chain for u in cost.collectives)
+            found, notes = priced_once(self.module, items) if chained else ({}, [])
             self.chain_cache[comp.name] = found
             self.notes += notes
         return found

@@ -60,6 +60,10 @@ _CALL_KEYS = frozenset(
 )
 intern = sys.intern
 _LITERAL_MAX_CHARS = 1024
+#: 8-bit integer and pred constants keep literals up to this long: a kernel's block mask (a splash
+#: attention mask of 8 heads x 64 x 64 blocks prints in about 100,000 characters)
+_MASK_LITERAL_MAX_CHARS = 1 << 17
+_MASK_TYPES = frozenset(("s8", "u8", "pred"))
 _MAX_JOINED_CHARS = MAX_LINE_CHARS  # a multi-line instruction joined: bounded as a line is
 _MAX_RETRIES = 8
 
@@ -267,7 +271,9 @@ class _Parser:
         operands: tuple[str, ...] = ()
         operand_shapes: tuple[Shape | None, ...] | None = ()
         if opcode == "constant":
-            if len(inside) <= _LITERAL_MAX_CHARS:
+            if len(inside) <= _LITERAL_MAX_CHARS or (
+                shape.dtype in _MASK_TYPES and len(inside) <= _MASK_LITERAL_MAX_CHARS
+            ):
                 attributes["literal"] = inside.strip()
             else:
                 attributes["literal_chars"] = str(len(inside))

@@ -29,8 +29,9 @@ APPLIED = _words("reduce reduce-window map scatter select-and-scatter all-reduce
 CONV_TARGETS = {"__cudnn$convForward": (0, 1, 2), "__cudnn$convBiasActivationForward": (0, 1, 2),
                 "__cudnn$convForwardGraph": (0, 1, 2), "__cudnn$convBackwardInput": (2, 1, 0),
                 "__cudnn$convBackwardFilter": (0, 2, 1)}  # fmt: skip
-#: an instruction whose name says XLA runs it on one TensorCore of a megacore chip (TPU v4, v5p)
-ONE_CORE_MARK = "in_megacore_fusion"
+#: an instruction whose name says XLA runs it on one TensorCore of a megacore chip (TPU v4, v5p): XLA names
+#: the fusions it keeps on one core ``*.in_megacore_fusion*`` (and ``*in_megacore*`` for other such ops)
+ONE_CORE_MARK = "in_megacore"
 _DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64", "c64": "fp32", "c128": "fp64", "f4e2m1fn": "fp4"}
 _DTYPE |= {t: "int8" for t in ("s8", "u8", "pred")} | {t: "int4" for t in ("s4", "u4", "s2", "u2", "s1", "u1")}
 _DTYPE |= {t: "int32" for t in ("s16", "u16", "s32", "u32", "s64", "u64")}

@@ -19,18 +19,22 @@ kernel: ``.../splash_mha_fwd_no_residuals/pallas_call``) or the instruction's na
 (splash, flash, ``mha`` / ``mqa``; not paged decode kernels) is priced from q, k, v, its first three
 floating-point operands of rank >= 2, laid out [..., heads, seq, head_dim] as the Pallas TPU kernels take
 them (splash's ``q_layout`` = 0 in the kernel metadata means [..., head_dim, seq]): B = the product of the
-dims before heads. Causal when the config, kernel metadata or name says ``causal``; else every (query, key)
-pair is counted (a splash mask's sparsity lives in its block-mask operands and is not read). The forward
-is cost/op.py's fused attention (2 matmuls, 2 B H pairs (D_qk + D_v)); a backward kernel does the matmuls
-its phase does, each costing half the forward: ``dq`` 3 (recompute S, dP, dQ), ``dkv`` 4 (S, dP, dV, dK), a
-fused backward 5 (the 2.5x of FlashAttention-2). Any other kernel with a ``cost_estimate`` in its config
-(``pl.CostEstimate``) takes its FLOPs and transcendentals from there; without one its FLOPs are unknown.
+dims before heads. Its phase comes from its structure, never from words in its name (``_phase``: a forward
+takes no array shaped like q, k or v besides them; a backward returns dQ, dK and dV, or all three), and a
+backward kernel does the matmuls its phase does, each costing half the forward: ``dq`` 3 (recompute S, dP,
+dQ), ``dkv`` 4 (S, dP, dV, dK), a fused backward 5 (the 2.5x of FlashAttention-2). Its (query, key) pairs are
+the live fraction of a block mask read from an 8-bit constant operand (``_block_mask``); without one, the
+causal count when the config, kernel metadata or name says ``causal``, else every pair. The forward is
+cost/op.py's fused attention (2 matmuls, 2 B H pairs (D_qk + D_v)). Any other kernel with a
+``cost_estimate`` in its config (``pl.CostEstimate``) takes its FLOPs and transcendentals from there; without
+one its FLOPs are unknown.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rooftop.analysis.hlo.ir import Instruction, unquote
@@ -56,7 +60,7 @@ TARGETS: dict[str, str] = {
 }  # fmt: skip
 _PREFIXES = tuple((k[:-1], v) for k, v in TARGETS.items() if k.endswith("*"))
 _ATTENTION_RE = re.compile(r"splash|flash|attention|(?:^|[_/.])m[hq]a(?:[_/.]|$)", re.IGNORECASE)
-_PHASES = (("dkv", 4), ("dq", 3), ("bwd", 5), ("backward", 5), ("grad", 5))
+_MASK_VALUES = re.compile(r"-?[0-9]+|true|false")
 _FLOAT = ("bf16", "f16", "f32", "f64", "f8")
 
 
@@ -146,9 +150,55 @@ def _dims(shape: Shape, layout: Any) -> tuple[int, int, int, int]:
     return batch, heads, seq, dim
 
 
-def pallas_flops(instr: Instruction, shapes: list[Shape]) -> tuple[dict[tuple[str, str], float], float, str] | None:
+def _phase(shapes: list[Shape], result: Shape, tensors: list[Shape]) -> tuple[str, int]:
+    """(phase, matmuls) of an attention kernel from what it takes and returns, never from its name: the
+    float operands and results shaped like q, k or v (dims and dtype). A forward takes q, k and v and no
+    other such array; a backward also takes the output's cotangent dO (and often O), and returns dQ ("dq",
+    3 matmuls: S, dP, dQ), dK and dV ("dkv", 4: S, dP, dV, dK) or all three ("fused", 5)."""
+    like = {(t.dtype, tuple(t.dims)) for t in tensors[:3]}
+    extra = [s for s in tensors[3:] if (s.dtype, tuple(s.dims)) in like]
+    if not extra:
+        return "forward", 2
+    outs = [leaf for leaf in result.leaves() if (leaf.dtype, tuple(leaf.dims)) in like]
+    return {1: ("dq", 3), 2: ("dkv", 4)}.get(len(outs), ("fused backward", 5))
+
+
+def _block_mask(
+    instr: Instruction, constant: Callable[[str], Instruction | None], sq: int, sk: int, config: dict[str, Any]
+) -> tuple[float, str] | None:
+    """(live fraction, what was read) from a block-sparse mask operand: an 8-bit integer or pred constant
+    of rank >= 2 whose last two dims are the kernel's query and key blocks (Sq / block_q by Sk / block_kv
+    when the config gives the block sizes); live blocks are the nonzero entries (splash attention's block
+    mask: 0 masked out, 1 partial, 2 full; a partial block is computed whole). None when no such operand
+    is a constant with its values in the text."""
+    bq, bk = _count(config.get("block_q")), _count(config.get("block_kv"))
+    for name in instr.operands:
+        node = constant(name)
+        if node is None or node.shape.dtype not in ("s8", "u8", "pred") or node.shape.rank < 2:
+            continue
+        nq, nk = node.shape.dims[-2:]
+        if bq and bk:
+            fits = nq == -(-sq // int(bq)) and nk == -(-sk // int(bk))
+        else:
+            fits = 0 < nq <= sq and 0 < nk <= sk and sq % nq == 0 and sk % nk == 0 and nq * nk > 1
+        values = _MASK_VALUES.findall(node.attributes.get("literal", ""))
+        if not fits or len(values) != node.shape.num_elements or not values:
+            continue
+        live = sum(1 for v in values if v not in ("0", "false"))
+        return live / len(
+            values
+        ), f"block mask {node.name} ({node.shape.dtype}[{','.join(map(str, node.shape.dims))}]): " + (
+            f"{live} of {len(values)} blocks live"
+        )
+    return None
+
+
+def pallas_flops(
+    instr: Instruction, shapes: list[Shape], constant: Callable[[str], Instruction | None] = lambda _: None
+) -> tuple[dict[tuple[str, str], float], float, str] | None:
     """(FLOPs by (unit, rooftop dtype), transcendentals, note) of a Pallas TPU kernel (module docstring);
-    None when neither its name nor a cost_estimate prices it."""
+    None when neither its name nor a cost_estimate prices it. ``constant``: the constant instruction an
+    operand name stands for (a block mask), None for any other."""
     config = kernel_config(instr)
     names = kernel_names(instr, config)
     name = next((n for n in names if _ATTENTION_RE.search(n) and "paged" not in n.lower()), None)
@@ -157,13 +207,21 @@ def pallas_flops(instr: Instruction, shapes: list[Shape]) -> tuple[dict[tuple[st
         q, k, v = tensors[:3]
         b, h, sq, dqk = _dims(q, config.get("q_layout"))
         sk, dv = _dims(k, config.get("k_layout"))[2], _dims(v, config.get("v_layout"))[3]
-        causal = _causal(config, names)
-        lowered = name.lower()
-        phase, matmuls = next(((p, n) for p, n in _PHASES if re.search(rf"(?:^|[_/.\-]){p}", lowered)), ("fwd", 2))
-        flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False) * matmuls / 2
-        what = f"{matmuls} attention matmuls ({phase})"
-        note = (f"Pallas kernel {name}: {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, "
-                f"{'' if causal else 'not '}causal")  # fmt: skip
+        phase, matmuls = _phase(shapes, instr.shape, tensors)
+        mask = _block_mask(instr, constant, sq, sk, config)
+        if mask is not None:
+            fraction, read = mask
+            flops = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False) * fraction
+            pairs = f"{fraction:.1%} of the (query, key) blocks: {read}"
+        else:
+            causal = _causal(config, names)
+            flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False)
+            dense = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False)
+            share = f"{flops / dense:.1%} of Sq x Sk" if dense else "none"
+            pairs = f"causal pairs ({share})" if causal else "every (query, key) pair (no block mask read)"
+        flops *= matmuls / 2
+        note = (f"Pallas kernel {name}: {matmuls} attention matmuls ({phase}, from its operands and results), "
+                f"B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {pairs}")  # fmt: skip
         return {("matrix", rooftop_dtype(q.dtype)): flops}, 0.0, note
     estimate = config.get("cost_estimate")
     if isinstance(estimate, dict) and (flops_est := _count(estimate.get("flops"))) is not None:

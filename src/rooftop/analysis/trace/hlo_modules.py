@@ -11,6 +11,7 @@ asks only :func:`is_profile_path` and loads none of them.
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from pathlib import Path
@@ -23,9 +24,13 @@ MAX_XPLANE_BYTES = 2**31 - 1
 
 
 def is_profile_path(path: str | Path) -> bool:
-    """A JAX profile rather than HLO text: a directory, or a ``.pb`` file."""
-    mode = stat_mode(Path(path))
-    return mode is not None and (stat.S_ISDIR(mode) or str(path).lower().endswith(".pb"))
+    """A JAX profile rather than HLO text: a directory, or a ``.pb`` file. A path that cannot be looked up
+    is not one: the HLO reader that follows names the problem in its own words."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISDIR(mode) or str(path).lower().endswith(".pb")
 
 
 def xplane_files(path: str | Path) -> list[Path]:

@@ -111,7 +111,9 @@ def test_naive_against_fixed_removes_the_model_all_gathers(runs: dict[str, Path]
     assert len(gathers) == 3  # one per layer forward, one in the backward (mock_transformer's docstring)
     assert all(r["status"] == "removed" and r["mesh_axes"] == ["model"] for r in gathers)
     assert all(r["delta_measured_s"] == -r["measured_a_s"] < 0 for r in gathers)
-    assert d["step_delta_s"] == d["b"]["step_s"] - d["a"]["step_s"] < 0
+    # the measured step of a CPU run moves with the host's load (a 12 ms gain on an idle host, lost in the noise
+    # of a busy one), so its sign is checked through what the diff attributes, not the wall clock
+    assert d["step_delta_s"] == d["b"]["step_s"] - d["a"]["step_s"]
     assert d["a"]["step_basis"] == "steps" and d["a"]["steps"] == 3
     assert d["roofline_delta_s"] < 0
     assert d["contributors"] and abs(d["contributors"][0]["delta_s"]) == max(

@@ -38,7 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--fix",
         help="pin degrees or choices, e.g. tp=8,pp=16,mb=32,v=2,remat=full,zero=1,offload=none; on/off (0|1): "
         "sequence_parallel (sp), flash (fused attention), dropout, pipeline_balance (the pipeline split counts the "
-        "head and loss as layers; default 1), fsdp_reshard (weights gathered again for the backward; default 1)",
+        "head and loss as layers; default 1), fsdp_reshard (1, the default: each layer's weights gathered for "
+        "the forward and again for the backward of every microbatch, HBM holds the shard and two gathered "
+        "layers; 0: each layer gathered once per step and kept, its gradients reduce-scattered once, HBM holds "
+        "the stage's weights and gradients whole)",
     )
     p.add_argument(
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"

@@ -145,11 +145,15 @@ def layer_comm(
         ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
     uncovered = fill = 0.0
     routed_factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg) if par.ep > 1 else 1.0
+    # FSDP traffic per microbatch: resharded, every microbatch gathers each layer (twice) and reduce-scatters
+    # its gradients; not resharded, each layer is gathered once per step (first microbatch's forward) and kept,
+    # and its gradients accumulate whole and are reduce-scattered once (last microbatch's backward)
+    once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
     for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
         n = g.count * layer_scale
         ag = rs = 0.0
         if par.fsdp > 1:
-            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n)
+            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n * once)
         c = g.count
         tp_b = (1 + recompute) * tp_one
         left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
@@ -159,9 +163,9 @@ def layer_comm(
         )
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
-        e_fsdp += n * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
+        e_fsdp += n * once * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
         if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
-            fill = min(f_fsdp, ag) + min(b_fsdp, rs)
+            fill = (min(f_fsdp, ag) + min(b_fsdp, rs)) * once
         routed = to_experts = a2a = h_f = h_b = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
@@ -188,7 +192,7 @@ def layer_comm(
             }  # fmt: skip
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
-            ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
+            ledger.hide("fsdp", n * once * (f_fsdp + b_fsdp))
             ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
@@ -205,11 +209,11 @@ def layer_comm(
             pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
         )
         b_edge_ag = edge_ag if par.fsdp_reshard else 0.0
-        e_fsdp += edge_ag + b_edge_ag + edge_rs
+        e_fsdp += (edge_ag + b_edge_ag + edge_rs) * once
         if ledger is not None:
-            ledger.edge_fsdp = (edge_ag, b_edge_ag + edge_rs)
-            ledger.comm("fsdp", "all-gather", axes, edge, 1 + par.fsdp_reshard)
-            ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
+            ledger.edge_fsdp = (edge_ag * once, (b_edge_ag + edge_rs) * once)
+            ledger.comm("fsdp", "all-gather", axes, edge, (1 + par.fsdp_reshard) * once)
+            ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, once)
     return e_tp, e_cp, e_fsdp, e_ep, uncovered
 
 

@@ -169,7 +169,11 @@ class MemoryTerms:
         act = per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
             "weights": 0.0 if offload == "params" else self.working * state["weights"],
-            "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],
+            # kept gathered (fsdp_reshard off): the stage's gradients accumulate whole over the microbatches
+            "gradients": (
+                self.working if self.working > self.held else self.held_over_dp if zero_stage >= 2 else self.held
+            )
+            * state["grads"],
             "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
             "activations": act * self.in_flight,
             "logits": self.logits,

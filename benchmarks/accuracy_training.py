@@ -52,7 +52,7 @@ from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, params_total
-from rooftop.plan.train.comm import CommPricer
+from rooftop.plan.train.framework import default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
 
@@ -138,6 +138,7 @@ def _megatron_runs() -> list[Run]:
                 "Narayanan 2021, Table 1",
                 flash=False,
                 dropout=True,
+                framework="megatron-2021",
             )
         )
     return runs
@@ -287,6 +288,8 @@ def _with_fitting_remat(setup: TrainingSetup, par: Parallelism) -> Parallelism:
 
 def predict(run: Run, eff: Efficiency) -> tuple[float, StepResult]:
     chip = get_chip(run.chip)
+    stack = get_framework(run.framework) if run.framework else default_framework(chip)
+    eff = stack.efficiency(eff)
     setup = TrainingSetup(
         run.cfg,
         chip,
@@ -297,10 +300,11 @@ def predict(run: Run, eff: Efficiency) -> tuple[float, StepResult]:
         precision=run.precision,
         flash_attention=run.flash,
         dropout=run.dropout,
+        framework=stack,
     )
     par = _with_fitting_remat(setup, run.par)
     validate(par, run.cfg, setup.chips, run.batch, run.seq)
-    result = evaluate(setup, par, CommPricer(layout_mesh(setup.topology, par), chip, eff.network))
+    result = evaluate(setup, par, setup.pricer(layout_mesh(setup.topology, par)))
     if math.isnan(run.flops_per_step):
         return result.mfu, result
     return run.flops_per_step / (setup.chips * chip.flops_per_s("bf16") * result.step_time_s), result

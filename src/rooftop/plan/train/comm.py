@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rooftop.cost.collectives import collective_time
+from rooftop.cost.collectives import Algorithm, collective_time
 from rooftop.cost.cost import Comm
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, domains_spanned
@@ -38,6 +38,7 @@ class CommPricer:
     chip: Chip
     network_eff: float
     rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    algorithm: Algorithm | None = None  # how the library runs the gather family (None: hierarchical)
     _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = field(default_factory=dict)
     _placed: dict[str, tuple[str, tuple[object, ...]]] = field(default_factory=dict)
 
@@ -53,6 +54,8 @@ class CommPricer:
         per_byte, lat = rate
         if not per_byte and not lat:  # every axis has size 1: nothing moves
             return 0.0
+        if lat < 0:  # a ring: latency and bandwidth add (cost/collectives.CollectiveTime.additive)
+            return nbytes * per_byte - lat
         return max(nbytes * per_byte, lat)
 
     def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float]:
@@ -60,13 +63,17 @@ class CommPricer:
         axes = tuple(a for a in axes if a in self._placed)
         if not axes:
             return 0.0, 0.0
-        key = (kind, tuple(self._placed[a] for a in axes))
+        key = (kind, tuple(self._placed[a] for a in axes), self.algorithm)
         if key not in self.rates:
             probe = 1 << 30
             ct = collective_time(
-                Comm(kind, axes, float(probe)), self.mesh, self.chip, network_efficiency=self.network_eff
-            )
-            self.rates[key] = (ct.bandwidth_time_s / probe, ct.latency_time_s)
+                Comm(kind, axes, float(probe)),
+                self.mesh,
+                self.chip,
+                network_efficiency=self.network_eff,
+                algorithm=self.algorithm,
+            )  # the latency's sign carries how the two terms combine (negative: they add)
+            self.rates[key] = (ct.bandwidth_time_s / probe, -ct.latency_time_s if ct.additive else ct.latency_time_s)
         return self.rates[key]
 
 
@@ -149,11 +156,13 @@ def layer_comm(
     # its gradients; not resharded, each layer is gathered once per step (first microbatch's forward) and kept,
     # and its gradients accumulate whole and are reduce-scattered once (last microbatch's backward)
     once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
+    launch = setup.stack.launch_s
     for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
         n = g.count * layer_scale
         ag = rs = 0.0
         if par.fsdp > 1:
             ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n * once)
+            ag, rs = ag + launch, rs + launch  # the framework's host cost per collective (framework.py)
         c = g.count
         tp_b = (1 + recompute) * tp_one
         left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
@@ -205,8 +214,8 @@ def layer_comm(
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
         edge_ag, edge_rs = (
-            pricer.time("all-gather", axes, edge),
-            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
+            pricer.time("all-gather", axes, edge) + launch,
+            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes) + launch,
         )
         b_edge_ag = edge_ag if par.fsdp_reshard else 0.0
         e_fsdp += (edge_ag + b_edge_ag + edge_rs) * once

@@ -11,7 +11,6 @@ from rooftop.cost.efficiency import IDEAL
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.train.breakdown import StepPart, breakdown_of
-from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.explain import explain, no_layout_reason, tp_domains
 from rooftop.plan.train.search import SearchResult, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
@@ -84,7 +83,7 @@ def plan_training(
     best = ranked[0]
     parts = [breakdown_of(setup, r.parallelism) for r in ranked]
     mesh = layout_mesh(setup.topology, best.parallelism)
-    ideal = evaluate(replace(setup, efficiency=IDEAL), best.parallelism, CommPricer(mesh, setup.chip, 1.0))
+    ideal = evaluate(replace(setup, efficiency=IDEAL), best.parallelism, setup.pricer(mesh, 1.0))
     inside = None
     spanned = tp_domains(setup, best.parallelism)
     if spanned > 1 and "tp" not in pinned:  # the best that keeps tp inside one fast domain, to compare

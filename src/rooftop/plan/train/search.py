@@ -252,7 +252,9 @@ class _Context:
         if key not in self.pricers:
             try:
                 mesh = layout_mesh(self.setup.topology, base)
-                self.pricers[key] = CommPricer(mesh, self.setup.chip, self.setup.efficiency.network, self.rates)
+                self.pricers[key] = CommPricer(
+                    mesh, self.setup.chip, self.setup.efficiency.network, self.rates, self.setup.stack.algorithm
+                )
             except ShardingError:
                 self.pricers[key] = None
         return self.pricers[key]

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "head and loss as layers; default 1), fsdp_reshard (1, the default: each layer's weights gathered for "
         "the forward and again for the backward of every microbatch, HBM holds the shard and two gathered "
         "layers; 0: each layer gathered once per step and kept, its gradients reduce-scattered once, HBM holds "
-        "the stage's weights and gradients whole)",
+        "the stage's weights and gradients whole), grad_clip (the optimizer step clips the gradients' global "
+        "norm; default: the framework's). flash and dropout default to the framework's era (megatron-2021: 0, 1)",
     )
     p.add_argument(
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"
@@ -129,7 +130,7 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
             raise InvalidConfigError(f"--max-nodes-per-token must be >= 1, got {nodes}")
     batch = max(1, round(batch_tokens / seq))
     return TrainingSetup(
-        cfg, chip, topo, batch, seq, eff, precision, dtypes, max_nodes_per_token=nodes, framework=stack
+        cfg, chip, topo, batch, seq, eff, precision, dtypes, stack.fused_attention, stack.dropout, nodes, stack
     )
 
 

@@ -14,7 +14,14 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
   (FlashAttention-2 on Hopper: 35%), capping the attention core below the matmuls' rate;
 - ``grad_clip``: the optimizer step also computes the gradients' global norm and scales them (one read
   of the gradients, then a read and a write);
-- ``p2p_sync_s``: a host synchronisation per pipeline send/receive (older synchronous p2p).
+- ``p2p_sync_s``: a host synchronisation per pipeline send/receive (older synchronous p2p);
+- ``fused_attention``, ``dropout``: the era's defaults for the job's ``--fix flash`` and ``--fix dropout``
+  (Megatron-LM 2021: unfused attention, dropout 0.1).
+
+Each of these is a term of the step's breakdown: the collectives' ring latency and launch cost in their
+parts, the attention ceiling in the compute parts, clipping in ``optimizer``, the host sync in
+``pipeline_p2p``, the data-parallel reduction left unhidden in ``data_parallel``. ``--fix grad_clip=0|1``
+switches clipping on its own.
 
 The default is the common framework of the chip's kind (the file's ``[defaults]``).
 """
@@ -50,6 +57,8 @@ class Framework:
     attention: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     grad_clip: bool = False
     p2p_sync_s: float = 0.0
+    fused_attention: bool = True  # the job's default for ``--fix flash``
+    dropout: bool = False  # the job's default for ``--fix dropout``
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
@@ -114,6 +123,8 @@ def get_framework(name: str) -> Framework:
         MappingProxyType(caps),
         bool(_value(table, "grad_clip", where)),
         float(_value(table, "p2p_sync_s", where)),
+        bool(_value(table, "fused_attention", where)),
+        bool(_value(table, "dropout", where)),
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

@@ -41,8 +41,9 @@ import csv
 import math
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's rooftop
 
@@ -52,7 +53,7 @@ from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, params_total
-from rooftop.plan.train.framework import default_framework, get_framework
+from rooftop.plan.train.framework import Framework, default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
 
@@ -286,9 +287,11 @@ def _with_fitting_remat(setup: TrainingSetup, par: Parallelism) -> Parallelism:
     return par
 
 
-def predict(run: Run, eff: Efficiency) -> tuple[float, StepResult]:
+def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[float, StepResult]:
+    """(predicted utilization under the run's published FLOP count, the step); ``strip`` names framework
+    mechanisms (MECHANISMS) priced as before them."""
     chip = get_chip(run.chip)
-    stack = get_framework(run.framework) if run.framework else default_framework(chip)
+    stack = _stripped(get_framework(run.framework) if run.framework else default_framework(chip), strip)
     eff = stack.efficiency(eff)
     setup = TrainingSetup(
         run.cfg,
@@ -308,6 +311,43 @@ def predict(run: Run, eff: Efficiency) -> tuple[float, StepResult]:
     if math.isnan(run.flops_per_step):
         return result.mfu, result
     return run.flops_per_step / (setup.chips * chip.flops_per_s("bf16") * result.step_time_s), result
+
+
+#: the framework mechanisms of catalog/frameworks/training.toml, in the order ``--mechanisms`` adds them
+MECHANISMS = ("collectives", "launch", "attention", "era")
+
+
+def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
+    """``stack`` without the named mechanisms: collectives (NCCL's ring -> the staged rules), launch (no host
+    cost per FSDP collective), attention (no kernel ceiling), era (no clipping, no p2p sync, gradients
+    reduced with the default overlap, prefetch)."""
+    if "collectives" in strip:
+        stack = replace(stack, algorithm=None)
+    if "launch" in strip:
+        stack = replace(stack, launch_s=0.0)
+    if "attention" in strip:
+        stack = replace(stack, attention=MappingProxyType({}))
+    if "era" in strip:
+        base = default_efficiency("training")
+        stack = replace(stack, grad_clip=False, p2p_sync_s=0.0, dp_overlap=base.dp_overlap, prefetch=1)
+    return stack
+
+
+def mechanisms(eff: Efficiency) -> None:
+    """Per source, median |error| and signed bias with the framework mechanisms added one at a time (the
+    matrix efficiency held at ``eff``'s)."""
+    print(f"\nper source, median error / signed bias, matrix {eff.matrix:.2f}, adding one mechanism at a time")
+    steps = [("none", MECHANISMS)] + [(f"+ {m}", MECHANISMS[i + 1 :]) for i, m in enumerate(MECHANISMS)]
+    sources = list(dict.fromkeys(r.source for r in runs()))
+    print(f"{'mechanisms':<16} " + " ".join(f"{s[:22]:>22}" for s in sources))
+    for label, strip in steps:
+        errs: dict[str, list[float]] = {}
+        for run in runs():
+            errs.setdefault(run.source, []).append((predict(run, eff, strip)[0] - run.published) / run.published)
+        cells = (
+            f"{statistics.median(abs(e) for e in errs[s]):.1%} / {statistics.median(errs[s]):+.1%}" for s in sources
+        )
+        print(f"{label:<16} " + " ".join(f"{c:>22}" for c in cells))
 
 
 def signed_error(run: Run, eff: Efficiency) -> float:
@@ -421,6 +461,7 @@ def peers_table(eff: Efficiency) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fit", action="store_true", help="grid-fit the matrix efficiency first")
+    parser.add_argument("--mechanisms", action="store_true", help="per source, the error as each mechanism is added")
     parser.add_argument("--loso", action="store_true", help="leave one source out: fit without each source, score it")
     args = parser.parse_args()
     grid = _grid() if args.fit or args.loso else None
@@ -430,6 +471,8 @@ def main() -> None:
     peers_table(default_efficiency("training"))
     if args.loso:
         leave_one_source_out(grid)
+    if args.mechanisms:
+        mechanisms(default_efficiency("training"))
 
 
 if __name__ == "__main__":

@@ -51,16 +51,32 @@ from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import TransformerConfig
+from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import TrainingPrecision, params_total
 from rooftop.plan.train.framework import Framework, default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
 
 try:  # run as a script (benchmarks/ on the path) or imported as benchmarks.accuracy_training
-    from training_runs_fsdp import LLM_FOUNDRY, LLM_FOUNDRY_SOURCE, MPT, TORCHTITAN, TORCHTITAN_SOURCE
+    from training_runs_fsdp import (
+        LLM_FOUNDRY,
+        LLM_FOUNDRY_SOURCE,
+        MPT,
+        NEMO,
+        NEMO_SOURCE,
+        TORCHTITAN,
+        TORCHTITAN_SOURCE,
+    )  # fmt: skip
 except ImportError:
-    from benchmarks.training_runs_fsdp import LLM_FOUNDRY, LLM_FOUNDRY_SOURCE, MPT, TORCHTITAN, TORCHTITAN_SOURCE
+    from benchmarks.training_runs_fsdp import (
+        LLM_FOUNDRY,
+        LLM_FOUNDRY_SOURCE,
+        MPT,
+        NEMO,
+        NEMO_SOURCE,
+        TORCHTITAN,
+        TORCHTITAN_SOURCE,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,7 @@ class Run:
     dropout: bool = False  # dropout 0.1 on attention probabilities and residual branches
     precision: TrainingPrecision = field(default_factory=TrainingPrecision)
     framework: str = ""  # the stack that ran it ("" = the chip's default)
+    matmul_dtype: str = ""  # the weight matmuls' dtype ("" = the activations')
 
 
 def gpt(params_b: float, heads: int, h: int, layers: int) -> TransformerConfig:
@@ -253,7 +270,7 @@ def _titan_runs() -> list[Run]:
     out = []
     for r in TORCHTITAN:
         cfg = get_model(r.model)
-        per_token = 6 * (params_total(cfg) - cfg.vocab_size * cfg.d_model) + 12 * cfg.n_layers * cfg.d_model * r.seq
+        per_token = _per_token_flops(cfg, r.seq)
         batch = r.local_batch * r.fsdp
         par = Parallelism(fsdp=r.fsdp, tp=r.tp, remat=r.remat)
         out.append(
@@ -274,8 +291,45 @@ def _titan_runs() -> list[Run]:
     return out
 
 
+def _per_token_flops(cfg: TransformerConfig, seq: int) -> float:
+    """6 x the parameters less the token embedding + 12 L d s per token (torchtitan's get_num_flop_per_token)."""
+    return 6 * (params_total(cfg) - cfg.vocab_size * cfg.d_model) + 12 * cfg.n_layers * cfg.d_model * seq
+
+
+def _nemo_runs() -> list[Run]:
+    """NeMo's FP8 H100 rows; utilization from the published tokens/s under the same FLOP count as torchtitan's
+    rows (the error is the throughput's), against the bf16 peak (the MFU denominator of every run here)."""
+    peak = get_chip("h100").flops_per_s("bf16")
+    out = []
+    for r in NEMO:
+        cfg = get_model(r.model)
+        per_token = _per_token_flops(cfg, r.seq)
+        dp = r.gpus // (r.tp * r.pp * r.cp)
+        par = Parallelism(
+            dp=dp, tp=r.tp, pp=r.pp, cp=r.cp, microbatches=r.global_batch // (dp * r.micro_batch), zero_stage=1,
+            virtual_stages=r.vp,
+        )  # fmt: skip
+        out.append(
+            Run(
+                f"{cfg.name} {r.gpus} H100 fp8 (tp={r.tp}, pp={r.pp}, cp={r.cp}, v={r.vp})",
+                cfg,
+                "h100",
+                f"{max(1, r.gpus // 8)}x{min(8, r.gpus)}",
+                r.global_batch,
+                r.seq,
+                par,
+                r.tokens_per_s_per_gpu * per_token / peak,
+                per_token * r.global_batch * r.seq,
+                NEMO_SOURCE,
+                framework="megatron",
+                matmul_dtype="fp8",
+            )
+        )
+    return out
+
+
 def runs() -> list[Run]:
-    return [*_megatron_runs(), _palm_run(), *_llama_runs(), *_foundry_runs(), *_titan_runs()]
+    return [*_megatron_runs(), _palm_run(), *_llama_runs(), *_foundry_runs(), *_titan_runs(), *_nemo_runs()]
 
 
 def _with_fitting_remat(setup: TrainingSetup, par: Parallelism) -> Parallelism:
@@ -301,6 +355,7 @@ def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[flo
         run.seq,
         eff,
         precision=run.precision,
+        dtypes=Dtypes(matmul=run.matmul_dtype) if run.matmul_dtype else Dtypes(),
         flash_attention=run.flash,
         dropout=run.dropout,
         framework=stack,

@@ -152,3 +152,36 @@ TORCHTITAN = [
     TitanRow("llama-3.1-8b", 64, 8, 8, 12, 8192, "selective", True, 4378, "2025-06 async TP page, 8B vanilla TP bf16"),
     TitanRow("llama-3.1-70b", 256, 32, 8, 16, 8192, "full", True, 597.3, "2025-06 async TP page, 70B vanilla TP bf16"),
 ]
+
+
+NEMO_SOURCE = "NeMo 24.07 performance summary (H100, FP8)"
+
+
+@dataclass(frozen=True)
+class NemoRow:
+    """One pre-training row of NVIDIA NeMo's performance summary (NVIDIA/NeMo
+    docs/source/performance/performance_summary.md, commit 070a0bb168d405d653b9734c0017cf5078e77c0d; container
+    NeMo 24.07, DGX-H100, FP8): Megatron-Core with the distributed optimizer, as published. DP = GPUs / (TP x PP
+    x CP); the microbatches per replica are GBS / (DP x MBS)."""
+
+    model: str  # catalog name
+    gpus: int
+    global_batch: int
+    micro_batch: int
+    seq: int
+    tp: int
+    pp: int
+    cp: int
+    vp: int
+    tokens_per_s_per_gpu: float
+
+
+NEMO = [
+    NemoRow("gpt-3-175b", 128, 256, 1, 2048, 4, 8, 1, 6, 726),
+    NemoRow("gpt-3-175b", 512, 2048, 2, 2048, 4, 8, 1, 6, 782),
+    NemoRow("llama-2-7b", 8, 128, 1, 4096, 1, 1, 1, 1, 16847),
+    NemoRow("llama-2-13b", 16, 128, 1, 4096, 1, 4, 1, 10, 8646),
+    NemoRow("llama-2-70b", 64, 128, 1, 4096, 4, 4, 1, 20, 1707),
+    NemoRow("llama-3-8b", 8, 128, 1, 8192, 1, 1, 2, 1, 12036),
+    NemoRow("llama-3-70b", 64, 128, 1, 8192, 4, 4, 2, 5, 1533),
+]

@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "head and loss as layers; default 1), fsdp_reshard (1, the default: each layer's weights gathered for "
         "the forward and again for the backward of every microbatch, HBM holds the shard and two gathered "
         "layers; 0: each layer gathered once per step and kept, its gradients reduce-scattered once, HBM holds "
-        "the stage's weights and gradients whole), grad_clip (the optimizer step clips the gradients' global "
-        "norm; default: the framework's). flash and dropout default to the framework's era (megatron-2021: 0, 1)",
+        "the stage's weights whole, and its gradients over several microbatches), grad_clip (the optimizer step "
+        "clips the gradients' global norm; default: the framework's). flash and dropout default to the "
+        "framework's era (megatron-2021: 0, 1)",
     )
     p.add_argument(
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"

@@ -53,10 +53,10 @@ class Parallelism:
     XLA's FSDP): two gathers and one gradient reduce-scatter a layer per microbatch, and HBM holds the
     shard plus two gathered layers. Off, they stay gathered for the whole step: one gather a layer per
     step (the first microbatch's forward), the gradients accumulated whole over the microbatches and
-    reduce-scattered once (the last microbatch's backward), and the stage's weights AND gradients whole
-    in HBM (fsdp times the shard each: PyTorch's SHARD_GRAD_OP / ``reshard_after_forward=False`` with
-    ``no_sync`` accumulation; Llama 3, Dubey 2024 section 3.3.2: "we do not reshard after forward
-    computation").
+    reduce-scattered once (the last microbatch's backward); HBM holds the stage's weights whole, and its
+    gradients too when there are several microbatches (fsdp times the shard each: PyTorch's
+    SHARD_GRAD_OP / ``reshard_after_forward=False`` with ``no_sync`` accumulation; Llama 3, Dubey 2024
+    section 3.3.2: "we do not reshard after forward computation").
     """
 
     dp: int = 1

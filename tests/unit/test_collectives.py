@@ -200,3 +200,29 @@ def test_roofline_prices_comms_with_the_same_rule(v4) -> None:  # type: ignore[n
     est = roofline(Cost().with_comm(comm), get_chip("tpu-v4"), v4)
     assert est.network_s == pytest.approx(4 * collective_time(comm, v4).time_s)
     assert est.bound == "network"
+
+
+def test_nccl_ring_over_nodes_adds_its_steps_latency_to_the_bandwidth_term() -> None:
+    """One flat ring over 512 H100 (64 nodes x 8): every GPU receives 511 shards of S = V / 512; a node's 8 GPUs
+    enter the ring through their 8 NICs (8 x 50 GB/s), each GPU through NVLink (450 GB/s): the fabric sets the
+    term. Latency, NCCL's tuning model: 8.4 us + (511 - 63) x 3.4 us + 63 x 14 us, added to the bandwidth term.
+    An all-reduce is twice both (2 x 511 steps, 2 x 63 over the network)."""
+    from rooftop.cost.collectives import Algorithm
+
+    m = mesh("h100", "64x8", "fsdp=512")
+    ring = Algorithm("ring", 8.4e-6, 3.4e-6, 14e-6)
+    v = 100e6
+    ct = collective_time(Comm("all-gather", ("fsdp",), v), m, network_efficiency=0.8, algorithm=ring)
+    bw = 511 * (v / 512) / (8 * 5e10) / 0.8
+    lat = 8.4e-6 + (511 - 63) * 3.4e-6 + 63 * 14e-6
+    assert ct.bandwidth_time_s == pytest.approx(bw)
+    assert ct.latency_time_s == pytest.approx(lat)
+    assert ct.time_s == pytest.approx(bw + lat) and ct.additive and ct.hops == 511
+    ar = collective_time(Comm("all-reduce", ("fsdp",), v), m, network_efficiency=0.8, algorithm=ring)
+    assert ar.time_s == pytest.approx(2 * bw + 8.4e-6 + 2 * (511 - 63) * 3.4e-6 + 2 * 63 * 14e-6)
+    staged = collective_time(Comm("all-gather", ("fsdp",), v), m, network_efficiency=0.8)
+    assert staged.time_s == pytest.approx(max(staged.bandwidth_time_s, staged.latency_time_s))
+    assert ct.time_s > staged.time_s  # the ring's latency: 2.4 ms against a few hops
+    assert "ring steps" in collective_formula(ct)
+    with pytest.raises(InvalidConfigError, match="algorithm"):
+        Algorithm("tree")

@@ -38,7 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--fix",
         help="pin degrees or choices, e.g. tp=8,pp=16,mb=32,v=2,remat=full,zero=1,offload=none; on/off (0|1): "
         "sequence_parallel (sp), flash (fused attention), dropout, pipeline_balance (the pipeline split counts the "
-        "head and loss as layers; default 1), fsdp_reshard (weights gathered again for the backward; default 1)",
+        "head and loss as layers; default 1), fsdp_reshard (1, the default: each layer's weights gathered for "
+        "the forward and again for the backward of every microbatch, HBM holds the shard and two gathered "
+        "layers; 0: each layer gathered once per step and kept, its gradients reduce-scattered once, HBM holds "
+        "the stage's weights whole, and its gradients over several microbatches), grad_clip (the optimizer step "
+        "clips the gradients' global norm; default: the framework's). flash and dropout default to the "
+        "framework's era (megatron-2021: 0, 1)",
     )
     p.add_argument(
         "--objective", choices=OBJECTIVES, default="time", help="rank by step time (default), cost or memory"
@@ -60,6 +65,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="DTYPE",
         help="dtype of the weight matmuls (e.g. fp8: FP8 GEMMs, their inputs kept for the backward and the MoE "
         "dispatch in fp8; attention and the rest in bf16); default: bf16",
+    )
+    p.add_argument(
+        "--framework",
+        help="the training stack, whose collectives and kernels are priced (catalog/frameworks/training.toml): "
+        "megatron, megatron-2021, pytorch-fsdp1, pytorch-fsdp2, deepspeed, xla; default megatron on GPUs, xla on "
+        "TPUs",
     )
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
@@ -101,7 +112,11 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
         )
     if batch_tokens < seq:
         raise InvalidConfigError(f"--batch-tokens {batch_tokens} is less than one sequence of --seq-len {seq}")
-    eff = default_efficiency("training")
+    from rooftop.plan.train.framework import default_framework, get_framework
+
+    name = getattr(args, "framework", None)  # rooftop compare builds these arguments without it
+    stack = get_framework(name) if name else default_framework(chip)
+    eff = stack.efficiency(default_efficiency("training"))  # the framework's overlap rules, then the user's
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)
     # a batch that is not a whole number of sequences is rounded to the nearest (reported as global_batch_tokens)
@@ -115,7 +130,9 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
         if nodes < 1:
             raise InvalidConfigError(f"--max-nodes-per-token must be >= 1, got {nodes}")
     batch = max(1, round(batch_tokens / seq))
-    return TrainingSetup(cfg, chip, topo, batch, seq, eff, precision, dtypes, max_nodes_per_token=nodes)
+    return TrainingSetup(
+        cfg, chip, topo, batch, seq, eff, precision, dtypes, stack.fused_attention, stack.dropout, nodes, stack
+    )
 
 
 def compute_dtype_arg(text: str, chip: Chip) -> str:

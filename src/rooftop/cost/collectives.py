@@ -76,6 +76,21 @@ steps (recursive doubling/halving or Bruck's all-to-all; Thakur, Rabenseifner & 
 (the longest path, Part 3: sum_i |X_i| / 2). time_s = max(bandwidth, latency) and
 ``bound`` names the larger: small arrays are latency-bound.
 
+Algorithm. The rules above are the *hierarchical* algorithm (``algorithm=None``): staged over the
+levels, time = max(bandwidth, latency). A library may run the gather family differently; the
+``Algorithm`` value passed to ``collective_time`` says how (no caller extrapolates from a probe):
+- ``ring`` (NCCL's ring, the only algorithm NCCL has for all-gather and reduce-scatter): ONE ring
+  over all N chips of every level. Bandwidth: every chip receives N - 1 shards; a level crossed by
+  the ring is entered through the links of the chips below it (one ring channel per NIC on a
+  rail-optimised GPU node, so a node's m GPUs bring m x B), so the term is the max over levels of
+  (N - 1) x S / (inbound of the level x chips of the faster levels below it), which for a switched
+  fabric under NVLink is within (N-1)/N of the staged figure. Latency: NCCL's own model
+  (src/graph/tuning.cc): base + (N - 1 - X) x intra-domain step + X x inter-node step, X = the ring's
+  steps that cross the scale-out fabric (chips of the outer levels - 1), all-reduce twice; and, as
+  NCCL's tuner prices it, time = latency + bandwidth (alpha-beta), not the max: each of the ring's
+  N - 1 steps waits for its slowest hop before the next one starts.
+all-to-all and permute are priced as above whatever the algorithm.
+
 Network efficiency (the fraction of link bandwidth real collectives reach) divides the
 bandwidth term only, here and nowhere else: time_s = max(bandwidth / efficiency, latency).
 Every caller (roofline, the planners, HLO and profile analysis) passes it to
@@ -96,6 +111,32 @@ SHARP_LINKS = ("nvlink", "fabric")
 _SWITCHED = ("nvlink", "fabric", "dcn")
 #: why a group is a line, not a ring (report/formulas.py says it in words)
 LINE_REASONS = ("partial-dim", "dim-of-2", "wrap-rule")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """How a collective library runs the gather family (module docstring, "Algorithm"): ``name`` is
+    "hierarchical" (the staged rules, the default) or "ring"; a ring's latency is ``base_s`` per collective
+    plus ``intra_step_s`` per step inside a node / ICI domain and ``inter_step_s`` per step over the
+    scale-out fabric or DCN (NCCL's tuning model; the figures come from the caller's data)."""
+
+    name: str = "hierarchical"
+    base_s: float = 0.0
+    intra_step_s: float = 0.0
+    inter_step_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.name not in ALGORITHMS:
+            raise InvalidConfigError(f"collective algorithm {shown(self.name)} (valid: {', '.join(ALGORITHMS)})")
+        for f in ("base_s", "intra_step_s", "inter_step_s"):
+            if not 0 <= getattr(self, f) < 1:
+                raise InvalidConfigError(
+                    f"collective algorithm {self.name}: {f}={getattr(self, f)} must be in [0, 1) s"
+                )
+
+
+ALGORITHMS = ("hierarchical", "ring")
+HIERARCHICAL = Algorithm()
 
 
 @dataclass(frozen=True)
@@ -216,9 +257,17 @@ class CollectiveTime:
     parts: tuple[BandwidthPart, ...] = ()
     chosen: tuple[BandwidthPart, ...] = ()
     network_efficiency: float = 1.0
+    algorithm: str = "hierarchical"
+
+    @property
+    def additive(self) -> bool:
+        """Latency and bandwidth add (a ring's steps, NCCL's alpha-beta model) rather than overlap."""
+        return self.algorithm == "ring"
 
     @property
     def time_s(self) -> float:
+        if self.additive:
+            return self.bandwidth_time_s + self.latency_time_s
         return max(self.bandwidth_time_s, self.latency_time_s)
 
     @property
@@ -411,14 +460,42 @@ def _latency_hops(kind: str, g: Group, sharp: bool) -> int:
     return g.hops
 
 
+def _ring(comm: Comm, groups: tuple[Group, ...], algo: Algorithm) -> tuple[BandwidthPart, int, float]:
+    """A flat ring over every group (module docstring, "Algorithm"): (the bandwidth part before network
+    efficiency, steps, latency seconds)."""
+    n_total = math.prod(g.size for g in groups)
+    shard = comm.bytes / n_total
+    factor = 2.0 if comm.kind == "all-reduce" else 1.0
+    below, parts = 1, []
+    for level in reversed(_levels(groups)):  # fastest level first: the chips below a level feed its links
+        inbound = sum(g.inbound_bytes_per_s for g in level) * below
+        parts.append(BandwidthPart(
+            "ring", tuple(g.name for g in level), level[0].link, n_total, float(n_total - 1), shard, inbound,
+            factor, factor * (n_total - 1) * shard / inbound,
+        ))  # fmt: skip
+        below *= math.prod(g.size for g in level)
+    worst = max(parts, key=lambda p: p.seconds)
+    outer = math.prod(g.size for g in groups if g.link in ("fabric", "dcn"))
+    steps = int(factor) * (n_total - 1)
+    inter = int(factor) * (outer - 1)
+    return worst, steps, algo.base_s + (steps - inter) * algo.intra_step_s + inter * algo.inter_step_s
+
+
 def collective_time(
-    comm: Comm, mesh: Mesh, chip: Chip | None = None, *, sharp: bool = False, network_efficiency: float = 1.0
+    comm: Comm,
+    mesh: Mesh,
+    chip: Chip | None = None,
+    *,
+    sharp: bool = False,
+    network_efficiency: float = 1.0,
+    algorithm: Algorithm | None = None,
 ) -> CollectiveTime:
     """Time one ``comm`` (count 1) on ``mesh``; figures from ``chip`` (default: the mesh's).
 
     See the module docstring for every rule and its derivation. ``sharp`` enables
     in-network reduction for all-reduces over NVLink / fabric axes; ``network_efficiency``
-    (in (0, 1]) divides the bandwidth term, never the latency."""
+    (in (0, 1]) divides the bandwidth term, never the latency; ``algorithm`` (default hierarchical)
+    says how the gather family runs."""
     chip = chip or mesh.topology.chip
     if not 0 < network_efficiency <= 1:
         raise InvalidConfigError(f"network efficiency {network_efficiency} must be in (0, 1]")
@@ -435,7 +512,14 @@ def collective_time(
         return CollectiveTime(
             comm.kind, tuple(comm.axes), comm.bytes, 1, 0.0, 0.0, 0, (), sharp, (), (), network_efficiency
         )
-    if comm.kind in ("all-gather", "reduce-scatter", "all-reduce"):
+    gather = comm.kind in ("all-gather", "reduce-scatter", "all-reduce")
+    if gather and algorithm is not None and algorithm.name == "ring" and not sharp:
+        part, steps, lat = _ring(comm, groups, algorithm)
+        return CollectiveTime(
+            comm.kind, tuple(comm.axes), comm.bytes, devices, part.seconds / network_efficiency, lat, steps, (),
+            sharp, (part,), (part,), network_efficiency, "ring",
+        )  # fmt: skip
+    if gather:
         chosen, parts, per_group = _gather_family(comm, groups, sharp)
     elif comm.kind == "all-to-all":
         chosen, parts, per_group = _all_to_all(comm, groups)

@@ -30,7 +30,7 @@ from rooftop.hardware.chip import Chip
 if TYPE_CHECKING:
     import numpy as np
 
-    from rooftop.cost.collectives import CollectiveTime
+    from rooftop.cost.collectives import Algorithm, CollectiveTime
     from rooftop.hardware.topology import Mesh
 
 #: what a Term measures; its ``bound`` when it dominates
@@ -185,11 +185,14 @@ def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = ""
     return Term(name, nbytes / host if host > 0 else float("inf"), "host", "host", figures)
 
 
-def collective_term(comm: Comm, mesh: Mesh, chip: Chip, eff: Efficiency = IDEAL, name: str = "") -> Term:
-    """``comm.count`` x the time of one ``comm`` (cost/collectives.py, network efficiency applied there)."""
+def collective_term(
+    comm: Comm, mesh: Mesh, chip: Chip, eff: Efficiency = IDEAL, name: str = "", algorithm: Algorithm | None = None
+) -> Term:
+    """``comm.count`` x the time of one ``comm`` (cost/collectives.py, network efficiency applied there;
+    ``algorithm``: how the library runs it, default hierarchical)."""
     from rooftop.cost.collectives import collective_time
 
-    ct = collective_time(comm, mesh, chip, network_efficiency=eff.network)
+    ct = collective_time(comm, mesh, chip, network_efficiency=eff.network, algorithm=algorithm)
     kind = "network" if ct.bound == "bandwidth" else "latency"
     figures = (("count", comm.count), ("kind", comm.kind), ("axes", ",".join(comm.axes)), ("bytes", comm.bytes))
     label = name or f"network {comm.kind} {','.join(comm.axes)}"

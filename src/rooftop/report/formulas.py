@@ -116,6 +116,13 @@ def _host(t: Term) -> str:
     )
 
 
+def _sync(t: Term) -> str:
+    return (
+        f"{t.figure('count'):g} sends/receives x {format_duration(t.figure('seconds_each'))} host synchronisation "
+        f"each ({t.figure('framework')})"
+    )
+
+
 _RULES: dict[str, Callable[[Term], str]] = {
     "flops": _flops,
     "hbm": _hbm,
@@ -127,6 +134,7 @@ _RULES: dict[str, Callable[[Term], str]] = {
     "per_step": _per_step,
     "eager": _eager,
     "host": _host,
+    "sync": _sync,
 }
 
 
@@ -169,6 +177,12 @@ def _part(p: BandwidthPart) -> str:
             f"{names} {p.shape} of {p.size}: {load} x {format_bytes(p.chunk_bytes)} / "
             f"{format_rate(p.bytes_per_s)} = {format_duration(p.seconds)}"
         )
+    if p.rule == "ring":
+        return (
+            f"{scale}one ring over {plural(p.size, 'chip')}, {names} entered at {format_rate(p.bytes_per_s)}: "
+            f"({p.size}-1) x {format_bytes(p.chunk_bytes)} / {format_rate(p.bytes_per_s)} = "
+            f"{format_duration(p.seconds)}"
+        )
     if p.rule == "egress":
         return (
             f"egress ({p.size}-1) x {format_bytes(p.chunk_bytes)} / all links {format_rate(p.bytes_per_s)} = "
@@ -188,6 +202,11 @@ def collective_formula(ct: CollectiveTime) -> str:
     bw_txt = chosen[0] if len(chosen) == 1 else "max(" + "; ".join(chosen) + f") = {format_duration(bw_raw)}"
     if ct.network_efficiency != 1:
         bw_txt += f", / network efficiency {ct.network_efficiency:g} = {format_duration(ct.bandwidth_time_s)}"
+    if ct.additive:  # a ring: its steps' latency adds to the bandwidth term (cost/collectives.py, "Algorithm")
+        return (
+            f"{head}: bandwidth {bw_txt}; latency of {ct.hops} ring steps = {format_duration(ct.latency_time_s)}; "
+            f"bandwidth + latency = {format_duration(ct.time_s)}"
+        )
     lat_txt = " + ".join(f"{g.hops} x {format_duration(g.group.hop_latency_s)}" for g in ct.groups if g.hops)
     hops = ct.hops
     return (

@@ -150,7 +150,8 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
         placed = tuple(a for a in axes if sizes.get(a, 1) > 1)
         if placed:
             comm = Comm(kind, placed, nbytes, calls * scale)
-            terms.append(collective_term(comm, mesh, chip, eff, f"{kind} over {','.join(placed)}"))
+            label = f"{kind} over {','.join(placed)}"
+            terms.append(collective_term(comm, mesh, chip, eff, label, pricer.algorithm))
     hidden = ledger.hidden.get(name, 0.0) * scale
     comm_s = sum(t.seconds for t in terms)
     if hidden:
@@ -180,6 +181,11 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
     if par.pp > 1:
         comm = Comm("permute", ("pp",), _pp_boundary_bytes(setup, par, parts), 2 * par.virtual_stages * m)
         pp_terms = (collective_term(comm, pricer.mesh, setup.chip, setup.efficiency, "permute over pp"),)
+        if setup.stack.p2p_sync_s:  # the framework's host synchronisation per send/receive (framework.py)
+            sync = (("count", comm.count), ("seconds_each", setup.stack.p2p_sync_s), ("framework", setup.stack.name))
+            pp_terms += (
+                Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, "latency", "sync", sync),
+            )
     out["pipeline_p2p"] = StepPart(
         "pipeline_p2p", sum(t.seconds for t in pp_terms), _bound(pp_terms, "network"), pp_terms
     )
@@ -201,7 +207,8 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
     out["pipeline_bubble"] = StepPart("pipeline_bubble", bubble, "bubble", bubble_terms)
     shards = Shards.of(par)
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
-    est = roofline(optimizer_cost(setup.precision, opt_params), setup.chip, efficiency=setup.efficiency)
+    opt_cost = optimizer_cost(setup.precision, opt_params, clip=setup.stack.grad_clip)
+    est = roofline(opt_cost, setup.chip, efficiency=setup.efficiency)
     opt_terms = tuple(est.terms)
     out["optimizer"] = StepPart("optimizer", max(est.compute_s, est.memory_s), est.bound, opt_terms, "max")
     off_terms = tuple(
@@ -214,5 +221,5 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
 
 def breakdown_of(setup: TrainingSetup, par: Parallelism) -> list[StepPart]:
     """The parts of ``par``'s step on ``setup`` (its own mesh and collective prices)."""
-    pricer = CommPricer(layout_mesh(setup.topology, par), setup.chip, setup.efficiency.network)
+    pricer = setup.pricer(layout_mesh(setup.topology, par))
     return step_breakdown(setup, par, pricer)[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rooftop.cost.collectives import collective_time
+from rooftop.cost.collectives import Algorithm, collective_time
 from rooftop.cost.cost import Comm
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, domains_spanned
@@ -38,6 +38,7 @@ class CommPricer:
     chip: Chip
     network_eff: float
     rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    algorithm: Algorithm | None = None  # how the library runs the gather family (None: hierarchical)
     _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = field(default_factory=dict)
     _placed: dict[str, tuple[str, tuple[object, ...]]] = field(default_factory=dict)
 
@@ -53,6 +54,8 @@ class CommPricer:
         per_byte, lat = rate
         if not per_byte and not lat:  # every axis has size 1: nothing moves
             return 0.0
+        if lat < 0:  # a ring: latency and bandwidth add (cost/collectives.CollectiveTime.additive)
+            return nbytes * per_byte - lat
         return max(nbytes * per_byte, lat)
 
     def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float]:
@@ -60,13 +63,17 @@ class CommPricer:
         axes = tuple(a for a in axes if a in self._placed)
         if not axes:
             return 0.0, 0.0
-        key = (kind, tuple(self._placed[a] for a in axes))
+        key = (kind, tuple(self._placed[a] for a in axes), self.algorithm)
         if key not in self.rates:
             probe = 1 << 30
             ct = collective_time(
-                Comm(kind, axes, float(probe)), self.mesh, self.chip, network_efficiency=self.network_eff
-            )
-            self.rates[key] = (ct.bandwidth_time_s / probe, ct.latency_time_s)
+                Comm(kind, axes, float(probe)),
+                self.mesh,
+                self.chip,
+                network_efficiency=self.network_eff,
+                algorithm=self.algorithm,
+            )  # the latency's sign carries how the two terms combine (negative: they add)
+            self.rates[key] = (ct.bandwidth_time_s / probe, -ct.latency_time_s if ct.additive else ct.latency_time_s)
         return self.rates[key]
 
 
@@ -145,11 +152,17 @@ def layer_comm(
         ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
     uncovered = fill = 0.0
     routed_factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg) if par.ep > 1 else 1.0
+    # FSDP traffic per microbatch: resharded, every microbatch gathers each layer (twice) and reduce-scatters
+    # its gradients; not resharded, each layer is gathered once per step (first microbatch's forward) and kept,
+    # and its gradients accumulate whole and are reduce-scattered once (last microbatch's backward)
+    once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
+    launch = setup.stack.launch_s
     for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
         n = g.count * layer_scale
         ag = rs = 0.0
         if par.fsdp > 1:
-            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n)
+            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n * once)
+            ag, rs = ag + launch, rs + launch  # the framework's host cost per collective (framework.py)
         c = g.count
         tp_b = (1 + recompute) * tp_one
         left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
@@ -159,9 +172,9 @@ def layer_comm(
         )
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
-        e_fsdp += n * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
+        e_fsdp += n * once * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
         if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
-            fill = min(f_fsdp, ag) + min(b_fsdp, rs)
+            fill = (min(f_fsdp, ag) + min(b_fsdp, rs)) * once
         routed = to_experts = a2a = h_f = h_b = 0.0
         if g.moe and par.ep > 1 and cfg.moe is not None:
             routed = tokens_chip * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * routed_factor
@@ -188,7 +201,7 @@ def layer_comm(
             }  # fmt: skip
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
-            ledger.hide("fsdp", n * (f_fsdp + b_fsdp))
+            ledger.hide("fsdp", n * once * (f_fsdp + b_fsdp))
             ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
@@ -201,15 +214,15 @@ def layer_comm(
         edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
         edge_ag, edge_rs = (
-            pricer.time("all-gather", axes, edge),
-            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes),
+            pricer.time("all-gather", axes, edge) + launch,
+            pricer.time("reduce-scatter", axes, edge * g_bytes / w_bytes) + launch,
         )
         b_edge_ag = edge_ag if par.fsdp_reshard else 0.0
-        e_fsdp += edge_ag + b_edge_ag + edge_rs
+        e_fsdp += (edge_ag + b_edge_ag + edge_rs) * once
         if ledger is not None:
-            ledger.edge_fsdp = (edge_ag, b_edge_ag + edge_rs)
-            ledger.comm("fsdp", "all-gather", axes, edge, 1 + par.fsdp_reshard)
-            ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, 1)
+            ledger.edge_fsdp = (edge_ag * once, (b_edge_ag + edge_rs) * once)
+            ledger.comm("fsdp", "all-gather", axes, edge, (1 + par.fsdp_reshard) * once)
+            ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, once)
     return e_tp, e_cp, e_fsdp, e_ep, uncovered
 
 

@@ -51,7 +51,9 @@ def fsdp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]
     backward and a reduce-scatter of the gradients, against 6 FLOPs per parameter per token at the
     matrix peak x efficiency. Hidden when tokens per chip > (2 AG + RS) x rate / (6 x layer
     parameters); bandwidth-bound with bf16 weights and gradients this is (N-1)/N x C / W, W the
-    all-gather bandwidth per chip of the axes (How to Scale Your Model Part 5: B/X > C/W_ici)."""
+    all-gather bandwidth per chip of the axes (How to Scale Your Model Part 5: B/X > C/W_ici). A
+    bandwidth rule: the collectives are priced by cost/collectives.py's staged rules, without the
+    framework's per-step ring latency (which the step itself adds)."""
     params = _layer_params(setup)
     _, w_bytes, g_bytes = setup.element_bytes
     pricer = CommPricer(mesh, setup.chip, setup.efficiency.network)
@@ -65,7 +67,8 @@ def dp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) 
     backward pass (4 FLOPs per parameter per token) can hide (How to Scale Your Model Part 5, "Data
     Parallelism": T_math = 2 x 2 x B L D F / (X C) against T_comm = 2 x 2 x L D F / W for the
     backward pass). Hidden when tokens per chip > AR x rate / (4 x layer parameters); with bf16
-    gradients, (N-1)/N x C / W as for FSDP (an all-reduce is a reduce-scatter and an all-gather)."""
+    gradients, (N-1)/N x C / W as for FSDP (an all-reduce is a reduce-scatter and an all-gather); a
+    bandwidth rule, as ``fsdp_critical_tokens``."""
     params = _layer_params(setup)
     pricer = CommPricer(mesh, setup.chip, setup.efficiency.network)
     comm = pricer.time("all-reduce", axes, params * setup.element_bytes[2])
@@ -76,7 +79,7 @@ def dp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) 
 def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:
     try:
         validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
-        return evaluate(setup, par, CommPricer(layout_mesh(setup.topology, par), setup.chip, setup.efficiency.network))
+        return evaluate(setup, par, setup.pricer(layout_mesh(setup.topology, par)))
     except (InvalidConfigError, ShardingError):
         return None
 

@@ -50,9 +50,13 @@ class Parallelism:
     every stage holds up to ceil(L / pp) layers and the last runs the head on top (Megatron-LM 2021).
     ``fsdp_reshard``: with fsdp > 1, a layer's weights are sharded again after its forward and gathered
     again for its backward (PyTorch FSDP's FULL_SHARD / ``reshard_after_forward=True``, DeepSpeed ZeRO-3,
-    XLA's FSDP); off, they stay gathered from the forward to the backward: one gather a layer per
-    microbatch, and the stage's weights whole in HBM (PyTorch's SHARD_GRAD_OP / ``reshard_after_forward=
-    False``; Llama 3, Dubey 2024 section 3.3.2: "we do not reshard after forward computation").
+    XLA's FSDP): two gathers and one gradient reduce-scatter a layer per microbatch, and HBM holds the
+    shard plus two gathered layers. Off, they stay gathered for the whole step: one gather a layer per
+    step (the first microbatch's forward), the gradients accumulated whole over the microbatches and
+    reduce-scattered once (the last microbatch's backward); HBM holds the stage's weights whole, and its
+    gradients too when there are several microbatches (fsdp times the shard each: PyTorch's
+    SHARD_GRAD_OP / ``reshard_after_forward=False`` with ``no_sync`` accumulation; Llama 3, Dubey 2024
+    section 3.3.2: "we do not reshard after forward computation").
     """
 
     dp: int = 1

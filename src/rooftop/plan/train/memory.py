@@ -132,6 +132,7 @@ class MemoryTerms:
     in_flight: int
     logits: float
     buffers: float
+    grads_whole: bool = False  # kept gathered over several microbatches: gradients accumulate whole
 
     @staticmethod
     def of(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, b: int) -> MemoryTerms:
@@ -156,6 +157,7 @@ class MemoryTerms:
             min(par.microbatches, par.pp) if par.pp > 1 else 1,
             tokens_chip * prof.logits_bytes_per_token / par.tp,
             buffers,
+            not par.fsdp_reshard and par.fsdp > 1 and par.microbatches > 1,
         )
 
     def breakdown(
@@ -169,7 +171,10 @@ class MemoryTerms:
         act = per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
             "weights": 0.0 if offload == "params" else self.working * state["weights"],
-            "gradients": (self.held_over_dp if zero_stage >= 2 else self.held) * state["grads"],
+            # kept gathered (fsdp_reshard off) over several microbatches: the stage's gradients accumulate whole
+            # until the last microbatch's reduce-scatter (with one, each layer's are reduce-scattered as they come)
+            "gradients": (self.working if self.grads_whole else self.held_over_dp if zero_stage >= 2 else self.held)
+            * state["grads"],
             "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
             "activations": act * self.in_flight,
             "logits": self.logits,

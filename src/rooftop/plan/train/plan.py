@@ -11,7 +11,6 @@ from rooftop.cost.efficiency import IDEAL
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.train.breakdown import StepPart, breakdown_of
-from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.explain import explain, no_layout_reason, tp_domains
 from rooftop.plan.train.search import SearchResult, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
@@ -77,6 +76,8 @@ def plan_training(
     if "flash" in pinned or "dropout" in pinned:  # choices of the job, not of a layout
         setup = replace(setup, flash_attention=bool(pinned.pop("flash", setup.flash_attention)),
                         dropout=bool(pinned.pop("dropout", setup.dropout)))  # fmt: skip
+    if "grad_clip" in pinned:  # the framework's optimizer step, clipping on or off
+        setup = replace(setup, framework=replace(setup.stack, grad_clip=bool(pinned.pop("grad_clip"))))
     result = search(setup, pinned, objective, top, progress)
     if not result.ranked and result.best_unfit is None:
         raise InvalidConfigError(no_layout_reason(setup, pinned, result.unlayable))
@@ -84,7 +85,7 @@ def plan_training(
     best = ranked[0]
     parts = [breakdown_of(setup, r.parallelism) for r in ranked]
     mesh = layout_mesh(setup.topology, best.parallelism)
-    ideal = evaluate(replace(setup, efficiency=IDEAL), best.parallelism, CommPricer(mesh, setup.chip, 1.0))
+    ideal = evaluate(replace(setup, efficiency=IDEAL), best.parallelism, setup.pricer(mesh, 1.0))
     inside = None
     spanned = tp_domains(setup, best.parallelism)
     if spanned > 1 and "tp" not in pinned:  # the best that keeps tp inside one fast domain, to compare

@@ -135,6 +135,7 @@ class ModelProfile:
     # per op: its matmul's (m per sequence, n, k, batch, out bytes, split) (GEMM_SPLITS), NaN rows
     # where the op is not one matmul; None when the shape model is off
     gemm: np.ndarray | None = None
+    core_scale: float = 1.0  # the attention core's matrix rate over the other matmuls' (_core_scale)
 
 
 @lru_cache(maxsize=64)
@@ -147,6 +148,7 @@ def model_profile(
     dtypes: Dtypes = _DEFAULT_DTYPES,
     flash: bool = True,
     dropout: bool = False,
+    attention_cap: float = 0.0,
 ) -> ModelProfile:
     """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
     every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
@@ -156,7 +158,10 @@ def model_profile(
     as weights, read once per microbatch whatever its size) and its other bytes (per sequence).
     A lookup reads one table row per token, so its weight bytes count per sequence too. With
     flash attention the backward's recompute of the scores and softmax (ops tagged
-    ``flash_recompute``) is a row of the recompute phase (hardware FLOPs, not model FLOPs)."""
+    ``flash_recompute``) is a row of the recompute phase (hardware FLOPs, not model FLOPs).
+    ``attention_cap`` (0: none): the share of the chip's datasheet matrix peak the fused attention kernel
+    sustains (the framework's kernel, plan/train/framework.py); the attention core's matmuls run at the
+    lesser of it and the other matmuls' rate."""
     work = Workload("train", 1, seq_len, causal=flash, flash=flash, dropout=dropout)
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
@@ -211,7 +216,18 @@ def model_profile(
         logits_bytes_per_token(cfg),
         sequence_region_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash, dtypes.matmul),
         np.array(gemms, dtype=float) if eff.matrix_shape else None,
+        _core_scale(chip, eff, keys, attention_cap),
     )
+
+
+def _core_scale(chip: Chip, eff: Efficiency, keys: tuple[FlopsKey, ...], cap: float) -> float:
+    """The attention core's matrix rate as a share of the other matmuls': min(1, cap / (their share of the
+    datasheet peak: matrix efficiency x the chip's achievable fraction)); 1 without a cap."""
+    if cap <= 0:
+        return 1.0
+    dtype = next((d for unit, d in keys if unit == "matrix"), "bf16")
+    share = eff.matrix * (chip.achievable_fraction(dtype) if eff.matrix_achievable else 1.0)
+    return min(1.0, cap / share)
 
 
 #: how a matmul's dims divide over tp (the ``split`` column of ModelProfile.gemm)
@@ -285,6 +301,8 @@ def op_roofline(prof: ModelProfile, par: Parallelism, b: int) -> tuple[RooflineT
     flops = prof.flops * (b / k)
     nbytes = prof.weight_bytes / wshard + b * prof.act_bytes / k
     shape = gemm_shape_efficiency(prof, par, b)
+    if prof.core_scale < 1.0:  # the attention kernel's own ceiling (model_profile's attention_cap)
+        shape = np.where(prof.core, prof.core_scale, 1.0 if shape is None else shape)
     return roofline_table(flops, prof.keys, nbytes, prof.chip, prof.eff, shape), flops, nbytes
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rooftop.plan.train.comm import CommPricer, Ledger
+from rooftop.plan.train.comm import Ledger
 from rooftop.plan.train.layout import Parallelism, microbatch_size, stage_split
 from rooftop.plan.train.profile import op_roofline
 from rooftop.plan.train.step import (
@@ -195,7 +195,7 @@ def _simulate(p: int, v: int, m: int, dur: dict[tuple[bool, int], float]) -> dic
 
 def step_schedule(setup: TrainingSetup, par: Parallelism) -> StepSchedule:
     """The step of ``par`` on ``setup`` laid out in time (module docstring)."""
-    pricer = CommPricer(layout_mesh(setup.topology, par), setup.chip, setup.efficiency.network)
+    pricer = setup.pricer(layout_mesh(setup.topology, par))
     prof = profile_for(setup, par.remat)
     ledger = Ledger()
     parts = step_parts(setup, par, pricer, prof, ledger)

@@ -58,7 +58,7 @@ FIXABLE = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages
 FIXABLE_TEXT = ("remat", "offload")
 #: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
 #: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
-FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard")
+FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard", "grad_clip")
 #: most layouts one search evaluates (each costs about 0.2 ms; DeepSeek-V3 on 98,304 GPUs has 44,073):
 #: a larger space is an error asking for pinned degrees, not minutes of searching
 MAX_LAYOUTS = 50_000
@@ -252,7 +252,9 @@ class _Context:
         if key not in self.pricers:
             try:
                 mesh = layout_mesh(self.setup.topology, base)
-                self.pricers[key] = CommPricer(mesh, self.setup.chip, self.setup.efficiency.network, self.rates)
+                self.pricers[key] = CommPricer(
+                    mesh, self.setup.chip, self.setup.efficiency.network, self.rates, self.setup.stack.algorithm
+                )
             except ShardingError:
                 self.pricers[key] = None
         return self.pricers[key]

@@ -56,6 +56,7 @@ from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.model.memory import TrainingPrecision, optimizer_update_cost
 from rooftop.plan.train.comm import CommPricer, Ledger, dp_exposed, layer_comm
+from rooftop.plan.train.framework import Framework, default_framework
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, memory_per_chip, offload_s
 from rooftop.plan.train.profile import ModelProfile, OpSums, model_profile, op_sums, stage_pace
@@ -149,6 +150,19 @@ class TrainingSetup:
     flash_attention: bool = True
     dropout: bool = False
     max_nodes_per_token: int = 0  # node-limited MoE routing (0: none; node_limited_factor)
+    framework: Framework | None = None  # the stack that runs the step (None: the chip kind's default)
+
+    @cached_property
+    def stack(self) -> Framework:
+        """The framework that runs the step: the one given, else the chip kind's default
+        (plan/train/framework.py). Its overlap rules apply through ``Framework.efficiency``, which
+        callers fold into ``efficiency`` before their own overrides."""
+        return self.framework or default_framework(self.chip)
+
+    def pricer(self, mesh: Mesh, network_eff: float | None = None) -> CommPricer:
+        """Collective times on ``mesh`` as this setup's framework runs them."""
+        eff = self.efficiency.network if network_eff is None else network_eff
+        return CommPricer(mesh, self.chip, eff, algorithm=self.stack.algorithm)
 
     @cached_property
     def chips(self) -> int:
@@ -172,8 +186,10 @@ class TrainingSetup:
     @cached_property
     def optimizer_s_per_param(self) -> float:
         """Seconds per parameter of the optimizer update: its roofline (the larger of compute and
-        HBM time), linear in the parameter count."""
-        est = roofline(optimizer_cost(self.precision), self.chip, efficiency=self.efficiency)
+        HBM time), linear in the parameter count; with the framework's gradient clipping, also its
+        passes over the gradients."""
+        cost = optimizer_cost(self.precision, clip=self.stack.grad_clip)
+        est = roofline(cost, self.chip, efficiency=self.efficiency)
         return max(est.compute_s, est.memory_s)
 
     @cached_property
@@ -193,6 +209,7 @@ def profile_for(setup: TrainingSetup, remat: str) -> ModelProfile:
         setup.dtypes,
         setup.flash_attention,
         setup.dropout,
+        setup.stack.attention_cap(setup.chip) if setup.flash_attention else 0.0,
     )
 
 
@@ -260,8 +277,9 @@ def step_result(
 ) -> StepResult:
     """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
     pp_mb = 0.0
-    if par.pp > 1:
-        pp_mb = 2 * par.virtual_stages * pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts))
+    if par.pp > 1:  # a send/receive forward and backward per virtual stage, each with the stack's host sync
+        send = pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts)) + setup.stack.p2p_sync_s
+        pp_mb = 2 * par.virtual_stages * send
     mb = parts.per_microbatch
     t_mb = sum(mb.values()) + pp_mb
     m = par.microbatches
@@ -302,9 +320,15 @@ def _pp_boundary_bytes(setup: TrainingSetup, par: Parallelism, parts: StepParts)
     return parts.tokens_chip * setup.cfg.d_model * setup.element_bytes[0] / par.tp
 
 
-def optimizer_cost(precision: TrainingPrecision, params: float = 1.0) -> Cost:
-    """The optimizer update of ``params`` parameters (model/memory.optimizer_update_cost)."""
-    return optimizer_update_cost(precision) * params
+def optimizer_cost(precision: TrainingPrecision, params: float = 1.0, clip: bool = False) -> Cost:
+    """The optimizer update of ``params`` parameters (model/memory.optimizer_update_cost); with ``clip``,
+    gradient clipping by the global norm before it: one pass reading the gradients (the norm: a multiply
+    and an add per element) and one reading and writing them (the scaling: a multiply per element)."""
+    cost = optimizer_update_cost(precision)
+    if clip:
+        g = dtype_bytes(precision.grads)
+        cost = cost + Cost.typed({("vector", "fp32"): 3.0}, {"optimizer": 3 * g})
+    return cost * params
 
 
 def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]:

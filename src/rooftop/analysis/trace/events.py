@@ -386,6 +386,14 @@ class RowBuilder:
         columns, self.columns, self.flushed = self.columns, empty_columns(), 0
         return columns
 
+    def extend(self, *columns: Sequence[Any]) -> None:
+        """Add rows given as one sequence per column (in :data:`COLUMNS` order, all of one length) after
+        those so far, each column extended in place."""
+        self.flush()
+        for column, values in zip(self.columns, columns, strict=True):
+            column.extend(values)
+        self.flushed += len(columns[0])
+
     def join(self, columns: list[Any]) -> None:
         """Add rows given as columns (as :meth:`take` returns them) after those so far; each column is made
         once at its length (a list grown by extending leaves the heap it outgrew behind) and ``columns`` is

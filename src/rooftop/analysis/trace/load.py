@@ -3,8 +3,8 @@
 ``load_trace(path)`` reads:
 
 - a JAX profiler log directory (``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, one file per host;
-  the newest run unless a run directory is given), or one ``.xplane.pb`` file — read with JAX's own
-  ``jax.profiler.ProfileData`` (see :mod:`rooftop.analysis.trace.xplane`);
+  the newest run unless a run directory is given), or one ``.xplane.pb`` file — read with the protobuf
+  runtime as JAX's own ``ProfileData`` reads it (see :mod:`rooftop.analysis.trace.xplane`);
 - Chrome / Perfetto trace-event JSON (``*.trace.json.gz``, ``perfetto_trace.json.gz``, ``.json``) written by
   JAX, and PyTorch profiler (Kineto) JSON traces — streamed, never held as text
   (see :mod:`rooftop.analysis.trace.chrome_json`).

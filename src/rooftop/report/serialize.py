@@ -6,11 +6,13 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rooftop.cost.roofline import Estimate
-from rooftop.hardware.chip import Chip
 from rooftop.report.formulas import term_dict
+
+if TYPE_CHECKING:
+    from rooftop.cost.roofline import Estimate
+    from rooftop.hardware.chip import Chip
 
 #: bumped when a key is removed or changes meaning (adding keys does not bump it).
 SCHEMA_VERSION = 1

@@ -50,8 +50,10 @@ def main() -> int:
     parser.add_argument("--mb", type=float, default=52.0, help="size of the synthetic module in MB (default 52)")
     parser.add_argument("--runs", type=int, default=3, help="interleaved runs of each (default 3)")
     parser.add_argument("--file", type=Path, help="an HLO text file to read instead of a synthetic one")
+    parser.add_argument("--src", type=Path, help="the src/ folder whose rooftop is timed (default: this checkout's)")
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    src = args.src or SRC
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with tempfile.TemporaryDirectory() as tmp:
         path = args.file

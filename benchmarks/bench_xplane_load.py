@@ -68,8 +68,10 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="events of the synthetic file (default 1M)")
     parser.add_argument("--runs", type=int, default=3, help="interleaved runs of each reader (default 3)")
     parser.add_argument("--file", type=Path, help="an .xplane.pb to read instead of a synthetic one")
+    parser.add_argument("--src", type=Path, help="the src/ folder whose rooftop is timed (default: this checkout's)")
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    src = args.src or SRC
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory() as tmp:
         path = args.file
         if path is None:

@@ -42,6 +42,18 @@ def test_json_output_does_not_load_rich() -> None:
     assert not loaded_after(code)["rich"]
 
 
+def test_one_point_roofline_loads_only_what_it_prints() -> None:
+    """``rooftop roofline ... --json``: no rich, no collective model (report/formulas names its types
+    for the type checker only), no other chip's file parsed (catalog/chips/h100.toml alone)."""
+    code = "import contextlib, io, sys\nimport rooftop.cli.main as m\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+    code += "    assert m.main(['roofline', '--chip', 'h100', '--flops', '1e12', '--bytes', '1GiB', '--json']) == 0\n"
+    code += "from rooftop.hardware import catalog\n"
+    code += "assert catalog._builtin.cache_info().currsize == 0, 'the whole chip catalog was read'\n"
+    code += "for name in ('rooftop.cost.collectives', 'rooftop.hardware.topology', 'fractions', 'rich'):\n"
+    code += "    assert name not in sys.modules, name"
+    loaded_after(code)  # raises CalledProcessError when an assertion fails
+
+
 def test_import_rooftop_is_lazy() -> None:
     assert loaded_after("import rooftop") == dict.fromkeys(HEAVY, False)
 

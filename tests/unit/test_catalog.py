@@ -36,6 +36,20 @@ def test_aliases_case_insensitive(alias: str, name: str) -> None:
     assert get_chip(alias).name == name
 
 
+def test_names_and_aliases_name_one_chip_each() -> None:
+    """A name or alias (normalised) belongs to one built-in chip, so looking a chip up by the name its
+    file carries (one file read: catalog/chips/h100.toml for "h100") finds what the whole catalog would."""
+    from rooftop.hardware import catalog
+
+    seen: dict[str, str] = {}
+    for chip in load_chips():
+        for key in {catalog._norm(n) for n in (chip.name, *chip.aliases)}:
+            assert seen.setdefault(key, chip.name) == chip.name, key
+    for chip in load_chips():  # None where a file is named otherwise than its chip
+        assert catalog._builtin_file_chip(catalog._norm(chip.name)) in (None, chip)
+    assert catalog._builtin_file_chip("h100") == get_chip("H100 SXM")
+
+
 def test_unknown_chip_suggests_close_names() -> None:
     with pytest.raises(UnknownNameError, match="unknown chip 'tpu-v9'; did you mean"):
         get_chip("tpu-v9")

@@ -262,10 +262,100 @@ def test_missing_or_empty_paths(tmp_path: Path) -> None:
 
 
 def test_xplane_without_jax_says_which_extra(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftop.analysis.trace import xplane as reader
+
     (xplane,) = run_dir.glob("*.xplane.pb")
+    monkeypatch.setattr(reader, "_protobuf", lambda: False)  # neither the protobuf runtime nor jaxlib's reader
+    monkeypatch.setitem(sys.modules, "jaxlib._profile_data", None)
     monkeypatch.setitem(sys.modules, "jax.profiler", None)
     with pytest.raises(InvalidConfigError, match=r"needs the jax extra: pip install 'rooftop\[jax\]'"):
         load_trace(xplane)
+
+
+def _same_traces(a: Trace, b: Trace) -> None:
+    """Two loads of one profile hold the same rows (args compared as dicts), memory, devices and metadata."""
+    for column in ("device", "line", "name", "module", "instruction", "step", "kind", "correlation"):
+        assert list(a.events.column(column)) == list(b.events.column(column)), column
+    for column in ("start_s", "duration_s"):
+        assert list(a.events.column(column)) == list(b.events.column(column)), column
+    assert [dict(x or {}) for x in a.events.column("args")] == [dict(x or {}) for x in b.events.column("args")]
+    assert (a.memory, a.devices, dict(a.metadata), dict(a.hlo_protos)) == (
+        b.memory,
+        b.devices,
+        dict(b.metadata),
+        dict(b.hlo_protos),
+    )
+
+
+def test_xplane_read_without_jax_as_jaxlib_reads_it(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The XSpace read with the protobuf runtime (jax not imported) gives the table that jaxlib's own
+    reader (ProfileData, the fallback) gives, value for value."""
+    from rooftop.analysis.trace import xplane as reader
+
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "jaxlib._profile_data", None)
+        m.setitem(sys.modules, "jax.profiler", None)
+        direct = load_trace(run_dir)
+    with monkeypatch.context() as m:
+        m.setattr(reader, "_protobuf", lambda: False)
+        fallback = load_trace(run_dir)
+    assert len(direct.events) > 100 and {"op", "step"} <= set(direct.events.column("kind"))
+    _same_traces(direct, fallback)
+
+
+def test_xplane_read_imports_no_jax(run_dir: Path) -> None:
+    """Reading an .xplane.pb costs no jax import (about a CPU-second): the protobuf runtime reads it."""
+    import os
+    import subprocess
+
+    import rooftop
+
+    (xplane,) = run_dir.glob("*.xplane.pb")
+    env = {**os.environ, "PYTHONPATH": str(Path(rooftop.__file__).parents[1])}  # this checkout's rooftop
+    code = (
+        "import sys; from rooftop.analysis.trace.load import load_trace; "
+        f"n = len(load_trace({str(xplane)!r}).events); print(n, sorted(m for m in sys.modules if m.startswith('jax')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    out = done.stdout.split(" ", 1)
+    assert int(out[0]) > 100 and out[1].strip() == "[]"
+
+
+def test_xplane_readers_agree_on_edge_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Times truncated to whole ns toward zero (offset -1999 ps from 1000 ns: 999 ns), a ref stat as the
+    name it points to, bytes as text, a stat without a value or without metadata as (None, None), several
+    own ids on one event, an event without metadata named "" — the same through both readers."""
+    profiler = pytest.importorskip("jax.profiler")
+    from rooftop.analysis.trace import xplane as reader
+
+    stats = " ".join(
+        f'stat_metadata {{ key: {i} value {{ id: {i} name: "{n}" }} }}'
+        for i, n in enumerate(("hlo_op", "hlo_module", "correlation_id", "run_id", "kernel_details", "x"), 1)
+    )
+    events = [
+        'metadata_id: 1 offset_ps: 1999 duration_ps: 2999 stats { metadata_id: 1 str_value: "fusion.1" } '
+        "stats { metadata_id: 2 ref_value: 6 } stats { metadata_id: 3 int64_value: 12 } "
+        "stats { metadata_id: 4 uint64_value: 18446744073709551615 }",
+        'metadata_id: 1 offset_ps: -1999 duration_ps: 1 stats { metadata_id: 5 bytes_value: "grid 1" } '
+        "stats { metadata_id: 9 int64_value: 3 } stats { metadata_id: 6 } stats { metadata_id: 3 str_value: '07' }",
+        "metadata_id: 7 offset_ps: 5000000 duration_ps: 0 stats { metadata_id: 6 double_value: -0.5 }",
+    ]
+    body = " ".join(f"events {{ {e} }}" for e in events)
+    text = (
+        f'planes {{ id: 1 name: "/device:GPU:0" lines {{ id: 1 name: "Stream #1(Kernel)" timestamp_ns: 1000 {body} }} '
+        f'event_metadata {{ key: 1 value {{ id: 1 name: "k" }} }} {stats} }}'
+    )
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(profiler.ProfileData.text_proto_to_serialized_xspace(text))
+    direct = load_trace(path)
+    monkeypatch.setattr(reader, "_protobuf", lambda: False)
+    _same_traces(direct, load_trace(path))
+    assert [e.start_s for e in direct.events] == [1001 / 1e9, 999 / 1e9, 6000 / 1e9]
+    assert [e.duration_s for e in direct.events] == [2 / 1e9, 0.0, 0.0]
+    assert [e.name for e in direct.events] == ["k", "k", ""]
+    assert [e.correlation for e in direct.events] == ["12", "07", None]
+    assert dict(direct.events[0].args) == {"hlo_op": "fusion.1", "hlo_module": "x", "correlation_id": "12",
+                                           "run_id": str(2**64 - 1)}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------

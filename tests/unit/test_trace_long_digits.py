@@ -48,3 +48,19 @@ def test_timestamps_are_not_long_and_the_batch_is_orjsons() -> None:
 def test_long_digits_is_the_regular_expression(parts: list[tuple[int, bytes]]) -> None:
     text = b"".join(b"9" * n + sep for n, sep in parts)
     assert long_digits(text) == bool(LONG.search(text))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.sampled_from([b",", b".", b'"', b" "])), max_size=100))
+def test_long_digits_before_numpy_is_loaded_is_the_regular_expression(parts: list[tuple[int, bytes]]) -> None:
+    """A small trace read before numpy is loaded: its text searched whole (no numpy import), the same answer."""
+    import sys
+
+    from rooftop.analysis.trace import jsonstream
+
+    text = b"".join(b"9" * n + sep for n, sep in parts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delitem(sys.modules, "numpy")
+        mp.setattr(jsonstream, "_searched", 0)
+        assert long_digits(text) == bool(LONG.search(text))
+        assert "numpy" not in sys.modules

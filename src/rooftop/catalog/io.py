@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -75,13 +76,14 @@ def read_toml_file(path: str | Path, what: str) -> dict[str, Any]:
         raise InvalidConfigError(f"{what} file {path_text(path)}: not valid TOML ({reason})") from None
 
 
-def builtin_tomls(folder: str) -> list[tuple[str, dict[str, Any]]]:
-    """(``catalog/<folder>/<file>``, parsed data) of every built-in file, in file-name order."""
+def builtin_tomls(folder: str, stem: Callable[[str], bool] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(``catalog/<folder>/<file>``, parsed data) of every built-in file, in file-name order (only those
+    whose name without ``.toml`` ``stem`` accepts, when given)."""
     root = resources.files("rooftop.catalog") / folder
     return [
         (f"catalog/{folder}/{entry.name}", tomllib.loads(entry.read_text(encoding="utf-8")))
         for entry in sorted(root.iterdir(), key=lambda e: e.name)
-        if entry.name.endswith(".toml")
+        if entry.name.endswith(".toml") and (stem is None or stem(entry.name.removesuffix(".toml")))
     ]
 
 

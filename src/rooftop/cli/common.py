@@ -123,10 +123,10 @@ def emit(out: Output, args: argparse.Namespace) -> None:
         for fn in out.plots:
             fn(plot)
     if getattr(args, "json", False):
-        from rooftop.report.serialize import to_json
+        from rooftop.report.serialize import write_json
 
         try:
-            sys.stdout.write(to_json(out.payload) + "\n")
+            write_json(out.payload, sys.stdout)
             sys.stdout.flush()
         except BrokenPipeError:
             _quiet_stdout()

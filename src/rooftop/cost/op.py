@@ -7,7 +7,6 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 from rooftop.cost.cost import Cost, Gemm
 from rooftop.dtypes import canonical_dtype, compute_dtype, dtype_bytes
@@ -240,6 +239,8 @@ def _lattice_count(out: int, kernel: int, n: int, s: int, r: int, d: int, p: int
                 cuts.add(cut)
     total = 0
     edges = sorted(cuts)
+    from fractions import Fraction  # here: fractions loads decimal, which a one-op command never needs
+
     for x, y in itertools.pairwise(edges):
         lo = max(lowers, key=lambda ln: Fraction(ln[0] * x + ln[1], ln[2]))
         hi = min(uppers, key=lambda ln: Fraction(ln[0] * x + ln[1], ln[2]))

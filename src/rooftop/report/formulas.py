@@ -9,11 +9,14 @@ written once whichever command prints it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from rooftop.cost.collectives import BandwidthPart, CollectiveTime, Group
-from rooftop.cost.roofline import Term
-from rooftop.hardware.chip import Chip
 from rooftop.units import format_bytes, format_duration, format_number, format_plain, format_rate, plural
+
+if TYPE_CHECKING:  # types only: a command that prints one roofline loads no collective model
+    from rooftop.cost.collectives import BandwidthPart, CollectiveTime, Group
+    from rooftop.cost.roofline import Term
+    from rooftop.hardware.chip import Chip
 
 
 def _eff(factor: float) -> str:

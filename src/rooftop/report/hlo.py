@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
+from rooftop.report.serialize import Rows
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_duration, format_number, format_plain, plural
 
@@ -83,9 +84,11 @@ def short_shape(shape: str, limit: int) -> str:
 
 
 def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
-    """``rooftop hlo --json``: every instruction, the ``top`` names by predicted time, totals."""
-    rows = [op_dict(t) for t in analysis.ops]
-    order = sorted(range(len(rows)), key=lambda i: -analysis.ops[i].estimate.lower_bound_s)
+    """``rooftop hlo --json``: every instruction, the ``top`` names by predicted time, totals. The
+    instructions are :class:`~rooftop.report.serialize.Rows`, each built as it is read (``--json`` writes
+    them one at a time)."""
+    ops = analysis.ops
+    order = sorted(range(len(ops)), key=lambda i: -ops[i].estimate.lower_bound_s)
     return {
         "module": analysis.module,
         "chip": analysis.chip.name,
@@ -93,8 +96,8 @@ def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
         "topology": analysis.topology.spec,
         "totals": analysis.totals(),
         "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],
-        "top": [rows[i]["name"] for i in order[:top]],
-        "instructions": rows,
+        "top": [ops[i].op.name for i in order[:top]],
+        "instructions": Rows(ops, op_dict),
         "notes": list(analysis.notes),
     }
 
@@ -118,7 +121,8 @@ def _row(r: dict[str, Any], shape_limit: int) -> tuple[str, ...]:
 
 
 def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], top: int) -> None:
-    rows = {(r["name"], r["computation"]): r for r in data["instructions"]}
+    instructions = list(data["instructions"])  # built once here
+    rows = {(r["name"], r["computation"]): r for r in instructions}
     chosen = [rows[(t.op.name, t.op.computation)] for t in analysis.top(top)]
     columns = ["instruction", "opcode", "shape", "FLOPs", "bytes", "result in", "time", "bound", "MXU"]
     title = (
@@ -129,7 +133,7 @@ def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], to
     listing = table(title, columns, [_row(r, shape_limit) for r in chosen])
     listing.columns[2].no_wrap = True
     console.print(listing)
-    comms = sorted((r for r in data["instructions"] if r["collective"]), key=lambda r: -r["comm_s"])[:top]
+    comms = sorted((r for r in instructions if r["collective"]), key=lambda r: -r["comm_s"])[:top]
     if comms:
         console.print(table(
             f"collectives on mesh {analysis.mesh.spec()} ({analysis.topology.spec} {analysis.chip.name})",

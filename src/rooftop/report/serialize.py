@@ -5,15 +5,44 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from json.encoder import encode_basestring_ascii
+from typing import IO, TYPE_CHECKING, Any, overload
 
-from rooftop.cost.roofline import Estimate
-from rooftop.hardware.chip import Chip
 from rooftop.report.formulas import term_dict
+
+if TYPE_CHECKING:
+    from rooftop.cost.roofline import Estimate
+    from rooftop.hardware.chip import Chip
 
 #: bumped when a key is removed or changes meaning (adding keys does not bump it).
 SCHEMA_VERSION = 1
+
+
+class Rows(Sequence[dict[str, Any]]):
+    """A list of JSON rows built when read: ``make(item)`` for each of ``items``, none kept. A payload holds
+    one for a table of many rows (``rooftop hlo``'s instructions): :func:`write_json` writes the rows one at
+    a time, so the whole list is never in memory, as dicts or as text."""
+
+    __slots__ = ("items", "make")
+
+    def __init__(self, items: Sequence[Any], make: Callable[[Any], dict[str, Any]]) -> None:
+        self.items, self.make = items, make
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self.make(x) for x in self.items[index]]
+        return self.make(self.items[index])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(self.make, self.items)
 
 
 def _clean(obj: Any) -> Any:
@@ -25,7 +54,7 @@ def _clean(obj: Any) -> Any:
         return int(obj) if obj.bit_length() <= 1000 else _clean(float(obj) if obj.bit_length() < 1024 else math.inf)
     if isinstance(obj, Mapping):
         return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, Rows)):
         return [_clean(v) for v in obj]
     if isinstance(obj, (set, frozenset)):
         return sorted((_clean(v) for v in obj), key=repr)
@@ -42,6 +71,70 @@ def to_json(payload: Mapping[str, Any]) -> str:
     anything else JSON has no type for its ``str``."""
     body = {"schema_version": SCHEMA_VERSION, **payload}
     return json.dumps(_clean(body), indent=2, allow_nan=False, default=str)
+
+
+def write_json(payload: Mapping[str, Any], out: IO[str]) -> None:
+    """``to_json(payload)`` and a newline, written to ``out``: the same text, with the rows of a
+    :class:`Rows` value built, encoded and written one at a time (each scalar by the json module's own
+    encoders), never the whole document in memory."""
+    body = {"schema_version": SCHEMA_VERSION, **payload}
+    if not any(isinstance(v, Rows) for v in body.values()):
+        out.write(to_json(payload) + "\n")
+        return
+    sep = "{"
+    for key, value in body.items():
+        out.write(f"{sep}\n  {encode_basestring_ascii(str(key))}: ")
+        sep = ","
+        if isinstance(value, Rows):
+            _write_rows(value, out)
+        else:
+            out.write(_nested(value, "\n  "))
+    out.write("\n}\n")
+
+
+def _nested(value: Any, newline: str) -> str:
+    """A value as ``json.dumps(..., indent=2)`` writes it at the depth whose line break is ``newline``."""
+    return json.dumps(_clean(value), indent=2, allow_nan=False, default=str).replace("\n", newline)
+
+
+def _value(v: Any, newline: str) -> str:
+    """One value at the depth whose line break is ``newline``, as ``json.dumps(_clean(v), indent=2)`` writes
+    it there: strings, None, finite floats, ints and lists of them by the json module's own scalar
+    encoders (``float.__repr__``, ``int.__repr__``, its ASCII string escaper), anything else by
+    :func:`_nested`."""
+    cls = v.__class__
+    if cls is str:
+        return encode_basestring_ascii(v)
+    if v is None:
+        return "null"
+    if cls is float and math.isfinite(v):
+        return float.__repr__(v)
+    if cls is int and v.bit_length() <= 1000:
+        return int.__repr__(v)
+    if (cls is list or cls is tuple) and v:
+        inner = newline + "  "
+        return f"[{inner}{(',' + inner).join([_value(x, inner) for x in v])}{newline}]"
+    return _nested(v, newline)  # bools, non-finite floats, huge ints, empty lists, dicts, numpy values
+
+
+def _write_rows(rows: Rows, out: IO[str]) -> None:
+    """A list of flat dicts at depth 1, as the indenting encoder writes it (each value by :func:`_value`)."""
+    keys: dict[str, str] = {}
+    sep = "["
+    for row in rows:
+        if not row:
+            out.write(f"{sep}\n    {{}}")
+            sep = ","
+            continue
+        parts = []
+        for k, v in row.items():
+            key = keys.get(k) if k.__class__ is str else None
+            if key is None:
+                key = keys[str(k)] = f"\n      {encode_basestring_ascii(str(k))}: "
+            parts.append(key + _value(v, "\n      "))
+        out.write(f"{sep}\n    {{{','.join(parts)}\n    }}")
+        sep = ","
+    out.write("[]" if sep == "[" else "\n  ]")
 
 
 def payload_dict(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,12 @@ set) or ``"other"`` (host activity, launches, framework ops). The loaders (:mod:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import operator
 import re
+import sys
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -291,6 +293,8 @@ class RowBuilder:
         self.shared: dict[tuple[Any, ...], Mapping[str, Any]] = {}  # args without their own ids -> one dict
         self.own_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.hits = 0
+        self._appenders: list[Callable[[Any], None]] = []
+        self._appenders_of: list[Any] | None = None  # the columns whose appends those are
 
     def args(self, args: dict[str, Any]) -> Mapping[str, Any]:
         """``args`` as stored: its :data:`OWN_ARGS` (ids that differ on every event) kept apart in an
@@ -340,15 +344,26 @@ class RowBuilder:
     def appenders(self) -> list[Callable[[Any], None]]:
         """The ``append`` of each column, in :data:`COLUMNS` order, for a loop that adds rows straight to
         the columns (no row tuple, nothing to transpose), the rows collected so far moved in first; the loop
-        appends to every column (or to all but those it fills after it) and then calls :meth:`appended`."""
-        self.flush()
-        return [column.append for column in self.columns]
+        appends to every column (or to all but those it fills after it) and then calls :meth:`appended`.
+        The list is made once per set of columns (a trace whose runs are one event long asks for it per
+        event)."""
+        if self.rows:
+            self.flush()
+        columns = self.columns
+        if self._appenders_of is not columns:
+            self._appenders, self._appenders_of = [column.append for column in columns], columns
+        return self._appenders
 
     def appended(self, n: int, none: Sequence[int] = ()) -> None:
         """``n`` rows were added through :meth:`appenders`; the columns at the indices ``none`` (of
         :data:`COLUMNS`) are given None for each of them here."""
-        for c in none:
-            self.columns[c].extend(itertools.repeat(None, n))
+        if n == 1:
+            appenders = self._appenders if self._appenders_of is self.columns else self.appenders()
+            for c in none:
+                appenders[c](None)
+        else:
+            for c in none:
+                self.columns[c].extend(itertools.repeat(None, n))
         self.flushed += n
 
     def add(
@@ -386,12 +401,21 @@ class RowBuilder:
         columns, self.columns, self.flushed = self.columns, empty_columns(), 0
         return columns
 
+    def extend(self, *columns: Sequence[Any]) -> None:
+        """Add rows given as one sequence per column (in :data:`COLUMNS` order, all of one length) after
+        those so far, each column extended in place."""
+        self.flush()
+        for column, values in zip(self.columns, columns, strict=True):
+            column.extend(values)
+        self.flushed += len(columns[0])
+
     def join(self, columns: list[Any]) -> None:
         """Add rows given as columns (as :meth:`take` returns them) after those so far; each column is made
         once at its length (a list grown by extending leaves the heap it outgrew behind) and ``columns`` is
         emptied a column at a time."""
         self.flush()
         self.flushed += len(columns[0])
+        self._appenders_of = None  # the columns are new lists
         for c, column in enumerate(self.columns):
             self.columns[c], columns[c] = column + columns[c], []
 
@@ -409,23 +433,25 @@ class RowBuilder:
     def _assign_steps(self, c: dict[str, Any]) -> None:
         """Give each event without a step the step whose marker window holds it (the last window to start
         by then, if it has not ended); a device event is placed by the host time of its launch (same
-        correlation id) when that is known. Column-wise, a chunk of rows at a time (bisected at once)."""
-        import numpy as np  # loaded with the analysis, not with the loaders' imports
-
-        kind_col, step_col, corr_col = c["kind"], c["step"], c["correlation"]
+        correlation id) when that is known. Column-wise, a chunk of rows at a time (bisected at once); a
+        table of at most :data:`_FEW_ROWS` rows read before numpy is loaded is placed row by row with
+        ``bisect`` instead (the same windows and comparisons: importing numpy would cost more)."""
+        kind_col, step_col = c["kind"], c["step"]
         kinds = {k: n for n, k in enumerate(dict.fromkeys(kind_col))}  # each kind's code, read once per row
         if "step" not in kinds:
             return
+        if _row_by_row(len(kind_col)):
+            _place_rows(c, *_windows(c, [i for i, k in enumerate(kind_col) if k == "step"]), self.launch_s)
+            return
+        import numpy as np  # loaded with the analysis, not with the loaders' imports
+
         kind = np.fromiter(map(kinds.__getitem__, kind_col), np.int32, len(kind_col))
-        marks = np.flatnonzero(kind == kinds["step"]).tolist()
-        launched = np.isin(kind, [kinds[k] for k in ("kernel", "memcpy", "op") if k in kinds])
+        numbers, lo_list, hi_list = _windows(c, np.flatnonzero(kind == kinds["step"]).tolist())
+        launched = np.isin(kind, [kinds[k] for k in _LAUNCHED if k in kinds])
         del kind
         start = np.frombuffer(c["start_s"], np.float64) if isinstance(c["start_s"], array) else np.asarray(c["start_s"])
-        order = sorted(marks, key=c["start_s"].__getitem__)
-        numbers = [step_col[i] if step_col[i] is not None else n for n, i in enumerate(order)]
-        lo = np.array([c["start_s"][i] for i in order], np.float64)
-        hi = np.array([c["start_s"][i] + c["duration_s"][i] for i in order], np.float64)
-        launch = self.launch_s
+        lo, hi = np.array(lo_list, np.float64), np.array(hi_list, np.float64)
+        launch, corr_col = self.launch_s, c["correlation"]
         for first in range(0, len(step_col), FLUSH_ROWS):
             last = min(len(step_col), first + FLUSH_ROWS)
             rows = np.flatnonzero(np.fromiter(map(operator.is_, step_col[first:last], itertools.repeat(None)), bool,
@@ -441,3 +467,35 @@ class RowBuilder:
             inside[inside] = t[inside] <= hi[j[inside]]
             for i, n in zip(rows[inside].tolist(), j[inside].tolist(), strict=True):
                 step_col[i] = numbers[n]
+
+
+#: kinds of event placed in a step by the host time of their launch (when it is known)
+_LAUNCHED = ("kernel", "memcpy", "op")
+_FEW_ROWS = 1 << 16
+
+
+def _row_by_row(rows: int) -> bool:
+    """Whether steps are assigned row by row: a small table read before numpy is loaded."""
+    return rows <= _FEW_ROWS and "numpy" not in sys.modules
+
+
+def _windows(c: dict[str, Any], marks: list[int]) -> tuple[list[Any], list[float], list[float]]:
+    """The step markers (rows ``marks``) by start: each one's step number (its own, or its place) and
+    its window's start and end."""
+    start, step_col = c["start_s"], c["step"]
+    order = sorted(marks, key=start.__getitem__)
+    numbers = [step_col[i] if step_col[i] is not None else n for n, i in enumerate(order)]
+    return numbers, [start[i] for i in order], [start[i] + c["duration_s"][i] for i in order]
+
+
+def _place_rows(c: dict[str, Any], numbers: list[Any], lo: list[float], hi: list[float], launch: dict) -> None:
+    """RowBuilder._assign_steps a row at a time: ``bisect_right`` where the columns use searchsorted."""
+    start, step_col, kind_col, corr_col = c["start_s"], c["step"], c["kind"], c["correlation"]
+    for i, step in enumerate(step_col):
+        if step is None:
+            t = start[i]
+            if launch and kind_col[i] in _LAUNCHED:
+                t = launch.get(corr_col[i], t)
+            j = bisect.bisect_right(lo, t) - 1
+            if j >= 0 and t <= hi[j]:
+                step_col[i] = numbers[j]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import IO, Any, NoReturn
@@ -47,6 +48,8 @@ _DIGITS_AS_HASH = bytes.maketrans(b"0123456789", b"#" * 10)
 _LONG_NUMBER = b"#" * _LONG_RUN
 _EIGHT_DIGITS = 0x0101010101010101  # eight bytes that are each 1: a word of eight digits (:func:`long_digits`)
 _FEW_WORDS = 16  # up to this many words of eight digits, each one's run is measured alone
+_SEARCH_WHOLE_BYTES = 1 << 25  # text searched whole (:func:`long_digits`) before numpy is imported for it
+_searched = 0
 
 
 class JsonStream:
@@ -302,8 +305,15 @@ def long_digits(data: bytes) -> bool:
     Such a run holds a whole 8-byte word of digits at an offset divisible by 8. Those words are found with
     numpy (a few microseconds for 64 KiB, where translating the text and searching it takes about 100); the
     runs through a few of them are then measured one by one, and text with many of them (a trace of
-    13-digit timestamps) is searched whole, as before. The answer is exact either way."""
-    import numpy as np  # loaded with the first batch (the analysis loads it anyway)
+    13-digit timestamps) is searched whole, as before. The answer is exact either way. Until numpy is
+    loaded (by the analysis) and while less than :data:`_SEARCH_WHOLE_BYTES` were read, the text is searched
+    whole: importing numpy costs as much CPU as searching some 50 MiB (a small trace read alone is read
+    in about half the time)."""
+    global _searched
+    if "numpy" not in sys.modules and _searched < _SEARCH_WHOLE_BYTES:
+        _searched += len(data)
+        return data.translate(_DIGITS_AS_HASH).find(_LONG_NUMBER) >= 0
+    import numpy as np
 
     digit = (np.frombuffer(data, np.uint8) - 48 < 10).view(np.uint8)  # 1 for a digit (the others wrap past 9)
     whole = len(digit) // 8 * 8

@@ -3,8 +3,8 @@
 ``load_trace(path)`` reads:
 
 - a JAX profiler log directory (``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, one file per host;
-  the newest run unless a run directory is given), or one ``.xplane.pb`` file — read with JAX's own
-  ``jax.profiler.ProfileData`` (see :mod:`rooftop.analysis.trace.xplane`);
+  the newest run unless a run directory is given), or one ``.xplane.pb`` file — read with the protobuf
+  runtime as JAX's own ``ProfileData`` reads it (see :mod:`rooftop.analysis.trace.xplane`);
 - Chrome / Perfetto trace-event JSON (``*.trace.json.gz``, ``perfetto_trace.json.gz``, ``.json``) written by
   JAX, and PyTorch profiler (Kineto) JSON traces — streamed, never held as text
   (see :mod:`rooftop.analysis.trace.chrome_json`).
@@ -22,7 +22,6 @@ from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.trace.chrome_json import load_json_trace
 from rooftop.analysis.trace.events import ProgressFn, Trace
 from rooftop.analysis.trace.files import stat_mode
-from rooftop.analysis.trace.xplane import load_xplanes
 from rooftop.errors import InvalidConfigError
 
 
@@ -39,6 +38,8 @@ def _load(p: Path, progress: ProgressFn | None) -> Trace:
     if stat.S_ISDIR(mode):
         xplanes, jsons = profile_files(p)
         if xplanes:
+            from rooftop.analysis.trace.xplane import load_xplanes  # here: a JSON trace's read never loads it
+
             return load_xplanes(xplanes, source=str(p), progress=progress)
         if len(jsons) > 1:
             names = ", ".join(j.name for j in jsons[:5]) + (f" and {len(jsons) - 5} more" if len(jsons) > 5 else "")
@@ -46,6 +47,8 @@ def _load(p: Path, progress: ProgressFn | None) -> Trace:
         p = jsons[0]
     name = p.name.lower()
     if name.endswith(".pb"):
+        from rooftop.analysis.trace.xplane import load_xplanes
+
         return load_xplanes([p], source=str(p), progress=progress)
     if name.endswith((".json", ".json.gz", ".gz")):
         return load_json_trace(p, progress=progress)

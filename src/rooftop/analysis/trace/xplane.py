@@ -1,13 +1,16 @@
 """XPlane (``.xplane.pb``, the XSpace protobuf written by ``jax.profiler``) -> rooftop event table.
 
-Events are read with JAX's own reader, ``jax.profiler.ProfileData`` (planes -> lines -> events with
-``name``, ``start_ns``, ``duration_ns`` and ``stats``); each event is classified by
-:mod:`rooftop.analysis.trace.classify` (which says how JAX/XLA names planes, lines and stats).
+Events are read with the protobuf runtime against a declared subset of ``xplane.proto``
+(:mod:`rooftop.analysis.trace.xspace`: one line at a time, each kind of event classified once, jax not
+imported), value for value as JAX's own reader ``ProfileData`` gives them (planes -> lines -> events with
+``name``, ``start_ns``, ``duration_ns`` and ``stats``); that reader (``jaxlib._profile_data``, which
+``jax.profiler`` re-exports) is the fallback where the protobuf package is absent. Each event is
+classified by :mod:`rooftop.analysis.trace.classify` (which says how JAX/XLA names planes, lines and stats).
+Measured in benchmarks/bench_xplane_load.py: 1M kernel events at 0.87x the CPU speed of a bare
+``ProfileData`` pass over them, in 0.54x its memory.
 
 - ``/host:metadata``: no events; its event metadata carry one ``Hlo Proto`` stat per HLO module, named
-  ``jit_f(<program_id>)``. ``ProfileData`` does not expose event metadata, so that plane is read with the
-  protobuf runtime against a declared subset of ``xplane.proto`` (field numbers from
-  tsl/profiler/protobuf/xplane.proto) — the protobuf library parses, nothing is hand-decoded.
+  ``jit_f(<program_id>)`` (``ProfileData`` does not expose event metadata: read with the protobuf runtime).
 
 Stats whose names start with ``_`` (internal flow/context ids) are dropped; other stats become ``args``.
 An op event with a ``device_duration_ps`` stat (TPU: the op's time on the chip's own clock, which xprof
@@ -23,13 +26,13 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rooftop.analysis.trace.classify import MODULE_NAME, classify, line_role
 from rooftop.analysis.trace.events import COLUMNS, EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
 from rooftop.analysis.trace.files import read_regular
+from rooftop.analysis.trace.xspace import SKIPPED, CorruptError, PlaneReader, messages, parse, stat_pair
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
 JAX_EXTRA = "reading .xplane.pb needs the jax extra: pip install 'rooftop[jax]'"
@@ -41,11 +44,24 @@ _MAX_XPLANE_BYTES = 2**31 - 1  # protobuf refuses a larger message
 
 
 def _profile_data() -> Any:
+    """jaxlib's XSpace reader (the class ``jax.profiler.ProfileData`` re-exports), without importing jax."""
     try:
-        from jax.profiler import ProfileData
-    except ImportError as exc:
-        raise InvalidConfigError(JAX_EXTRA) from exc
+        from jaxlib._profile_data import ProfileData  # type: ignore[import-not-found]
+    except ImportError:
+        try:
+            from jax.profiler import ProfileData
+        except ImportError as exc:
+            raise InvalidConfigError(JAX_EXTRA) from exc
     return ProfileData
+
+
+def _protobuf() -> bool:
+    """Whether the protobuf runtime is there to read XSpace (:mod:`rooftop.analysis.trace.xspace`)."""
+    try:
+        messages()
+    except ImportError:
+        return False
+    return True
 
 
 def _cut(exc: BaseException) -> str:
@@ -88,56 +104,75 @@ def load_xplanes(
 ) -> Trace:
     """Load one ``.xplane.pb`` per host into one Trace (device names prefixed by the host when several, or
     by ``host`` when given: one host of many read alone, named as it is among them)."""
-    profile_data = _profile_data()
+    direct = _protobuf()
+    profile_data: Any = None if direct else _profile_data()
     tables: list[EventTable] = []
     memory: list[MemorySample] = []
     protos: dict[str, bytes] = {}
     devices: list[str] = []
     metadata: dict[str, Any] = {"hosts": [], "device_properties": {}}
+    program_ids: dict[str, set[str]] | None = {} if direct else None
     loaded, bytes_read = 0, 0
     for path in paths:
         name = host or path.name.removesuffix(".xplane.pb").removesuffix(".pb")
         data = _read(path)
         bytes_read += len(data)
         prefix = name if len(paths) > 1 or host else ""
-        module_protos = metadata_hlo_protos(data, str(path), metadata)
-        for key, value in module_protos.items():
-            protos.setdefault(key, value)
-        reader = _SpaceReader(prefix, _program_names(module_protos), metadata, memory)
 
         def tick(n: int, base: int = loaded, total: int = bytes_read) -> None:
             if progress is not None:
                 progress(base + n, total)
 
-        # jaxlib's C++ reader logs to fd 2 while parsing (invalid UTF-8) and while iterating (one line per
-        # stat without a value): kept off the terminal for the whole read
-        with _quiet_stderr():
-            try:
-                space = profile_data.from_serialized_xspace(data)
-            except Exception as exc:  # jaxlib raises RuntimeError("Failed to parse XSpace ...")
-                raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=str(path)) from exc
-            try:
-                tables.append(reader.read(space, tick))
-            except TypeError as exc:  # a stat of a type no profiler writes
-                raise ParseError(f"XPlane event with a stat of the wrong type ({_cut(exc)})", source=str(path)) from exc
-            except (ValueError, OverflowError) as exc:  # a negative duration
-                raise ParseError(_cut(exc), source=str(path)) from exc
+        if direct:
+            space = _parse_space(data, str(path))
+            del data  # the parsed space holds what is read
+            module_protos = _hlo_protos(space, metadata)
+            reader: _SpaceReader = _ProtoReader(prefix, _program_names(module_protos), metadata, memory, program_ids)
+            tables.append(_read_space(reader, space, tick, str(path)))
+        else:
+            module_protos = metadata_hlo_protos(data, str(path), metadata)
+            reader = _SpaceReader(prefix, _program_names(module_protos), metadata, memory)
+            # jaxlib's C++ reader logs to fd 2 while parsing (invalid UTF-8) and while iterating (one line per
+            # stat without a value): kept off the terminal for the whole read
+            with _quiet_stderr():
+                try:
+                    space = profile_data.from_serialized_xspace(data)
+                except Exception as exc:  # jaxlib raises RuntimeError("Failed to parse XSpace ...")
+                    raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=str(path)) from exc
+                tables.append(_read_space(reader, space, tick, str(path)))
+        del space
+        for key, value in module_protos.items():
+            protos.setdefault(key, value)
         loaded += len(tables[-1])
         devices.extend(reader.devices)
         metadata["hosts"].append(name)
     if progress is not None:
         progress(loaded, bytes_read)
-    table = _split_programs(EventTable.concat(tables) if len(tables) > 1 else tables[0])
+    table = _split_programs(EventTable.concat(tables) if len(tables) > 1 else tables[0], program_ids)
     memory.sort()
     devs = tuple(sorted(set(devices), key=natural_key))
     return Trace(table, source, "xplane", dict(sorted(protos.items())), tuple(memory), devs, metadata)
 
 
-def _split_programs(table: EventTable) -> EventTable:
+def _read_space(reader: _SpaceReader, space: Any, tick: Callable[[int], None], source: str) -> EventTable:
+    try:
+        return reader.read(space, tick)
+    except TypeError as exc:  # a stat of a type no profiler writes
+        raise ParseError(f"XPlane event with a stat of the wrong type ({_cut(exc)})", source=source) from exc
+    except (ValueError, OverflowError) as exc:  # a negative duration
+        raise ParseError(_cut(exc), source=source) from exc
+    except CorruptError as exc:  # a line that does not parse
+        raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=source) from exc
+
+
+def _split_programs(table: EventTable, program_ids: dict[str, set[str]] | None = None) -> EventTable:
     """One module name compiled into several programs (``jit_dot`` for five shapes: program ids 21, 34, ...,
     each with its own HLO) would merge different ops under one name: the events of such a module are named
     ``jit_dot(21)``, as the profile's metadata names each program's HLO. A module of one program keeps its
-    name."""
+    name. ``program_ids``: the program ids of each module's kernels and ops, when the reader collected them
+    (the table is then read only when a module has several)."""
+    if program_ids is not None and all(len(ids) < 2 for ids in program_ids.values()):
+        return table
     module, args, kind = table.column("module"), table.column("args"), table.column("kind")
     programs: dict[str, set[str]] = {}
     for m, a, k in zip(module, args, kind, strict=True):
@@ -191,7 +226,7 @@ class _SpaceReader:
         planes.sort(key=lambda p: p.name.startswith("/host:"))
         for plane in planes:
             name = plane.name
-            stats = {k: _stat_text(v) for k, v in _stats(plane).items() if k}
+            stats = {k: _stat_text(v) for k, v in self._plane_stats(plane).items() if k}
             if name == "Task Environment" or name == "/host:metadata":
                 self.metadata.setdefault("environment", {}).update({k: v for k, v in stats.items() if v is not None})
                 continue
@@ -203,6 +238,9 @@ class _SpaceReader:
         table = self.rows.build()
         self.devices.extend(d for d in set(table.column("device")) if "/device:" in d)
         return table
+
+    def _plane_stats(self, plane: Any) -> dict[Any, Any]:
+        return _stats(plane)
 
     def _plane(self, plane: Any, plane_name: str, tick: Callable[[int], None]) -> None:
         lines = sorted(plane.lines, key=lambda ln: ln.name != "XLA Modules")
@@ -282,6 +320,53 @@ class _SpaceReader:
             self.memory.append(MemorySample(time_s, float(value or 0), where, float(reserved)))
 
 
+class _ProtoReader(_SpaceReader):
+    """The same walk over an XSpace parsed by the protobuf runtime, a plane's lines read by
+    :class:`~rooftop.analysis.trace.xspace.PlaneReader` (the events of one kind classified once)."""
+
+    def __init__(self, prefix: str, programs: dict[str, str], metadata: dict[str, Any], memory: list,
+                 program_ids: dict[str, set[str]] | None) -> None:  # fmt: skip
+        super().__init__(prefix, programs, metadata, memory)
+        self.program_ids = program_ids
+
+    def _plane_stats(self, plane: Any) -> dict[Any, Any]:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        return dict(pair for pair in (stat_pair(st, names) for st in plane.stats) if pair is not SKIPPED)
+
+    def _plane(self, plane: Any, plane_name: str, tick: Callable[[int], None]) -> None:
+        reader = PlaneReader(plane, self, host_ops=self.device_events == 0)
+        raws = list(plane.lines)
+        names = [parse("XLineName", raw).name for raw in raws]
+        modules: list[tuple[float, float, str]] = []
+        device = not plane_name.startswith("/host:")
+        for i in sorted(range(len(raws)), key=lambda i: names[i] != "XLA Modules"):
+            events = reader.line(raws[i], modules, tick)
+            if device:
+                self.device_events += events
+                if names[i] == "XLA Modules":
+                    modules.sort()
+
+    def seen_program(self, module: str | None, args: Any) -> None:
+        """Note the program id of a kernel or op of ``module`` (for :func:`_split_programs`)."""
+        pid = _stat_text(args.get("program_id"))
+        if module is not None and pid is not None and pid.isascii() and pid.isdigit() and self.program_ids is not None:
+            self.program_ids.setdefault(module, set()).add(pid)
+
+    def containing(self, modules: list[tuple[float, float, str]], t: float) -> str | None:
+        return _containing(modules, t)
+
+    def memory_sample(self, time_s: float, stats: dict[str, Any], device: str) -> None:
+        self._memory(time_s, stats, device)
+
+    def negative(self, name: str, line_name: str, duration_ns: float) -> None:
+        raise ValueError(f"event {shown(name)} on line {shown(line_name)} has a negative duration ({duration_ns:g} ns)")
+
+    def before_epoch(self, name: str, line_name: str, start_ns: float) -> None:
+        """A line's timestamp counts from the Unix epoch (xplane.proto): a time before it is a corrupt one."""
+        raise ValueError(f"event {shown(name)} on line {shown(line_name)} starts before the clock's epoch "
+                         f"({start_ns:g} ns)")  # fmt: skip
+
+
 def _containing(modules: list[tuple[float, float, str]], t: float) -> str | None:
     j = bisect.bisect_right(modules, (t, float("inf"), "\uffff")) - 1
     return modules[j][2] if j >= 0 and t <= modules[j][1] else None
@@ -291,65 +376,24 @@ def _containing(modules: list[tuple[float, float, str]], t: float) -> str | None
 # /host:metadata: HLO protos, read with the protobuf runtime against a declared subset of xplane.proto
 
 
-# (field, number, type): "*T" is repeated, "map:T" is map<int64, T>; field numbers of
-# tsl/profiler/protobuf/xplane.proto and xla/service/hlo.proto (HloProto.hlo_module kept as bytes).
-_SCHEMA = {
-    "XStat": [("metadata_id", 1, "int64"), ("double_value", 2, "double"), ("uint64_value", 3, "uint64"),
-              ("int64_value", 4, "int64"), ("str_value", 5, "string"), ("bytes_value", 6, "bytes"),
-              ("ref_value", 7, "uint64")],
-    "XEventMetadata": [("id", 1, "int64"), ("name", 2, "string"), ("stats", 5, "*XStat")],
-    "XStatMetadata": [("id", 1, "int64"), ("name", 2, "string")],
-    "XPlane": [("id", 1, "int64"), ("name", 2, "string"), ("event_metadata", 4, "map:XEventMetadata"),
-               ("stat_metadata", 5, "map:XStatMetadata")],
-    "XSpace": [("planes", 1, "*XPlane"), ("hostnames", 4, "*string")],
-    "HloProto": [("hlo_module", 1, "bytes")],
-}  # fmt: skip
-
-
-@cache
-def _messages() -> dict[str, Any]:
-    """Message classes for :data:`_SCHEMA` (only the fields read here), declared through descriptor_pb2."""
-    # protobuf ships no type information and its stubs (types-protobuf) are not a dependency
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
-
-    fdp = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="rooftop/xplane_subset.proto", package="rooftop.xp", syntax="proto3")
-
-    def add_field(msg: Any, name: str, number: int, kind: str) -> None:
-        label = fdp.LABEL_REPEATED if kind[0] == "*" or kind.startswith("map:") else fdp.LABEL_OPTIONAL
-        kind = kind.lstrip("*")
-        if kind.startswith("map:"):
-            entry = msg.nested_type.add(name="".join(p.title() for p in name.split("_")) + "Entry")
-            entry.options.map_entry = True
-            add_field(entry, "key", 1, "int64")
-            add_field(entry, "value", 2, kind[4:])
-            kind = f"{msg.name}.{entry.name}"
-        field = msg.field.add(name=name, number=number, label=label)
-        if hasattr(fdp, f"TYPE_{kind.upper()}"):
-            field.type = getattr(fdp, f"TYPE_{kind.upper()}")
-        else:
-            field.type, field.type_name = fdp.TYPE_MESSAGE, f".rooftop.xp.{kind}"
-
-    for name, fields in _SCHEMA.items():
-        msg = file.message_type.add(name=name)
-        for field_name, number, kind in fields:
-            add_field(msg, field_name, number, kind)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"rooftop.xp.{n}")) for n in _SCHEMA}
+def _parse_space(data: bytes, source: str) -> Any:
+    try:
+        return parse("XSpace", data)
+    except CorruptError as exc:
+        raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=source) from exc
 
 
 def metadata_hlo_protos(data: bytes, source: str, metadata: dict[str, Any]) -> dict[str, bytes]:
     """``{"jit_f(12)": serialized HloProto}`` from the ``/host:metadata`` plane; {} if protobuf is absent."""
     try:
-        space = _messages()["XSpace"]()
+        messages()
     except ImportError:
         metadata["hlo_protos_unavailable"] = "the protobuf package is not installed"
         return {}
-    try:
-        space.ParseFromString(data)
-    except Exception as exc:  # google.protobuf.message.DecodeError
-        raise ParseError(f"truncated or corrupt XPlane protobuf ({_cut(exc)})", source=source) from exc
+    return _hlo_protos(_parse_space(data, source), metadata)
+
+
+def _hlo_protos(space: Any, metadata: dict[str, Any]) -> dict[str, bytes]:
     metadata.setdefault("hostnames", []).extend(space.hostnames)
     out: dict[str, bytes] = {}
     for plane in space.planes:
@@ -407,7 +451,7 @@ def hlo_proto_to_text(proto: bytes) -> str:
         from jaxlib import xla_client
     except ImportError as exc:
         raise InvalidConfigError("printing HLO from a profile needs the jax extra: pip install 'rooftop[jax]'") from exc
-    message = _messages()["HloProto"]()
+    message = messages()["HloProto"]()
     try:
         message.ParseFromString(proto)
         with _quiet_stderr():  # XLA's C++ checks log to fd 2 before raising; the caller reports one line

@@ -1,0 +1,85 @@
+"""``rooftop hlo`` on a large module against XLA's own parse and cost analysis: whole processes, CPU
+seconds and peak memory.
+
+The module is ``bench_hlo_parse.py``'s synthetic one (fusions with tiled layouts and metadata, async
+all-reduces with iota replica groups, cuBLAS custom-calls) of about ``--mb`` megabytes, or ``--file``. The
+peer is XLA reading the same text and running its HloCostAnalysis on it through jaxlib
+(``xla_client.hlo.hlo_module_from_text`` and ``_xla.hlo_module_cost_analysis`` on the CPU client: jax
+imported, as a user's process has it). rooftop's side is ``rooftop hlo FILE --chip h100`` with ``--json``
+(every instruction written) and as its table. Each is a fresh process, run ``--runs`` times interleaved;
+the table gives median CPU seconds (user + system) and peak resident memory, each as a ratio to the peer's
+(goal: ``--json`` within 1.5x the peer's CPU, at no more memory than the table).
+
+Run: ``python benchmarks/bench_hlo_cli.py [--mb 52] [--runs 3] [--file F.hlo]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+PEER = """
+import sys
+import jax
+from jaxlib import xla_client
+module = xla_client.hlo.hlo_module_from_text(open(sys.argv[1]).read())
+cost = xla_client._xla.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+print(cost.get("flops"))
+"""
+
+
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(CPU s: user + system, peak RSS MiB) of one fresh process; its output is discarded."""
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[:4]} failed")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=52.0, help="size of the synthetic module in MB (default 52)")
+    parser.add_argument("--runs", type=int, default=3, help="interleaved runs of each (default 3)")
+    parser.add_argument("--file", type=Path, help="an HLO text file to read instead of a synthetic one")
+    parser.add_argument("--src", type=Path, help="the src/ folder whose rooftop is timed (default: this checkout's)")
+    args = parser.parse_args()
+    src = args.src or SRC
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.file
+        if path is None:
+            from bench_hlo_parse import generate
+
+            path = Path(tmp) / "synthetic.hlo"
+            path.write_text(generate(int(args.mb * 1e6))[0])
+        cases = {
+            "XLA parse + HloCostAnalysis (jaxlib)": ["-c", PEER, str(path)],
+            "rooftop hlo --chip h100 --json": ["-m", "rooftop.cli.main", "hlo", str(path), "--chip", "h100", "--json"],
+            "rooftop hlo --chip h100 (table)": ["-m", "rooftop.cli.main", "hlo", str(path), "--chip", "h100"],
+        }
+        results: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
+        for _ in range(args.runs):
+            for label, argv in cases.items():
+                results[label].append(run(argv, env))
+        size = path.stat().st_size / 1e6
+    med = {k: (statistics.median(c for c, _ in v), statistics.median(m for _, m in v)) for k, v in results.items()}
+    peer_cpu, peer_mib = next(iter(med.values()))
+    print(f"{path.name}: {size:.1f} MB, median of {args.runs} interleaved runs")
+    print(f"{'process':<40} {'CPU s':>7} {'MiB':>7} {'CPU ratio':>9} {'memory':>7}")
+    for label, (cpu, mib) in med.items():
+        print(f"{label:<40} {cpu:7.2f} {mib:7.0f} {cpu / peer_cpu:8.2f}x {mib / peer_mib:6.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

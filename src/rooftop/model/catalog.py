@@ -24,7 +24,15 @@ from typing import Any
 
 from rooftop.catalog.io import builtin_tomls, is_directory, path_text, read_text_file, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
-from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
+from rooftop.model.config import (
+    MAX_PATTERN,
+    LinearAttentionConfig,
+    MLAConfig,
+    MoEConfig,
+    SSMConfig,
+    TransformerConfig,
+    config_from_dict,
+)
 from rooftop.units import MAX_QUANTITY
 
 #: longest model name or alias, and most aliases of a catalog-schema file
@@ -145,12 +153,15 @@ class HFArchitecture:
 
     ``required``: our field <- HF key (missing is an error naming the HF key); ``optional``:
     our field <- (HF key, default when absent or null); ``fixed``: our field = value;
-    ``features``: readers for the parts that are not one key each (see ``_FEATURES``)."""
+    ``features``: readers for the parts that are not one key each (see ``_FEATURES``);
+    ``defaults``: HF key -> the transformers configuration class's default, used when a hub
+    config leaves the key out (Gemma 3's ``text_config`` has no ``vocab_size``)."""
 
     required: Mapping[str, str]
     optional: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     features: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 _BASE = {
@@ -180,11 +191,44 @@ HF_ARCHITECTURES: dict[str, HFArchitecture] = {
     "Gemma2ForCausalLM": HFArchitecture(
         _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4}, ("gemma_act", "gemma2_pattern")
     ),
+    # Gemma3TextConfig defaults (transformers): vocab_size 262208, sliding_window 4096
     "Gemma3ForCausalLM": HFArchitecture(
-        _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4, "qk_norm": True}, ("gemma_act", "gemma3_pattern")
+        _GEMMA_REQ,
+        _GEMMA_OPT,
+        {"norms_per_layer": 4, "qk_norm": True},
+        ("gemma_act", "gemma3_pattern"),
+        {"vocab_size": 262208, "sliding_window": 4096},
     ),
     "MixtralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all", "mixtral_moe")),
     "DeepseekV3ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "deepseek_moe", "mla")),
+    # DeepSeek-V2 / V2-Lite / V2.5: the V3 layout (MLA, shared + routed experts) with softmax routing
+    # and no routing bias (topk_method "greedy" or "group_limited_greedy"; transformers DeepseekV2Config)
+    # DeepSeek's V2 paper counts activated parameters without the embedding table (2.4B of V2-Lite)
+    "DeepseekV2ForCausalLM": HFArchitecture(
+        _BASE, _OPT, {"active_excludes_embedding": True}, ("gated_act", "deepseek_moe", "mla")
+    ),
+    # GLM-4.5 / 4.5-Air: biased q/k/v (attention_bias), shared + routed experts with a routing bias, the
+    # first dense layers (transformers Glm4MoeConfig); the MTP layer (num_nextn_predict_layers) is not counted
+    "Glm4MoeForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "glm_bias", "deepseek_moe")),
+    # Phi-3 / Phi-4: the Llama layout with fused qkv and gate_up weights, no biases (transformers Phi3Config)
+    "Phi3ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all")),
+    # Qwen3-Next: gated attention (q_proj emits the output gate too) every full_attention_interval-th
+    # layer, gated DeltaNet elsewhere, routed experts plus one gated shared expert (transformers Qwen3NextConfig)
+    "Qwen3NextForCausalLM": HFArchitecture(
+        _BASE, _OPT, {"qk_norm": True, "attention_gate": True}, ("gated_act", "llama_bias", "qwen3_next")
+    ),
+    # Llama 4 text: MoE (routed + one shared expert) every interleave_moe_layer_step-th layer, dense MLP of
+    # intermediate_size_mlp elsewhere; RoPE layers attend in chunks of attention_chunk_size, NoPE layers
+    # globally (transformers Llama4TextConfig); its q/k norm is a weightless L2 norm
+    "Llama4ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "llama_bias", "llama4")),
+    # Nemotron-H: one block per layer from hybrid_override_pattern (M Mamba-2, * attention, - MLP,
+    # E MoE), squared-ReLU MLP, no position encoding (transformers NemotronHConfig)
+    "NemotronHForCausalLM": HFArchitecture(
+        {k: v for k, v in _BASE.items() if k != "d_ff"}, _OPT, {"positions": "none"}, ("nemotron_h",)
+    ),
+    # Jamba: Mamba layers with an attention layer every attn_layer_period, MoE every expert_layer_period
+    # (transformers JambaConfig)
+    "JambaForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "jamba")),
     # Qwen3: Qwen2 with per-head RMSNorm on q and k and no q/k/v bias (transformers Qwen3Config)
     "Qwen3ForCausalLM": HFArchitecture(_BASE, _OPT, {"qk_norm": True}, ("gated_act", "llama_bias", "qwen_window")),
     "Qwen3MoeForCausalLM": HFArchitecture(
@@ -212,8 +256,12 @@ HF_ARCHITECTURES: dict[str, HFArchitecture] = {
         ("gpt_act", "gpt_inner"),
     ),
     # gpt-oss: MoE with biased experts and router, alternating 128-token sliding windows (transformers GptOssConfig)
+    # OpenAI's gpt-oss model card (Table 1) counts active parameters without the embedding table
     "GptOssForCausalLM": HFArchitecture(
-        _BASE, _OPT, {"qkv_bias": True, "out_bias": True, "mlp": "swiglu"}, ("gpt_oss_moe", "gemma3_pattern")
+        _BASE,
+        _OPT,
+        {"qkv_bias": True, "out_bias": True, "mlp": "swiglu", "active_excludes_embedding": True},
+        ("gpt_oss_moe", "gemma3_pattern"),
     ),
 }
 #: HF ``model_type`` -> the architecture it is read as (dispatch on model_type first, architectures second)
@@ -222,17 +270,26 @@ HF_MODEL_TYPES = {
     "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
     "gemma3_text": "Gemma3ForCausalLM", "mixtral": "MixtralForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM",
     "gpt2": "GPT2LMHeadModel", "gptj": "GPTJForCausalLM", "gpt_oss": "GptOssForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM", "phi3": "Phi3ForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM", "llama4_text": "Llama4ForCausalLM", "nemotron_h": "NemotronHForCausalLM",
+    "jamba": "JambaForCausalLM",
 }  # fmt: skip
-#: multimodal wrappers whose ``text_config`` is read as the named text-only architecture.
-HF_TEXT_WRAPPERS = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
+#: multimodal wrappers whose ``text_config`` is read as the named text-only architecture when the
+#: text_config names no model_type of its own (any other config with a ``text_config`` whose
+#: model_type is known is read through it: the language tower of a vision-language model).
+HF_TEXT_WRAPPERS = {
+    "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+    "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
+}
 
 
 class _HF:
     """Reads fields of one config.json, naming the file and the HF key on error."""
 
-    def __init__(self, data: Mapping[str, Any], where: str) -> None:
+    def __init__(self, data: Mapping[str, Any], where: str, defaults: Mapping[str, Any] | None = None) -> None:
         self.data = data
         self.where = where
+        self.defaults = defaults or {}
 
     def fail(self, key: str, why: str) -> InvalidConfigError:
         return InvalidConfigError(f"{self.where}: field {key!r} {why}")
@@ -243,6 +300,7 @@ class _HF:
         or false ("false" is a string, not false); str: a string."""
         value = self.data.get(key)
         if value is None:
+            default = self.defaults.get(key, default)
             if default is ...:
                 raise self.fail(key, "is missing (needed for this architecture)")
             return default
@@ -361,8 +419,9 @@ def _gpt_inner(r: _HF, out: dict[str, Any]) -> None:
 
 
 def _qwen3_moe(r: _HF, out: dict[str, Any]) -> None:
-    if r.get("decoder_sparse_step", 1, int) != 1 or r.get("mlp_only_layers", [], list):
-        raise r.fail("decoder_sparse_step", "other than 1, or mlp_only_layers, is not supported (every layer MoE)")
+    ffns = _sparse_ffns(r, out["n_layers"])
+    if "dense" in ffns:
+        _layers(r, out, ["global"] * out["n_layers"], ffns)
     out["moe"] = MoEConfig(
         n_experts=r.get("num_experts", ..., int),
         top_k=r.get("num_experts_per_tok", ..., int),
@@ -377,6 +436,168 @@ def _gpt_oss_moe(r: _HF, out: dict[str, Any]) -> None:
         d_ff_expert=out["d_ff"],
         router_bias=True,
     )
+
+
+def _pattern(values: list[str]) -> tuple[str, ...]:
+    """The shortest repeating unit of a per-layer list (so a 48-layer list of period 4 is 4 entries)."""
+    n = len(values)
+    for p in range(1, n + 1):
+        if n % p == 0 and values == values[:p] * (n // p):
+            return tuple(values[:p])
+    return tuple(values)
+
+
+def _layers(r: _HF, out: dict[str, Any], mixers: list[str], ffns: list[str]) -> None:
+    """Per-layer mixer and feed-forward kinds -> attention_pattern and ffn_pattern."""
+    if len(mixers) > MAX_PATTERN * 64:
+        raise r.fail("num_hidden_layers", f"is {len(mixers):,}; per-layer patterns are read up to {MAX_PATTERN * 64:,}")
+    out["attention_pattern"], out["ffn_pattern"] = _pattern(mixers), _pattern(ffns)
+    for key in ("attention_pattern", "ffn_pattern"):
+        if len(out[key]) > MAX_PATTERN:
+            raise r.fail(
+                "num_hidden_layers", f"gives a layer pattern of {len(out[key]):,} entries; at most {MAX_PATTERN:,}"
+            )
+
+
+def _sparse_ffns(r: _HF, n: int) -> list[str]:
+    """Qwen2/3-MoE's rule (transformers Qwen3MoeDecoderLayer): layer i is MoE unless listed in
+    mlp_only_layers, when (i + 1) % decoder_sparse_step == 0."""
+    step = r.get("decoder_sparse_step", 1, int)
+    dense = r.get("mlp_only_layers", [], list)
+    if step < 1 or not all(_whole_json(i) for i in dense):
+        raise r.fail("decoder_sparse_step", "must be >= 1 and mlp_only_layers a list of layer indices")
+    return ["moe" if i not in dense and (i + 1) % step == 0 else "dense" for i in range(n)]
+
+
+def _whole_json(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _glm_bias(r: _HF, out: dict[str, Any]) -> None:
+    out["qkv_bias"] = r.get("attention_bias", False, bool)  # GLM-4.5: o_proj has no bias
+    out["qk_norm"] = r.get("use_qk_norm", False, bool)
+
+
+def _qwen3_next(r: _HF, out: dict[str, Any]) -> None:
+    n = out["n_layers"]
+    types = r.get("layer_types", None)
+    if types is None:  # transformers Qwen3NextConfig: full attention when (i + 1) % interval == 0
+        interval = r.get("full_attention_interval", 4, int)
+        if interval < 1:
+            raise r.fail("full_attention_interval", "must be >= 1")
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+    kinds = {"full_attention": "global", "linear_attention": "linear"}
+    if not isinstance(types, list) or len(types) != n or any(t not in kinds for t in types):
+        raise r.fail("layer_types", f"must list {' or '.join(kinds)} for each of the {n} layers")
+    _layers(r, out, [kinds[t] for t in types], _sparse_ffns(r, n))
+    out["linear"] = LinearAttentionConfig(
+        n_key_heads=r.get("linear_num_key_heads", ..., int),
+        n_value_heads=r.get("linear_num_value_heads", ..., int),
+        key_head_dim=r.get("linear_key_head_dim", ..., int),
+        value_head_dim=r.get("linear_value_head_dim", ..., int),
+        conv_kernel=r.get("linear_conv_kernel_dim", 4, int),
+    )
+    shared = r.get("shared_expert_intermediate_size", 0, int)
+    out["moe"] = MoEConfig(
+        n_experts=r.get("num_experts", ..., int),
+        top_k=r.get("num_experts_per_tok", ..., int),
+        d_ff_expert=r.get("moe_intermediate_size", ..., int),
+        n_shared_experts=1 if shared else 0,
+        d_ff_shared=shared,
+        shared_gate=bool(shared),
+    )
+
+
+def _llama4(r: _HF, out: dict[str, Any]) -> None:
+    n = out["n_layers"]
+    out["d_ff"] = r.get("intermediate_size_mlp", out["d_ff"], int)  # the dense layers' MLP
+    moe_layers = r.get("moe_layers", None, list)
+    if moe_layers is None:  # transformers Llama4TextConfig: every step-th layer, counting from 1
+        step = r.get("interleave_moe_layer_step", 1, int)
+        moe_layers = [i for i in range(step - 1, n, step)] if step >= 1 else []
+    ffns = ["moe" if i in moe_layers else "dense" for i in range(n)]
+    rope = r.get("no_rope_layers", None, list)
+    if not rope:  # 1: a RoPE layer (chunked attention), 0: a NoPE layer (global attention)
+        interval = r.get("no_rope_layer_interval", 4, int)
+        rope = [int((i + 1) % interval != 0) for i in range(n)] if interval >= 1 else [1] * n
+    if len(rope) != n:
+        raise r.fail("no_rope_layers", f"must give 0 or 1 for each of the {n} layers")
+    chunk = r.get("attention_chunk_size", 0, int)
+    out["attention_chunk"] = chunk
+    _layers(r, out, ["chunked" if flag and chunk else "global" for flag in rope], ffns)
+    out["moe"] = MoEConfig(
+        n_experts=r.get("num_local_experts", ..., int),
+        top_k=r.get("num_experts_per_tok", 1, int),
+        d_ff_expert=r.get("intermediate_size", ..., int),
+        n_shared_experts=1,
+    )
+
+
+#: Nemotron-H hybrid_override_pattern characters -> (mixer, feed-forward)
+_NEMOTRON_BLOCKS = {"M": ("ssm", "none"), "*": ("global", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
+
+
+def _nemotron_h(r: _HF, out: dict[str, Any]) -> None:
+    pattern = r.get("hybrid_override_pattern", ..., str)
+    if len(pattern) != out["n_layers"] or any(ch not in _NEMOTRON_BLOCKS for ch in pattern):
+        raise r.fail(
+            "hybrid_override_pattern",
+            f"must give one of {', '.join(_NEMOTRON_BLOCKS)} for each of the {out['n_layers']} layers",
+        )
+    _layers(r, out, [_NEMOTRON_BLOCKS[ch][0] for ch in pattern], [_NEMOTRON_BLOCKS[ch][1] for ch in pattern])
+    out["d_ff"] = r.get("intermediate_size", ..., int)
+    out["head_dim"] = r.get("attention_head_dim", r.get("head_dim", 0, int), int)
+    act = r.get("mlp_hidden_act", "relu2", str)
+    if act != "relu2":
+        raise r.fail("mlp_hidden_act", f"has unsupported activation {shown(act)} (supported: relu2)")
+    out["mlp"], out["mlp_bias"] = "relu2", r.get("mlp_bias", False, bool)
+    out["qkv_bias"] = out["out_bias"] = r.get("attention_bias", False, bool)
+    heads, head_dim = r.get("mamba_num_heads", ..., int), r.get("mamba_head_dim", ..., int)
+    out["ssm"] = SSMConfig(
+        d_inner=heads * head_dim,
+        d_state=r.get("ssm_state_size", ..., int),
+        n_heads=heads,
+        n_groups=r.get("n_groups", 1, int),
+        conv_kernel=r.get("conv_kernel", 4, int),
+        conv_bias=r.get("use_conv_bias", True, bool),
+        proj_bias=r.get("mamba_proj_bias", r.get("use_bias", False, bool), bool),
+    )
+    if "E" in pattern:
+        shared = r.get("moe_shared_expert_intermediate_size", 0, int)
+        out["moe"] = MoEConfig(
+            n_experts=r.get("n_routed_experts", ..., int),
+            top_k=r.get("num_experts_per_tok", ..., int),
+            d_ff_expert=r.get("moe_intermediate_size", ..., int),
+            n_shared_experts=r.get("n_shared_experts", 1, int) if shared else 0,
+            d_ff_shared=shared,
+            router_bias=True,
+        )
+
+
+def _jamba(r: _HF, out: dict[str, Any]) -> None:
+    n = out["n_layers"]
+    a_period, a_offset = r.get("attn_layer_period", 8, int), r.get("attn_layer_offset", 4, int)
+    e_period, e_offset = r.get("expert_layer_period", 2, int), r.get("expert_layer_offset", 1, int)
+    if min(a_period, e_period) < 1:
+        raise r.fail("attn_layer_period", "and expert_layer_period must be >= 1")
+    experts = r.get("num_experts", 16, int)
+    mixers = ["global" if i % a_period == a_offset else "ssm" for i in range(n)]
+    ffns = ["moe" if experts > 1 and i % e_period == e_offset else "dense" for i in range(n)]
+    _layers(r, out, mixers, ffns)
+    d = out["d_model"]
+    out["ssm"] = SSMConfig(
+        d_inner=r.get("mamba_expand", 2, int) * d,
+        d_state=r.get("mamba_d_state", 16, int),
+        version=1,
+        conv_kernel=r.get("mamba_d_conv", 4, int),
+        dt_rank=r.get("mamba_dt_rank", -(-d // 16), int),  # "auto": ceil(d_model / 16)
+        conv_bias=r.get("mamba_conv_bias", True, bool),
+        proj_bias=r.get("mamba_proj_bias", False, bool),
+        bc_norms=True,
+    )
+    out["positions"] = "none"  # Jamba's attention layers use no position encoding
+    if "moe" in ffns:
+        out["moe"] = MoEConfig(n_experts=experts, top_k=r.get("num_experts_per_tok", 2, int), d_ff_expert=out["d_ff"])
 
 
 _FEATURES = {
@@ -394,7 +615,42 @@ _FEATURES = {
     "gpt_inner": _gpt_inner,
     "qwen3_moe": _qwen3_moe,
     "gpt_oss_moe": _gpt_oss_moe,
+    "glm_bias": _glm_bias,
+    "qwen3_next": _qwen3_next,
+    "llama4": _llama4,
+    "nemotron_h": _nemotron_h,
+    "jamba": _jamba,
 }
+
+
+def _first(values: object) -> str | None:
+    return values[0] if isinstance(values, list) and values and isinstance(values[0], str) else None
+
+
+def _architecture(data: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], str]:
+    """The table to read and the architecture it is read as: a config's own ``model_type`` (else
+    ``architectures[0]``), or, for a wrapper around a language tower (a vision-language model),
+    its ``text_config`` by the tower's own ``model_type`` or the wrapper's entry in HF_TEXT_WRAPPERS."""
+    model_type, first, text = data.get("model_type"), _first(data.get("architectures")), data.get("text_config")
+    known = (isinstance(model_type, str) and model_type in HF_MODEL_TYPES) or first in HF_ARCHITECTURES
+    if isinstance(text, Mapping) and (first in HF_TEXT_WRAPPERS or not known):
+        tower_type, tower_first = text.get("model_type"), _first(text.get("architectures"))
+        if isinstance(tower_type, str) and tower_type in HF_MODEL_TYPES:
+            return text, HF_MODEL_TYPES[tower_type]
+        if first in HF_TEXT_WRAPPERS:
+            return text, HF_TEXT_WRAPPERS[first]
+        if tower_first in HF_ARCHITECTURES:
+            return text, tower_first
+    if first in HF_TEXT_WRAPPERS:
+        raise InvalidConfigError(f"{where}: field 'text_config' is missing (needed for {first})")
+    if isinstance(model_type, str) and model_type in HF_MODEL_TYPES:
+        return data, HF_MODEL_TYPES[model_type]
+    if first is not None:
+        return data, first
+    raise InvalidConfigError(
+        f"{where}: neither 'model_type' nor 'architectures' names a supported model "
+        f"(model types: {', '.join(HF_MODEL_TYPES)})"
+    )
 
 
 def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json") -> TransformerConfig:
@@ -403,30 +659,15 @@ def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json
     module (``num_nextn_predict_layers``) is not part of the model counted."""
     if not isinstance(data, Mapping):
         raise InvalidConfigError(f"{where}: expected a JSON object")
-    archs = data.get("architectures")
-    model_type = data.get("model_type")
-    if isinstance(model_type, str) and model_type in HF_MODEL_TYPES:
-        arch = HF_MODEL_TYPES[model_type]
-        if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] in HF_TEXT_WRAPPERS:
-            arch = archs[0]  # a multimodal wrapper: its text_config is read below
-    elif isinstance(archs, list) and archs and isinstance(archs[0], str):
-        arch = archs[0]
-    else:
-        raise InvalidConfigError(
-            f"{where}: neither 'model_type' nor 'architectures' names a supported model "
-            f"(model types: {', '.join(HF_MODEL_TYPES)})"
-        )
-    if arch in HF_TEXT_WRAPPERS:
-        if not isinstance(data.get("text_config"), Mapping):
-            raise InvalidConfigError(f"{where}: field 'text_config' is missing (needed for {arch})")
-        data, arch = data["text_config"], HF_TEXT_WRAPPERS[arch]
+    data, arch = _architecture(data, where)
     if arch not in HF_ARCHITECTURES:
         raise UnknownNameError(
             f"Hugging Face architecture (field 'architectures' of {where})",
             arch,
             [*HF_ARCHITECTURES, *HF_TEXT_WRAPPERS],
         )
-    spec, r = HF_ARCHITECTURES[arch], _HF(data, where)
+    spec = HF_ARCHITECTURES[arch]
+    r = _HF(data, where, spec.defaults)
     out: dict[str, Any] = {ours: r.get(key, ..., int) for ours, key in spec.required.items()}
     for ours, (key, default) in spec.optional.items():
         out.setdefault(ours, r.get(key, default, type(default)))

@@ -128,7 +128,12 @@ def get_entry(name: str) -> ModelEntry:
     for entry in entries:
         if key == _norm(entry.name) or any(key == _norm(a) for a in entry.aliases):
             return entry
-    raise UnknownNameError("model", name, [e.name for e in entries])
+    raise UnknownNameError(
+        "model",
+        name,
+        [e.name for e in entries],
+        "or give the path of a Hugging Face config.json (or of the model's folder holding one)",
+    )
 
 
 def get_model(name: str) -> TransformerConfig:
@@ -191,13 +196,18 @@ HF_ARCHITECTURES: dict[str, HFArchitecture] = {
     "Gemma2ForCausalLM": HFArchitecture(
         _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4}, ("gemma_act", "gemma2_pattern")
     ),
-    # Gemma3TextConfig defaults (transformers): vocab_size 262208, sliding_window 4096
+    # Gemma3TextConfig defaults (transformers) for what a hub text_config may leave out
     "Gemma3ForCausalLM": HFArchitecture(
         _GEMMA_REQ,
         _GEMMA_OPT,
         {"norms_per_layer": 4, "qk_norm": True},
         ("gemma_act", "gemma3_pattern"),
-        {"vocab_size": 262208, "sliding_window": 4096},
+        {
+            "vocab_size": 262208,
+            "sliding_window": 4096,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "max_position_embeddings": 131072,
+        },
     ),
     "MixtralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all", "mixtral_moe")),
     "DeepseekV3ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "deepseek_moe", "mla")),
@@ -329,7 +339,10 @@ def _gated_act(r: _HF, out: dict[str, Any], key: str = "hidden_act") -> None:
 
 
 def _gemma_act(r: _HF, out: dict[str, Any]) -> None:
-    _gated_act(r, out, "hidden_activation" if "hidden_activation" in r.data else "hidden_act")
+    # hidden_activation (else the older hidden_act; absent: the configuration class's default)
+    _gated_act(
+        r, out, "hidden_act" if "hidden_act" in r.data and "hidden_activation" not in r.data else "hidden_activation"
+    )
 
 
 def _llama_bias(r: _HF, out: dict[str, Any]) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.model.catalog import config_from_hf, get_model, load_hf_config
+from rooftop.model.catalog import get_model, load_hf_config
 from rooftop.model.config import Dtypes, Workload, layer_groups
+from rooftop.model.hf import config_from_hf
 from rooftop.model.memory import (
     kv_cache_bytes,
     kv_cache_bytes_per_token,

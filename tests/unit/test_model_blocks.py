@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rooftop.model.catalog import get_model, load_hf_config
-from rooftop.model.config import Dtypes, Workload, layer_groups
+from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
 from rooftop.model.hf import config_from_hf
 from rooftop.model.memory import (
     kv_cache_bytes,
@@ -224,3 +224,35 @@ def test_catalog_has_todays_families_and_unknown_names_point_to_config_json() ->
     code, _, err = run_cli("model", "qwen3-9b")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "did you mean qwen3-8b" in err and "config.json" in err
+
+
+def test_decode_reads_the_state_once_whatever_the_context() -> None:
+    """A decode step reads (and writes back) each sequence's linear / SSM state once, and the attention
+    layers' KV over the context: only the latter grows with the context."""
+    from rooftop.model.transformer import model_costs
+
+    for file in ("qwen3-next-80b-a3b.json", "nemotron-h-8b.json"):
+        cfg = load_hf_config(HF / file)
+
+        def cache(context: int, cfg: TransformerConfig = cfg) -> float:
+            return model_costs(cfg, Workload("decode", 1, 1, context), Dtypes()).cost.bytes_of("kv_cache")
+
+        attention_kv = kv_cache_bytes_per_token(cfg)  # bytes per cached token over the attention layers
+        # a step reads every cached token's keys and values, and writes its own token's
+        assert cache(8192) - cache(1024) == pytest.approx((8192 - 1024) * attention_kv)
+        assert cache(1024) == pytest.approx((1024 + 1) * attention_kv + 2 * state_bytes_per_sequence(cfg))
+
+
+@pytest.mark.parametrize("name", ["qwen3-next-80b-a3b", "nemotron-h-8b", "jamba-v0.1", "llama-4-scout-17b-16e",
+                                  "gemma-3-27b", "glm-4.5-air", "deepseek-v2-lite", "mixtral-8x7b"])  # fmt: skip
+def test_layer_groups_cover_every_layer_once(name: str) -> None:
+    """The closed-form groups agree with the per-layer rule: each layer's (mixer, feed-forward, window)."""
+    cfg = get_model(name)
+    per_layer: dict[tuple[str, str, int], int] = {}
+    for i in range(cfg.n_layers):
+        key = (cfg.layer_attention(i), cfg.layer_ffn(i), cfg.layer_window(i))
+        per_layer[key] = per_layer.get(key, 0) + 1
+    grouped = {
+        (g.mixer, "moe" if g.moe else "dense" if g.mlp else "none", g.window): g.count for g in layer_groups(cfg)
+    }
+    assert grouped == per_layer and sum(grouped.values()) == cfg.n_layers

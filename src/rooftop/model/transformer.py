@@ -270,6 +270,13 @@ def _state_kind(c: _Ctx) -> str:
     return "activations" if c.w.phase == "train" else "kv_cache"
 
 
+def _conv(c: _Ctx, channels: int, kernel: int) -> Cost:
+    """The causal depthwise conv (2 FLOPs a tap, then SiLU: 4) over ``channels``; it reads and writes
+    each sequence's last kernel - 1 inputs per channel (its share of the constant state)."""
+    state = _state_io(c, (kernel - 1) * channels)
+    return c.vec(c.tokens * channels, 2.0 * kernel + 4.0) + explicit(0.0, state, kind=_state_kind(c))
+
+
 def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list:
     """Gated DeltaNet: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the gated
     delta rule per token and value head over its dk x dv state S: decay S, read k^T S, write
@@ -285,7 +292,7 @@ def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list:
     return [
         ("in_qkvz", c.proj(p["in_qkvz"])),
         ("in_ba", c.proj(p["in_ba"])),
-        ("conv", c.vec(c.tokens * la.conv_dim, 2.0 * la.conv_kernel + 4.0)),
+        ("conv", _conv(c, la.conv_dim, la.conv_kernel)),
         (
             "scan",
             explicit(flops, qkv_o, c.dt.activations, kind="activations") + explicit(0.0, state, kind=_state_kind(c)),
@@ -308,7 +315,7 @@ def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list:
     xbc_y = c.tokens * (m.conv_dim + m.d_inner) * act
     ops = [
         ("in_proj", c.proj(p["in_proj"])),
-        ("conv", c.vec(c.tokens * m.conv_dim, 2.0 * m.conv_kernel + 4.0)),
+        ("conv", _conv(c, m.conv_dim, m.conv_kernel)),
     ]
     if m.version == 1:
         ops += [("x_proj", c.proj(p["x_proj"])), ("dt_proj", c.proj(p["dt_proj"]))]

@@ -256,3 +256,24 @@ def test_layer_groups_cover_every_layer_once(name: str) -> None:
         (g.mixer, "moe" if g.moe else "dense" if g.mlp else "none", g.window): g.count for g in layer_groups(cfg)
     }
     assert grouped == per_layer and sum(grouped.values()) == cfg.n_layers
+
+
+def test_gpt_oss_active_counts_as_its_card_counts() -> None:
+    """OpenAI's gpt-oss model card (Table 1): gpt-oss-120b 116.83B total, 5.13B active per token, the
+    embedding table (201,088 x 2,880 = 579M) not counted as active; the unembedding is."""
+    code, out, err = run_cli("model", "gpt-oss-120b", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["params_active"] == pytest.approx(5.13e9, rel=0.005)
+    assert d["params_total"] == pytest.approx(116.83e9, rel=0.005)
+    assert d["params_breakdown"]["children"][0]["name"] == "embedding"
+    assert d["params_breakdown"]["children"][0]["active"] == 0
+
+
+def test_a_vision_language_wrapper_is_read_through_its_text_config() -> None:
+    """Any config whose own architecture is not a text model but whose text_config names one: its language
+    tower (by structure, not by the wrapper's name)."""
+    tower = json.loads((HF / "qwen3-8b.json").read_text())
+    cfg = config_from_hf({"architectures": ["SomeVisionModelForConditionalGeneration"], "model_type": "some_vlm",
+                          "text_config": tower, "vision_config": {"hidden_size": 1152}}, "vlm")  # fmt: skip
+    assert (cfg.n_layers, cfg.d_model, cfg.qk_norm) == (36, 4096, True)

@@ -84,7 +84,7 @@ _MAX_MATCHED = 200
 class UnknownNameError(RooftopError):
     """A name (chip, model, dtype, remat policy, ...) that is not in its catalog."""
 
-    def __init__(self, kind: str, name: object, choices: Iterable[str]) -> None:
+    def __init__(self, kind: str, name: object, choices: Iterable[str], also: str = "") -> None:
         self.kind = kind
         self.name = name
         self.choices = sorted({str(c) for c in choices})
@@ -93,7 +93,8 @@ class UnknownNameError(RooftopError):
             lookup = {c.lower(): c for c in self.choices}
             close = difflib.get_close_matches(name.lower(), list(lookup), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(lookup[c] for c in close)}?" if close else ""
-        super().__init__(f"unknown {kind} {shown(name)}{hint} (choices: {', '.join(self.choices)})")
+        also = f"; {also}" if also else ""
+        super().__init__(f"unknown {kind} {shown(name)}{hint} (choices: {', '.join(self.choices)}){also}")
 
 
 class ParseError(RooftopError):

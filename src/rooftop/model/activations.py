@@ -116,6 +116,32 @@ def _attention_tensors(cfg: TransformerConfig, ctx: int, flash: bool = False) ->
     return out
 
 
+def _recurrent_tensors(cfg: TransformerConfig, mixer: str) -> list[ActivationTensor]:
+    """What a linear-attention or state-space layer keeps: its input and norm, the projections'
+    outputs (matmul), the conv output (elementwise), the recurrence's output (attention_output; the
+    chunked kernels keep one state per chunk, not counted), the output projection and residual."""
+    a = ActivationTensor
+    out = [a("input", cfg.d_model, "block_input"), a("attention/norm", cfg.d_model, "elementwise")]
+    if mixer == "linear" and cfg.linear is not None:
+        la = cfg.linear
+        proj, conv, inner = 2 * la.key_dim + 2 * la.value_dim + 2 * la.n_value_heads, la.conv_dim, la.value_dim
+    elif cfg.ssm is not None:
+        m = cfg.ssm
+        proj, conv, inner = 2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads, m.conv_dim, m.d_inner
+    else:
+        return out
+    out += [
+        a("attention/in_proj", proj, "matmul"),
+        a("attention/conv", conv, "elementwise"),
+        a("attention/values", inner, "attention_output"),
+        a("attention/out_norm", inner, "elementwise"),
+        a("attention/o", cfg.d_model, "dot_output"),
+    ]
+    if cfg.norms_per_layer >= 2:
+        out.append(a("attention/residual", cfg.d_model, "elementwise"))
+    return out
+
+
 def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
     a = ActivationTensor
     out = [a("mlp/norm", cfg.d_model, "elementwise")] if cfg.norms_per_layer >= 2 else []
@@ -131,7 +157,7 @@ def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
         out += ffn("moe/experts/", e.top_k * e.d_ff_expert)
         out.append(a("moe/experts/down", e.top_k * cfg.d_model, "matmul"))  # combine weights' gradient reads it
         if e.n_shared_experts:
-            out += ffn("moe/shared/", e.n_shared_experts * e.d_ff_expert)
+            out += ffn("moe/shared/", e.n_shared_experts * e.d_ff_shared)
     else:
         out += ffn("mlp/", cfg.d_ff)
     if cfg.norms_per_layer == 4:
@@ -148,14 +174,21 @@ def activation_tensors(
     statistics are kept; dropout masks are not counted."""
     g = group or layer_groups(cfg)[0]
     ctx = min(seq_len, g.window) if g.window else seq_len
-    return _attention_tensors(cfg, ctx, flash) + _mlp_tensors(cfg, g.moe)
+    if g.stateful:
+        mixer = _recurrent_tensors(cfg, g.mixer)
+    elif g.mixer == "none":
+        mixer = [ActivationTensor("input", cfg.d_model, "block_input")]
+    else:
+        mixer = _attention_tensors(cfg, ctx, flash)
+    return mixer + (_mlp_tensors(cfg, g.moe) if g.mlp else [])
 
 
 #: the kept tensors that are a weight matmul's input (QKV, MLA's q_b and kv_b, the output projection,
 #: the MLP's and experts' up/gate and down projections)
 MATMUL_INPUTS = frozenset(
     {
-        "attention/norm", "attention/q_a_norm", "attention/kv_a_norm", "attention/values", "mlp/norm", "mlp/act",
+        "attention/norm", "attention/q_a_norm", "attention/kv_a_norm", "attention/values", "attention/out_norm",
+        "mlp/norm", "mlp/act",
         "moe/experts/input", "moe/experts/act", "moe/shared/act",
     }
 )  # fmt: skip

@@ -3,8 +3,8 @@
 - Built-in models: ``catalog/models/*.toml`` (one model per file: name, aliases, the source
   of the architecture, published figures with their sources, and an ``[architecture]``
   table of TransformerConfig fields).
-- A Hugging Face ``config.json`` (any path ending in .json): imported through the
-  ``HF_ARCHITECTURES`` table below; read with ``json.load`` only, nothing is executed.
+- A Hugging Face ``config.json`` (any path ending in .json, or a model's folder holding one):
+  imported by model/hf.py; read with ``json.load`` only, nothing is executed.
 - A user TOML of the catalog schema (any path ending in .toml).
 
 Lookup is case-insensitive over names and aliases (spaces, dots and dashes ignored); an
@@ -13,8 +13,6 @@ unknown name raises UnknownNameError with close matches.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,9 +20,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, is_directory, path_text, read_text_file, read_toml_file
-from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
-from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig, config_from_dict
+from rooftop.catalog.io import builtin_tomls, is_directory, read_toml_file
+from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.model.config import TransformerConfig, config_from_dict
+from rooftop.model.hf import load_hf_config
 from rooftop.units import MAX_QUANTITY
 
 #: longest model name or alias, and most aliases of a catalog-schema file
@@ -120,7 +119,12 @@ def get_entry(name: str) -> ModelEntry:
     for entry in entries:
         if key == _norm(entry.name) or any(key == _norm(a) for a in entry.aliases):
             return entry
-    raise UnknownNameError("model", name, [e.name for e in entries])
+    raise UnknownNameError(
+        "model",
+        name,
+        [e.name for e in entries],
+        "or give the path of a Hugging Face config.json (or of the model's folder holding one)",
+    )
 
 
 def get_model(name: str) -> TransformerConfig:
@@ -131,330 +135,3 @@ def get_model(name: str) -> TransformerConfig:
     if "/" in name and is_directory(name):  # a folder holding config.json (a catalog name has no '/')
         return load_hf_config(name)
     return get_entry(name).config
-
-
-# ---------------------------------------------------------------- Hugging Face config.json
-
-#: hidden_act of a gated MLP -> our kind (Llama/Mistral/Qwen2 "silu"; Gemma "gelu_pytorch_tanh").
-_GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
-
-
-@dataclass(frozen=True)
-class HFArchitecture:
-    """How one ``architectures[0]`` of a Hugging Face config.json maps onto TransformerConfig.
-
-    ``required``: our field <- HF key (missing is an error naming the HF key); ``optional``:
-    our field <- (HF key, default when absent or null); ``fixed``: our field = value;
-    ``features``: readers for the parts that are not one key each (see ``_FEATURES``)."""
-
-    required: Mapping[str, str]
-    optional: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    features: tuple[str, ...] = ()
-
-
-_BASE = {
-    "vocab_size": "vocab_size",
-    "d_model": "hidden_size",
-    "n_layers": "num_hidden_layers",
-    "n_heads": "num_attention_heads",
-    "d_ff": "intermediate_size",
-}
-_OPT = {
-    "n_kv_heads": ("num_key_value_heads", 0),
-    "head_dim": ("head_dim", 0),
-    "max_seq_len": ("max_position_embeddings", 4096),
-    "tied_embeddings": ("tie_word_embeddings", False),
-}
-_GEMMA_OPT = {**_OPT, "tied_embeddings": ("tie_word_embeddings", True)}
-_GPT2_REQ = {"vocab_size": "vocab_size", "d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head"}
-_GPT2_OPT = {"max_seq_len": ("n_positions", 1024), "tied_embeddings": ("tie_word_embeddings", True)}
-_GEMMA_REQ = {**_BASE, "head_dim": "head_dim"}
-
-#: Supported architectures. HF defaults follow transformers' configuration classes
-#: (e.g. LlamaConfig: tie_word_embeddings=False, num_key_value_heads=num_attention_heads).
-HF_ARCHITECTURES: dict[str, HFArchitecture] = {
-    "LlamaForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "llama_bias")),
-    "MistralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all")),
-    "Qwen2ForCausalLM": HFArchitecture(_BASE, _OPT, {"qkv_bias": True}, ("gated_act", "qwen_window")),
-    "Gemma2ForCausalLM": HFArchitecture(
-        _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4}, ("gemma_act", "gemma2_pattern")
-    ),
-    "Gemma3ForCausalLM": HFArchitecture(
-        _GEMMA_REQ, _GEMMA_OPT, {"norms_per_layer": 4, "qk_norm": True}, ("gemma_act", "gemma3_pattern")
-    ),
-    "MixtralForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "sliding_all", "mixtral_moe")),
-    "DeepseekV3ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "deepseek_moe", "mla")),
-    # Qwen3: Qwen2 with per-head RMSNorm on q and k and no q/k/v bias (transformers Qwen3Config)
-    "Qwen3ForCausalLM": HFArchitecture(_BASE, _OPT, {"qk_norm": True}, ("gated_act", "llama_bias", "qwen_window")),
-    "Qwen3MoeForCausalLM": HFArchitecture(
-        _BASE, _OPT, {"qk_norm": True}, ("gated_act", "llama_bias", "qwen_window", "qwen3_moe")
-    ),
-    # GPT-2: learned positions, LayerNorm with bias, biases everywhere, tied embeddings (transformers GPT2Config)
-    "GPT2LMHeadModel": HFArchitecture(
-        _GPT2_REQ,
-        _GPT2_OPT,
-        {
-            "norm": "layernorm",
-            "norm_bias": True,
-            "positions": "learned",
-            "qkv_bias": True,
-            "out_bias": True,
-            "mlp_bias": True,
-        },
-        ("gpt_act", "gpt_inner"),
-    ),
-    # GPT-J: attention and MLP in parallel off one LayerNorm, rotary, MLP biases only (transformers GPTJConfig)
-    "GPTJForCausalLM": HFArchitecture(
-        _GPT2_REQ,
-        {**_GPT2_OPT, "tied_embeddings": ("tie_word_embeddings", False)},
-        {"norm": "layernorm", "norm_bias": True, "parallel_layers": True, "norms_per_layer": 1, "mlp_bias": True},
-        ("gpt_act", "gpt_inner"),
-    ),
-    # gpt-oss: MoE with biased experts and router, alternating 128-token sliding windows (transformers GptOssConfig)
-    "GptOssForCausalLM": HFArchitecture(
-        _BASE, _OPT, {"qkv_bias": True, "out_bias": True, "mlp": "swiglu"}, ("gpt_oss_moe", "gemma3_pattern")
-    ),
-}
-#: HF ``model_type`` -> the architecture it is read as (dispatch on model_type first, architectures second)
-HF_MODEL_TYPES = {
-    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
-    "gemma3_text": "Gemma3ForCausalLM", "mixtral": "MixtralForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM",
-    "gpt2": "GPT2LMHeadModel", "gptj": "GPTJForCausalLM", "gpt_oss": "GptOssForCausalLM",
-}  # fmt: skip
-#: multimodal wrappers whose ``text_config`` is read as the named text-only architecture.
-HF_TEXT_WRAPPERS = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
-
-
-class _HF:
-    """Reads fields of one config.json, naming the file and the HF key on error."""
-
-    def __init__(self, data: Mapping[str, Any], where: str) -> None:
-        self.data = data
-        self.where = where
-
-    def fail(self, key: str, why: str) -> InvalidConfigError:
-        return InvalidConfigError(f"{self.where}: field {key!r} {why}")
-
-    def get(self, key: str, default: Any = ..., kind: type | None = None) -> Any:
-        """The value of ``key`` (``default`` when absent or null; ``...``: required). ``kind`` int:
-        a JSON integer or integral number (1e15 is read, 1.5, inf, nan and "8" are not); bool: true
-        or false ("false" is a string, not false); str: a string."""
-        value = self.data.get(key)
-        if value is None:
-            if default is ...:
-                raise self.fail(key, "is missing (needed for this architecture)")
-            return default
-        if kind is int:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _integral(value):
-                raise self.fail(key, f"must be an integer, got {shown(value)}")
-            return int(value)
-        if kind is bool and not isinstance(value, bool):
-            raise self.fail(key, f"must be true or false, got {shown(value)}")
-        if kind is str and not isinstance(value, str):
-            raise self.fail(key, f"must be a string, got {shown(value)}")
-        return value
-
-
-def _integral(value: float) -> bool:
-    """A JSON integer, or a float with a whole value (1e15; not 1.5, inf or nan): the model's
-    bounds then name the field when it is too large."""
-    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
-
-
-def _gated_act(r: _HF, out: dict[str, Any], key: str = "hidden_act") -> None:
-    act = r.get(key, "silu", str)
-    if act not in _GATED_ACT:
-        raise r.fail(key, f"has unsupported activation {shown(act)} (supported: {', '.join(_GATED_ACT)})")
-    out["mlp"] = _GATED_ACT[act]
-
-
-def _gemma_act(r: _HF, out: dict[str, Any]) -> None:
-    _gated_act(r, out, "hidden_activation" if "hidden_activation" in r.data else "hidden_act")
-
-
-def _llama_bias(r: _HF, out: dict[str, Any]) -> None:
-    out["qkv_bias"] = out["out_bias"] = r.get("attention_bias", False, bool)
-    out["mlp_bias"] = r.get("mlp_bias", False, bool)
-
-
-def _sliding_all(r: _HF, out: dict[str, Any]) -> None:
-    window = r.get("sliding_window", 0, int)
-    if window:
-        out["sliding_window"], out["attention_pattern"] = window, ("local",)
-
-
-def _qwen_window(r: _HF, out: dict[str, Any]) -> None:
-    if r.get("use_sliding_window", False, bool):
-        raise r.fail("use_sliding_window", "is true; Qwen2 sliding-window layers are not supported (set it false)")
-
-
-def _gemma2_pattern(r: _HF, out: dict[str, Any]) -> None:
-    # transformers Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2) -> even layers local.
-    out["sliding_window"], out["attention_pattern"] = r.get("sliding_window", ..., int), ("local", "global")
-
-
-def _gemma3_pattern(r: _HF, out: dict[str, Any]) -> None:
-    out["sliding_window"] = r.get("sliding_window", ..., int)
-    types = r.get("layer_types", None)
-    if types is not None:
-        kinds = {"sliding_attention": "local", "full_attention": "global"}
-        if not isinstance(types, list) or not 0 < len(types) <= MAX_PATTERN:
-            raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer (1 to {MAX_PATTERN:,} entries)")
-        if any(not isinstance(t, str) or t not in kinds for t in types):
-            raise r.fail("layer_types", f"must list {' or '.join(kinds)} per layer")
-        out["attention_pattern"] = tuple(kinds[t] for t in types)
-        return
-    # transformers Gemma3 (before layer_types): is_sliding = bool((layer_idx + 1) % sliding_window_pattern).
-    period = r.get("sliding_window_pattern", 6, int)
-    if not 1 <= period <= MAX_PATTERN:  # the pattern is built as a tuple of that length
-        raise r.fail(
-            "sliding_window_pattern", f"must be in [1, {MAX_PATTERN:,}] (a global layer every N), got {period:,}"
-        )
-    out["attention_pattern"] = ("local",) * (period - 1) + ("global",)
-
-
-def _mixtral_moe(r: _HF, out: dict[str, Any]) -> None:
-    out["moe"] = MoEConfig(
-        n_experts=r.get("num_local_experts", ..., int),
-        top_k=r.get("num_experts_per_tok", ..., int),
-        d_ff_expert=out["d_ff"],
-    )
-
-
-def _deepseek_moe(r: _HF, out: dict[str, Any]) -> None:
-    if r.get("moe_layer_freq", 1, int) != 1:
-        raise r.fail("moe_layer_freq", "other than 1 is not supported")
-    out["moe"] = MoEConfig(
-        n_experts=r.get("n_routed_experts", ..., int),
-        top_k=r.get("num_experts_per_tok", ..., int),
-        d_ff_expert=r.get("moe_intermediate_size", ..., int),
-        n_shared_experts=r.get("n_shared_experts", 0, int),
-        first_dense_layers=r.get("first_k_dense_replace", 0, int),
-        router_bias=r.get("topk_method", "noaux_tc", str) == "noaux_tc",  # e_score_correction_bias (DeepSeek-V3)
-    )
-
-
-def _mla(r: _HF, out: dict[str, Any]) -> None:
-    out["mla"] = MLAConfig(
-        kv_lora_rank=r.get("kv_lora_rank", ..., int),
-        qk_nope_head_dim=r.get("qk_nope_head_dim", ..., int),
-        qk_rope_head_dim=r.get("qk_rope_head_dim", ..., int),
-        v_head_dim=r.get("v_head_dim", ..., int),
-        q_lora_rank=r.get("q_lora_rank", 0, int),
-    )
-    out["n_kv_heads"] = out["n_heads"]  # MLA has per-head keys/values; num_key_value_heads is unused
-    out["head_dim"] = out["mla"].qk_nope_head_dim + out["mla"].qk_rope_head_dim
-
-
-def _gpt_act(r: _HF, out: dict[str, Any]) -> None:
-    act = r.get("activation_function", "gelu_new", str)
-    kinds = {"gelu_new": "gelu", "gelu": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
-    if act not in kinds:
-        raise r.fail("activation_function", f"has unsupported activation {shown(act)} (supported: {', '.join(kinds)})")
-    out["mlp"] = kinds[act]
-
-
-def _gpt_inner(r: _HF, out: dict[str, Any]) -> None:
-    out["d_ff"] = r.get("n_inner", 4 * out["d_model"], int)  # null: 4 x n_embd
-
-
-def _qwen3_moe(r: _HF, out: dict[str, Any]) -> None:
-    if r.get("decoder_sparse_step", 1, int) != 1 or r.get("mlp_only_layers", [], list):
-        raise r.fail("decoder_sparse_step", "other than 1, or mlp_only_layers, is not supported (every layer MoE)")
-    out["moe"] = MoEConfig(
-        n_experts=r.get("num_experts", ..., int),
-        top_k=r.get("num_experts_per_tok", ..., int),
-        d_ff_expert=r.get("moe_intermediate_size", ..., int),
-    )
-
-
-def _gpt_oss_moe(r: _HF, out: dict[str, Any]) -> None:
-    out["moe"] = MoEConfig(
-        n_experts=r.get("num_local_experts", ..., int),
-        top_k=r.get("num_experts_per_tok", r.get("experts_per_token", 4, int), int),
-        d_ff_expert=out["d_ff"],
-        router_bias=True,
-    )
-
-
-_FEATURES = {
-    "gated_act": _gated_act,
-    "gemma_act": _gemma_act,
-    "llama_bias": _llama_bias,
-    "sliding_all": _sliding_all,
-    "qwen_window": _qwen_window,
-    "gemma2_pattern": _gemma2_pattern,
-    "gemma3_pattern": _gemma3_pattern,
-    "mixtral_moe": _mixtral_moe,
-    "deepseek_moe": _deepseek_moe,
-    "mla": _mla,
-    "gpt_act": _gpt_act,
-    "gpt_inner": _gpt_inner,
-    "qwen3_moe": _qwen3_moe,
-    "gpt_oss_moe": _gpt_oss_moe,
-}
-
-
-def config_from_hf(data: Mapping[str, Any], name: str, where: str = "config.json") -> TransformerConfig:
-    """TransformerConfig from a parsed Hugging Face config.json (``model_type`` picks the mapping in
-    ``HF_ARCHITECTURES`` through ``HF_MODEL_TYPES``; else ``architectures[0]``). DeepSeek-V3's multi-token-prediction
-    module (``num_nextn_predict_layers``) is not part of the model counted."""
-    if not isinstance(data, Mapping):
-        raise InvalidConfigError(f"{where}: expected a JSON object")
-    archs = data.get("architectures")
-    model_type = data.get("model_type")
-    if isinstance(model_type, str) and model_type in HF_MODEL_TYPES:
-        arch = HF_MODEL_TYPES[model_type]
-        if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] in HF_TEXT_WRAPPERS:
-            arch = archs[0]  # a multimodal wrapper: its text_config is read below
-    elif isinstance(archs, list) and archs and isinstance(archs[0], str):
-        arch = archs[0]
-    else:
-        raise InvalidConfigError(
-            f"{where}: neither 'model_type' nor 'architectures' names a supported model "
-            f"(model types: {', '.join(HF_MODEL_TYPES)})"
-        )
-    if arch in HF_TEXT_WRAPPERS:
-        if not isinstance(data.get("text_config"), Mapping):
-            raise InvalidConfigError(f"{where}: field 'text_config' is missing (needed for {arch})")
-        data, arch = data["text_config"], HF_TEXT_WRAPPERS[arch]
-    if arch not in HF_ARCHITECTURES:
-        raise UnknownNameError(
-            f"Hugging Face architecture (field 'architectures' of {where})",
-            arch,
-            [*HF_ARCHITECTURES, *HF_TEXT_WRAPPERS],
-        )
-    spec, r = HF_ARCHITECTURES[arch], _HF(data, where)
-    out: dict[str, Any] = {ours: r.get(key, ..., int) for ours, key in spec.required.items()}
-    for ours, (key, default) in spec.optional.items():
-        out.setdefault(ours, r.get(key, default, type(default)))
-    out.update(spec.fixed)
-    for feature in spec.features:
-        _FEATURES[feature](r, out)
-    return TransformerConfig(name=name, source=f"Hugging Face config.json ({where}, {arch})", **out)
-
-
-def load_hf_config(path: str | Path, name: str | None = None) -> TransformerConfig:
-    """Read a config.json with ``json.load`` (nothing in it is executed) and import it;
-    the model is named after the file's folder unless ``name`` is given."""
-    p = Path(path)
-    if is_directory(p):  # a model folder (as downloaded from the Hub): its config.json
-        p = p / "config.json"
-    text = read_text_file(p, "config")  # a regular file of bounded size: not /dev/zero, not a FIFO
-    where = path_text(p)
-    try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except (RecursionError, ValueError) as exc:  # JSONDecodeError, NaN/Infinity, a 5,000-digit integer
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 200)
-        raise InvalidConfigError(f"config file {where}: not valid JSON ({reason})") from None
-    try:
-        stem = p.stem if p.stem != "config" else (p.resolve().parent.name or "config")
-    except (OSError, RuntimeError):  # a symlink loop: the file was read, so name it plainly
-        stem = "config"
-    return config_from_hf(data, name or stem, where)
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a valid number in a config.json")

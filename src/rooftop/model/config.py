@@ -50,6 +50,8 @@ MLP_KINDS: dict[str, MlpKind] = {
     "geglu": MlpKind(True, 9.0, "gelu_tanh(x W_gate) * (x W_up): ~8 ops for the tanh GELU, gate multiply"),
     "gelu": MlpKind(False, 8.0, "gelu_tanh(x W_up): ~8 ops for the tanh approximation"),
     "relu": MlpKind(False, 1.0, "max(0, x W_up)"),
+    # squared ReLU (So et al. 2021, "Primer"), Nemotron-H's MLP
+    "relu2": MlpKind(False, 2.0, "relu(x W_up)^2: max, multiply"),
 }
 
 
@@ -68,7 +70,17 @@ NORM_KINDS: dict[str, NormKind] = {
 }
 
 POSITIONS = ("rotary", "learned", "none")
-ATTENTION_KINDS = ("global", "local")
+#: the token mixer of a layer (``attention_pattern`` entries): "global" causal attention over every key,
+#: "local" a sliding window of ``sliding_window`` keys, "chunked" attention inside fixed chunks of
+#: ``attention_chunk`` keys (Llama 4), "linear" linear attention with a constant-size state
+#: (``LinearAttentionConfig``: gated DeltaNet), "ssm" a state-space layer (``SSMConfig``: Mamba, Mamba-2),
+#: "none" no mixer (an MLP-only layer, as Nemotron-H's)
+ATTENTION_KINDS = ("global", "local", "chunked", "linear", "ssm", "none")
+#: the mixers that attend over a KV cache that grows with the context
+ATTENTION_MIXERS = ("global", "local", "chunked")
+#: the feed-forward block of a layer (``ffn_pattern`` entries): "dense" MLP of ``d_ff``, "moe" the
+#: ``MoEConfig`` experts, "none" no feed-forward (a mixer-only layer, as Nemotron-H's)
+FFN_KINDS = ("dense", "moe", "none")
 PHASES = ("train", "prefill", "decode")
 
 
@@ -123,7 +135,9 @@ def divisors(n: int) -> list[int]:
 class MoEConfig:
     """Mixture of experts in the MLP: ``n_experts`` routed experts of hidden width
     ``d_ff_expert``, ``top_k`` per token, ``n_shared_experts`` always active (DeepSeekMoE),
-    the first ``first_dense_layers`` layers with a dense MLP of the model's ``d_ff``."""
+    the first ``first_dense_layers`` layers with a dense MLP of the model's ``d_ff``; shared
+    experts of width ``d_ff_shared`` (0: ``d_ff_expert``), scaled by a sigmoid gate of one weight
+    vector when ``shared_gate`` (Qwen2-MoE, Qwen3-Next)."""
 
     n_experts: int
     top_k: int
@@ -131,16 +145,26 @@ class MoEConfig:
     n_shared_experts: int = 0
     first_dense_layers: int = 0
     router_bias: bool = False
+    d_ff_shared: int = 0
+    shared_gate: bool = False
 
     def __post_init__(self) -> None:
-        _positive("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff_expert=self.d_ff_expert)
+        if not self.d_ff_shared:
+            object.__setattr__(self, "d_ff_shared", self.d_ff_expert)
+        _positive(
+            "moe",
+            n_experts=self.n_experts,
+            top_k=self.top_k,
+            d_ff_expert=self.d_ff_expert,
+            d_ff_shared=self.d_ff_shared,
+        )
         if self.top_k > self.n_experts:
             raise InvalidConfigError(f"moe: top_k={self.top_k} exceeds n_experts={self.n_experts}")
         for name, hi in (("n_shared_experts", MAX_EXPERTS), ("first_dense_layers", MAX_LAYERS)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= hi:
                 raise InvalidConfigError(f"moe: {name}={shown(value)} must be a whole number in [0, {hi:,}]")
-        _flags("moe", self, ("router_bias",))
+        _flags("moe", self, ("router_bias", "shared_gate"))
 
     def touched(self, tokens: float) -> float:
         """Expected distinct routed experts that ``tokens`` tokens touch under uniform routing, each
@@ -176,11 +200,119 @@ class MLAConfig:
             )
 
 
+@dataclass(frozen=True)
+class LinearAttentionConfig:
+    """Gated DeltaNet linear attention (Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks";
+    Qwen3-Next's ``linear_attention`` layers): ``n_key_heads`` query/key heads of ``key_head_dim``,
+    ``n_value_heads`` value heads of ``value_head_dim``, a depthwise causal convolution of
+    ``conv_kernel`` taps over q, k and v. Each value head keeps a ``key_head_dim x value_head_dim``
+    state, so a sequence's state does not grow with its length."""
+
+    n_key_heads: int
+    n_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int = 4
+
+    def __post_init__(self) -> None:
+        _positive(
+            "linear",
+            n_key_heads=self.n_key_heads,
+            n_value_heads=self.n_value_heads,
+            key_head_dim=self.key_head_dim,
+            value_head_dim=self.value_head_dim,
+            conv_kernel=self.conv_kernel,
+        )
+
+    @property
+    def key_dim(self) -> int:
+        return self.n_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.n_value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the convolution: q, k and v."""
+        return 2 * self.key_dim + self.value_dim
+
+    @property
+    def state_elements(self) -> int:
+        """Recurrent state of one sequence: a dk x dv matrix per value head."""
+        return self.n_value_heads * self.key_head_dim * self.value_head_dim
+
+
+SSM_VERSIONS = (1, 2)
+
+
+@dataclass(frozen=True)
+class SSMConfig:
+    """A selective state-space layer. ``version`` 1: Mamba (Gu & Dao 2023; Jamba's layers): ``d_inner``
+    channels each with a ``d_state`` state, input-dependent dt through a ``dt_rank`` bottleneck.
+    ``version`` 2: Mamba-2 (Dao & Gu 2024, SSD; Nemotron-H): ``n_heads`` heads of ``d_inner / n_heads``
+    channels sharing a scalar decay, B and C of ``d_state`` in ``n_groups`` groups, a gated RMSNorm
+    before the output projection. Both convolve their input causally over ``conv_kernel`` taps. The
+    state of a sequence (``state_elements``, plus ``conv_kernel - 1`` inputs per conv channel) does
+    not grow with its length."""
+
+    d_inner: int
+    d_state: int
+    version: int = 2
+    n_heads: int = 1
+    n_groups: int = 1
+    conv_kernel: int = 4
+    dt_rank: int = 0
+    conv_bias: bool = True
+    proj_bias: bool = False
+    bc_norms: bool = False  # Jamba: RMSNorms over dt, B and C
+
+    def __post_init__(self) -> None:
+        _positive(
+            "ssm",
+            d_inner=self.d_inner,
+            d_state=self.d_state,
+            n_heads=self.n_heads,
+            n_groups=self.n_groups,
+            conv_kernel=self.conv_kernel,
+        )
+        if self.version not in SSM_VERSIONS:
+            raise InvalidConfigError(f"ssm: version={shown(self.version)} must be 1 (Mamba) or 2 (Mamba-2)")
+        if self.version == 1:
+            _positive("ssm", dt_rank=self.dt_rank)
+        elif self.d_inner % self.n_heads or self.n_heads % self.n_groups:
+            raise InvalidConfigError(
+                f"ssm: n_heads={self.n_heads} must divide d_inner={self.d_inner} and be a multiple of"
+                f" n_groups={self.n_groups}"
+            )
+        _flags("ssm", self, ("conv_bias", "proj_bias", "bc_norms"))
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the convolution: x (Mamba), or x, B and C (Mamba-2)."""
+        return self.d_inner + (2 * self.n_groups * self.d_state if self.version == 2 else 0)
+
+    @property
+    def state_elements(self) -> int:
+        """SSM state of one sequence: d_state per channel."""
+        return self.d_inner * self.d_state
+
+
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-_FLAGS = ("norm_bias", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "qk_norm", "parallel_layers")
+_FLAGS = (
+    "norm_bias",
+    "tied_embeddings",
+    "qkv_bias",
+    "out_bias",
+    "mlp_bias",
+    "qk_norm",
+    "parallel_layers",
+    "attention_gate",
+    "active_excludes_embedding",
+)
 
 
 @dataclass(frozen=True)
@@ -188,9 +320,14 @@ class TransformerConfig:
     """A decoder-only transformer. Dims use the glossary of docs/concepts.md: D =
     ``d_model``, F = ``d_ff``, N = ``n_heads``, K = ``n_kv_heads``, H = ``head_dim``,
     L = ``n_layers``, V = ``vocab_size``. ``n_kv_heads`` defaults to ``n_heads`` and
-    ``head_dim`` to ``d_model // n_heads``. Layer ``i`` uses
-    ``attention_pattern[i % len(attention_pattern)]`` ("global" or "local": a causal
-    window of ``sliding_window`` keys)."""
+    ``head_dim`` to ``d_model // n_heads``. Layer ``i`` is a stack of two typed blocks: the mixer
+    ``attention_pattern[i % len(attention_pattern)]`` (ATTENTION_KINDS: "global", "local" a causal
+    window of ``sliding_window`` keys, "chunked" chunks of ``attention_chunk`` keys, "linear",
+    "ssm", "none") and the feed-forward ``ffn_pattern[i % len(ffn_pattern)]`` (FFN_KINDS; empty:
+    "moe" from layer ``moe.first_dense_layers`` on when the model has experts, else "dense").
+    ``attention_gate``: a sigmoid gate on the attention output from a second query-sized projection
+    (Qwen3-Next's gated attention). ``active_excludes_embedding``: the model card counts active
+    parameters without the input embedding table (gpt-oss); else with it (Mixtral)."""
 
     name: str
     vocab_size: int
@@ -214,15 +351,26 @@ class TransformerConfig:
     parallel_layers: bool = False
     sliding_window: int = 0
     attention_pattern: tuple[str, ...] = ("global",)
+    attention_chunk: int = 0
+    attention_gate: bool = False
+    ffn_pattern: tuple[str, ...] = ()
+    active_excludes_embedding: bool = False
     moe: MoEConfig | None = None
     mla: MLAConfig | None = None
+    linear: LinearAttentionConfig | None = None
+    ssm: SSMConfig | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
         owner = f"model {shown(self.name)}"
         if not isinstance(self.name, str) or not self.name:
             raise InvalidConfigError("a model needs a name")
-        for sub, cls in (("moe", MoEConfig), ("mla", MLAConfig)):
+        for sub, cls in (
+            ("moe", MoEConfig),
+            ("mla", MLAConfig),
+            ("linear", LinearAttentionConfig),
+            ("ssm", SSMConfig),
+        ):
             if getattr(self, sub) is not None and not isinstance(getattr(self, sub), cls):
                 raise InvalidConfigError(f"{owner}: {sub} must be a {cls.__name__} or None")
         if not self.n_kv_heads:  # MLA: per-head keys and values (the cache is the latent, see MLAConfig)
@@ -236,6 +384,11 @@ class TransformerConfig:
                 f"{owner}: attention_pattern={shown(self.attention_pattern)} must be a list, e.g. ['local', 'global']"
             )
         object.__setattr__(self, "attention_pattern", tuple(self.attention_pattern))
+        if not isinstance(self.ffn_pattern, (list, tuple)):
+            raise InvalidConfigError(
+                f"{owner}: ffn_pattern={shown(self.ffn_pattern)} must be a list, e.g. ['dense', 'moe']"
+            )
+        object.__setattr__(self, "ffn_pattern", tuple(self.ffn_pattern))
         _positive(
             owner,
             vocab_size=self.vocab_size,
@@ -247,11 +400,12 @@ class TransformerConfig:
             head_dim=self.head_dim,
             max_seq_len=self.max_seq_len,
         )
-        window = self.sliding_window
-        if not _whole(window) or not 0 <= window <= MAX_TOKENS:
-            raise InvalidConfigError(
-                f"{owner}: sliding_window={shown(window)} must be a whole number in [0, {MAX_TOKENS:,}] (0: none)"
-            )
+        for key in ("sliding_window", "attention_chunk"):
+            window = getattr(self, key)
+            if not _whole(window) or not 0 <= window <= MAX_TOKENS:
+                raise InvalidConfigError(
+                    f"{owner}: {key}={shown(window)} must be a whole number in [0, {MAX_TOKENS:,}] (0: none)"
+                )
         if self.n_heads % self.n_kv_heads:
             valid = divisors(self.n_heads)
             raise InvalidConfigError(
@@ -292,6 +446,22 @@ class TransformerConfig:
             )
         if self.mla is not None and "local" in self.attention_pattern:
             raise InvalidConfigError(f"{owner}: sliding-window layers with MLA are not supported")
+        for kind, field, what in (
+            ("chunked", "attention_chunk", "the chunk in tokens"),
+            ("linear", "linear", "a [linear] table"),
+            ("ssm", "ssm", "an [ssm] table"),
+        ):
+            if kind in self.attention_pattern and not getattr(self, field):
+                raise InvalidConfigError(f"{owner}: attention_pattern has {kind!r} layers but no {field}; give {what}")
+        if len(self.ffn_pattern) > MAX_PATTERN:
+            raise InvalidConfigError(
+                f"{owner}: ffn_pattern has {len(self.ffn_pattern):,} entries; at most {MAX_PATTERN:,}"
+            )
+        for kind in self.ffn_pattern:
+            if not isinstance(kind, str) or kind not in FFN_KINDS:
+                raise UnknownNameError("feed-forward kind", kind, FFN_KINDS)
+        if "moe" in self.ffn_pattern and self.moe is None:
+            raise InvalidConfigError(f"{owner}: ffn_pattern has 'moe' layers but no [moe] table")
 
     @property
     def mlp_kind(self) -> MlpKind:
@@ -309,12 +479,22 @@ class TransformerConfig:
     def layer_attention(self, index: int) -> str:
         return self.attention_pattern[index % len(self.attention_pattern)]
 
+    def layer_ffn(self, index: int) -> str:
+        """The feed-forward block of layer ``index`` (FFN_KINDS)."""
+        dense_first = self.moe is not None and index < self.moe.first_dense_layers
+        if self.ffn_pattern:
+            kind = self.ffn_pattern[index % len(self.ffn_pattern)]
+            return "dense" if kind == "moe" and dense_first else kind
+        return "moe" if self.moe is not None and not dense_first else "dense"
+
     def layer_is_moe(self, index: int) -> bool:
-        return self.moe is not None and index >= self.moe.first_dense_layers
+        return self.layer_ffn(index) == "moe"
 
     def layer_window(self, index: int) -> int:
-        """Keys a query of layer ``index`` may attend to at most (0: unlimited)."""
-        return self.sliding_window if self.layer_attention(index) == "local" else 0
+        """Keys a query of layer ``index`` may attend to at most (0: unlimited); a chunked layer's
+        query sees at most its chunk."""
+        kind = self.layer_attention(index)
+        return self.sliding_window if kind == "local" else self.attention_chunk if kind == "chunked" else 0
 
     def with_name(self, name: str, source: str | None = None) -> TransformerConfig:
         return dataclasses.replace(self, name=name, source=self.source if source is None else source)
@@ -322,38 +502,65 @@ class TransformerConfig:
 
 @dataclass(frozen=True)
 class LayerGroup:
-    """``count`` identical layers: MoE or dense MLP, sliding ``window`` (0: global attention)."""
+    """``count`` identical layers: the mixer block (ATTENTION_KINDS; ``window`` its keys for a
+    sliding-window or chunked layer, 0 for global attention) and the feed-forward block (``moe``;
+    ``mlp`` False: no feed-forward)."""
 
     name: str
     count: int
     moe: bool
     window: int
     first: int  # index of the first layer of the group
+    mixer: str = "global"
+    mlp: bool = True
+
+    @property
+    def attends(self) -> bool:
+        """Whether the mixer attends over a KV cache that grows with the context."""
+        return self.mixer in ATTENTION_MIXERS
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the mixer keeps a constant-size recurrent state per sequence (linear attention, SSM)."""
+        return self.mixer in ("linear", "ssm")
+
+
+def _group_name(cfg: TransformerConfig, mixer: str, ffn: str) -> str:
+    """ "dense"/"moe", with the mixer appended when the model has more than one kind of mixer or
+    sliding-window layers ("dense-local", "moe-linear"); a layer without a feed-forward block is
+    named by its mixer ("ssm"), one without a mixer by its feed-forward ("dense")."""
+    label = {"local": "local", "global": "global"}.get(mixer, mixer)
+    if ffn == "none":
+        return label if mixer != "none" else "empty"
+    if mixer == "none":
+        return ffn
+    mixed = "local" in cfg.attention_pattern or len(set(cfg.attention_pattern) - {"none"}) > 1
+    return ffn + (f"-{label}" if mixed else "")
 
 
 @lru_cache(maxsize=64)
 def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
-    """Runs of identical layers, in order of first appearance; names are "dense"/"moe", with
-    "-local"/"-global" appended when the model has sliding-window layers.
+    """Runs of identical layers, in order of first appearance (names: ``_group_name``).
 
     Counted in closed form, never layer by layer: layers [0, first_dense_layers) are dense, the
-    rest MoE (when the model has experts), and layer i has attention_pattern[i % P]. In a run of
-    layers [a, b), each of its first P layers i stands for the layers i, i + P, ... below b."""
-    mixed = "local" in cfg.attention_pattern
-    period = len(cfg.attention_pattern)
-    split = min(cfg.moe.first_dense_layers, cfg.n_layers) if cfg.moe is not None else cfg.n_layers
-    found: dict[tuple[bool, int], list[int]] = {}  # (moe, window) -> [count, first layer]
-    for moe, (a, b) in ((False, (0, split)), (True, (split, cfg.n_layers))):
+    rest follow the feed-forward pattern, and layer i has attention_pattern[i % P] and
+    ffn_pattern[i % Q]. With period R = lcm(P, Q) (or every layer when R exceeds them), in a run
+    of layers [a, b) each of its first R layers i stands for the layers i, i + R, ... below b."""
+    period = math.lcm(len(cfg.attention_pattern), len(cfg.ffn_pattern) or 1)
+    period = min(period, cfg.n_layers)
+    split = min(cfg.moe.first_dense_layers, cfg.n_layers) if cfg.moe is not None else 0
+    found: dict[tuple[str, str, int], list[int]] = {}  # (ffn, mixer, window) -> [count, first layer]
+    for a, b in ((0, split), (split, cfg.n_layers)):
         for first in range(a, min(a + period, b)):  # the first layer of each pattern entry in [a, b)
             count = (b - 1 - first) // period + 1
-            key = (moe, cfg.sliding_window if cfg.attention_pattern[first % period] == "local" else 0)
+            key = (cfg.layer_ffn(first), cfg.layer_attention(first), cfg.layer_window(first))
             seen = found.setdefault(key, [0, first])
             seen[0] += count
             seen[1] = min(seen[1], first)
     groups = []
-    for (moe, window), (count, first) in sorted(found.items(), key=lambda kv: kv[1][1]):
-        name = ("moe" if moe else "dense") + (("-local" if window else "-global") if mixed else "")
-        groups.append(LayerGroup(name, count, moe, window, first))
+    for (ffn, mixer, window), (count, first) in sorted(found.items(), key=lambda kv: kv[1][1]):
+        name = _group_name(cfg, mixer, ffn)
+        groups.append(LayerGroup(name, count, ffn == "moe", window, first, mixer, ffn != "none"))
     return tuple(groups)
 
 
@@ -423,7 +630,8 @@ class Workload:
 
 # ---------------------------------------------------------------- from a TOML table
 
-_SCALARS = {f.name for f in dataclasses.fields(TransformerConfig)} - {"moe", "mla", "name", "source"}
+_SUBS = {"moe": MoEConfig, "mla": MLAConfig, "linear": LinearAttentionConfig, "ssm": SSMConfig}
+_SCALARS = {f.name for f in dataclasses.fields(TransformerConfig)} - {*_SUBS, "name", "source"}
 
 
 def _sub(cls: type, data: Any, where: str) -> Any:
@@ -444,27 +652,29 @@ def _sub(cls: type, data: Any, where: str) -> Any:
 def config_from_dict(data: Mapping[str, Any], name: str, source: str = "", where: str = "<model>") -> TransformerConfig:
     """Build a TransformerConfig from a plain table (a catalog file's ``[architecture]``);
     unknown keys are errors, so a typo never falls back to a default silently."""
-    unknown = sorted(set(data) - _SCALARS - {"moe", "mla"})
+    unknown = sorted(set(data) - _SCALARS - set(_SUBS))
     if unknown:
         raise InvalidConfigError(
             f"{where}: unknown architecture field(s) {shown(', '.join(unknown))}"
-            f" (valid: {', '.join(sorted(_SCALARS | {'moe', 'mla'}))})"
+            f" (valid: {', '.join(sorted(_SCALARS | set(_SUBS)))})"
         )
-    kwargs = {k: v for k, v in data.items() if k in _SCALARS}
-    moe = _sub(MoEConfig, data["moe"], f"{where}: [moe]") if "moe" in data else None
-    mla = _sub(MLAConfig, data["mla"], f"{where}: [mla]") if "mla" in data else None
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in _SCALARS}
+    for key, cls in _SUBS.items():
+        kwargs[key] = _sub(cls, data[key], f"{where}: [{key}]") if key in data else None
     try:
-        return TransformerConfig(name=name, source=source, moe=moe, mla=mla, **kwargs)
+        return TransformerConfig(name=name, source=source, **kwargs)
     except TypeError as exc:
         raise InvalidConfigError(f"{where}: {exc}") from None
 
 
 def config_to_dict(cfg: TransformerConfig) -> dict[str, Any]:
     """The inverse of ``config_from_dict`` (for JSON output): every field, sub-tables as dicts."""
-    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in ("moe", "mla")}
+    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _SUBS}
     out["attention_pattern"] = list(cfg.attention_pattern)
-    out["moe"] = dataclasses.asdict(cfg.moe) if cfg.moe else None
-    out["mla"] = dataclasses.asdict(cfg.mla) if cfg.mla else None
+    out["ffn_pattern"] = list(cfg.ffn_pattern)
+    for key in _SUBS:
+        sub = getattr(cfg, key)
+        out[key] = dataclasses.asdict(sub) if sub else None
     return out
 
 

@@ -70,7 +70,32 @@ def dim_sizes(cfg: TransformerConfig) -> dict[str, int]:
         "P": cfg.max_seq_len,
     }
     if cfg.moe:
-        s |= {"E": cfg.moe.n_experts, "F_e": cfg.moe.d_ff_expert}
+        s |= {"E": cfg.moe.n_experts, "F_e": cfg.moe.d_ff_expert, "F_s": cfg.moe.d_ff_shared, "ONE": 1}
+    if cfg.linear:
+        la = cfg.linear
+        s |= {
+            "C_qkvz": 2 * la.key_dim + 2 * la.value_dim,  # q, k, v and the output gate z
+            "N_ba": 2 * la.n_value_heads,  # beta (write strength) and alpha (decay) per value head
+            "C_lconv": la.conv_dim,
+            "W_lconv": la.conv_kernel,
+            "H_lv": la.value_head_dim,
+            "V_lin": la.value_dim,
+            "N_lv": la.n_value_heads,
+            "H_lk": la.key_head_dim,
+        }
+    if cfg.ssm:
+        sm = cfg.ssm
+        s |= {
+            "I": sm.d_inner,
+            "C_sconv": sm.conv_dim,
+            "W_sconv": sm.conv_kernel + (1 if sm.conv_bias else 0),  # taps, and a bias per channel
+            "N_s": sm.d_state,
+        }
+        if sm.version == 2:  # in_proj: x and the gate z (2 d_inner), B and C (2 G N), dt (one per head)
+            s |= {"C_in": 2 * sm.d_inner + 2 * sm.n_groups * sm.d_state + sm.n_heads, "H_s3": 3 * sm.n_heads}
+        else:  # in_proj: x and z; x_proj: dt (rank R), B and C (N each); A (d_inner x N) and D (d_inner)
+            s |= {"C_in": 2 * sm.d_inner, "R_dt": sm.dt_rank, "R_dtbc": sm.dt_rank + 2 * sm.d_state,
+                  "N_s1": sm.d_state + 1}  # fmt: skip
     if cfg.mla:
         m = cfg.mla
         s |= {
@@ -86,16 +111,59 @@ def dim_sizes(cfg: TransformerConfig) -> dict[str, int]:
     return s
 
 
-def attention_parts(cfg: TransformerConfig) -> dict[str, Part]:
-    """Attention weights and norms of one layer (norm = the pre-norm; post_norm for 4 norms)."""
+def _linear_parts(cfg: TransformerConfig) -> list[Part]:
+    """Gated DeltaNet (transformers Qwen3NextGatedDeltaNet): in_proj_qkvz, in_proj_ba, the depthwise
+    conv over q, k, v (no bias), A_log and dt_bias per value head, the gated RMSNorm over a value
+    head, out_proj."""
+    return [
+        Part("in_qkvz", ("D",), ("C_qkvz",)),
+        Part("in_ba", ("D",), ("N_ba",)),
+        Part("conv", (), ("C_lconv", "W_lconv")),
+        Part("decay", (), ("N_ba",)),
+        Part("out_norm", (), ("H_lv",)),
+        Part("o", ("V_lin",), ("D",)),
+    ]
+
+
+def _ssm_parts(cfg: TransformerConfig) -> list[Part]:
+    """Mamba-2 (transformers NemotronHMamba2Mixer): in_proj, conv1d (with its bias), A_log, D and
+    dt_bias per head, gated RMSNorm over d_inner, out_proj. Mamba (JambaMambaMixer): in_proj,
+    conv1d, x_proj (dt, B, C), dt_proj with bias, A_log (d_inner x N) and D, the dt/B/C norms, out_proj."""
+    m = cfg.ssm
+    if m is None:  # the config refuses an "ssm" layer without its table
+        return []
+    parts = [Part("in_proj", ("D",), ("C_in",), m.proj_bias), Part("conv", (), ("C_sconv", "W_sconv"))]
+    if m.version == 2:
+        parts += [Part("ssm_params", (), ("H_s3",)), Part("out_norm", (), ("I",))]
+    else:
+        parts += [
+            Part("x_proj", ("I",), ("R_dtbc",)),
+            Part("dt_proj", ("R_dt",), ("I",), True),
+            Part("ssm_params", (), ("I", "N_s1")),
+        ]
+        if m.bc_norms:
+            parts.append(Part("out_norm", (), ("R_dtbc",)))
+    return [*parts, Part("o", ("I",), ("D",), m.proj_bias)]
+
+
+def attention_parts(cfg: TransformerConfig, mixer: str = "global") -> dict[str, Part]:
+    """Mixer weights and norms of one layer of ``mixer`` (config.ATTENTION_KINDS; norm = the
+    pre-norm; post_norm for 4 norms): attention, MLA, gated DeltaNet or a state-space layer."""
     nb = cfg.norm == "layernorm" and cfg.norm_bias
+    if mixer == "none":
+        return {}
     parts = [Part("norm", (), ("D",), nb)]
+    if mixer in ("linear", "ssm"):
+        parts += _linear_parts(cfg) if mixer == "linear" else _ssm_parts(cfg)
+        return {p.name: p for p in parts}
     if cfg.mla is None:
         parts += [
             Part("q", ("D",), ("N", "H"), cfg.qkv_bias),
             Part("k", ("D",), ("K", "H"), cfg.qkv_bias),
             Part("v", ("D",), ("K", "H"), cfg.qkv_bias),
         ]
+        if cfg.attention_gate:  # Qwen3-Next: q_proj also emits a per-head output gate
+            parts.append(Part("q_gate", ("D",), ("N", "H"), cfg.qkv_bias))
         if cfg.qk_norm:
             parts += [Part("q_norm", (), ("H",)), Part("k_norm", (), ("H",))]
         parts.append(Part("o", ("N", "H"), ("D",), cfg.out_bias))
@@ -119,9 +187,12 @@ def attention_parts(cfg: TransformerConfig) -> dict[str, Part]:
     return {p.name: p for p in parts}
 
 
-def mlp_parts(cfg: TransformerConfig, moe: bool) -> dict[str, Part]:
+def mlp_parts(cfg: TransformerConfig, moe: bool, present: bool = True) -> dict[str, Part]:
     """MLP weights and norms of one layer; for MoE the router, the routed experts
-    (``experts/gate`` ...: E copies, top_k active) and the shared experts (``shared/...``)."""
+    (``experts/gate`` ...: E copies, top_k active) and the shared experts (``shared/...``, with
+    their sigmoid gate); none for a layer without a feed-forward block (``present`` False)."""
+    if not present:
+        return {}
     nb = cfg.norm == "layernorm" and cfg.norm_bias
     parts = [Part("norm", (), ("D",), nb)] if cfg.norms_per_layer >= 2 else []
 
@@ -138,7 +209,9 @@ def mlp_parts(cfg: TransformerConfig, moe: bool) -> dict[str, Part]:
         parts += ffn("experts/", "F_e", cfg.moe.n_experts, cfg.moe.top_k)
         if cfg.moe.n_shared_experts:
             n = cfg.moe.n_shared_experts
-            parts += ffn("shared/", "F_e", n, n)
+            parts += ffn("shared/", "F_s", n, n)
+            if cfg.moe.shared_gate:
+                parts.append(Part("shared_gate", ("D",), ("ONE",)))
     else:
         parts += ffn("", "F")
     if cfg.norms_per_layer == 4:
@@ -160,9 +233,10 @@ def kv_cache_elements_per_token(cfg: TransformerConfig) -> int:
 @dataclass(frozen=True)
 class ParamTree:
     """Parameters as a tree. ``params``: stored; ``active``: used by one token (routed
-    experts count top_k of E; embedding tables count whole, the convention of the published
-    "active" figures, e.g. Mixtral's 12.9B); ``matmul``: multiplied by one token in a
-    matmul, the N of the 2N / 6N rule (no embedding lookup, no norms or biases; a tied
+    experts count top_k of E; the input embedding table counts whole, the convention of most
+    published "active" figures, e.g. Mixtral's 12.9B, or not at all when the model's card leaves
+    it out, ``TransformerConfig.active_excludes_embedding``: gpt-oss-120b's 5.13B); ``matmul``:
+    multiplied by one token in a matmul, the N of the 2N / 6N rule (no embedding lookup, no norms or biases; a tied
     unembedding counts here although it stores nothing). ``count``: layers in a group."""
 
     name: str
@@ -249,16 +323,22 @@ def param_tree(cfg: TransformerConfig) -> ParamTree:
     part of a TransformerConfig, so it is not counted (671B main model, DeepSeek-V3 report)."""
     s = dim_sizes(cfg)
     vd = float(cfg.vocab_size * cfg.d_model)
-    kids = [ParamTree("embedding", vd, vd, 0.0, "embedding", tag=OP_TAGS["embedding"])]
+    # the card's convention (TransformerConfig.active_excludes_embedding): the table stored, not active
+    kids = [
+        ParamTree(
+            "embedding", vd, 0.0 if cfg.active_excludes_embedding else vd, 0.0, "embedding", tag=OP_TAGS["embedding"]
+        )
+    ]
     if cfg.positions == "learned":
         pd = float(cfg.max_seq_len * cfg.d_model)
         kids.append(ParamTree("positions", pd, pd, 0.0, "embedding", tag=OP_TAGS["positions"]))
     groups = []
     for g in layer_groups(cfg):
-        layer = [
-            _parts_tree("attention", attention_parts(cfg), s, attention_block=True),
-            _parts_tree("moe" if g.moe else "mlp", mlp_parts(cfg, g.moe), s),
-        ]
+        layer = []
+        if g.mixer != "none":
+            layer.append(_parts_tree(mixer_block(g.mixer), attention_parts(cfg, g.mixer), s, attention_block=True))
+        if g.mlp:
+            layer.append(_parts_tree("moe" if g.moe else "mlp", mlp_parts(cfg, g.moe), s))
         groups.append(ParamTree.node(g.name, layer, g.count))
     kids.append(ParamTree.node("layers", groups))
     fn = float(cfg.norm_params)
@@ -268,11 +348,20 @@ def param_tree(cfg: TransformerConfig) -> ParamTree:
     return ParamTree.node("model", kids)
 
 
+def mixer_block(mixer: str) -> str:
+    """The name of a layer's mixer block in the cost and parameter trees: "attention" for every
+    kind of attention, "linear_attention" or "ssm" for the recurrent ones."""
+    return {"linear": "linear_attention", "ssm": "ssm"}.get(mixer, "attention")
+
+
 def params_total(cfg: TransformerConfig) -> float:
     return param_tree(cfg).params
 
 
 def params_active(cfg: TransformerConfig) -> float:
+    """Parameters active per token, counted as the model's card counts them: with the input
+    embedding table (Mixtral's 12.9B), or without it when ``cfg.active_excludes_embedding``
+    (gpt-oss: 5.13B of gpt-oss-120b, OpenAI's model card, Table 1; see ParamTree)."""
     return param_tree(cfg).active
 
 
@@ -284,19 +373,49 @@ def params_matmul_active(cfg: TransformerConfig) -> float:
 # ---------------------------------------------------------------- KV cache
 
 
+def attention_layers(cfg: TransformerConfig) -> int:
+    """Layers whose mixer attends over a KV cache (every layer of a plain transformer)."""
+    return sum(g.count for g in layer_groups(cfg) if g.attends)
+
+
 def kv_cache_bytes_per_token(cfg: TransformerConfig, kv_dtype: str = "bf16") -> float:
-    """Bytes one more token adds to the cache of one sequence, all layers: n_layers x
-    kv_cache_elements_per_token x dtype bytes (sliding-window layers too: the per-token
-    figure before any window is full; see kv_cache_bytes for the capped total)."""
-    return float(cfg.n_layers * kv_cache_elements_per_token(cfg) * dtype_bytes(kv_dtype))
+    """Bytes one more token adds to the cache of one sequence, all attention layers: their count x
+    kv_cache_elements_per_token x dtype bytes (sliding-window layers too: the per-token figure
+    before any window is full; see kv_cache_bytes for the capped total). Linear-attention and
+    state-space layers add nothing per token (``state_bytes_per_sequence``)."""
+    return float(attention_layers(cfg) * kv_cache_elements_per_token(cfg) * dtype_bytes(kv_dtype))
+
+
+def state_elements_per_layer(cfg: TransformerConfig, mixer: str) -> int:
+    """The constant-size state one sequence keeps in a layer of ``mixer``: the recurrent state
+    (linear attention: dk x dv per value head; SSM: d_state per channel) and the last
+    conv_kernel - 1 inputs of the causal convolution per channel (what vLLM's hybrid cache keeps
+    per request); 0 for attention."""
+    if mixer == "linear" and cfg.linear is not None:
+        la = cfg.linear
+        return la.state_elements + (la.conv_kernel - 1) * la.conv_dim
+    if mixer == "ssm" and cfg.ssm is not None:
+        m = cfg.ssm
+        return m.state_elements + (m.conv_kernel - 1) * m.conv_dim
+    return 0
+
+
+def state_bytes_per_sequence(cfg: TransformerConfig, state_dtype: str = "bf16") -> float:
+    """Bytes of every layer's constant-size state for one sequence (0 for a plain transformer),
+    in ``state_dtype`` (the cache dtype: engines keep it in the model's dtype by default)."""
+    elements = sum(g.count * state_elements_per_layer(cfg, g.mixer) for g in layer_groups(cfg) if g.stateful)
+    return float(elements * dtype_bytes(state_dtype))
 
 
 def kv_cache_bytes(cfg: TransformerConfig, batch: int, context_len: int, kv_dtype: str = "bf16") -> float:
-    """Cache bytes of ``batch`` sequences at ``context_len`` tokens: sum over layers of
-    min(context_len, window) x kv_cache_elements_per_token x dtype bytes, times batch."""
+    """Cache bytes of ``batch`` sequences at ``context_len`` tokens: sum over attention layers of
+    min(context_len, window) x kv_cache_elements_per_token x dtype bytes, plus the constant state
+    of the linear-attention and state-space layers (``state_bytes_per_sequence``), times batch."""
     per = kv_cache_elements_per_token(cfg) * dtype_bytes(kv_dtype)
-    tokens = sum(g.count * (min(context_len, g.window) if g.window else context_len) for g in layer_groups(cfg))
-    return float(batch * tokens * per)
+    tokens = sum(
+        g.count * (min(context_len, g.window) if g.window else context_len) for g in layer_groups(cfg) if g.attends
+    )
+    return float(batch * (tokens * per + state_bytes_per_sequence(cfg, kv_dtype)))
 
 
 # ---------------------------------------------------------------- training state

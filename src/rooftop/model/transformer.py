@@ -70,6 +70,7 @@ from rooftop.model.memory import (  # the weights' shapes and the parameter tree
     attention_parts,
     dim_sizes,
     kv_cache_elements_per_token,
+    mixer_block,
     mlp_parts,
     param_tree,
     params_active,
@@ -213,7 +214,7 @@ def _kv_write(c: _Ctx) -> list:
 
 def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
     cfg = c.cfg
-    ops = [(name, c.proj(p[name])) for name in ("q", "k", "v")]
+    ops: list[tuple[str, Cost]] = [(name, c.proj(p[name])) for name in ("q", "q_gate", "k", "v") if name in p]
     ops += [
         (name, c.norm(cfg.head_dim * (cfg.n_heads if name == "q_norm" else cfg.n_kv_heads)))
         for name in ("q_norm", "k_norm")
@@ -259,14 +260,87 @@ def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list:
     return ops + _attention_core(c, 0, qk, m.v_head_dim, k_bytes, v_bytes, "activations")
 
 
-def _attention(c: _Ctx, window: int) -> CostTree:
-    p = attention_parts(c.cfg)
+def _state_io(c: _Ctx, elements: float) -> float:
+    """Bytes of reading and writing each sequence's recurrent state once per call (a decode step,
+    a prefill chunk, a training sequence); fused kernels keep it on chip in between."""
+    return 2.0 * c.w.batch * elements * dtype_bytes(_kv_dtype(c))
+
+
+def _state_kind(c: _Ctx) -> str:
+    return "activations" if c.w.phase == "train" else "kv_cache"
+
+
+def _conv(c: _Ctx, channels: int, kernel: int) -> Cost:
+    """The causal depthwise conv (2 FLOPs a tap, then SiLU: 4) over ``channels``; it reads and writes
+    each sequence's last kernel - 1 inputs per channel (its share of the constant state)."""
+    state = _state_io(c, (kernel - 1) * channels)
+    return c.vec(c.tokens * channels, 2.0 * kernel + 4.0) + explicit(0.0, state, kind=_state_kind(c))
+
+
+def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list:
+    """Gated DeltaNet: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the gated
+    delta rule per token and value head over its dk x dv state S: decay S, read k^T S, write
+    beta (v - k^T S) k^T, read q^T S: 7 dk dv FLOPs (Yang et al. 2024, eq. 10; computed in chunks
+    as matmuls, so on the matrix unit), whatever the context length."""
+    la = c.cfg.linear
+    if la is None:
+        return []
+    act = dtype_bytes(c.dt.activations)
+    flops = c.tokens * la.n_value_heads * la.key_head_dim * la.value_head_dim * 7.0
+    qkv_o = c.tokens * (la.conv_dim + la.value_dim) * act
+    state = _state_io(c, la.state_elements)
+    return [
+        ("in_qkvz", c.proj(p["in_qkvz"])),
+        ("in_ba", c.proj(p["in_ba"])),
+        ("conv", _conv(c, la.conv_dim, la.conv_kernel)),
+        (
+            "scan",
+            explicit(flops, qkv_o, c.dt.activations, kind="activations") + explicit(0.0, state, kind=_state_kind(c)),
+        ),
+        ("out_norm", c.vec(c.tokens * la.value_dim, c.cfg.norm_kind.flops_per_element + 5.0, 2)),
+    ]
+
+
+def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list:
+    """Mamba / Mamba-2: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the
+    selective scan per token and channel over its d_state state: decay, input B x, output C h:
+    6 d_state FLOPs (Gu & Dao 2023, section 3.3; Mamba-2's SSD computes it in chunks as matmuls,
+    Dao & Gu 2024 section 6, so on the matrix unit; Mamba's scan is elementwise, on the vector unit)."""
+    m = c.cfg.ssm
+    if m is None:
+        return []
+    act = dtype_bytes(c.dt.activations)
+    unit = "matrix" if m.version == 2 else "vector"
+    flops = c.tokens * m.d_inner * m.d_state * 6.0
+    xbc_y = c.tokens * (m.conv_dim + m.d_inner) * act
+    ops = [
+        ("in_proj", c.proj(p["in_proj"])),
+        ("conv", _conv(c, m.conv_dim, m.conv_kernel)),
+    ]
+    if m.version == 1:
+        ops += [("x_proj", c.proj(p["x_proj"])), ("dt_proj", c.proj(p["dt_proj"]))]
+    scan = explicit(flops, xbc_y, c.dt.activations, unit, "activations")
+    ops.append(("scan", scan + explicit(0.0, _state_io(c, m.state_elements), kind=_state_kind(c))))
+    if m.version == 2:
+        ops.append(("out_norm", c.vec(c.tokens * m.d_inner, c.cfg.norm_kind.flops_per_element + 5.0, 2)))
+    return ops
+
+
+def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
+    """The mixer block of one layer: attention (GQA or MLA), gated DeltaNet or a state-space layer,
+    each from its pre-norm to its residual add."""
+    p = attention_parts(c.cfg, mixer)
     ops = [("norm", c.norm(c.cfg.d_model))]
-    ops += _gqa_ops(c, p, window) if c.cfg.mla is None else _mla_ops(c, p, c.cfg.mla)
+    if mixer == "linear":
+        ops += _linear_ops(c, p)
+    elif mixer == "ssm":
+        ops += _ssm_ops(c, p)
+    else:
+        ops += _gqa_ops(c, p, window) if c.cfg.mla is None else _mla_ops(c, p, c.cfg.mla)
     ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
         ops.append(("post_norm", c.norm(c.cfg.d_model)))
-    return CostTree.node("attention", (_leaf(n, cost, attention_block=True) for n, cost in ops))
+    return CostTree.node(mixer_block(mixer), (_leaf(n, cost, attention_block=True) for n, cost in ops))
 
 
 def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float) -> list:
@@ -305,10 +379,13 @@ def _mlp(c: _Ctx, moe: bool) -> CostTree:
                     "shared",
                     (
                         _leaf(n, x)
-                        for n, x in _ffn(cs, p, "shared/", ("A",), sh["A"] * e.d_ff_expert, e.n_shared_experts)
+                        for n, x in _ffn(cs, p, "shared/", ("A",), sh["A"] * e.d_ff_shared, e.n_shared_experts)
                     ),
                 )
             )
+            if "shared_gate" in p:  # sigmoid(x w) scales the shared experts' output
+                gate = c.proj(p["shared_gate"]) + c.vec(c.tokens * (1 + cfg.d_model), 4.0)
+                kids.append(_leaf("shared_gate", gate))
         kids.append(_leaf("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
     else:
         kids += [_leaf(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
@@ -338,7 +415,8 @@ def layer_costs(
     workload (batch, seq_len) or by pricing the same leaves with sharded dims."""
     c = _ctx(cfg, workload, dtypes or Dtypes())
     g = group or layer_groups(cfg)[0]
-    return CostTree.node("layer", [_attention(c, g.window), _mlp(c, g.moe)])
+    blocks = [_attention(c, g.window, g.mixer)] if g.mixer != "none" else []
+    return CostTree.node("layer", blocks + ([_mlp(c, g.moe)] if g.mlp else []))
 
 
 def _renamed(tree: CostTree, name: str) -> CostTree:

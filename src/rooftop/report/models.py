@@ -69,6 +69,7 @@ def model_summary(
         "decode_flops_per_token": tf.decode_flops_per_token(cfg, seq_len),
         "kv_cache_bytes_per_token": mem.kv_cache_bytes_per_token(cfg, kv_dtype),
         "kv_cache_bytes": mem.kv_cache_bytes(cfg, batch, seq_len, kv_dtype),
+        "state_bytes_per_sequence": mem.state_bytes_per_sequence(cfg, kv_dtype),
         "activation_bytes_per_token": act.activation_bytes_by_policy(cfg, seq_len),
         "activation_bytes_per_token_flash": act.activation_bytes_by_policy(cfg, seq_len, flash=True),
         "logits_bytes_per_token": act.logits_bytes_per_token(cfg),
@@ -77,7 +78,8 @@ def model_summary(
         "training_state_bytes": mem.training_state_bytes(cfg),
         **_book_flops(cfg, seq_len, remat, causal),
         "layer_groups": [
-            {"name": g.name, "count": g.count, "moe": g.moe, "window": g.window} for g in tf.layer_groups(cfg)
+            {"name": g.name, "count": g.count, "moe": g.moe, "window": g.window, "mixer": g.mixer, "mlp": g.mlp}
+            for g in tf.layer_groups(cfg)
         ],
         "conventions": {
             "flops": "matrix-unit FLOPs; forward = 2 x params_matmul_active + attention; train = 3 x forward"
@@ -168,6 +170,11 @@ def render_model(console: Console, cfg: TransformerConfig, d: dict[str, Any]) ->
         (f"decode FLOPs per token (context {t})", format_number(d["decode_flops_per_token"], "FLOP")),
         (f"KV cache per token ({d['kv_dtype']})", f"{d['kv_cache_bytes_per_token']:,.0f} B"),
         (f"KV cache ({b} x {t} tokens)", format_bytes(d["kv_cache_bytes"])),
+        *(
+            [("  of which linear / SSM state (constant in context)", format_bytes(b * d["state_bytes_per_sequence"]))]
+            if d["state_bytes_per_sequence"]
+            else []
+        ),
         ("training state per param", f"{d['training_bytes_per_param']:g} B"),
         ("training state (unsharded)", format_bytes(d["training_state_bytes"]["total"])),
         ("  in the book's units", f"{format_bytes(d['training_state_bytes']['total'], binary=False)}"),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rooftop.plan.serve.candidates import MinSlice
     from rooftop.plan.serve.critical import CriticalBatch
     from rooftop.plan.serve.disagg import Disaggregation, Pool
+    from rooftop.plan.serve.paging import KVPool
     from rooftop.plan.serve.phase import PhaseTime
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
 
@@ -185,7 +186,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         assert plan.disaggregation is not None  # plan_serving sets it with requests_per_s
         payload["disaggregation"] = disaggregation_dict(plan, plan.disaggregation)
     if plan.batching is not None:
-        payload["continuous_batching"] = batching_dict(plan.batching)
+        payload["continuous_batching"] = batching_dict(plan.batching, req.engine_name)
     return payload
 
 
@@ -214,10 +215,37 @@ def steady_dict(layout_dict: dict[str, Any], chips: int, s: SteadyState) -> dict
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_per_chip": None if s.tokens_per_s is None else s.tokens_per_s / chips,
         "reason": s.reason,
+        "kv_pool": kv_pool_dict(s.pool),
+        "preemptions": s.preemptions,
+        "kv_blocks_used": s.kv_blocks_used,
     }
 
 
-def batching_dict(b: Batching) -> dict[str, Any]:
+def kv_pool_dict(pool: KVPool | None) -> dict[str, Any] | None:
+    """The engine's KV block pool per chip (plan/serve/paging.py); None for a slot per sequence."""
+    if pool is None:
+        return None
+    e = pool.engine
+    return {
+        "engine": e.name,
+        "block_tokens": e.block_tokens,
+        "blocks": pool.blocks,
+        "tokens": pool.tokens,
+        "pool_bytes": pool.pool_bytes,
+        "hbm_bytes": pool.hbm_bytes,
+        "memory_fraction": e.memory_fraction,
+        "memory_of": e.memory_of,
+        "weights_bytes": pool.weights_bytes,
+        "activations_bytes": pool.activations_bytes,
+        "graph_bytes": e.graph_bytes,
+        "runtime_bytes": e.runtime_bytes,
+        "kv_bytes_per_token": pool.bytes_per_token,
+        "reserve_fraction": e.reserve_fraction,
+        "preemption": e.preemption,
+    }
+
+
+def batching_dict(b: Batching, engine: str = "generic") -> dict[str, Any]:
     """``continuous_batching``: the chosen layout's figures at the top (None when saturated), every
     layout's below."""
     t = b.traffic
@@ -230,6 +258,7 @@ def batching_dict(b: Batching) -> dict[str, Any]:
         "method": "simulation",
         "method_note": BATCHING_METHOD,
         "scheduler": t.scheduler,
+        "engine": engine,
         "token_budget": t.token_budget,
         "requests_per_s": t.requests_per_s,
         "concurrency": t.concurrency,

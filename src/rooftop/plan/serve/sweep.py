@@ -48,6 +48,7 @@ from rooftop.plan.serve.critical import CriticalBatch, compute_bound_batch, crit
 from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
+from rooftop.plan.serve.paging import Engine, get_engine
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
@@ -79,6 +80,7 @@ class ServingRequest:
     token_budget: int = DEFAULT_TOKEN_BUDGET
     static_cache_len: int = 0  # the engine's fixed-shape cache per slot (ServingLayout), 0: paged
     kv_reads_per_query_head: bool = False  # the engine's decode kernel has no GQA path (ServingLayout)
+    engine_name: str = "generic"  # the serving engine's KV pool, admission and preemption (plan/serve/paging.py)
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -96,6 +98,7 @@ class ServingRequest:
         # the scheduler, its budget and the concurrency are checked even when no traffic uses them
         _ = self.traffic or Traffic(self.prompt_len, self.gen_len, None, 1, self.scheduler, self.token_budget)
         self.engine(ServingLayout())  # the engine's cache fields are checked where a layout takes them
+        get_engine(self.engine_name)  # a known engine, or one line naming the choices
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
         if self.fix:
@@ -116,6 +119,11 @@ class ServingRequest:
         return dataclasses.replace(
             layout, static_cache_len=self.static_cache_len, kv_reads_per_query_head=self.kv_reads_per_query_head
         )
+
+    @property
+    def kv_engine(self) -> Engine:
+        """The engine whose KV pool continuous batching admits against (plan/serve/paging.py)."""
+        return get_engine(self.engine_name)
 
     @property
     def pins(self) -> dict[str, int]:

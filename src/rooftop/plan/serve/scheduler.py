@@ -106,6 +106,7 @@ class _Request:
     swapped: bool = False
     decoding: bool = False
     epoch: int = 0  # bumped each time it starts decoding: older heap entries are stale
+    seeded: bool = False  # a closed loop's first request, started mid-way (not measured)
 
     @property
     def finish(self) -> int:
@@ -268,7 +269,8 @@ class _Sim:
 
     def _complete(self, r: _Request) -> None:
         assert r.start_s is not None and r.first_s is not None
-        self.done.append((r.arrival_s, r.start_s, r.first_s, self.now))
+        if not r.seeded:
+            self.done.append((r.arrival_s, r.start_s, r.first_s, self.now))
         if self.clients is not None:
             heapq.heappush(self.arrivals, self.now)
 
@@ -338,15 +340,34 @@ class _Sim:
 
     def run(self, total: int, seed: int) -> None:
         rng = random.Random(seed)
-        if self.clients is not None:  # spread over one request's life, not in lockstep from time 0
-            life = self.step(0.0, self.t.prompt_len) + (self.t.gen_len - 1) * self.step(self.clients, 0.0)
-            self.arrivals = [i * life / self.clients for i in range(self.clients)]
+        if self.clients is not None:
+            self._seed_clients()
         while len(self.done) < total:
             self._admit(rng, total)
             if self.t.scheduler == "chunked":
                 self._chunked_step()
             else:
                 self._prefill_first_step()
+
+    def _seed_clients(self) -> None:
+        """Start a closed loop in its mixed steady state: client i's first request already decoding,
+        i (G - 1) / N of its steps done, so one request ends every (G - 1) / N steps, as many
+        clients spread over their requests' lives do. The pattern is counted in steps, not seconds,
+        so a faster chip runs the same pattern faster instead of locking into another phase (bursts
+        of clients that end together and prefill together). Those first requests are not measured.
+        Clients beyond the slots and the pool (and every client when G is 1) arrive at time 0."""
+        p, g = self.t.prompt_len, self.t.gen_len
+        seeded = 0
+        for i in range(self.clients or 0):
+            done = i * (g - 1) // (self.clients or 1)
+            need = self._blocks(p + done) if self.paging else 0
+            if g == 1 or seeded >= self.max_batch or need > self.free - self._need(1):
+                self.arrivals.append(0.0)
+                continue
+            r = _Request(0.0, 0, g - 1 - done, 0.0, 0.0, p + done, seeded=True)
+            r.order, self.admitted, seeded = self.admitted, self.admitted + 1, seeded + 1
+            self.free -= need
+            self._start_decoding(r)
 
     def _idle(self) -> bool:
         if self.live:

@@ -362,7 +362,10 @@ def continuous_batching(plan: ServingPlan) -> Batching:
         mesh = make_mesh(req.topology, layout.mesh_axes())
         pool = None
         if not layout.static_cache_len:  # paged: the engine's pool, the request's cap on running sequences
-            pool = kv_pool(req.cfg, req.chip, layout, req.dtypes, max(t.token_budget, t.prompt_len), req.kv_engine)
+            pool = kv_pool(
+                req.cfg, req.chip, layout, req.dtypes, max(t.token_budget, t.prompt_len), req.kv_engine,
+                req.eff.usable_hbm_fraction,
+            )  # fmt: skip
             slots = req.batch_cap - req.batch_cap % layout.batch_unit
         else:  # a fixed-shape slot per sequence
             slots = min(summary.max_batch, req.batch_cap)

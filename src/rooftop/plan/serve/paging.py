@@ -120,14 +120,25 @@ class KVPool:
 
 
 def kv_pool(
-    cfg: TransformerConfig, chip: Chip, layout: ServingLayout, dtypes: Dtypes, token_budget: int, engine: Engine
+    cfg: TransformerConfig,
+    chip: Chip,
+    layout: ServingLayout,
+    dtypes: Dtypes,
+    token_budget: int,
+    engine: Engine,
+    usable_fraction: float = 0.95,
 ) -> KVPool:
-    """The pool of ``engine`` on one chip of ``layout`` (module docstring); 0 blocks when nothing is left."""
+    """The pool of ``engine`` on one chip of ``layout`` (module docstring); 0 blocks when nothing is left.
+    The engines' fractions and buffers are GPU figures: on other chips (TPUs: the cache an XLA array
+    beside the weights, no CUDA graphs) the pool is ``usable_fraction`` x HBM - weights -
+    activations, ``usable_fraction`` the serving efficiency's usable HBM (catalog/efficiency/serving.toml)."""
     hbm = chip.hbm_capacity_bytes
     weights = weights_per_chip_bytes(cfg, layout, dtypes.weights)
     act = activation_bytes(cfg, layout, token_budget, engine)
     fixed = weights + act + engine.graph_bytes + engine.runtime_bytes
-    if engine.memory_of == "total":
+    if chip.kind != "gpu":
+        pool = usable_fraction * hbm - weights - act
+    elif engine.memory_of == "total":
         pool = engine.memory_fraction * hbm - fixed
     elif engine.memory_of == "free":
         pool = engine.memory_fraction * (hbm - fixed)

@@ -444,4 +444,41 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         plan = dataclasses.replace(plan, disaggregation=disaggregate(plan, req.requests_per_s))
     if req.traffic is not None:
         plan = dataclasses.replace(plan, batching=continuous_batching(plan))
+        plan = _choose_under_load(plan)
     return plan
+
+
+def _choose_under_load(plan: ServingPlan) -> ServingPlan:
+    """With a load (a rate or a concurrency) the headline answers under it: the layout continuous
+    batching chooses (latency targets checked on TPOT and TTFT under the load), at the swept batch
+    that holds its mean running batch (the smallest at or above it, else the largest); none when no
+    layout meets the targets under the load, whatever the static sweep would pick. The static
+    choice stays in the notes."""
+    b = plan.batching
+    assert b is not None
+    static = (
+        f"without the load, the static sweep would choose: {plan.chosen_reason}"
+        if plan.chosen is not None
+        else f"without the load: {plan.chosen_reason}"
+    )
+    notes = (*plan.notes, static)
+    if b.chosen is None:
+        return dataclasses.replace(plan, chosen=None, chosen_reason=f"under the load: {b.reason}", notes=notes)
+    layout, state = b.layouts[b.chosen]
+    mine = [i for i, p in enumerate(plan.points) if p.layout == layout and p.fits]
+    if not mine:
+        return dataclasses.replace(plan, chosen=None, chosen_reason=f"under the load: {b.reason}", notes=notes)
+    running = state.decode_batch or 0.0
+    above = [i for i in mine if plan.points[i].batch >= running]
+    best = min(above, key=lambda i: plan.points[i].batch) if above else max(mine, key=lambda i: plan.points[i].batch)
+    load = (
+        f"{b.traffic.requests_per_s:g} requests/s"
+        if b.traffic.requests_per_s is not None
+        else f"{b.traffic.concurrency} concurrent requests"
+    )
+    why = (
+        f"under {load}: {b.reason}; TPOT {format_duration(state.tpot_s or 0.0)}, TTFT "
+        f"{format_duration(state.ttft_s or 0.0)} with {running:.3g} sequences running per replica "
+        f"(shown at batch {plan.points[best].batch})"
+    )
+    return dataclasses.replace(plan, chosen=best, chosen_reason=why, notes=notes)

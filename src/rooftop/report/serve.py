@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rooftop.plan.serve.paging import KVPool
     from rooftop.plan.serve.phase import PhaseTime
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
+    from rooftop.plan.serve.ttft import Stage
 
 
 # ---------------------------------------------------------------- JSON
@@ -215,10 +216,17 @@ def steady_dict(layout_dict: dict[str, Any], chips: int, s: SteadyState) -> dict
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_per_chip": None if s.tokens_per_s is None else s.tokens_per_s / chips,
         "reason": s.reason,
+        "ttft_stages": [stage_dict(x) for x in s.ttft_stages],
+        "ttft_idle_stages": [stage_dict(x) for x in s.ttft_idle_stages],
         "kv_pool": kv_pool_dict(s.pool),
         "preemptions": s.preemptions,
         "kv_blocks_used": s.kv_blocks_used,
     }
+
+
+def stage_dict(s: Stage) -> dict[str, Any]:
+    """One stage of TTFT (plan/serve/ttft.py)."""
+    return {"name": s.name, "time_s": s.seconds, "formula": s.formula, "source": s.source}
 
 
 def kv_pool_dict(pool: KVPool | None) -> dict[str, Any] | None:
@@ -254,6 +262,7 @@ def batching_dict(b: Batching, engine: str = "generic") -> dict[str, Any]:
     top["ttft_idle_s"] = None
     if b.chosen is not None:
         top = {k: layouts[b.chosen][k] for k in (*LOAD_KEYS, "ttft_idle_s")}
+    top["ttft_stages"] = layouts[b.chosen]["ttft_stages"] if b.chosen is not None else []
     return {
         "method": "simulation",
         "method_note": BATCHING_METHOD,
@@ -352,8 +361,20 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
     if plan.batching is not None:
         console.print(_batching_table(plan.batching))
         say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
+        if plan.batching.chosen is not None and plan.batching.layouts[plan.batching.chosen][1].ttft_stages:
+            console.print(_stages_table(plan.batching.layouts[plan.batching.chosen][1]))
     for note in plan.notes:
         say(console, f"note: {note}")
+
+
+def _stages_table(s: SteadyState) -> Table:
+    """TTFT stage by stage, idle and under the load, of one layout (plan/serve/ttft.py)."""
+    rows = [
+        (a.name, format_duration(i.seconds), format_duration(a.seconds), a.formula)
+        for a, i in zip(s.ttft_stages, s.ttft_idle_stages, strict=True)
+    ]
+    rows.append(("TTFT", format_duration(s.ttft_idle_s), _opt(s.ttft_s), "the sum"))
+    return table("time to first token of the chosen layout, stage by stage", ["stage", "idle", "loaded", "how"], rows)
 
 
 def _opt(v: float | None, fmt: Any = format_duration) -> str:

@@ -51,9 +51,10 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.paging import KVPool, kv_pool
+from rooftop.plan.serve.paging import Engine, KVPool, kv_pool
 from rooftop.plan.serve.phase import mixed_step
 from rooftop.plan.serve.scheduler import Paging, StepFn, Traffic, simulate
+from rooftop.plan.serve.ttft import Stage, total, ttft_stages
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan
@@ -234,6 +235,8 @@ class SteadyState:
     pool: KVPool | None = None  # the engine's KV block pool (None: a slot per sequence at full length)
     preemptions: int | None = None
     kv_blocks_used: float | None = None  # mean fraction of the pool's blocks in use under the load
+    ttft_stages: tuple[Stage, ...] = ()  # under the load (plan/serve/ttft.py), when an engine is given
+    ttft_idle_stages: tuple[Stage, ...] = ()
 
 
 def idle_ttft(step: StepFn, t: Traffic) -> float:
@@ -271,6 +274,7 @@ def steady_state(
     replicas: int = 1,
     pool: KVPool | None = None,
     host_bytes_per_s: float = 0.0,
+    engine: Engine | None = None,
 ) -> SteadyState:
     """TPOT, TTFT under load, queueing and throughput of ``replicas`` replicas sharing the traffic
     evenly (module docstring: the fluid balance decides saturation, the simulation the rest); with
@@ -278,6 +282,8 @@ def steady_state(
     (plan/serve/paging.py) and ``max_batch`` is only the engine's limit on running sequences."""
     cap = capacity(step, t, fluid_batch(t, max_batch, pool))
     idle = idle_ttft(step, t)
+    idle_stages = ttft_stages(engine, t.prompt_len, idle, step(1.0, 0.0)) if engine else ()
+    idle = total(idle_stages) if engine else idle
     slice_cap = cap * replicas
     paging = paging_of(pool, host_bytes_per_s)
     if pool is not None and pool.blocks < pool.blocks_for(t.prompt_len + t.gen_len):
@@ -291,7 +297,9 @@ def steady_state(
             if not cap
             else ""
         )
-        return SteadyState(t, replicas, max_batch, slice_cap, True, idle, *(None,) * 7, why, pool)
+        return SteadyState(
+            t, replicas, max_batch, slice_cap, True, idle, *(None,) * 7, why, pool, ttft_idle_stages=idle_stages
+        )  # fmt: skip
     if t.requests_per_s is not None:
         r = simulate(step, t, max_batch, rate=t.requests_per_s / replicas, paging=paging)
         served = r.requests_per_s * replicas
@@ -302,13 +310,18 @@ def steady_state(
         r = simulate(step, t, max_batch, clients=clients, paging=paging)
         served = r.requests_per_s / clients * t.concurrency  # one client's rate, every client
         load = f"{clients} clients per replica, {served:.4g} requests/s"
+    stages: tuple[Stage, ...] = ()
+    ttft = r.ttft_s
+    if engine is not None:
+        stages = ttft_stages(engine, t.prompt_len, r.ttft_s - r.queue_s, r.tpot_s, r.queue_s, r.residual_s)
+        ttft = total(stages)
     return SteadyState(
-        t, replicas, max_batch, slice_cap, False, idle, r.tpot_s, r.ttft_s, r.queue_s,
+        t, replicas, max_batch, slice_cap, False, idle, r.tpot_s, ttft, r.queue_s,
         r.prefill_tokens_per_step, r.decode_batch, served, served * t.gen_len,
         f"{load}: {r.decode_batch:.3g} sequences decode per step on average, "
         f"{r.prefill_tokens_per_step:.4g} prompt tokens prefilled per step"
         + (f", {r.blocks_used:.0%} of the {pool.blocks} KV blocks in use, {r.preemptions} preemptions" if pool else ""),
-        pool, r.preemptions if pool else None, r.blocks_used if pool else None,
+        pool, r.preemptions if pool else None, r.blocks_used if pool else None, stages, idle_stages,
     )  # fmt: skip
 
 
@@ -370,7 +383,8 @@ def continuous_batching(plan: ServingPlan) -> Batching:
         else:  # a fixed-shape slot per sequence
             slots = min(summary.max_batch, req.batch_cap)
         step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, slots)
-        out.append((layout, steady_state(step, t, slots, layout.replicas, pool, req.chip.host_bytes_per_s)))
+        state = steady_state(step, t, slots, layout.replicas, pool, req.chip.host_bytes_per_s, req.kv_engine)
+        out.append((layout, state))
     chosen, reason = _choose(out, t, req.max_step_latency_s, req.max_ttft_s)
     return Batching(t, tuple(out), chosen, reason)
 

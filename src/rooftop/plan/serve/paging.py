@@ -55,6 +55,10 @@ class Engine:
     graph_bytes: float
     runtime_bytes: float
     logits_sequences: int
+    request_s: float = 0.0
+    tokenize_s_per_token: float = 0.0
+    detokenize_s: float = 0.0
+    return_steps: int = 0
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -85,6 +89,10 @@ def get_engine(name: str) -> Engine:
         float(v["graph_bytes"]),
         float(v["runtime_bytes"]),
         int(v["logits_sequences"]),
+        float(v["request_s"]),
+        float(v["tokenize_s_per_token"]),
+        float(v["detokenize_s"]),
+        int(v["return_steps"]),
         tuple((k, str(node["source"])) for k, node in data.items()),
     )
 

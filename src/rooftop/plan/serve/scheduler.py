@@ -126,6 +126,7 @@ class SimResult:
     requests: int
     preemptions: int = 0
     blocks_used: float = 0.0  # mean fraction of the pool in use over the measured steps (0 without paging)
+    residual_s: float = 0.0  # mean remaining time of the step under way at a random instant: sum d^2 / (2 sum d)
 
 
 class _Sim:
@@ -442,6 +443,7 @@ class _Sim:
             len(done),
             self.preemptions,
             used,
+            sum(st[1] ** 2 / st[4] for st in span) / (2 * busy),
         )
 
 

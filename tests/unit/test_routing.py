@@ -67,3 +67,16 @@ def test_a_deepseek_decode_step_prices_the_busiest_expert_and_chip(batch: int) -
     if batch == 8:  # 11 experts' weights on the busiest chip against 7.2 on average: a slower step
         assert steps[8].weights_bytes > steps[1].weights_bytes * 1.2
         assert steps[8].time_s > steps[1].time_s
+
+
+def test_per_sequence_step_costs_are_terms() -> None:
+    """The host work that grows with the batch is a term of its own: sequences x step_per_seq_s."""
+    cfg, chip = get_model("deepseek-v3"), get_chip("b200")
+    eff = default_efficiency("serving", "gpu")
+    layout = ServingLayout(tp=8, ep=8)
+    mesh = make_mesh(topology_for_chips(chip, 8), layout.mesh_axes())
+    for batch in (8, 256):
+        step = decode_step(cfg, chip, mesh, layout, batch, 2048, Dtypes("fp8", "fp8", "fp8"), eff)
+        term = next(t for t in step.terms if t.name == "per-sequence host work")
+        assert term.seconds == pytest.approx(batch * eff.step_per_seq_s)
+        assert step.scheduling_s == pytest.approx(eff.step_s + batch * eff.step_per_seq_s)

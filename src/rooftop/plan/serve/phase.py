@@ -367,13 +367,13 @@ def _fixed_costs(
     launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
     host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
     scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
-    per_step: tuple[tuple[str, float], ...] = (("step_s", eff.step_s),)
-    if eff.step_per_seq_s:
-        per_step += (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
     terms = [
         Term("launch", launch_s, "overhead", "launch", launch),
-        Term("scheduling", scheduling_s, "overhead", "per_step", per_step),
+        Term("scheduling", eff.step_s, "overhead", "per_step", (("step_s", eff.step_s),)),
     ]
+    if eff.step_per_seq_s:  # grows with the batch: sampling, the scheduler's and the attention metadata's work
+        per_seq = (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
+        terms.append(Term("per-sequence host work", eff.step_per_seq_s * sequences, "overhead", "per_seq", per_seq))
     if host:
         eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
         terms.append(Term("host launch", host, "overhead", "eager", eager))

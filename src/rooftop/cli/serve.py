@@ -158,6 +158,10 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     else:
         topology = topology_for_chips(chip, _count(args.chips, "--chips", MAX_CHIPS) or 1)
     eff = IDEAL if args.ideal else default_efficiency("serving", chip.kind)
+    if not args.ideal:  # the engine's own per-step host times (fitted), before any --efficiency override
+        from rooftop.plan.serve.paging import engine_efficiency, get_engine
+
+        eff = engine_efficiency(eff, get_engine(getattr(args, "engine", None) or "generic"))
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)
     return ServingRequest(

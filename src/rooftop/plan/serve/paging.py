@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from rooftop.catalog.io import builtin_toml
+from rooftop.cost.efficiency import Efficiency
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import Dtypes, TransformerConfig
@@ -59,6 +60,9 @@ class Engine:
     tokenize_s_per_token: float = 0.0
     detokenize_s: float = 0.0
     return_steps: int = 0
+    scheduler_steps: int = 1  # decode steps run as one block between scheduler passes (vLLM V0 multi-step)
+    step_s: float | None = None  # the engine's own host time per step (fitted), else the serving efficiency's
+    step_per_seq_s: float | None = None  # the same per running sequence (fitted)
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -93,8 +97,17 @@ def get_engine(name: str) -> Engine:
         float(v["tokenize_s_per_token"]),
         float(v["detokenize_s"]),
         int(v["return_steps"]),
+        int(v.get("scheduler_steps", 1)),
+        float(v["step_s"]) if "step_s" in v else None,
+        float(v["step_per_seq_s"]) if "step_per_seq_s" in v else None,
         tuple((k, str(node["source"])) for k, node in data.items()),
     )
+
+
+def engine_efficiency(eff: Efficiency, engine: Engine) -> Efficiency:
+    """``eff`` with the engine's own per-step host times where it has them (fitted, engines.toml)."""
+    more = {k: v for k, v in (("step_s", engine.step_s), ("step_per_seq_s", engine.step_per_seq_s)) if v is not None}
+    return eff.replace(**more) if more else eff
 
 
 def activation_bytes(cfg: TransformerConfig, layout: ServingLayout, tokens: int, engine: Engine) -> float:

@@ -48,7 +48,7 @@ from rooftop.plan.serve.critical import CriticalBatch, compute_bound_batch, crit
 from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
-from rooftop.plan.serve.paging import Engine, get_engine
+from rooftop.plan.serve.paging import Engine, engine_efficiency, get_engine
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
@@ -100,7 +100,8 @@ class ServingRequest:
         self.engine(ServingLayout())  # the engine's cache fields are checked where a layout takes them
         get_engine(self.engine_name)  # a known engine, or one line naming the choices
         if self.efficiency is None:
-            object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
+            eff = engine_efficiency(default_efficiency("serving", self.chip.kind), get_engine(self.engine_name))
+            object.__setattr__(self, "efficiency", eff)
         if self.fix:
             object.__setattr__(self, "fix", dict(self.fix))
             sl.check_pins(self.cfg, self.topology.num_chips, self.pins)

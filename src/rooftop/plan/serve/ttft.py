@@ -4,7 +4,9 @@ for the engine's figures; plan/serve/scheduler.py for the queue and the prefill 
 
     request    = request_s + tokenize_s_per_token x P   the API server parses and tokenizes the prompt
     step       = the scheduler step under way at arrival  a request joins at the next step: for Poisson
-                 arrivals the mean residual of the step they land in, sum d^2 / (2 sum d) over the steps
+                 arrivals the mean residual of the step they land in, sum d^2 / (2 sum d) over the steps,
+                 times scheduler_steps when the engine runs decode steps in blocks (vLLM V0's
+                 --num-scheduler-steps: a request waits for the block under way)
     queue      = the wait behind other requests          the simulation's queue beyond that residual
     prefill    = the steps that take its prompt          chunked prefill: shared with the running decodes
     returned   = return_steps x a decode step            an overlap scheduler reads a step's tokens while
@@ -42,7 +44,7 @@ def ttft_stages(
     under way at its arrival."""
     e = engine
     src = f"catalog/efficiency/engines.toml [{e.name}]"
-    residual = min(residual_s, queue_s)
+    residual = min(residual_s, queue_s) * e.scheduler_steps  # a block of scheduler_steps steps under way
     return (
         Stage(
             "request handling and tokenization",
@@ -50,8 +52,18 @@ def ttft_stages(
             f"request_s {e.request_s:g} s + {prompt_len} tokens x {e.tokenize_s_per_token:g} s",
             src,
         ),
-        Stage("the scheduler step under way", residual, "sum d^2 / (2 sum d) over the steps", "the simulation"),
-        Stage("queued behind other requests", queue_s - residual, "queue - the step under way", "the simulation"),
+        Stage(
+            "the scheduler step under way",
+            residual,
+            f"scheduler_steps {e.scheduler_steps} x sum d^2 / (2 sum d) over the steps",
+            "the simulation",
+        ),
+        Stage(
+            "queued behind other requests",
+            queue_s - min(residual_s, queue_s),
+            "queue - the step under way",
+            "the simulation",
+        ),
         Stage("prefill steps", prefill_s, "its prompt's steps, shared with the running decodes", "the simulation"),
         Stage(
             "first token returned",

@@ -382,7 +382,9 @@ def continuous_batching(plan: ServingPlan) -> Batching:
             slots = req.batch_cap - req.batch_cap % layout.batch_unit
         else:  # a fixed-shape slot per sequence
             slots = min(summary.max_batch, req.batch_cap)
-        step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, slots)
+        # priced up to the most sequences that fit at all (each holds at least its prompt's blocks)
+        grid = slots if pool is None else max(1, min(slots, pool.tokens // t.prompt_len))
+        step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, grid)
         state = steady_state(step, t, slots, layout.replicas, pool, req.chip.host_bytes_per_s, req.kv_engine)
         out.append((layout, state))
     chosen, reason = _choose(out, t, req.max_step_latency_s, req.max_ttft_s)

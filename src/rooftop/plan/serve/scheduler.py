@@ -166,6 +166,8 @@ class _Sim:
         if self.paging is None or not self.live:
             return 0
         b, d = self.block, self.dsteps
+        if k == 1:
+            return self.residues[-d % b]
         full, rest = divmod(k, b)
         return full * self.live + sum(self.residues[(-(d + j)) % b] for j in range(rest))
 
@@ -237,13 +239,16 @@ class _Sim:
 
     def _grow(self) -> None:
         """Free blocks for the next decode step, preempting the newest requests when the pool is short."""
-        if self.paging is None or self.paging.preemption == "none":
-            self.free -= self._need(1)
+        if self.paging is None:
+            return
+        need = self._need(1)
+        if self.paging.preemption == "none":
+            self.free -= need
             return
         before = self.preemptions
-        while self._need(1) > self.free and self._preempt():
-            pass
-        self.free -= self._need(1)
+        while need > self.free and self._preempt():
+            need = self._need(1)
+        self.free -= need
         self.held = self.preemptions > before  # a step that preempts admits nothing (vLLM V1's scheduler)
 
     # ------------------------------------------------ arrivals, prefill, decode
@@ -292,7 +297,8 @@ class _Sim:
 
     def _decode(self, k: int, duration: float) -> None:
         """k decode steps of ``duration`` each, then the sequences that are done leave."""
-        self.free -= self._need(k)
+        if self.paging:
+            self.free -= self._need(k)
         self._record(duration * k, self.live, 0.0, k)
         self.dsteps += k
         self._retire()
@@ -386,7 +392,8 @@ class _Sim:
             return
         if not c and not self.extra_s:  # decode only until the next arrival, the next sequence done, the pool full
             d = self.step(n, 0.0)
-            self.free += self._need(1)  # _grow took the first step's blocks; _decode takes the run's
+            if self.paging:
+                self.free += self._need(1)  # _grow took the first step's blocks; _decode takes the run's
             self._decode(self._run_length(d), d)
             return
         d = self.step(n, c) + self.extra_s

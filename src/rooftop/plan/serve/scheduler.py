@@ -315,7 +315,11 @@ class _Sim:
 
     def _take(self, budget: float, whole: bool) -> float:
         """Prompt tokens the step takes from the queue, FCFS, within ``budget``, the free slots and blocks."""
-        c, started = 0.0, sum(1 for r in self.waiting if r.start_s is not None)
+        c, started = 0.0, 0
+        for r in self.waiting:  # FCFS: the prompts already started are the first ones
+            if r.start_s is None:
+                break
+            started += 1
         for r in self.waiting:
             if budget <= 0 or (whole and c and r.remaining > budget):
                 break

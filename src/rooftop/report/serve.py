@@ -152,6 +152,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "max_context_len": req.max_context_len,
         "static_cache_len": req.static_cache_len,
         "kv_reads_per_query_head": req.kv_reads_per_query_head,
+        "engine": req.engine_name,
         "dtypes": {
             "weights": dt.weights,
             "kv_cache": dt.kv_cache,

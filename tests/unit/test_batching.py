@@ -142,7 +142,7 @@ def test_traffic_is_validated() -> None:
 
 def test_step_table_is_exact_on_its_grid_and_linear_between() -> None:
     table = StepTable(lambda n, c: 1.0 + 2.0 * n + 3.0 * c, 100, 800.0)
-    assert table.ns == [0, 1, 2, 4, 8, 16, 32, 64, 100]
+    assert table.ns == [0, 1, 2, 4, 8, 16, 32, 64, 128]  # powers of two up to the first at or above 100
     assert table(3, 150.0) == pytest.approx(1.0 + 2.0 * 3 + 3.0 * 150)
     assert table(100, 800.0) == pytest.approx(1.0 + 200 + 2400)
 

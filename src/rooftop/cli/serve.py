@@ -94,6 +94,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "context, as paged kernels read it)",
     )
     p.add_argument(
+        "--engine",
+        choices=("generic", "vllm", "sglang", "trtllm"),
+        help="the serving engine continuous batching runs as: its KV block pool (block size, memory fraction), "
+        "admission and preemption, and its per-step costs (default generic: vLLM's defaults)",
+    )
+    p.add_argument(
         "--kv-reads-per-query-head",
         action="store_true",
         help="the engine's decode attention has no GQA path: it reads each KV head once per query head "
@@ -152,6 +158,10 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     else:
         topology = topology_for_chips(chip, _count(args.chips, "--chips", MAX_CHIPS) or 1)
     eff = IDEAL if args.ideal else default_efficiency("serving", chip.kind)
+    if not args.ideal:  # the engine's own per-step host times (fitted), before any --efficiency override
+        from rooftop.plan.serve.paging import engine_efficiency, get_engine
+
+        eff = engine_efficiency(eff, get_engine(getattr(args, "engine", None) or "generic"))
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)
     return ServingRequest(
@@ -173,6 +183,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         token_budget=_count(budget, "--token-budget") or DEFAULT_TOKEN_BUDGET,
         static_cache_len=_count(getattr(args, "static_cache_len", None), "--static-cache-len") or 0,
         kv_reads_per_query_head=bool(getattr(args, "kv_reads_per_query_head", False)),
+        engine_name=getattr(args, "engine", None) or "generic",
     )
 
 

@@ -105,6 +105,13 @@ def _per_step(t: Term) -> str:
     return text + " (runtime, scheduling, sampling, host sync)"
 
 
+def _per_seq(t: Term) -> str:
+    return (
+        f"{plural(t.figure('sequences'), 'sequence')} x {format_duration(t.figure('step_per_seq_s'))} "
+        "(sampling, scheduling and attention metadata per running sequence)"
+    )
+
+
 def _eager(t: Term) -> str:
     return (
         f"{plural(t.figure('kernels'), 'kernel')} x {format_duration(t.figure('kernel_eager_s'))} issued by the host "
@@ -135,6 +142,7 @@ _RULES: dict[str, Callable[[Term], str]] = {
     "bubble": _bubble,
     "launch": _launch,
     "per_step": _per_step,
+    "per_seq": _per_seq,
     "eager": _eager,
     "host": _host,
     "sync": _sync,

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from rooftop.plan.serve.candidates import MinSlice
     from rooftop.plan.serve.critical import CriticalBatch
     from rooftop.plan.serve.disagg import Disaggregation, Pool
+    from rooftop.plan.serve.paging import KVPool
     from rooftop.plan.serve.phase import PhaseTime
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
+    from rooftop.plan.serve.ttft import Stage
 
 
 # ---------------------------------------------------------------- JSON
@@ -151,6 +153,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "max_context_len": req.max_context_len,
         "static_cache_len": req.static_cache_len,
         "kv_reads_per_query_head": req.kv_reads_per_query_head,
+        "engine": req.engine_name,
         "dtypes": {
             "weights": dt.weights,
             "kv_cache": dt.kv_cache,
@@ -187,7 +190,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         assert plan.disaggregation is not None  # plan_serving sets it with requests_per_s
         payload["disaggregation"] = disaggregation_dict(plan, plan.disaggregation)
     if plan.batching is not None:
-        payload["continuous_batching"] = batching_dict(plan.batching)
+        payload["continuous_batching"] = batching_dict(plan.batching, req.engine_name)
     return payload
 
 
@@ -216,10 +219,44 @@ def steady_dict(layout_dict: dict[str, Any], chips: int, s: SteadyState) -> dict
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_per_chip": None if s.tokens_per_s is None else s.tokens_per_s / chips,
         "reason": s.reason,
+        "ttft_stages": [stage_dict(x) for x in s.ttft_stages],
+        "ttft_idle_stages": [stage_dict(x) for x in s.ttft_idle_stages],
+        "kv_pool": kv_pool_dict(s.pool),
+        "preemptions": s.preemptions,
+        "kv_blocks_used": s.kv_blocks_used,
     }
 
 
-def batching_dict(b: Batching) -> dict[str, Any]:
+def stage_dict(s: Stage) -> dict[str, Any]:
+    """One stage of TTFT (plan/serve/ttft.py)."""
+    return {"name": s.name, "time_s": s.seconds, "formula": s.formula, "source": s.source}
+
+
+def kv_pool_dict(pool: KVPool | None) -> dict[str, Any] | None:
+    """The engine's KV block pool per chip (plan/serve/paging.py); None for a slot per sequence."""
+    if pool is None:
+        return None
+    e = pool.engine
+    return {
+        "engine": e.name,
+        "block_tokens": e.block_tokens,
+        "blocks": pool.blocks,
+        "tokens": pool.tokens,
+        "pool_bytes": pool.pool_bytes,
+        "hbm_bytes": pool.hbm_bytes,
+        "memory_fraction": e.memory_fraction,
+        "memory_of": e.memory_of,
+        "weights_bytes": pool.weights_bytes,
+        "activations_bytes": pool.activations_bytes,
+        "graph_bytes": e.graph_bytes,
+        "runtime_bytes": e.runtime_bytes,
+        "kv_bytes_per_token": pool.bytes_per_token,
+        "reserve_fraction": e.reserve_fraction,
+        "preemption": e.preemption,
+    }
+
+
+def batching_dict(b: Batching, engine: str = "generic") -> dict[str, Any]:
     """``continuous_batching``: the chosen layout's figures at the top (None when saturated), every
     layout's below."""
     t = b.traffic
@@ -228,10 +265,12 @@ def batching_dict(b: Batching) -> dict[str, Any]:
     top["ttft_idle_s"] = None
     if b.chosen is not None:
         top = {k: layouts[b.chosen][k] for k in (*LOAD_KEYS, "ttft_idle_s")}
+    top["ttft_stages"] = layouts[b.chosen]["ttft_stages"] if b.chosen is not None else []
     return {
         "method": "simulation",
         "method_note": BATCHING_METHOD,
         "scheduler": t.scheduler,
+        "engine": engine,
         "token_budget": t.token_budget,
         "requests_per_s": t.requests_per_s,
         "concurrency": t.concurrency,
@@ -328,8 +367,20 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
     if plan.batching is not None:
         console.print(_batching_table(plan.batching))
         say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
+        if plan.batching.chosen is not None and plan.batching.layouts[plan.batching.chosen][1].ttft_stages:
+            console.print(_stages_table(plan.batching.layouts[plan.batching.chosen][1]))
     for note in plan.notes:
         say(console, f"note: {note}")
+
+
+def _stages_table(s: SteadyState) -> Table:
+    """TTFT stage by stage, idle and under the load, of one layout (plan/serve/ttft.py)."""
+    rows = [
+        (a.name, format_duration(i.seconds), format_duration(a.seconds), a.formula)
+        for a, i in zip(s.ttft_stages, s.ttft_idle_stages, strict=True)
+    ]
+    rows.append(("TTFT", format_duration(s.ttft_idle_s), _opt(s.ttft_s), "the sum"))
+    return table("time to first token of the chosen layout, stage by stage", ["stage", "idle", "loaded", "how"], rows)
 
 
 def _opt(v: float | None, fmt: Any = format_duration) -> str:

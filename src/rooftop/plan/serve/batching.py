@@ -40,6 +40,7 @@ replica.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,8 +51,10 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh
 from rooftop.model.config import Dtypes, TransformerConfig
 from rooftop.plan.serve.layout import ServingLayout
+from rooftop.plan.serve.paging import Engine, KVPool, kv_pool
 from rooftop.plan.serve.phase import mixed_step
-from rooftop.plan.serve.scheduler import StepFn, Traffic, simulate
+from rooftop.plan.serve.scheduler import Paging, StepFn, Traffic, simulate
+from rooftop.plan.serve.ttft import Stage, total, ttft_stages
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan
@@ -60,18 +63,18 @@ if TYPE_CHECKING:
 
 
 class StepTable:
-    """A priced step on a grid of running sequences (0, pp, 2 pp, 4 pp, ... up to ``max_batch``)
-    and prefill tokens (0 to ``budget`` in ``c_points`` steps), linear in between; ``price(n, c)``
-    is called once per grid point, when first needed."""
+    """A priced step on a grid of running sequences (0, pp, 2 pp, 4 pp, ... up to the first power
+    of two times pp at or above ``max_batch``) and prefill tokens (0 to ``budget`` in 8 steps),
+    linear in between; ``price(n, c)`` is called once per grid point, when first needed. The grid
+    does not move with ``max_batch`` beyond its power of two, so a chip with more memory prices
+    the same steps the same way (the fixed points below are then monotone in the chip)."""
 
     def __init__(self, price: Callable[[int, float], float], max_batch: int, budget: float, pp: int = 1) -> None:
-        top = max(max_batch - max_batch % pp, pp)
-        ns = {0, top}
-        k = pp
-        while k < top:
-            ns.add(k)
+        ns, k = [0, pp], pp
+        while k < max_batch:
             k *= 2
-        self.ns = sorted(ns)
+            ns.append(k)
+        self.ns = ns
         self.cs = [budget * i / 8 for i in range(9)]
         self.price = price
         self.cache: dict[tuple[int, int], float] = {}
@@ -88,6 +91,11 @@ class StepTable:
         hi = self._at(i + 1, j) * (1 - fc) + self._at(i + 1, j + 1) * fc
         return lo * (1 - fn) + hi * fn
 
+    def breaks(self, a: float, b: float) -> list[float]:
+        """The tau at which (a tau, b tau) crosses a grid line: between two, the step is a
+        quadratic in tau (bilinear in n and c, each linear in tau)."""
+        return sorted({x / a for x in self.ns[1:-1] if a > 0} | {x / b for x in self.cs[1:-1] if b > 0})
+
 
 def _segment(grid: list[float] | list[int], x: float) -> tuple[int, float]:
     """(i, f): x = grid[i] + f (grid[i+1] - grid[i]), extrapolated linearly past the ends."""
@@ -98,43 +106,107 @@ def _segment(grid: list[float] | list[int], x: float) -> tuple[int, float]:
 # ---------------------------------------------------------------- the fluid balance (saturation)
 
 
-def _fluid_step(step: StepFn, t: Traffic, rate: float, max_batch: int) -> float | None:
+#: the largest mean step the fluid balance considers (seconds): beyond it, "cannot keep up"
+MAX_STEP_S = 1e6
+#: capacities are the largest rate on the grid 2^(k / CAPACITY_STEPS) requests/s (0.07% apart)
+CAPACITY_STEPS = 1024
+
+
+def _fluid_step(step: StepFn, t: Traffic, rate: float, max_batch: float) -> float | None:
     """Mean step time at ``rate`` requests/s per replica, or None when the replica cannot keep up
-    (module docstring): fixed point of t = step(rate (G-1) t, rate P t) from below."""
+    (module docstring): the smallest tau >= 0 with f(tau) <= tau, f(tau) = step(rate (G-1) tau,
+    rate P tau) (chunked; prefill-first: step(rate (G-1) tau, 0) / (1 - u), u the prefill steps'
+    share of time), within tau_max where the running sequences reach ``max_batch`` (and, chunked,
+    the step's tokens the budget). A bracketing solve, not an iteration: f is increasing, so the
+    smallest fixed point is the first tau where g = f - tau reaches 0; on a StepTable g is a
+    quadratic between grid crossings (``StepTable.breaks``), whose first root is solved exactly;
+    for any other step function the pieces are 64 geometric ones, each root bracketed and bisected.
+    A pointwise faster step lowers g everywhere, so the answer never gets worse on a better chip."""
     p, g, budget = t.prompt_len, t.gen_len, t.token_budget
-    tau = step(0.0, 0.0)
-    for _ in range(200):
-        n, c = rate * (g - 1) * tau, rate * p * tau
-        if n > max_batch:
+    a, b = rate * (g - 1), rate * p
+    if t.scheduler == "chunked":
+        hi = min(max_batch / a if a else math.inf, budget / (a + b), MAX_STEP_S)
+
+        def f(tau: float) -> float:
+            return step(a * tau, b * tau)
+    else:
+        u = rate * p * step(0.0, budget) / budget
+        if u >= 1:
             return None
-        if t.scheduler == "chunked":
-            if n + c > budget:
-                return None
-            new = step(n, c)
-        else:  # decode steps of n, and prefill steps of full budgets taking a share u of the time
-            u = rate * p * step(0.0, budget) / budget
-            if u >= 1:
-                return None
-            new = step(n, 0.0) / (1 - u)
-        if new > 1e6:
-            return None
-        if abs(new - tau) <= 1e-9 * new:
-            return new
-        tau = new
+        hi, b = min(max_batch / a if a else math.inf, MAX_STEP_S), 0.0
+
+        def f(tau: float) -> float:
+            return step(a * tau, 0.0) / (1 - u)
+
+    cuts = step.breaks(a, b) if isinstance(step, StepTable) else [hi * 2.0**-k for k in range(64, 0, -1)]
+    edges = [0.0, *(x for x in cuts if 0 < x < hi), hi]
+    for lo, up in itertools.pairwise(edges):
+        root = _first_root(f, lo, up, exact=isinstance(step, StepTable))
+        if root is not None:
+            return root
     return None
 
 
-def capacity(step: StepFn, t: Traffic, max_batch: int) -> float:
-    """Largest request rate per replica the fluid balance sustains (bisection, 0.1%)."""
-    lo, hi = 0.0, 1.0
-    while _fluid_step(step, t, hi, max_batch) is not None:
-        lo, hi = hi, hi * 2
-        if hi > 1e9:
-            return math.inf
-    while hi - lo > 1e-3 * hi:
+def _first_root(f: Callable[[float], float], lo: float, hi: float, exact: bool) -> float | None:
+    """The smallest x in [lo, hi] with f(x) <= x, f a quadratic there when ``exact`` (else bisected)."""
+    g0, mid, g1 = f(lo) - lo, (lo + hi) / 2, f(hi) - hi
+    if g0 <= 0:
+        return lo
+    if exact:  # g(x) = g0 + q1 s + q2 s^2, s = x - lo
+        gm, h = f(mid) - mid, (hi - lo) / 2
+        q2 = (g1 - 2 * gm + g0) / (2 * h * h)
+        q1 = (gm - g0) / h - q2 * h
+        roots = _quadratic_roots(q2, q1, g0)
+        inside = [lo + s for s in roots if 0 <= s <= hi - lo]
+        if inside:
+            x = min(inside)
+            return x if f(x) <= x * (1 + 1e-12) else _bisect(f, lo, min(hi, x * (1 + 1e-9)))
+        return None
+    return _bisect(f, lo, hi) if g1 <= 0 else None
+
+
+def _quadratic_roots(q2: float, q1: float, q0: float) -> list[float]:
+    """Real roots of q2 s^2 + q1 s + q0 (numerically stable form)."""
+    if abs(q2) < 1e-300:
+        return [] if q1 == 0 else [-q0 / q1]
+    disc = q1 * q1 - 4 * q2 * q0
+    if disc < 0:
+        return []
+    w = -0.5 * (q1 + math.copysign(math.sqrt(disc), q1))
+    return [w / q2, q0 / w] if w else [0.0]
+
+
+def _bisect(f: Callable[[float], float], lo: float, hi: float) -> float | None:
+    """Bisection of f(x) <= x between lo (above) and hi (below); hi when it is not below."""
+    if f(hi) > hi:
+        return None
+    for _ in range(100):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _fluid_step(step, t, mid, max_batch) is not None else (lo, mid)
-    return lo
+        lo, hi = (lo, mid) if f(mid) <= mid else (mid, hi)
+        if hi - lo <= 1e-12 * hi:
+            break
+    return hi
+
+
+def capacity(step: StepFn, t: Traffic, max_batch: float) -> float:
+    """Largest request rate per replica the fluid balance sustains: the largest 2^(k / 1024) that
+    does, k found by bisection (sustainable rates are a down-set: f grows and tau_max shrinks with
+    the rate), so a better chip never gets a lower figure."""
+
+    def ok(k: int) -> bool:
+        return _fluid_step(step, t, 2.0 ** (k / CAPACITY_STEPS), max_batch) is not None
+
+    lo, hi = -40 * CAPACITY_STEPS, 0
+    if not ok(lo):
+        return 0.0
+    while ok(hi):
+        lo, hi = hi, hi + 4 * CAPACITY_STEPS
+        if hi > 30 * CAPACITY_STEPS:
+            return math.inf
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return 2.0 ** (lo / CAPACITY_STEPS)
 
 
 # ---------------------------------------------------------------- one layout, one slice
@@ -160,6 +232,11 @@ class SteadyState:
     requests_per_s: float | None
     tokens_per_s: float | None
     reason: str
+    pool: KVPool | None = None  # the engine's KV block pool (None: a slot per sequence at full length)
+    preemptions: int | None = None
+    kv_blocks_used: float | None = None  # mean fraction of the pool's blocks in use under the load
+    ttft_stages: tuple[Stage, ...] = ()  # under the load (plan/serve/ttft.py), when an engine is given
+    ttft_idle_stages: tuple[Stage, ...] = ()
 
 
 def idle_ttft(step: StepFn, t: Traffic) -> float:
@@ -170,33 +247,81 @@ def idle_ttft(step: StepFn, t: Traffic) -> float:
     return full * step(0.0, t.token_budget) + (step(0.0, rest) if rest else 0.0)
 
 
-def steady_state(step: StepFn, t: Traffic, max_batch: int, replicas: int = 1) -> SteadyState:
+def fluid_batch(t: Traffic, max_batch: int, pool: KVPool | None) -> float:
+    """Running sequences the memory holds on average: the slots, and with a block pool its tokens
+    over a sequence's mean holding, P + (1 + r) G / 2 + block / 2 (its prompt, half its output on
+    average, the reserve fraction r of the output still to come, half a block rounding)."""
+    if pool is None:
+        return max_batch
+    e = pool.engine
+    held = t.prompt_len + (1 + e.reserve_fraction) * t.gen_len / 2 + e.block_tokens / 2
+    return min(max_batch, pool.tokens / held)
+
+
+def paging_of(pool: KVPool | None, host_bytes_per_s: float) -> Paging | None:
+    """The scheduler's view of ``pool`` (a swap moves a block over the host link)."""
+    if pool is None:
+        return None
+    e = pool.engine
+    swap = pool.bytes_per_token * e.block_tokens / host_bytes_per_s if host_bytes_per_s > 0 else 0.0
+    return Paging(pool.blocks, e.block_tokens, e.reserve_fraction, e.preemption, swap)
+
+
+def steady_state(
+    step: StepFn,
+    t: Traffic,
+    max_batch: int,
+    replicas: int = 1,
+    pool: KVPool | None = None,
+    host_bytes_per_s: float = 0.0,
+    engine: Engine | None = None,
+) -> SteadyState:
     """TPOT, TTFT under load, queueing and throughput of ``replicas`` replicas sharing the traffic
-    evenly (module docstring: the fluid balance decides saturation, the simulation the rest)."""
-    cap = capacity(step, t, max_batch)
+    evenly (module docstring: the fluid balance decides saturation, the simulation the rest); with
+    ``pool``, the scheduler admits, grows and preempts against the engine's KV blocks
+    (plan/serve/paging.py) and ``max_batch`` is only the engine's limit on running sequences."""
+    cap = capacity(step, t, fluid_batch(t, max_batch, pool))
     idle = idle_ttft(step, t)
+    idle_stages = ttft_stages(engine, t.prompt_len, idle, step(1.0, 0.0)) if engine else ()
+    idle = total(idle_stages) if engine else idle
     slice_cap = cap * replicas
-    if t.requests_per_s is not None and t.requests_per_s / replicas >= cap:
-        return SteadyState(
-            t, replicas, max_batch, slice_cap, True, idle, *(None,) * 7,
+    paging = paging_of(pool, host_bytes_per_s)
+    if pool is not None and pool.blocks < pool.blocks_for(t.prompt_len + t.gen_len):
+        cap = slice_cap = 0.0
+    if (t.requests_per_s is not None and t.requests_per_s / replicas >= cap) or not cap:
+        why = (
             f"saturated: {t.requests_per_s:.4g} requests/s exceed the {slice_cap:.4g} this layout sustains "
-            f"({replicas} x {cap:.4g}); the queue grows without bound, so no TTFT",
+            f"({replicas} x {cap:.4g}); the queue grows without bound, so no TTFT"
+            if cap and t.requests_per_s is not None
+            else "the KV pool cannot hold one request to its last token"
+            if not cap
+            else ""
+        )
+        return SteadyState(
+            t, replicas, max_batch, slice_cap, True, idle, *(None,) * 7, why, pool, ttft_idle_stages=idle_stages
         )  # fmt: skip
     if t.requests_per_s is not None:
-        r = simulate(step, t, max_batch, rate=t.requests_per_s / replicas)
+        r = simulate(step, t, max_batch, rate=t.requests_per_s / replicas, paging=paging)
         served = r.requests_per_s * replicas
         load = f"{t.requests_per_s:.4g} requests/s, {r.requests_per_s / cap:.0%} of the {slice_cap:.4g} sustained"
     else:
         assert t.concurrency is not None  # Traffic holds one of the two
         clients = max(1, round(t.concurrency / replicas))  # a replica's share, rounded
-        r = simulate(step, t, max_batch, clients=clients)
+        r = simulate(step, t, max_batch, clients=clients, paging=paging)
         served = r.requests_per_s / clients * t.concurrency  # one client's rate, every client
         load = f"{clients} clients per replica, {served:.4g} requests/s"
+    stages: tuple[Stage, ...] = ()
+    ttft = r.ttft_s
+    if engine is not None:
+        stages = ttft_stages(engine, t.prompt_len, r.ttft_s - r.queue_s, r.tpot_s, r.queue_s, r.residual_s)
+        ttft = total(stages)
     return SteadyState(
-        t, replicas, max_batch, slice_cap, False, idle, r.tpot_s, r.ttft_s, r.queue_s,
+        t, replicas, max_batch, slice_cap, False, idle, r.tpot_s, ttft, r.queue_s,
         r.prefill_tokens_per_step, r.decode_batch, served, served * t.gen_len,
         f"{load}: {r.decode_batch:.3g} sequences decode per step on average, "
-        f"{r.prefill_tokens_per_step:.4g} prompt tokens prefilled per step",
+        f"{r.prefill_tokens_per_step:.4g} prompt tokens prefilled per step"
+        + (f", {r.blocks_used:.0%} of the {pool.blocks} KV blocks in use, {r.preemptions} preemptions" if pool else ""),
+        pool, r.preemptions if pool else None, r.blocks_used if pool else None, stages, idle_stages,
     )  # fmt: skip
 
 
@@ -247,10 +372,21 @@ def continuous_batching(plan: ServingPlan) -> Batching:
         if summary.max_batch < 1:
             continue
         layout = summary.layout
-        slots = min(summary.max_batch, req.batch_cap)
         mesh = make_mesh(req.topology, layout.mesh_axes())
-        step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, slots)
-        out.append((layout, steady_state(step, t, slots, layout.replicas)))
+        pool = None
+        if not layout.static_cache_len:  # paged: the engine's pool, the request's cap on running sequences
+            pool = kv_pool(
+                req.cfg, req.chip, layout, req.dtypes, max(t.token_budget, t.prompt_len), req.kv_engine,
+                req.eff.usable_hbm_fraction,
+            )  # fmt: skip
+            slots = req.batch_cap - req.batch_cap % layout.batch_unit
+        else:  # a fixed-shape slot per sequence
+            slots = min(summary.max_batch, req.batch_cap)
+        # priced up to the most sequences that fit at all (each holds at least its prompt's blocks)
+        grid = slots if pool is None else max(1, min(slots, pool.tokens // t.prompt_len))
+        step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, grid)
+        state = steady_state(step, t, slots, layout.replicas, pool, req.chip.host_bytes_per_s, req.kv_engine)
+        out.append((layout, state))
     chosen, reason = _choose(out, t, req.max_step_latency_s, req.max_ttft_s)
     return Batching(t, tuple(out), chosen, reason)
 

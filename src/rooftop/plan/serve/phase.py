@@ -51,11 +51,12 @@ from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
-from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
-from rooftop.model.memory import mlp_parts
+from rooftop.model.config import Dtypes, TransformerConfig, Workload
 from rooftop.model.transformer import model_costs
+from rooftop.plan.serve import routing
 from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group, query_head_reads
 from rooftop.plan.serve.shapes import chip_gemm, matmul_shape_factor, mixed_gemms, shaped_estimate
+from rooftop.sharding import tensor
 
 
 @dataclass(frozen=True)
@@ -68,23 +69,40 @@ class ChipCost:
     kv_cache_bytes: float
     other_bytes: float
     gemms: tuple[tuple[Gemm, float], ...] = ()
+    routing: tuple[tuple[str, float], ...] = ()  # the routed experts' busiest expert and chip (_routing)
 
     @property
     def flops(self) -> float:
         return sum(c.flops for c in self.groups.values())
 
 
-def _expert_imbalance(cfg: TransformerConfig, ep: int, expert_weight_bytes: float, w_bytes: float) -> float:
-    """Busiest chip's expert reads over the mean under expert parallelism. With T experts touched
-    per MoE layer spread over ep chips, a chip reads at least one whole expert once any is touched:
-    max(T / ep, min(T, 1)) / (T / ep) (a lower bound of the maximum; uniform routing)."""
-    if cfg.moe is None or ep == 1 or expert_weight_bytes <= 0:
-        return 1.0
-    sizes = {"D": cfg.d_model, "F_e": cfg.moe.d_ff_expert}
-    per_expert = sum(p.params(sizes) for n, p in mlp_parts(cfg, True).items() if n.startswith("experts/"))
-    moe_layers = sum(g.count for g in layer_groups(cfg) if g.moe)
-    touched = expert_weight_bytes / (per_expert * w_bytes * moe_layers)
-    return max(touched / ep, min(touched, 1.0)) / (touched / ep)
+def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, tuple]:
+    """(weight-read factor, rows factor, figures) of a step routing ``tokens`` tokens
+    (plan/serve/routing.py): the busiest expert-parallel chip reads busiest_chip_experts /
+    (touched / ep) times the mean chip's expert weights and computes busiest_of(ep, T k, 1 / ep) /
+    (T k / ep) times its rows (a chip's share of the rows: with one expert per chip, the busiest
+    expert's). The busiest expert's rows are a figure of the matmul terms: within one chip the
+    grouped matmul's tiles of every expert run side by side, so the busiest expert sets no time
+    of its own while its rows fit the tiles the others use."""
+    moe = cfg.moe
+    if moe is None or tokens <= 0:
+        return 1.0, 1.0, ()
+    touched, mean = moe.touched(tokens), routing.mean_rows(moe, tokens)
+    top = max(mean, routing.busiest_rows(moe, tokens))
+    reads = rows = 1.0
+    figures: tuple[tuple[str, float], ...] = (
+        ("routed_tokens", tokens),
+        ("experts_touched", touched),
+        ("expert_mean_rows", mean),
+        ("expert_busiest_rows", top),
+    )
+    if ep > 1:
+        chip_experts = routing.busiest_chip_experts(moe, tokens, ep)
+        reads = chip_experts / (touched / ep)
+        assignments = tokens * moe.top_k
+        rows = max(1.0, routing.busiest_of(ep, round(assignments), 1 / ep) / (assignments / ep))
+        figures += (("ep", ep), ("busiest_chip_experts", chip_experts), ("busiest_chip_rows_factor", rows))
+    return reads, rows, figures
 
 
 @lru_cache(maxsize=256)
@@ -114,10 +132,10 @@ def chip_cost(
     reads = query_head_reads(cfg, layout) if workload.phase == "decode" else 1.0
     leaves = _model_leaves(cfg, workload, dtypes)
     scale = 1.0  # the routed experts' weight reads, relative to the workload's own (model/transformer.py)
+    own = workload.batch * workload.seq_len
     if weight_tokens is not None and cfg.moe is not None:
-        scale = cfg.moe.touched(weight_tokens) / cfg.moe.touched(workload.batch * workload.seq_len)
-    experts = scale * sum(leaf.cost.bytes_of("weights") for leaf in leaves if leaf.tag and leaf.tag.expert)
-    imbalance = _expert_imbalance(cfg, layout.ep, experts, dtype_bytes(dtypes.weights))
+        scale = cfg.moe.touched(weight_tokens) / cfg.moe.touched(own)
+    imbalance, rows, figures = _routing(cfg, layout.ep, own if weight_tokens is None else weight_tokens)
     busiest = busiest_fraction(layout, workload.batch) if busiest is None else busiest
     flops: dict[str, dict[tuple[str, str], float]] = {g: {} for g in GROUPS}
     nbytes = dict.fromkeys(GROUPS, 0.0)
@@ -128,6 +146,8 @@ def chip_cost(
         assert tag is not None  # model_costs tags every leaf
         s = layout_share(tag, cfg, layout, workload.phase == "prefill", busiest, cost.gemm)
         group = op_group(tag)
+        if tag.expert and rows > 1:  # the busiest chip's rows
+            s = tensor.Share(s.flops * rows, s.weights, s.kv, s.act * rows)
         if group == "matmul" and cost.gemm is not None and s.flops > 0:
             gemms.append((chip_gemm(cost.gemm, tag, s, cfg), cost.flops * s.flops))
         for key, v in cost.flops_by.items():
@@ -139,7 +159,9 @@ def chip_cost(
         nbytes[group] += w_chip + k_chip + a_chip
         totals = [totals[0] + w_chip, totals[1] + k_chip, totals[2] + a_chip]
     weights_bytes, kv_bytes, other_bytes = totals
-    return ChipCost({g: Cost(flops[g], nbytes[g]) for g in GROUPS}, weights_bytes, kv_bytes, other_bytes, tuple(gemms))
+    return ChipCost(
+        {g: Cost(flops[g], nbytes[g]) for g in GROUPS}, weights_bytes, kv_bytes, other_bytes, tuple(gemms), figures
+    )
 
 
 # ---------------------------------------------------------------- timing a phase
@@ -277,7 +299,8 @@ def _group_times(cost: ChipCost, chip: Chip, eff: Efficiency) -> tuple[dict, dic
         group_s[g] = est.lower_bound_s
         group_bound[g] = "compute" if est.compute_s >= est.memory_s else "memory"
         compute_s += est.compute_s
-        terms += [replace(t, name=f"{g}: {t.name}") for t in est.terms]
+        more = cost.routing if g == "matmul" else ()
+        terms += [replace(t, name=f"{g}: {t.name}", figures=(*t.figures, *more)) for t in est.terms]
     return group_s, group_bound, compute_s, terms
 
 
@@ -344,13 +367,13 @@ def _fixed_costs(
     launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
     host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
     scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
-    per_step: tuple[tuple[str, float], ...] = (("step_s", eff.step_s),)
-    if eff.step_per_seq_s:
-        per_step += (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
     terms = [
         Term("launch", launch_s, "overhead", "launch", launch),
-        Term("scheduling", scheduling_s, "overhead", "per_step", per_step),
+        Term("scheduling", eff.step_s, "overhead", "per_step", (("step_s", eff.step_s),)),
     ]
+    if eff.step_per_seq_s:  # grows with the batch: sampling, the scheduler's and the attention metadata's work
+        per_seq = (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
+        terms.append(Term("per-sequence host work", eff.step_per_seq_s * sequences, "overhead", "per_seq", per_seq))
     if host:
         eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
         terms.append(Term("host launch", host, "overhead", "eager", eager))
@@ -448,15 +471,16 @@ def mixed_step(
     share_ = prefill_tokens / (prompt_len * pp)
     ranks = layout.attn_dp * layout.kv_batch
     busiest = max(share_ / ranks, min(share_, 1.0)) / share_ if share_ > 0 and ranks > 1 else None
-    pre = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weights=False, busiest=busiest)
     tokens_ = micro + prefill_tokens / pp  # one microbatch's tokens, through the same weights
+    pre = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, False, tokens_, busiest)
     if micro:
         dec = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout, weight_tokens=tokens_)
     else:  # prefill only: the weights, read once, and nothing else
         whole = chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, weight_tokens=tokens_)
-        bare = pre if busiest is None else chip_cost(cfg, Workload("prefill", 1, prompt_len), dtypes, layout, False)
+        one = Workload("prefill", 1, prompt_len)
+        bare = pre if busiest is None else chip_cost(cfg, one, dtypes, layout, False, tokens_)
         weights = {g: Cost({}, whole.groups[g].hbm_bytes - bare.groups[g].hbm_bytes) for g in GROUPS}
-        dec = ChipCost(weights, whole.weights_bytes, 0.0, 0.0)
+        dec = ChipCost(weights, whole.weights_bytes, 0.0, 0.0, (), whole.routing)
     groups = {g: dec.groups[g] + share_ * pre.groups[g] for g in GROUPS}
     cost = ChipCost(
         groups,
@@ -464,6 +488,7 @@ def mixed_step(
         dec.kv_cache_bytes + share_ * pre.kv_cache_bytes,
         dec.other_bytes + share_ * pre.other_bytes,
         mixed_gemms(dec.gemms, pre.gemms, share_),
+        dec.routing,
     )
     tokens = micro + max(1, round(prefill_tokens / pp)) if prefill_tokens else micro
     sequences = batch + math.ceil(prefill_tokens / prompt_len)

@@ -48,6 +48,7 @@ from rooftop.plan.serve.critical import CriticalBatch, compute_bound_batch, crit
 from rooftop.plan.serve.crossing import crossing_notes, scale_out_axes
 from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
+from rooftop.plan.serve.paging import Engine, engine_efficiency, get_engine
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
@@ -79,6 +80,7 @@ class ServingRequest:
     token_budget: int = DEFAULT_TOKEN_BUDGET
     static_cache_len: int = 0  # the engine's fixed-shape cache per slot (ServingLayout), 0: paged
     kv_reads_per_query_head: bool = False  # the engine's decode kernel has no GQA path (ServingLayout)
+    engine_name: str = "generic"  # the serving engine's KV pool, admission and preemption (plan/serve/paging.py)
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -96,8 +98,10 @@ class ServingRequest:
         # the scheduler, its budget and the concurrency are checked even when no traffic uses them
         _ = self.traffic or Traffic(self.prompt_len, self.gen_len, None, 1, self.scheduler, self.token_budget)
         self.engine(ServingLayout())  # the engine's cache fields are checked where a layout takes them
+        get_engine(self.engine_name)  # a known engine, or one line naming the choices
         if self.efficiency is None:
-            object.__setattr__(self, "efficiency", default_efficiency("serving", self.chip.kind))
+            eff = engine_efficiency(default_efficiency("serving", self.chip.kind), get_engine(self.engine_name))
+            object.__setattr__(self, "efficiency", eff)
         if self.fix:
             object.__setattr__(self, "fix", dict(self.fix))
             sl.check_pins(self.cfg, self.topology.num_chips, self.pins)
@@ -116,6 +120,11 @@ class ServingRequest:
         return dataclasses.replace(
             layout, static_cache_len=self.static_cache_len, kv_reads_per_query_head=self.kv_reads_per_query_head
         )
+
+    @property
+    def kv_engine(self) -> Engine:
+        """The engine whose KV pool continuous batching admits against (plan/serve/paging.py)."""
+        return get_engine(self.engine_name)
 
     @property
     def pins(self) -> dict[str, int]:
@@ -436,4 +445,41 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
         plan = dataclasses.replace(plan, disaggregation=disaggregate(plan, req.requests_per_s))
     if req.traffic is not None:
         plan = dataclasses.replace(plan, batching=continuous_batching(plan))
+        plan = _choose_under_load(plan)
     return plan
+
+
+def _choose_under_load(plan: ServingPlan) -> ServingPlan:
+    """With a load (a rate or a concurrency) the headline answers under it: the layout continuous
+    batching chooses (latency targets checked on TPOT and TTFT under the load), at the swept batch
+    that holds its mean running batch (the smallest at or above it, else the largest); none when no
+    layout meets the targets under the load, whatever the static sweep would pick. The static
+    choice stays in the notes."""
+    b = plan.batching
+    assert b is not None
+    static = (
+        f"without the load, the static sweep would choose: {plan.chosen_reason}"
+        if plan.chosen is not None
+        else f"without the load: {plan.chosen_reason}"
+    )
+    notes = (*plan.notes, static)
+    if b.chosen is None:
+        return dataclasses.replace(plan, chosen=None, chosen_reason=f"under the load: {b.reason}", notes=notes)
+    layout, state = b.layouts[b.chosen]
+    mine = [i for i, p in enumerate(plan.points) if p.layout == layout and p.fits]
+    if not mine:
+        return dataclasses.replace(plan, chosen=None, chosen_reason=f"under the load: {b.reason}", notes=notes)
+    running = state.decode_batch or 0.0
+    above = [i for i in mine if plan.points[i].batch >= running]
+    best = min(above, key=lambda i: plan.points[i].batch) if above else max(mine, key=lambda i: plan.points[i].batch)
+    load = (
+        f"{b.traffic.requests_per_s:g} requests/s"
+        if b.traffic.requests_per_s is not None
+        else f"{b.traffic.concurrency} concurrent requests"
+    )
+    why = (
+        f"under {load}: {b.reason}; TPOT {format_duration(state.tpot_s or 0.0)}, TTFT "
+        f"{format_duration(state.ttft_s or 0.0)} with {running:.3g} sequences running per replica "
+        f"(shown at batch {plan.points[best].batch})"
+    )
+    return dataclasses.replace(plan, chosen=best, chosen_reason=why, notes=notes)

@@ -1,8 +1,10 @@
-"""``rooftop profile PATH --chip C [--hlo FILE] [--plot FILE.png]``: every op of a profile next to its roofline."""
+"""``rooftop profile PATH [--chip C] [--hlo FILE] [--plot FILE.png]``: every op of a profile next to its roofline.
+Without --chip the chip is the catalog's match for the device the profile recorded (analysis/device.py)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "more", nargs="*", action=_Paths, default=(), metavar="PATH",
         help="more hosts: profile directories, .xplane.pb files or glob patterns",
     )  # fmt: skip
-    add_common(p)
+    add_common(p, chip_required=False)
     p.add_argument("--hlo", metavar="FILE", help="HLO text of the program (default: the HLO embedded in the XPlane)")
     p.add_argument("--mesh", help="name the mesh axes, e.g. data=4,model=2 (default: inferred from replica groups)")
     p.add_argument("--topology", help="physical slice to time collectives on (default: one for the device count)")
@@ -121,6 +123,10 @@ def run_hosts(args: argparse.Namespace) -> Output:
     from rooftop.report import hosts as report
     from rooftop.report.profile import plot_profile
 
+    if args.chip is None:
+        from rooftop.errors import InvalidConfigError
+
+        raise InvalidConfigError("several hosts: give --chip (the device is read from a single profile)")
     chip = chip_from_args(args)
     paths = [args.path, *args.more]
     if args.timeline is not None:
@@ -140,6 +146,31 @@ def run_hosts(args: argparse.Namespace) -> Output:
     )
 
 
+def _chip_and_trace(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(chip, loaded trace or None, DeviceChoice or None): without --chip the trace is loaded first and the
+    chip is the catalog's match for its recorded device; with --chip the recorded device is compared to it."""
+    from rooftop.analysis.device import choose_chip
+    from rooftop.hardware.catalog import load_chips
+
+    given = chip_from_args(args) if args.chip is not None else None
+    trace = _trace(args) if args.timeline is not None or given is None else None
+    if trace is None:  # --chip given, no timeline: the profile is loaded once, by profile_report
+        from rooftop.analysis.trace.load import load_trace
+
+        trace = load_trace(args.path, _progress())
+    device = choose_chip(trace, load_chips(getattr(args, "catalog", None)), given)
+    if device.chip is None:
+        from rooftop.errors import InvalidConfigError
+
+        seen = (
+            f"records {device.recorded.describe()!r}, which no catalog chip matches"
+            if device.recorded
+            else "records no device"
+        )
+        raise InvalidConfigError(f"give --chip: the profile {seen} (see `rooftop chips`, or a chip file)")
+    return device.chip, trace, device
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.hosts import many_hosts
     from rooftop.analysis.profile import profile_report
@@ -148,12 +179,17 @@ def run(args: argparse.Namespace) -> Output:
     _check_files(args)
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
         return run_hosts(args)
-    chip = chip_from_args(args)
-    trace = _trace(args) if args.timeline is not None else None
+    chip, trace, device = _chip_and_trace(args)
     prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
-    _write_files(args, prof, chip, trace)
+    note = device.note() if device is not None else None
+    if note is not None:
+        prof = dataclasses.replace(prof, notes=(note, *prof.notes))
+    _write_files(args, prof, chip, trace if args.timeline is not None else None)
+    payload = report.profile_payload(prof, chip)
+    if device is not None:
+        payload["device"] = device.payload()
     return Output(
-        report.profile_payload(prof, chip),
+        payload,
         lambda console: report.render_profile(console, prof, chip, args.top),
         [lambda path: report.plot_profile(prof, chip, path, args.top)],
     )

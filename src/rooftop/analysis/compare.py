@@ -358,7 +358,7 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
 
 
-def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
+def memory_of(trace: Trace, points: int = 200) -> dict[str, object]:
     return memory_summary(trace.memory, points)
 
 
@@ -448,7 +448,7 @@ def assemble(
     """The report of judged ``ops`` (ranked by time lost, then name), with the steps, categories and memory
     of ``trace``; ``execs`` are every op execution of the trace (``executions``), for the steps;
     ``intervals`` their :func:`device_intervals` when already computed."""
-    return assemble_parts(trace.source, chip, ops, step_reports(trace, execs, intervals), _memory(trace), sharding,
+    return assemble_parts(trace.source, chip, ops, step_reports(trace, execs, intervals), memory_of(trace), sharding,
                           notes)  # fmt: skip
 
 

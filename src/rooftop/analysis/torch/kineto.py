@@ -10,6 +10,7 @@ columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per ke
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
@@ -21,18 +22,22 @@ from rooftop.analysis.compare import (
     OpReport,
     Priced,
     ProfileReport,
-    assemble,
+    assemble_parts,
     category_of,
     device_intervals,
     judge,
+    memory_of,
 )
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.intervals import Runs
+from rooftop.analysis.intervals import Runs, device_step_sums, step_table
+from rooftop.analysis.torch.engine_ops import collective_kind
+from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.torch.steps import kineto_steps, step_lengths
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
-from rooftop.cost.cost import Cost
+from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
@@ -75,6 +80,25 @@ class _Nccl:
                 self.meshes[n] = f"no topology of {n} {self.chip.name}: {exc}"
         return self.meshes[n]
 
+    def op(self, op: TorchOp) -> tuple[str, Priced]:
+        """A collective op (not an NCCL kernel) over the trace's world (distributedInfo), as a Comm."""
+        kind = collective_kind(op.name) or "all-reduce"
+        size = self.world
+        if size.__class__ is not int or size < 1:
+            return op.label(), Priced(None, unknown=f"{op.name}: a {kind} whose group the trace does not give "
+                                      "(no distributedInfo world_size)")  # fmt: skip
+        mesh = self.mesh(size)
+        if isinstance(mesh, str):
+            return op.label(), Priced(None, unknown=mesh)
+        axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
+        try:
+            comm = dataclasses.replace(_collective(op, kind, size), axes=axes)
+        except InvalidConfigError as exc:
+            return op.label(), Priced(None, unknown=f"{op.name}: {exc}")
+        est = roofline(Cost(comms=(comm,)), self.chip, mesh)
+        words = f"{kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec}), the trace's world"
+        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+
     def key(self, args: Any) -> tuple:
         size = args.get("Group size", self.world)
         values = (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
@@ -100,8 +124,35 @@ class _Nccl:
         return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
 
 
-def _price(op: TorchOp, chip: Chip) -> tuple[str, Priced]:
-    price = op_cost(op)
+def _comm_kernels(trace: Trace, launched: Launches) -> frozenset[str]:
+    """Names of the kernels that communicate beyond NCCL's: those a collective op of any implementation
+    launched (symm_mem, functional collectives, custom all-reduces), and those named as collectives."""
+    ev = trace.events
+    names = ev.column("name")
+    code, values = column_codes(ev, "name")
+    named = {v for v in values if collective_kind(v)}
+    has_op = launched.ops >= 0
+    pairs = np.unique(np.stack((code[launched.kernels[has_op]], code[launched.ops[has_op]])), axis=1)
+    launched_by = {values[k] for k, o in pairs.T.tolist() if collective_kind(names[_first_row(code, o)])}
+    return frozenset(named | launched_by)
+
+
+def _first_row(code: np.ndarray, value: int) -> int:
+    return int(np.argmax(code == value))
+
+
+def _collective(op: TorchOp, kind: str, group: int) -> Comm:
+    """The Comm of a collective op of any implementation (symm_mem, functional collectives, custom
+    all-reduces): its first tensor is each rank's input; an all-gather's output is ``group`` of them."""
+    tensor = next((i for i in op.reads() if op.tensor(i) is not None), None)
+    if tensor is None:
+        raise InvalidConfigError("no tensor argument")
+    size = op.nbytes(tensor) * (group if kind == "all-gather" else 1)
+    return Comm(kind, (), size, label=op.name)
+
+
+def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str, Priced]:
+    price = op_cost(op, stats)
     if price.cost is None:
         return op.label(price.tag), Priced(None, unknown=price.what)
     try:
@@ -133,7 +184,7 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileRep
     launched = launching_ops(trace)
     execs = executions(trace, by_time=False)  # for the steps and the intervals: their order does not matter
     groups, unexplained = _kernel_groups(trace, chip, nccl, launched, execs)
-    intervals = device_intervals(execs)
+    intervals = device_intervals(execs, _comm_kernels(trace, launched))
     ops: list[OpReport] = []
     for key, g in groups.items():
         category = "communication" if key[0] == "nccl" else category_of(g.label, g.opcode or g.label)
@@ -151,7 +202,11 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileRep
                      "profile the engine in eager mode to price them")  # fmt: skip
     if not launched.shapes:
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
-    return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)
+    steps, how = kineto_steps(trace, execs)
+    if how:
+        notes.append(how)
+    table = step_table(steps, device_step_sums(steps, *intervals))
+    return assemble_parts(trace.source, chip.name, ops, table, memory_of(trace), (), notes)
 
 
 def _kernel_groups(
@@ -178,7 +233,7 @@ def _kernel_groups(
         g.runs = Runs(alone_runs, at[members])
     priced = np.flatnonzero(~is_nccl & (op_row >= 0))
     if len(priced):
-        op_runs, group = _op_runs(ev, chip, kernels[priced], op_row[priced], groups)
+        op_runs, group = _op_runs(ev, nccl, kernels[priced], op_row[priced], groups)
         for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
             if len(members):
                 g.runs = Runs(op_runs, members)
@@ -253,7 +308,7 @@ def _alone_groups(
 
 
 def _op_runs(
-    ev: EventTable, chip: Chip, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
+    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
 ) -> tuple[Executions, np.ndarray]:
     """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
     with each one's report row, per (aten op, shapes, dtypes): ops read and priced once per distinct
@@ -280,22 +335,25 @@ def _op_runs(
     ids, _ = first_codes(np.fromiter(map(id, map(getattr, of_ops, itertools.repeat("shared"), of_ops)), np.int64,
                                      len(ops)))  # fmt: skip
     del of_ops
-    sig, at = first_codes(name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids)
-    del name, ids
+    step, stats = step_lengths(ev, ops, names, name[ops])
+    key = (name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids) * (len(stats) + 1) + step + 1
+    sig, at = first_codes(key)
+    del name, ids, key
     prices: dict[tuple, tuple[str, Priced]] = {}
     index = {key: k for k, key in enumerate(groups)}
     made = []
     for i in at.tolist():  # each distinct op: read, priced (once per shapes), given its report row
         r = int(ops[i])
         op = TorchOp.from_args(names[r], args[r])
-        shapes = (op.name, op.dims, op.types, op.concrete)
+        lengths = stats[step[i]] if step[i] >= 0 else None
+        shapes = (op.name, op.dims, op.types, op.concrete, lengths)
         if shapes not in prices:
-            prices[shapes] = _price(op, chip)
+            prices[shapes] = nccl.op(op) if collective_kind(op.name) else _price(op, nccl.chip, lengths)
         label, priced = prices[shapes]
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)
         if key not in groups:
             index[key] = len(groups)
-            groups[key] = _Group(label, op.name, priced)
+            groups[key] = _Group(label, collective_kind(op.name) or op.name, priced)
         made.append(index[key])
     runs = Executions(ev, rows, (begin, end, busy), events, (device, devices))
     return runs, np.array(made, np.int64)[sig]

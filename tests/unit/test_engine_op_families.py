@@ -138,3 +138,9 @@ def test_family_words() -> None:
     assert family_of("sgl_kernel::apply_rope_pos_ids_cos_sin_cache") == "rotary"
     assert family_of("aten::rms_norm") is None  # aten ops have their own rules
     assert family_of("mylib::unrelated") is None
+    assert family_of("TopK") == "memory" and family_of("triton_poi_fused__to_copy_1") == "memory"
+
+
+def test_inductor_pointwise_kernel_moves_its_buffers_once() -> None:
+    op = _op("triton_poi_fused__to_copy_1", ([131072, 64], F32), ([131072, 64], BF16), ([], "Scalar"))
+    assert _fb(op) == (0.0, 131072 * 64 * (4 + 2))

@@ -16,6 +16,7 @@ from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
 from rooftop.analysis.hlo.ir import HloModule, Instruction, split_top
 from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
+from rooftop.analysis.torch.capture import Capture
 from rooftop.analysis.torch.kineto import kineto_report
 from rooftop.analysis.trace.cmdbuf import attribute_command_buffers
 from rooftop.analysis.trace.events import ProgressFn, Trace
@@ -159,21 +160,24 @@ def profile_report(
     mesh: str | None = None,
     topology: str | None = None,
     progress: ProgressFn | None = None,
+    capture: Capture | None = None,
 ) -> ProfileReport:
     """The ProfileReport of a trace (a path to load, or a loaded Trace) on ``chip``: JAX traces joined with
-    their modules' HLO (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`)."""
+    their modules' HLO (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`;
+    ``capture``: the trace of the engine's CUDA-graph capture, for the kernels the graphs replay)."""
     trace = source if isinstance(source, Trace) else load_trace(source, progress)
     with paused_gc():  # millions of acyclic rows and executions: collection passes would dominate
-        return _profile_report(trace, chip, hlo, mesh, topology)
+        return _profile_report(trace, chip, hlo, mesh, topology, capture)
 
 
 def _profile_report(
-    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None
-) -> ProfileReport:
+    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None,
+    capture: Capture | None = None,
+) -> ProfileReport:  # fmt: skip
     if not trace.events:
         raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
     if trace.format == "kineto":
-        report = kineto_report(trace, chip, topology)
+        report = kineto_report(trace, chip, topology, capture)
         if hlo is not None or mesh is not None:
             extra = ("--hlo and --mesh are not used for a PyTorch trace (it is priced from its aten ops)",)
             report = ProfileReport(report.source, report.chip, report.ops, report.steps, report.categories,

@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="FILE.json",
         help="write the measured ops with each op's roofline time beside them as a Chrome trace (Perfetto)",
     )
+    p.add_argument(
+        "--capture",
+        metavar="PATH",
+        help="PyTorch traces: the trace of the engine's CUDA/HIP-graph capture (a file, or a folder of them), to "
+        "give graph-replayed kernels their ops (default: a capture_traces/ folder or *capture* trace beside PATH)",
+    )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
     p.add_argument(
         "--workers",
@@ -147,17 +153,13 @@ def run_hosts(args: argparse.Namespace) -> Output:
 
 
 def _chip_and_trace(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """(chip, loaded trace or None, DeviceChoice or None): without --chip the trace is loaded first and the
+    """(chip, loaded trace, DeviceChoice): without --chip the trace is loaded first and the
     chip is the catalog's match for its recorded device; with --chip the recorded device is compared to it."""
     from rooftop.analysis.device import choose_chip
     from rooftop.hardware.catalog import load_chips
 
     given = chip_from_args(args) if args.chip is not None else None
-    trace = _trace(args) if args.timeline is not None or given is None else None
-    if trace is None:  # --chip given, no timeline: the profile is loaded once, by profile_report
-        from rooftop.analysis.trace.load import load_trace
-
-        trace = load_trace(args.path, _progress())
+    trace = _trace(args)  # loaded once, here: its device is read before it is priced
     device = choose_chip(trace, load_chips(getattr(args, "catalog", None)), given)
     if device.chip is None:
         from rooftop.errors import InvalidConfigError
@@ -171,6 +173,29 @@ def _chip_and_trace(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     return device.chip, trace, device
 
 
+def _capture(args: argparse.Namespace, trace: Any) -> Any:
+    """The capture trace of a PyTorch trace's CUDA graphs: --capture, else one found beside the profile."""
+    from pathlib import Path
+
+    from rooftop.analysis.torch.capture import capture_files, read_capture, traces_in
+
+    if trace.format != "kineto":
+        if args.capture is not None:
+            from rooftop.errors import InvalidConfigError
+
+            raise InvalidConfigError("--capture is for PyTorch (Kineto) traces; this profile is not one")
+        return None
+    files = capture_files(args.path) if args.capture is None else None
+    if args.capture is not None:
+        given = Path(args.capture)
+        files = traces_in(given) if given.is_dir() else [given]
+        if not files:
+            from rooftop.errors import InvalidConfigError
+
+            raise InvalidConfigError(f"--capture {args.capture}: no capture trace (.json or .json.gz) there")
+    return read_capture(files[0]) if files else None
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.analysis.hosts import many_hosts
     from rooftop.analysis.profile import profile_report
@@ -180,7 +205,8 @@ def run(args: argparse.Namespace) -> Output:
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
         return run_hosts(args)
     chip, trace, device = _chip_and_trace(args)
-    prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
+    capture = _capture(args, trace)
+    prof = profile_report(trace, chip, args.hlo, args.mesh, args.topology, _progress(), capture)
     note = device.note() if device is not None else None
     if note is not None:
         prof = dataclasses.replace(prof, notes=(note, *prof.notes))

@@ -153,11 +153,18 @@ def collective_kind(name: str) -> str | None:
     return next((kind for word, kind in _COLLECTIVE_WORDS if word in base), None)
 
 
+#: TorchInductor's generated Triton kernels, named by kind: pointwise, reduction, persistent reduction
+#: (torch/_inductor/codegen/triton.py); each reads and writes its buffers once
+INDUCTOR_MEMORY = ("triton_poi_", "triton_red_", "triton_per_")
+
+
 def family_of(name: str) -> str | None:
     """The family of an op not in :data:`ENGINE_OPS` by the words of its name (after ``::``), or None;
     aten ops have their own rules and are not guessed."""
-    if "::" not in name or name.startswith("aten::"):
+    if name.startswith("aten::"):
         return None
+    if name.startswith(INDUCTOR_MEMORY):
+        return "memory"
     base = name.rsplit("::", 1)[-1].lower()
     return next((fam for fam, words in FAMILY_WORDS if any(w in base for w in words)), None)
 

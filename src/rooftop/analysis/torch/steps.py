@@ -54,9 +54,16 @@ def step_lengths(
     """For each op of ``ops`` whose family is attention, the step annotation it ran in that gives the
     batch's query and key lengths (an index into the returned list; -1 for none or another family)."""
     none = np.full(len(ops), -1, np.int64)
-    attn = {c for c in np.unique(op_names).tolist() if _is_attention(names[int(ops[op_names == c][0])])}
+    attn = {c for c in np.unique(op_names).tolist() if is_attention(names[int(ops[op_names == c][0])])}
     if not attn:
         return none, []
+    at, stats = annotated_at(ev, floats(ev.column("start_s"))[ops])
+    return np.where(np.isin(op_names, list(attn)), at, -1), stats
+
+
+def annotated_at(ev: EventTable, times: np.ndarray) -> tuple[np.ndarray, list[SeqStats]]:
+    """For each time, the step annotation with lengths that holds it (an index into the returned list, -1
+    for none)."""
     code, values = column_codes(ev, "name")  # each distinct name read once
     parsed = {c: seq_stats(v) for c, v in enumerate(values) if v.startswith("execute_")}
     found = [c for c, v in parsed.items() if v is not None]
@@ -64,17 +71,16 @@ def step_lengths(
     spans = [(float(start[r]), float(start[r]) + float(dur[r]), cast(SeqStats, parsed[int(code[r])]))
              for r in np.flatnonzero(np.isin(code, found)).tolist()]  # fmt: skip
     if not spans:
-        return none, []
+        return np.full(len(times), -1, np.int64), []
     spans.sort(key=lambda x: x[0])
     starts = np.array([x[0] for x in spans])
     ends = np.array([x[1] for x in spans])
-    t = floats(ev.column("start_s"))[ops]
-    at = np.searchsorted(starts, t, "right") - 1
-    ok = (at >= 0) & np.isin(op_names, list(attn))
-    ok[ok] = t[ok] <= ends[at[ok]]
+    at = np.searchsorted(starts, times, "right") - 1
+    ok = at >= 0
+    ok[ok] = times[ok] <= ends[at[ok]]
     return np.where(ok, at, -1), [x[2] for x in spans]
 
 
-def _is_attention(name: str) -> bool:
+def is_attention(name: str) -> bool:
     entry = ENGINE_OPS.get(name)
     return (entry.family if entry is not None else family_of(name)) == "attention"

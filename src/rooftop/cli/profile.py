@@ -197,6 +197,7 @@ def _capture(args: argparse.Namespace, trace: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> Output:
+    from rooftop.analysis.coverage import coverage
     from rooftop.analysis.hosts import many_hosts
     from rooftop.analysis.profile import profile_report
     from rooftop.report import profile as report
@@ -207,11 +208,12 @@ def run(args: argparse.Namespace) -> Output:
     chip, trace, device = _chip_and_trace(args)
     capture = _capture(args, trace)
     prof = profile_report(trace, chip, args.hlo, args.mesh, args.topology, _progress(), capture)
+    covered = coverage(prof)
     note = device.note() if device is not None else None
-    if note is not None:
-        prof = dataclasses.replace(prof, notes=(note, *prof.notes))
+    prof = dataclasses.replace(prof, notes=(covered.line(), *([note] if note else []), *prof.notes))
     _write_files(args, prof, chip, trace if args.timeline is not None else None)
     payload = report.profile_payload(prof, chip)
+    payload["coverage"] = covered.payload()
     if device is not None:
         payload["device"] = device.payload()
     return Output(

@@ -57,11 +57,12 @@ def ranked_ops(report: ProfileReport) -> tuple[list[OpReport], str]:
     """The ops in the table's order and how they are ranked: by time lost vs roofline, ties by measured
     total time; by measured total time alone when no op has a roofline (a trace read without its
     HLO, where every op's time lost is 0 and the first order was alphabetical). --json keeps the
-    library's order."""
-    ops = sorted(report.ops, key=lambda o: (-o.lost_s, -o.total_s, o.name))
+    library's order. An op of unknown cost ranks by its measured time (all of it may be lost): it sits
+    where its time puts it, not below every priced op."""
+    ops = sorted(report.ops, key=lambda o: (-(o.total_s if o.verdict == UNKNOWN else o.lost_s), -o.total_s, o.name))
     if all(o.verdict == UNKNOWN for o in ops):
         return ops, "ranked by measured time (no op has a roofline)"
-    return ops, "ranked by time lost vs roofline"
+    return ops, "ranked by time lost vs roofline (an op of unknown cost by its measured time)"
 
 
 def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int) -> None:

@@ -22,12 +22,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's rooftop
 
-from rooftop.analysis.coverage import coverage  # noqa: E402
-from rooftop.analysis.device import choose_chip  # noqa: E402
-from rooftop.analysis.profile import profile_report  # noqa: E402
-from rooftop.analysis.torch.capture import capture_files, read_capture  # noqa: E402
-from rooftop.analysis.trace.load import load_trace  # noqa: E402
-from rooftop.hardware.catalog import get_chip, load_chips  # noqa: E402
+from rooftop.analysis.coverage import coverage
+from rooftop.analysis.device import choose_chip
+from rooftop.analysis.profile import profile_report
+from rooftop.analysis.torch.capture import capture_files, read_capture
+from rooftop.analysis.trace.load import load_trace
+from rooftop.hardware.catalog import get_chip, load_chips
 
 
 def engine_of(report: Any) -> str:
@@ -78,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'trace':58} {'engine':13} {'chip':8} {'priced':>7} {'graph':>7} {'idle':>7}  capture")
     for r in rows:
         chip = r["chip"] + ("" if r["chip_from_profile"] else "*")
-        print(f"{r['trace'][:58]:58} {r['engine']:13} {chip:8} {_pct(r['priced_fraction']):>7} "
-              f"{_pct(r['graph_replayed_fraction']):>7} {_pct(r['idle_fraction']):>7}  {r['capture'] or '-'}")  # fmt: skip
-    print(f"median priced_fraction {_pct(summary['median_priced_fraction'])}, least "
-          f"{_pct(summary['min_priced_fraction'])} over {len(rows)} traces (* --chip: the device matched no chip)")
+        shares = " ".join(f"{_pct(r[k]):>7}" for k in ("priced_fraction", "graph_replayed_fraction", "idle_fraction"))
+        print(f"{r['trace'][:58]:58} {r['engine']:13} {chip:8} {shares}  {r['capture'] or '-'}")
+    print(
+        f"median priced_fraction {_pct(summary['median_priced_fraction'])}, least "
+        f"{_pct(summary['min_priced_fraction'])} over {len(rows)} traces (* --chip: the device matched no chip)"
+    )
     return 0
 
 

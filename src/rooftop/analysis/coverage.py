@@ -31,7 +31,8 @@ class Coverage:
             return "-" if x is None else f"{x:.1%}"
 
         return (f"coverage: {pct(self.priced)} of the op time priced, {pct(self.unpriced)} not (ranked by time "
-                f"below); graph-replayed {pct(self.graph_replayed)}; device idle {pct(self.idle)} of the steps' time")  # fmt: skip
+                f"below); graph-replayed {pct(self.graph_replayed)}; device idle {pct(self.idle)} of the steps' "
+                "time")  # fmt: skip
 
     def payload(self) -> dict[str, float | None]:
         return {"priced_fraction": self.priced, "unpriced_fraction": self.unpriced,

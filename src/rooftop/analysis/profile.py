@@ -85,7 +85,8 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
         if base in found:
             continue
         try:
-            text = hlo_text(trace, name) if trace.hlo_protos else None
+            several = sum(k.rsplit("(", 1)[0] == name for k in trace.hlo_protos) > 1
+            text = hlo_text(trace, name, _program_of(trace, name) if several else None) if trace.hlo_protos else None
         except ParseError as exc:  # one corrupt module does not hide the others
             notes.append(f"HLO of {base!r} in the profile is unusable: {exc}")
             continue
@@ -97,6 +98,20 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
         except ParseError as exc:
             notes.append(f"HLO of {base!r} could not be read: {exc}")
     return found, notes
+
+
+def _program_of(trace: Trace, module: str) -> str | None:
+    """The program id the events of ``module`` carry when they all carry one (a module name compiled into
+    several programs of which only one ran in the trace: its events keep the plain name, and the program id
+    picks its HLO among the metadata's)."""
+    if "(" in module:
+        return None
+    ids = {
+        str(a.get("program_id"))
+        for m, a in zip(trace.events.column("module"), trace.events.column("args"), strict=True)
+        if m == module and a and a.get("program_id") is not None
+    }
+    return ids.pop() if len(ids) == 1 else None
 
 
 _GROUPED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast")

@@ -169,6 +169,19 @@ def family_of(name: str) -> str | None:
     return next((fam for fam, words in FAMILY_WORDS if any(w in base for w in words)), None)
 
 
+#: report category of an engine op by its family (the others: by their name, analysis/compare.py)
+FAMILY_CATEGORY = {"attention": "attention", "moe": "mlp", "activation": "mlp"}
+
+
+def family_category(name: str) -> str | None:
+    """The report category an engine op's family gives it ("communication" for any collective), or None."""
+    if collective_kind(name):
+        return "communication"
+    entry = ENGINE_OPS.get(name)
+    family = entry.family if entry is not None else family_of(name)
+    return FAMILY_CATEGORY.get(family or "")
+
+
 def generic_roles(op: TorchOp, family: str) -> Roles:
     """How an op of a known family but unknown schema is read: its tensor arguments in order; the
     largest ones are caches (cache writes) or activations; the first three are q, k, v (attention); the

@@ -31,7 +31,7 @@ from rooftop.analysis.compare import (
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.intervals import Runs, device_step_sums, step_table
 from rooftop.analysis.torch.capture import Capture, replay_executions
-from rooftop.analysis.torch.engine_ops import collective_kind
+from rooftop.analysis.torch.engine_ops import collective_kind, family_category
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
@@ -190,7 +190,8 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
     intervals = device_intervals(execs, _comm_kernels(trace, launched))
     ops: list[OpReport] = []
     for key, g in groups.items():
-        category = "communication" if key[0] == "nccl" else category_of(g.label, g.opcode or g.label)
+        by_family = family_category(g.opcode) if g.opcode else None
+        category = "communication" if key[0] == "nccl" else by_family or category_of(g.label, g.opcode or g.label)
         assert g.runs is not None
         ops.append(judge(g.label, None, g.opcode, category, g.runs, g.priced, intervals[0]))
     n_priced = sum(g.runs.events() for g in groups.values() if g.runs and g.priced.estimate and not g.priced.unknown)

@@ -65,6 +65,17 @@ def ranked_ops(report: ProfileReport) -> tuple[list[OpReport], str]:
     return ops, "ranked by time lost vs roofline (an op of unknown cost by its measured time)"
 
 
+def _communication_line(report: ProfileReport, ov: dict[str, float]) -> str:
+    """The steps' communication and its overlap, with the communication outside the steps when the parts
+    table (every op, per device) counts more than the steps do: the two figures then agree in words."""
+    line = f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute"
+    total = float(report.categories.get("communication", {}).get("measured_s", 0.0))  # per device, as the steps'
+    if total > ov["comm_s"] * 1.001 + 1e-12 and report.steps:
+        per_device = f"{format_duration(total)} per device in all"
+        return f"{line} inside the steps ({per_device}: the rest ran outside the steps' windows)"
+    return line
+
+
 def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int) -> None:
     """The ``top`` ops (at least one) by time lost, or by measured time when no op has a roofline;
     steps, parts, overlap, memory and notes."""
@@ -122,7 +133,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     if priced is not None and priced < 1:
         say(console, f"{priced:.0%} of the measured op time has a roofline (the rest: ops of unknown cost)")
     ov = report.overlap()
-    say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
+    say(console, _communication_line(report, ov))
     if report.memory.get("available"):
         memory: Any = report.memory
         peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)

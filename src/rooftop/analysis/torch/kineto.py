@@ -128,18 +128,13 @@ class _Nccl:
 def _comm_kernels(trace: Trace, launched: Launches) -> frozenset[str]:
     """Names of the kernels that communicate beyond NCCL's: those a collective op of any implementation
     launched (symm_mem, functional collectives, custom all-reduces), and those named as collectives."""
-    ev = trace.events
-    names = ev.column("name")
-    code, values = column_codes(ev, "name")
+    code, values = column_codes(trace.events, "name")
     named = {v for v in values if collective_kind(v)}
+    collective = np.array([bool(collective_kind(v)) for v in values], bool)
     has_op = launched.ops >= 0
-    pairs = np.unique(np.stack((code[launched.kernels[has_op]], code[launched.ops[has_op]])), axis=1)
-    launched_by = {values[k] for k, o in pairs.T.tolist() if collective_kind(names[_first_row(code, o)])}
+    by_collective = launched.kernels[has_op][collective[code[launched.ops[has_op]]]]
+    launched_by = {values[k] for k in np.unique(code[by_collective]).tolist()}
     return frozenset(named | launched_by)
-
-
-def _first_row(code: np.ndarray, value: int) -> int:
-    return int(np.argmax(code == value))
 
 
 def _collective(op: TorchOp, kind: str, group: int) -> Comm:

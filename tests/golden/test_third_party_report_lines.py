@@ -30,3 +30,14 @@ def test_report_opens_with_its_coverage(third_party: Path) -> None:
     assert cov["graph_replayed_fraction"] > 0.9  # 421 of 425 kernels replayed from the graph
     assert 0 < cov["idle_fraction"] < 1  # one step from vLLM's execute_ annotation to the last kernel
     assert any("--capture" in n for n in payload["notes"])
+
+
+def test_legacy_conv3d_copies_are_ops(third_party: Path) -> None:
+    """53 device-to-device copies of 655,360 bytes (20% of the device time) are an op of their own, priced as
+    the bytes read and written on the MI300X's HBM, not dropped."""
+    pytest.importorskip("jax")
+    code, out, _ = run_cli("profile", str(third_party / "xplane/tracelens_jax_conv3d_mi300x_legacy.xplane.pb"),
+                           "--json")  # fmt: skip
+    (copy,) = [o for o in json.loads(out)["ops"] if o["opcode"] == "copy"]
+    assert code == 0 and copy["count"] == 53 and copy["bytes"] == 2 * 655_360
+    assert copy["lower_bound_s"] == pytest.approx(2 * 655_360 / 5.3e12)

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from rooftop.analysis.compare import ProfileReport, compare
+from rooftop.analysis.copies import with_copies
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
 from rooftop.analysis.hlo.ir import HloModule, Instruction, split_top
@@ -191,6 +192,13 @@ def _profile_report(
 ) -> ProfileReport:  # fmt: skip
     if not trace.events:
         raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
+    return with_copies(_priced_report(trace, chip, hlo, mesh, topology, capture), trace, chip)
+
+
+def _priced_report(
+    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None,
+    capture: Capture | None = None,
+) -> ProfileReport:  # fmt: skip
     if trace.format == "kineto":
         report = kineto_report(trace, chip, topology, capture)
         if hlo is not None or mesh is not None:

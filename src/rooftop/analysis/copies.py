@@ -4,7 +4,7 @@ instruction accounts for; each is an op of its own, priced from the bytes it mov
 device reads and writes them on HBM (2 x bytes / HBM bandwidth), a copy to or from the host crosses the
 host link (bytes / host bandwidth); a copy to another device is priced as one within the device. Sizes
 are the XPlane's ``memcpy_details`` (``kind:... size:N dest:D``); without a size a copy is listed with its
-measured time and "unknown cost"."""
+measured time and "unknown cost" (a memset without one is left out)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def copy_reports(trace: Trace, chip: Chip, compute: Mapping[str, Merged]) -> lis
     code = np.array([index.setdefault(k, len(index)) for k in keys], np.int64)
     out = []
     for k, (name, size) in enumerate(index):
+        if size is None and "memset" in name.lower():  # a fill of unknown size: left out, as before
+            continue
         label = f"{name} {size:,} B" if size is not None else name
         members = np.flatnonzero(code == k)
         out.append(judge(label, None, "copy", "other", Runs(execs, members), _priced(name, size, chip), compute))

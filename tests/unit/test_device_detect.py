@@ -65,7 +65,7 @@ def test_cli_profile_takes_the_chip_from_the_profile(third_party: Path) -> None:
     payload = json.loads(out)
     assert payload["chip"] == "mi300x"
     assert payload["device"] == {"recorded": "AMD Instinct MI300X", "matched": "mi300x", "what_if": False}
-    assert payload["notes"][0] == "device from the profile: 'AMD Instinct MI300X' is catalog chip mi300x"
+    assert payload["notes"][1] == "device from the profile: 'AMD Instinct MI300X' is catalog chip mi300x"
     code, out, _ = run_cli("profile", path, "--json", "--chip", "h100")
     payload = json.loads(out)
     assert code == 0 and payload["chip"] == "h100" and payload["device"]["what_if"] is True

@@ -109,6 +109,8 @@ class ProfileReport(Displayed):
     sharding: tuple[str, ...]
     memory: Mapping[str, object]
     notes: tuple[str, ...] = field(default=())
+    #: the device the profile recorded and the catalog chip it is (analysis/device.py), for one profile
+    device: Mapping[str, object] | None = None
 
     def priced_fraction(self) -> float | None:
         """The share of the measured op time that has a roofline (ops of unknown cost are the rest); None

@@ -68,9 +68,9 @@ def copy_reports(trace: Trace, chip: Chip, compute: Mapping[str, Merged]) -> lis
 
 
 def with_copies(report: ProfileReport, trace: Trace, chip: Chip) -> ProfileReport:
-    """``report`` with the trace's memory copies as ops (unchanged when it has none). A PyTorch trace's copies
+    """``report`` with an XPlane's memory copies as ops (unchanged when it has none). A PyTorch trace's copies
     are left to the ops that launched them (``aten::copy_``, priced from its shapes): not counted twice."""
-    if trace.format == "kineto":
+    if trace.format != "xplane":  # a Chrome JSON trace: its copies are not sized (and rooftop's own timelines)
         return report
     kind, kinds = column_codes(trace.events, "kind")
     if "memcpy" not in kinds or not np.any(kind == kinds.index("memcpy")):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from rooftop.analysis.compare import ProfileReport, compare
 from rooftop.analysis.copies import with_copies
+from rooftop.analysis.coverage import coverage
+from rooftop.analysis.device import choose_chip
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
 from rooftop.analysis.hlo.ir import HloModule, Instruction, split_top
@@ -24,6 +26,7 @@ from rooftop.analysis.trace.events import ProgressFn, Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.errors import ParseError
+from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
 
 
@@ -192,7 +195,17 @@ def _profile_report(
 ) -> ProfileReport:  # fmt: skip
     if not trace.events:
         raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
-    return with_copies(_priced_report(trace, chip, hlo, mesh, topology, capture), trace, chip)
+    report = with_copies(_priced_report(trace, chip, hlo, mesh, topology, capture), trace, chip)
+    return _opening(report, trace, chip)
+
+
+def _opening(report: ProfileReport, trace: Trace, chip: Chip) -> ProfileReport:
+    """``report`` opening with its coverage (priced, graph-replayed and idle shares) and, when the profile
+    records its device, where the chip came from or how it differs from the device (a what-if)."""
+    choice = choose_chip(trace, load_chips(), chip)
+    said = choice.note()
+    notes = (coverage(report).line(), *([said] if said else []), *report.notes)
+    return dataclasses.replace(report, notes=notes, device=choice.payload())
 
 
 def _priced_report(

@@ -4,7 +4,6 @@ Without --chip the chip is the catalog's match for the device the profile record
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from typing import Any
 
@@ -197,7 +196,6 @@ def _capture(args: argparse.Namespace, trace: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> Output:
-    from rooftop.analysis.coverage import coverage
     from rooftop.analysis.hosts import many_hosts
     from rooftop.analysis.profile import profile_report
     from rooftop.report import profile as report
@@ -205,19 +203,12 @@ def run(args: argparse.Namespace) -> Output:
     _check_files(args)
     if many_hosts([args.path, *args.more]) or args.workers or args.cluster:
         return run_hosts(args)
-    chip, trace, device = _chip_and_trace(args)
+    chip, trace, _ = _chip_and_trace(args)
     capture = _capture(args, trace)
     prof = profile_report(trace, chip, args.hlo, args.mesh, args.topology, _progress(), capture)
-    covered = coverage(prof)
-    note = device.note() if device is not None else None
-    prof = dataclasses.replace(prof, notes=(covered.line(), *([note] if note else []), *prof.notes))
     _write_files(args, prof, chip, trace if args.timeline is not None else None)
-    payload = report.profile_payload(prof, chip)
-    payload["coverage"] = covered.payload()
-    if device is not None:
-        payload["device"] = device.payload()
     return Output(
-        payload,
+        report.profile_payload(prof, chip),
         lambda console: report.render_profile(console, prof, chip, args.top),
         [lambda path: report.plot_profile(prof, chip, path, args.top)],
     )

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str, Any]:
     """``rooftop profile --json`` (``chip``: the one the report was priced on, the report's name when left out)."""
+    from rooftop.analysis.coverage import coverage
+
     return {
         "source": report.source,
         "chip": chip.name if chip is not None else report.chip,
@@ -31,6 +33,8 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "sharding": list(report.sharding),
         "memory": dict(report.memory),
         "notes": list(report.notes),
+        "coverage": coverage(report).payload(),
+        **({"device": dict(report.device)} if report.device is not None else {}),
     }
 
 

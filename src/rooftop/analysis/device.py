@@ -138,8 +138,12 @@ class DeviceChoice:
 def choose_chip(trace: Trace, chips: Iterable[Chip], given: Chip | None) -> DeviceChoice:
     """The chip to price ``trace`` on: ``given`` when there is one (a what-if when it differs from the
     recorded device), else the catalog chip matching the first recorded device that matches one."""
-    chips = tuple(chips)
-    devices = recorded_devices(trace)
+    return choose_from(recorded_devices(trace), chips, given)
+
+
+def choose_from(devices: Iterable[RecordedDevice], chips: Iterable[Chip], given: Chip | None) -> DeviceChoice:
+    """:func:`choose_chip` of devices already read (those of several hosts, in order)."""
+    chips, devices = tuple(chips), tuple(dict.fromkeys(devices))
     for device in devices:
         found = match_chip(device, chips)
         if found is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from rooftop.analysis.compare import ProfileReport, compare
 from rooftop.analysis.copies import with_copies
 from rooftop.analysis.coverage import coverage
-from rooftop.analysis.device import choose_chip
+from rooftop.analysis.device import DeviceChoice, choose_chip
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
 from rooftop.analysis.hlo.ir import HloModule, Instruction, split_top
@@ -196,13 +196,12 @@ def _profile_report(
     if not trace.events:
         raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
     report = with_copies(_priced_report(trace, chip, hlo, mesh, topology, capture), trace, chip)
-    return _opening(report, trace, chip)
+    return opening(report, choose_chip(trace, load_chips(), chip))
 
 
-def _opening(report: ProfileReport, trace: Trace, chip: Chip) -> ProfileReport:
+def opening(report: ProfileReport, choice: DeviceChoice) -> ProfileReport:
     """``report`` opening with its coverage (priced, graph-replayed and idle shares) and, when the profile
     records its device, where the chip came from or how it differs from the device (a what-if)."""
-    choice = choose_chip(trace, load_chips(), chip)
     said = choice.note()
     notes = (coverage(report).line(), *([said] if said else []), *report.notes)
     return dataclasses.replace(report, notes=notes, device=choice.payload())

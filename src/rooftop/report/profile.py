@@ -85,6 +85,9 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     steps, parts, overlap, memory and notes."""
     rows = []
     ops, ranking = ranked_ops(report)
+    opening = [n for n in report.notes[:1] if n.startswith("coverage: ")]  # the report opens with its coverage
+    for line in opening:
+        say(console, line)
     for o in ops[: max(top, 1)]:
         eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
         lb = format_duration(o.lower_bound_s) if o.lower_bound_s is not None else "?"
@@ -145,7 +148,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         say(console, f"peak memory {format_bytes(peak)}{extra}")
     for line in report.sharding:
         say(console, f"sharding: {line}")
-    for note in report.notes:
+    for note in report.notes[len(opening) :]:
         say(console, f"note: {note}", style="dim")
 
 

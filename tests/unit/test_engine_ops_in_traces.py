@@ -65,3 +65,23 @@ def test_paged_attention_priced_from_each_steps_annotation(tmp_path: Path) -> No
     ops = sorted(profile_report(_write(tmp_path, events), H100).ops, key=lambda o: o.flops or 0)
     assert [o.flops for o in ops] == [2 * 64 * 32_000 * 128, 2 * 64 * 64_000 * 128]
     assert [o.category for o in ops] == ["attention", "attention"]
+
+
+def test_kineto_steps_from_engine_annotations_nested_ones_one_step(tmp_path: Path) -> None:
+    """Two steps, each an SGLang step[...] annotation holding a vLLM-style execute_ one: 2 steps, each from its
+    outer annotation to the next; busy is the kernel time, idle the rest."""
+    events = []
+    for n, ts in enumerate((0.0, 1000.0)):
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"step[DECODE bs=1 toks={n}]", "pid": 100, "tid": 1,
+             "ts": ts, "dur": 900.0},
+            {"ph": "X", "cat": "user_annotation", "name": "execute_1_context_0(sq0sk0sqsq0sqsk0)_generation_1"
+             "(sq1sk10sqsq1sqsk10)", "pid": 100, "tid": 1, "ts": ts + 5, "dur": 800.0},
+            cpu_op("aten::relu", ts + 10, 20.0, [[1024]], ["float"], ext=n + 1), launch(ts + 15, n + 1),
+            kernel("relu_kernel", ts + 100, 50.0, n + 1),
+        ]  # fmt: skip
+    report = profile_report(_write(tmp_path, events, world=None), H100)
+    assert [s.index for s in report.steps] == [0, 1]
+    assert report.steps[0].duration_s == pytest.approx(1000e-6) and report.steps[0].busy_s == pytest.approx(50e-6)
+    assert report.steps[1].duration_s == pytest.approx(150e-6)  # to the end of the last kernel
+    assert any("2 step(s) from the engine's step annotations" in n for n in report.notes)

@@ -37,8 +37,9 @@ def kineto_steps(trace: Trace, execs: Executions) -> tuple[list[Step], str]:
     ev = trace.events
     code, values = column_codes(ev, "name")
     found = [c for c, v in enumerate(values) if ENGINE_STEP.match(v)]
-    starts = sorted(float(floats(ev.column("start_s"))[r]) for r in np.flatnonzero(np.isin(code, found)).tolist())
-    starts = [t for t in starts if t < last]
+    rows = np.flatnonzero(np.isin(code, found))
+    start, dur = floats(ev.column("start_s"))[rows], floats(ev.column("duration_s"))[rows]
+    starts = _outermost(start.tolist(), (start + dur).tolist(), last)
     if starts:
         ends = [*starts[1:], last]
         steps = [Step(k, lo, max(hi, lo)) for k, (lo, hi) in enumerate(zip(starts, ends, strict=True))]
@@ -46,6 +47,20 @@ def kineto_steps(trace: Trace, execs: Executions) -> tuple[list[Step], str]:
                        "from its annotation to the next, device idle included")  # fmt: skip
     first = float(np.min(execs.start_s))
     return [Step(0, first, last)], "no step markers or engine step annotations: the trace's device span is one step"
+
+
+def _outermost(starts: list[float], ends: list[float], last: float) -> list[float]:
+    """The starts of the annotations that no earlier one holds (an engine's annotations of one step nest or
+    overlap: SGLang's ``step[...]`` around the ``execute_...`` one), before ``last``."""
+    out: list[float] = []
+    reach = -np.inf
+    for lo, hi in sorted(zip(starts, ends, strict=True)):
+        if lo >= last:
+            break
+        if lo >= reach:
+            out.append(lo)
+        reach = max(reach, hi)
+    return out
 
 
 def step_lengths(

@@ -144,3 +144,17 @@ def test_family_words() -> None:
 def test_inductor_pointwise_kernel_moves_its_buffers_once() -> None:
     op = _op("triton_poi_fused__to_copy_1", ([131072, 64], F32), ([131072, 64], BF16), ([], "Scalar"))
     assert _fb(op) == (0.0, 131072 * 64 * (4 + 2))
+
+
+def test_other_engines_ops_of_known_families_are_priced_by_family() -> None:
+    # a quantization of another engine (name not in the table): every tensor argument moved once
+    t, h = 16, 4096
+    op = _op("trtllm::fp8_quantize_1x128", ([t, h], BF16))
+    price = op_cost(op)
+    assert price.cost is not None and "priced by its family, quantize" in price.what
+    assert (price.cost.flops, price.cost.hbm_bytes) == (2 * t * h, t * h * 2)
+    # a 4-D attention of another library: priced from q/k/v as flash-attn's (not causal: no flag read)
+    b, s, heads, d = 1, 256, 4, 64
+    x = ([b, s, heads, d], BF16)
+    price = op_cost(_op("mylib::fmha_fwd", x, x, x))
+    assert price.cost is not None and price.cost.flops == 2 * b * heads * s * s * (d + d)

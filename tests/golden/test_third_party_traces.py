@@ -243,3 +243,14 @@ def test_vllm_graph_replay_says_why_it_is_unpriced(third_party: Path) -> None:
     unknown = [o for o in report.ops if o.verdict == "unknown cost"]
     graph = [o for o in unknown if "no cost rule" not in o.why]  # aten::index, run eagerly, has no rule
     assert sum(o.count for o in graph) == 421 and all("replayed from a CUDA/HIP graph" in o.why for o in graph)
+
+
+def test_te_backward_runs_are_launches_not_name_repeats(third_party: Path) -> None:
+    """TE's fused-attention backward launches two identical memset kernels then three ck_tile kernels per
+    run: one run is what one host thunk span of the instruction launched (5 runs of ~466 us), not a new run
+    at each repeated kernel name (10 of ~233 us, FLOPs counted twice)."""
+    pytest.importorskip("jax")
+    trace = _load(third_party, "xplane/tracelens_jax_te_fused_attn_gfx950.xplane.pb")
+    backward = [g for g in group_ops(trace) if (g.instruction or "").startswith("te_fused_attn_backward_ffi")]
+    assert sorted(g.count for g in backward) == [5, 5]
+    assert all(g.mean_s == pytest.approx(466e-6, rel=0.01) for g in backward)

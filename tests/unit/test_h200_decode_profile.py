@@ -49,9 +49,11 @@ def test_every_kernel_of_the_decode_step_is_read_and_lined_up(report) -> None:  
                for e in line.events if dict(e.stats).get("hlo_module") == "jit_step"
                and "memcpy_details" not in dict(e.stats)]  # fmt: skip
     assert len(kernels) == 2595
-    assert sum(o.total_s for o in rep.ops) == pytest.approx(sum(kernels), rel=1e-9)
+    ops = [o for o in rep.ops if o.opcode != "copy"]  # the runtime's memory copies are ops of their own
+    assert sum(o.total_s for o in ops) == pytest.approx(sum(kernels), rel=1e-9)
+    assert all(o.lower_bound_s is not None for o in rep.ops if o.opcode == "copy")
     assert any("2595 kernels ran inside a CUDA graph" in n and "5 of 5 replays were lined up" in n for n in rep.notes)
-    assert all(o.count % 5 == 0 and o.lower_bound_s for o in rep.ops)  # every op priced, every step
+    assert all(o.count % 5 == 0 and o.lower_bound_s for o in ops)  # every op priced, every step
 
 
 @pytest.mark.jax

@@ -633,3 +633,13 @@ def test_kernels_keep_text_correlation_ids(tmp_path: Path) -> None:
     trace = load_trace(path)
     assert [e.correlation for e in trace.events] == ["7", "7"]  # OpEvent: the text, whatever the table keeps
     assert list(trace.events.column("correlation")) == [7, 7]
+
+
+def test_categories_ignore_the_jitted_functions_name_and_follow_what_the_op_is() -> None:
+    from rooftop.analysis.compare import category_of
+
+    # every op of a function jitted as loss_fn is not "loss": a GEMM is other, a fused attention is attention
+    assert category_of("jit(loss_fn)/transpose(jvp(bsd,de->bse))/dot_general", "custom-call") == "other"
+    assert category_of("jit(loss_fn)/jvp()/te_fused_attn_forward_ffi", "custom-call") == "attention"
+    assert category_of("jit(train)/loss/cross_entropy/reduce_sum", "reduce") == "loss"  # a scope named loss is
+    assert category_of("aiter::mha_batch_prefill [1,2] bf16", "aiter::mha_batch_prefill") == "attention"

@@ -68,7 +68,7 @@ ASYNC_DONE = re.compile(r"-done(\.[0-9]+)?$")
 FASTER_THAN_ROOFLINE = 1.05
 EXPOSED = 0.5  # a collective overlapped by compute less than this fraction of its time is "exposed"
 CATEGORIES = (
-    ("attention", ("attention", "attn", "softmax", "flash", "fmha", "scaled_dot_product")),
+    ("attention", ("attention", "attn", "softmax", "flash", "fmha", "scaled_dot_product", "mha_", "mha::")),
     ("mlp", ("mlp", "ffn", "feed_forward", "feedforward", "w_in", "w_out", "gate_proj", "up_proj", "down_proj")),
     ("optimizer", ("optimizer", "adam", "sgd", "update")),
     ("loss", ("loss", "cross_entropy", "logits")),
@@ -112,6 +112,8 @@ class ProfileReport(Displayed):
     sharding: tuple[str, ...]
     memory: Mapping[str, object]
     notes: tuple[str, ...] = field(default=())
+    #: the device the profile recorded and the catalog chip it is (analysis/device.py), for one profile
+    device: Mapping[str, object] | None = None
 
     def priced_fraction(self) -> float | None:
         """The share of the measured op time that has a roofline (ops of unknown cost are the rest); None
@@ -166,12 +168,27 @@ def phase_of(op_name: str) -> str:
     return "backward" if "transpose(" in op_name else "forward" if "jvp(" in op_name else ""
 
 
+#: words of an op that IS attention whatever scope it sits in (a softmax alone may be anywhere)
+_ATTENTION_OPS = ("attention", "attn", "flash", "fmha", "scaled_dot_product", "mha_", "mha::")
+_JITTED = re.compile(r"\b(?:p?jit|pmap|xla_pmap|shard_map)\(([^()/]*)\)")  # jit(loss_fn): a function's name
+
+
 def category_of(op_name: str, opcode: str) -> str:
-    """communication for collectives; else attention / mlp / optimizer / loss from the op's named scopes
-    (JAX name stack), innermost first, and only then from keywords anywhere in its name; else other."""
+    """communication for collectives; attention for an op that is attention by what it runs (its opcode or
+    primitive: a fused-attention custom call, flash/SDPA kernels); else attention / mlp / optimizer / loss
+    from the op's named scopes (JAX name stack), innermost first, and only then from keywords anywhere in
+    its name; else other. The name a function was jitted under (``jit(loss_fn)``) is not a scope: every op
+    of ``loss_fn`` is not the loss."""
     if is_collective(opcode):
         return "communication"
+    primitive = (op_name.rsplit("/", 1)[-1] + " " + opcode).lower()
+    if any(w in primitive for w in _ATTENTION_OPS):
+        return "attention"
+    jitted = set(_JITTED.findall(op_name))
+    op_name = _JITTED.sub("", op_name)
     for scope in scopes_of(op_name):
+        if scope in jitted:
+            continue
         low = scope.lower()
         for cat, words in CATEGORIES:
             if any(w in low for w in words):
@@ -378,7 +395,7 @@ def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
 
 
-def _memory(trace: Trace, points: int = 200) -> dict[str, object]:
+def memory_of(trace: Trace, points: int = 200) -> dict[str, object]:
     return memory_summary(trace.memory, points)
 
 
@@ -468,7 +485,7 @@ def assemble(
     """The report of judged ``ops`` (ranked by time lost, then name), with the steps, categories and memory
     of ``trace``; ``execs`` are every op execution of the trace (``executions``), for the steps;
     ``intervals`` their :func:`device_intervals` when already computed."""
-    return assemble_parts(trace.source, chip, ops, step_reports(trace, execs, intervals), _memory(trace), sharding,
+    return assemble_parts(trace.source, chip, ops, step_reports(trace, execs, intervals), memory_of(trace), sharding,
                           notes)  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rooftop.analysis.compare import OpPricing
+from rooftop.analysis.device import RecordedDevice
 from rooftop.analysis.trace.events import MemorySample
 from rooftop.analysis.trace.ops import Step, StepMark
 
@@ -58,6 +59,7 @@ class HostPart:
     steps: list[Step]  # the host's own steps
     collectives: dict[tuple, dict[str, CollectiveRuns]]
     intervals: bytes  # per device, merged compute and communication intervals (np.savez)
+    devices: tuple[RecordedDevice, ...] = ()  # the devices the host's profile records (analysis/device.py)
 
 
 def clock_offsets(parts: Sequence[HostPart]) -> tuple[dict[str, float], bool]:

@@ -41,6 +41,7 @@ from rooftop.analysis.compare import (
     memory_summary,
     price_ops,
 )
+from rooftop.analysis.device import choose_from, recorded_devices
 from rooftop.analysis.exact import array_partials, total
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hostpart import CollectiveRuns, HostPart, OpPart
@@ -55,13 +56,14 @@ from rooftop.analysis.intervals import (
     overlap_parts,
     step_table,
 )
-from rooftop.analysis.profile import join_hlo
+from rooftop.analysis.profile import join_hlo, opening
 from rooftop.analysis.trace.events import Trace, natural_key
 from rooftop.analysis.trace.files import stat_mode
 from rooftop.analysis.trace.load import profile_files
 from rooftop.analysis.trace.ops import Step, executions, module_executions, step_marks, steps_of
 from rooftop.analysis.trace.xplane import load_xplanes
 from rooftop.errors import InvalidConfigError, RooftopError
+from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
 
 DASK_EXTRA = "--cluster needs the dask extra: pip install 'rooftop[dask]'"
@@ -168,7 +170,7 @@ def _reduce(trace: Trace, chip: Chip, hlo: str | None, mesh: str | None, topolog
     return HostPart(
         trace.metadata["hosts"][0], len(trace.events), chip.name if joined.analyses or notes else "-", ops, pricing,
         marks, modules, trace.memory, sharding, notes, int(clock) if str(clock or "").isdigit() else None,
-        steps_of(marks, modules), collectives, _intervals_bytes(compute, comm))  # fmt: skip
+        steps_of(marks, modules), collectives, _intervals_bytes(compute, comm), recorded_devices(trace))  # fmt: skip
 
 
 def _collective_runs(execs: Any, members: np.ndarray, steps_col: Sequence[Any]) -> dict[str, CollectiveRuns]:
@@ -259,6 +261,7 @@ def many_host_report(
         for p in ready:  # one host's intervals at a time
             sums.update(_step_sums(Path(p.intervals.decode()), steps))
     report = dataclasses.replace(report, steps=tuple(step_table(steps, sums)))
+    report = opening(report, choose_from((d for p in ready for d in p.devices), load_chips(), chip))
     used = 0 if cluster else min(count, n)  # a cluster's workers are its own
     return Merge(report, tuple(p.host for p in ready), host_views(ready), used, "dask" if cluster else "processes")
 

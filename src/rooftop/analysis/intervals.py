@@ -259,10 +259,11 @@ def compute_intervals(execs: Executions) -> DeviceIntervals:
     return device_intervals(execs)[0]
 
 
-def device_intervals(execs: Executions) -> tuple[DeviceIntervals, DeviceIntervals]:
+def device_intervals(execs: Executions, also: frozenset[str] = frozenset()) -> tuple[DeviceIntervals, DeviceIntervals]:
     """Per device, the merged intervals of its compute (non-collective ops) and of its communication
-    (:func:`is_communication`, decided once per op)."""
-    comm = np.array([_is_communication(inst, name) for _, inst, name in execs.ops], bool)
+    (:func:`is_communication`, or a kernel name in ``also``: the caller knows it communicates), decided
+    once per op."""
+    comm = np.array([_is_communication(inst, name) or name in also for _, inst, name in execs.ops], bool)
     flag = comm[execs.op] if len(comm) else np.zeros(len(execs), bool)
     out = (DeviceIntervals(), DeviceIntervals())
     key = flag.astype(np.int64) * max(len(execs.devices), 1) + execs.device

@@ -12,16 +12,21 @@ from collections import Counter
 from pathlib import Path
 
 from rooftop.analysis.compare import ProfileReport, compare
+from rooftop.analysis.copies import with_copies
+from rooftop.analysis.coverage import coverage
+from rooftop.analysis.device import DeviceChoice, choose_chip
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.analyze import HloAnalysis, analyze
 from rooftop.analysis.hlo.ir import HloModule, Instruction, split_top
 from rooftop.analysis.hlo.parse import parse_hlo, parse_hlo_file
+from rooftop.analysis.torch.capture import Capture
 from rooftop.analysis.torch.kineto import kineto_report
 from rooftop.analysis.trace.cmdbuf import attribute_command_buffers
 from rooftop.analysis.trace.events import ProgressFn, Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.errors import ParseError
+from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
 
 
@@ -84,7 +89,8 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
         if base in found:
             continue
         try:
-            text = hlo_text(trace, name) if trace.hlo_protos else None
+            several = sum(k.rsplit("(", 1)[0] == name for k in trace.hlo_protos) > 1
+            text = hlo_text(trace, name, _program_of(trace, name) if several else None) if trace.hlo_protos else None
         except ParseError as exc:  # one corrupt module does not hide the others
             notes.append(f"HLO of {base!r} in the profile is unusable: {exc}")
             continue
@@ -96,6 +102,20 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
         except ParseError as exc:
             notes.append(f"HLO of {base!r} could not be read: {exc}")
     return found, notes
+
+
+def _program_of(trace: Trace, module: str) -> str | None:
+    """The program id the events of ``module`` carry when they all carry one (a module name compiled into
+    several programs of which only one ran in the trace: its events keep the plain name, and the program id
+    picks its HLO among the metadata's)."""
+    if "(" in module:
+        return None
+    ids = {
+        str(a.get("program_id"))
+        for m, a in zip(trace.events.column("module"), trace.events.column("args"), strict=True)
+        if m == module and a and a.get("program_id") is not None
+    }
+    return ids.pop() if len(ids) == 1 else None
 
 
 _GROUPED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast")
@@ -159,21 +179,40 @@ def profile_report(
     mesh: str | None = None,
     topology: str | None = None,
     progress: ProgressFn | None = None,
+    capture: Capture | None = None,
 ) -> ProfileReport:
     """The ProfileReport of a trace (a path to load, or a loaded Trace) on ``chip``: JAX traces joined with
-    their modules' HLO (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`)."""
+    their modules' HLO (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`;
+    ``capture``: the trace of the engine's CUDA-graph capture, for the kernels the graphs replay)."""
     trace = source if isinstance(source, Trace) else load_trace(source, progress)
     with paused_gc():  # millions of acyclic rows and executions: collection passes would dominate
-        return _profile_report(trace, chip, hlo, mesh, topology)
+        return _profile_report(trace, chip, hlo, mesh, topology, capture)
 
 
 def _profile_report(
-    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None
-) -> ProfileReport:
+    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None,
+    capture: Capture | None = None,
+) -> ProfileReport:  # fmt: skip
     if not trace.events:
         raise ParseError(f"{trace.source}: no trace events (is this a profiler trace?)")
+    report = with_copies(_priced_report(trace, chip, hlo, mesh, topology, capture), trace, chip)
+    return opening(report, choose_chip(trace, load_chips(), chip))
+
+
+def opening(report: ProfileReport, choice: DeviceChoice) -> ProfileReport:
+    """``report`` opening with its coverage (priced, graph-replayed and idle shares) and, when the profile
+    records its device, where the chip came from or how it differs from the device (a what-if)."""
+    said = choice.note()
+    notes = (coverage(report).line(), *([said] if said else []), *report.notes)
+    return dataclasses.replace(report, notes=notes, device=choice.payload())
+
+
+def _priced_report(
+    trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None,
+    capture: Capture | None = None,
+) -> ProfileReport:  # fmt: skip
     if trace.format == "kineto":
-        report = kineto_report(trace, chip, topology)
+        report = kineto_report(trace, chip, topology, capture)
         if hlo is not None or mesh is not None:
             extra = ("--hlo and --mesh are not used for a PyTorch trace (it is priced from its aten ops)",)
             report = ProfileReport(report.source, report.chip, report.ops, report.steps, report.categories,

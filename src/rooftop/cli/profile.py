@@ -1,4 +1,5 @@
-"""``rooftop profile PATH --chip C [--hlo FILE] [--plot FILE.png]``: every op of a profile next to its roofline."""
+"""``rooftop profile PATH [--chip C] [--hlo FILE] [--plot FILE.png]``: every op of a profile next to its roofline.
+Without --chip the chip is the catalog's match for the device the profile recorded (analysis/device.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "more", nargs="*", action=_Paths, default=(), metavar="PATH",
         help="more hosts: profile directories, .xplane.pb files or glob patterns",
     )  # fmt: skip
-    add_common(p)
+    add_common(p, chip_required=False)
     p.add_argument("--hlo", metavar="FILE", help="HLO text of the program (default: the HLO embedded in the XPlane)")
     p.add_argument("--mesh", help="name the mesh axes, e.g. data=4,model=2 (default: inferred from replica groups)")
     p.add_argument("--topology", help="physical slice to time collectives on (default: one for the device count)")
@@ -45,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--timeline",
         metavar="FILE.json",
         help="write the measured ops with each op's roofline time beside them as a Chrome trace (Perfetto)",
+    )
+    p.add_argument(
+        "--capture",
+        metavar="PATH",
+        help="PyTorch traces: the trace of the engine's CUDA/HIP-graph capture (a file, or a folder of them), to "
+        "give graph-replayed kernels their ops (default: a capture_traces/ folder or *capture* trace beside PATH)",
     )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML report (chart, op table, steps)")
     p.add_argument(
@@ -164,6 +171,10 @@ def run_hosts(args: argparse.Namespace) -> Output:
     from rooftop.report import hosts as report
     from rooftop.report.profile import plot_profile
 
+    if args.chip is None:
+        from rooftop.errors import InvalidConfigError
+
+        raise InvalidConfigError("several hosts: give --chip (the device is read from a single profile)")
     chip = chip_from_args(args)
     paths = [args.path, *args.more]
     if args.timeline is not None:
@@ -190,7 +201,7 @@ def _idle(trace: Any) -> tuple[Any, Any]:
     return idle_report(trace), phase_report(trace)
 
 
-def run_what_if(args: argparse.Namespace, chip: Any) -> Output:
+def run_what_if(args: argparse.Namespace, chip: Any, trace: Any) -> Output:
     """--what-if: the report on --chip and its projection onto the other chip (analysis/whatif.py)."""
     from rooftop.analysis.whatif import what_if
     from rooftop.hardware.catalog import get_chip
@@ -198,7 +209,6 @@ def run_what_if(args: argparse.Namespace, chip: Any) -> Output:
     from rooftop.report.whatif import render_whatif, whatif_payload
 
     chip_y = get_chip(args.what_if, args.catalog)
-    trace = _trace(args)
     prof, projected = what_if(trace, chip, chip_y, args.hlo, args.mesh, args.topology)
     _write_files(args, prof, chip, trace if args.timeline is not None else None)
 
@@ -211,6 +221,50 @@ def run_what_if(args: argparse.Namespace, chip: Any) -> Output:
         render,
         [lambda path: report.plot_profile(prof, chip, path, args.top)],
     )
+
+
+def _chip_and_trace(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(chip, loaded trace, DeviceChoice): without --chip the trace is loaded first and the
+    chip is the catalog's match for its recorded device; with --chip the recorded device is compared to it."""
+    from rooftop.analysis.device import choose_chip
+    from rooftop.hardware.catalog import load_chips
+
+    given = chip_from_args(args) if args.chip is not None else None
+    trace = _trace(args)  # loaded once, here: its device is read before it is priced
+    device = choose_chip(trace, load_chips(getattr(args, "catalog", None)), given)
+    if device.chip is None:
+        from rooftop.errors import InvalidConfigError
+
+        seen = (
+            f"records {device.recorded.describe()!r}, which no catalog chip matches"
+            if device.recorded
+            else "records no device"
+        )
+        raise InvalidConfigError(f"give --chip: the profile {seen} (see `rooftop chips`, or a chip file)")
+    return device.chip, trace, device
+
+
+def _capture(args: argparse.Namespace, trace: Any) -> Any:
+    """The capture trace of a PyTorch trace's CUDA graphs: --capture, else one found beside the profile."""
+    from pathlib import Path
+
+    from rooftop.analysis.torch.capture import capture_files, read_capture, traces_in
+
+    if trace.format != "kineto":
+        if args.capture is not None:
+            from rooftop.errors import InvalidConfigError
+
+            raise InvalidConfigError("--capture is for PyTorch (Kineto) traces; this profile is not one")
+        return None
+    files = capture_files(args.path) if args.capture is None else None
+    if args.capture is not None:
+        given = Path(args.capture)
+        files = traces_in(given) if given.is_dir() else [given]
+        if not files:
+            from rooftop.errors import InvalidConfigError
+
+            raise InvalidConfigError(f"--capture {args.capture}: no capture trace (.json or .json.gz) there")
+    return read_capture(files[0]) if files else None
 
 
 def run(args: argparse.Namespace) -> Output:
@@ -229,15 +283,15 @@ def run(args: argparse.Namespace) -> Output:
                 "--what-if, --idle and --memory read one trace; on several hosts give one host's .xplane.pb"
             )
         return run_hosts(args)
-    chip = chip_from_args(args)
+    chip, trace, _ = _chip_and_trace(args)
     if args.what_if is not None:
-        return run_what_if(args, chip)
-    trace = _trace(args) if args.timeline is not None or args.memory or args.idle else None
-    prof = profile_report(args.path if trace is None else trace, chip, args.hlo, args.mesh, args.topology, _progress())
+        return run_what_if(args, chip, trace)
+    capture = _capture(args, trace)
+    prof = profile_report(trace, chip, args.hlo, args.mesh, args.topology, _progress(), capture)
     _write_files(args, prof, chip, trace if args.timeline is not None else None)
     payload = report.profile_payload(prof, chip)
     peak, measured = None, None
-    if args.memory and trace is not None:
+    if args.memory:
         from rooftop.analysis.peakmemory import profile_peak
         from rooftop.report.memorypeak import peak_payload
 
@@ -245,7 +299,7 @@ def run(args: argparse.Namespace) -> Output:
         measured = float(prof.memory["peak_bytes"]) if prof.memory.get("available") else None  # type: ignore[arg-type]
         payload["memory_peak"] = peak_payload(peak, measured)
 
-    idle = _idle(trace) if args.idle and trace is not None else None
+    idle = _idle(trace) if args.idle else None
     if idle is not None:
         from rooftop.report.idle import idle_payload
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str, Any]:
     """``rooftop profile --json`` (``chip``: the one the report was priced on, the report's name when left out)."""
+    from rooftop.analysis.coverage import coverage
+
     return {
         "source": report.source,
         "chip": chip.name if chip is not None else report.chip,
@@ -32,6 +34,8 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "sharding": list(report.sharding),
         "memory": dict(report.memory),
         "notes": list(report.notes),
+        "coverage": coverage(report).payload(),
+        **({"device": dict(report.device)} if report.device is not None else {}),
     }
 
 
@@ -58,11 +62,23 @@ def ranked_ops(report: ProfileReport) -> tuple[list[OpReport], str]:
     """The ops in the table's order and how they are ranked: by time lost vs roofline, ties by measured
     total time; by measured total time alone when no op has a roofline (a trace read without its
     HLO, where every op's time lost is 0 and the first order was alphabetical). --json keeps the
-    library's order."""
-    ops = sorted(report.ops, key=lambda o: (-o.lost_s, -o.total_s, o.name))
+    library's order. An op of unknown cost ranks by its measured time (all of it may be lost): it sits
+    where its time puts it, not below every priced op."""
+    ops = sorted(report.ops, key=lambda o: (-(o.total_s if o.verdict == UNKNOWN else o.lost_s), -o.total_s, o.name))
     if all(o.verdict == UNKNOWN for o in ops):
         return ops, "ranked by measured time (no op has a roofline)"
-    return ops, "ranked by time lost vs roofline"
+    return ops, "ranked by time lost vs roofline (an op of unknown cost by its measured time)"
+
+
+def _communication_line(report: ProfileReport, ov: dict[str, float]) -> str:
+    """The steps' communication and its overlap, with the communication outside the steps when the parts
+    table (every op, per device) counts more than the steps do: the two figures then agree in words."""
+    line = f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute"
+    total = float(report.categories.get("communication", {}).get("measured_s", 0.0))  # per device, as the steps'
+    if total > ov["comm_s"] * 1.001 + 1e-12 and report.steps:
+        per_device = f"{format_duration(total)} per device in all"
+        return f"{line} inside the steps ({per_device}: the rest ran outside the steps' windows)"
+    return line
 
 
 def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int) -> None:
@@ -70,6 +86,9 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     steps, parts, overlap, memory and notes."""
     rows = []
     ops, ranking = ranked_ops(report)
+    opening = [n for n in report.notes[:1] if n.startswith("coverage: ")]  # the report opens with its coverage
+    for line in opening:
+        say(console, line)
     for o in ops[: max(top, 1)]:
         eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
         mxu_op = f"{o.mxu_utilization:.0%}" if o.mxu_utilization is not None else "-"
@@ -130,7 +149,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         ]
         say(console, f"MXU utilisation (matrix FLOPs / what the matrix units do at peak): {', '.join(parts)}")
     ov = report.overlap()
-    say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
+    say(console, _communication_line(report, ov))
     if report.memory.get("available"):
         memory: Any = report.memory
         peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)
@@ -138,7 +157,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         say(console, f"peak memory {format_bytes(peak)}{extra}")
     for line in report.sharding:
         say(console, f"sharding: {line}")
-    for note in report.notes:
+    for note in report.notes[len(opening) :]:
         say(console, f"note: {note}", style="dim")
 
 

@@ -10,6 +10,7 @@ columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per ke
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
@@ -21,18 +22,23 @@ from rooftop.analysis.compare import (
     OpReport,
     Priced,
     ProfileReport,
-    assemble,
+    assemble_parts,
     category_of,
     device_intervals,
     judge,
+    memory_of,
 )
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.intervals import Runs
+from rooftop.analysis.intervals import Runs, device_step_sums, step_table
+from rooftop.analysis.torch.capture import Capture, replay_executions
+from rooftop.analysis.torch.engine_ops import collective_kind, family_category
+from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
-from rooftop.cost.cost import Cost
+from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
@@ -75,6 +81,25 @@ class _Nccl:
                 self.meshes[n] = f"no topology of {n} {self.chip.name}: {exc}"
         return self.meshes[n]
 
+    def op(self, op: TorchOp) -> tuple[str, Priced]:
+        """A collective op (not an NCCL kernel) over the trace's world (distributedInfo), as a Comm."""
+        kind = collective_kind(op.name) or "all-reduce"
+        size = self.world
+        if size.__class__ is not int or size < 1:
+            return op.label(), Priced(None, unknown=f"{op.name}: a {kind} whose group the trace does not give "
+                                      "(no distributedInfo world_size)")  # fmt: skip
+        mesh = self.mesh(size)
+        if isinstance(mesh, str):
+            return op.label(), Priced(None, unknown=mesh)
+        axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
+        try:
+            comm = dataclasses.replace(_collective(op, kind, size), axes=axes)
+        except InvalidConfigError as exc:
+            return op.label(), Priced(None, unknown=f"{op.name}: {exc}")
+        est = roofline(Cost(comms=(comm,)), self.chip, mesh)
+        words = f"{kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec}), the trace's world"
+        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+
     def key(self, args: Any) -> tuple:
         size = args.get("Group size", self.world)
         values = (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
@@ -100,8 +125,30 @@ class _Nccl:
         return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
 
 
-def _price(op: TorchOp, chip: Chip) -> tuple[str, Priced]:
-    price = op_cost(op)
+def _comm_kernels(trace: Trace, launched: Launches) -> frozenset[str]:
+    """Names of the kernels that communicate beyond NCCL's: those a collective op of any implementation
+    launched (symm_mem, functional collectives, custom all-reduces), and those named as collectives."""
+    code, values = column_codes(trace.events, "name")
+    named = {v for v in values if collective_kind(v)}
+    collective = np.array([bool(collective_kind(v)) for v in values], bool)
+    has_op = launched.ops >= 0
+    by_collective = launched.kernels[has_op][collective[code[launched.ops[has_op]]]]
+    launched_by = {values[k] for k in np.unique(code[by_collective]).tolist()}
+    return frozenset(named | launched_by)
+
+
+def _collective(op: TorchOp, kind: str, group: int) -> Comm:
+    """The Comm of a collective op of any implementation (symm_mem, functional collectives, custom
+    all-reduces): its first tensor is each rank's input; an all-gather's output is ``group`` of them."""
+    tensor = next((i for i in op.reads() if op.tensor(i) is not None), None)
+    if tensor is None:
+        raise InvalidConfigError("no tensor argument")
+    size = op.nbytes(tensor) * (group if kind == "all-gather" else 1)
+    return Comm(kind, (), size, label=op.name)
+
+
+def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str, Priced]:
+    price = op_cost(op, stats)
     if price.cost is None:
         return op.label(price.tag), Priced(None, unknown=price.what)
     try:
@@ -111,11 +158,13 @@ def _price(op: TorchOp, chip: Chip) -> tuple[str, Priced]:
     return op.label(price.tag), Priced(estimate, price.cost.flops, price.cost.hbm_bytes)
 
 
-def kineto_report(trace: Trace, chip: Chip, topology: str | None = None) -> ProfileReport:
+def kineto_report(
+    trace: Trace, chip: Chip, topology: str | None = None, capture: Capture | None = None
+) -> ProfileReport:
     """Every kernel of a PyTorch trace judged against the roofline of the op that launched it, one row per
     (aten op, shapes, dtypes); NCCL kernels as collectives; kernels no op explains stay "unknown cost"."""
     with paused_gc():
-        return _kineto_report(trace, chip, topology)
+        return _kineto_report(trace, chip, topology, capture)
 
 
 @dataclass
@@ -128,15 +177,16 @@ class _Group:
     runs: Runs | None = None
 
 
-def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileReport:
+def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capture | None) -> ProfileReport:
     nccl = _Nccl(trace, chip, topology)
     launched = launching_ops(trace)
     execs = executions(trace, by_time=False)  # for the steps and the intervals: their order does not matter
-    groups, unexplained = _kernel_groups(trace, chip, nccl, launched, execs)
-    intervals = device_intervals(execs)
+    groups, unexplained = _kernel_groups(trace, chip, nccl, launched, execs, capture)
+    intervals = device_intervals(execs, _comm_kernels(trace, launched))
     ops: list[OpReport] = []
     for key, g in groups.items():
-        category = "communication" if key[0] == "nccl" else category_of(g.label, g.opcode or g.label)
+        by_family = family_category(g.opcode) if g.opcode else None
+        category = "communication" if key[0] == "nccl" else by_family or category_of(g.label, g.opcode or g.label)
         assert g.runs is not None
         ops.append(judge(g.label, None, g.opcode, category, g.runs, g.priced, intervals[0]))
     n_priced = sum(g.runs.events() for g in groups.values() if g.runs and g.priced.estimate and not g.priced.unknown)
@@ -145,17 +195,43 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None) -> ProfileRep
         f"Dims) or from their NCCL args; {unexplained} launched by no op with Input Dims",
         *nccl.notes,
     ]
-    replayed = sum(len(g.runs or ()) for key, g in groups.items() if key[0] == "kernel" and key[2] == GRAPH_REPLAY)
-    if replayed:
-        notes.append(f"{replayed} of the {unexplained} were replayed from CUDA/HIP graphs, which record no op shapes: "
-                     "profile the engine in eager mode to price them")  # fmt: skip
+    notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
-    return assemble(trace, execs, ops, chip.name, (), notes, intervals=intervals)
+    steps, how = kineto_steps(trace, execs)
+    if how:
+        notes.append(how)
+    table = step_table(steps, device_step_sums(steps, *intervals))
+    return assemble_parts(trace.source, chip.name, ops, table, memory_of(trace), (), notes)
+
+
+def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Capture | None) -> list[str]:
+    """What the report says of graph replays: how many kernels the capture attributed, how many are left and
+    their share of the kernel time, and how to get a capture when there is none."""
+
+    def busy(keep: Any) -> float:
+        return sum(g.runs.busy_s() for k, g in groups.items() if g.runs is not None and keep(k))
+
+    left = sum(len(g.runs or ()) for key, g in groups.items() if key[0] == "kernel" and key[2] == GRAPH_REPLAY)
+    done = sum(g.runs.events() for key, g in groups.items() if key[0] == "replay" and g.runs is not None)
+    total = busy(lambda k: True) or 1.0
+    share = busy(lambda k: k[0] == "replay" or (k[0] == "kernel" and k[2] == GRAPH_REPLAY)) / total
+    notes = []
+    if capture is not None and done:
+        notes.append(f"{done} graph-replayed kernels attributed to their ops from the capture trace {capture.source} "
+                     f"({capture.launches} captured launches)")  # fmt: skip
+    if left:
+        how = ("the capture trace has no op for them" if capture is not None else "no capture trace beside the "
+               "profile: record one (vLLM and SGLang can profile CUDA-graph capture into capture_traces/) and give "
+               "it with --capture, or profile in eager mode (vLLM enforce_eager=True)")  # fmt: skip
+        notes.append(f"{left} of the {unexplained} were replayed from CUDA/HIP graphs with no op shapes: {how}")
+    if share:
+        notes.append(f"graph-replayed share of the kernel time: {share:.1%}")
+    return notes
 
 
 def _kernel_groups(
-    trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions
+    trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions, capture: Capture | None = None
 ) -> tuple[dict[tuple, _Group], int]:
     """The kernels grouped into report rows: per NCCL call signature and per reason for kernels no op
     explains (each kernel one execution), then per priced (aten op, shapes, dtypes) (each op's kernels on
@@ -166,9 +242,16 @@ def _kernel_groups(
     name, name_values = column_codes(ev, "name")
     name = name[kernels]
     is_nccl = np.array(["nccl" in n.lower() for n in name_values], bool)[name]
-    alone = _where(is_nccl | (op_row < 0))  # kernels that are executions by themselves
-    unexplained = int(np.count_nonzero(~is_nccl & (op_row < 0)))
     groups: dict[tuple, _Group] = {}
+    replays: dict[tuple, _Group] = {}  # joined to the others at the end: the row codes below count those
+    replayed = ~is_nccl & (op_row < 0) & (launched.why == REASONS.index(GRAPH_REPLAY))
+    if capture is not None and replayed.any():
+        at = np.flatnonzero(replayed)
+        hit = _replays(ev, nccl, kernels[at], launched.launch[at], capture, replays)
+        op_row = op_row.copy()
+        op_row[at[hit]] = -2  # attributed from the capture: neither alone nor priced from a profile op
+    alone = _where(is_nccl | (op_row == -1))  # kernels that are executions by themselves
+    unexplained = int(np.count_nonzero(~is_nccl & (op_row == -1)))
     rows = kernels[alone]
     group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups)
     del name
@@ -178,11 +261,45 @@ def _kernel_groups(
         g.runs = Runs(alone_runs, at[members])
     priced = np.flatnonzero(~is_nccl & (op_row >= 0))
     if len(priced):
-        op_runs, group = _op_runs(ev, chip, kernels[priced], op_row[priced], groups)
+        op_runs, group = _op_runs(ev, nccl, kernels[priced], op_row[priced], groups)
         for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
             if len(members):
                 g.runs = Runs(op_runs, members)
+    groups.update(replays)
     return groups, unexplained
+
+
+def _replays(
+    ev: EventTable, nccl: _Nccl, rows: np.ndarray, graph: np.ndarray, capture: Capture, groups: dict[tuple, _Group]
+) -> np.ndarray:
+    """Report rows for the replayed kernels the capture trace attributes to ops (one execution per graph
+    launch and captured op), priced from the captured op's shapes and the lengths of the step annotation
+    the graph was launched in; which of ``rows`` were attributed (a mask)."""
+    runs, captured, hit = replay_executions(ev, rows, graph, capture)
+    if not len(runs):
+        return hit
+    launch_at = floats(ev.column("start_s"))[graph[hit]]
+    step, stats = annotated_at(ev, launch_at)
+    kernel_step = dict(zip(rows[hit].tolist(), step.tolist(), strict=True))
+    prices: dict[tuple, tuple[str, Priced]] = {}
+    member: list[int] = []
+    index: dict[tuple, int] = {}
+    for c, row in zip(captured, runs.row.tolist(), strict=True):
+        op = TorchOp.from_args(c.op, c.args)
+        lengths = stats[kernel_step[row]] if kernel_step.get(row, -1) >= 0 and is_attention(op.name) else None
+        shapes = (op.name, op.dims, op.types, op.concrete, lengths)
+        if shapes not in prices:
+            prices[shapes] = nccl.op(op) if collective_kind(op.name) else _price(op, nccl.chip, lengths)
+        label, priced = prices[shapes]
+        key = ("replay", label, priced.flops, priced.bytes, priced.unknown)
+        if key not in groups:
+            groups[key] = _Group(f"{label} (graph replay)", collective_kind(op.name) or op.name, priced)
+            index[key] = len(index)
+        member.append(index[key])
+    keys = list(index)
+    for k, mine in enumerate(members_of(np.array(member, np.int64), len(keys))):
+        groups[keys[k]].runs = Runs(runs, mine)
+    return hit
 
 
 def _where(mask: np.ndarray) -> np.ndarray | slice:
@@ -253,7 +370,7 @@ def _alone_groups(
 
 
 def _op_runs(
-    ev: EventTable, chip: Chip, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
+    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
 ) -> tuple[Executions, np.ndarray]:
     """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
     with each one's report row, per (aten op, shapes, dtypes): ops read and priced once per distinct
@@ -280,22 +397,25 @@ def _op_runs(
     ids, _ = first_codes(np.fromiter(map(id, map(getattr, of_ops, itertools.repeat("shared"), of_ops)), np.int64,
                                      len(ops)))  # fmt: skip
     del of_ops
-    sig, at = first_codes(name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids)
-    del name, ids
+    step, stats = step_lengths(ev, ops, names, name[ops])
+    key = (name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids) * (len(stats) + 1) + step + 1
+    sig, at = first_codes(key)
+    del name, ids, key
     prices: dict[tuple, tuple[str, Priced]] = {}
     index = {key: k for k, key in enumerate(groups)}
     made = []
     for i in at.tolist():  # each distinct op: read, priced (once per shapes), given its report row
         r = int(ops[i])
         op = TorchOp.from_args(names[r], args[r])
-        shapes = (op.name, op.dims, op.types, op.concrete)
+        lengths = stats[step[i]] if step[i] >= 0 else None
+        shapes = (op.name, op.dims, op.types, op.concrete, lengths)
         if shapes not in prices:
-            prices[shapes] = _price(op, chip)
+            prices[shapes] = nccl.op(op) if collective_kind(op.name) else _price(op, nccl.chip, lengths)
         label, priced = prices[shapes]
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)
         if key not in groups:
             index[key] = len(groups)
-            groups[key] = _Group(label, op.name, priced)
+            groups[key] = _Group(label, collective_kind(op.name) or op.name, priced)
         made.append(index[key])
     runs = Executions(ev, rows, (begin, end, busy), events, (device, devices))
     return runs, np.array(made, np.int64)[sig]

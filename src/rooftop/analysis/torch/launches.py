@@ -38,8 +38,12 @@ class Launches(Mapping[int, tuple[int | None, str]]):
     ascending), ``ops`` (-1 for none) and ``why`` (an index into :data:`REASONS`); ``shapes``: whether any
     cpu_op of the trace carries Input Dims."""
 
-    def __init__(self, kernels: np.ndarray, ops: np.ndarray, why: np.ndarray, shapes: bool) -> None:
+    def __init__(
+        self, kernels: np.ndarray, ops: np.ndarray, why: np.ndarray, shapes: bool, launch: np.ndarray | None = None
+    ) -> None:
         self.kernels, self.ops, self.why, self.shapes = kernels, ops, why, shapes
+        #: the row of each kernel's launch event (-1: none): a graph replay's kernels share their graph launch
+        self.launch = launch if launch is not None else np.full(len(kernels), -1, np.int64)
 
     def __getitem__(self, row: int) -> tuple[int | None, str]:
         k = int(np.searchsorted(self.kernels, row))
@@ -101,7 +105,7 @@ def launching_ops(trace: Trace) -> Launches:
         if ext in external:
             out[k], why[k] = external[ext], 0
     _enclosing(ev, ops, kernels, at, out, why)
-    return Launches(kernels, out, why, bool(len(ops)))
+    return Launches(kernels, out, why, bool(len(ops)), at)
 
 
 def _shaped_ops_and_launches(ev: EventTable, other: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, dict[Any, int]]:

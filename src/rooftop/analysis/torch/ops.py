@@ -45,6 +45,8 @@ from functools import partial
 from typing import Any
 
 from rooftop.analysis.torch.custom import CUSTOM
+from rooftop.analysis.torch.engine_ops import engine_price
+from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.op import (
     NCCL_DTYPES,
     NCCL_KINDS,
@@ -305,8 +307,9 @@ RULES: dict[str, Rule] = {
 # fmt: on
 
 
-def op_cost(op: TorchOp) -> Price:
-    """The Cost of one execution of ``op`` (module docstring), or None and the reason."""
+def op_cost(op: TorchOp, stats: SeqStats | None = None) -> Price:
+    """The Cost of one execution of ``op`` (module docstring), or None and the reason; ``stats``: the
+    query and key lengths of the step it ran in (engine attention over a paged cache)."""
     if op.problem:
         return Price(None, f"{op.name}: {op.problem}")
     rule = RULES.get(op.name)
@@ -315,7 +318,8 @@ def op_cost(op: TorchOp) -> Price:
     if rule is None:
         rule = CUSTOM.get(op.name)  # serving engines' custom ops
     if rule is None:
-        return Price(None, f"no cost rule for {op.name}")
+        engine = engine_price(op, stats)  # engine ops by family
+        return engine if engine is not None else Price(None, f"no cost rule for {op.name}")
     try:
         return rule(op)
     except (InvalidConfigError, IndexError, ValueError) as exc:

@@ -307,15 +307,63 @@ def _execution_starts(ev: EventTable, c: _Codes, rows: np.ndarray) -> np.ndarray
     for k in (np.flatnonzero(base & (i[:-1] == none)) + 1).tolist():  # after an event with no instruction
         link[k] = inst_col[rows[k]] == name_col[rows[k - 1]]  # what it is is its name
     del base
+    same_run: _SameRun | None = None
     for k in _chains(link):
         seen = {nm[k - 1]}
         while k < len(link) and link[k]:
-            if nm[k] in seen:  # the name repeats: the program ran again
-                link[k], seen = False, {nm[k]}
-            else:
-                seen.add(nm[k])
+            if nm[k] in seen:  # the name repeats: the program ran again, unless one host run launched both
+                same_run = same_run or _SameRun(ev)
+                if not same_run(rows[k - 1], rows[k]):
+                    link[k], seen = False, set()
+            seen.add(nm[k])
             k += 1
     return np.flatnonzero(~link)
+
+
+class _SameRun:
+    """Whether two kernels of one instruction were launched by one run of it: their launches (the host
+    events of their correlation ids) inside one host span named as the instruction (XLA's thunk annotation,
+    e.g. ``te_fused_attn_backward_ffi.12`` around the memsets and kernels of one fused-attention backward).
+    Without such spans or launches they are not (a repeated kernel name then starts a new execution)."""
+
+    def __init__(self, ev: EventTable) -> None:
+        self.ev = ev
+        kind, kinds = column_codes(ev, "kind")
+        device, devices = column_codes(ev, "device")
+        host = np.array([str(d).startswith("/host") for d in devices], bool)[device]
+        self.host = host & (kind == kinds.index("other")) if "other" in kinds else np.zeros(len(ev), bool)
+        self.launch: dict[Any, float] | None = None  # built once per trace, when a kernel name repeats in a chain
+        self.spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _launches(self) -> dict[Any, float]:
+        if self.launch is None:
+            rows = np.flatnonzero(self.host)
+            corr, start = self.ev.column("correlation"), floats(self.ev.column("start_s"))
+            self.launch = {}
+            for r, t in zip(rows.tolist(), start[rows].tolist(), strict=True):
+                c = corr[r]
+                if c is not None:
+                    self.launch.setdefault(c, t)
+        return self.launch
+
+    def _spans(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name not in self.spans:
+            code, values = column_codes(self.ev, "name")
+            rows = np.flatnonzero(self.host & (code == values.index(name))) if name in values else np.zeros(0, int)
+            start, dur = floats(self.ev.column("start_s")), floats(self.ev.column("duration_s"))
+            order = np.argsort(start[rows], kind="stable")
+            self.spans[name] = (start[rows][order], (start[rows] + dur[rows])[order])
+        return self.spans[name]
+
+    def __call__(self, a: int, b: int) -> bool:
+        corr, inst = self.ev.column("correlation"), self.ev.column("instruction")
+        launch = self._launches()
+        ta, tb = launch.get(corr[a]), launch.get(corr[b])
+        if ta is None or tb is None or not inst[b]:
+            return False
+        lo, hi = self._spans(str(inst[b]))
+        j = int(np.searchsorted(lo, tb, "right")) - 1
+        return j >= 0 and lo[j] <= ta <= hi[j] and tb <= hi[j]
 
 
 def _chains(link: np.ndarray) -> list[int]:

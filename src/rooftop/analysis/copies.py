@@ -1,0 +1,81 @@
+"""Memory copies of a profile as ops: the device-to-device, host-to-device and device-to-host copies a
+runtime makes outside the compiled program (an XPlane's ``Memcpy...`` lines) take device time that no HLO
+instruction accounts for; each is an op of its own, priced from the bytes it moved: a copy within the
+device reads and writes them on HBM (2 x bytes / HBM bandwidth), a copy to or from the host crosses the
+host link (bytes / host bandwidth); a copy to another device is priced as one within the device. Sizes
+are the XPlane's ``memcpy_details`` (``kind:... size:N dest:D``); without a size a copy is listed with its
+measured time and "unknown cost" (a memset without one is left out)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rooftop.analysis.compare import OpReport, Priced, ProfileReport, assemble_parts, device_intervals, judge
+from rooftop.analysis.intervals import Merged, Runs
+from rooftop.analysis.trace.events import Trace
+from rooftop.analysis.trace.ops import column_codes, executions
+from rooftop.cost.op import explicit
+from rooftop.cost.roofline import host_term, roofline
+from rooftop.hardware.chip import Chip
+
+_SIZE = re.compile(r"\bsize:([0-9]{1,19})\b")
+#: copy directions by words of the event's name
+_TO_HOST, _FROM_HOST = ("devicetohost", "dtoh", "d2h"), ("hosttodevice", "htod", "h2d")
+
+
+def _size(args: Mapping[str, Any] | None) -> int | None:
+    m = _SIZE.search(str((args or {}).get("memcpy_details", "")))
+    return int(m.group(1)) if m else None
+
+
+def _priced(name: str, size: int | None, chip: Chip) -> Priced:
+    """A copy within the device: its bytes read and written on HBM; to or from the host: its bytes over the
+    host link (the chip file's host bandwidth; HBM prices them when the file gives none)."""
+    if size is None:
+        return Priced(None, unknown=f"{name}: the trace gives no size for this copy")
+    low = name.lower().replace(" ", "").replace("_", "")
+    if any(w in low for w in _TO_HOST + _FROM_HOST):
+        est = roofline(explicit(0.0, float(size), "bf16", "vector"), chip)
+        if chip.host_bytes_per_s > 0:
+            term = host_term(float(size), chip, what="bytes copied between host and device")
+            est = dataclasses.replace(est, memory_s=max(est.memory_s, term.seconds), terms=(*est.terms, term))
+        return Priced(est, 0.0, float(size))
+    return Priced(roofline(explicit(0.0, 2.0 * size, "bf16", "vector"), chip), 0.0, 2.0 * size)
+
+
+def copy_reports(trace: Trace, chip: Chip, compute: Mapping[str, Merged]) -> list[OpReport]:
+    """One report row per (copy name, size): its executions (each copy event one) against its roofline."""
+    execs = executions(trace, ("memcpy",), by_time=False)
+    if not len(execs):
+        return []
+    names, args = trace.events.column("name"), trace.events.column("args")
+    keys = [(names[r], _size(args[r])) for r in execs.row.tolist()]
+    index: dict[tuple[str, int | None], int] = {}
+    code = np.array([index.setdefault(k, len(index)) for k in keys], np.int64)
+    out = []
+    for k, (name, size) in enumerate(index):
+        if size is None and "memset" in name.lower():  # a fill of unknown size: left out, as before
+            continue
+        label = f"{name} {size:,} B" if size is not None else name
+        members = np.flatnonzero(code == k)
+        out.append(judge(label, None, "copy", "other", Runs(execs, members), _priced(name, size, chip), compute))
+    return out
+
+
+def with_copies(report: ProfileReport, trace: Trace, chip: Chip) -> ProfileReport:
+    """``report`` with an XPlane's memory copies as ops (unchanged when it has none). A PyTorch trace's copies
+    are left to the ops that launched them (``aten::copy_``, priced from its shapes): not counted twice."""
+    if trace.format != "xplane":  # a Chrome JSON trace: its copies are not sized (and rooftop's own timelines)
+        return report
+    kind, kinds = column_codes(trace.events, "kind")
+    if "memcpy" not in kinds or not np.any(kind == kinds.index("memcpy")):
+        return report
+    compute = device_intervals(executions(trace, by_time=False))[0]
+    ops = [*report.ops, *copy_reports(trace, chip, compute)]
+    return assemble_parts(report.source, report.chip, ops, report.steps, report.memory, report.sharding,
+                          report.notes)  # fmt: skip

@@ -1,0 +1,229 @@
+"""The custom ops of LLM engines as the PyTorch profiler records them, each with its family
+(:mod:`rooftop.analysis.torch.families`), which argument is what, and the public registration that says
+so. An op whose name is not here is priced by the family its name says (:func:`family_of`), reading its
+arguments generically (:func:`generic_roles`), with a note; collectives of any implementation are
+recognised by :func:`collective_kind`.
+
+Sources (argument order of each schema; studied, not copied):
+- vLLM ``csrc/torch_bindings.cpp`` (``_C``: norms, activations, rotary, quantization, scaled GEMMs),
+  ``csrc/moe/torch_bindings.cpp`` (``_moe_C``), the cache ops registered as ``_C_cache_ops`` and the
+  ``vllm::`` ops of ``direct_register_custom_op`` (attention, fused experts, the ROCm GEMM);
+- SGLang ``sgl-kernel/csrc/common_extension.cc`` (``sgl_kernel``; the ops of the first SGLang trace read,
+  and AITER's ``rmsnorm`` / ``add_rmsnorm`` / ``mha_batch_prefill``, are in :mod:`rooftop.analysis.torch.custom`);
+- FlashInfer ``flashinfer/norm.py`` / ``activation.py`` (``flashinfer::``);
+- flash-attn ``flash_attn/flash_attn_interface.py`` (``flash_attn::_flash_attn_forward``);
+- AITER ``aiter/ops/*.py`` (``aiter::``);
+- PyTorch ``torch/csrc/distributed/c10d/symm_mem`` (``symm_mem::``) and ``_c10d_functional``."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from rooftop.analysis.torch.families import RULES, Roles, SeqStats, attention
+from rooftop.analysis.torch.op import Price, TorchOp
+from rooftop.errors import InvalidConfigError
+
+
+class EngineOp(NamedTuple):
+    family: str
+    roles: Roles
+    source: str
+
+
+def _rw(reads: tuple[int, ...], writes: tuple[int, ...], add: bool = False, **named: int) -> Roles:
+    return Roles(reads, writes, named, add)
+
+
+_VLLM = "vLLM csrc/torch_bindings.cpp"
+_VLLM_CACHE = "vLLM csrc/torch_bindings.cpp (_C_cache_ops)"
+_VLLM_PY = "vLLM direct_register_custom_op"
+_SGL = "SGLang sgl-kernel common_extension.cc"
+_FI = "FlashInfer norm.py / activation.py"
+_AITER = "AITER aiter/ops"
+
+# fmt: off
+#: op name -> (family, argument roles, source of the schema)
+ENGINE_OPS: dict[str, EngineOp] = {
+    # norms: rms_norm(Tensor! out, Tensor input, Tensor weight, float eps)
+    "_C::rms_norm": EngineOp("norm", _rw((1, 2), (0,)), _VLLM + ": rms_norm(out, input, weight, epsilon)"),
+    # fused_add_rms_norm(Tensor! input, Tensor! residual, Tensor weight, float eps): both updated in place
+    "_C::fused_add_rms_norm": EngineOp("norm", _rw((0, 1, 2), (0, 1), add=True),
+                                       _VLLM + ": fused_add_rms_norm(input!, residual!, weight, epsilon)"),
+    "_C::rms_norm_static_fp8_quant": EngineOp("norm", _rw((1, 2, 3), (0,)),
+                                              _VLLM + ": rms_norm_static_fp8_quant(out, input, weight, scale, eps)"),
+    "_C::fused_add_rms_norm_static_fp8_quant": EngineOp(
+        "norm", _rw((1, 2, 3, 4), (0, 2), add=True),
+        _VLLM + ": fused_add_rms_norm_static_fp8_quant(out, input, residual!, weight, scale, eps)"),
+    "sgl_kernel::rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), _SGL + ": rmsnorm(output, input, weight, eps, pdl)"),
+    "sgl_kernel::fused_add_rmsnorm": EngineOp("norm", _rw((0, 1, 2), (0, 1), add=True),
+                                              _SGL + ": fused_add_rmsnorm(input!, residual!, weight, eps, pdl)"),
+    "sgl_kernel::gemma_rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), _SGL + ": gemma_rmsnorm(output, input, weight)"),
+    "flashinfer::rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), _FI + ": rmsnorm(out, input, weight, eps)"),
+    "flashinfer::fused_add_rmsnorm": EngineOp("norm", _rw((0, 1, 2), (0, 1), add=True),
+                                              _FI + ": fused_add_rmsnorm(input!, residual!, weight, eps)"),
+    "aiter::rms_norm": EngineOp("norm", _rw((0, 1), (0,)), _AITER + ": rms_norm(input, weight, eps) -> out"),
+    "aiter::rmsnorm2d_fwd": EngineOp("norm", _rw((0, 1), (0,)), _AITER + ": rmsnorm2d_fwd(input, weight, eps) -> out"),
+    **{n: EngineOp("norm", _rw((1, 2, 4), (0, 3), add=True),
+                   _AITER + f": {n[7:]}(out, input, residual_in, residual_out, weight, eps, ...)")
+       for n in ("aiter::rmsnorm2d_fwd_with_add", "aiter::rmsnorm2d_fwd_with_add_ck")},
+    # gated activations: (Tensor! out [T, F], Tensor input [T, 2F])
+    **{f"_C::{a}": EngineOp("activation", _rw((1,), (0,)), _VLLM + f": {a}(out, input)")
+       for a in ("silu_and_mul", "mul_and_silu", "gelu_and_mul", "gelu_tanh_and_mul", "fatrelu_and_mul",
+                 "swigluoai_and_mul")},
+    **{f"sgl_kernel::{a}": EngineOp("activation", _rw((1,), (0,)), _SGL + f": {a}(out, input)")
+       for a in ("gelu_and_mul", "gelu_tanh_and_mul")},  # silu_and_mul: custom.py
+    **{f"flashinfer::{a}": EngineOp("activation", _rw((1,), (0,)), _FI + f": {a}(out, input)")
+       for a in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
+    # rotary: (Tensor positions [T], Tensor! query [T, Hq*D], Tensor!? key, int head_size, Tensor cos_sin_cache, bool)
+    "_C::rotary_embedding": EngineOp("rotary", Roles(named={"positions": 0, "q": 1, "k": 2, "cache": 4}),
+                                     _VLLM + ": rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, "
+                                     "is_neox)"),
+    # quantization: (Tensor! out, Tensor input, Tensor scale, ...)
+    "_C::static_scaled_fp8_quant": EngineOp("quantize", _rw((1, 2), (0,)),
+                                            _VLLM + ": static_scaled_fp8_quant(result, input, scale)"),
+    "_C::dynamic_scaled_fp8_quant": EngineOp("quantize", _rw((1,), (0, 2)),
+                                             _VLLM + ": dynamic_scaled_fp8_quant(result, input, scale!)"),
+    "_C::dynamic_per_token_scaled_fp8_quant": EngineOp(
+        "quantize", _rw((1,), (0, 2)), _VLLM + ": dynamic_per_token_scaled_fp8_quant(result, input, scale!, scale_ub)"),
+    "_C::scaled_fp4_quant": EngineOp("quantize", _rw((1, 3), (0, 2)),
+                                     _VLLM + ": scaled_fp4_quant(output, input, output_scale!, input_scale)"),
+    "sgl_kernel::sgl_per_token_group_quant_fp8": EngineOp(
+        "quantize", _rw((0,), (1, 2)), _SGL + ": sgl_per_token_group_quant_fp8(input, output_q, output_s, group, ...)"),
+    # KV-cache writes: (Tensor key [T, Hk, D], Tensor value, Tensor! key_cache, Tensor! value_cache, Tensor slots, ...)
+    **{f"_C_cache_ops::{n}": EngineOp("cache_write", Roles(named={"k": 0, "v": 1, "cache": 2, "slots": 4}),
+                                      _VLLM_CACHE + f": {n}(key, value, key_cache!, value_cache!, slot_mapping, "
+                                      "kv_cache_dtype, k_scale, v_scale)")
+       for n in ("reshape_and_cache", "reshape_and_cache_flash")},
+    "_C_cache_ops::concat_and_cache_mla": EngineOp(
+        "cache_write", Roles(named={"k": 0, "v": 1, "cache": 2, "slots": 3}),
+        _VLLM_CACHE + ": concat_and_cache_mla(kv_c, k_pe, kv_cache!, slot_mapping, kv_cache_dtype, scale)"),
+    # attention over packed [T, H, D] queries and a paged KV cache
+    **{n: EngineOp("attention", Roles(named={"q": 0, "k": 1, "v": 2}),
+                   _VLLM_PY + f": {n[6:]}(query, key, value, [output!,] layer_name, ...)")
+       for n in ("vllm::unified_attention", "vllm::unified_attention_with_output")},
+    "flash_attn::_flash_attn_forward": EngineOp(
+        "attention", Roles(named={"q": 0, "k": 1, "v": 2, "causal": 5}),
+        "flash-attn flash_attn_interface.py: _flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, ...)"),
+    # GEMMs: x [M, K] by a weight [N, K]
+    "vllm::rocm_unquantized_gemm": EngineOp("gemm", Roles(reads=(2,), named={"a": 0, "b": 1}),
+                                            _VLLM_PY + ": rocm_unquantized_gemm(x, weight, bias)"),
+    "aiter::gemm_a16w16": EngineOp("gemm", Roles(named={"a": 0, "b": 1}), _AITER + ": gemm_a16w16(A, B [N, K], ...)"),
+    # cutlass_scaled_mm(Tensor! out, Tensor a [M, K], Tensor b [K, N], Tensor a_scales, Tensor b_scales, Tensor? bias)
+    "_C::cutlass_scaled_mm": EngineOp("gemm", Roles(reads=(3, 4), named={"a": 1, "b": 2}),
+                                      _VLLM + ": cutlass_scaled_mm(out, a, b, a_scales, b_scales, bias)"),
+    "sgl_kernel::fp8_scaled_mm": EngineOp("gemm", Roles(reads=(2, 3), named={"a": 0, "b": 1}),
+                                          _SGL + ": fp8_scaled_mm(mat_a, mat_b, scales_a, scales_b, out_dtype, bias)"),
+    # fused MoE: (hidden_states [T, H], w1 [E, 2I, H], w2 [E, H, I], topk_weights [T, k], topk_ids [T, k], ...)
+    **{n: EngineOp("moe", Roles(named={"hidden": 0, "w1": 1, "w2": 2, "topk_ids": 4}),
+                   _VLLM_PY + f": {n[6:]}(hidden_states, w1, w2, topk_weights, topk_ids, ...)")
+       for n in ("vllm::inplace_fused_experts", "vllm::outplace_fused_experts")},
+    # routing: topk_softmax(Tensor! topk_weights, Tensor! topk_ids, Tensor! token_expert_indices, Tensor gating)
+    "_moe_C::topk_softmax": EngineOp("memory", Roles(), "vLLM csrc/moe/torch_bindings.cpp: topk_softmax(...)"),
+    "_moe_C::moe_sum": EngineOp("memory", Roles(), "vLLM csrc/moe/torch_bindings.cpp: moe_sum(input, output!)"),
+    "sgl_kernel::topk_softmax": EngineOp("memory", Roles(), _SGL + ": topk_softmax(...)"),
+}
+# fmt: on
+
+#: name words -> family, for an op that is not in ENGINE_OPS (first match wins; checked on the part of the
+#: name after "::", lower case)
+FAMILY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("cache_write", ("reshape_and_cache", "store_cache", "store_kv", "concat_and_cache", "set_kv_buffer")),
+    ("attention", ("attention", "attn", "mha", "fmha", "mla_decode", "batch_prefill", "batch_decode")),
+    ("moe", ("fused_experts", "fused_moe", "moe_forward")),
+    ("norm", ("rmsnorm", "rms_norm", "layernorm", "layer_norm")),
+    ("rotary", ("rotary", "rope")),
+    ("activation", ("_and_mul", "and_mul", "swiglu")),
+    ("quantize", ("quant",)),
+    ("gemm", ("gemm", "scaled_mm", "_mm", "matmul")),
+    ("memory", ("topk", "sort_tokens", "sorttokens", "moe_align", "moe_sum", "sampl")),
+)
+
+#: collective words -> cost/cost.py Comm kind, for any implementation (NCCL/RCCL kernels are priced from
+#: their own args in kineto.py; these are the ops: symm_mem, _c10d_functional, custom all-reduces)
+_COLLECTIVE_WORDS = (
+    ("reduce_scatter", "reduce-scatter"), ("all_gather", "all-gather"), ("allgather", "all-gather"),
+    ("all_to_all", "all-to-all"), ("alltoall", "all-to-all"), ("all_reduce", "all-reduce"),
+    ("allreduce", "all-reduce"),
+)  # fmt: skip
+
+
+def collective_kind(name: str) -> str | None:
+    """The collective an op of any implementation runs (its name after ``::``), or None."""
+    base = name.rsplit("::", 1)[-1].lower()
+    return next((kind for word, kind in _COLLECTIVE_WORDS if word in base), None)
+
+
+#: TorchInductor's generated Triton kernels, named by kind: pointwise, reduction, persistent reduction
+#: (torch/_inductor/codegen/triton.py); each reads and writes its buffers once
+INDUCTOR_MEMORY = ("triton_poi_", "triton_red_", "triton_per_")
+
+
+def family_of(name: str) -> str | None:
+    """The family of an op not in :data:`ENGINE_OPS` by the words of its name (after ``::``), or None;
+    aten ops have their own rules and are not guessed."""
+    if name.startswith("aten::"):
+        return None
+    if name.startswith(INDUCTOR_MEMORY):
+        return "memory"
+    base = name.rsplit("::", 1)[-1].lower()
+    return next((fam for fam, words in FAMILY_WORDS if any(w in base for w in words)), None)
+
+
+#: report category of an engine op by its family (the others: by their name, analysis/compare.py)
+FAMILY_CATEGORY = {"attention": "attention", "moe": "mlp", "activation": "mlp"}
+
+
+def family_category(name: str) -> str | None:
+    """The report category an engine op's family gives it ("communication" for any collective), or None."""
+    if collective_kind(name):
+        return "communication"
+    entry = ENGINE_OPS.get(name)
+    family = entry.family if entry is not None else family_of(name)
+    return FAMILY_CATEGORY.get(family or "")
+
+
+def generic_roles(op: TorchOp, family: str) -> Roles:
+    """How an op of a known family but unknown schema is read: its tensor arguments in order; the
+    largest ones are caches (cache writes) or activations; the first three are q, k, v (attention); the
+    first two 2-D ones a GEMM's operands; every tensor moved once (memory-bound families)."""
+    tensors = [i for i in op.reads() if op.tensor(i) is not None]
+    if family == "attention":
+        return Roles(named=dict(zip(("q", "k", "v"), tensors, strict=False)))
+    if family == "rotary":
+        ints = [i for i in tensors if op.dtype(i) == "int32"]
+        floats = [i for i in tensors if i not in ints]
+        named = {"positions": ints[0]} if ints else {}
+        named.update(zip(("q", "k"), floats, strict=False))
+        return Roles(named=named)
+    if family == "cache_write":
+        by_size = sorted(tensors, key=op.elements)
+        small = [i for i in tensors if i in by_size[: max(len(by_size) - 2, 0)]]
+        floats = [i for i in small if op.dtype(i) != "int32"]
+        named = dict(zip(("k", "v"), floats, strict=False))
+        if len(by_size) >= 2:
+            named["cache"] = by_size[-1]
+        return Roles(named=named)
+    if family == "gemm":
+        two = [i for i in tensors if len(op.dims[i]) == 2]
+        return Roles(named=dict(zip(("a", "b"), two, strict=False)))
+    if family == "moe":
+        return Roles(named=dict(zip(("hidden", "w1", "w2"), tensors, strict=False)))
+    return Roles(reads=tuple(tensors), add=family == "norm" and "add" in op.name.rsplit("::", 1)[-1].lower())
+
+
+def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
+    """The Price of an engine op by its family (None when neither the table nor its name gives one);
+    ``stats``: the lengths of the step it ran in, for attention over a paged cache."""
+    entry = ENGINE_OPS.get(op.name)
+    family = entry.family if entry is not None else family_of(op.name)
+    if family is None:
+        return None
+    roles = entry.roles if entry is not None else generic_roles(op, family)
+    try:
+        price = attention(op, roles, stats) if family == "attention" else RULES[family](op, roles)
+    except (InvalidConfigError, IndexError, KeyError, ValueError, ZeroDivisionError) as exc:
+        return Price(None, f"{op.name} ({family}): {exc}")
+    if entry is None and price.cost is not None:
+        price = Price(price.cost, f"{price.what} (priced by its family, {family}: {op.name} is not in the table of "
+                      "engine ops)", price.tag)  # fmt: skip
+    return price

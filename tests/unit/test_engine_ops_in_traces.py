@@ -1,0 +1,87 @@
+"""Engine ops in a (synthetic) PyTorch trace: a symmetric-memory all-reduce is communication over the
+trace's world; vLLM's paged attention takes the batch's lengths from the step annotation it ran in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rooftop.analysis.profile import profile_report
+from rooftop.hardware.catalog import get_chip
+from tests.unit.test_torch_ops import US, cpu_op, kernel, launch
+
+H100 = get_chip("h100")
+BF16 = "c10::BFloat16"
+
+
+def _write(tmp_path: Path, events: list, world: int | None = 8) -> Path:
+    path = tmp_path / "kineto.json"
+    top = {"schemaVersion": 1, "traceEvents": events}
+    if world:
+        top["distributedInfo"] = {"world_size": world, "rank": 0}
+    path.write_text(json.dumps(top))
+    return path
+
+
+def test_symm_mem_all_reduce_is_communication_over_the_world(tmp_path: Path) -> None:
+    t, h = 8192, 8192  # 128 MiB: bandwidth-bound (the latency term is microseconds)
+    nbytes = t * h * 2
+    lower = 2 * (8 - 1) / 8 * nbytes / (18 * 25e9)  # ring all-reduce on one 8-GPU NVLink domain
+    path = _write(tmp_path, [
+        cpu_op("symm_mem::multimem_all_reduce_", 10.0, 20.0, [[t, h], [], []], [BF16, "str", "str"]),
+        launch(15.0, 7),
+        kernel("multimem_all_reduce_kernel", 40.0, 2 * lower / US, 7),
+    ])  # fmt: skip
+    report = profile_report(path, H100)
+    (op,) = report.ops
+    assert (op.opcode, op.category, op.bytes) == ("all-reduce", "communication", nbytes)
+    assert op.lower_bound_s == pytest.approx(lower)
+    assert op.efficiency == pytest.approx(0.5)
+    assert report.overlap()["comm_s"] > 0
+
+
+def test_symm_mem_all_reduce_without_a_world_says_why(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        cpu_op("symm_mem::multimem_all_reduce_", 10.0, 20.0, [[4, 8], [], []], [BF16, "str", "str"]),
+        launch(15.0, 7), kernel("multimem_all_reduce_kernel", 40.0, 5.0, 7),
+    ], world=None)  # fmt: skip
+    (op,) = profile_report(path, H100).ops
+    assert op.lower_bound_s is None and "no distributedInfo world_size" in op.why
+
+
+def test_paged_attention_priced_from_each_steps_annotation(tmp_path: Path) -> None:
+    q, kv = [32, 64, 64], [32, 8, 64]
+    dims, types = [q, kv, kv, q, []], [BF16, BF16, BF16, BF16, "str"]
+    events = []
+    for step, (ts, keys) in enumerate(((0.0, 32_000), (1000.0, 64_000))):
+        name = f"execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk{keys}sqsq32sqsk{keys})"
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 1, "ts": ts, "dur": 900.0},
+            cpu_op("vllm::unified_attention_with_output", ts + 10, 20.0, dims, types, ext=step + 1),
+            launch(ts + 15, step + 1), kernel("kernel_unified_attention_2d", ts + 40, 50.0, step + 1),
+        ]  # fmt: skip
+    ops = sorted(profile_report(_write(tmp_path, events), H100).ops, key=lambda o: o.flops or 0)
+    assert [o.flops for o in ops] == [2 * 64 * 32_000 * 128, 2 * 64 * 64_000 * 128]
+    assert [o.category for o in ops] == ["attention", "attention"]
+
+
+def test_kineto_steps_from_engine_annotations_nested_ones_one_step(tmp_path: Path) -> None:
+    """Two steps, each an SGLang step[...] annotation holding a vLLM-style execute_ one: 2 steps, each from its
+    outer annotation to the next; busy is the kernel time, idle the rest."""
+    events = []
+    for n, ts in enumerate((0.0, 1000.0)):
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"step[DECODE bs=1 toks={n}]", "pid": 100, "tid": 1,
+             "ts": ts, "dur": 900.0},
+            {"ph": "X", "cat": "user_annotation", "name": "execute_1_context_0(sq0sk0sqsq0sqsk0)_generation_1"
+             "(sq1sk10sqsq1sqsk10)", "pid": 100, "tid": 1, "ts": ts + 5, "dur": 800.0},
+            cpu_op("aten::relu", ts + 10, 20.0, [[1024]], ["float"], ext=n + 1), launch(ts + 15, n + 1),
+            kernel("relu_kernel", ts + 100, 50.0, n + 1),
+        ]  # fmt: skip
+    report = profile_report(_write(tmp_path, events, world=None), H100)
+    assert [s.index for s in report.steps] == [0, 1]
+    assert report.steps[0].duration_s == pytest.approx(1000e-6) and report.steps[0].busy_s == pytest.approx(50e-6)
+    assert report.steps[1].duration_s == pytest.approx(150e-6)  # to the end of the last kernel
+    assert any("2 step(s) from the engine's step annotations" in n for n in report.notes)

@@ -1,0 +1,89 @@
+"""Kernels replayed from a CUDA/HIP graph get their ops from the engine's capture trace
+(analysis/torch/capture.py): the k-th replayed kernel of a name in a graph launch is the k-th captured launch
+of that name, priced from the captured op's shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rooftop.analysis.profile import profile_report
+from rooftop.analysis.torch.capture import capture_files, read_capture
+from rooftop.analysis.torch.families import ACT_AND_MUL_FLOPS, RMS_FLOPS
+from rooftop.hardware.catalog import get_chip
+from tests.conftest import run_cli
+from tests.unit.test_torch_ops import cpu_op, kernel
+
+H100 = get_chip("h100")
+BF16 = "c10::BFloat16"
+T, H = 8, 1024
+NORM = ("_C::rms_norm", [[T, H], [T, H], [H], []], [BF16, BF16, BF16, "double"])
+ACT = ("_C::silu_and_mul", [[T, H], [T, 2 * H]], [BF16, BF16])
+
+
+def _launch(ts: float, corr: int, kernel_name: str, name: str = "cudaLaunchKernel") -> dict[str, Any]:
+    args = {"correlation": corr, "kernel": kernel_name}
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 1, "ts": ts, "dur": 1.0, "args": args}
+
+
+def _write(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def _capture(folder: Path) -> Path:
+    # the same kernel name launched by two ops: the norm first, then the activation
+    return _write(folder / "capture_traces" / "graph_capture_rank_0.json", [
+        cpu_op(NORM[0], 10.0, 20.0, NORM[1], NORM[2]), _launch(15.0, 1, "generic_kernel"),
+        cpu_op(ACT[0], 40.0, 20.0, ACT[1], ACT[2]), _launch(45.0, 2, "generic_kernel"),
+        cpu_op("aten::fill_", 70.0, 5.0, [[4], []], ["int", "Scalar"]), _launch(71.0, 3, "fill_kernel"),
+    ])  # fmt: skip
+
+
+def _replay(folder: Path, launches: int = 2) -> Path:
+    events: list[dict[str, Any]] = []
+    for n in range(launches):
+        t0 = 1000.0 * n
+        events += [
+            _launch(t0, 100 + n, "", "cudaGraphLaunch"),
+            kernel("generic_kernel", t0 + 10, 5.0, 100 + n), kernel("generic_kernel", t0 + 20, 7.0, 100 + n),
+        ]  # fmt: skip
+    return _write(folder / "profile.json", events)
+
+
+def test_capture_lists_each_kernels_launching_op_in_order(tmp_path: Path) -> None:
+    cap = read_capture(_capture(tmp_path))
+    assert cap.launches == 3
+    assert [c.op for c in cap.by_kernel["generic_kernel"]] == ["_C::rms_norm", "_C::silu_and_mul"]
+    assert cap.match(["generic_kernel", "fill_kernel", "generic_kernel", "generic_kernel"]) == [0, 0, 1, -1]
+
+
+def test_replayed_kernels_priced_from_the_captured_ops(tmp_path: Path) -> None:
+    written = _capture(tmp_path)
+    profile = _replay(tmp_path)
+    assert capture_files(profile) == [written]
+    report = profile_report(profile, H100, capture=read_capture(written))
+    ops = {o.opcode: o for o in report.ops}
+    norm, act = ops["_C::rms_norm"], ops["_C::silu_and_mul"]
+    assert (norm.count, act.count) == (2, 2)  # one execution per graph launch
+    assert norm.flops == RMS_FLOPS * T * H and act.flops == ACT_AND_MUL_FLOPS * T * H
+    assert norm.measured_s == 5e-6 and act.measured_s == 7e-6
+    assert report.priced_fraction() == 1.0
+    assert any("4 graph-replayed kernels attributed" in n for n in report.notes)
+    assert any("graph-replayed share of the kernel time: 100.0%" in n for n in report.notes)
+
+
+def test_without_capture_the_replayed_share_and_the_way_to_get_one_are_said(tmp_path: Path) -> None:
+    report = profile_report(_replay(tmp_path), H100)
+    assert report.priced_fraction() == 0.0
+    assert any("no capture trace beside the profile" in n and "--capture" in n for n in report.notes)
+
+
+def test_cli_finds_the_capture_beside_the_profile(tmp_path: Path) -> None:
+    _capture(tmp_path)
+    code, out, _ = run_cli("profile", str(_replay(tmp_path)), "--chip", "h100", "--json")
+    assert code == 0 and json.loads(out)["priced_fraction"] == 1.0
+    code, _, err = run_cli("profile", str(_replay(tmp_path)), "--chip", "h100", "--capture", str(tmp_path / "none"))
+    assert code == 2 and "capture trace" in err

@@ -54,7 +54,13 @@ def render_compare(console: Console, result: Comparison) -> None:
         headers = ["slice", "chosen point", "time per output token", "TTFT", "tokens/s per chip",
                    "$ per M output tokens", "price"]  # fmt: skip
         title = f"{result.model}: serving on each slice, the point the serving planner chooses"
-    console.print(table(title, headers, [_row(e, job) for e in result.entries]))
+    ranked = "rank_by" in result.settings  # a goal's comparison: its reasons under the table, one a line
+    rows = [_row(dataclasses.replace(e, note="") if ranked else e, job) for e in result.entries]
+    if ranked:
+        title = f"{result.model}: each chip's smallest slice meeting the goal, ranked by {result.settings['rank_by']}"
+    console.print(table(title, headers, rows))
+    for e in result.entries if ranked else ():
+        say(console, f"{e.chip}: {e.note}")
     sources = {e.chip: e.price_source for e in result.entries}
     for chip, source in sources.items():
         say(console, f"price of {chip}: {source}")

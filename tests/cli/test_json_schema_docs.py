@@ -80,13 +80,15 @@ CASES: list[tuple[str, str, str]] = [
     ),
     (
         "train",
-        "train llama-3-8b --chip h100 --batch-tokens 1M --seq-len 4096 --tokens 100G --max-days 7 --top 1",
-        "energy goal goal.next_smaller=goal.tried[] goal.tried[0]",
+        "train llama-3-8b --chip h100 --batch-tokens 1M --seq-len 4096 --tokens 100G --max-days 7 --top 1"
+        " --emit maxtext",
+        "energy goal goal.next_smaller=goal.tried[] goal.tried[0] emit",
     ),
     (
         "serve",
-        "serve llama-3-8b --chip h100 --prompt-len 512 --gen-len 128 --requests-per-s 100 --max-step-latency 20ms",
-        "energy goal goal.layout=points[].parallelism goal.one_replica_fewer=goal.layouts[] goal.layouts[0]",
+        "serve llama-3-8b --chip h100 --prompt-len 512 --gen-len 128 --requests-per-s 100 --max-step-latency 20ms"
+        " --emit vllm",
+        "energy goal goal.layout=points[].parallelism goal.one_replica_fewer=goal.layouts[] goal.layouts[0] emit",
     ),
     (
         "compare",

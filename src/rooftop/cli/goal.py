@@ -106,10 +106,15 @@ def train_goal_output(
         render_train_goal(console, goal)
 
     payload = {**report.train_payload(plan), "energy": energy_dict(energy), "goal": train_goal_dict(goal)}
-    return Output(payload, render, [lambda path: report.plot_train(plan.ranked[0], path)])
+    out = Output(payload, render, [lambda path: report.plot_train(plan.ranked[0], path)])
+    if getattr(args, "emit", None):
+        from rooftop.cli.emit import train_text, with_emit
+
+        return with_emit(out, args.emit, train_text(args.emit, args, plan))
+    return out
 
 
-def serve_goal_output(req: ServingRequest) -> Output:
+def serve_goal_output(req: ServingRequest, args: argparse.Namespace | None = None) -> Output:
     """``rooftop serve`` with a goal: the fewest chips and their layout."""
     from rooftop.plan.goal.serve import serve_goal
     from rooftop.report.goal import render_serve_goal, serve_goal_payload
@@ -120,4 +125,10 @@ def serve_goal_output(req: ServingRequest) -> Output:
     goal = serve_goal(req)
     if goal.best is None:
         raise InvalidConfigError(goal.reason)
-    return Output(serve_goal_payload(req, goal), lambda console: render_serve_goal(console, req, goal))
+    out = Output(serve_goal_payload(req, goal), lambda console: render_serve_goal(console, req, goal))
+    if args is not None and getattr(args, "emit", None):
+        from rooftop.cli.emit import serve_text, with_emit
+
+        best = goal.best
+        return with_emit(out, args.emit, serve_text(args.emit, args, req, best.layout, best.state.max_batch))
+    return out

@@ -8,6 +8,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import MAX_TOKENS, Output, add_common, add_price, chip_from_args, count
+from rooftop.cli.emit import SERVE_KINDS, add_emit, serve_choice, serve_text, with_emit
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_duration, parse_number
 
@@ -101,6 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--price-per-chip-hour", metavar="USD", help="override the catalog price per chip-hour")
     add_price(p)
+    add_emit(p, SERVE_KINDS)
     p.add_argument(
         "--efficiency",
         metavar="K=V,...",
@@ -202,7 +204,7 @@ def run(args: argparse.Namespace) -> Output:
         if args.requests_per_s is None:
             raise InvalidConfigError("give --chips or --topology, or a goal: --requests-per-s with --max-ttft and/or "
                                      "--max-step-latency (the fewest chips that meet them)")  # fmt: skip
-        return serve_goal_output(request_from_args(args))
+        return serve_goal_output(request_from_args(args), args)
     plan = plan_serving(request_from_args(args))
     req = plan.request
     lengths = (("--prompt-len", args.prompt_len, req.prompt_len), ("--gen-len", args.gen_len, req.gen_len))
@@ -223,8 +225,12 @@ def run(args: argparse.Namespace) -> Output:
         report.render_serve(console, plan, payload)
         render_energy(console, energy, "output tokens")
 
-    return Output(
+    out = Output(
         payload,
         render,
         [lambda path: report.plot_serve(path, plan)],
     )
+    if args.emit:
+        layout, batch = serve_choice(plan)
+        return with_emit(out, args.emit, serve_text(args.emit, args, plan.request, layout, batch))
+    return out

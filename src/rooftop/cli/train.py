@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rooftop.cli.common import MAX_TOKENS, Output, add_common, add_price, chip_from_args, count, int_type
+from rooftop.cli.emit import TRAIN_KINDS, add_emit, train_text, with_emit
 from rooftop.cli.goal import add_goal, train_goal_output
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_number
@@ -67,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
     add_price(p)
+    add_emit(p, TRAIN_KINDS)
     p.add_argument("--plot", metavar="FILE.png", help="write the best layout's step-time and memory breakdown")
     p.add_argument(
         "--timeline",
@@ -168,11 +170,12 @@ def run(args: argparse.Namespace) -> Output:
         report.render_train(console, plan)
         render_energy(console, energy, "tokens")
 
-    return Output(
+    out = Output(
         {**report.train_payload(plan), "energy": energy_dict(energy)},
         render,
         [lambda path: report.plot_train(best, path)],
     )
+    return with_emit(out, args.emit, train_text(args.emit, args, plan)) if args.emit else out
 
 
 def _check_files(args: argparse.Namespace) -> None:

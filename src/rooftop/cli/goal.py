@@ -91,7 +91,7 @@ def train_goal_output(
     """``rooftop train`` with a goal: the plan on the slice found, with the ``goal`` object."""
     from rooftop.plan.train.plan import plan_training
     from rooftop.report import train as report
-    from rooftop.report.energy import energy_dict, render_energy, train_energy
+    from rooftop.report.energy import render_energy, train_energy, train_json
     from rooftop.report.goal import render_train_goal, train_goal_dict
 
     goal, setup = train_goal_of(args, setup_from_args, fix, tokens, price)
@@ -105,7 +105,7 @@ def train_goal_output(
         render_energy(console, energy, "tokens")
         render_train_goal(console, goal)
 
-    payload = {**report.train_payload(plan), "energy": energy_dict(energy), "goal": train_goal_dict(goal)}
+    payload = {**train_json(plan), "goal": train_goal_dict(goal)}
     out = Output(payload, render, [lambda path: report.plot_train(plan.ranked[0], path)])
     if getattr(args, "emit", None):
         from rooftop.cli.emit import train_text, with_emit

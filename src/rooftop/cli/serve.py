@@ -216,10 +216,10 @@ def run(args: argparse.Namespace) -> Output:
         plan = replace(plan, notes=(note, *plan.notes))
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
-    from rooftop.report.energy import energy_dict, render_energy, serve_energy
+    from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)
-    payload = {**report.serve_payload(plan), "energy": energy_dict(energy)}
+    payload = serve_json(plan)
 
     def render(console: Any) -> None:
         report.render_serve(console, plan, payload)

@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> Output:
     plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))
     best = plan.ranked[0]
     _write_files(args, plan)
-    from rooftop.report.energy import energy_dict, render_energy, train_energy
+    from rooftop.report.energy import render_energy, train_energy, train_json
 
     energy = train_energy(plan)
 
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> Output:
         render_energy(console, energy, "tokens")
 
     out = Output(
-        {**report.train_payload(plan), "energy": energy_dict(energy)},
+        train_json(plan),
         render,
         [lambda path: report.plot_train(best, path)],
     )

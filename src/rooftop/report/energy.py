@@ -41,6 +41,20 @@ def serve_energy(plan: ServingPlan) -> Energy:
     return serving_energy(req.chip, req.topology.num_chips, tokens_per_s)
 
 
+def train_json(plan: TrainingPlan) -> dict[str, Any]:
+    """What ``rooftop train --json`` writes: the plan's payload with its energy."""
+    from rooftop.report.train import train_payload
+
+    return {**train_payload(plan), "energy": energy_dict(train_energy(plan))}
+
+
+def serve_json(plan: ServingPlan) -> dict[str, Any]:
+    """What ``rooftop serve --json`` writes: the plan's payload with its energy."""
+    from rooftop.report.serve import serve_payload
+
+    return {**serve_payload(plan), "energy": energy_dict(serve_energy(plan))}
+
+
 def energy_line(e: Energy, what: str) -> str:
     """One line: the slice's draw and the energy, with where the power figure comes from."""
     if e.power_w_per_chip is None:

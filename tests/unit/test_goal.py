@@ -144,3 +144,10 @@ def test_compare_with_a_goal_ranks_each_chips_answer_by_dollars() -> None:
     for e in s["entries"]:
         assert e["usd_per_hour"] == pytest.approx(e["chips"] * {"h100": 2.99, "b200": 4.99}[e["chip"]])
         assert e["step_time_s"] <= 0.020
+
+
+def test_an_invalid_shape_lists_the_valid_slices_nearest_in_chips() -> None:
+    code, _, err = run_cli("train", "llama-3-8b", "--chip", "tpu-v5p", "--topology", "16x16x32", "--batch-tokens",
+                           "4M", "--seq-len", "4096")  # fmt: skip
+    # 16 x 16 x 32 = 8192 chips: no v5p slice has that shape; two 16x16x16 slices over DCN have that count
+    assert code == 2 and "larger than the pod" in err and "2*16x16x16 (8,192)" in err and "16x20x28 (8,960)" in err

@@ -134,8 +134,7 @@ def _positive(text: str | None, flag: str, parse: Any = parse_number) -> float |
 
 def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
-    from rooftop.hardware.slices import slice_for_chips
-    from rooftop.hardware.topology import parse_topology
+    from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
     from rooftop.plan.serve.layout import parse_fix
@@ -152,7 +151,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         raise InvalidConfigError("--scheduler and --token-budget need --requests-per-s or --concurrency")
     chip = chip_from_args(args)
     if args.topology:
-        topology = parse_topology(chip, args.topology)
+        topology = topology_or_nearest(chip, args.topology)
     else:
         topology = slice_for_chips(chip, _count(args.chips, "--chips", MAX_CHIPS) or 1)
     eff = IDEAL if args.ideal else default_efficiency("serving", chip.kind)

@@ -87,8 +87,7 @@ def _int(text: str, what: str, hi: int = MAX_TOKENS * MAX_SEQUENCES) -> int:
 def setup_from_args(args: argparse.Namespace, topology: Topology | None = None) -> TrainingSetup:
     """The training job of ``args`` on ``topology`` (default: ``--topology`` or ``--chips``)."""
     from rooftop.cost.efficiency import default_efficiency, parse_efficiency
-    from rooftop.hardware.slices import slice_for_chips
-    from rooftop.hardware.topology import parse_topology
+    from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
     from rooftop.model.memory import TrainingPrecision
@@ -99,7 +98,7 @@ def setup_from_args(args: argparse.Namespace, topology: Topology | None = None) 
     if topology is not None:
         topo = topology
     elif args.topology:
-        topo = parse_topology(chip, args.topology)
+        topo = topology_or_nearest(chip, args.topology)
     else:
         topo = slice_for_chips(chip, _int(args.chips, "--chips", MAX_CHIPS))
     batch_tokens, seq = _int(args.batch_tokens, "--batch-tokens"), _int(args.seq_len, "--seq-len", MAX_TOKENS)

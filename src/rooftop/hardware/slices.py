@@ -99,3 +99,18 @@ def slice_for_chips(chip: Chip, chips: int) -> Topology:
     except InvalidConfigError as exc:
         near = ", ".join(f"{o.spec} ({o.chips:,})" for o in nearest_slices(chip, chips))
         raise InvalidConfigError(f"{exc.one_line()}; nearest valid slices: {near} (give one with --topology)") from None
+
+
+def topology_or_nearest(chip: Chip, text: str) -> Topology:
+    """``parse_topology``, its error listing the valid slices nearest in chips when the shape is not one."""
+    try:
+        return parse_topology(chip, text)
+    except InvalidConfigError as exc:
+        try:
+            count = math.prod(int(p) for p in text.replace("*", "x").split("x"))
+        except ValueError:  # not a shape at all: the parser's message says what is wrong
+            raise exc from None
+        if not 1 <= count <= 1 << 24:
+            raise
+        near = ", ".join(f"{o.spec} ({o.chips:,})" for o in nearest_slices(chip, count))
+        raise InvalidConfigError(f"{exc.one_line()}; nearest valid slices: {near}") from None

@@ -91,7 +91,8 @@ class _Walk:
         except InvalidConfigError as exc:
             return Trial(option.chips, option.spec, None, None, None, False, exc.one_line())
         if not result.ranked:
-            return Trial(option.chips, option.spec, None, None, None, False, "no layout fits in memory")
+            why = "no layout fits in memory" if result.best_unfit is not None else "no valid layout on so many chips"
+            return Trial(option.chips, option.spec, None, None, None, False, why)
         best = result.ranked[0]
         seconds = self.tokens / best.tokens_per_s
         cost = seconds * option.chips / SECONDS_PER_HOUR * self.price if self.price is not None else None
@@ -162,17 +163,27 @@ def train_goal(
     goal = TrainGoal(chip.name, max_days, max_cost_usd, tokens, price, None, smaller, trials, "")
     if hi is None:
         most = walk.options[-1]
-        return _unmet(goal, f"no {chip.name} slice up to {most.spec} ({most.chips:,} chips) meets the goal")
+        timed = [x for x in trials if x.days is not None]
+        fastest = min(timed, key=lambda x: x.days or 0.0) if timed else None
+        best = f"; the fastest tried, {_where(fastest)}, takes {fastest.days:.3g} days" if fastest else ""
+        if fastest is None and trials:
+            best = f"; {_where(trials[-1])}: {trials[-1].note}"
+        return _unmet(goal, f"no {chip.name} slice up to {most.chips:,} chips meets the goal{best}")
     found = walk.tried[hi]
     if max_cost_usd is not None and found.cost_usd is not None and found.cost_usd > max_cost_usd:
         what = f"the smallest slice meeting {max_days:g} days" if max_days is not None else "the cheapest slice"
-        return _unmet(goal, f"{what}, {found.topology} ({found.chips:,} chips), costs ${found.cost_usd:,.0f} > "
-                            f"${max_cost_usd:,.0f}")  # fmt: skip
-    why = f"{found.topology} ({found.chips:,} chips) is the smallest valid slice that meets the goal"
+        return _unmet(goal, f"{what}, {_where(found)}, costs ${found.cost_usd:,.0f} > ${max_cost_usd:,.0f}")
+    why = f"{_where(found)} is the smallest valid slice that meets the goal"
     if smaller is not None:
         missed = f"{smaller.days:.3g} days" if smaller.days is not None else smaller.note
-        why += f"; the next smaller, {smaller.topology} ({smaller.chips:,} chips), misses it ({missed})"
+        why += f"; the next smaller, {_where(smaller)}, misses it ({missed})"
     return TrainGoal(chip.name, max_days, max_cost_usd, tokens, price, found, smaller, trials, why)
+
+
+def _where(t: Trial) -> str:
+    """ "16x20x28 (8,960 chips)", or "64 chips" where the topology is the count (GPUs)."""
+    chips = f"{t.chips:,} chip{'s' if t.chips > 1 else ''}"
+    return chips if t.topology == str(t.chips) else f"{t.topology} ({chips})"
 
 
 def _unmet(goal: TrainGoal, reason: str) -> TrainGoal:

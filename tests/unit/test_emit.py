@@ -158,3 +158,18 @@ def test_emit_engines_use_their_documented_flags(engine: str) -> None:
     assert int(flags[seqs]) == point["batch"] and int(flags[budget]) == 8192 and int(flags[context]) == 2048 + 256
     assert flags["--quantization"] == "fp8" and flags["--kv-cache-dtype"].startswith("fp8")
     assert "meta-llama/Meta-Llama-3-70B" in d["emit"]["text"]  # the model's Hugging Face id from the catalog
+
+
+def test_emit_jax_for_a_serving_plan_runs_and_splits_as_the_layout() -> None:
+    jax = pytest.importorskip("jax")
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices")
+    d = _json("serve", "llama-3-8b", "--chip", "h100", "--chips", "8", "--prompt-len", "512", "--gen-len", "128",
+              "--fix", "tp=2", "--emit", "jax")  # fmt: skip
+    par = d["points"][d["chosen"]]["parallelism"]
+    ns: dict = {}
+    exec(compile(d["emit"]["text"], "emitted.py", "exec"), ns)
+    assert dict(ns["mesh"].shape) == {"replica": par["replicas"], "model": 2} and par["replicas"] == 4
+    assert tuple(ns["WEIGHTS"]["mlp_in"]) == (None, "model") and tuple(ns["WEIGHTS"]["mlp_out"]) == ("model", None)
+    # [batch, seq, kv heads, head_dim]: the batch over the replicas, llama-3-8b's 8 KV heads over tp=2
+    assert tuple(ns["ACTIVATIONS"]["kv_cache"]) == ("replica", None, "model", None)

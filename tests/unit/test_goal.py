@@ -126,17 +126,18 @@ def test_energy_and_price_override() -> None:
     assert code == 2 and "h1000" in err
 
 
+@pytest.mark.slow
 def test_compare_with_a_goal_ranks_each_chips_answer_by_dollars() -> None:
     job = ("--batch-tokens", "1M", "--seq-len", "4096", "--tokens", "100G", "--max-days", "7")
     d = _json("compare", "llama-3-8b", "--chips-list", "h100,tpu-v5e,b200", *job)
     entries = d["entries"]
     assert d["settings"]["rank_by"].startswith("cost_usd")
     costs = [e["cost_usd"] for e in entries]
-    assert costs == sorted(costs) and len(entries) == 3
-    for e in entries:  # each the answer `rooftop train` gives that chip alone
-        alone = _json("train", "llama-3-8b", "--chip", e["chip"], *job, "--top", "1")["goal"]
-        assert (e["topology"], e["chips"]) == (alone["topology"], alone["chips"])
-        assert e["train_time_s"] / 86_400 == pytest.approx(alone["days"]) and alone["days"] <= 7
+    assert costs == sorted(costs) and len(entries) == 3 and all(e["train_time_s"] <= 7 * 86_400 for e in entries)
+    e = next(e for e in entries if e["chip"] == "tpu-v5e")  # the answer `rooftop train` gives that chip alone
+    alone = _json("train", "llama-3-8b", "--chip", "tpu-v5e", *job, "--top", "1")["goal"]
+    assert (e["topology"], e["chips"]) == (alone["topology"], alone["chips"])
+    assert e["train_time_s"] / 86_400 == pytest.approx(alone["days"])
     s = _json("compare", "llama-3-8b", "--chips-list", "h100,b200", "--prompt-len", "512", "--gen-len", "128",
               "--requests-per-s", "100", "--max-step-latency", "20ms")  # fmt: skip
     per_hour = [e["usd_per_hour"] for e in s["entries"]]

@@ -25,10 +25,10 @@ MAX_ENTRIES = 16
 
 #: dest -> (the one command that has it, its default): an option of one job only
 ONLY: dict[str, tuple[str, object]] = {}
-#: options of train and serve that compare does not take: where each entry runs comes from --chips-list,
-#: and the files and the number of layouts shown are one command's
+#: options of train and serve that compare does not take: where each entry runs comes from --chips-list;
+#: the files, the layouts shown and --emit are one plan's; one price for several chips is --price CHIP=USD
 NOT_SHARED = frozenset({"help", "chip", "chips", "topology", "model", "json", "debug", "catalog", "plot", "timeline",
-                        "html", "top", "objective"})  # fmt: skip
+                        "html", "top", "objective", "emit", "price_per_chip_hour"})  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -124,7 +124,8 @@ def _entry_args(args: argparse.Namespace, chip: str, where: str) -> argparse.Nam
     """The arguments `rooftop train` / `rooftop serve` would get for one entry ("" where: a goal's)."""
     count = where.isascii() and where.isdigit()
     return argparse.Namespace(**{**vars(args), "chip": chip, "chips": where if count else None,
-                                 "topology": where if where and not count else None})  # fmt: skip
+                                 "topology": where if where and not count else None,
+                                 "price_per_chip_hour": None, "emit": None})  # fmt: skip
 
 
 def _check_options(args: argparse.Namespace, job: str) -> None:

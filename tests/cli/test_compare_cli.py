@@ -31,8 +31,8 @@ def test_training_entries_match_rooftop_train_and_price_each_slice() -> None:
     h100, _, h200 = d["entries"]
     assert h100["cost_usd"] == pytest.approx(h100["train_time_s"] * 16 / 3600 * 2.99)  # Lambda's $2.99 per GPU-hour
     assert "Lambda" in h100["price_source"]
-    assert h200["price_usd_per_chip_hour"] is None and h200["cost_usd"] is None  # no public price: said so
-    assert h200["price_source"] == "no public price in the catalog"
+    assert h200["cost_usd"] == pytest.approx(h200["train_time_s"] * 16 / 3600 * 3.50)  # Mercatus AI, May 2026
+    assert "Mercatus" in h200["price_source"]
 
 
 def test_serving_entries_match_rooftop_serve() -> None:
@@ -48,9 +48,9 @@ def test_serving_entries_match_rooftop_serve() -> None:
 
 
 def test_table_names_every_price_source() -> None:
-    code, out, err = run_cli("compare", "llama-3-8b", "--chips-list", "h100:8,h200:8", *SERVE)
+    code, out, err = run_cli("compare", "llama-3-8b", "--chips-list", "h100:8,h200:8", *SERVE, "--price", "h200=1.5")
     assert code == 0, err
-    assert "price of h100: Lambda" in out and "price of h200: no public price in the catalog" in out
+    assert "price of h100: Lambda" in out and "price of h200: --price on the command line" in out
 
 
 @pytest.mark.parametrize(
@@ -63,6 +63,9 @@ def test_table_names_every_price_source() -> None:
         (["--chips-list", ",".join(["h100:8"] * 17), *SERVE], ["at most 16"]),
         (["--chips-list", "h100:8", *SERVE, "--tokens", "1T"], ["--tokens is a training option"]),
         (["--chips-list", "h100:x", *TRAIN], ["topology"]),
+        (["--chips-list", "h100:8", *TRAIN, "--requests-per-s", "3"], ["--requests-per-s is a serving option"]),
+        (["--chips-list", "h100:8,b200", *TRAIN, "--tokens", "1T", "--max-days", "3"], ["chip names alone"]),
+        (["--chips-list", "tpu-7x:8192", *TRAIN], ["nearest valid slices", "2*16x16x16 (8,192)"]),
     ],
 )
 def test_bad_input_is_one_line(argv: list[str], words: list[str]) -> None:

@@ -87,7 +87,19 @@ CASES: list[tuple[str, str, str]] = [
         "train",
         "train llama-3-8b --chip h100 --chips 64 --batch-tokens 1M --seq-len 4096 --tokens 1T --top 2",
         "efficiency best best.ideal candidates[0] candidates[0].parallelism candidates[0].memory_per_chip_bytes"
-        " candidates[0].breakdown",
+        " candidates[0].breakdown energy",
+    ),
+    (
+        "train",
+        "train llama-3-8b --chip h100 --batch-tokens 1M --seq-len 4096 --tokens 100G --max-days 7 --top 1"
+        " --emit maxtext",
+        "energy goal goal.next_smaller=goal.tried[] goal.tried[0] emit",
+    ),
+    (
+        "serve",
+        "serve llama-3-8b --chip h100 --prompt-len 512 --gen-len 128 --requests-per-s 100 --max-step-latency 20ms"
+        " --emit vllm",
+        "energy goal goal.layout=points[].parallelism goal.one_replica_fewer=goal.layouts[] goal.layouts[0] emit",
     ),
     (
         "compare",
@@ -115,7 +127,7 @@ CASES: list[tuple[str, str, str]] = [
         " layouts[0] large_batch_end min_slice"
         " disaggregation disaggregation.prefill disaggregation.decode=disaggregation.decode|disaggregation.prefill"
         " continuous_batching continuous_batching.layouts[0]"
-        " disaggregation.kv_transfer",
+        " disaggregation.kv_transfer energy",
     ),
     ("hlo", "hlo {hlo} --chip h100", "mesh totals collectives_by_axis[0] instructions[0]"),
     ("profile", "profile {profile} --chip h100", "ops[0] steps[0] overlap memory"),

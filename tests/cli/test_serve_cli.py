@@ -92,11 +92,22 @@ def test_targets_and_disaggregation() -> None:
     assert dis["prefill"]["chips"] % 16 == 0
 
 
-def test_quantized_and_price_override() -> None:
+def _unpriced_h200(tmp_path: Path) -> str:
+    """The catalog's h200 without its [price] table: a chip with no price."""
+    import rooftop.catalog
+
+    text = (Path(rooftop.catalog.__file__).parent / "chips" / "h200.toml").read_text()
+    path = tmp_path / "h200-unpriced.toml"
+    head, _, rest = text.partition("[price]\n")
+    path.write_text(head + rest[rest.index("\n[") + 1 :])
+    return str(path)
+
+
+def test_quantized_and_price_override(tmp_path: Path) -> None:
     d = serve_json(
         "llama-3-8b",
         "--chip",
-        "h200",
+        _unpriced_h200(tmp_path),
         "--chips",
         "1",
         "--prompt-len",

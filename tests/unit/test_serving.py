@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -98,7 +99,7 @@ def test_cost_per_million_tokens_arithmetic(v5e_plan) -> None:  # type: ignore[n
 
 
 def test_no_price_gives_null_cost_and_a_note() -> None:
-    h200 = get_chip("h200")
+    h200 = dataclasses.replace(get_chip("h200"), price_usd_per_hour=None)  # a chip with no price
     plan = plan_serving(ServingRequest(get_model("llama-3-8b"), h200, parse_topology(h200, "1"), 512, 128, batch=8))
     assert all(p.cost_input_usd_per_m is None and p.cost_output_usd_per_m is None for p in plan.points)
     assert any("no catalog price" in n for n in plan.notes)

@@ -71,9 +71,52 @@ def add_common(p: argparse.ArgumentParser, chip: bool = True, chip_required: boo
 
 
 def chip_from_args(args: argparse.Namespace) -> Chip:
+    """The chip of ``--chip``, with its price from ``--price`` when that names it."""
     from rooftop.hardware.catalog import get_chip
 
-    return get_chip(args.chip, getattr(args, "catalog", None))
+    chip = get_chip(args.chip, getattr(args, "catalog", None))
+    prices = getattr(args, "price", None)
+    return with_prices(chip, prices_from(prices, getattr(args, "catalog", None))) if prices else chip
+
+
+def add_price(p: argparse.ArgumentParser) -> None:
+    """``--price CHIP=USD_PER_HOUR,...``: override catalog prices per chip-hour."""
+    p.add_argument(
+        "--price",
+        metavar="CHIP=USD,...",
+        help="override the catalog's on-demand price per chip-hour, e.g. h100=2.10,tpu-v5p=3.5 (names or aliases)",
+    )
+
+
+def prices_from(text: str, catalog: str | None = None) -> dict[str, float]:
+    """ "h100=2.1,tpu-v5p=3.5" -> {canonical chip name: USD per chip-hour}; names resolved as --chip is."""
+    from rooftop.hardware.catalog import get_chip
+    from rooftop.units import parse_number
+
+    out: dict[str, float] = {}
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, value = (s.strip() for s in part.partition("="))
+        if not sep or not name or not value:
+            raise InvalidConfigError(f"cannot read --price {shown(part)}: expected CHIP=USD_PER_HOUR, e.g. h100=2.10")
+        usd = parse_number(value)
+        if not 0 <= usd <= 1e6:
+            raise InvalidConfigError(f"--price {shown(part)}: USD per chip-hour must be in [0, 1e6]")
+        out[get_chip(name, catalog).name] = float(usd)
+    return out
+
+
+def with_prices(chip: Chip, prices: dict[str, float]) -> Chip:
+    """``chip`` with the price ``prices`` gives its name (the figure's source says it came from --price)."""
+    if chip.name not in prices:
+        return chip
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from rooftop.hardware.chip import Figure
+
+    usd = prices[chip.name]
+    sources = {**chip.sources, "price.usd_per_chip_hour": Figure(usd, "--price on the command line")}
+    return replace(chip, price_usd_per_hour=usd, price_as_of="", sources=MappingProxyType(sources))
 
 
 def parse_kv_ints(text: str, what: str) -> dict[str, int]:

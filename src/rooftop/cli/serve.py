@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import MAX_TOKENS, Output, add_common, chip_from_args, count
+from rooftop.cli.common import MAX_TOKENS, Output, add_common, add_price, chip_from_args, count
+from rooftop.cli.emit import SERVE_KINDS, add_emit, serve_choice, serve_text, with_emit
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_duration, parse_number
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help="serving frontier: layouts x batch sizes, latency targets, cost, disaggregation")
     p.add_argument("model", metavar="MODEL", help="catalog model, a catalog-schema .toml or a Hugging Face config.json")
     add_common(p)
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()
     where.add_argument("--chips", metavar="N", help="number of chips (default slice shape for the chip)")
     where.add_argument("--topology", metavar="T", help="slice shape, e.g. 4x4 (TPU) or 2x8 (GPU nodes x GPUs)")
     p.add_argument(
@@ -106,6 +107,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(e.g. TensorRT-LLM's masked multi-head attention without XQA)",
     )
     p.add_argument("--price-per-chip-hour", metavar="USD", help="override the catalog price per chip-hour")
+    add_price(p)
+    add_emit(p, SERVE_KINDS)
     p.add_argument(
         "--efficiency",
         metavar="K=V,...",
@@ -137,7 +140,7 @@ def _positive(text: str | None, flag: str, parse: Any = parse_number) -> float |
 
 def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
-    from rooftop.hardware.topology import parse_topology, topology_for_chips
+    from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
     from rooftop.plan.serve.layout import parse_fix
@@ -154,9 +157,9 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         raise InvalidConfigError("--scheduler and --token-budget need --requests-per-s or --concurrency")
     chip = chip_from_args(args)
     if args.topology:
-        topology = parse_topology(chip, args.topology)
+        topology = topology_or_nearest(chip, args.topology)
     else:
-        topology = topology_for_chips(chip, _count(args.chips, "--chips", MAX_CHIPS) or 1)
+        topology = slice_for_chips(chip, _count(args.chips, "--chips", MAX_CHIPS) or 1)
     eff = IDEAL if args.ideal else default_efficiency("serving", chip.kind)
     if not args.ideal:  # the engine's own per-step host times (fitted), before any --efficiency override
         from rooftop.plan.serve.paging import engine_efficiency, get_engine
@@ -205,6 +208,13 @@ def run(args: argparse.Namespace) -> Output:
         from rooftop.report.timeline import check_timeline_path
 
         check_timeline_path(args.timeline)
+    if args.chips is None and args.topology is None:  # a goal instead of a slice
+        from rooftop.cli.goal import serve_goal_output
+
+        if args.requests_per_s is None:
+            raise InvalidConfigError("give --chips or --topology, or a goal: --requests-per-s with --max-ttft and/or "
+                                     "--max-step-latency (the fewest chips that meet them)")  # fmt: skip
+        return serve_goal_output(request_from_args(args), args)
     plan = plan_serving(request_from_args(args))
     req = plan.request
     lengths = (("--prompt-len", args.prompt_len, req.prompt_len), ("--gen-len", args.gen_len, req.gen_len))
@@ -216,9 +226,21 @@ def run(args: argparse.Namespace) -> Output:
         plan = replace(plan, notes=(note, *plan.notes))
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
-    payload = report.serve_payload(plan)
-    return Output(
+    from rooftop.report.energy import render_energy, serve_energy, serve_json
+
+    energy = serve_energy(plan)
+    payload = serve_json(plan)
+
+    def render(console: Any) -> None:
+        report.render_serve(console, plan, payload)
+        render_energy(console, energy, "output tokens")
+
+    out = Output(
         payload,
-        lambda console: report.render_serve(console, plan, payload),
+        render,
         [lambda path: report.plot_serve(path, plan)],
     )
+    if args.emit:
+        layout, batch = serve_choice(plan)
+        return with_emit(out, args.emit, serve_text(args.emit, args, plan.request, layout, batch))
+    return out

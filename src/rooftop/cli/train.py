@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import MAX_TOKENS, Output, add_common, chip_from_args, count, int_type
+from rooftop.cli.common import MAX_TOKENS, Output, add_common, add_price, chip_from_args, count, int_type
+from rooftop.cli.emit import TRAIN_KINDS, add_emit, train_text, with_emit
+from rooftop.cli.goal import add_goal, train_goal_output
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_number
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
+    from rooftop.hardware.topology import Topology
     from rooftop.plan.train.plan import TrainingPlan
     from rooftop.plan.train.step import TrainingSetup
 
@@ -28,9 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("train", help="find the fastest training layout: step time, MFU, memory, days and dollars")
     p.add_argument("model", help="model name (see `rooftop models`), a model .toml or a Hugging Face config.json")
     add_common(p)
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()
     where.add_argument("--chips", help="number of chips (a default slice / NVLink layout is chosen)")
     where.add_argument("--topology", help="physical slice, e.g. 16x20x28 (TPU), 2*16x16 (2 slices), 2048x8 (GPU)")
+    add_goal(p)
     p.add_argument("--batch-tokens", required=True, help="global batch in tokens per optimizer step, e.g. 4M")
     p.add_argument("--seq-len", required=True, help="sequence length, e.g. 4096 or 8Ki (k = 1000, Ki = 1024)")
     p.add_argument("--tokens", help="total training tokens, e.g. 15T: adds days, chip-hours and dollars")
@@ -74,6 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
+    add_price(p)
+    add_emit(p, TRAIN_KINDS)
     p.add_argument("--plot", metavar="FILE.png", help="write the best layout's step-time and memory breakdown")
     p.add_argument(
         "--timeline",
@@ -89,9 +95,10 @@ def _int(text: str, what: str, hi: int = MAX_TOKENS * MAX_SEQUENCES) -> int:
     return count(text, what, hi)
 
 
-def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
+def setup_from_args(args: argparse.Namespace, topology: Topology | None = None) -> TrainingSetup:
+    """The training job of ``args`` on ``topology`` (default: ``--topology`` or ``--chips``)."""
     from rooftop.cost.efficiency import default_efficiency, parse_efficiency
-    from rooftop.hardware.topology import parse_topology, topology_for_chips
+    from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
     from rooftop.model.config import Dtypes
     from rooftop.model.memory import TrainingPrecision
@@ -99,11 +106,12 @@ def setup_from_args(args: argparse.Namespace) -> TrainingSetup:
 
     chip = chip_from_args(args)
     cfg = get_model(args.model)
-    topo = (
-        parse_topology(chip, args.topology)
-        if args.topology
-        else topology_for_chips(chip, _int(args.chips, "--chips", MAX_CHIPS))
-    )
+    if topology is not None:
+        topo = topology
+    elif args.topology:
+        topo = topology_or_nearest(chip, args.topology)
+    else:
+        topo = slice_for_chips(chip, _int(args.chips, "--chips", MAX_CHIPS))
     batch_tokens, seq = _int(args.batch_tokens, "--batch-tokens"), _int(args.seq_len, "--seq-len", MAX_TOKENS)
     if batch_tokens / seq > MAX_SEQUENCES:
         raise InvalidConfigError(
@@ -163,16 +171,27 @@ def run(args: argparse.Namespace) -> Output:
     tokens = parse_number(args.tokens) if args.tokens is not None else None
     if tokens is not None and tokens < 1:
         raise InvalidConfigError(f"--tokens must be >= 1, got {shown(args.tokens)}")
-    setup = setup_from_args(args)
     fix = parse_fix(args.fix)
+    if args.chips is None and args.topology is None:  # a goal instead of a slice
+        return train_goal_output(args, setup_from_args, fix, tokens, price)
+    setup = setup_from_args(args)
     plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))
     best = plan.ranked[0]
     _write_files(args, plan)
-    return Output(
-        report.train_payload(plan),
-        lambda console: report.render_train(console, plan),
+    from rooftop.report.energy import render_energy, train_energy, train_json
+
+    energy = train_energy(plan)
+
+    def render(console: Any) -> None:
+        report.render_train(console, plan)
+        render_energy(console, energy, "tokens")
+
+    out = Output(
+        train_json(plan),
+        render,
         [lambda path: report.plot_train(best, path)],
     )
+    return with_emit(out, args.emit, train_text(args.emit, args, plan)) if args.emit else out
 
 
 def _check_files(args: argparse.Namespace) -> None:

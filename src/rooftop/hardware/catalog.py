@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -43,6 +44,9 @@ MAX_ALIASES = 64
 MAX_LINKS = 1 << 16
 #: most TensorCores per chip a chip file may declare (TPUs have 1 or 2)
 MAX_CORES = 64
+
+
+_DATE = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12][0-9]|3[01]))?")
 
 
 class _Reader:
@@ -258,6 +262,8 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
         dcn_bytes_per_s=r.figure("dcn.bytes_per_s", required=False, default=0.0),
         scaleout_latency_s=r.figure("dcn.latency_s", required=False, default=5e-6),
         price_usd_per_hour=r.figure("price.usd_per_chip_hour", required=False),
+        price_as_of=_as_of(r),
+        power_w=r.figure("power.watts", required=False),
         topology=_topology(r),
         aliases=tuple(aliases),
         description=str(data.get("description", "")),
@@ -269,6 +275,16 @@ def chip_from_dict(data: Mapping[str, Any], path: str = "<chip>") -> Chip:
     if kwargs["hbm_bytes_per_s"] == 0:
         raise r.fail("memory.hbm_bytes_per_s", "must be > 0")
     return Chip(**kwargs, sources=MappingProxyType(r.sources))
+
+
+def _as_of(r: _Reader) -> str:
+    """``[price] as_of``: the date the price's source was read, ISO "YYYY-MM" or "YYYY-MM-DD" ("" when absent)."""
+    raw = r.raw("price.as_of")
+    if raw is None:
+        return ""
+    if not isinstance(raw, str) or not _DATE.fullmatch(raw):
+        raise r.fail("price.as_of", f'must be a date "YYYY-MM" or "YYYY-MM-DD", got {shown(raw)}')
+    return raw
 
 
 def load_chip_file(path: str | Path) -> Chip:

@@ -132,6 +132,8 @@ class Chip:
     topology: TopologySpec = field(repr=False)
     on_chip_bytes: MappingProxyType[str, float] = field(default_factory=lambda: MappingProxyType({}))
     price_usd_per_hour: float | None = None
+    price_as_of: str = ""  # the date the price's source was read (ISO, "2026-05" or "2026-11-22"); "" when none
+    power_w: float | None = None  # board power per chip at full load (W), for energy figures; None when unknown
     aliases: tuple[str, ...] = ()
     description: str = ""
     scaleout_latency_s: float = 5e-6

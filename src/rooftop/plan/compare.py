@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from rooftop.display import Displayed
 from rooftop.errors import RooftopError
+from rooftop.plan.energy import serving_energy, training_energy
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -43,6 +44,9 @@ class Entry:
     price_usd_per_chip_hour: float | None
     price_source: str
     note: str = ""
+    kwh: float | None = None  # training with --tokens: the run's energy at board power (plan/energy.py)
+    kwh_per_million_tokens: float | None = None  # per trained token, or per output token when serving
+    usd_per_hour: float | None = None  # the slice's price per hour (chips x price per chip-hour)
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -59,6 +63,10 @@ def price_of(chip: Chip) -> tuple[float | None, str]:
     if chip.price_usd_per_hour is None:
         return None, NO_PRICE
     return chip.price_usd_per_hour, figure.source if figure is not None else "the chip file"
+
+
+def _per_hour(price: float | None, chips: int) -> float | None:
+    return price * chips if price is not None else None
 
 
 def _failed(chip: Chip, topology: str, chips: int, why: str) -> Entry:
@@ -83,9 +91,11 @@ def compare_training(
             continue
         best, totals = plan.ranked[0], plan.totals
         note = "" if best.fits else "fits nowhere: the smallest layout is shown"
+        energy = training_energy(setup.chip, setup.chips, totals.train_time_s, tokens)
         out.append(Entry(setup.chip.name, setup.topology.spec, setup.chips, best.parallelism.label(), best.step_time_s,
                          best.mfu, None, best.tokens_per_s, best.tokens_per_s / setup.chips, best.fits, best.bound,
-                         totals.train_time_s, totals.cost_usd, None, price, source, note))  # fmt: skip
+                         totals.train_time_s, totals.cost_usd, None, price, source, note, energy.kwh,
+                         energy.kwh_per_million_tokens, _per_hour(price, setup.chips)))  # fmt: skip
     first = setups[0]
     settings = {"global_batch_tokens": first.tokens_per_step, "seq_len": first.seq_len, "tokens": tokens,
                 "fix": dict(fix or {})}  # fmt: skip
@@ -110,9 +120,11 @@ def compare_serving(requests: Sequence[ServingRequest]) -> Comparison:
             continue
         p = plan.points[plan.chosen]
         layout = " ".join(f"{k}={v}" for k, v in p.layout.as_dict().items() if v > 1) or "one chip per replica"
+        energy = serving_energy(req.chip, chips, p.tokens_per_s)
         out.append(Entry(req.chip.name, req.topology.spec, chips, f"{layout} batch={p.batch}", p.step_time_s, None,
                          p.ttft_s, p.tokens_per_s, p.tokens_per_s_per_chip, p.fits, p.bound, None, None,
-                         p.cost_output_usd_per_m, price, source, plan.chosen_reason))  # fmt: skip
+                         p.cost_output_usd_per_m, price, source, plan.chosen_reason, None,
+                         energy.kwh_per_million_tokens, _per_hour(req.price, chips)))  # fmt: skip
     first = requests[0]
     settings = {"prompt_len": first.prompt_len, "gen_len": first.gen_len, "weight_dtype": first.dtypes.weights,
                 "max_step_latency_s": first.max_step_latency_s}  # fmt: skip

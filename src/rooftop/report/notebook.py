@@ -168,10 +168,10 @@ def search_view(result: SearchResult) -> View:
 
 
 def train_view(plan: TrainingPlan) -> View:
-    """``train_payload``: what ``rooftop train --json`` writes; rows: the ranked candidates."""
-    from rooftop.report.train import train_payload
+    """``train_json``: what ``rooftop train --json`` writes; rows: the ranked candidates."""
+    from rooftop.report.energy import train_json
 
-    payload = train_payload(plan)
+    payload = train_json(plan)
     setup = plan.setup
     where = f"{setup.cfg.name} on {setup.chips} x {setup.chip.name} ({setup.topology.spec})"
     summary = f"{where}: {_step_line(plan.ranked[0])}"
@@ -200,10 +200,10 @@ def _point_line(p: ServingPoint) -> str:
 
 
 def serve_view(plan: ServingPlan) -> View:
-    """``serve_payload``: what ``rooftop serve --json`` writes; rows: every (layout, batch) point."""
-    from rooftop.report.serve import serve_payload
+    """``serve_json``: what ``rooftop serve --json`` writes; rows: every (layout, batch) point."""
+    from rooftop.report.energy import serve_json
 
-    payload = serve_payload(plan)
+    payload = serve_json(plan)
     req = plan.request
     chosen = _point_line(plan.points[plan.chosen]) if plan.chosen is not None else "no point meets the targets"
     summary = f"{req.cfg.name} on {req.topology.spec} {req.chip.name}: chosen {chosen}"

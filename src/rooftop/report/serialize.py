@@ -182,6 +182,8 @@ def chip_dict(chip: Chip) -> dict[str, Any]:
         "host_bytes_per_s": chip.host_bytes_per_s,
         "dcn_bytes_per_s": chip.dcn_bytes_per_s,
         "price_usd_per_chip_hour": chip.price_usd_per_hour,
+        "price_as_of": chip.price_as_of or None,
+        "power_w": chip.power_w,
         "critical_intensity_bf16": chip.critical_intensity("bf16"),
         "topology": {
             "kind": topo.kind,

@@ -1,5 +1,6 @@
 """The training step model against hand-derived formulas (efficiencies at 1)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -46,6 +47,19 @@ def test_pure_tp_collectives_per_layer() -> None:
     act = 8 * 2048 * 4096 * 2  # tokens x D x bf16: the gathered activation of each collective
     one = 2 * collective_time(Comm("all-gather", ("tp",), act), mesh).time_s
     one += 2 * collective_time(Comm("reduce-scatter", ("tp",), act), mesh).time_s
+    assert r.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * one)  # 32 layers, forward + backward
+
+
+def test_parallel_layers_halve_the_tp_collectives() -> None:
+    """A parallel layer (PaLM: y = x + Attn(LN x) + MLP(LN x)) gathers its input once for attention and the
+    MLP and reduce-scatters their summed output once: 1 + 1 collectives per layer and pass, not 2 + 2."""
+    c = get_chip("h100")
+    cfg = dataclasses.replace(CFG, parallel_layers=True, norms_per_layer=1)
+    setup = TrainingSetup(cfg, c, parse_topology(c, "1x8"), 8, 2048, IDEAL)
+    r, mesh = _run(setup, Parallelism(tp=8, microbatches=1))
+    act = 8 * 2048 * 4096 * 2  # tokens x D x bf16
+    one = collective_time(Comm("all-gather", ("tp",), act), mesh).time_s
+    one += collective_time(Comm("reduce-scatter", ("tp",), act), mesh).time_s
     assert r.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * one)  # 32 layers, forward + backward
 
 

@@ -9,8 +9,9 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   stages (the stage with ceil(L / pp) layers sets the pace, the last stage also runs the
   unembedding and loss; with ``pipeline_balance`` the last stage takes fewer layers for them,
   layout.stage_split). Weights are read per op sharded over tp (and ep for experts).
-- tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters of the
-  layer's activations forward, the same backward (Korthikanti 2022, sequence parallelism),
+- tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters (a parallel
+  layer: 1 + 1, comm.tp_pairs_per_layer) of the layer's activations forward, the same backward
+  (Korthikanti 2022, sequence parallelism),
   again under full remat; exposed except for ``tp_overlap``.
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.

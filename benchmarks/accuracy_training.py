@@ -265,8 +265,10 @@ def _foundry_runs() -> list[Run]:
 
 def _titan_runs() -> list[Run]:
     """torchtitan's bf16 rows; utilization from the published tokens/s under torchtitan's own FLOP count
-    (6 x the parameters less the token embedding + 12 L d s per token: its get_num_flop_per_token)."""
-    peak = get_chip("h100").flops_per_s("bf16")
+    (6 x the parameters less the token embedding + 12 L d s per token: its get_num_flop_per_token), against
+    the peak of the part they ran on (catalog/chips/h100-hbm2e.toml), the denominator of the prediction too."""
+    chip = "h100-hbm2e"
+    peak = get_chip(chip).flops_per_s("bf16")
     out = []
     for r in TORCHTITAN:
         cfg = get_model(r.model)
@@ -277,7 +279,7 @@ def _titan_runs() -> list[Run]:
             Run(
                 f"{cfg.name} {r.gpus} H100 fsdp={r.fsdp} tp={r.tp}{' compiled' if r.compiled else ''}",
                 cfg,
-                "h100",
+                chip,
                 f"{max(1, r.gpus // 8)}x{min(8, r.gpus)}",
                 batch,
                 r.seq,

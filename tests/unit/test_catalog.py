@@ -7,7 +7,7 @@ import pytest
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.catalog import get_chip, load_chip_file, load_chips
 
-CANONICAL = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h200", "b200"]
+CANONICAL = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h100-hbm2e", "h200", "b200"]
 
 
 def test_all_nine_chips_present() -> None:

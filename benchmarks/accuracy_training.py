@@ -371,13 +371,13 @@ def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[flo
 
 
 #: the framework mechanisms of catalog/frameworks/training.toml, in the order ``--mechanisms`` adds them
-MECHANISMS = ("collectives", "launch", "attention", "era")
+MECHANISMS = ("collectives", "launch", "attention", "era", "p2p-overlap")
 
 
 def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
     """``stack`` without the named mechanisms: collectives (NCCL's ring -> the staged rules), launch (no host
     cost per FSDP collective), attention (no kernel ceiling), era (no clipping, no p2p sync, gradients
-    reduced with the default overlap, prefetch)."""
+    reduced with the default overlap, prefetch), p2p-overlap (interleaved pipeline sends not hidden)."""
     if "collectives" in strip:
         stack = replace(stack, algorithm=None)
     if "launch" in strip:
@@ -387,6 +387,8 @@ def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
     if "era" in strip:
         base = default_efficiency("training")
         stack = replace(stack, grad_clip=False, p2p_sync_s=0.0, dp_overlap=base.dp_overlap, prefetch=1)
+    if "p2p-overlap" in strip:
+        stack = replace(stack, p2p_overlap=False)
     return stack
 
 

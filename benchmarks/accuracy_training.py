@@ -265,8 +265,10 @@ def _foundry_runs() -> list[Run]:
 
 def _titan_runs() -> list[Run]:
     """torchtitan's bf16 rows; utilization from the published tokens/s under torchtitan's own FLOP count
-    (6 x the parameters less the token embedding + 12 L d s per token: its get_num_flop_per_token)."""
-    peak = get_chip("h100").flops_per_s("bf16")
+    (6 x the parameters less the token embedding + 12 L d s per token: its get_num_flop_per_token), against
+    the peak of the part they ran on (catalog/chips/h100-hbm2e.toml), the denominator of the prediction too."""
+    chip = "h100-hbm2e"
+    peak = get_chip(chip).flops_per_s("bf16")
     out = []
     for r in TORCHTITAN:
         cfg = get_model(r.model)
@@ -277,7 +279,7 @@ def _titan_runs() -> list[Run]:
             Run(
                 f"{cfg.name} {r.gpus} H100 fsdp={r.fsdp} tp={r.tp}{' compiled' if r.compiled else ''}",
                 cfg,
-                "h100",
+                chip,
                 f"{max(1, r.gpus // 8)}x{min(8, r.gpus)}",
                 batch,
                 r.seq,
@@ -369,13 +371,13 @@ def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[flo
 
 
 #: the framework mechanisms of catalog/frameworks/training.toml, in the order ``--mechanisms`` adds them
-MECHANISMS = ("collectives", "launch", "attention", "era")
+MECHANISMS = ("collectives", "launch", "attention", "era", "p2p-overlap")
 
 
 def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
     """``stack`` without the named mechanisms: collectives (NCCL's ring -> the staged rules), launch (no host
     cost per FSDP collective), attention (no kernel ceiling), era (no clipping, no p2p sync, gradients
-    reduced with the default overlap, prefetch)."""
+    reduced with the default overlap, prefetch), p2p-overlap (interleaved pipeline sends not hidden)."""
     if "collectives" in strip:
         stack = replace(stack, algorithm=None)
     if "launch" in strip:
@@ -385,6 +387,8 @@ def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
     if "era" in strip:
         base = default_efficiency("training")
         stack = replace(stack, grad_clip=False, p2p_sync_s=0.0, dp_overlap=base.dp_overlap, prefetch=1)
+    if "p2p-overlap" in strip:
+        stack = replace(stack, p2p_overlap=False)
     return stack
 
 

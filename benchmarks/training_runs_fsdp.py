@@ -24,7 +24,11 @@ Two sources, each row as published with every setting the source states (nothing
   page's vanilla-TP bf16 rows (torch.compile; 8B: FSDP 8 x TP 8 on 64 GPUs, per-op selective AC, local
   batch 12; 70B: FSDP 32 x TP 8 on 256 GPUs, full AC, local batch 16). The published utilization of a
   throughput row is taken under this project's FLOP count (model flops per token x tokens/s / peak),
-  so the error is the throughput's.
+  so the error is the throughput's. The chip: catalog/chips/h100-hbm2e.toml (both pages' "Hardware").
+  "Selective" activation checkpointing is the per-op policy (remat "selective-op"): the async-TP page's
+  commands pass --activation_checkpoint.selective_ac_option="op", and the 2024-12 tables ran the
+  llama3_8b.toml preset, whose [activation_checkpoint] is mode 'selective', selective_ac_option 'op'
+  (pytorch/torchtitan train_configs/llama3_8b.toml at 0011fb905e9561a51af0f265e35d989f7448b1d8).
 """
 
 from __future__ import annotations
@@ -138,18 +142,18 @@ class TitanRow:
     tp: int
     local_batch: int  # sequences per data-parallel rank (fsdp) per step
     seq: int
-    remat: str  # "selective" or "full" activation checkpointing
+    remat: str  # "selective-op" (torchtitan's per-op selective) or "full" activation checkpointing
     compiled: bool  # torch.compile (fused elementwise kernels)
     tokens_per_s_per_gpu: float
     table: str
 
 
 TORCHTITAN = [
-    TitanRow("llama-3.1-8b", 8, 8, 1, 2, 8192, "selective", False, 5762, "2024-12 Table 1, FSDP"),
-    TitanRow("llama-3.1-8b", 8, 8, 1, 2, 8192, "selective", True, 6667, "2024-12 Table 1, FSDP + torch.compile"),
-    TitanRow("llama-3.1-8b", 128, 128, 1, 2, 8192, "selective", False, 5605, "2024-12 Table 3, FSDP"),
-    TitanRow("llama-3.1-8b", 128, 128, 1, 2, 8192, "selective", True, 6514, "2024-12 Table 3, FSDP + torch.compile"),
-    TitanRow("llama-3.1-8b", 64, 8, 8, 12, 8192, "selective", True, 4378, "2025-06 async TP page, 8B vanilla TP bf16"),
+    TitanRow("llama-3.1-8b", 8, 8, 1, 2, 8192, "selective-op", False, 5762, "2024-12 Table 1, FSDP"),
+    TitanRow("llama-3.1-8b", 8, 8, 1, 2, 8192, "selective-op", True, 6667, "2024-12 Table 1, FSDP + torch.compile"),
+    TitanRow("llama-3.1-8b", 128, 128, 1, 2, 8192, "selective-op", False, 5605, "2024-12 Table 3, FSDP"),
+    TitanRow("llama-3.1-8b", 128, 128, 1, 2, 8192, "selective-op", True, 6514, "2024-12 Table 3, FSDP + torch.compile"),
+    TitanRow("llama-3.1-8b", 64, 8, 8, 12, 8192, "selective-op", True, 4378, "2025-06 async TP, 8B vanilla TP bf16"),
     TitanRow("llama-3.1-70b", 256, 32, 8, 16, 8192, "full", True, 597.3, "2025-06 async TP page, 70B vanilla TP bf16"),
 ]
 

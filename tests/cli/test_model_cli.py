@@ -41,7 +41,7 @@ def test_llama_3_70b_done_criterion() -> None:
     n, attn = d["params_matmul_active"], d["attention_flops_per_token"]
     assert attn == pytest.approx(80 * 2 * 64 * 256 * (8192 + 1) / 2)
     assert d["flops_per_token_train"] == pytest.approx(6 * n + 3 * attn)
-    assert set(d["activation_bytes_per_token"]) == {"none", "selective", "dots", "full"}
+    assert set(d["activation_bytes_per_token"]) == {"none", "selective", "selective-op", "dots", "full"}
     assert d["activation_bytes_per_token"]["full"] == 80 * 8192 * 2
     assert d["training_bytes_per_param"] == 16
     assert d["params_breakdown"]["params"] == d["params_total"]

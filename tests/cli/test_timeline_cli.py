@@ -130,7 +130,7 @@ def test_train_timeline_of_a_balanced_interleaved_pipeline_is_the_models(tmp_pat
 
 
 def test_train_timeline_parts_add_up_to_the_model_breakdown(tmp_path: Path) -> None:
-    best, events, _procs, threads, _ = _train(tmp_path, "tp=8,mb=4")
+    best, events, _procs, threads, _ = _train(tmp_path, "tp=8,pp=1,mb=4")
     br = best["breakdown_s"]
     by_part: dict[str, float] = defaultdict(float)
     for e in events:

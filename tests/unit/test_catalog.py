@@ -7,8 +7,8 @@ import pytest
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.catalog import get_chip, load_chip_file, load_chips
 
-CANONICAL = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h200", "b200", "b300", "gb200",
-             "gb300", "h20", "h800", "mi300x", "mi325x", "mi355x"]  # fmt: skip
+CANONICAL = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h100-hbm2e", "h200", "b200", "b300",
+             "gb200", "gb300", "h20", "h800", "mi300x", "mi325x", "mi355x"]  # fmt: skip
 
 
 def test_every_catalog_chip_present() -> None:

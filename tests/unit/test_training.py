@@ -1,5 +1,6 @@
 """The training step model against hand-derived formulas (efficiencies at 1)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -13,6 +14,7 @@ from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.memory import param_tree
 from rooftop.plan.train.comm import CommPricer
+from rooftop.plan.train.framework import get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh, model_profile
 
@@ -47,6 +49,38 @@ def test_pure_tp_collectives_per_layer() -> None:
     one = 2 * collective_time(Comm("all-gather", ("tp",), act), mesh).time_s
     one += 2 * collective_time(Comm("reduce-scatter", ("tp",), act), mesh).time_s
     assert r.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * one)  # 32 layers, forward + backward
+
+
+def test_parallel_layers_halve_the_tp_collectives() -> None:
+    """A parallel layer (PaLM: y = x + Attn(LN x) + MLP(LN x)) gathers its input once for attention and the
+    MLP and reduce-scatters their summed output once: 1 + 1 collectives per layer and pass, not 2 + 2."""
+    c = get_chip("h100")
+    cfg = dataclasses.replace(CFG, parallel_layers=True, norms_per_layer=1)
+    setup = TrainingSetup(cfg, c, parse_topology(c, "1x8"), 8, 2048, IDEAL)
+    r, mesh = _run(setup, Parallelism(tp=8, microbatches=1))
+    act = 8 * 2048 * 4096 * 2  # tokens x D x bf16
+    one = collective_time(Comm("all-gather", ("tp",), act), mesh).time_s
+    one += collective_time(Comm("reduce-scatter", ("tp",), act), mesh).time_s
+    assert r.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * one)  # 32 layers, forward + backward
+
+
+def test_interleaved_pipeline_sends_hide_behind_a_chunk() -> None:
+    """Megatron-Core's interleaved schedule overlaps each send/receive with the next model chunk's compute:
+    exposed only where a send outlasts a chunk's forward (or backward). Without the overlap, 2 v sends per
+    microbatch, each the stage boundary's activations (tokens x D x bf16) over the pp axis."""
+    c = get_chip("h100")
+    stack = get_framework("megatron")
+    assert stack.p2p_overlap
+    par = Parallelism(dp=8, pp=4, microbatches=8, virtual_stages=2, zero_stage=1)
+    for overlap in (True, False):
+        setup = TrainingSetup(
+            CFG, c, parse_topology(c, "4x8"), 64, 2048, IDEAL, framework=dataclasses.replace(stack, p2p_overlap=overlap)
+        )
+        r, mesh = _run(setup, par)
+        send = collective_time(Comm("permute", ("pp",), 1 * 2048 * 4096 * 2), mesh).time_s  # 1 sequence/microbatch
+        chunk = r.breakdown["compute_forward"] / 8 / 2  # one microbatch's forward on one of the 2 chunks
+        assert 0 < send < chunk  # so every send hides (the backward chunk is longer still)
+        assert r.breakdown["pipeline_p2p"] == pytest.approx(0.0 if overlap else 8 * 2 * 2 * send)
 
 
 def test_pure_fsdp_exposed_gathers_without_overlap() -> None:

@@ -87,6 +87,20 @@ def test_remat_recompute_flops() -> None:
     assert tf.flops_per_token_train(SMALL, t, "full") == pytest.approx(6 * SMALL_N + 3 * a + 2 * layers_n + a)
 
 
+def test_op_level_selective_remat_recomputes_every_second_matmul() -> None:
+    """torchtitan's op-level policy: per layer, the weight matmuls counted in forward order (q, k, v, o, gate,
+    up, down); the 2nd, 4th and 6th (k, o, up) run again, the attention core does not. Llama 3.1 8B: d 4096,
+    8 KV heads of 128, F 14336, 32 layers; what a layer keeps per token: input, q, v, the flash softmax
+    statistics (2 x 32 heads), the attention output and gate, in bf16."""
+    from rooftop.model.catalog import get_model
+
+    cfg = get_model("llama-3.1-8b")
+    k, o, up = 4096 * 1024, 4096 * 4096, 4096 * 14336
+    assert tf.recompute_flops_per_token(cfg, 8192, "selective-op") == 2 * 32 * (k + o + up)
+    kept = 4096 + 4096 + 1024 + 2 * 32 + 4096 + 14336
+    assert activations.activation_bytes_per_token(cfg, 8192, "selective-op", flash=True) == 32 * kept * 2
+
+
 def test_layer_ops_prefill_and_decode() -> None:
     b, t = 2, 16
     pre = dict(tf.layer_costs(SMALL, Workload("prefill", b, t)).walk())

@@ -38,6 +38,8 @@ class RematPolicy:
     saves: frozenset[str]
     recompute: frozenset[str]
     description: str
+    #: also recompute every second weight matmul of a layer, counted in forward order, and keep not its output
+    alternate_matmuls: bool = False
 
 
 _ALL_TENSORS = frozenset({"block_input", "matmul", "attention_internal", "attention_output", "elementwise"})
@@ -58,6 +60,18 @@ REMAT_POLICIES: dict[str, RematPolicy] = {
         frozenset({"attention", "elementwise"}),
         "save parameter-matmul outputs only (jax.checkpoint_policies.dots_with_no_batch_dims_saveable): "
         "recompute attention core, norms, rope, activations",
+    ),
+    # torchtitan's op-level selective checkpointing (selective_ac_option "op"; torchtitan 9dec370,
+    # torchtitan/models/llama/parallelize_llama.py, _apply_ac_to_transformer_block: per layer, the outputs of
+    # aten.mm, the SDPA kernels and reduce-scatter are saved "except every second mm"; every other op is
+    # recomputed): a Llama layer's q, v, gate, down are kept, its k, o, up recomputed with the norms, rope
+    # and activations; the attention core's output (and its softmax statistics) is kept, not recomputed.
+    "selective-op": RematPolicy(
+        frozenset({"block_input", "matmul", "attention_internal", "attention_output"}),
+        frozenset({"elementwise"}),
+        "keep every other weight matmul's output and the attention core's; recompute the other matmuls, norms, "
+        "rope and activations (torchtitan selective_ac_option 'op')",
+        alternate_matmuls=True,
     ),
     "full": RematPolicy(
         frozenset({"block_input"}),
@@ -215,12 +229,21 @@ def activation_bytes_per_token_layer(
     """Bytes one layer keeps per token under ``remat``: sum of the kept tensors (those named in ``only``
     when given) x their bytes (``dtype``; a weight matmul's input at ``matmul_dtype`` when that is smaller:
     module docstring)."""
-    saves = remat_policy(remat).saves
+    policy = remat_policy(remat)
+    tensors = activation_tensors(cfg, seq_len, group, flash)
+    dropped = _alternate_matmul_outputs(tensors) if policy.alternate_matmuls else frozenset()
     return sum(
         t.elements_per_token * _bytes(t, dtype, matmul_dtype)
-        for t in activation_tensors(cfg, seq_len, group, flash)
-        if t.category in saves and (only is None or t.name in only)
+        for t in tensors
+        if t.category in policy.saves and t.name not in dropped and (only is None or t.name in only)
     )
+
+
+def _alternate_matmul_outputs(tensors: list[ActivationTensor]) -> frozenset[str]:
+    """The tensors of every second weight matmul of a layer, counted in forward order (the outputs a policy
+    with ``alternate_matmuls`` recomputes instead of keeping)."""
+    outputs = [t.name for t in tensors if t.category in ("matmul", "dot_output")]
+    return frozenset(outputs[1::2])
 
 
 def activation_bytes_per_token(

@@ -441,11 +441,16 @@ def _forward(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, name: s
     return CostTree.node(name, kids)
 
 
-def _select(tree: CostTree, categories: frozenset[str]) -> CostTree:
-    """The leaves of ``tree`` whose tag's category is in ``categories`` (same structure)."""
+def _select(tree: CostTree, categories: frozenset[str], matmuls: list[int] | None = None) -> CostTree:
+    """The leaves of ``tree`` whose tag's category is in ``categories`` (same structure); with ``matmuls`` (a
+    running count of the weight matmuls met, in forward order), also every second weight matmul."""
     if not tree.children:
-        return tree if tree.tag is not None and tree.tag.category in categories else CostTree(tree.name, tag=tree.tag)
-    return CostTree.node(tree.name, [_select(ch, categories) for ch in tree.children])
+        keep = tree.tag is not None and tree.tag.category in categories
+        if matmuls is not None and tree.tag is not None and tree.tag.category == "matmul":
+            matmuls[0] += 1
+            keep = keep or matmuls[0] % 2 == 0
+        return tree if keep else CostTree(tree.name, tag=tree.tag)
+    return CostTree.node(tree.name, [_select(ch, categories, matmuls) for ch in tree.children])
 
 
 def model_costs(
@@ -454,14 +459,16 @@ def model_costs(
     """Every op of the model for ``workload`` (see the module docstring for the tree).
     Train: ``forward``; ``backward`` = 2 x forward (the input- and weight-gradient matmuls,
     Kaplan 2020 section 2.1); ``recompute`` = the forward ops of every layer that the remat
-    policy runs again (activations.REMAT_POLICIES: none, selective, dots, full)."""
+    policy runs again (activations.REMAT_POLICIES: none, selective, selective-op, dots, full)."""
     dtypes = dtypes or Dtypes()
     if workload.phase != "train":
         return _forward(cfg, workload, dtypes, "model")
     policy = remat_policy(remat)
     fwd = _forward(cfg, workload, dtypes, "forward")
     layers = next(ch for ch in fwd.children if ch.name == "layers")
-    recompute = _renamed(_select(layers, policy.recompute), "recompute")
+    if policy.alternate_matmuls:  # the count restarts with each layer (each group's one layer)
+        layers = CostTree.node(layers.name, [_select(g, policy.recompute, [0]) for g in layers.children])
+    recompute = _renamed(layers if policy.alternate_matmuls else _select(layers, policy.recompute), "recompute")
     return CostTree.node("model", [fwd, _renamed(fwd.scaled(2.0), "backward"), recompute])
 
 

@@ -186,9 +186,13 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
             pp_terms += (
                 Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, "latency", "sync", sync),
             )
-    out["pipeline_p2p"] = StepPart(
-        "pipeline_p2p", sum(t.seconds for t in pp_terms), _bound(pp_terms, "network"), pp_terms
-    )
+    pp_s = sum(t.seconds for t in pp_terms)
+    if par.pp > 1 and setup.stack.p2p_overlap and par.virtual_stages > 1:  # hidden behind the next model chunk
+        figures = (("communication_s", pp_s), ("cover", "the next model chunk"), ("overlap", 1.0))
+        hidden = pp_s - result.breakdown["pipeline_p2p"]
+        pp_terms += (Term("hidden behind compute", -hidden, "hidden", "hidden", figures),)
+        pp_s = result.breakdown["pipeline_p2p"]
+    out["pipeline_p2p"] = StepPart("pipeline_p2p", pp_s, _bound(pp_terms, "network"), pp_terms)
     bubble = result.breakdown["pipeline_bubble"]
     t_mb = bubble * par.virtual_stages / (par.pp - 1) if par.pp > 1 else 0.0
     bubble_terms = (

@@ -119,6 +119,16 @@ def exposed_s(total_s: float, hidden_s: float) -> float:
     return left if left > 1e-12 * total_s else 0.0
 
 
+def tp_pairs_per_layer(cfg: TransformerConfig) -> int:
+    """Tensor-parallel all-gather + reduce-scatter pairs per layer and pass (sequence parallelism: one pair
+    around each tensor-parallel region, Korthikanti 2022 section 4.2.2). A serial layer has two regions
+    (attention, then the MLP on its output); a parallel layer (``parallel_layers``: y = x + Attn(LN x) +
+    MLP(LN x)) one: attention and MLP read the same gathered input, whose input matmuls are fused, and their
+    outputs are summed before one reduce-scatter (Chowdhery et al. 2022, PaLM, section 2, "Parallel Layers":
+    the attention and MLP input matmuls fused, about 15% faster training at large scale)."""
+    return 1 if cfg.parallel_layers else 2
+
+
 def layer_comm(
     setup: TrainingSetup,
     par: Parallelism,
@@ -145,7 +155,8 @@ def layer_comm(
     e_tp = e_cp = e_fsdp = e_ep = 0.0
     recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
     act = tokens_chip * cfg.d_model * a_bytes
-    tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
+    pairs = tp_pairs_per_layer(cfg)
+    tp_one = pairs * (pricer.time("all-gather", ("tp",), act) + pricer.time("reduce-scatter", ("tp",), act))
     ring = kv = 0.0
     if par.cp > 1:
         kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
@@ -202,8 +213,8 @@ def layer_comm(
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
             ledger.hide("fsdp", n * once * (f_fsdp + b_fsdp))
-            ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * 2 * (2 + recompute))
-            ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * 2 * (2 + recompute))
+            ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * pairs * (2 + recompute))
+            ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * pairs * (2 + recompute))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), to_experts, n * (2 + recompute))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute))

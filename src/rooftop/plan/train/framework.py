@@ -15,6 +15,9 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
 - ``grad_clip``: the optimizer step also computes the gradients' global norm and scales them (one read
   of the gradients, then a read and a write);
 - ``p2p_sync_s``: a host synchronisation per pipeline send/receive (older synchronous p2p);
+- ``p2p_overlap``: under the interleaved schedule (virtual stages), each send/receive is issued before the next
+  model chunk's forward or backward and waited for after it, so it hides behind that chunk's compute (absent:
+  no overlap);
 - ``fused_attention``, ``dropout``: the era's defaults for the job's ``--fix flash`` and ``--fix dropout``
   (Megatron-LM 2021: unfused attention, dropout 0.1).
 
@@ -57,12 +60,14 @@ class Framework:
     attention: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     grad_clip: bool = False
     p2p_sync_s: float = 0.0
+    p2p_overlap: bool = False  # interleaved schedule: each send/receive overlaps the next chunk's compute
     fused_attention: bool = True  # the job's default for ``--fix flash``
     dropout: bool = False  # the job's default for ``--fix dropout``
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
-        return hash((self.name, self.algorithm, self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s))
+        figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap)
+        return hash((self.name, self.algorithm, *figures))
 
     def attention_cap(self, chip: Chip) -> float:
         """The share of ``chip``'s datasheet matrix peak the attention kernel sustains (0: no cap)."""
@@ -123,6 +128,7 @@ def get_framework(name: str) -> Framework:
         MappingProxyType(caps),
         bool(_value(table, "grad_clip", where)),
         float(_value(table, "p2p_sync_s", where)),
+        bool(_value(table, "p2p_overlap", where)) if "p2p_overlap" in table else False,
         bool(_value(table, "fused_attention", where)),
         bool(_value(table, "dropout", where)),
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),

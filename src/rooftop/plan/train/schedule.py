@@ -205,6 +205,7 @@ def step_schedule(setup: TrainingSetup, par: Parallelism) -> StepSchedule:
     blocks = _split(len(order), p, v, stage_split(len(order), par, prof.head_layers).last, par.pipeline_balance)
     coarse = m * len(order) * 6 > MAX_SLICES
     send = pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts)) if p > 1 else 0.0
+    overlap = setup.stack.p2p_overlap and v > 1  # each send runs beside the next chunk (step.step_result)
     chunks = {}
     for vs, block in enumerate(blocks):
         for fwd in (True, False):
@@ -213,8 +214,8 @@ def step_schedule(setup: TrainingSetup, par: Parallelism) -> StepSchedule:
                 ch = chunks[(fwd, vs)]
                 ch.slices.append(("pp", "send activations" if fwd else "send gradients", ch.end, send,
                                   "pipeline_p2p", {}))  # fmt: skip
-                ch.end += send
-    dur = _durations(chunks, p, v, sum(parts.per_microbatch.values()) + 2 * v * send)
+                ch.end += 0.0 if overlap else send
+    dur = _durations(chunks, p, v, sum(parts.per_microbatch.values()) + result.breakdown["pipeline_p2p"] / m)
     starts = _simulate(p, v, m, dur)
     slices = []
     for (fwd, s, c, mbi), start in starts.items():

@@ -9,8 +9,9 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   stages (the stage with ceil(L / pp) layers sets the pace, the last stage also runs the
   unembedding and loss; with ``pipeline_balance`` the last stage takes fewer layers for them,
   layout.stage_split). Weights are read per op sharded over tp (and ep for experts).
-- tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters of the
-  layer's activations forward, the same backward (Korthikanti 2022, sequence parallelism),
+- tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters (a parallel
+  layer: 1 + 1, comm.tp_pairs_per_layer) of the layer's activations forward, the same backward
+  (Korthikanti 2022, sequence parallelism),
   again under full remat; exposed except for ``tp_overlap``.
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.
@@ -25,7 +26,9 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 - data parallelism: once per step, the gradients (already reduce-scattered over fsdp)
   all-reduced over dp (ZeRO-1/2: reduce-scatter + all-gather, the same bytes); ``dp_overlap``
   of it hides behind the last microbatch's backward pass.
-- pipeline: activations sent to the next stage per microbatch forward and backward; the
+- pipeline: activations sent to the next stage per microbatch forward and backward (with the
+  stack's ``p2p_overlap`` under the interleaved schedule, hidden behind one model chunk's forward or
+  backward, the excess exposed); the
   bubble adds (pp - 1) / v microbatch times (1F1B, Narayanan 2021: bubble fraction
   (p - 1) / (v m)).
 - expert parallelism: per MoE layer per microbatch, a dispatch and a combine all-to-all of
@@ -276,11 +279,15 @@ def step_result(
     memory: dict[str, float] | None = None,
 ) -> StepResult:
     """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
+    mb = parts.per_microbatch
     pp_mb = 0.0
     if par.pp > 1:  # a send/receive forward and backward per virtual stage, each with the stack's host sync
         send = pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts)) + setup.stack.p2p_sync_s
         pp_mb = 2 * par.virtual_stages * send
-    mb = parts.per_microbatch
+        if setup.stack.p2p_overlap and par.virtual_stages > 1:  # each hides behind one chunk's forward or backward
+            v = par.virtual_stages
+            fwd, bwd = mb["compute_forward"] / v, (mb["compute_backward"] + mb["compute_recompute"]) / v
+            pp_mb = v * (max(0.0, send - fwd) + max(0.0, send - bwd))
     t_mb = sum(mb.values()) + pp_mb
     m = par.microbatches
     br = {

@@ -122,6 +122,28 @@ def test_hf_configs_mutated() -> None:
     run_slice("hf-configs", strategies.cases(config_case), 20)
 
 
+LONG_SLICES = {  # the long run: each target's slice 8 times over, other cases (another seed)
+    "cli-one-value": (lambda: strategies.hostile_command_lines(), 256, False),
+    "cli-mutated": (lambda: strategies.cases(cli_case), 256, False),
+    "hlo-generated": (lambda: strategies.cases(_generated_hlo), 192, False),
+    "hlo-mutated": (lambda: strategies.cases(hlo_case), 128, True),
+    "trace-json": (lambda: strategies.cases(json_trace_case), 240, False),
+    "trace-xplane": (lambda: strategies.cases(xplane_case), 64, True),
+    "chip-files": (lambda: strategies.cases(chip_case), 160, False),
+    "hf-configs": (lambda: strategies.cases(config_case), 160, False),
+}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(LONG_SLICES))
+def test_long_slice(name: str) -> None:
+    """Each target with 8 times the examples of its slice above (``python3 -m pytest -m long``)."""
+    make, examples, shared = LONG_SLICES[name]
+    if shared and not THIRD_PARTY.is_dir():
+        pytest.skip("../shared/data/third_party_profiles is absent")
+    run_slice(f"{name}-long", make(), examples)
+
+
 @pytest.mark.parametrize(
     "cause",
     [pytest.param(c, id=c.name, marks=pytest.mark.xfail(strict=False, reason=c.says)) for c in known.OPEN],

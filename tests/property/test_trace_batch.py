@@ -22,7 +22,8 @@ from rooftop.analysis.trace.chrome_json import load_json_trace
 from rooftop.analysis.trace.events import COLUMNS, Trace
 from rooftop.errors import RooftopError
 
-SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+LONG = settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))  # under -m long
 
 ODD: list[Any] = [None, True, 1.5, float("nan"), float("inf"), -1, "²", "12", [1], {"a": 1}, 10**30, "", 2**63]
 IDS = st.one_of(st.integers(0, 3), st.sampled_from(["0", "a", 1.0, None, float("nan"), True, [1]]))
@@ -136,12 +137,27 @@ def _write(path: Path, events: list[Any], top: str | None) -> Path:
     return path
 
 
-@SETTINGS
-@given(EVENTS, st.sampled_from(['"schemaVersion": 1, ', "", '"displayTimeUnit": "ns", ', None]))
-def test_batches_map_as_the_per_event_rules(tmp_path_factory: pytest.TempPathFactory, events: list[Any],
-                                            top: str | None) -> None:  # fmt: skip
+TOPS = st.sampled_from(['"schemaVersion": 1, ', "", '"displayTimeUnit": "ns", ', None])
+
+
+def _batches_map_as_per_event(tmp_path_factory: pytest.TempPathFactory, events: list[Any], top: str | None) -> None:
     path = _write(tmp_path_factory.mktemp("t") / "t.json", events, top)
     assert _load(path, batched=True) == _load(path, batched=False)
+
+
+@SETTINGS
+@given(EVENTS, TOPS)
+def test_batches_map_as_the_per_event_rules(tmp_path_factory: pytest.TempPathFactory, events: list[Any],
+                                            top: str | None) -> None:  # fmt: skip
+    _batches_map_as_per_event(tmp_path_factory, events, top)
+
+
+@pytest.mark.long
+@LONG
+@given(EVENTS, TOPS)
+def test_batches_map_as_the_per_event_rules_long(tmp_path_factory: pytest.TempPathFactory, events: list[Any],
+                                                 top: str | None) -> None:  # fmt: skip
+    _batches_map_as_per_event(tmp_path_factory, events, top)
 
 
 def test_usual_runs_are_mapped_a_batch_at_a_time(tmp_path: Path) -> None:

@@ -92,21 +92,43 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(JSON_VALUES, max_size=6))
-def test_decode_array_matches_json_on_any_values(values: list[Any]) -> None:
+def _decodes_as_json(values: list[Any]) -> None:
     text = json.dumps(values)  # NaN and Infinity as json writes them
     assert _same(decode_array(text), json.loads(text))
 
 
-@settings(max_examples=300, deadline=None)
-@given(JSON_VALUES, JSON_VALUES)
-def test_value_key_equal_only_for_equal_values(a: Any, b: Any) -> None:
+@settings(max_examples=60, deadline=None)
+@given(st.lists(JSON_VALUES, max_size=6))
+def test_decode_array_matches_json_on_any_values(values: list[Any]) -> None:
+    _decodes_as_json(values)
+
+
+@pytest.mark.long
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(JSON_VALUES, max_size=6))
+def test_decode_array_matches_json_on_any_values_long(values: list[Any]) -> None:
+    _decodes_as_json(values)
+
+
+def _keys_equal_only_for_equal_values(a: Any, b: Any) -> None:
     """Op shapes share one dict by this key: equal keys must mean values equal with their types."""
     ka, kb = value_key(a), value_key(b)
     if ka is not None and ka == kb:
         assert _same(a, b)
     assert value_key(a) == ka  # a function of the value
+
+
+@settings(max_examples=60, deadline=None)
+@given(JSON_VALUES, JSON_VALUES)
+def test_value_key_equal_only_for_equal_values(a: Any, b: Any) -> None:
+    _keys_equal_only_for_equal_values(a, b)
+
+
+@pytest.mark.long
+@settings(max_examples=1000, deadline=None)
+@given(JSON_VALUES, JSON_VALUES)
+def test_value_key_equal_only_for_equal_values_long(a: Any, b: Any) -> None:
+    _keys_equal_only_for_equal_values(a, b)
 
 
 def test_value_key_tells_apart_what_orjson_writes_alike() -> None:
@@ -172,12 +194,13 @@ def test_identical_reports_on_a_synthetic_kineto_trace(tmp_path: Path, monkeypat
     [
         "hta_alexnet_a100.json.gz",
         "hta_minitoy_mi250_rocm.json.gz",
-        "hta_nccl_a100_2rank.json.gz",
-        "tracelens_sglang_qwen3_8b_prefilldecode_mi300x.json.gz",
+        pytest.param("hta_nccl_a100_2rank.json.gz", marks=pytest.mark.long),
+        pytest.param("tracelens_sglang_qwen3_8b_prefilldecode_mi300x.json.gz", marks=pytest.mark.long),
         "tracelens_vllm_decode_full_mi300x.json.gz",
     ],
 )
 def test_identical_reports_on_third_party_traces(third_party: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real traces (the two largest, 12 and 19 s, in the long run): the same events and report either way."""
     fast, plain = _both(third_party / "chrome_trace" / name, monkeypatch)
     assert fast == plain
     assert fast[0] == 0

@@ -18,7 +18,7 @@ from rooftop.sharding.notation import MatmulExpr, Tensor
 from rooftop.sharding.shard import Sharding, check_elements, resolve_sharding
 
 #: most strategies a sharded matmul enumerates (3 per sharded dim in both inputs, 2 per conflict
-#: and per late gather): real matmuls shard two or three dims and have tens
+#: and 2**k per free input dim sharded over k axes): real matmuls shard two or three dims and have tens
 MAX_STRATEGIES = 1 << 12
 
 
@@ -85,9 +85,12 @@ def is_sharded(expr: MatmulExpr) -> bool:
 # an axis that must move between output dims is an all-to-all; one that must go is gathered
 # before the matmul or after it (both are tried). Without a requested output, the output is
 # the local result with its partial sums all-reduced, so case 4's two choices report two
-# different output shardings. Axis order inside one subscript matters when the two inputs'
-# blocks must match (J_XY is not J_YX); the final output is compared per dim as a set of axes
-# (the permutation that would reorder them is not priced).
+# different output shardings. Axis order inside one subscript matters (J_XY is not J_YX: each
+# device holds another block): the output is reached in the requested order, axes out of order
+# gathered and sliced again. Each output is also planned cut short (a prefix of each dim's axes)
+# and sliced locally to the rest, so sharding the output over more axes never costs more; a
+# strategy another one dominates (same output, no more FLOPs or bytes, a subset of its
+# collectives) is dropped.
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,7 @@ class _Planner:
             if dim is not None:
                 scatter.setdefault(dim, []).append(u)
         for dim, axes in scatter.items():
+            axes.sort(key=want.axes_of(dim).index)  # scattered in the requested order (K_ZY is not K_YZ)
             before = res
             res = Sharding(
                 res.name,
@@ -267,13 +271,29 @@ class _Planner:
                 )
             if gather:
                 res = self.gather(res, dim, gather, d_out)
+        return self.reorder(res, want)
+
+    def reorder(self, res: Sharding, want: Sharding) -> Sharding:
+        """Each output dim's axes in the requested order: axes after the first one out of order are
+        gathered (K_YX holds other blocks on each device than K_XY), then the rest is sliced for free."""
         for dim in res.dims:
-            extra = tuple(a for a in want.axes_of(dim) if a not in res.axes_of(dim))
-            if extra:
-                res = self.slice(res, dim, extra)
-        if any(set(res.axes_of(d)) != set(want.axes_of(d)) for d in res.dims):
+            cur, wanted = res.axes_of(dim), want.axes_of(dim)
+            p = _prefix(cur, wanted)
+            if cur[p:]:
+                res = self.gather(res, dim, list(cur[p:]), self.dtypes.out)
+            if wanted[p:]:
+                res = self.slice(res, dim, wanted[p:])
+        if res.axes != want.axes or res.unreduced != want.unreduced:
             raise _Invalid(f"cannot reach {want.notation()} from {res.notation()}")
-        return want
+        return res
+
+
+def _free_prefix(axes: tuple[str, ...], used: set[str]) -> tuple[str, ...]:
+    """The leading ``axes`` none of ``used``: those a replicated input can be sliced over before the matmul."""
+    n = 0
+    while n < len(axes) and axes[n] not in used:
+        n += 1
+    return axes[:n]
 
 
 def _unique(options: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -286,9 +306,11 @@ def _conflicts(lhs: Sharding, rhs: Sharding) -> list[str]:
     return sorted(free_l & free_r)
 
 
-def _late_gathers(lhs: Sharding, rhs: Sharding, target: Sharding | None) -> list[tuple[str, str, tuple[str, ...]]]:
-    """Free input dims sharded over axes the requested output does not shard them over: those
-    axes can be gathered before the matmul (on the input) or after (on the output)."""
+def _early_gathers(
+    lhs: Sharding, rhs: Sharding, target: Sharding | None
+) -> list[list[tuple[str, str, tuple[str, ...]]]]:
+    """Free input dims sharded over axes the output (``target``) does not shard them over: those axes can be
+    gathered before the matmul (on the input) or after (on the output); the two options of each."""
     if target is None:
         return []
     out = []
@@ -297,8 +319,51 @@ def _late_gathers(lhs: Sharding, rhs: Sharding, target: Sharding | None) -> list
             if d in target.dims and d not in other.dims:
                 extra = tuple(a for a in ax if a not in target.axes_of(d))
                 if extra:
-                    out.append((side, d, extra))
+                    out.append([(side, d, ()), (side, d, extra)])
     return out
+
+
+def _stops(target: Sharding | None) -> list[Sharding | None]:
+    """The outputs a plan may reach before its last free slices: the requested one with each dim's axes cut to
+    a prefix (C[I_X, K_YZ] -> C[I_X, K_Y], C[I, K_YZ], ...). Planning each and slicing the rest locally means a
+    finer output has every way to compute a coarser one, so sharding the output more never costs more."""
+    if target is None:
+        return [None]
+    cuts = itertools.product(*(range(len(ax), -1, -1) for ax in target.axes))  # the requested output first
+    return [
+        Sharding(
+            target.name, target.dims, tuple(ax[:n] for ax, n in zip(target.axes, c, strict=True)), target.unreduced
+        )
+        for c in cuts
+    ]
+
+
+#: collectives that cost at least as much as one of the key's kind over the same axes and bytes (an all-reduce is
+#: a reduce-scatter followed by an all-gather: How to Scale Your Model, Part 3)
+_AT_LEAST = {
+    "all-gather": ("all-gather",),
+    "reduce-scatter": ("reduce-scatter", "all-reduce"),
+    "all-reduce": ("all-reduce",),
+    "all-to-all": ("all-to-all",),
+}
+
+
+def _dominates(a: Strategy, b: Strategy) -> bool:
+    """``a`` gives the same output as ``b`` and is never slower: no more FLOPs or HBM bytes in its matmul, and
+    each of its collectives matched by one of ``b``'s as costly (_AT_LEAST) over the same axes and bytes or more."""
+    if a.output != b.output:
+        return False
+    if a.matmul_cost.flops > b.matmul_cost.flops or a.matmul_cost.hbm_bytes > b.matmul_cost.hbm_bytes:
+        return False
+    rest = [st for st in b.steps if st.kind != "matmul"]
+    for st in (st for st in a.steps if st.kind != "matmul"):
+        match = next(
+            (o for o in rest if o.kind in _AT_LEAST[st.kind] and o.axes == st.axes and o.bytes >= st.bytes), None
+        )
+        if match is None:
+            return False
+        rest.remove(match)
+    return True
 
 
 def plan_sharded_matmul(
@@ -328,42 +393,45 @@ def plan_sharded_matmul(
     contracting = [d for d in aligned if d not in out_dims]
     conflicts = _conflicts(lhs, rhs)
     choices = [_unique([lhs.axes_of(d), rhs.axes_of(d), ()]) for d in aligned]
-    late = _late_gathers(lhs, rhs, target)
-    combos = math.prod(len(c) for c in choices) << (len(conflicts) + len(late))
+    stops = [(stop, _early_gathers(lhs, rhs, stop)) for stop in _stops(target)]
+    ways = math.prod(len(c) for c in choices) << len(conflicts)
+    combos = sum(ways << len(late) for _, late in stops)
     if combos > MAX_STRATEGIES:
         raise ShardingError(
             f"{expr} has {combos:,} ways to compute (3 per dim sharded in both inputs, 2 per axis both shard a "
-            f"free dim over); at most {MAX_STRATEGIES:,} are enumerated: shard fewer dims"
+            f"free dim over, for each cut of the output's axes); at most {MAX_STRATEGIES:,} are enumerated: shard "
+            f"fewer dims"
         )
     found: dict[tuple[object, ...], Strategy] = {}
     reasons: list[str] = []
-    for targets, sides, pick in itertools.product(
-        itertools.product(*choices),
-        itertools.product(("lhs", "rhs"), repeat=len(conflicts)),
-        itertools.product((False, True), repeat=len(late)),
-    ):
-        early = [g for g, p in zip(late, pick, strict=True) if p]
-        try:
-            s = _build(
-                expr,
-                sizes,
-                mesh_shape,
-                dtypes,
-                (lhs, rhs),
-                aligned,
-                contracting,
-                targets,
-                (conflicts, sides, early),
-                target,
-            )
-        except _Invalid as err:
-            reasons.append(str(err))
-            continue
-        key = (tuple((st.kind, st.axes, round(st.bytes)) for st in s.steps), s.output.axes, s.output.unreduced)
-        found.setdefault(key, s)
+    for stop, late in stops:
+        for targets, sides, pick in itertools.product(
+            itertools.product(*choices),
+            itertools.product(("lhs", "rhs"), repeat=len(conflicts)),
+            itertools.product(*late),
+        ):
+            early = [g for g in pick if g[2]]
+            planned = (aligned, contracting, targets, (conflicts, sides, early), (stop, target))
+            try:
+                s = _build(expr, sizes, mesh_shape, dtypes, (lhs, rhs), *planned)
+            except _Invalid as err:
+                reasons.append(str(err))
+                continue
+            key = (tuple((st.kind, st.axes, round(st.bytes)) for st in s.steps), s.output.axes, s.output.unreduced)
+            found.setdefault(key, s)
     if not found:
         raise ShardingError(f"no way to compute {expr}: {reasons[0] if reasons else 'no valid strategy'}")
-    return list(found.values())
+    return _undominated(list(found.values()))
+
+
+def _undominated(strategies: list[Strategy]) -> list[Strategy]:
+    """The strategies no other one dominates (of two alike, the first): gathering an axis early only to slice it
+    again, or cutting the output short only to slice it after, is enumerated but never kept when it only adds."""
+    out = []
+    for i, s in enumerate(strategies):
+        if not any(j != i and _dominates(f, s) and (j < i or not _dominates(s, f)) for j, f in enumerate(strategies)):
+            out.append(s)
+    return out
 
 
 def _build(
@@ -376,8 +444,11 @@ def _build(
     contracting: list[str],
     targets: tuple[tuple[str, ...], ...],
     gathers: tuple[list[str], tuple[str, ...], list[tuple[str, str, tuple[str, ...]]]],
-    target: Sharding | None,
+    outputs: tuple[Sharding | None, Sharding | None],
 ) -> Strategy:
+    """One strategy; ``outputs``: the output reached by collectives (a prefix of the requested one, see _stops)
+    and the requested one, the rest sliced locally."""
+    target, requested = outputs
     p = _Planner(expr, sizes, mesh_shape, dtypes)
     lhs, rhs = p.prepare(inputs[0], inputs[1], aligned, targets, *gathers)
     out_dims = expr.out.dim_names
@@ -388,9 +459,9 @@ def _build(
 
     if target is not None:  # shard output dims by slicing replicated inputs first: fewer FLOPs
         for d in out_dims:
-            cur, wanted = axes(d), target.axes_of(d)
-            extra = wanted[len(cur) :]
-            if extra and wanted[: len(cur)] == cur and not set(extra) & set(lhs.used + rhs.used):
+            cur, wanted, used = axes(d), target.axes_of(d), set(lhs.used + rhs.used)
+            extra = _free_prefix(wanted[len(cur) :], used)
+            if extra and wanted[: len(cur)] == cur:  # the free leading axes; the rest come after the matmul
                 lhs = p.slice(lhs, d, extra) if d in lhs.dims else lhs
                 rhs = p.slice(rhs, d, extra) if d in rhs.dims else rhs
     res = Sharding(expr.out.name, out_dims, tuple(axes(d) for d in out_dims), unreduced)
@@ -407,6 +478,8 @@ def _build(
     )
     want = target if target is not None else Sharding(res.name, res.dims, res.axes, ())
     output = p.finish(res, want)
+    if requested is not None:
+        output = p.reorder(output, requested)
     comms = tuple(Comm(s.kind, s.axes, s.bytes, label=s.what) for s in p.steps if s.kind != "matmul")
     name = " -> ".join(f"{s.kind} {s.tensor} over {_ax(s.axes)}" if s.kind != "matmul" else "matmul" for s in p.steps)
     return Strategy(name, tuple(p.steps), lhs, rhs, output, local, mm, mm.with_comm(*comms), tuple(p.slices))

@@ -63,6 +63,6 @@ def test_more_chips_at_fixed_per_chip_batch_never_lowers_dp_throughput(nodes: in
 def test_search_is_the_same_under_any_string_hash_seed() -> None:
     """The search's --json, to the last bit, in processes whose str hashes (set and dict-of-set orders) differ:
     a ranking or a sum that followed a set's order would differ between them."""
-    argv = ["train", "llama-3-8b", "--chip", "h100", "--chips", "32", "--batch-tokens", "256k", "--seq-len", "4096", "--json"]
-    outputs = {run_with_hash_seed(seed, *argv) for seed in ("0", "1", "2")}
-    assert len(outputs) == 1 and json.loads(outputs.pop())["ranked"]
+    argv = ["train", "llama-3-8b", "--chip", "h100", "--chips", "32", "--batch-tokens", "256k", "--seq-len", "4096"]
+    outputs = {run_with_hash_seed(seed, *argv, "--json") for seed in ("0", "1", "2")}
+    assert len(outputs) == 1 and len(json.loads(outputs.pop())["candidates"]) > 1

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.files import check_output_path, replacing
-from rooftop.units import format_bytes, format_duration, plural
+from rooftop.units import format_bytes, format_duration, format_percent, plural
 
 if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
@@ -191,8 +191,11 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
                 ("ops", len(ops)),
                 ("measured op time", format_duration(total)),
                 ("time lost vs roofline", format_duration(lost)),
-                ("priced", "-" if priced is None else f"{priced:.0%} of the op time has a roofline"),
-                ("communication", f"{format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped"),
+                ("priced", "-" if priced is None else f"{format_percent(priced)} of the op time has a roofline"),
+                (
+                    "communication",
+                    f"{format_duration(ov['comm_s'])}, {format_percent(ov['overlap_fraction'])} overlapped",
+                ),
             ]
         ),
         "<h2>roofline</h2>",
@@ -210,7 +213,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
                 _d(o.measured_s),
                 _d(o.total_s),
                 _d(o.lower_bound_s),
-                ("-" if eff is None else f"{eff:.0%}", -1.0 if eff is None else eff),
+                ("-" if eff is None else f"{format_percent(eff)}", -1.0 if eff is None else eff),
                 (o.bound or "-", o.bound or ""),
                 (o.verdict, o.verdict),
                 ("?" if o.verdict == UNKNOWN else format_duration(o.lost_s), o.lost_s),
@@ -266,7 +269,7 @@ def train_html(plan: TrainingPlan) -> str:
     summary = [
         ("layout", best.parallelism.label()),
         ("step time", format_duration(best.step_time_s)),
-        ("MFU", f"{best.mfu:.1%}"),
+        ("MFU", f"{format_percent(best.mfu, 1)}"),
         ("tokens/s", f"{best.tokens_per_s:,.0f}"),
         (
             "memory per chip",
@@ -289,7 +292,7 @@ def train_html(plan: TrainingPlan) -> str:
             [
                 (part.name.replace("_", " "), part.name),
                 _d(part.time_s),
-                (f"{share:.1%}", share),
+                (f"{format_percent(share, 1)}", share),
                 (part.bound.replace("_", " "), part.bound),
                 ("", ""),
             ]
@@ -314,7 +317,7 @@ def train_html(plan: TrainingPlan) -> str:
             (i + 1, i + 1),
             (r.parallelism.label(), r.parallelism.label()),
             _d(r.step_time_s),
-            (f"{r.mfu:.1%}", r.mfu),
+            (f"{format_percent(r.mfu, 1)}", r.mfu),
             (f"{r.tokens_per_s:,.0f}", r.tokens_per_s),
             (format_bytes(r.memory_per_chip_bytes), r.memory_per_chip_bytes),
             (r.bound.replace("_", " "), r.bound),

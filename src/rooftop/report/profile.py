@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
 from rooftop.report.table import say, table, words
-from rooftop.units import format_bytes, format_duration, format_rate, plural
+from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -70,7 +70,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     rows = []
     ops, ranking = ranked_ops(report)
     for o in ops[: max(top, 1)]:
-        eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
+        eff = f"{format_percent(o.efficiency)}" if o.efficiency is not None else "-"
         lb = format_duration(o.lower_bound_s) if o.lower_bound_s is not None else "?"
         rows.append(
             (
@@ -119,9 +119,10 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     )
     priced = report.priced_fraction()
     if priced is not None and priced < 1:
-        say(console, f"{priced:.0%} of the measured op time has a roofline (the rest: ops of unknown cost)")
+        say(console, f"{format_percent(priced)} of the measured op time has a roofline (the rest: ops of unknown cost)")
     ov = report.overlap()
-    say(console, f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute")
+    overlapped = format_percent(ov["overlap_fraction"])
+    say(console, f"communication {format_duration(ov['comm_s'])}, {overlapped} overlapped by compute")
     if report.memory.get("available"):
         memory: Any = report.memory
         peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)

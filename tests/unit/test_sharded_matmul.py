@@ -146,3 +146,15 @@ def test_shard_array_book_pop_quiz() -> None:
     assert rep.bytes_per_device == 8 * 2048
     assert rep.total_bytes == 128 * 2048 * 2 and rep.copies == 2
     assert resolve_sharding(parse_tensor("A[I_XY, J]"), {"X": 2, "Y": 8}).notation() == "A[I_XY, J]"
+
+
+@pytest.mark.parametrize(
+    "expr", ["A[I, J] @ B[K, L]", "A[I, J] @ B[K, L] -> C[I, J, K, L]", "A[B, I] @ B[B, K] -> C[B, I, K]"]
+)
+def test_a_matmul_that_contracts_nothing_is_one_line(expr: str) -> None:
+    """No shared dimension (or only ones the output keeps): an outer product, once priced silently as a
+    512 GiB 'matmul'; now a one-line error that says what a matmul needs."""
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli("matmul", expr, "--dims", "I=1024,J=1024,K=1024,L=1024,B=8", "--chip", "h100")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "contracts no dimension" in err

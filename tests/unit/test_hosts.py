@@ -203,7 +203,8 @@ def test_host_views_by_hand() -> None:
 
 
 def test_cluster_without_the_dask_extra_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooftop.analysis.hosts import DASK_EXTRA, many_host_report
+    from rooftop.analysis.cluster import DASK_EXTRA
+    from rooftop.analysis.hosts import many_host_report
     from rooftop.hardware.catalog import get_chip
 
     for i in range(2):

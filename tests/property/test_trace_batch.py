@@ -186,6 +186,31 @@ def test_usual_runs_are_mapped_a_batch_at_a_time(tmp_path: Path) -> None:
     assert batched[0] == "trace"
 
 
+def test_events_that_start_no_run_cost_no_set_up(tmp_path: Path) -> None:
+    """Flow and empty events between the kernels (a third of a real HTA trace's events are flow events): each
+    goes to the per-event rules directly; the loops of the runs are set up only where a complete event is.
+    Each set-up for an event that then broke the loop at once made such traces 2-3 kernels' cost per event
+    (6M empty events: 110 CPU-s; now linear at the per-event rules' cost)."""
+    events: list[Any] = [{"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "/device:GPU:0"}}]
+    for k in range(500):
+        events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.0 * k, "dur": 1,
+                       "args": {"correlation": k, "device": 0}})  # fmt: skip
+        events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": k, "pid": 0, "tid": 7, "ts": 10.0 * k})
+        events.append({})
+    path = _write(tmp_path / "flow.json", events, '"schemaVersion": 1, ')
+    starts: list[int] = []
+    real = chrome_batch._kineto
+
+    def counted(m: Any, batch: list[Any], first: int) -> int:
+        starts.append(first)
+        return real(m, batch, first)
+
+    with mock.patch.object(chrome_batch, "_kineto", counted):
+        batched = _load(path, batched=True)
+    assert len(starts) == 500  # one run per kernel, none at the 1,001 other events
+    assert batched == _load(path, batched=False)
+
+
 def _kitchen_sink() -> list[Any]:
     """Events for every rule of the loop: Kineto step markers (with a correlation), op shapes seen again and
     new, launches, a GPU annotation that is a kernel's only launch, kernels with a link, NCCL args or none,

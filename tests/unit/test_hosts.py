@@ -251,3 +251,19 @@ def test_many_hosts_output_is_the_same_under_any_string_hash_seed(profile: Path)
 
     outputs = {run_with_hash_seed(seed, "profile", str(profile), "--chip", "h100", "--json") for seed in "012"}
     assert len(outputs) == 1
+
+
+def test_a_link_to_a_host_inside_a_run_is_that_host_once(tmp_path: Path) -> None:
+    """A symbolic link beside a host's .xplane.pb (or the same file named twice) counted that host twice."""
+    from rooftop.analysis.hosts import host_files
+    from rooftop.analysis.trace.load import profile_files
+
+    run = tmp_path / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    for name in ("host0.xplane.pb", "host1.xplane.pb"):
+        (run / name).write_bytes(b"x")
+    (run / "alias.xplane.pb").symlink_to(run / "host1.xplane.pb")
+    assert [p.name for p in profile_files(tmp_path)[0]] == ["host0.xplane.pb", "host1.xplane.pb"]
+    assert [p.name for p in host_files([tmp_path])] == ["host0.xplane.pb", "host1.xplane.pb"]
+    given = [run / "host0.xplane.pb", run / "alias.xplane.pb", run / "host0.xplane.pb", run / "host1.xplane.pb"]
+    assert [p.name for p in host_files(given)] == ["host0.xplane.pb", "alias.xplane.pb"]

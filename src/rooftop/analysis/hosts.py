@@ -84,6 +84,7 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
                 found += xplanes or jsons
             else:
                 found.append(p)
+    found = _once(found)
     bad = [p for p in found if not p.name.endswith(".xplane.pb")]
     if bad:
         raise InvalidConfigError(f"{bad[0]}: many hosts are read from .xplane.pb files; pass one trace of another kind")
@@ -92,6 +93,22 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
     if twice:
         raise InvalidConfigError(f"two hosts named {twice[0]!r} ({len(twice)} names repeat): give each host once")
     return found
+
+
+def _once(files: list[Path]) -> list[Path]:
+    """``files`` with each file once: a second name of one (a link, or the file given twice) is the same host."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except (OSError, ValueError):  # read (and reported) as it is
+            out.append(f)
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(f)
+    return out
 
 
 def many_hosts(paths: Sequence[str | Path]) -> bool:

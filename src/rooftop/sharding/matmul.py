@@ -16,18 +16,12 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
 from rooftop.sharding.notation import MatmulExpr, Tensor
 from rooftop.sharding.shard import Sharding, check_elements, resolve_sharding
+from rooftop.sharding.strategy import Dtypes, Invalid, Planner, Step, Strategy, joined
 
 #: most strategies a sharded matmul enumerates (3 per sharded dim in both inputs, 2 per conflict
 #: and 2**k per free input dim sharded over k axes): real matmuls shard two or three dims and have tens
 MAX_STRATEGIES = 1 << 12
-
-
-@dataclass(frozen=True)
-class Dtypes:
-    lhs: str = "bf16"
-    rhs: str = "bf16"
-    out: str = "bf16"
-    compute: str | None = None
+DEFAULT_DTYPES = Dtypes()  # bf16 operands and output
 
 
 def check_sizes(expr: MatmulExpr, sizes: Mapping[str, int]) -> None:
@@ -49,7 +43,7 @@ def operand(t: Tensor, dtype: str) -> Operand:
     return Operand(t.dim_names, dtype)
 
 
-def local_matmul_cost(expr: MatmulExpr, sizes: Mapping[str, int], dtypes: Dtypes = Dtypes()) -> Cost:
+def local_matmul_cost(expr: MatmulExpr, sizes: Mapping[str, int], dtypes: Dtypes = DEFAULT_DTYPES) -> Cost:
     """Cost of the whole (unsharded) matmul on one chip."""
     check_sizes(expr, sizes)
     return matmul(
@@ -93,202 +87,7 @@ def is_sharded(expr: MatmulExpr) -> bool:
 # collectives) is dropped.
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of a strategy: a collective (``bytes`` as in Comm) or the local matmul (HBM bytes)."""
-
-    kind: str
-    axes: tuple[str, ...]
-    bytes: float
-    what: str
-    tensor: str = ""
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A way to compute a sharded matmul: the operands as multiplied, the steps, the output."""
-
-    name: str
-    steps: tuple[Step, ...]
-    lhs: Sharding
-    rhs: Sharding
-    output: Sharding
-    local_sizes: Mapping[str, int]
-    matmul_cost: Cost
-    cost: Cost
-    slices: tuple[str, ...] = ()
-
-
-class _Invalid(Exception):
-    """A combination of choices that cannot produce the requested output."""
-
-
-def _prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
-def _ax(axes: tuple[str, ...] | list[str]) -> str:
-    return "".join(axes)
-
-
-class _Planner:
-    """Builds one strategy from one combination of choices."""
-
-    def __init__(
-        self, expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes
-    ) -> None:
-        self.expr, self.sizes, self.mesh_shape, self.dtypes = expr, sizes, mesh_shape, dtypes
-        self.steps: list[Step] = []
-        self.slices: list[str] = []
-
-    def nbytes(self, t: Sharding, dtype: str) -> float:
-        return t.local_bytes(self.sizes, self.mesh_shape, dtype)
-
-    def gather(self, t: Sharding, dim: str, axes: list[str], dtype: str) -> Sharding:
-        new = t.with_axes(dim, tuple(a for a in t.axes_of(dim) if a not in axes))
-        self.steps.append(
-            Step(
-                "all-gather",
-                tuple(axes),
-                self.nbytes(new, dtype),
-                f"all-gather {t.notation()} over {_ax(axes)} -> {new.notation()}",
-                t.name,
-            )
-        )
-        return new
-
-    def slice(self, t: Sharding, dim: str, axes: tuple[str, ...]) -> Sharding:
-        clash = [a for a in axes if a in t.used or a in t.unreduced]
-        if clash:
-            raise _Invalid(f"{t.notation()} cannot also shard {dim} over {clash[0]} (axis already used)")
-        new = t.with_axes(dim, t.axes_of(dim) + axes)
-        self.slices.append(f"slice {t.notation()} -> {new.notation()} (local, free)")
-        return new
-
-    def prepare(
-        self,
-        lhs: Sharding,
-        rhs: Sharding,
-        aligned: list[str],
-        targets: tuple[tuple[str, ...], ...],
-        conflicts: list[str],
-        sides: tuple[str, ...],
-        early: list[tuple[str, str, tuple[str, ...]]],
-    ) -> tuple[Sharding, Sharding]:
-        remove: dict[tuple[str, str], list[str]] = {}
-        add: dict[tuple[str, str], tuple[str, ...]] = {}
-        ts = {"lhs": lhs, "rhs": rhs}
-        for side, dim, axes in early:
-            remove.setdefault((side, dim), []).extend(axes)
-        for u, side in zip(conflicts, sides, strict=True):
-            t = ts[side]
-            dim = next(d for d, ax in zip(t.dims, t.axes, strict=True) if u in ax)
-            remove.setdefault((side, dim), []).append(u)
-        for dim, target in zip(aligned, targets, strict=True):
-            for side, t in ts.items():
-                cur = t.axes_of(dim)
-                p = _prefix(cur, target)
-                remove.setdefault((side, dim), []).extend(cur[p:])
-                add[(side, dim)] = target[p:]
-        dt = {"lhs": self.dtypes.lhs, "rhs": self.dtypes.rhs}
-        for side in ("lhs", "rhs"):
-            for dim in ts[side].dims:
-                if remove.get((side, dim)):
-                    ts[side] = self.gather(ts[side], dim, list(dict.fromkeys(remove[(side, dim)])), dt[side])
-        for (side, dim), axes in add.items():
-            if axes:
-                ts[side] = self.slice(ts[side], dim, axes)
-        return ts["lhs"], ts["rhs"]
-
-    def finish(self, res: Sharding, want: Sharding) -> Sharding:
-        """Collectives after the local matmul: reduce, move axes between dims, gather, slice."""
-        d_out = self.dtypes.out
-        missing_u = [a for a in want.unreduced if a not in res.unreduced]
-        if missing_u:
-            raise _Invalid(
-                f"the output asks for {{U_{_ax(missing_u)}}} but this way leaves no partial sums over {_ax(missing_u)}"
-            )
-        reduce = [a for a in res.unreduced if a not in want.unreduced]
-        scatter: dict[str, list[str]] = {}
-        for u in reduce:
-            dim = next((d for d in res.dims if u in want.axes_of(d) and u not in res.axes_of(d)), None)
-            if dim is not None:
-                scatter.setdefault(dim, []).append(u)
-        for dim, axes in scatter.items():
-            axes.sort(key=want.axes_of(dim).index)  # scattered in the requested order (K_ZY is not K_YZ)
-            before = res
-            res = Sharding(
-                res.name,
-                res.dims,
-                res.with_axes(dim, res.axes_of(dim) + tuple(axes)).axes,
-                tuple(a for a in res.unreduced if a not in axes),
-            )
-            self.steps.append(
-                Step(
-                    "reduce-scatter",
-                    tuple(axes),
-                    self.nbytes(before, d_out),
-                    f"reduce-scatter {before.notation()} over {_ax(axes)} -> {res.notation()}",
-                    res.name,
-                )
-            )
-        all_reduce = [a for a in reduce if a in res.unreduced]
-        if all_reduce:
-            before = res
-            res = Sharding(res.name, res.dims, res.axes, tuple(a for a in res.unreduced if a not in all_reduce))
-            self.steps.append(
-                Step(
-                    "all-reduce",
-                    tuple(all_reduce),
-                    self.nbytes(before, d_out),
-                    f"all-reduce {before.notation()} over {_ax(all_reduce)} -> {res.notation()}",
-                    res.name,
-                )
-            )
-        for dim in res.dims:
-            gather = []
-            for u in [a for a in res.axes_of(dim) if a not in want.axes_of(dim)]:
-                dest = next(
-                    (d for d in res.dims if d != dim and u in want.axes_of(d) and u not in res.axes_of(d)), None
-                )
-                if dest is None:
-                    gather.append(u)
-                    continue
-                before = res
-                res = res.with_axes(dim, tuple(a for a in res.axes_of(dim) if a != u))
-                res = res.with_axes(dest, res.axes_of(dest) + (u,))
-                self.steps.append(
-                    Step(
-                        "all-to-all",
-                        (u,),
-                        self.nbytes(before, d_out),
-                        f"all-to-all {before.notation()} over {u} -> {res.notation()}",
-                        res.name,
-                    )
-                )
-            if gather:
-                res = self.gather(res, dim, gather, d_out)
-        return self.reorder(res, want)
-
-    def reorder(self, res: Sharding, want: Sharding) -> Sharding:
-        """Each output dim's axes in the requested order: axes after the first one out of order are
-        gathered (K_YX holds other blocks on each device than K_XY), then the rest is sliced for free."""
-        for dim in res.dims:
-            cur, wanted = res.axes_of(dim), want.axes_of(dim)
-            p = _prefix(cur, wanted)
-            if cur[p:]:
-                res = self.gather(res, dim, list(cur[p:]), self.dtypes.out)
-            if wanted[p:]:
-                res = self.slice(res, dim, wanted[p:])
-        if res.axes != want.axes or res.unreduced != want.unreduced:
-            raise _Invalid(f"cannot reach {want.notation()} from {res.notation()}")
-        return res
-
-
-def _free_prefix(axes: tuple[str, ...], used: set[str]) -> tuple[str, ...]:
+def _freeprefix(axes: tuple[str, ...], used: set[str]) -> tuple[str, ...]:
     """The leading ``axes`` none of ``used``: those a replicated input can be sliced over before the matmul."""
     n = 0
     while n < len(axes) and axes[n] not in used:
@@ -367,7 +166,7 @@ def _dominates(a: Strategy, b: Strategy) -> bool:
 
 
 def plan_sharded_matmul(
-    expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes = Dtypes()
+    expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes = DEFAULT_DTYPES
 ) -> list[Strategy]:
     """Every strategy (collectives + local matmul) for ``expr`` on a mesh of ``mesh_shape``.
 
@@ -381,7 +180,7 @@ def plan_sharded_matmul(
     for t in (lhs, rhs):
         if t.unreduced:
             raise ShardingError(
-                f"input {t.notation()} is unreduced over {_ax(t.unreduced)}: reduce it first "
+                f"input {t.notation()} is unreduced over {joined(t.unreduced)}: reduce it first "
                 f"(all-reduce or reduce-scatter); inputs must hold full sums"
             )
         t.local_sizes(sizes, mesh_shape)
@@ -414,7 +213,7 @@ def plan_sharded_matmul(
             planned = (aligned, contracting, targets, (conflicts, sides, early), (stop, target))
             try:
                 s = _build(expr, sizes, mesh_shape, dtypes, (lhs, rhs), *planned)
-            except _Invalid as err:
+            except Invalid as err:
                 reasons.append(str(err))
                 continue
             key = (tuple((st.kind, st.axes, round(st.bytes)) for st in s.steps), s.output.axes, s.output.unreduced)
@@ -449,7 +248,7 @@ def _build(
     """One strategy; ``outputs``: the output reached by collectives (a prefix of the requested one, see _stops)
     and the requested one, the rest sliced locally."""
     target, requested = outputs
-    p = _Planner(expr, sizes, mesh_shape, dtypes)
+    p = Planner(expr, sizes, mesh_shape, dtypes)
     lhs, rhs = p.prepare(inputs[0], inputs[1], aligned, targets, *gathers)
     out_dims = expr.out.dim_names
     unreduced = tuple(a for d in contracting for a in lhs.axes_of(d))
@@ -460,7 +259,7 @@ def _build(
     if target is not None:  # shard output dims by slicing replicated inputs first: fewer FLOPs
         for d in out_dims:
             cur, wanted, used = axes(d), target.axes_of(d), set(lhs.used + rhs.used)
-            extra = _free_prefix(wanted[len(cur) :], used)
+            extra = _freeprefix(wanted[len(cur) :], used)
             if extra and wanted[: len(cur)] == cur:  # the free leading axes; the rest come after the matmul
                 lhs = p.slice(lhs, d, extra) if d in lhs.dims else lhs
                 rhs = p.slice(rhs, d, extra) if d in rhs.dims else rhs
@@ -468,7 +267,7 @@ def _build(
     flat = [*res.used, *res.unreduced]
     dup = sorted({a for a in flat if flat.count(a) > 1})
     if dup:
-        raise _Invalid(f"the local product would use mesh axis {dup[0]} twice ({res.notation()})")
+        raise Invalid(f"the local product would use mesh axis {dup[0]} twice ({res.notation()})")
     local = {**lhs.local_sizes(sizes, mesh_shape), **rhs.local_sizes(sizes, mesh_shape)}
     mm = matmul(
         operand_s(lhs, dtypes.lhs), operand_s(rhs, dtypes.rhs), Operand(out_dims, dtypes.out), local, dtypes.compute
@@ -481,7 +280,9 @@ def _build(
     if requested is not None:
         output = p.reorder(output, requested)
     comms = tuple(Comm(s.kind, s.axes, s.bytes, label=s.what) for s in p.steps if s.kind != "matmul")
-    name = " -> ".join(f"{s.kind} {s.tensor} over {_ax(s.axes)}" if s.kind != "matmul" else "matmul" for s in p.steps)
+    name = " -> ".join(
+        f"{s.kind} {s.tensor} over {joined(s.axes)}" if s.kind != "matmul" else "matmul" for s in p.steps
+    )
     return Strategy(name, tuple(p.steps), lhs, rhs, output, local, mm, mm.with_comm(*comms), tuple(p.slices))
 
 
@@ -517,7 +318,7 @@ class ShardedMatmul:
 
 
 def analyze_sharded_matmul(
-    expr: MatmulExpr, sizes: Mapping[str, int], mesh: Mesh, chip: Chip | None = None, dtypes: Dtypes = Dtypes()
+    expr: MatmulExpr, sizes: Mapping[str, int], mesh: Mesh, chip: Chip | None = None, dtypes: Dtypes = DEFAULT_DTYPES
 ) -> ShardedMatmul:
     """Plan every strategy, time each with the roofline (cost/roofline.py, cost/collectives.py)
     and rank them by overlapped lower bound, then serial upper bound."""

@@ -104,7 +104,7 @@ def test_decode_array_matches_json_on_any_values(values: list[Any]) -> None:
 
 
 @pytest.mark.long
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.lists(JSON_VALUES, max_size=6))
 def test_decode_array_matches_json_on_any_values_long(values: list[Any]) -> None:
     _decodes_as_json(values)
@@ -125,7 +125,7 @@ def test_value_key_equal_only_for_equal_values(a: Any, b: Any) -> None:
 
 
 @pytest.mark.long
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(JSON_VALUES, JSON_VALUES)
 def test_value_key_equal_only_for_equal_values_long(a: Any, b: Any) -> None:
     _keys_equal_only_for_equal_values(a, b)

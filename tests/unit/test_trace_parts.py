@@ -170,7 +170,7 @@ def test_a_part_that_fails_is_read_by_the_caller(
     assert _outcome(path) == alone and split["merges"] == 0
 
 
-@pytest.mark.parametrize("seeds", quick_and_long(20, 200))
+@pytest.mark.parametrize("seeds", quick_and_long(20, 120))
 def test_fuzzed_traces_load_as_one_reader(
     tmp_path: Path, split: dict[str, int], monkeypatch: pytest.MonkeyPatch, seeds: int
 ) -> None:

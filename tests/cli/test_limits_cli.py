@@ -42,7 +42,10 @@ def test_done_when_json_gives_765_with_its_formula() -> None:
     assert [g["shape"] for g in axes["X+Y+Z"]["groups"]] == ["ring", "ring", "ring"]
     assert d["figures"]["link_bytes_per_s"]["value"] == 1e11 and d["figures"]["peak_flops_per_s"]["value"] == 4.59e14
     assert _limit(d, "tp_largest_degree")["value"] == 8
-    assert _limit(d, "train_min_chips")["value"] == 12 and _limit(d, "serve_min_chips")["value"] == 2
+    # 70.6e9 params x 16 B over train's usable HBM, 95 GiB x 0.9: 12.4 -> 13 (12 at all 95 GiB); 1.55 -> 2
+    train_min = _limit(d, "train_min_chips")
+    assert train_min["figures"]["usable_hbm_bytes"] == 95 * 2**30 * 0.9
+    assert train_min["value"] == 13 and _limit(d, "serve_min_chips")["value"] == 2
     assert {x["name"] for x in d["limits"]} == {
         "dp_critical_tokens_per_chip",
         "fsdp_critical_tokens_per_chip",
@@ -94,3 +97,26 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
     code, out, err = run_cli(*argv)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_min_chips_use_the_usable_hbm_that_train_and_serve_use() -> None:
+    """`limits` said 12 chips hold a training state that `train`'s usable HBM (90%: memory_reserve 0.1)
+    needs 13 for: both now divide by the same usable bytes."""
+    import json
+    import math
+
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli("limits", "llama-3-70b", "--chip", "h100", "--chips", "64", "--json")
+    assert code == 0, err
+    lim = {x["name"]: x for x in json.loads(out)["limits"]}
+    code, out, err = run_cli("train", "llama-3-70b", "--chip", "h100", "--chips", "64", "--batch-tokens", "1Mi",
+                             "--seq-len", "4096", "--top", "1", "--json")  # fmt: skip
+    assert code == 0, err
+    usable = json.loads(out)["best"]["usable_hbm_bytes"]
+    assert usable == 80 * 2**30 * 0.9
+    for name in ("train_min_chips", "serve_min_chips"):
+        figures = lim[name]["figures"]
+        assert figures["usable_hbm_bytes"] == usable
+        assert lim[name]["value"] == math.ceil(figures["bytes"] / usable)
+    assert lim["train_min_chips"]["value"] == 15  # 70.6e9 params x 16 B / 72 GiB = 14.6 (it was 14 at 80 GiB)

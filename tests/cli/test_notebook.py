@@ -47,6 +47,10 @@ def test_example_notebook_runs_and_shows_the_results(monkeypatch: pytest.MonkeyP
     assert "<table>" in _text(est[0], "text/html") and "compute matrix bf16" in _text(est[0], "text/html")
     plan = _text(by_source["plan"][0], "text/plain")
     assert plan.startswith("<TrainingPlan: llama-3-8b on 64 x h100") and "\n" not in plan
+    # docs/notebooks.md quotes this line and the best layout's label: what the notebook prints now
+    doc = " ".join((ROOT / "docs" / "notebooks.md").read_text().split())
+    assert f"`{plan}` (the notebook's `plan`)" in doc
+    assert f'is the string `"{plan.split(": ")[2]}"`' in doc
     frame = _text(
         by_source[
             'plan.to_frame()[["parallelism.label", "step_time_s", "mfu", "memory_per_chip_bytes.total", "fits"]]'

@@ -82,7 +82,7 @@ def test_cli_one_hostile_value() -> None:
 
 def test_cli_mutated_command_lines() -> None:
     """Command lines with values, flags and paths (directories, FIFOs, links) spoiled."""
-    run_slice("cli-mutated", strategies.cases(cli_case), 32)
+    run_slice("cli-mutated", strategies.cases(cli_case), 16)
 
 
 def _generated_hlo(rng: random.Random) -> Case:
@@ -103,7 +103,7 @@ def test_hlo_mutated_dumps() -> None:
 
 def test_trace_json_mutated() -> None:
     """Kineto and JAX JSON traces with fields of the wrong type or size, B/E pairs out of order."""
-    run_slice("trace-json", strategies.cases(json_trace_case), 30)
+    run_slice("trace-json", strategies.cases(json_trace_case), 16)
 
 
 @needs_shared
@@ -120,6 +120,28 @@ def test_chip_files_mutated() -> None:
 def test_hf_configs_mutated() -> None:
     """Hugging Face config.json files with values replaced, keys deleted or added."""
     run_slice("hf-configs", strategies.cases(config_case), 20)
+
+
+LONG_SLICES = {  # the long run: each target with 8 to 16 times its slice's cases, other ones (another seed)
+    "cli-one-value": (lambda: strategies.hostile_command_lines(), 256, False),
+    "cli-mutated": (lambda: strategies.cases(cli_case), 256, False),
+    "hlo-generated": (lambda: strategies.cases(_generated_hlo), 192, False),
+    "hlo-mutated": (lambda: strategies.cases(hlo_case), 128, True),
+    "trace-json": (lambda: strategies.cases(json_trace_case), 240, False),
+    "trace-xplane": (lambda: strategies.cases(xplane_case), 64, True),
+    "chip-files": (lambda: strategies.cases(chip_case), 160, False),
+    "hf-configs": (lambda: strategies.cases(config_case), 160, False),
+}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(LONG_SLICES))
+def test_long_slice(name: str) -> None:
+    """Each target with 8 to 16 times the examples of its slice above (``python3 -m pytest -m long``)."""
+    make, examples, shared = LONG_SLICES[name]
+    if shared and not THIRD_PARTY.is_dir():
+        pytest.skip("../shared/data/third_party_profiles is absent")
+    run_slice(f"{name}-long", make(), examples)
 
 
 @pytest.mark.parametrize(

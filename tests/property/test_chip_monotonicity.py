@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,17 +117,27 @@ def layouts(draw: st.DrawFn) -> tuple[TrainingSetup, Parallelism, str, float]:
     return setup, par, draw(st.sampled_from(FIGURES)), draw(st.floats(1.01, 4.0))
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(layouts())
-def test_a_better_chip_never_slows_a_layout(case: tuple[TrainingSetup, Parallelism, str, float]) -> None:
+def _layout_never_slower(case: tuple[TrainingSetup, Parallelism, str, float]) -> None:
     setup, par, figure, k = case
     base = _step(setup, par)
     better = _step(dataclasses.replace(setup, chip=improve(setup.chip, figure, k)), par)
     assert better <= base * (1 + 1e-9), (figure, k, par.label(), base, better)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layouts())
+def test_a_better_chip_never_slows_a_layout(case: tuple[TrainingSetup, Parallelism, str, float]) -> None:
+    _layout_never_slower(case)
+
+
+@pytest.mark.long
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layouts())
+def test_a_better_chip_never_slows_a_layout_long(case: tuple[TrainingSetup, Parallelism, str, float]) -> None:
+    _layout_never_slower(case)
+
+
+BEST_LAYOUT_CASES = (
     st.sampled_from(("llama-3-8b", "mistral-7b", "llama-2-13b", "mixtral-8x7b")),
     st.sampled_from(CHIPS),
     st.sampled_from((8, 16, 32)),
@@ -134,9 +145,26 @@ def test_a_better_chip_never_slows_a_layout(case: tuple[TrainingSetup, Paralleli
     st.sampled_from(FIGURES),
     st.floats(1.01, 4.0),
 )
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*BEST_LAYOUT_CASES)
 def test_a_better_chip_never_slows_the_best_layout(
     model: str, chip_name: str, chips: int, per_chip: int, figure: str, k: float
 ) -> None:
+    _best_layout_never_slower(model, chip_name, chips, per_chip, figure, k)
+
+
+@pytest.mark.long
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*BEST_LAYOUT_CASES)
+def test_a_better_chip_never_slows_the_best_layout_long(
+    model: str, chip_name: str, chips: int, per_chip: int, figure: str, k: float
+) -> None:
+    _best_layout_never_slower(model, chip_name, chips, per_chip, figure, k)
+
+
+def _best_layout_never_slower(model: str, chip_name: str, chips: int, per_chip: int, figure: str, k: float) -> None:
     chip = get_chip(chip_name)
     base = search(_setup(model, chip, chips, chips * per_chip, 4096), top=1)
     better = search(_setup(model, improve(chip, figure, k), chips, chips * per_chip, 4096), top=1)

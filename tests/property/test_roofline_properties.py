@@ -1,3 +1,5 @@
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,10 +24,17 @@ def test_cost_addition_is_commutative_and_additive(f1: float, b1: float, f2: flo
 
 
 @settings(max_examples=200, deadline=None)
-@given(flops, nbytes, st.sampled_from(CHIPS))
-def test_lower_le_upper_le_twice_lower(f: float, b: float, chip) -> None:  # type: ignore[no-untyped-def]
-    est = roofline(explicit(f, b), chip)
-    assert est.lower_bound_s <= est.upper_bound_s <= 2 * est.lower_bound_s * (1 + 1e-12)
+@given(flops, nbytes, st.sampled_from(CHIPS), st.sampled_from(["matrix", "vector"]))
+def test_bounds_are_the_chip_figures_max_and_sum(f: float, b: float, chip, unit: str) -> None:  # type: ignore[no-untyped-def]
+    """compute = FLOPs / the chip's bf16 peak of that unit, memory = bytes / its HBM bandwidth (the catalog's
+    figures, read here directly); lower bound = the larger, upper bound = the sum."""
+    est = roofline(explicit(f, b, unit=unit), chip)
+    peak = (chip.matrix_flops_per_s if unit == "matrix" else chip.vector_flops_per_s or chip.matrix_flops_per_s)["bf16"]
+    compute_s, memory_s = f / peak, b / chip.hbm_bytes_per_s
+    assert math.isclose(est.compute_s, compute_s, rel_tol=1e-12, abs_tol=1e-300)
+    assert math.isclose(est.memory_s, memory_s, rel_tol=1e-12)
+    assert math.isclose(est.lower_bound_s, max(compute_s, memory_s), rel_tol=1e-12)
+    assert math.isclose(est.upper_bound_s, compute_s + memory_s, rel_tol=1e-12)
 
 
 @settings(max_examples=200, deadline=None)

@@ -19,6 +19,7 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,8 @@ from rooftop.analysis.torch import launches
 from rooftop.analysis.trace.events import COLUMNS, EventArgs, EventTable, OpEvent, RowBuilder, Trace, natural_key
 from rooftop.analysis.trace.ops import OpExecution, OpGroup, first_codes, group_ops, op_executions
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+LONG = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))  # under -m long
 
 # ---------------------------------------------------------------------------------------------------
 # the event-by-event rules
@@ -146,9 +148,23 @@ def _same(a: list[Any], b: list[Any]) -> bool:
     return repr(a) == repr(b)
 
 
+KINDS = st.sampled_from([("op", "kernel"), ("kernel",), ("op",)])
+
+
 @SETTINGS
-@given(tables(), st.booleans(), st.sampled_from([("op", "kernel"), ("kernel",), ("op",)]))
+@given(tables(), st.booleans(), KINDS)
 def test_executions_are_those_of_the_event_by_event_rule(table: EventTable, by_time: bool, kinds: tuple) -> None:
+    _executions_as_event_by_event(table, by_time, kinds)
+
+
+@pytest.mark.long
+@LONG
+@given(tables(), st.booleans(), KINDS)
+def test_executions_are_those_of_the_event_by_event_rule_long(table: EventTable, by_time: bool, kinds: tuple) -> None:
+    _executions_as_event_by_event(table, by_time, kinds)
+
+
+def _executions_as_event_by_event(table: EventTable, by_time: bool, kinds: tuple) -> None:
     trace = Trace(table, "t", "chrome-json")
     want = reference_executions(table, kinds, by_time)
     assert _same(op_executions(trace, kinds, by_time=by_time), want)

@@ -22,7 +22,7 @@ from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, natural_ke
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import detect_steps, op_executions
 from rooftop.errors import InvalidConfigError, ParseError, RooftopError
-from tests.conftest import run_cli
+from tests.conftest import quick_and_long, run_cli
 
 
 def _profile(path: Path) -> tuple[int, str, str]:
@@ -278,11 +278,13 @@ def _every_cut(data: bytes, step: int) -> list[bytes]:
     return [data[:n] for n in range(0, len(data), step)]
 
 
-def test_every_truncation_of_a_trace_is_one_line_or_loads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("steps", quick_and_long((37, 23), (5, 3)))
+def test_every_truncation_of_a_trace_is_one_line_or_loads(tmp_path: Path, steps: tuple[int, int]) -> None:
+    """The trace cut every ``steps`` bytes (plain, gzip): about 30 cuts in the quick run, 230 in the long one."""
     plain = json.dumps({"schemaVersion": 1, "traceEvents": _kineto_events()}).encode()
     for k, (name, data) in enumerate(
-        [("t.json", cut) for cut in _every_cut(plain, 13)]
-        + [("t.json.gz", cut) for cut in _every_cut(gzip.compress(plain), 9)]
+        [("t.json", cut) for cut in _every_cut(plain, steps[0])]
+        + [("t.json.gz", cut) for cut in _every_cut(gzip.compress(plain), steps[1])]
     ):
         path = tmp_path / f"{k}_{name}"
         path.write_bytes(data)

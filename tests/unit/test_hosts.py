@@ -203,7 +203,8 @@ def test_host_views_by_hand() -> None:
 
 
 def test_cluster_without_the_dask_extra_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooftop.analysis.hosts import DASK_EXTRA, many_host_report
+    from rooftop.analysis.cluster import DASK_EXTRA
+    from rooftop.analysis.hosts import many_host_report
     from rooftop.hardware.catalog import get_chip
 
     for i in range(2):
@@ -211,3 +212,58 @@ def test_cluster_without_the_dask_extra_says_how_to_install_it(tmp_path: Path, m
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(InvalidConfigError, match=re.escape(DASK_EXTRA)):
         many_host_report([tmp_path], get_chip("h100"), cluster="tcp://127.0.0.1:1")
+
+
+def _bare_part(host: str, collectives: dict[tuple, dict[str, object]]) -> object:
+    from rooftop.analysis.hostpart import HostPart
+
+    return HostPart(host, 0, "-", {}, {}, [], [], (), [], [], 0, [], collectives, b"")  # type: ignore[arg-type]
+
+
+def test_host_views_do_not_follow_the_order_devices_and_collectives_were_met() -> None:
+    """Lateness and waits summed over devices and collectives: the same to the last bit whatever order the
+    host parts' dicts hold them in (upstream, that order may follow string hashing: PYTHONHASHSEED). The
+    starts are chosen so that summing in another order rounds otherwise (1e16 + 1 - 1e16)."""
+    from rooftop.analysis.hostpart import CollectiveRuns
+    from rooftop.analysis.hostviews import host_views
+
+    def runs(start: float) -> CollectiveRuns:
+        return CollectiveRuns(np.array([start]), np.array([0], np.int64))
+
+    starts = {"h0": {"/device:CPU:0": 0.0, "/device:CPU:1": 1.0, "/device:CPU:2": 0.3},
+              "h1": {"/device:CPU:3": 1e7, "/device:CPU:4": 0.7, "/device:CPU:5": 0.1}}  # fmt: skip
+    keys = [("m", "all-reduce", f"all-reduce.{k}") for k in range(3)]
+
+    def parts(reverse: bool) -> list[object]:
+        out = []
+        for host, devs in starts.items():
+            order = list(reversed(devs)) if reverse else list(devs)
+            ks = list(reversed(keys)) if reverse else keys
+            out.append(_bare_part(host, {k: {d: runs(devs[d] * (1 + keys.index(k))) for d in order} for k in ks}))
+        return out
+
+    assert repr(host_views(parts(False))) == repr(host_views(parts(True)))  # type: ignore[arg-type]
+
+
+@pytest.mark.jax
+def test_many_hosts_output_is_the_same_under_any_string_hash_seed(profile: Path) -> None:
+    from tests.conftest import run_with_hash_seed
+
+    outputs = {run_with_hash_seed(seed, "profile", str(profile), "--chip", "h100", "--json") for seed in "01"}
+    assert len(outputs) == 1
+
+
+def test_a_link_to_a_host_inside_a_run_is_that_host_once(tmp_path: Path) -> None:
+    """A symbolic link beside a host's .xplane.pb (or the same file named twice) counted that host twice."""
+    from rooftop.analysis.hosts import host_files
+    from rooftop.analysis.trace.load import profile_files
+
+    run = tmp_path / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    for name in ("host0.xplane.pb", "host1.xplane.pb"):
+        (run / name).write_bytes(b"x")
+    (run / "alias.xplane.pb").symlink_to(run / "host1.xplane.pb")
+    assert [p.name for p in profile_files(tmp_path)[0]] == ["host0.xplane.pb", "host1.xplane.pb"]
+    assert [p.name for p in host_files([tmp_path])] == ["host0.xplane.pb", "host1.xplane.pb"]
+    given = [run / "host0.xplane.pb", run / "alias.xplane.pb", run / "host0.xplane.pb", run / "host1.xplane.pb"]
+    assert [p.name for p in host_files(given)] == ["host0.xplane.pb", "alias.xplane.pb"]

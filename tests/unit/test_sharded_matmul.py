@@ -88,9 +88,15 @@ def test_output_sharding_by_slicing_replicated_inputs_costs_no_communication() -
     assert s.matmul_cost.flops == 2 * 4096 * 8192 * 16384 / 16
 
 
-def test_training_pattern_gathers_the_weights() -> None:
-    (s,) = plans("A[I_X, J] @ B[J_X, K_Y] -> C[I_X, K_Y]")  # data + tensor + ZeRO (Part 3 Question 6)
-    assert comms(s) == [("all-gather", ("X",), 8192 * 16384 / 4 * 2)]
+def test_training_pattern_gathers_the_weights(v5e) -> None:  # type: ignore[no-untyped-def]
+    expr = "A[I_X, J] @ B[J_X, K_Y] -> C[I_X, K_Y]"  # data + tensor + ZeRO (Part 3 Question 6)
+    best = analyze_sharded_matmul(parse_matmul(expr), SIZES, v5e).best.strategy
+    assert comms(best) == [("all-gather", ("X",), 8192 * 16384 / 4 * 2)]
+    # the other way (gather the activations, reduce the partial sums, slice) moves more and is ranked after it
+    assert [comms(s) for s in plans(expr)] == [
+        comms(best),
+        [("all-gather", ("X",), 4096 * 8192 * 2), ("all-reduce", ("X",), 4096 * 16384 / 4 * 2)],
+    ]
 
 
 def test_dtypes_set_the_bytes() -> None:
@@ -140,3 +146,15 @@ def test_shard_array_book_pop_quiz() -> None:
     assert rep.bytes_per_device == 8 * 2048
     assert rep.total_bytes == 128 * 2048 * 2 and rep.copies == 2
     assert resolve_sharding(parse_tensor("A[I_XY, J]"), {"X": 2, "Y": 8}).notation() == "A[I_XY, J]"
+
+
+@pytest.mark.parametrize(
+    "expr", ["A[I, J] @ B[K, L]", "A[I, J] @ B[K, L] -> C[I, J, K, L]", "A[B, I] @ B[B, K] -> C[B, I, K]"]
+)
+def test_a_matmul_that_contracts_nothing_is_one_line(expr: str) -> None:
+    """No shared dimension (or only ones the output keeps): an outer product, once priced silently as a
+    512 GiB 'matmul'; now a one-line error that says what a matmul needs."""
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli("matmul", expr, "--dims", "I=1024,J=1024,K=1024,L=1024,B=8", "--chip", "h100")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "contracts no dimension" in err

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rooftop.errors import InvalidConfigError
 from rooftop.units import (
@@ -103,3 +105,54 @@ def test_integers_are_ascii_digits_of_bounded_length() -> None:
         parse_int("9", "tp", 1, 8)
     with pytest.raises(InvalidConfigError, match="cannot read number"):
         parse_number("²")
+
+
+# ---------------------------------------------------------------- numbers printed: the whole class
+_FINITE = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_FINITE)
+def test_a_percentage_never_exceeds_10000_percent_nor_uses_an_exponent(fraction: float) -> None:
+    from rooftop.units import format_percent
+
+    text = format_percent(fraction)
+    assert "e" not in text and "inf" not in text
+    if text.endswith("%"):
+        assert abs(float(text[:-1].replace(",", ""))) <= 10_000
+    else:  # a multiple: the ratio itself, whole
+        assert text.endswith("x") and abs(fraction) > 100
+        assert float(text[:-1].replace(",", "")) == pytest.approx(fraction, rel=1e-3, abs=0.5)
+    assert format_percent(56453303.05) == "56,453,303x" and format_percent(0.4234, 1) == "42.3%"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=0, max_value=1e30, allow_nan=False, exclude_min=True))
+def test_an_exponent_only_ever_comes_with_the_base_unit(value: float) -> None:
+    """No "1.73e-09 ns": a value below the smallest prefix prints in the base unit ("1.73e-18 s")."""
+    from rooftop.units import format_bytes, format_duration, format_number
+
+    for text, base in (
+        (format_duration(value), "s"),
+        (format_bytes(value), "B"),
+        (format_number(value, "FLOP"), "FLOP"),
+    ):
+        number, unit = text.split(" ")
+        if "e" in number:
+            assert unit == base, text
+        assert float(number.replace(",", "")) > 0, text
+    assert format_duration(1.73e-18) == "1.73e-18 s" and format_duration(2.39e-12) == "2.39 ps"
+
+
+def test_no_percentage_is_formatted_outside_format_percent() -> None:
+    """Every percentage the reports print goes through units.format_percent (a `:.0%` format spec elsewhere
+    printed an overlapped copy's efficiency as 5645330305%)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "src" / "rooftop"
+    spec = re.compile(r"\{[^{}]*:[^{}]*%\}")
+    # plan/ writes a few sentences of its own with bounded shares (MFU, a pipeline's bubble); not here
+    found = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.name != "units.py" and "plan" not in p.parts
+             for n, line in enumerate(p.read_text().splitlines(), 1) if spec.search(line)]  # fmt: skip
+    assert found == []

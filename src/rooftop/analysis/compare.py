@@ -58,6 +58,7 @@ from rooftop.analysis.trace.events import MemorySample, Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.roofline import Estimate
 from rooftop.display import Displayed
+from rooftop.units import format_percent
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
 #: a compute-bound matmul whose shape uses less of the matrix unit than this says so in its "why"
@@ -241,8 +242,8 @@ class _Joiner:
 def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
     if eff > FASTER_THAN_ROOFLINE:
         return "faster than roofline", (
-            f"ran in {1 / eff:.0%} of its {est.bound} roofline time, which no op can: the chip's figures "
-            "(datasheet or calibrated) or the op's FLOP/byte count are off (operands served from a cache, an "
+            f"ran in {format_percent(1 / eff)} of its {est.bound} roofline time, which no op can: the chip's "
+            "figures (datasheet or calibrated) or the op's FLOP/byte count are off (operands served from a cache, an "
             "assumed dtype, work the cost rule counts twice)"
         )
     if is_collective(opcode):
@@ -252,12 +253,15 @@ def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | N
         if eff >= NEAR_ROOFLINE:
             return "near roofline", ""
         if exposed_fraction is not None and exposed_fraction < EXPOSED:
-            return "exposed communication", f"only {exposed_fraction:.0%} of it overlaps compute on its device"
+            return (
+                "exposed communication",
+                f"only {format_percent(exposed_fraction)} of it overlaps compute on its device",
+            )
         return "slow hidden communication", "overlapped by compute but far from its bandwidth time"
     if eff >= NEAR_ROOFLINE:
         return "near roofline", ""
     return f"{est.bound}-slow" if est.bound in ("compute", "memory") else "exposed communication", (
-        f"reaches {eff:.0%} of its {est.bound} roofline"
+        f"reaches {format_percent(eff)} of its {est.bound} roofline"
     )
 
 
@@ -316,7 +320,7 @@ def judge(
         if priced.note and lower_s:
             why = f"{why}; {priced.note}" if why else priced.note
         if shape is not None and bound == "compute" and shape < SHAPE_NOTED:
-            why += f"; its shape uses {shape:.0%} of the matrix unit (tile and wave quantization)"
+            why += f"; its shape uses {format_percent(shape)} of the matrix unit (tile and wave quantization)"
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
         mxu = priced.matrix_s * count / total if priced.matrix_s and total > 0 else None
@@ -335,8 +339,8 @@ def judge(
         exposed = execs.exposed if isinstance(execs, Measured) else comm_overlap(execs, compute)
     if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
         return report(lower, eff, 0.0, est.bound, "overlapped transfer", (
-            f"waited {1 / eff:.0%} of its transfer's roofline time: the transfer ran while other ops did, and only "
-            "the wait at its done is measured"))  # fmt: skip
+            f"waited {format_percent(1 / eff)} of its transfer's roofline time: the transfer ran while other ops "
+            "did, and only the wait at its done is measured"))  # fmt: skip
     verdict, why = _verdict(est, opcode or "", eff, exposed)
     return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
 

@@ -20,18 +20,17 @@ from __future__ import annotations
 import dataclasses
 import glob
 import io
-import multiprocessing
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from rooftop.analysis.cluster import dask_parts, local_parts
 from rooftop.analysis.compare import (
     Measured,
     OpPricing,
@@ -66,7 +65,6 @@ from rooftop.errors import InvalidConfigError, RooftopError
 from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
 
-DASK_EXTRA = "--cluster needs the dask extra: pip install 'rooftop[dask]'"
 HostProgress = Callable[[int, int, str, int], None]
 """``progress(hosts_done, hosts, host, events)``: called as each host's aggregates arrive"""
 
@@ -88,6 +86,7 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
                 found += xplanes or jsons
             else:
                 found.append(p)
+    found = _once(found)
     bad = [p for p in found if not p.name.endswith(".xplane.pb")]
     if bad:
         raise InvalidConfigError(f"{bad[0]}: many hosts are read from .xplane.pb files; pass one trace of another kind")
@@ -96,6 +95,22 @@ def host_files(paths: Sequence[str | Path]) -> list[Path]:
     if twice:
         raise InvalidConfigError(f"two hosts named {twice[0]!r} ({len(twice)} names repeat): give each host once")
     return found
+
+
+def _once(files: list[Path]) -> list[Path]:
+    """``files`` with each file once: a second name of one (a link, or the file given twice) is the same host."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except (OSError, ValueError):  # read (and reported) as it is
+            out.append(f)
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(f)
+    return out
 
 
 def many_hosts(paths: Sequence[str | Path]) -> bool:
@@ -243,9 +258,12 @@ def many_host_report(
     with tempfile.TemporaryDirectory(prefix="rooftop-hosts-") as spill:
         parts: list[HostPart | None] = [None] * n
         priced: dict[tuple, tuple[int, OpPricing]] = {}
-        runner = _dask_parts if cluster else _local_parts
         count = workers or default_workers(files)
-        for done, (i, part) in enumerate(runner(files, (_packed(chip), hlo, mesh, topology), cluster or count), 1):
+        args = (_packed(chip), hlo, mesh, topology)
+        runs = (
+            dask_parts(reduce_host, files, args, cluster) if cluster else local_parts(reduce_host, files, args, count)
+        )
+        for done, (i, part) in enumerate(runs, 1):
             spilled = Path(spill) / f"{i}.npz"
             spilled.write_bytes(part.intervals)
             for key, op in part.pricing.items():  # one per op is kept: the first host's, as one process does
@@ -275,40 +293,6 @@ def default_workers(files: Sequence[Path]) -> int:
     profiles are read in this process)."""
     size = sum(os.stat(f).st_size for f in files)
     return max(1, min(len(files), os.cpu_count() or 1, -(-size // BYTES_PER_WORKER)))
-
-
-def _local_parts(files: Sequence[Path], args: tuple, workers: Any) -> Iterator[tuple[int, HostPart]]:
-    if workers <= 1:
-        for i, f in enumerate(files):
-            yield i, reduce_host(f, *args)
-        return
-    context = multiprocessing.get_context("spawn")  # a forked JAX runtime may hang
-    with ProcessPoolExecutor(min(workers, len(files)), mp_context=context) as pool:
-        futures = {pool.submit(reduce_host, f, *args): i for i, f in enumerate(files)}
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
-
-
-def _dask_parts(files: Sequence[Path], args: tuple, address: Any) -> Iterator[tuple[int, HostPart]]:
-    try:
-        from distributed import Client
-        from distributed import as_completed as dask_completed
-    except ImportError as exc:
-        raise InvalidConfigError(DASK_EXTRA) from exc
-    try:
-        client = Client(address, timeout=10, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InvalidConfigError(f"--cluster {address}: cannot reach the Dask scheduler ({exc})") from None
-    with client:
-        futures = {client.submit(reduce_host, str(f), *args, key=f"rooftop-host-{i}-{f.name}", pure=False): i
-                   for i, f in enumerate(files)}  # fmt: skip
-        for fut in dask_completed(list(futures), loop=client.loop):
-            try:
-                part = fut.result()
-            except RooftopError:
-                raise
-            yield futures[fut], part
-            fut.release()
 
 
 def _merge(

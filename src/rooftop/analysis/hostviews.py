@@ -125,10 +125,16 @@ def _host_steps(parts: Sequence[HostPart], late: dict[int, dict[str, float]]) ->
 def _collective_waits(
     parts: Sequence[HostPart], offsets: dict[str, float], late: dict[int, dict[str, float]]
 ) -> list[CollectiveWait]:
-    keys = list(dict.fromkeys(k for p in parts for k in p.collectives))
+    # keys and devices in an order of their own (not the dicts' insertion order, which may follow string
+    # hashing upstream): the lateness sums below then add up alike under any PYTHONHASHSEED
+    keys = sorted({k for p in parts for k in p.collectives}, key=repr)
     out = []
     for key in keys:
-        runs = [(p.host, r) for p in parts for r in p.collectives.get(key, {}).values()]
+        runs = [
+            (p.host, r)
+            for p in parts
+            for _, r in sorted(p.collectives.get(key, {}).items(), key=lambda kv: natural_key(kv[0]))
+        ]
         hosts = list(dict.fromkeys(h for h, _ in runs))
         if len(hosts) < 2:
             continue
@@ -140,7 +146,7 @@ def _collective_waits(
             starts[row, : len(r.start_s)] = r.start_s + offsets[h]
             steps[row, : len(r.step)] = r.step
         first, last = np.nanmin(starts, axis=0), np.nanmax(starts, axis=0)
-        waits = np.nansum(last - starts, axis=0)
+        waits = last - starts
         by_host = np.full((len(hosts), meetings), np.nan)  # each host's last device
         for row, (h, _) in enumerate(runs):
             k = hosts.index(h)
@@ -159,7 +165,7 @@ def _collective_waits(
         participants = int(np.max(np.sum(~np.isnan(starts), axis=0)))
         most = max(last_hosts, key=lambda h: (last_hosts[h], h))
         out.append(CollectiveWait(key[2], key[0], meetings, participants, math.fsum(skews) / meetings, max(skews),
-                                  math.fsum(waits.tolist()), most))  # fmt: skip
+                                  math.fsum(waits[~np.isnan(waits)].tolist()), most))  # fmt: skip
     out.sort(key=lambda c: (-c.wait_s, c.name))
     return out
 

@@ -174,16 +174,21 @@ def _with_instructions(module: HloModule, fixed: dict[str, Instruction]) -> HloM
 
 def profile_report(
     source: str | Path | Trace,
-    chip: Chip,
+    chip: Chip | str,
     hlo: str | Path | None = None,
     mesh: str | None = None,
     topology: str | None = None,
     progress: ProgressFn | None = None,
     capture: Capture | None = None,
 ) -> ProfileReport:
-    """The ProfileReport of a trace (a path to load, or a loaded Trace) on ``chip``: JAX traces joined with
-    their modules' HLO (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`;
-    ``capture``: the trace of the engine's CUDA-graph capture, for the kernels the graphs replay)."""
+    """The ProfileReport of a trace (a path to load, or a loaded Trace) on ``chip`` (a Chip, or a catalog
+    name such as "h100", as ``jaxlink.analyze`` takes): JAX traces joined with their modules' HLO
+    (:func:`compare`), PyTorch traces priced from their aten ops (:func:`kineto_report`; ``capture``: the trace
+    of the engine's CUDA-graph capture, for the kernels the graphs replay)."""
+    if isinstance(chip, str):
+        from rooftop.hardware.catalog import get_chip
+
+        chip = get_chip(chip)
     trace = source if isinstance(source, Trace) else load_trace(source, progress)
     with paused_gc():  # millions of acyclic rows and executions: collection passes would dominate
         return _profile_report(trace, chip, hlo, mesh, topology, capture)

@@ -184,5 +184,11 @@ def emit(out: Output, args: argparse.Namespace) -> None:
 
         console = _Console(width=table_width(os.environ.get("COLUMNS"), sys.stdout.isatty()))
         out.render(console)
-        if plot:
-            console.print(f"plot written to {visible(plot)}", markup=False, highlight=False)  # shown, not obeyed
+        written = (
+            ("plot", plot),
+            ("timeline", getattr(args, "timeline", None)),
+            ("HTML report", getattr(args, "html", None)),
+        )
+        for what, path in written:
+            if path:  # the command wrote it (or stopped with an error before this)
+                console.print(f"{what} written to {visible(path)}", markup=False, highlight=False)  # shown, not obeyed

@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> Output:
-    from rooftop.cost.efficiency import IDEAL, parse_efficiency
+    from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
     from rooftop.hardware.topology import parse_topology, topology_for_chips
     from rooftop.model.catalog import get_model
     from rooftop.model.memory import TrainingPrecision
@@ -61,7 +61,10 @@ def run(args: argparse.Namespace) -> Output:
         else None
     )
     seq = count(args.seq_len, "--seq-len", MAX_TOKENS) if args.seq_len is not None else None
-    eff = parse_efficiency(args.efficiency, IDEAL) if args.efficiency else IDEAL
+    # ideal factors (the book's thresholds), but train's HBM headroom: train_min_chips is then the count at
+    # which `rooftop train` finds room for the training state (its usable HBM, 1 - memory_reserve)
+    base = IDEAL.replace(memory_reserve=default_efficiency("training").memory_reserve)
+    eff = parse_efficiency(args.efficiency, base) if args.efficiency else base
     result = job_limits(
         cfg, chip, topology, batch, seq, eff, TrainingPrecision(optimizer=args.optimizer), args.weight_dtype
     )

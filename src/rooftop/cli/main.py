@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rooftop import __version__
 from rooftop.cli import calibrate as calibrate_cmd
@@ -61,6 +61,30 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse echoes the bad value whole: an argument with a newline or of a megabyte stays one short line
         self.exit(2, f"{self.prog}: error: {one_line(message, 400)} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse, but an option no parser knows is reported by the subcommand's parser (its name, its
+        --help) with the closest of its options: "rooftop serve: error: unrecognized arguments: --promt-len
+        (did you mean --prompt-len?)", not the top parser's bare line."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            parser = sub.choices.get(str(getattr(ns, "command", "")), self) if sub is not None else self
+            parser.error(_unrecognized(parser, extras))
+        return ns
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for extra in extras:
+        if extra.startswith("--") and len(extra) <= 100:
+            close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.6)
+            hints += close
+    text = f"unrecognized arguments: {' '.join(extras)}"
+    return text + (f" (did you mean {', '.join(hints)}?)" if hints else "")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--prompt-len",
         metavar="P",
-        help=f"prompt tokens per request, e.g. 2048 or 2k (default {DEFAULT_PROMPT_LEN}, as vLLM's serving benchmark)",
+        help=f"prompt tokens per request, e.g. 2048 or 2Ki (k = 1000, Ki = 1024; default {DEFAULT_PROMPT_LEN}, as "
+        "vLLM's serving benchmark)",
     )
     p.add_argument(
         "--gen-len",

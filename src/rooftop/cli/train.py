@@ -35,7 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     where.add_argument("--chips", help="number of chips (a default slice / NVLink layout is chosen)")
     where.add_argument("--topology", help="physical slice, e.g. 16x20x28 (TPU), 2*16x16 (2 slices), 2048x8 (GPU)")
     add_goal(p)
-    p.add_argument("--batch-tokens", required=True, help="global batch in tokens per optimizer step, e.g. 4M")
+    p.add_argument(
+        "--batch-tokens",
+        required=True,
+        help="global batch in tokens per optimizer step, e.g. 4M or 4Mi (M = 10^6, Mi = 2^20), rounded to "
+        "whole sequences of --seq-len (a line says so when it is)",
+    )
     p.add_argument("--seq-len", required=True, help="sequence length, e.g. 4096 or 8Ki (k = 1000, Ki = 1024)")
     p.add_argument("--tokens", help="total training tokens, e.g. 15T: adds days, chip-hours and dollars")
     p.add_argument(
@@ -178,20 +183,34 @@ def run(args: argparse.Namespace) -> Output:
     plan = _with_progress(lambda progress: plan_training(setup, fix, args.objective, args.top, tokens, price, progress))
     best = plan.ranked[0]
     _write_files(args, plan)
+    note = batch_rounding(args.batch_tokens, setup.global_batch, setup.seq_len)
     from rooftop.report.energy import render_energy, train_energy, train_json
 
     energy = train_energy(plan)
 
     def render(console: Any) -> None:
+        if note:
+            from rooftop.report.table import say
+
+            say(console, note, soft_wrap=True)
         report.render_train(console, plan)
         render_energy(console, energy, "tokens")
 
-    out = Output(
-        train_json(plan),
-        render,
-        [lambda path: report.plot_train(best, path)],
-    )
+    out = Output(train_json(plan), render, [lambda path: report.plot_train(best, path)])
     return with_emit(out, args.emit, train_text(args.emit, args, plan)) if args.emit else out
+
+
+def batch_rounding(text: str, sequences: int, seq_len: int) -> str | None:
+    """The line that says --batch-tokens was rounded to whole sequences (None when it was not): "4M" is
+    4,000,000 tokens (M = 10^6; 4Mi would be 4,194,304), 976.6 sequences of 4096, rounded to 977."""
+    tokens = _int(text, "--batch-tokens")
+    if tokens == sequences * seq_len:
+        return None
+    return (
+        f"--batch-tokens {text} = {tokens:,} tokens (k, M, G are powers of 1000; Ki, Mi, Gi of 1024) is "
+        f"{tokens / seq_len:,.1f} sequences of --seq-len {seq_len:,}: rounded to {sequences:,} sequences, "
+        f"{sequences * seq_len:,} tokens a step"
+    )
 
 
 def _check_files(args: argparse.Namespace) -> None:

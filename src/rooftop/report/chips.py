@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.serialize import chip_dict
 from rooftop.report.table import say, styled, table
-from rooftop.units import format_bytes, format_duration, format_plain, format_rate
+from rooftop.units import format_bytes, format_duration, format_percent, format_plain, format_rate
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,7 +65,9 @@ def internals_rows(chip: Chip) -> list[tuple[str, str, str]]:
             how = (f"{chip.tensor_cores} TensorCores x {n.mxus_per_core} MXUs x 2 x {n.mxu_size}^2 x "
                    f"{n.clock_hz / 1e9:g} GHz")  # fmt: skip
         catalog = chip.matrix_flops_per_s.get("bf16")
-        share = f"; {peak / catalog:.2%} of the catalog's {format_rate(catalog, 'FLOP/s', 4)}" if catalog else ""
+        share = ""
+        if catalog:
+            share = f"; {format_percent(peak / catalog, 2)} of the catalog's {format_rate(catalog, 'FLOP/s', 4)}"
         rows.append(("bf16 matrix peak", format_rate(peak, "FLOP/s", 4), how + share))
     if n.vpu_sublanes and n.vpu_lanes:
         rows.append(("VPU shape", f"{n.vpu_sublanes} x {n.vpu_lanes}", "sublanes x lanes per TensorCore"))

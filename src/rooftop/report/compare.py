@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.table import say, table
-from rooftop.units import format_duration, format_plain
+from rooftop.units import format_duration, format_percent, format_plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,7 +38,7 @@ def _row(e: Entry, job: str) -> tuple[str, ...]:
     if job == "train":
         days = "-" if e.train_time_s is None else f"{format_plain(e.train_time_s / 86400)} d"
         cost = _money(e.cost_usd, 4) if e.train_time_s is not None else "-"
-        first = (format_duration(e.step_time_s), f"{(e.mfu or 0):.1%}", per_chip, f"{days}, {cost}")
+        first = (format_duration(e.step_time_s), f"{format_percent((e.mfu or 0), 1)}", per_chip, f"{days}, {cost}")
     else:
         first = (format_duration(e.step_time_s), format_duration(e.ttft_s or 0.0), per_chip,
                  f"{_money(e.usd_per_million_output_tokens)}")  # fmt: skip

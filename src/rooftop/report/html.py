@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.files import check_output_path, replacing
-from rooftop.units import format_bytes, format_duration, plural
+from rooftop.units import format_bytes, format_duration, format_percent, plural
 
 if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
@@ -43,22 +43,26 @@ th { background: #f3f3f3; cursor: pointer; user-select: none; white-space: nowra
 th[aria-sort=ascending]::after { content: " \\25B2"; } th[aria-sort=descending]::after { content: " \\25BC"; }
 td.name { font-family: ui-monospace, monospace; overflow-wrap: anywhere; min-width: 14em; max-width: 40em; }
 img.chart { max-width: 100%; border: 1px solid #eee; }
+div.wide { max-width: 100%; overflow-x: auto; }
 p.note { color: #666; } dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
 dt { font-weight: 600; } dd { margin: 0; }
 """
 
 SCRIPT = """
 function rooftopSort(table, col, asc) {
-  var heads = table.tHead.rows[0].cells, body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+  var heads = table.tHead.rows[0].cells, grouped = table.tBodies.length > 1;
+  var parent = grouped ? table : table.tBodies[0];
+  var items = Array.prototype.slice.call(grouped ? table.tBodies : parent.rows);
   for (var h = 0; h < heads.length; h++) heads[h].removeAttribute("aria-sort");
   heads[col].setAttribute("aria-sort", asc ? "ascending" : "descending");
-  rows.sort(function (a, b) {
-    var x = a.cells[col].getAttribute("data-v"), y = b.cells[col].getAttribute("data-v");
+  items.sort(function (a, b) {
+    var ra = grouped ? a.rows[0] : a, rb = grouped ? b.rows[0] : b;
+    var x = ra.cells[col].getAttribute("data-v"), y = rb.cells[col].getAttribute("data-v");
     var nx = parseFloat(x), ny = parseFloat(y), c;
     if (!isNaN(nx) && !isNaN(ny)) c = nx - ny; else c = String(x).localeCompare(String(y));
     return asc ? c : -c;
   });
-  rows.forEach(function (r) { body.appendChild(r); });
+  items.forEach(function (r) { parent.appendChild(r); });
 }
 document.querySelectorAll("table.sortable").forEach(function (table) {
   Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, col) {
@@ -117,17 +121,28 @@ def _value(v: Any) -> str:
 def sortable(columns: Sequence[str], rows: Iterable[Sequence[Cell]], caption: str = "", names: int = 0) -> str:
     """A table sortable by each column: cells (text, sort value); numbers right-aligned; the first
     ``names`` columns in a monospace font (names from inputs)."""
+    return grouped_sortable(columns, [list(rows)], caption, names)
+
+
+def grouped_sortable(
+    columns: Sequence[str], groups: Iterable[Sequence[Sequence[Cell]]], caption: str = "", names: int = 0
+) -> str:
+    """As :func:`sortable`, with rows in groups (a part and its terms) that sort as one, by their first row:
+    sorting never tears a term from its part. In a box that scrolls sideways: the page keeps its width."""
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = []
-    for row in rows:
-        cells = []
-        for i, (text, v) in enumerate(row):
-            cls = "name" if i < names else "n" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
-            cells.append(f'<td class="{cls}" data-v="{esc(_value(v))}">{esc(text)}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
+    bodies = []
+    for rows in groups:
+        body = []
+        for row in rows:
+            cells = []
+            for i, (text, v) in enumerate(row):
+                cls = "name" if i < names else "n" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+                cells.append(f'<td class="{cls}" data-v="{esc(_value(v))}">{esc(text)}</td>')
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        bodies.append("<tbody>\n" + "\n".join(body) + "</tbody>")
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     return (
-        f'<table class="sortable">{cap}<thead><tr>{head}</tr></thead><tbody>\n' + "\n".join(body) + "</tbody></table>"
+        f'<div class="wide"><table class="sortable">{cap}<thead><tr>{head}</tr></thead>{"".join(bodies)}</table></div>'
     )
 
 
@@ -191,8 +206,11 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
                 ("ops", len(ops)),
                 ("measured op time", format_duration(total)),
                 ("time lost vs roofline", format_duration(lost)),
-                ("priced", "-" if priced is None else f"{priced:.0%} of the op time has a roofline"),
-                ("communication", f"{format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped"),
+                ("priced", "-" if priced is None else f"{format_percent(priced)} of the op time has a roofline"),
+                (
+                    "communication",
+                    f"{format_duration(ov['comm_s'])}, {format_percent(ov['overlap_fraction'])} overlapped",
+                ),
             ]
         ),
         "<h2>roofline</h2>",
@@ -210,7 +228,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
                 _d(o.measured_s),
                 _d(o.total_s),
                 _d(o.lower_bound_s),
-                ("-" if eff is None else f"{eff:.0%}", -1.0 if eff is None else eff),
+                ("-" if eff is None else f"{format_percent(eff)}", -1.0 if eff is None else eff),
                 (o.bound or "-", o.bound or ""),
                 (o.verdict, o.verdict),
                 ("?" if o.verdict == UNKNOWN else format_duration(o.lost_s), o.lost_s),
@@ -266,7 +284,7 @@ def train_html(plan: TrainingPlan) -> str:
     summary = [
         ("layout", best.parallelism.label()),
         ("step time", format_duration(best.step_time_s)),
-        ("MFU", f"{best.mfu:.1%}"),
+        ("MFU", f"{format_percent(best.mfu, 1)}"),
         ("tokens/s", f"{best.tokens_per_s:,.0f}"),
         (
             "memory per chip",
@@ -280,16 +298,18 @@ def train_html(plan: TrainingPlan) -> str:
         cost = f", ${totals.cost_usd:,.0f}" if totals.cost_usd is not None else ""
         summary.append(("training", f"{totals.tokens:,.0f} tokens: {format_duration(totals.train_time_s)}{cost}"))
     body = [f"<h1>{esc(title)}</h1>", facts(summary), "<h2>step of the best layout, part by part</h2>"]
-    rows = []
+    groups = []
     for part in plan.parts[0]:
         if part.time_s <= 0:
             continue
         share = part.time_s / best.step_time_s if best.step_time_s > 0 else 0.0
+        rows: list[list[Cell]] = []
+        groups.append(rows)
         rows.append(
             [
                 (part.name.replace("_", " "), part.name),
                 _d(part.time_s),
-                (f"{share:.1%}", share),
+                (f"{format_percent(share, 1)}", share),
                 (part.bound.replace("_", " "), part.bound),
                 ("", ""),
             ]
@@ -305,7 +325,7 @@ def train_html(plan: TrainingPlan) -> str:
                         (term_formula(t), term_formula(t)),
                     ]
                 )
-    body.append(sortable(["part / term", "time", "share", "bound", "from"], rows, names=1))
+    body.append(grouped_sortable(["part / term", "time", "share", "bound", "from"], groups, names=1))
     body.append("<h2>chart</h2>")
     body.append(chart(lambda p: plot_train(best, p), "the best layout's step time and memory per chip"))
     body.append("<h2>ranked layouts (click a header to sort)</h2>")
@@ -314,7 +334,7 @@ def train_html(plan: TrainingPlan) -> str:
             (i + 1, i + 1),
             (r.parallelism.label(), r.parallelism.label()),
             _d(r.step_time_s),
-            (f"{r.mfu:.1%}", r.mfu),
+            (f"{format_percent(r.mfu, 1)}", r.mfu),
             (f"{r.tokens_per_s:,.0f}", r.tokens_per_s),
             (format_bytes(r.memory_per_chip_bytes), r.memory_per_chip_bytes),
             (r.bound.replace("_", " "), r.bound),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.errors import InvalidConfigError
 from rooftop.report.serialize import payload_dict
-from rooftop.units import format_bytes, format_duration, format_number, plural
+from rooftop.units import format_bytes, format_duration, format_number, format_percent, plural
 
 if TYPE_CHECKING:
     from rooftop.analysis.compare import ProfileReport
@@ -124,7 +124,7 @@ def _layout_columns() -> list[Column]:
     return [
         ("layout", lambda r: str(r["parallelism"]["label"])),
         ("step", _time("step_time_s")),
-        ("MFU", lambda r: f"{r['mfu']:.1%}" if isinstance(r.get("mfu"), float) else "-"),
+        ("MFU", lambda r: f"{format_percent(r['mfu'], 1)}" if isinstance(r.get("mfu"), float) else "-"),
         ("memory per chip", lambda r: format_bytes(r["memory_per_chip_bytes"]["total"])),
         ("fits", lambda r: "yes" if r["fits"] else "no"),
         ("bound", _text("bound")),
@@ -134,7 +134,7 @@ def _layout_columns() -> list[Column]:
 def _step_line(r: StepResult) -> str:
     fits = "fits" if r.fits else "does NOT fit"
     return (
-        f"{r.parallelism.label()}: step {_seconds(r.step_time_s)}, MFU {r.mfu:.1%}, "
+        f"{r.parallelism.label()}: step {_seconds(r.step_time_s)}, MFU {format_percent(r.mfu, 1)}, "
         f"{format_bytes(r.memory_per_chip_bytes)} per chip ({fits}), {r.bound}-bound"
     )
 
@@ -278,7 +278,7 @@ def compare_view(result: Comparison) -> View:
         ("layout", _text("layout")),
         (what, _time("step_time_s")),
         ("MFU" if result.job == "train" else "tokens/s per chip",
-         (lambda r: f"{r['mfu']:.1%}" if isinstance(r.get("mfu"), float) else "-") if result.job == "train"
+         (lambda r: format_percent(r["mfu"], 1) if isinstance(r.get("mfu"), float) else "-") if result.job == "train"
          else (lambda r: "-" if r.get("tokens_per_s_per_chip") is None else f"{r['tokens_per_s_per_chip']:,.0f}")),
         ("note", _text("note")),
     ]  # fmt: skip

@@ -30,7 +30,7 @@ from typing import Any
 
 from rooftop.hardware.chip import Chip
 from rooftop.report.plot import label, literal_text, plain_log_ticks, plain_number
-from rooftop.units import format_duration, format_plain, format_rate
+from rooftop.units import format_duration, format_percent, format_plain, format_rate
 
 
 @dataclass(frozen=True)
@@ -104,12 +104,12 @@ def share(part: float, whole: float) -> str:
     if whole <= 0 or part <= 0:
         return "0%"
     fraction = part / whole
-    return "<1%" if fraction < 0.005 else ">99%" if 0.995 <= fraction < 1 else f"{fraction:.0%}"
+    return "<1%" if fraction < 0.005 else ">99%" if 0.995 <= fraction < 1 else f"{format_percent(fraction)}"
 
 
 def percent(fraction: float) -> str:
     """An efficiency as a percentage; "<1%" for one that is not zero but rounds to it."""
-    return "<1%" if 0 < fraction < 0.005 else f"{fraction:.0%}"
+    return "<1%" if 0 < fraction < 0.005 else f"{format_percent(fraction)}"
 
 
 def finite(*values: float) -> bool:

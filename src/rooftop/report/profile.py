@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
 from rooftop.report.table import say, table, words
-from rooftop.units import format_bytes, format_duration, format_rate, plural
+from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -73,7 +73,9 @@ def ranked_ops(report: ProfileReport) -> tuple[list[OpReport], str]:
 def _communication_line(report: ProfileReport, ov: dict[str, float]) -> str:
     """The steps' communication and its overlap, with the communication outside the steps when the parts
     table (every op, per device) counts more than the steps do: the two figures then agree in words."""
-    line = f"communication {format_duration(ov['comm_s'])}, {ov['overlap_fraction']:.0%} overlapped by compute"
+    line = (
+        f"communication {format_duration(ov['comm_s'])}, {format_percent(ov['overlap_fraction'])} overlapped by compute"
+    )
     total = float(report.categories.get("communication", {}).get("measured_s", 0.0))  # per device, as the steps'
     if total > ov["comm_s"] * 1.001 + 1e-12 and report.steps:
         per_device = f"{format_duration(total)} per device in all"
@@ -90,8 +92,8 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     for line in opening:
         say(console, line)
     for o in ops[: max(top, 1)]:
-        eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
-        mxu_op = f"{o.mxu_utilization:.0%}" if o.mxu_utilization is not None else "-"
+        eff = f"{format_percent(o.efficiency)}" if o.efficiency is not None else "-"
+        mxu_op = f"{format_percent(o.mxu_utilization)}" if o.mxu_utilization is not None else "-"
         lb = format_duration(o.lower_bound_s) if o.lower_bound_s is not None else "?"
         rows.append(
             (
@@ -141,12 +143,11 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     )
     priced = report.priced_fraction()
     if priced is not None and priced < 1:
-        say(console, f"{priced:.0%} of the measured op time has a roofline (the rest: ops of unknown cost)")
+        say(console, f"{format_percent(priced)} of the measured op time has a roofline (the rest: ops of unknown cost)")
     mxu = report.mxu_utilization()
     if mxu["step"] is not None or mxu["op_time"] is not None:
-        parts = [
-            f"{mxu[k]:.1%} of the {w}" for k, w in (("step", "step time"), ("op_time", "op time")) if mxu[k] is not None
-        ]
+        shown = ((mxu[k], w) for k, w in (("step", "step time"), ("op_time", "op time")))
+        parts = [f"{format_percent(v, 1)} of the {w}" for v, w in shown if v is not None]
         say(console, f"MXU utilisation (matrix FLOPs / what the matrix units do at peak): {', '.join(parts)}")
     ov = report.overlap()
     say(console, _communication_line(report, ov))

@@ -6,7 +6,8 @@ The files are written as JAX writes its traces, so that ``rooftop profile FILE.j
 ``/device:<KIND>:<n>``; the ops are ``X`` (complete) events on the thread ``XLA Ops`` (an op, its
 ``hlo_op`` and ``hlo_module`` args naming it), other device work (collectives, transfers, the bubble) on
 threads named after it (read back as kernels), steps on the thread ``Steps`` (``step_num`` arg). Events
-carry no ``cat`` (a reader takes an event with one for a PyTorch trace). Times are microseconds from 0.
+carry no ``cat`` (a reader takes an event with one for a PyTorch trace). Times are microseconds from 0, in
+whole nanoseconds (``_ns``: rounded once, so that slices back to back on a track never overlap).
 Predictions that are not device work (``profile --timeline``'s predicted lane) go to a process whose name
 does not start with ``/device:`` (read back as host activity, not ops).
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan
     from rooftop.plan.train.schedule import StepSchedule
 
-US_PER_S = 1e6
+NS_PER_S, NS_PER_US = 1e9, 1000.0
 #: the thread names the trace reader gives a role (analysis/trace/classify.py line_role)
 OPS, STEPS, MODULES = "XLA Ops", "Steps", "XLA Modules"
 #: the most decode steps a serving timeline draws (the model prices every one alike)
@@ -86,10 +87,25 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _ns(start_s: float, dur_s: float, track_end_ns: int) -> tuple[int, int]:
+    """An event's start and duration in whole nanoseconds, rounded once: its start and its end are each
+    rounded (an end that is the next event's start, the same float, rounds alike), the duration is their
+    difference, and a start that rounding put before the end of the track's previous event by at most 1 ns
+    (floats summed in another order) is moved to it. Trace viewers keep times in integer nanoseconds
+    (Perfetto rounds ``ts`` and ``dur`` to them separately and drops a slice that overlaps the one before
+    by a nanosecond); written as ``ns / 1000`` microseconds, each reads back exactly."""
+    start, end = round(start_s * NS_PER_S), round((start_s + dur_s) * NS_PER_S)
+    if track_end_ns - 1 <= start < track_end_ns < end:
+        start = track_end_ns
+    return start, max(end - start, 0)
+
+
 def _lines(events: Iterable[Event], metadata: Mapping[str, Any]) -> Iterator[str]:
-    """The JSON text, an event a line: the metadata events (process and thread names, their order) first."""
+    """The JSON text, an event a line: the metadata events (process and thread names, their order) first.
+    Times in whole nanoseconds (_ns), written as microseconds with at most three decimals."""
     pids: dict[str, int] = {}
     tids: dict[tuple[str, str, str], int] = {}
+    ends: dict[int, int] = {}  # per thread, the furthest end so far (ns)
     yield '{"displayTimeUnit": "ns", "otherData": ' + json.dumps({k: _number(v) for k, v in metadata.items()})
     yield ',\n"traceEvents": [\n'
     first = True
@@ -110,14 +126,16 @@ def _lines(events: Iterable[Event], metadata: Mapping[str, Any]) -> Iterator[str
                 {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}},
             ]
         args = {k: _number(v) for k, v in ev.args.items()}
+        start_ns, dur_ns = _ns(ev.start_s, ev.dur_s, ends.get(tid, -2))
+        ends[tid] = max(ends.get(tid, 0), start_ns + dur_ns)
         out.append(
             {
                 "ph": "X",
                 "pid": pid,
                 "tid": tid,
                 "name": ev.name,
-                "ts": ev.start_s * US_PER_S,
-                "dur": ev.dur_s * US_PER_S,
+                "ts": start_ns / NS_PER_US,
+                "dur": dur_ns / NS_PER_US,
                 "args": args,
             }
         )
@@ -279,6 +297,15 @@ def hlo_events(analysis: HloAnalysis) -> tuple[list[Event], dict[str, Any]]:
 # ---------------------------------------------------------------- profile
 
 
+def _lane(ends: list[float], start: float, end: float) -> int:
+    """The first lane (of those whose last slice ends at ``ends[k]``) free at ``start``, taken up to ``end``:
+    slices on one lane never overlap (a measured line's ops that do, run on several streams, go to more
+    lanes, the same thread name on other tracks, so that a trace viewer drops none)."""
+    k = next((i for i, e in enumerate(ends) if e <= start), len(ends))
+    ends[k : k + 1] = [end]
+    return k
+
+
 def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Iterator[Event], dict[str, Any]]:
     """The trace's ops, kernels, copies, modules and steps as measured (times from the trace's first event), each op
     with its roofline time per execution in ``predicted_s`` (a PyTorch trace's kernels: their aten op's, in
@@ -300,6 +327,8 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
         if label is not None:
             return label, predicted.get((None, label))
         return None, predicted.get((module, op))
+
+    measured: dict[tuple[str, str], list[float]] = {}  # per device and line: where each of its lanes ends
 
     def events() -> Iterator[Event]:
         cols = [
@@ -329,7 +358,9 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
             args["measured_s"] = dur
             if lower is not None:
                 args["predicted_s"] = lower
-            yield Event(device, OPS if kind == "op" else line, name, start - t0, dur, args, line)
+            track = _lane(measured.setdefault((device, line), []), start, start + dur)
+            thread = OPS if kind == "op" else line
+            yield Event(device, thread, name, start - t0, dur, args, f"{line} ({track + 1})" if track else line)
         runs = executions(trace)
         lanes: dict[tuple[str, str], list[float]] = {}  # per device and line: where each of its lanes ends
         device_col, line_col, module_col = ev.column("device"), ev.column("line"), ev.column("module")
@@ -338,9 +369,7 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
             label, lower = lower_of(row, module_col[row], inst or name)
             if lower is None or lower <= 0:
                 continue
-            ends = lanes.setdefault((device_col[row], line_col[row]), [])
-            k = next((i for i, e in enumerate(ends) if e <= start), len(ends))  # slices on a lane never overlap
-            ends[k : k + 1] = [start + lower]
+            k = _lane(lanes.setdefault((device_col[row], line_col[row]), []), start, start + lower)
             thread = f"roofline of {line_col[row]}" + (f" ({k + 1})" if k else "")
             yield Event(
                 f"predicted {device_col[row]}",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rooftop.report.formulas import term_dict, term_formula
 from rooftop.report.jaxspec import train_jax_dict
 from rooftop.report.table import say, table, words
-from rooftop.units import format_bytes, format_duration, format_number, plural
+from rooftop.units import format_bytes, format_duration, format_number, format_percent, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -119,7 +119,7 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
             i + 1,
             r.parallelism.label(),
             format_duration(r.step_time_s),
-            f"{r.mfu:.1%}",
+            f"{format_percent(r.mfu, 1)}",
             f"{r.tokens_per_s:,.0f}",
             format_bytes(r.memory_per_chip_bytes),
             words(r.bound),
@@ -179,7 +179,7 @@ def train_figure(best: StepResult) -> Any:
         parts = [(label(words(k)), v) for k, v in best.breakdown.items() if math.isfinite(v) and v > 0]
         a1.barh([p[0] for p in parts], [p[1] for p in parts], color="tab:blue")
         a1.set_xlabel("seconds per step")
-        a1.set_title(f"step {format_duration(best.step_time_s)}, MFU {best.mfu:.1%}")
+        a1.set_title(f"step {format_duration(best.step_time_s)}, MFU {format_percent(best.mfu, 1)}")
         mem = [(label(words(k)), v / 2**30) for k, v in best.memory.items() if math.isfinite(v) and v > 0]
         left = 0.0
         for i, (k, v) in enumerate(mem):

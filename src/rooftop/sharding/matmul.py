@@ -16,18 +16,12 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
 from rooftop.sharding.notation import MatmulExpr, Tensor
 from rooftop.sharding.shard import Sharding, check_elements, resolve_sharding
+from rooftop.sharding.strategy import Dtypes, Invalid, Planner, Step, Strategy, joined
 
 #: most strategies a sharded matmul enumerates (3 per sharded dim in both inputs, 2 per conflict
-#: and per late gather): real matmuls shard two or three dims and have tens
+#: and 2**k per free input dim sharded over k axes): real matmuls shard two or three dims and have tens
 MAX_STRATEGIES = 1 << 12
-
-
-@dataclass(frozen=True)
-class Dtypes:
-    lhs: str = "bf16"
-    rhs: str = "bf16"
-    out: str = "bf16"
-    compute: str | None = None
+DEFAULT_DTYPES = Dtypes()  # bf16 operands and output
 
 
 def check_sizes(expr: MatmulExpr, sizes: Mapping[str, int]) -> None:
@@ -49,7 +43,7 @@ def operand(t: Tensor, dtype: str) -> Operand:
     return Operand(t.dim_names, dtype)
 
 
-def local_matmul_cost(expr: MatmulExpr, sizes: Mapping[str, int], dtypes: Dtypes = Dtypes()) -> Cost:
+def local_matmul_cost(expr: MatmulExpr, sizes: Mapping[str, int], dtypes: Dtypes = DEFAULT_DTYPES) -> Cost:
     """Cost of the whole (unsharded) matmul on one chip."""
     check_sizes(expr, sizes)
     return matmul(
@@ -85,195 +79,20 @@ def is_sharded(expr: MatmulExpr) -> bool:
 # an axis that must move between output dims is an all-to-all; one that must go is gathered
 # before the matmul or after it (both are tried). Without a requested output, the output is
 # the local result with its partial sums all-reduced, so case 4's two choices report two
-# different output shardings. Axis order inside one subscript matters when the two inputs'
-# blocks must match (J_XY is not J_YX); the final output is compared per dim as a set of axes
-# (the permutation that would reorder them is not priced).
+# different output shardings. Axis order inside one subscript matters (J_XY is not J_YX: each
+# device holds another block): the output is reached in the requested order, axes out of order
+# gathered and sliced again. Each output is also planned cut short (a prefix of each dim's axes)
+# and sliced locally to the rest, so sharding the output over more axes never costs more; a
+# strategy another one dominates (same output, no more FLOPs or bytes, a subset of its
+# collectives) is dropped.
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of a strategy: a collective (``bytes`` as in Comm) or the local matmul (HBM bytes)."""
-
-    kind: str
-    axes: tuple[str, ...]
-    bytes: float
-    what: str
-    tensor: str = ""
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A way to compute a sharded matmul: the operands as multiplied, the steps, the output."""
-
-    name: str
-    steps: tuple[Step, ...]
-    lhs: Sharding
-    rhs: Sharding
-    output: Sharding
-    local_sizes: Mapping[str, int]
-    matmul_cost: Cost
-    cost: Cost
-    slices: tuple[str, ...] = ()
-
-
-class _Invalid(Exception):
-    """A combination of choices that cannot produce the requested output."""
-
-
-def _prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+def _freeprefix(axes: tuple[str, ...], used: set[str]) -> tuple[str, ...]:
+    """The leading ``axes`` none of ``used``: those a replicated input can be sliced over before the matmul."""
     n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
+    while n < len(axes) and axes[n] not in used:
         n += 1
-    return n
-
-
-def _ax(axes: tuple[str, ...] | list[str]) -> str:
-    return "".join(axes)
-
-
-class _Planner:
-    """Builds one strategy from one combination of choices."""
-
-    def __init__(
-        self, expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes
-    ) -> None:
-        self.expr, self.sizes, self.mesh_shape, self.dtypes = expr, sizes, mesh_shape, dtypes
-        self.steps: list[Step] = []
-        self.slices: list[str] = []
-
-    def nbytes(self, t: Sharding, dtype: str) -> float:
-        return t.local_bytes(self.sizes, self.mesh_shape, dtype)
-
-    def gather(self, t: Sharding, dim: str, axes: list[str], dtype: str) -> Sharding:
-        new = t.with_axes(dim, tuple(a for a in t.axes_of(dim) if a not in axes))
-        self.steps.append(
-            Step(
-                "all-gather",
-                tuple(axes),
-                self.nbytes(new, dtype),
-                f"all-gather {t.notation()} over {_ax(axes)} -> {new.notation()}",
-                t.name,
-            )
-        )
-        return new
-
-    def slice(self, t: Sharding, dim: str, axes: tuple[str, ...]) -> Sharding:
-        clash = [a for a in axes if a in t.used or a in t.unreduced]
-        if clash:
-            raise _Invalid(f"{t.notation()} cannot also shard {dim} over {clash[0]} (axis already used)")
-        new = t.with_axes(dim, t.axes_of(dim) + axes)
-        self.slices.append(f"slice {t.notation()} -> {new.notation()} (local, free)")
-        return new
-
-    def prepare(
-        self,
-        lhs: Sharding,
-        rhs: Sharding,
-        aligned: list[str],
-        targets: tuple[tuple[str, ...], ...],
-        conflicts: list[str],
-        sides: tuple[str, ...],
-        early: list[tuple[str, str, tuple[str, ...]]],
-    ) -> tuple[Sharding, Sharding]:
-        remove: dict[tuple[str, str], list[str]] = {}
-        add: dict[tuple[str, str], tuple[str, ...]] = {}
-        ts = {"lhs": lhs, "rhs": rhs}
-        for side, dim, axes in early:
-            remove.setdefault((side, dim), []).extend(axes)
-        for u, side in zip(conflicts, sides, strict=True):
-            t = ts[side]
-            dim = next(d for d, ax in zip(t.dims, t.axes, strict=True) if u in ax)
-            remove.setdefault((side, dim), []).append(u)
-        for dim, target in zip(aligned, targets, strict=True):
-            for side, t in ts.items():
-                cur = t.axes_of(dim)
-                p = _prefix(cur, target)
-                remove.setdefault((side, dim), []).extend(cur[p:])
-                add[(side, dim)] = target[p:]
-        dt = {"lhs": self.dtypes.lhs, "rhs": self.dtypes.rhs}
-        for side in ("lhs", "rhs"):
-            for dim in ts[side].dims:
-                if remove.get((side, dim)):
-                    ts[side] = self.gather(ts[side], dim, list(dict.fromkeys(remove[(side, dim)])), dt[side])
-        for (side, dim), axes in add.items():
-            if axes:
-                ts[side] = self.slice(ts[side], dim, axes)
-        return ts["lhs"], ts["rhs"]
-
-    def finish(self, res: Sharding, want: Sharding) -> Sharding:
-        """Collectives after the local matmul: reduce, move axes between dims, gather, slice."""
-        d_out = self.dtypes.out
-        missing_u = [a for a in want.unreduced if a not in res.unreduced]
-        if missing_u:
-            raise _Invalid(
-                f"the output asks for {{U_{_ax(missing_u)}}} but this way leaves no partial sums over {_ax(missing_u)}"
-            )
-        reduce = [a for a in res.unreduced if a not in want.unreduced]
-        scatter: dict[str, list[str]] = {}
-        for u in reduce:
-            dim = next((d for d in res.dims if u in want.axes_of(d) and u not in res.axes_of(d)), None)
-            if dim is not None:
-                scatter.setdefault(dim, []).append(u)
-        for dim, axes in scatter.items():
-            before = res
-            res = Sharding(
-                res.name,
-                res.dims,
-                res.with_axes(dim, res.axes_of(dim) + tuple(axes)).axes,
-                tuple(a for a in res.unreduced if a not in axes),
-            )
-            self.steps.append(
-                Step(
-                    "reduce-scatter",
-                    tuple(axes),
-                    self.nbytes(before, d_out),
-                    f"reduce-scatter {before.notation()} over {_ax(axes)} -> {res.notation()}",
-                    res.name,
-                )
-            )
-        all_reduce = [a for a in reduce if a in res.unreduced]
-        if all_reduce:
-            before = res
-            res = Sharding(res.name, res.dims, res.axes, tuple(a for a in res.unreduced if a not in all_reduce))
-            self.steps.append(
-                Step(
-                    "all-reduce",
-                    tuple(all_reduce),
-                    self.nbytes(before, d_out),
-                    f"all-reduce {before.notation()} over {_ax(all_reduce)} -> {res.notation()}",
-                    res.name,
-                )
-            )
-        for dim in res.dims:
-            gather = []
-            for u in [a for a in res.axes_of(dim) if a not in want.axes_of(dim)]:
-                dest = next(
-                    (d for d in res.dims if d != dim and u in want.axes_of(d) and u not in res.axes_of(d)), None
-                )
-                if dest is None:
-                    gather.append(u)
-                    continue
-                before = res
-                res = res.with_axes(dim, tuple(a for a in res.axes_of(dim) if a != u))
-                res = res.with_axes(dest, res.axes_of(dest) + (u,))
-                self.steps.append(
-                    Step(
-                        "all-to-all",
-                        (u,),
-                        self.nbytes(before, d_out),
-                        f"all-to-all {before.notation()} over {u} -> {res.notation()}",
-                        res.name,
-                    )
-                )
-            if gather:
-                res = self.gather(res, dim, gather, d_out)
-        for dim in res.dims:
-            extra = tuple(a for a in want.axes_of(dim) if a not in res.axes_of(dim))
-            if extra:
-                res = self.slice(res, dim, extra)
-        if any(set(res.axes_of(d)) != set(want.axes_of(d)) for d in res.dims):
-            raise _Invalid(f"cannot reach {want.notation()} from {res.notation()}")
-        return want
+    return axes[:n]
 
 
 def _unique(options: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -286,9 +105,11 @@ def _conflicts(lhs: Sharding, rhs: Sharding) -> list[str]:
     return sorted(free_l & free_r)
 
 
-def _late_gathers(lhs: Sharding, rhs: Sharding, target: Sharding | None) -> list[tuple[str, str, tuple[str, ...]]]:
-    """Free input dims sharded over axes the requested output does not shard them over: those
-    axes can be gathered before the matmul (on the input) or after (on the output)."""
+def _early_gathers(
+    lhs: Sharding, rhs: Sharding, target: Sharding | None
+) -> list[list[tuple[str, str, tuple[str, ...]]]]:
+    """Free input dims sharded over axes the output (``target``) does not shard them over: those axes can be
+    gathered before the matmul (on the input) or after (on the output); the two options of each."""
     if target is None:
         return []
     out = []
@@ -297,12 +118,55 @@ def _late_gathers(lhs: Sharding, rhs: Sharding, target: Sharding | None) -> list
             if d in target.dims and d not in other.dims:
                 extra = tuple(a for a in ax if a not in target.axes_of(d))
                 if extra:
-                    out.append((side, d, extra))
+                    out.append([(side, d, ()), (side, d, extra)])
     return out
 
 
+def _stops(target: Sharding | None) -> list[Sharding | None]:
+    """The outputs a plan may reach before its last free slices: the requested one with each dim's axes cut to
+    a prefix (C[I_X, K_YZ] -> C[I_X, K_Y], C[I, K_YZ], ...). Planning each and slicing the rest locally means a
+    finer output has every way to compute a coarser one, so sharding the output more never costs more."""
+    if target is None:
+        return [None]
+    cuts = itertools.product(*(range(len(ax), -1, -1) for ax in target.axes))  # the requested output first
+    return [
+        Sharding(
+            target.name, target.dims, tuple(ax[:n] for ax, n in zip(target.axes, c, strict=True)), target.unreduced
+        )
+        for c in cuts
+    ]
+
+
+#: collectives that cost at least as much as one of the key's kind over the same axes and bytes (an all-reduce is
+#: a reduce-scatter followed by an all-gather: How to Scale Your Model, Part 3)
+_AT_LEAST = {
+    "all-gather": ("all-gather",),
+    "reduce-scatter": ("reduce-scatter", "all-reduce"),
+    "all-reduce": ("all-reduce",),
+    "all-to-all": ("all-to-all",),
+}
+
+
+def _dominates(a: Strategy, b: Strategy) -> bool:
+    """``a`` gives the same output as ``b`` and is never slower: no more FLOPs or HBM bytes in its matmul, and
+    each of its collectives matched by one of ``b``'s as costly (_AT_LEAST) over the same axes and bytes or more."""
+    if a.output != b.output:
+        return False
+    if a.matmul_cost.flops > b.matmul_cost.flops or a.matmul_cost.hbm_bytes > b.matmul_cost.hbm_bytes:
+        return False
+    rest = [st for st in b.steps if st.kind != "matmul"]
+    for st in (st for st in a.steps if st.kind != "matmul"):
+        match = next(
+            (o for o in rest if o.kind in _AT_LEAST[st.kind] and o.axes == st.axes and o.bytes >= st.bytes), None
+        )
+        if match is None:
+            return False
+        rest.remove(match)
+    return True
+
+
 def plan_sharded_matmul(
-    expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes = Dtypes()
+    expr: MatmulExpr, sizes: Mapping[str, int], mesh_shape: Mapping[str, int], dtypes: Dtypes = DEFAULT_DTYPES
 ) -> list[Strategy]:
     """Every strategy (collectives + local matmul) for ``expr`` on a mesh of ``mesh_shape``.
 
@@ -316,7 +180,7 @@ def plan_sharded_matmul(
     for t in (lhs, rhs):
         if t.unreduced:
             raise ShardingError(
-                f"input {t.notation()} is unreduced over {_ax(t.unreduced)}: reduce it first "
+                f"input {t.notation()} is unreduced over {joined(t.unreduced)}: reduce it first "
                 f"(all-reduce or reduce-scatter); inputs must hold full sums"
             )
         t.local_sizes(sizes, mesh_shape)
@@ -328,42 +192,45 @@ def plan_sharded_matmul(
     contracting = [d for d in aligned if d not in out_dims]
     conflicts = _conflicts(lhs, rhs)
     choices = [_unique([lhs.axes_of(d), rhs.axes_of(d), ()]) for d in aligned]
-    late = _late_gathers(lhs, rhs, target)
-    combos = math.prod(len(c) for c in choices) << (len(conflicts) + len(late))
+    stops = [(stop, _early_gathers(lhs, rhs, stop)) for stop in _stops(target)]
+    ways = math.prod(len(c) for c in choices) << len(conflicts)
+    combos = sum(ways << len(late) for _, late in stops)
     if combos > MAX_STRATEGIES:
         raise ShardingError(
             f"{expr} has {combos:,} ways to compute (3 per dim sharded in both inputs, 2 per axis both shard a "
-            f"free dim over); at most {MAX_STRATEGIES:,} are enumerated: shard fewer dims"
+            f"free dim over, for each cut of the output's axes); at most {MAX_STRATEGIES:,} are enumerated: shard "
+            f"fewer dims"
         )
     found: dict[tuple[object, ...], Strategy] = {}
     reasons: list[str] = []
-    for targets, sides, pick in itertools.product(
-        itertools.product(*choices),
-        itertools.product(("lhs", "rhs"), repeat=len(conflicts)),
-        itertools.product((False, True), repeat=len(late)),
-    ):
-        early = [g for g, p in zip(late, pick, strict=True) if p]
-        try:
-            s = _build(
-                expr,
-                sizes,
-                mesh_shape,
-                dtypes,
-                (lhs, rhs),
-                aligned,
-                contracting,
-                targets,
-                (conflicts, sides, early),
-                target,
-            )
-        except _Invalid as err:
-            reasons.append(str(err))
-            continue
-        key = (tuple((st.kind, st.axes, round(st.bytes)) for st in s.steps), s.output.axes, s.output.unreduced)
-        found.setdefault(key, s)
+    for stop, late in stops:
+        for targets, sides, pick in itertools.product(
+            itertools.product(*choices),
+            itertools.product(("lhs", "rhs"), repeat=len(conflicts)),
+            itertools.product(*late),
+        ):
+            early = [g for g in pick if g[2]]
+            planned = (aligned, contracting, targets, (conflicts, sides, early), (stop, target))
+            try:
+                s = _build(expr, sizes, mesh_shape, dtypes, (lhs, rhs), *planned)
+            except Invalid as err:
+                reasons.append(str(err))
+                continue
+            key = (tuple((st.kind, st.axes, round(st.bytes)) for st in s.steps), s.output.axes, s.output.unreduced)
+            found.setdefault(key, s)
     if not found:
         raise ShardingError(f"no way to compute {expr}: {reasons[0] if reasons else 'no valid strategy'}")
-    return list(found.values())
+    return _undominated(list(found.values()))
+
+
+def _undominated(strategies: list[Strategy]) -> list[Strategy]:
+    """The strategies no other one dominates (of two alike, the first): gathering an axis early only to slice it
+    again, or cutting the output short only to slice it after, is enumerated but never kept when it only adds."""
+    out = []
+    for i, s in enumerate(strategies):
+        if not any(j != i and _dominates(f, s) and (j < i or not _dominates(s, f)) for j, f in enumerate(strategies)):
+            out.append(s)
+    return out
 
 
 def _build(
@@ -376,9 +243,12 @@ def _build(
     contracting: list[str],
     targets: tuple[tuple[str, ...], ...],
     gathers: tuple[list[str], tuple[str, ...], list[tuple[str, str, tuple[str, ...]]]],
-    target: Sharding | None,
+    outputs: tuple[Sharding | None, Sharding | None],
 ) -> Strategy:
-    p = _Planner(expr, sizes, mesh_shape, dtypes)
+    """One strategy; ``outputs``: the output reached by collectives (a prefix of the requested one, see _stops)
+    and the requested one, the rest sliced locally."""
+    target, requested = outputs
+    p = Planner(expr, sizes, mesh_shape, dtypes)
     lhs, rhs = p.prepare(inputs[0], inputs[1], aligned, targets, *gathers)
     out_dims = expr.out.dim_names
     unreduced = tuple(a for d in contracting for a in lhs.axes_of(d))
@@ -388,16 +258,16 @@ def _build(
 
     if target is not None:  # shard output dims by slicing replicated inputs first: fewer FLOPs
         for d in out_dims:
-            cur, wanted = axes(d), target.axes_of(d)
-            extra = wanted[len(cur) :]
-            if extra and wanted[: len(cur)] == cur and not set(extra) & set(lhs.used + rhs.used):
+            cur, wanted, used = axes(d), target.axes_of(d), set(lhs.used + rhs.used)
+            extra = _freeprefix(wanted[len(cur) :], used)
+            if extra and wanted[: len(cur)] == cur:  # the free leading axes; the rest come after the matmul
                 lhs = p.slice(lhs, d, extra) if d in lhs.dims else lhs
                 rhs = p.slice(rhs, d, extra) if d in rhs.dims else rhs
     res = Sharding(expr.out.name, out_dims, tuple(axes(d) for d in out_dims), unreduced)
     flat = [*res.used, *res.unreduced]
     dup = sorted({a for a in flat if flat.count(a) > 1})
     if dup:
-        raise _Invalid(f"the local product would use mesh axis {dup[0]} twice ({res.notation()})")
+        raise Invalid(f"the local product would use mesh axis {dup[0]} twice ({res.notation()})")
     local = {**lhs.local_sizes(sizes, mesh_shape), **rhs.local_sizes(sizes, mesh_shape)}
     mm = matmul(
         operand_s(lhs, dtypes.lhs), operand_s(rhs, dtypes.rhs), Operand(out_dims, dtypes.out), local, dtypes.compute
@@ -407,8 +277,12 @@ def _build(
     )
     want = target if target is not None else Sharding(res.name, res.dims, res.axes, ())
     output = p.finish(res, want)
+    if requested is not None:
+        output = p.reorder(output, requested)
     comms = tuple(Comm(s.kind, s.axes, s.bytes, label=s.what) for s in p.steps if s.kind != "matmul")
-    name = " -> ".join(f"{s.kind} {s.tensor} over {_ax(s.axes)}" if s.kind != "matmul" else "matmul" for s in p.steps)
+    name = " -> ".join(
+        f"{s.kind} {s.tensor} over {joined(s.axes)}" if s.kind != "matmul" else "matmul" for s in p.steps
+    )
     return Strategy(name, tuple(p.steps), lhs, rhs, output, local, mm, mm.with_comm(*comms), tuple(p.slices))
 
 
@@ -444,7 +318,7 @@ class ShardedMatmul:
 
 
 def analyze_sharded_matmul(
-    expr: MatmulExpr, sizes: Mapping[str, int], mesh: Mesh, chip: Chip | None = None, dtypes: Dtypes = Dtypes()
+    expr: MatmulExpr, sizes: Mapping[str, int], mesh: Mesh, chip: Chip | None = None, dtypes: Dtypes = DEFAULT_DTYPES
 ) -> ShardedMatmul:
     """Plan every strategy, time each with the roofline (cost/roofline.py, cost/collectives.py)
     and rank them by overlapped lower bound, then serial upper bound."""

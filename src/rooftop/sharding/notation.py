@@ -103,8 +103,23 @@ def parse_matmul(text: str) -> MatmulExpr:
         for d in out.dims:
             if d.name not in lhs.dim_names and d.name not in rhs.dim_names:
                 raise ParseError(f"output dim {shown(d.name)} of {shown(text)} appears in neither input")
+        _check_contracts(text, lhs, rhs, out)
         return MatmulExpr(lhs, rhs, out, True)
-    return MatmulExpr(lhs, rhs, _infer_output(lhs, rhs), False)
+    out = _infer_output(lhs, rhs)
+    _check_contracts(text, lhs, rhs, out)
+    return MatmulExpr(lhs, rhs, out, False)
+
+
+def _check_contracts(text: str, lhs: Tensor, rhs: Tensor, out: Tensor) -> None:
+    """A matmul sums over at least one dimension both inputs have and the output drops; without one it is an
+    outer (or elementwise) product, which `rooftop matmul` does not price as a matmul."""
+    shared = [d for d in lhs.dim_names if d in rhs.dim_names]
+    if not any(d not in out.dim_names for d in shared):
+        kept = f" (both have {', '.join(shared)}, which the output keeps)" if shared else ""
+        raise ParseError(
+            f"matmul {shown(text)} contracts no dimension{kept}: name the summed dimension alike in both "
+            f"inputs and leave it out of the output, e.g. 'A[I, J] @ B[J, K] -> C[I, K]'"
+        )
 
 
 def _infer_output(lhs: Tensor, rhs: Tensor) -> Tensor:

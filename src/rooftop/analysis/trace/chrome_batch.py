@@ -66,6 +66,11 @@ def map_batch(mapper: EventMapper, batch: list[Any], one: Callable[[int], None])
     per-event rules (and reports its error)."""
     k, n = 0, len(batch)
     while k < n:
+        ev = batch[k]
+        if ev.__class__ is dict and ev.get("ph") != "X":  # no run starts here: the per-event rules, no set-up
+            one(k)
+            k += 1
+            continue
         end = _kineto(mapper, batch, k)
         if end == k:
             end = _jax(mapper, batch, k)

@@ -78,20 +78,26 @@ class _Listing:
                 return []
             raise InvalidConfigError(f"{directory}: cannot read the directory ({exc.strerror})") from None
         out = []
-        for entry in sorted(found, key=lambda e: e.name):
+        files: set[tuple[int, int]] = set()  # (device, inode) of each file listed
+        for entry in sorted(found, key=lambda e: (e.is_symlink(), e.name)):  # a file before a link to it
             try:
-                if entry.is_symlink() and not self.inside(Path(entry.path)):
+                link = entry.is_symlink()
+                if link and not self.inside(Path(entry.path)):
                     self.skipped.add(entry.path)
                     continue
-                mode = os.stat(entry.path).st_mode
+                st = os.stat(entry.path)
             except (OSError, ValueError):
                 self.skipped.add(entry.path)
                 continue
-            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-                out.append((Path(entry.path), stat.S_ISDIR(mode)))
+            if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) in files:
+                continue  # a second name (a link) of a file listed: one host, read once
+            if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+                if stat.S_ISREG(st.st_mode):
+                    files.add((st.st_dev, st.st_ino))
+                out.append((Path(entry.path), stat.S_ISDIR(st.st_mode)))
             else:
                 self.skipped.add(entry.path)
-        return out
+        return sorted(out, key=lambda e: e[0].name)
 
     def inside(self, path: Path) -> bool:
         try:

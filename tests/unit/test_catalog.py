@@ -129,3 +129,13 @@ def test_a_dtype_falls_back_down_to_fp32_on_a_unit_that_lists_only_fp32() -> Non
     assert b200.flops_rate("fp4", "vector") == ("fp32", 7.5e13)
     assert b200.flops_rate("fp8", "matrix") == ("fp8", 4.5e15)  # a unit that has it keeps it
     assert get_chip("h100").flops_rate("int8", "vector") == ("bf16", 1.338e14)  # the nearest wider one first
+
+
+def test_blackwell_ultra_int8_and_fp64_are_the_published_cut_rates_not_a_fallback() -> None:
+    """NVIDIA cut INT8 and FP64 on Blackwell Ultra (HGX B300: INT8 2 POPS with sparsity and FP64 10 TFLOPS per
+    8 GPUs; GB300 NVL72: INT8 0.165 POPS dense per GPU, FP64 1.39 TFLOPS): an int8 matmul must be priced at
+    that rate, not fall back to the bf16 peak, and CDNA 4 (no TF32) prices fp32 matmuls at its FP32 matrix rate."""
+    assert get_chip("b300").flops_rate("int8") == ("int8", 2e15 / 8 / 2)
+    assert get_chip("b300").flops_rate("fp64") == ("fp64", 10e12 / 8)
+    assert get_chip("gb300").flops_rate("int8") == ("int8", 0.165e15)
+    assert get_chip("mi355x").flops_rate("fp32") == ("fp32", 157.3e12)

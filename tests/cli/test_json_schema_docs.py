@@ -99,7 +99,8 @@ CASES: list[tuple[str, str, str]] = [
         "serve",
         "serve llama-3-8b --chip h100 --prompt-len 512 --gen-len 128 --requests-per-s 100 --max-step-latency 20ms"
         " --emit vllm",
-        "energy goal goal.layout=points[].parallelism goal.one_replica_fewer=goal.layouts[] goal.layouts[0] emit",
+        "energy goal goal.layout=points[].parallelism goal.one_replica_fewer=goal.layouts[] goal.layouts[0]"
+        " goal.ttft_stages[0] emit",
     ),
     (
         "compare",

@@ -56,38 +56,51 @@ def test_train_goal_needs_tokens_and_a_goal() -> None:
     assert code == 2 and "--max-days" in err
 
 
-def test_serve_goal_fewest_chips_and_one_replica_fewer_misses() -> None:
-    from rooftop.hardware.topology import make_mesh, parse_topology
-    from rooftop.model.catalog import get_model
-    from rooftop.plan.goal.serve import base_request
-    from rooftop.plan.serve.batching import layout_step, steady_state
-    from rooftop.plan.serve.layout import ServingLayout, max_batch
-    from rooftop.plan.serve.scheduler import Traffic
-    from rooftop.plan.serve.sweep import ServingRequest
+def _fixed_run(argv: tuple[str, ...], goal: dict, chips: int) -> dict:
+    """`rooftop serve ... --chips N --fix LAYOUT` under the goal's load: the goal's layout there."""
+    fix = ",".join(f"{k}={v}" for k, v in goal["layout"].items() if k != "replicas")
+    d = _json(*argv, "--chips", str(chips), "--fix", fix)
+    want = {**goal["layout"], "replicas": chips // goal["chips_per_replica"]}
+    return next(x for x in d["continuous_batching"]["layouts"] if x["parallelism"] == want)
 
+
+def test_serve_goal_fewest_chips_and_one_replica_fewer_misses() -> None:
     d = _json(*SERVE_GOAL)
     goal = d["goal"]
     assert goal["met"] and goal["chips"] == goal["replicas"] * goal["chips_per_replica"]
     assert goal["ttft_s"] <= 2.0 and goal["tpot_s"] <= 0.030
-    # one replica fewer, priced again from the planner's own functions: saturated or over a target
-    h100 = get_chip("h100")
-    req = ServingRequest(get_model("llama-3-70b"), h100, parse_topology(h100, "8"), 2048, 256,
-                         max_step_latency_s=0.030, max_ttft_s=2.0, requests_per_s=50.0)  # fmt: skip
-    base = base_request(req)
-    layout = ServingLayout(**{k: v for k, v in goal["layout"].items() if k != "replicas"}, replicas=1)
-    traffic = Traffic(2048, 256, 50.0)
-    slots = min(max_batch(base.cfg, h100, layout, 2304, base.dtypes, base.eff), base.batch_cap)
-    step = layout_step(base.cfg, h100, make_mesh(base.topology, layout.mesh_axes()), layout, base.dtypes, base.eff,
-                       traffic, slots)  # fmt: skip
-    met = steady_state(step, traffic, slots, goal["replicas"])
-    assert not met.saturated and met.tpot_s <= 0.030 and met.ttft_s <= 2.0
-    fewer = steady_state(step, traffic, slots, goal["replicas"] - 1)
-    assert fewer.saturated or fewer.tpot_s > 0.030 or fewer.ttft_s > 2.0
+    # the engine's TTFT stages (tokenization, queue, prefill, detokenization ...) sum to the goal's TTFT
+    assert d["engine"] == "generic" and math.isclose(sum(x["time_s"] for x in goal["ttft_stages"]), goal["ttft_s"])
+    # the same chips and layout, planned as `rooftop serve --chips N --fix LAYOUT` under the same load: the same
+    # paged-KV pool, admission, step table and simulation, so the same figures, meeting the targets
+    same = _fixed_run(SERVE_GOAL, goal, goal["chips"])
+    assert not same["saturated"] and same["tpot_s"] <= 0.030 and same["ttft_s"] <= 2.0
+    for key in ("tpot_s", "ttft_s", "queue_s", "capacity_requests_per_s", "tokens_per_s"):
+        assert same[key] == pytest.approx(goal[key], rel=1e-9), key
+    # one replica fewer, planned the same way: saturated or over a target, as the goal says
+    fewer = _fixed_run(SERVE_GOAL, goal, goal["chips"] - goal["chips_per_replica"])
+    assert fewer["saturated"] or fewer["tpot_s"] > 0.030 or fewer["ttft_s"] > 2.0
     assert goal["one_replica_fewer"]["meets"] is False
+    assert (fewer["tpot_s"], fewer["ttft_s"]) == pytest.approx(
+        (goal["one_replica_fewer"]["tpot_s"], goal["one_replica_fewer"]["ttft_s"]), rel=1e-9
+    )
     # dollars an hour = chips x the catalog's h100 price; per million tokens = that / (tokens/s x 3600 / 1e6)
     assert goal["cost_usd_per_hour"] == pytest.approx(goal["chips"] * 2.99)
     per_m = goal["cost_usd_per_hour"] / (goal["tokens_per_s"] * SECONDS_PER_HOUR / 1e6)
     assert goal["usd_per_million_output_tokens"] == pytest.approx(per_m)
+
+
+def test_serve_goal_runs_the_given_engine() -> None:
+    # --engine reaches the goal's pricing: SGLang's KV pool, per-step times and TTFT stages (its overlap
+    # scheduler's extra step), the same figures as `rooftop serve --chips N --fix LAYOUT --engine sglang`
+    argv = ("serve", "llama-3-8b", "--chip", "h100", "--prompt-len", "512", "--gen-len", "128", "--requests-per-s",
+            "100", "--max-ttft", "500ms", "--max-step-latency", "20ms", "--engine", "sglang")  # fmt: skip
+    d = _json(*argv)
+    goal = d["goal"]
+    assert d["engine"] == "sglang" and goal["met"]
+    assert "catalog/efficiency/engines.toml [sglang]" in {x["source"] for x in goal["ttft_stages"]}
+    same = _fixed_run(argv, goal, goal["chips"])
+    assert (same["tpot_s"], same["ttft_s"]) == pytest.approx((goal["tpot_s"], goal["ttft_s"]), rel=1e-9)
 
 
 def test_valid_slices_by_chip() -> None:

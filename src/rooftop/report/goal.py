@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.plan.energy import serving_energy
 from rooftop.report.energy import energy_dict, render_energy
+from rooftop.report.serve import stage_dict
 from rooftop.units import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
         "tpot_s": s.tpot_s if s else None,
         "ttft_s": s.ttft_s if s else None,
         "queue_s": s.queue_s if s else None,
+        "ttft_stages": [stage_dict(x) for x in s.ttft_stages] if s else [],
         "capacity_requests_per_s": s.capacity_requests_per_s if s else None,
         "tokens_per_s": tokens,
         "price_usd_per_chip_hour": price,
@@ -87,7 +89,7 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
         "layouts": [_count_dict(r) for r in g.layouts],
     }
     return {"schema_version": 1, "model": req.cfg.name, "chip": req.chip.name, "prompt_len": req.prompt_len,
-            "gen_len": req.gen_len, "goal": goal, "energy": energy_dict(energy)}  # fmt: skip
+            "gen_len": req.gen_len, "engine": req.engine_name, "goal": goal, "energy": energy_dict(energy)}  # fmt: skip
 
 
 def render_serve_goal(console: Console, req: ServingRequest, g: ServeGoal) -> None:

@@ -4,9 +4,10 @@
 A deployment is ``k`` replicas of one layout (tp, pp, ep, ...: one model copy on tp x pp chips), the
 rate shared evenly. The layouts are those ``rooftop serve`` sweeps on a base slice (plan/serve/sweep:
 one NVLink domain of GPUs, or a TPU slice of 8 chips, grown to the smallest slice the model and one
-sequence fit on); each is priced by continuous batching as ``rooftop serve --requests-per-s`` prices it
-(plan/serve/batching: the step table of the layout, the fluid balance for saturation, the seeded
-simulation for TPOT and TTFT under load) at R / k requests/s per replica.
+sequence fit on); each is priced by continuous batching exactly as ``rooftop serve --chips N --requests-per-s``
+prices it (plan/serve/batching.layout_replica: the step table of the layout, the engine's paged KV pool and
+its admission and preemption, the fluid balance for saturation, the seeded simulation for TPOT and TTFT under
+load, the engine's TTFT stages: ``--engine``) at R / k requests/s per replica.
 
 For each layout the fewest replicas: k from R / (one replica's capacity), rounded up (fewer saturate),
 doubled until TPOT <= L and TTFT <= T, then bisection down to the k whose k - 1 misses (more replicas
@@ -22,8 +23,7 @@ from dataclasses import dataclass
 
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.slices import valid_slices
-from rooftop.hardware.topology import make_mesh
-from rooftop.plan.serve.batching import SteadyState, layout_step, steady_state
+from rooftop.plan.serve.batching import SteadyState, layout_replica
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.scheduler import Traffic
@@ -89,15 +89,17 @@ def base_request(req: ServingRequest) -> ServingRequest:
 
 
 class _Counter:
-    def __init__(self, req: ServingRequest, layout: ServingLayout, slots: int, traffic: Traffic) -> None:
-        mesh = make_mesh(req.topology, layout.mesh_axes())
-        self.step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, traffic, slots)
-        self.req, self.layout, self.slots, self.traffic = req, layout, slots, traffic
+    """One layout at any replica count, each priced as ``rooftop serve --chips N --fix LAYOUT`` prices it
+    (plan/serve/batching.layout_replica: the same step table, KV pool, slots and engine)."""
+
+    def __init__(self, req: ServingRequest, layout: ServingLayout, max_batch: int, traffic: Traffic) -> None:
+        self.replica = layout_replica(req, layout, max_batch, traffic)
+        self.req, self.layout, self.traffic = req, layout, traffic
         self.seen: dict[int, ReplicaCount] = {}
 
     def at(self, k: int) -> ReplicaCount:
         if k not in self.seen:
-            s = steady_state(self.step, self.traffic, self.slots, k)
+            s = self.replica.steady_state(self.traffic, k)
             ok, why = _verdict(s, self.req.max_ttft_s, self.req.max_step_latency_s)
             self.seen[k] = ReplicaCount(dataclasses.replace(self.layout, replicas=k), s, ok, why)
         return self.seen[k]
@@ -131,7 +133,7 @@ def serve_goal(req: ServingRequest) -> ServeGoal:
     for summary in plan.layouts:
         if summary.max_batch < 1:
             continue
-        counter = _Counter(base, summary.layout, min(summary.max_batch, base.batch_cap), traffic)
+        counter = _Counter(base, summary.layout, summary.max_batch, traffic)
         best = counter.fewest()
         if best is not None:
             found.append((best, counter))

@@ -57,7 +57,7 @@ from rooftop.plan.serve.scheduler import Paging, StepFn, Traffic, simulate
 from rooftop.plan.serve.ttft import Stage, total, ttft_stages
 
 if TYPE_CHECKING:
-    from rooftop.plan.serve.sweep import ServingPlan
+    from rooftop.plan.serve.sweep import ServingPlan, ServingRequest
 
 # ---------------------------------------------------------------- the step table
 
@@ -359,9 +359,47 @@ class Batching:
     reason: str
 
 
+@dataclass(frozen=True)
+class Replica:
+    """What continuous batching runs on one replica of a layout, built once and priced at any
+    replica count: the step table, the scheduler's slots, the engine's KV block pool (None: a
+    fixed-shape slot per sequence) and the engine (admission, preemption, TTFT stages)."""
+
+    step: StepTable
+    slots: int
+    pool: KVPool | None
+    host_bytes_per_s: float
+    engine: Engine
+
+    def steady_state(self, t: Traffic, replicas: int) -> SteadyState:
+        """``t`` shared evenly by ``replicas`` replicas of this one (``steady_state``)."""
+        return steady_state(self.step, t, self.slots, replicas, self.pool, self.host_bytes_per_s, self.engine)
+
+
+def layout_replica(req: ServingRequest, layout: ServingLayout, max_batch: int, t: Traffic) -> Replica:
+    """One replica of ``layout`` as ``rooftop serve`` runs it under ``t`` (``max_batch``: the sequences
+    its memory holds at full length): with a paged cache, the engine's pool and the request's cap on
+    running sequences as the slots; with a fixed-shape cache, a slot per sequence up to the cap. The
+    step is priced up to the most sequences that fit at all (each holds at least its prompt's blocks).
+    ``continuous_batching`` and the serving goal (plan/goal/serve.py) both build their replicas here."""
+    mesh = make_mesh(req.topology, layout.mesh_axes())
+    pool = None
+    if not layout.static_cache_len:  # paged: the engine's pool, the request's cap on running sequences
+        pool = kv_pool(
+            req.cfg, req.chip, layout, req.dtypes, max(t.token_budget, t.prompt_len), req.kv_engine,
+            req.eff.usable_hbm_fraction,
+        )  # fmt: skip
+        slots = req.batch_cap - req.batch_cap % layout.batch_unit
+    else:  # a fixed-shape slot per sequence
+        slots = min(max_batch, req.batch_cap)
+    grid = slots if pool is None else max(1, min(slots, pool.tokens // t.prompt_len))
+    step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, grid)
+    return Replica(step, slots, pool, req.chip.host_bytes_per_s, req.kv_engine)
+
+
 def continuous_batching(plan: ServingPlan) -> Batching:
     """Steady state of ``plan.request.traffic`` on every swept layout that holds one sequence
-    (its max batch, capped at the request's batch cap, as the scheduler's slots), and the choice:
+    (``layout_replica``: its slots, pool and step), and the choice:
     under the latency targets (TPOT <= max step latency, TTFT <= max TTFT), the lowest mean
     request latency TTFT + (G - 1) x TPOT at a rate, the most tokens/s at a concurrency."""
     req = plan.request
@@ -371,22 +409,8 @@ def continuous_batching(plan: ServingPlan) -> Batching:
     for summary in plan.layouts:
         if summary.max_batch < 1:
             continue
-        layout = summary.layout
-        mesh = make_mesh(req.topology, layout.mesh_axes())
-        pool = None
-        if not layout.static_cache_len:  # paged: the engine's pool, the request's cap on running sequences
-            pool = kv_pool(
-                req.cfg, req.chip, layout, req.dtypes, max(t.token_budget, t.prompt_len), req.kv_engine,
-                req.eff.usable_hbm_fraction,
-            )  # fmt: skip
-            slots = req.batch_cap - req.batch_cap % layout.batch_unit
-        else:  # a fixed-shape slot per sequence
-            slots = min(summary.max_batch, req.batch_cap)
-        # priced up to the most sequences that fit at all (each holds at least its prompt's blocks)
-        grid = slots if pool is None else max(1, min(slots, pool.tokens // t.prompt_len))
-        step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, grid)
-        state = steady_state(step, t, slots, layout.replicas, pool, req.chip.host_bytes_per_s, req.kv_engine)
-        out.append((layout, state))
+        replica = layout_replica(req, summary.layout, summary.max_batch, t)
+        out.append((summary.layout, replica.steady_state(t, summary.layout.replicas)))
     chosen, reason = _choose(out, t, req.max_step_latency_s, req.max_ttft_s)
     return Batching(t, tuple(out), chosen, reason)
 

@@ -18,6 +18,10 @@ Visible sources (benchmarks/results/<dir>/README.md lists every stated setting a
 - ``VLLMKV8`` (serving-vllm-fp8kv-h100/): vLLM v0.19.1, Llama 3.1 8B on one H100, 8 clients of
   ~20k/~2k tokens, BF16 and FP8 KV cache; median TTFT, and the mean TPOT the stated throughput
   implies.
+- ``SGLH200`` (serving-sglang-h200-llama33-70b/): SGLang v0.4.1, Llama 3.3 70B in bf16 on 4 H200,
+  1 to 8 requests/s of random (up to 1024/1024) and ShareGPT prompts; the runs' mean lengths,
+  median TTFT and the mean TPOT their mean E2E implies; runs the server did not keep up with
+  (completed below 90% of the offered rate) are left out.
 
 Fitted parameters, two per engine at most, named: ``step_s`` and ``step_per_seq_s`` (the host's
 time per step, fixed and per running sequence) of sglang and vllm (grid search, the least median
@@ -25,7 +29,7 @@ over the engine's rows of the mean of |TTFT error| and |TPOT error|); trtllm's `
 TRT091's first-token rows (accuracy_serving.py), none here: NIM18 is scored with trtllm's unfitted
 step times. Leave one source out: each source's rows with each engine's pair fitted on the other
 sources' rows, or the unfitted defaults (catalog/efficiency/serving.toml) where the engine has no
-row elsewhere (sglang, trtllm).
+row elsewhere (trtllm).
 """
 
 from __future__ import annotations
@@ -66,7 +70,13 @@ SETTINGS = {
     ("NIM18", "trtllm"): ("chunked", 8192, {"return_steps": 0}),
     # vLLM V1 (v0.19.1): chunked prefill, 8192 tokens a step on a GPU of at least 70 GiB
     ("VLLMKV8", "vllm"): ("chunked", 8192, {}),
+    # SGLang v0.4.1: chunked prefill of 8192 tokens, the overlap scheduler on (the catalog's engine)
+    ("SGLH200", "sglang"): ("chunked", 8192, {}),
 }
+#: a Poisson run is scored only where the server kept up with it: completed / duration at least
+#: this fraction of the offered rate (else the queue grew all run long and the figures depend on
+#: the run's length, not on the rate)
+KEPT_UP = 0.9
 #: a source's model name -> rooftop's, where the architecture is the same (README of the source)
 MODEL_OF = {"llama-3.3-70b-instruct": "llama-3.1-70b"}
 #: the fitted parameters of each engine (catalog/efficiency/engines.toml); trtllm's request_s is
@@ -178,8 +188,41 @@ def _vllmkv8() -> list[LoadRow]:
     return rows
 
 
+def _sglh200() -> list[LoadRow]:
+    """SGLang's bench_serving records of Llama 3.3 70B on 4 H200 (results/serving-sglang-h200-
+    llama33-70b/README.md): the mean lengths of each run (total tokens / completed), the median
+    TTFT, and the mean TPOT of the run, (mean E2E - median TTFT) / (mean output tokens - 1); the
+    runs the server did not keep up with are left out (KEPT_UP)."""
+    rows = []
+    with open(RESULTS / "serving-sglang-h200-llama33-70b" / "rows.csv", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            n, rate = int(r["completed"]), float(r["request_rate"])
+            if n / float(r["duration"]) < KEPT_UP * rate:
+                continue
+            prompt, gen = float(r["total_input_tokens"]) / n, float(r["total_output_tokens"]) / n
+            ttft = float(r["median_ttft_ms"]) / 1e3
+            tpot = (float(r["mean_e2e_latency_ms"]) / 1e3 - ttft) / (gen - 1)
+            rows.append(
+                LoadRow(
+                    "SGLH200",
+                    MODEL_OF.get(r["model"], r["model"]),
+                    r["chip"],
+                    int(r["chips"]),
+                    int(r["tp"]),
+                    "sglang",
+                    rate,
+                    None,
+                    ttft,
+                    tpot,
+                    round(prompt),
+                    round(gen),
+                )
+            )
+    return rows
+
+
 def load_rows() -> list[LoadRow]:
-    return _sgl030() + _nim18() + _vllmkv8()
+    return _sgl030() + _nim18() + _vllmkv8() + _sglh200()
 
 
 def engine_of(row: LoadRow, params: dict[str, float] | None = None) -> Engine:

@@ -380,7 +380,10 @@ def main() -> int:
     print("under load (benchmarks/serving_load.py: TTFT and TPOT per engine and per source):")
     for line in serving_load.report():
         print(f"  {line}")
-    print("  parameters fitted: sglang and vllm step_s and step_per_seq_s (catalog/efficiency/engines.toml)")
+    print(
+        "  parameters fitted: sglang and vllm step_s and step_per_seq_s (catalog/efficiency/engines.toml); "
+        "none on NIM18 (trtllm's step times unfitted)"
+    )
     return 0
 
 

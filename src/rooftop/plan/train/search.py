@@ -13,30 +13,36 @@ most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenev
 (ZeRO-0 moves the same bytes and holds more, so it is dominated), ZeRO-2 when ZeRO-1 does not
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
 
-Speed: a layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms)
-without building them; layouts that differ only in virtual stages share the variant found and
-all of the step but its pipeline terms; collective rates are shared by every mesh that places
-an axis alike, and per-op time sums by layouts with the same tp, cp, ep and microbatch size.
+Speed: candidates are rows of integers (``_rows``), a Parallelism built only for those visited; for time and
+cost they are visited from the lowest bound on their step time (plan/train/bound.py: the roofline of their
+compute alone) and the search stops once a bound exceeds the top-th step found, which provably keeps the best.
+A layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms) without building
+them; layouts that differ only in virtual stages and split their layers alike share the variant found and all
+of the step but its pipeline terms; collective rates are shared by every mesh that places an axis alike, and
+per-op time sums by layouts with the same tp, cp, ep and microbatch size.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
+from rooftop.plan.train.bound import step_lower_bounds
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
     balance_fits,
     divisors,
     microbatch_size,
-    replica_batch,
     validate,
 )
 from rooftop.plan.train.memory import MemoryTerms, replicated_activations
@@ -59,9 +65,10 @@ FIXABLE_TEXT = ("remat", "offload")
 #: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
 #: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
 FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard", "grad_clip")
-#: most layouts one search evaluates (each costs about 0.2 ms; DeepSeek-V3 on 98,304 GPUs has 44,073):
-#: a larger space is an error asking for pinned degrees, not minutes of searching
-MAX_LAYOUTS = 50_000
+#: most candidate layouts one search enumerates (each a row of a few integers; DeepSeek-V3 on 65,536 GPUs with
+#: 16K-token sequences has 53,401, of which the bound on the step time leaves few to price): a larger space is
+#: an error asking for pinned degrees, not minutes of searching
+MAX_LAYOUTS = 1_000_000
 
 
 @dataclass(repr=False)  # the short repr of Displayed
@@ -72,6 +79,7 @@ class SearchResult(Displayed):
     unlayable: int
     explanation: list[str] = field(default_factory=list)
     timed: int = 0  # variants that fit and had their step timed
+    pruned: int = 0  # layouts not visited: their bound on the step time (plan/train/bound.py) cannot rank
 
 
 def parse_fix(text: str | None) -> dict[str, object]:
@@ -145,8 +153,35 @@ def _tp_options(setup: TrainingSetup, chips: int) -> list[int]:
     return out
 
 
+#: a candidate layout as a row: (dp, fsdp, tp, pp, ep, cp, microbatches, virtual_stages, pipeline_balance)
+Row = tuple[int, int, int, int, int, int, int, int, bool]
+ROW_FIELDS = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages", "pipeline_balance")
+
+
 def _layouts(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Parallelism]:
     """Every layout whose degrees are valid for the model, batch and chip count."""
+    template = _template(fix)
+    return (_par(row, template) for row in _rows(setup, fix))
+
+
+def _template(fix: dict[str, object]) -> dict[str, object]:
+    """The fields every candidate of a search shares (the rest come from its row)."""
+    base = Parallelism(
+        sequence_parallel=bool(fix.get("sequence_parallel", True)), fsdp_reshard=bool(fix.get("fsdp_reshard", True))
+    )
+    return dict(base.__dict__)
+
+
+def _par(row: Row, template: dict[str, object]) -> Parallelism:
+    """The Parallelism of a candidate row. The rows hold positive degrees and virtual stages only with pp > 1
+    (what Parallelism checks), so it is built without checking again, as Parallelism.with_choices is."""
+    out = object.__new__(Parallelism)
+    out.__dict__.update(template, **dict(zip(ROW_FIELDS, row, strict=True)), zero_stage=1 if row[0] > 1 else 0)
+    return out
+
+
+def _rows(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Row]:
+    """Every candidate row (the enumeration of the module docstring, in its order)."""
     cfg, chips, batch = setup.cfg, setup.chips, setup.global_batch
     longest = 32 if setup.seq_len >= 16384 else 2 if setup.seq_len >= 4096 else 1  # chunks of >= 2K tokens
     cps = [c for c in (1, 2, 4, 8, 16, 32) if c <= longest and setup.seq_len % (2 * c) == 0]
@@ -167,12 +202,12 @@ def _layouts(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Paralleli
 
 def _inner(
     setup: TrainingSetup, fix: dict[str, object], dp: int, fsdp: int, tp: int, pp: int, cp: int
-) -> Iterator[Parallelism]:
+) -> Iterator[Row]:
     cfg = setup.cfg
     eps = [1]
     if cfg.moe is not None:
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
-    per_replica = replica_batch(setup.global_batch, Parallelism(dp=dp, fsdp=fsdp))
+    per_replica = -(-setup.global_batch // (dp * fsdp))  # layout.replica_batch
     mbs = microbatch_options(per_replica, pp)
     balance = bool(fix.get("pipeline_balance", True))
     vs = interleave_options(cfg.n_layers, pp, balance)
@@ -185,28 +220,14 @@ def _inner(
         chunks = int(fix["virtual_stages"])  # type: ignore[call-overload]
         fits = pp * chunks <= cfg.n_layers or (balance and balance_fits(cfg.n_layers, pp, chunks))
         vs = [chunks] if chunks == 1 or (pp > 1 and 1 < chunks and fits) else []
+    # pinned on, it stays on (validate names a v it cannot split); else where it splits evenly
+    balanced = {v: balance and pp > 1 and ("pipeline_balance" in fix or balance_fits(cfg.n_layers, pp, v)) for v in vs}
     for ep in _pick(eps, fix, "ep"):
         for m in mbs:
             for v in vs:
                 if v > 1 and m % pp:
                     continue
-                yield Parallelism(
-                    dp=dp,
-                    fsdp=fsdp,
-                    tp=tp,
-                    pp=pp,
-                    ep=ep,
-                    cp=cp,
-                    microbatches=m,
-                    virtual_stages=v,
-                    zero_stage=1 if dp > 1 else 0,
-                    sequence_parallel=bool(fix.get("sequence_parallel", True)),
-                    # pinned on, it stays on (validate names a v it cannot split); else where it splits evenly
-                    pipeline_balance=balance
-                    and pp > 1
-                    and ("pipeline_balance" in fix or balance_fits(cfg.n_layers, pp, v)),
-                    fsdp_reshard=bool(fix.get("fsdp_reshard", True)),
-                )
+                yield (dp, fsdp, tp, pp, ep, cp, m, v, balanced[v])
 
 
 Variant = tuple[str, str, int]  # (offload, remat, zero_stage)
@@ -234,12 +255,12 @@ class _Context:
     pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = field(default_factory=dict)
     rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
     checked: set[Variant] = field(default_factory=set)
+    fits: dict[tuple[int, int, int], _Fit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.variants = {has_dp: _variants(has_dp, self.fix) for has_dp in (False, True)}
         self.first_remat = self.variants[False][0][1]
         self.usable = self.setup.chip.hbm_capacity_bytes * self.setup.efficiency.usable_hbm_fraction
-        self._last: tuple[tuple[int, int], _Fit] | None = None
 
     def profile(self, remat: str) -> ModelProfile:
         if remat not in self.profiles:
@@ -271,13 +292,15 @@ class _Context:
             self.checked.add(variant)
 
     def fit(self, base: Parallelism, pricer: CommPricer) -> _Fit:
-        """The layout's _first_fit. Layouts that differ only in virtual stages (enumerated one after
-        another) share it and their step's parts: only the pipeline terms depend on them. The
-        pricer stands for all the other degrees (dp, fsdp, tp, pp, cp, ep) but microbatches."""
-        key = (id(pricer), base.microbatches)
-        if self._last is None or self._last[0] != key:
-            self._last = (key, _first_fit(self, base))
-        return self._last[1]
+        """The layout's _first_fit, shared with the layouts that differ from it only in virtual stages and split
+        their layers alike (the same stage_split): they share it and their step's parts, as only the pipeline
+        terms depend on the virtual stages otherwise. The pricer stands for all the other degrees (dp, fsdp,
+        tp, pp, cp, ep) but microbatches."""
+        key = (id(pricer), base.microbatches, base.virtual_stages if base.pipeline_balance else 0)
+        found = self.fits.get(key)
+        if found is None:
+            found = self.fits[key] = _first_fit(self, base)
+        return found
 
     def step(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> StepResult:
         """Time the layout's kept variant."""
@@ -334,20 +357,36 @@ def search(
     top: int = 5,
     progress: Callable[[int], None] | None = None,
 ) -> SearchResult:
-    """Evaluate every layout (see the module docstring); deterministic."""
+    """Evaluate every layout (see the module docstring) that can rank; deterministic. For time (and cost) the
+    candidates are visited from the lowest bound on their step time (plan/train/bound.py) up, and the search
+    stops at the first whose bound exceeds the ``top``-th fastest fitting step found: no layout past it can
+    rank. Ties keep the enumeration order."""
     if objective not in OBJECTIVES:
         raise InvalidConfigError(f"unknown objective {shown(objective)} (valid: {', '.join(OBJECTIVES)})")
     ctx = _Context(setup, fix or {})
-    if sum(1 for _ in itertools.islice(_layouts(setup, ctx.fix), MAX_LAYOUTS + 1)) > MAX_LAYOUTS:
+    rows = list(itertools.islice(_rows(setup, ctx.fix), MAX_LAYOUTS + 1))
+    if len(rows) > MAX_LAYOUTS:
         raise InvalidConfigError(
             f"{setup.cfg.name} on {setup.chips:,} chips has more than {MAX_LAYOUTS:,} layouts to search; pin some "
             "degrees with --fix (e.g. --fix tp=8,pp=8)"
         )
-    fitting: list[StepResult] = []
-    best_unfit: StepResult | None = None
-    evaluated = unlayable = timed = 0
+    top = max(top, 1)
+    bounds = None
+    if objective != "memory" and rows:
+        remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
+        bounds = step_lower_bounds(np.array(rows, dtype=np.int64), setup.global_batch, [ctx.profile(r) for r in remats])
+    order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
+    template = _template(ctx.fix)
+    fitting: list[tuple[tuple[float, ...], int, StepResult]] = []
+    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
+    best_unfit: tuple[float, int, StepResult] | None = None
+    evaluated = unlayable = timed = visited = 0
     chips = setup.chips
-    for base in _layouts(setup, ctx.fix):
+    for index in order:
+        if bounds is not None and len(kth) == top and bounds[index] * (1 - 1e-9) > -kth[0]:
+            break  # this bound and every later one exceed the top-th step found
+        visited += 1
+        base = _par(rows[index], template)
         try:
             validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
@@ -359,11 +398,23 @@ def search(
         fit = ctx.fit(base, pricer)
         evaluated += fit.tried
         if fit.fits:
-            fitting.append(ctx.step(base, pricer, fit))
+            result = ctx.step(base, pricer, fit)
+            fitting.append((_score(result, objective), index, result))
             timed += 1
-        elif best_unfit is None or fit.total < best_unfit.memory_per_chip_bytes:
-            best_unfit = ctx.step(base, pricer, fit)
+            if len(kth) < top:
+                heapq.heappush(kth, -result.step_time_s)
+            elif result.step_time_s < -kth[0]:
+                heapq.heapreplace(kth, -result.step_time_s)
+        elif not fitting and (best_unfit is None or (fit.total, index) < best_unfit[:2]):
+            best_unfit = (fit.total, index, ctx.step(base, pricer, fit))
         if progress is not None:
             progress(evaluated)
-    fitting.sort(key=lambda r: _score(r, objective))
-    return SearchResult(fitting[: max(top, 1)], best_unfit if not fitting else None, evaluated, unlayable, timed=timed)
+    fitting.sort(key=lambda entry: entry[:2])
+    return SearchResult(
+        [r for _, _, r in fitting[:top]],
+        best_unfit[2] if best_unfit and not fitting else None,
+        evaluated,
+        unlayable,
+        timed=timed,
+        pruned=len(rows) - visited,
+    )

@@ -1,20 +1,24 @@
-"""A lower bound on the step time of every candidate layout at once, from the roofline of its compute alone,
-so that a search can skip the layouts that provably cannot rank (plan/train/search.py).
+"""A lower bound on the step time of every candidate layout at once, from the roofline of its ops alone, so that
+a search can skip the layouts that provably cannot rank (plan/train/search.py).
 
 A step (plan/train/step.py) is m microbatches of the pipeline stage that sets the pace plus the bubble, (pp - 1)
 / v microbatch times, plus terms that are never negative (exposed communication, the data-parallel reduction,
-the optimizer, offload). A microbatch's time on a stage is at least its forward and backward ops' compute:
-each op takes max(compute, memory) and its compute is FLOPs / (peak x efficiency) divided by the matmul shape
-efficiency and the attention kernel's ceiling, both at most 1 (cost/gemm.py clips to 1; profile._core_scale),
-and remat only adds recompute. The FLOPs of one microbatch of b sequences on one chip are the sequence's over
-tp x cp (profile.op_roofline), so the compute of one unsharded sequence, summed over the layers' ops and over
-the ops outside them, prices every layout by a product. The stage that sets the pace (profile.stage_pace) is
-either the last (its layers and the ops outside them) or the fullest other stage (its layers): the bound takes
-the lesser of the two, for each remat policy the search may keep, and the least over those policies:
+offload) and the optimizer update. A microbatch's time on a stage is at least its forward and backward ops'
+time: each op takes max(compute, memory) (profile.op_roofline) and its compute is FLOPs / (peak x efficiency)
+divided by the matmul shape efficiency and the attention kernel's ceiling, both at most 1 (cost/gemm.py clips
+to 1; profile._core_scale), so max(FLOPs / (peak x efficiency), bytes / HBM rate) is at most its time; remat
+only adds recompute. Those per-op bounds depend on tp, cp, ep and the microbatch size only, so they are found
+once per distinct (tp, cp, ep, b) and summed over the layers' ops (C_layer) and over the ops outside them (C_out).
+Where the remat policies' profiles have the same forward and backward ops (remat adds recompute rows only, the
+usual case; checked row for row), those sums are the step's own (profile.op_sums, shape efficiency included).
+The stage that sets the pace (profile.stage_pace) is either the last (its layers and the ops outside them) or
+the fullest other stage (its layers): the bound takes the lesser of the two, for each remat policy the search
+may keep, and the least over those policies:
 
-    bound = min over remat of min(last x C_layer / L + C_out, most x C_layer / L) x b / (tp cp) x (m + (pp-1)/v)
+    bound = min over remat of min(last x C_layer / L + C_out, most x C_layer / L) x (m + (pp-1)/v) + optimizer
 
-with pp = 1 one stage of all L layers and the ops outside them.
+with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` the update of the chip's shard
+with ZeRO over dp (the smaller shard of the choices).
 """
 
 from __future__ import annotations
@@ -23,35 +27,90 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rooftop.cost.roofline import roofline_table
-from rooftop.plan.train.layout import _stage_split
-from rooftop.plan.train.profile import ModelProfile
+from rooftop.cost.roofline import hbm_rate, roofline_table
+from rooftop.plan.train.layout import Parallelism, _stage_split
+from rooftop.plan.train.profile import ModelProfile, op_sums
 
 
-def compute_per_sequence(prof: ModelProfile) -> tuple[float, float]:
-    """(layer ops, ops outside the layers): the forward and backward ops' compute seconds for one sequence on
-    one chip, unsharded, at a shape efficiency of 1."""
-    table = roofline_table(prof.flops, prof.keys, np.zeros(len(prof.phase)), prof.chip, prof.eff)
+def _pass_bounds(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(layer ops, ops outside the layers): per (tp, cp, ep, b) key, the forward and backward ops' roofline
+    time on one chip at a shape efficiency of 1 (module docstring)."""
+    tp, cp, ep, b = (keys[:, i].astype(float)[:, None] for i in range(4))
+    compute_1 = roofline_table(prof.flops, prof.keys, np.zeros(len(prof.phase)), prof.chip, prof.eff).compute_s
+    wshard = tp * np.where(prof.expert, ep, 1.0)
+    nbytes = prof.weight_bytes / wshard + b * prof.act_bytes / (tp * cp)
+    times = np.maximum(compute_1 * (b / (tp * cp)), nbytes / hbm_rate(prof.chip, prof.eff))
     passes = prof.phase < 2
-    return float(table.compute_s[prof.in_layers & passes].sum()), float(table.compute_s[~prof.in_layers & passes].sum())
+    return times[:, prof.in_layers & passes].sum(axis=1), times[:, ~prof.in_layers & passes].sum(axis=1)
 
 
-def step_lower_bounds(rows: np.ndarray, global_batch: int, profiles: Sequence[ModelProfile]) -> np.ndarray:
+def _same_passes(a: ModelProfile, b: ModelProfile) -> bool:
+    """Whether two profiles (of two remat policies) have the same forward and backward ops, row for row."""
+    x, y = a.phase < 2, b.phase < 2
+    if int(x.sum()) != int(y.sum()):
+        return False
+    cols = [(a.flops, b.flops), (a.weight_bytes, b.weight_bytes), (a.act_bytes, b.act_bytes), (a.group, b.group)]
+    cols += [(a.phase, b.phase), (a.expert, b.expert), (a.core, b.core)]
+    if a.gemm is not None and b.gemm is not None:
+        cols.append((np.nan_to_num(a.gemm, nan=-1.0), np.nan_to_num(b.gemm, nan=-1.0)))
+    elif a.gemm is not None or b.gemm is not None:
+        return False
+    return a.core_scale == b.core_scale and all(np.array_equal(p[x], q[y]) for p, q in cols)
+
+
+def _exact_passes(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(layer ops, ops outside the layers): per (tp, cp, ep, b) key, the forward and backward ops' time as the
+    step prices them (profile.op_sums, memoized on the profile, shape efficiencies included)."""
+    layer, out = np.empty(len(keys)), np.empty(len(keys))
+    for i, (tp, cp, ep, b) in enumerate(keys.tolist()):
+        (fl, fo), (bl, bo), _ = op_sums(prof, Parallelism(tp=tp, cp=cp, ep=ep), b).phases
+        layer[i], out[i] = fl + bl, fo + bo
+    return layer, out
+
+
+def step_lower_bounds(
+    rows: np.ndarray, global_batch: int, profiles: Sequence[ModelProfile], optimizer_s_per_param: float = 0.0
+) -> np.ndarray:
     """The bound (module docstring) of each candidate row (columns dp, fsdp, tp, pp, ep, cp, microbatches,
     virtual_stages, pipeline_balance: search.ROW_FIELDS), in seconds."""
-    dp, fsdp, tp, pp, _, cp, m, v, balanced = (rows[:, i] for i in range(9))
-    per_replica = -(-global_batch // (dp * fsdp))
-    b = -(-per_replica // m)
-    scale = b / (tp * cp) * (m + (pp - 1) / v)
+    dp, fsdp, tp, pp, ep, cp, m, v, balanced = (rows[:, i] for i in range(9))
+    per_replica = -(-global_batch // (dp * fsdp))  # layout.replica_batch
+    b = -(-per_replica // m)  # layout.microbatch_size
+    keys, key_of = np.unique(np.stack([tp, cp, ep, b], axis=1), axis=0, return_inverse=True)
+    key_of = key_of.ravel()
     balanced_v = np.where(balanced.astype(bool) & (pp > 1), v, 0)
-    pairs, back = np.unique(np.stack([pp, balanced_v]), axis=1, return_inverse=True)
+    pairs, pair_of = np.unique(np.stack([pp, balanced_v]), axis=1, return_inverse=True)
+    pair_of = pair_of.ravel()
+    per_step = m + (pp - 1) / v
     out = np.full(len(rows), np.inf)
+    exact = None
     for prof in profiles:
-        c_layer, c_out = compute_per_sequence(prof)
+        if _same_passes(prof, profiles[0]):  # the forward and backward as the first profile's, priced exactly
+            exact = _exact_passes(profiles[0], keys) if exact is None else exact
+            c_layer, c_out = (c[key_of] for c in exact)
+        else:
+            c_layer, c_out = (c[key_of] for c in _pass_bounds(prof, keys))
         n = prof.n_layers
         splits = [_stage_split(n, int(p), int(bv), prof.head_layers) for p, bv in pairs.T.tolist()]
-        last = np.array([s.last for s in splits], dtype=float)[back.ravel()]
-        most = np.array([s.most for s in splits], dtype=float)[back.ravel()]
+        last = np.array([s.last for s in splits], dtype=float)[pair_of]
+        most = np.array([s.most for s in splits], dtype=float)[pair_of]
         staged = np.minimum(last * c_layer / n + c_out, most * c_layer / n)
-        out = np.minimum(out, np.where(pp == 1, c_layer + c_out, staged) * scale)
+        bound = np.where(pp == 1, c_layer + c_out, staged) * per_step
+        if optimizer_s_per_param:
+            bound = bound + _optimizer_params(prof, rows, np.maximum(last, most)) * optimizer_s_per_param
+        out = np.minimum(out, bound)
     return out
+
+
+def _optimizer_params(prof: ModelProfile, rows: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Parameters whose update one chip runs with ZeRO over dp (memory.Shards.params with ``over_dp``): dense
+    over tp x fsdp x dp, routed experts over tp x ep x the rest of the data axes; the stage's ``held`` layers."""
+    dp, fsdp, tp, _, ep, _, _, _, _ = (rows[:, i].astype(float) for i in range(9))
+    in_fsdp = (ep > 1) & (np.mod(fsdp, ep) == 0)
+    in_dp = (ep > 1) & ~in_fsdp
+    share = np.where(rows[:, 3] == 1, prof.n_layers, held) / prof.n_layers
+    dense = (prof.dense_layer_params * share + prof.edge_params) / tp
+    expert = prof.params_expert * share / (tp * ep)
+    expert_fsdp = np.where(in_fsdp, fsdp / ep, fsdp)
+    expert_dp = np.where(in_dp, dp / ep, dp)
+    return dense / (fsdp * dp) + expert / (expert_fsdp * expert_dp)

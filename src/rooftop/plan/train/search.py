@@ -40,9 +40,11 @@ from rooftop.plan.train.bound import step_lower_bounds
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
+    StageSplit,
     balance_fits,
     divisors,
     microbatch_size,
+    stage_split,
     validate,
 )
 from rooftop.plan.train.memory import MemoryTerms, replicated_activations
@@ -53,6 +55,7 @@ from rooftop.plan.train.step import (
     TrainingSetup,
     layout_mesh,
     profile_for,
+    step_breakdown_s,
     step_parts,
     step_result,
 )
@@ -255,7 +258,7 @@ class _Context:
     pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = field(default_factory=dict)
     rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
     checked: set[Variant] = field(default_factory=set)
-    fits: dict[tuple[int, int, int], _Fit] = field(default_factory=dict)
+    fits: dict[tuple[int, int, StageSplit], _Fit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.variants = {has_dp: _variants(has_dp, self.fix) for has_dp in (False, True)}
@@ -292,23 +295,38 @@ class _Context:
             self.checked.add(variant)
 
     def fit(self, base: Parallelism, pricer: CommPricer) -> _Fit:
-        """The layout's _first_fit, shared with the layouts that differ from it only in virtual stages and split
-        their layers alike (the same stage_split): they share it and their step's parts, as only the pipeline
-        terms depend on the virtual stages otherwise. The pricer stands for all the other degrees (dp, fsdp,
-        tp, pp, cp, ep) but microbatches."""
-        key = (id(pricer), base.microbatches, base.virtual_stages if base.pipeline_balance else 0)
+        """The layout's _first_fit, shared by the layouts that differ from it only in virtual stages and split
+        their layers alike (layout.stage_split, under the profile the fit reads): the memory depends on the
+        virtual stages through that split only. The pricer stands for all the other degrees (dp, fsdp, tp,
+        pp, cp, ep) but microbatches."""
+        split = stage_split(self.setup.cfg.n_layers, base, self.profile(self.first_remat).head_layers)
+        key = (id(pricer), base.microbatches, split)
         found = self.fits.get(key)
         if found is None:
             found = self.fits[key] = _first_fit(self, base)
         return found
 
+    def parts(self, par: Parallelism, pricer: CommPricer, fit: _Fit) -> StepParts:
+        """The step's parts of the fit's variant ``par``, shared by the layouts that share the fit and split
+        their layers alike under the variant's profile: the parts depend on the virtual stages through that
+        split only (the pipeline terms are priced per layout, step.step_breakdown_s)."""
+        prof = self.profile(par.remat)
+        split = stage_split(prof.n_layers, par, prof.head_layers)
+        found = fit.parts.get(split)
+        if found is None:
+            found = fit.parts[split] = step_parts(self.setup, par, pricer, prof)
+        return found
+
+    def step_time(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> float:
+        """The step time of the layout's kept variant (what ``step`` reports, without building it)."""
+        par = self.make(base, fit.variant)
+        return sum(step_breakdown_s(self.setup, par, pricer, self.parts(par, pricer, fit)).values())
+
     def step(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> StepResult:
         """Time the layout's kept variant."""
         par = self.make(base, fit.variant)
-        prof = self.profile(par.remat)
-        if fit.parts is None:
-            fit.parts = step_parts(self.setup, par, pricer, prof)
-        return step_result(self.setup, par, pricer, prof, fit.parts, dict(fit.memory))
+        parts = self.parts(par, pricer, fit)
+        return step_result(self.setup, par, pricer, self.profile(par.remat), parts, dict(fit.memory))
 
 
 @dataclass
@@ -320,7 +338,7 @@ class _Fit:
     variant: Variant
     memory: dict[str, float]
     total: float  # bytes per chip
-    parts: StepParts | None = None  # its step's parts once timed
+    parts: dict[StageSplit, StepParts] = field(default_factory=dict)  # its step's parts once timed, by split
 
 
 def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
@@ -342,12 +360,6 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     assert smallest is not None  # there is always at least one variant
     smallest.tried = tried
     return smallest
-
-
-def _score(r: StepResult, objective: str) -> tuple[float, ...]:
-    if objective == "memory":
-        return (r.memory_per_chip_bytes, r.step_time_s)
-    return (r.step_time_s, r.memory_per_chip_bytes)  # cost ranks as time on a fixed set of chips
 
 
 def search(
@@ -374,10 +386,13 @@ def search(
     bounds = None
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
-        bounds = step_lower_bounds(np.array(rows, dtype=np.int64), setup.global_batch, [ctx.profile(r) for r in remats])
+        profiles = [ctx.profile(r) for r in remats]
+        bounds = step_lower_bounds(
+            np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
+        )
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
     template = _template(ctx.fix)
-    fitting: list[tuple[tuple[float, ...], int, StepResult]] = []
+    fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
     best_unfit: tuple[float, int, StepResult] | None = None
     evaluated = unlayable = timed = visited = 0
@@ -398,20 +413,21 @@ def search(
         fit = ctx.fit(base, pricer)
         evaluated += fit.tried
         if fit.fits:
-            result = ctx.step(base, pricer, fit)
-            fitting.append((_score(result, objective), index, result))
+            step_s = ctx.step_time(base, pricer, fit)
+            score = (fit.total, step_s) if objective == "memory" else (step_s, fit.total)  # cost ranks as time
+            fitting.append((score, index, base, pricer, fit))
             timed += 1
             if len(kth) < top:
-                heapq.heappush(kth, -result.step_time_s)
-            elif result.step_time_s < -kth[0]:
-                heapq.heapreplace(kth, -result.step_time_s)
+                heapq.heappush(kth, -step_s)
+            elif step_s < -kth[0]:
+                heapq.heapreplace(kth, -step_s)
         elif not fitting and (best_unfit is None or (fit.total, index) < best_unfit[:2]):
             best_unfit = (fit.total, index, ctx.step(base, pricer, fit))
         if progress is not None:
             progress(evaluated)
     fitting.sort(key=lambda entry: entry[:2])
     return SearchResult(
-        [r for _, _, r in fitting[:top]],
+        [ctx.step(base, pricer, fit) for _, _, base, pricer, fit in fitting[:top]],
         best_unfit[2] if best_unfit and not fitting else None,
         evaluated,
         unlayable,

@@ -27,8 +27,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -138,6 +139,16 @@ def interleave_options(n_layers: int, pp: int, balance: bool = False) -> list[in
     return sorted({1, *even, *(v for v in (2, 4) if n_layers >= 2 * pp * v)})
 
 
+@lru_cache(maxsize=4096)
+def _microbatch_options(per_replica: int, pp: int) -> tuple[int, ...]:
+    return tuple(microbatch_options(per_replica, pp))
+
+
+@lru_cache(maxsize=4096)
+def _interleave_options(n_layers: int, pp: int, balance: bool) -> tuple[int, ...]:
+    return tuple(interleave_options(n_layers, pp, balance))
+
+
 def _pick(options: list[int], fix: dict[str, object], key: str) -> list[int]:
     if key in fix:
         return [int(fix[key])] if int(fix[key]) in options else []  # type: ignore[call-overload]
@@ -211,9 +222,9 @@ def _inner(
     if cfg.moe is not None:
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
     per_replica = -(-setup.global_batch // (dp * fsdp))  # layout.replica_batch
-    mbs = microbatch_options(per_replica, pp)
+    mbs: Sequence[int] = _microbatch_options(per_replica, pp)
     balance = bool(fix.get("pipeline_balance", True))
-    vs = interleave_options(cfg.n_layers, pp, balance)
+    vs: Sequence[int] = _interleave_options(cfg.n_layers, pp, balance)
     if fix.get("pipeline_balance"):  # pinned on: only the interleavings it splits evenly
         vs = [v for v in vs if balance_fits(cfg.n_layers, pp, v)]
     if "microbatches" in fix:  # a pinned count is honoured when the rules allow it (layout.validate says which)
@@ -255,7 +266,7 @@ class _Context:
     setup: TrainingSetup
     fix: dict[str, object]
     profiles: dict[str, ModelProfile] = field(default_factory=dict)
-    pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = field(default_factory=dict)
+    pricers: dict[tuple[int, ...], CommPricer | None] = field(default_factory=dict)
     rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
     checked: set[Variant] = field(default_factory=set)
     fits: dict[tuple[int, int, StageSplit], _Fit] = field(default_factory=dict)
@@ -270,9 +281,10 @@ class _Context:
             self.profiles[remat] = profile_for(self.setup, remat)
         return self.profiles[remat]
 
-    def pricer(self, base: Parallelism) -> CommPricer | None:
-        """The layout's mesh pricer; None when its axes cannot be laid on the topology."""
-        key = tuple(base.mesh_axes().items()) + (("ep", base.ep),)
+    def pricer(self, base: Parallelism, degrees: tuple[int, ...] | None = None) -> CommPricer | None:
+        """The layout's mesh pricer; None when its axes cannot be laid on the topology. ``degrees``: its
+        (dp, fsdp, tp, pp, ep, cp), which say the same as its mesh axes and ep (a candidate row's first six)."""
+        key = (base.dp, base.fsdp, base.tp, base.pp, base.ep, base.cp) if degrees is None else degrees
         if key not in self.pricers:
             try:
                 mesh = layout_mesh(self.setup.topology, base)
@@ -406,7 +418,7 @@ def search(
             validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
             continue
-        pricer = ctx.pricer(base)
+        pricer = ctx.pricer(base, rows[index][:6])
         if pricer is None:
             unlayable += 1
             continue

@@ -71,3 +71,20 @@ def test_the_bound_is_below_every_priced_step() -> None:
     bounds = step_lower_bounds(rows, setup.global_batch, profiles)
     steps = np.array([r.step_time_s for r in result.ranked])
     assert len(steps) > 50 and np.all(bounds <= steps) and np.all(bounds > 0)
+
+
+def test_the_search_skips_layouts_by_the_bound_and_keeps_the_fastest() -> None:
+    setup = _setup("llama-3-70b", "h100", "8x8", 128, 4096)
+    full = search(setup, {}, objective="memory", top=10_000)  # the memory objective visits every layout
+    fastest = min(full.ranked, key=lambda r: (r.step_time_s, r.memory_per_chip_bytes))
+    got = search(setup, {}, top=1)
+    assert full.pruned == 0 and got.pruned > 0 and got.timed < full.timed
+    assert got.ranked[0].parallelism == fastest.parallelism and got.ranked[0].step_time_s == fastest.step_time_s
+
+
+def test_a_space_over_the_cap_is_refused_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftop.plan.train.search as search_module
+
+    monkeypatch.setattr(search_module, "MAX_LAYOUTS", 10)
+    with pytest.raises(InvalidConfigError, match="more than 10 layouts to search; pin some degrees"):
+        search(_setup("llama-3-70b", "h100", "8x8", 128, 4096))

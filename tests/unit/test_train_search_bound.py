@@ -68,7 +68,7 @@ def test_the_bound_is_below_every_priced_step() -> None:
     ctx = _Context(setup, {})
     rows = np.array([[getattr(r.parallelism, f) for f in ROW_FIELDS] for r in result.ranked], dtype=np.int64)
     profiles = [ctx.profile(r) for r in ("none", "selective", "dots", "full")]
-    bounds = step_lower_bounds(rows, setup.global_batch, profiles)
+    bounds, _ = step_lower_bounds(rows, setup.global_batch, profiles)
     steps = np.array([r.step_time_s for r in result.ranked])
     assert len(steps) > 50 and np.all(bounds <= steps) and np.all(bounds > 0)
 

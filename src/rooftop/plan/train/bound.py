@@ -18,18 +18,25 @@ may keep, and the least over those policies:
     bound = min over remat of min(last x C_layer / L + C_out, most x C_layer / L) x (m + (pp-1)/v) + optimizer
 
 with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` the update of the chip's shard
-with ZeRO over dp (the smaller shard of the choices).
+with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
+(``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
+the search adds them once it has the layout's mesh (``tp_bound_s``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rooftop.cost.roofline import hbm_rate, roofline_table
-from rooftop.plan.train.layout import Parallelism, _stage_split
+from rooftop.plan.train.comm import CommPricer
+from rooftop.plan.train.layout import Parallelism, _stage_split, microbatch_size
 from rooftop.plan.train.profile import ModelProfile, op_sums
+
+if TYPE_CHECKING:
+    from rooftop.plan.train.step import TrainingSetup
 
 
 def _pass_bounds(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -70,9 +77,11 @@ def _exact_passes(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.
 
 def step_lower_bounds(
     rows: np.ndarray, global_batch: int, profiles: Sequence[ModelProfile], optimizer_s_per_param: float = 0.0
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The bound (module docstring) of each candidate row (columns dp, fsdp, tp, pp, ep, cp, microbatches,
-    virtual_stages, pipeline_balance: search.ROW_FIELDS), in seconds."""
+    virtual_stages, pipeline_balance: search.ROW_FIELDS), in seconds; and the layers the pacing stage runs per
+    step at the least, (m + (pp - 1) / v) x its layers (the lesser of the two stages, the least over the
+    profiles): what a per-layer time that is never hidden adds to the bound at the least."""
     dp, fsdp, tp, pp, ep, cp, m, v, balanced = (rows[:, i] for i in range(9))
     per_replica = -(-global_batch // (dp * fsdp))  # layout.replica_batch
     b = -(-per_replica // m)  # layout.microbatch_size
@@ -83,6 +92,7 @@ def step_lower_bounds(
     pair_of = pair_of.ravel()
     per_step = m + (pp - 1) / v
     out = np.full(len(rows), np.inf)
+    layers = np.full(len(rows), np.inf)
     exact = None
     for prof in profiles:
         if _same_passes(prof, profiles[0]):  # the forward and backward as the first profile's, priced exactly
@@ -99,7 +109,8 @@ def step_lower_bounds(
         if optimizer_s_per_param:
             bound = bound + _optimizer_params(prof, rows, np.maximum(last, most)) * optimizer_s_per_param
         out = np.minimum(out, bound)
-    return out
+        layers = np.minimum(layers, np.where(pp == 1, n, np.minimum(last, most)))
+    return out, layers * per_step
 
 
 def _optimizer_params(prof: ModelProfile, rows: np.ndarray, held: np.ndarray) -> np.ndarray:
@@ -114,3 +125,15 @@ def _optimizer_params(prof: ModelProfile, rows: np.ndarray, held: np.ndarray) ->
     expert_fsdp = np.where(in_fsdp, fsdp / ep, fsdp)
     expert_dp = np.where(in_dp, dp / ep, dp)
     return dense / (fsdp * dp) + expert / (expert_fsdp * expert_dp)
+
+
+def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
+    """A layer's tensor-parallel collectives in one microbatch's forward and backward when none is hidden (plan/
+    train/comm.layer_comm: 2 all-gathers and 2 reduce-scatters of the layer's activations each way, again under
+    full remat): 0 when some may be hidden (``tp_overlap`` > 0)."""
+    if setup.efficiency.tp_overlap > 0 or par.tp == 1:
+        return 0.0
+    b = microbatch_size(setup.global_batch, par)
+    act = b * setup.seq_len / par.cp * setup.cfg.d_model * setup.element_bytes[0]
+    tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
+    return 2 * tp_one

@@ -37,7 +37,7 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.train.bound import step_lower_bounds
+from rooftop.plan.train.bound import step_lower_bounds, tp_bound_s
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
@@ -395,11 +395,11 @@ def search(
             "degrees with --fix (e.g. --fix tp=8,pp=8)"
         )
     top = max(top, 1)
-    bounds = None
+    bounds = per_layer = None
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
         profiles = [ctx.profile(r) for r in remats]
-        bounds = step_lower_bounds(
+        bounds, per_layer = step_lower_bounds(
             np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
         )
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
@@ -407,7 +407,7 @@ def search(
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
     best_unfit: tuple[float, int, StepResult] | None = None
-    evaluated = unlayable = timed = visited = 0
+    evaluated = unlayable = timed = visited = skipped = 0
     chips = setup.chips
     for index in order:
         if bounds is not None and len(kth) == top and bounds[index] * (1 - 1e-9) > -kth[0]:
@@ -422,6 +422,11 @@ def search(
         if pricer is None:
             unlayable += 1
             continue
+        if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
+            tp_s = tp_bound_s(setup, base, pricer)
+            if tp_s and (bounds[index] + per_layer[index] * tp_s) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
+                skipped += 1
+                continue
         fit = ctx.fit(base, pricer)
         evaluated += fit.tried
         if fit.fits:
@@ -444,5 +449,5 @@ def search(
         evaluated,
         unlayable,
         timed=timed,
-        pruned=len(rows) - visited,
+        pruned=len(rows) - visited + skipped,
     )

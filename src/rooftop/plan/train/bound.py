@@ -20,7 +20,8 @@ may keep, and the least over those policies:
 with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` the update of the chip's shard
 with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
 (``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
-the search adds them once it has the layout's mesh (``tp_bound_s``).
+the search adds them, and the pipeline's sends, once it has the layout's mesh (``tp_bound_s``,
+``pipeline_bound_s``).
 """
 
 from __future__ import annotations
@@ -133,7 +134,20 @@ def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> fl
     full remat): 0 when some may be hidden (``tp_overlap`` > 0)."""
     if setup.efficiency.tp_overlap > 0 or par.tp == 1:
         return 0.0
-    b = microbatch_size(setup.global_batch, par)
-    act = b * setup.seq_len / par.cp * setup.cfg.d_model * setup.element_bytes[0]
+    act = _tokens_chip(setup, par) * setup.cfg.d_model * setup.element_bytes[0]
     tp_one = 2 * pricer.time("all-gather", ("tp",), act) + 2 * pricer.time("reduce-scatter", ("tp",), act)
     return 2 * tp_one
+
+
+def pipeline_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
+    """The pipeline's sends of a layout's step, whatever its variant (step.step_breakdown_s: 2 v per
+    microbatch, none hidden, over the m microbatches and the bubble)."""
+    if par.pp == 1:
+        return 0.0
+    boundary = _tokens_chip(setup, par) * setup.cfg.d_model * setup.element_bytes[0] / par.tp
+    send = pricer.time("permute", ("pp",), boundary) + setup.stack.p2p_sync_s
+    return 2 * par.virtual_stages * send * (par.microbatches + (par.pp - 1) / par.virtual_stages)
+
+
+def _tokens_chip(setup: TrainingSetup, par: Parallelism) -> float:
+    return microbatch_size(setup.global_batch, par) * setup.seq_len / par.cp

@@ -37,7 +37,7 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.train.bound import step_lower_bounds, tp_bound_s
+from rooftop.plan.train.bound import pipeline_bound_s, step_lower_bounds, tp_bound_s
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
@@ -423,8 +423,8 @@ def search(
             unlayable += 1
             continue
         if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
-            tp_s = tp_bound_s(setup, base, pricer)
-            if tp_s and (bounds[index] + per_layer[index] * tp_s) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
+            more = per_layer[index] * tp_bound_s(setup, base, pricer) + pipeline_bound_s(setup, base, pricer)
+            if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1
                 continue
         fit = ctx.fit(base, pricer)

@@ -34,7 +34,8 @@ import numpy as np
 from rooftop.cost.roofline import hbm_rate, roofline_table
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, _stage_split, microbatch_size
-from rooftop.plan.train.profile import ModelProfile, op_sums
+from rooftop.plan.train.memory import Shards
+from rooftop.plan.train.profile import ModelProfile, op_sums, stage_pace
 
 if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
@@ -147,6 +148,22 @@ def pipeline_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer)
     boundary = _tokens_chip(setup, par) * setup.cfg.d_model * setup.element_bytes[0] / par.tp
     send = pricer.time("permute", ("pp",), boundary) + setup.stack.p2p_sync_s
     return 2 * par.virtual_stages * send * (par.microbatches + (par.pp - 1) / par.virtual_stages)
+
+
+def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+    """A bound on the step of a layout's kept variant ``par`` (its remat policy's profile ``prof``) before its
+    communication is priced: its ops' time exactly as the step prices them (profile.op_sums, the pacing stage
+    of profile.stage_pace), the tensor-parallel collectives when none is hidden (again for the backward under
+    full remat), the pipeline's sends, each per microbatch over the m microbatches and the bubble, and the
+    optimizer update (step.step_parts)."""
+    sums = op_sums(prof, par, microbatch_size(setup.global_batch, par))
+    layer_scale, head = stage_pace(prof, par, sums)
+    layers, outside = sums.passes
+    per_mb = layers * layer_scale + outside * head
+    tp_one = tp_bound_s(setup, par, pricer) / 2
+    per_mb += prof.n_layers * layer_scale * (3 if par.remat == "full" else 2) * tp_one
+    opt = Shards.of(par).params(prof, par, over_dp=par.zero_stage >= 1) * setup.optimizer_s_per_param
+    return per_mb * (par.microbatches + (par.pp - 1) / par.virtual_stages) + pipeline_bound_s(setup, par, pricer) + opt
 
 
 def _tokens_chip(setup: TrainingSetup, par: Parallelism) -> float:

@@ -37,7 +37,7 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.train.bound import pipeline_bound_s, step_lower_bounds, tp_bound_s
+from rooftop.plan.train.bound import pipeline_bound_s, step_lower_bounds, tp_bound_s, variant_bound_s
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
@@ -329,6 +329,14 @@ class _Context:
             found = fit.parts[split] = step_parts(self.setup, par, pricer, prof)
         return found
 
+    def bound(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> float:
+        """bound.variant_bound_s of the fit's variant (less a margin for rounding); 0 once its parts are priced."""
+        par = self.make(base, fit.variant)
+        prof = self.profile(par.remat)
+        if stage_split(prof.n_layers, par, prof.head_layers) in fit.parts:
+            return 0.0
+        return variant_bound_s(self.setup, par, pricer, prof) * (1 - 1e-9)
+
     def step_time(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> float:
         """The step time of the layout's kept variant (what ``step`` reports, without building it)."""
         par = self.make(base, fit.variant)
@@ -429,6 +437,9 @@ def search(
                 continue
         fit = ctx.fit(base, pricer)
         evaluated += fit.tried
+        if fit.fits and per_layer is not None and len(kth) == top and ctx.bound(base, pricer, fit) > -kth[0]:
+            skipped += 1  # its variant's ops, TP collectives and sends alone exceed the top-th step
+            continue
         if fit.fits:
             step_s = ctx.step_time(base, pricer, fit)
             score = (fit.total, step_s) if objective == "memory" else (step_s, fit.total)  # cost ranks as time

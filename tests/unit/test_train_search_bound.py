@@ -12,7 +12,7 @@ from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.train.bound import step_lower_bounds
+from rooftop.plan.train.bound import step_lower_bounds, variant_bound_s
 from rooftop.plan.train.layout import validate
 from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
@@ -71,6 +71,10 @@ def test_the_bound_is_below_every_priced_step() -> None:
     bounds, _ = step_lower_bounds(rows, setup.global_batch, profiles)
     steps = np.array([r.step_time_s for r in result.ranked])
     assert len(steps) > 50 and np.all(bounds <= steps) and np.all(bounds > 0)
+    for r in result.ranked:  # and the bound of each layout's kept variant, once its mesh is known
+        par = r.parallelism
+        pricer = setup.pricer(layout_mesh(setup.topology, par))
+        assert 0 < variant_bound_s(setup, par, pricer, ctx.profile(par.remat)) <= r.step_time_s * (1 + 1e-12)
 
 
 def test_the_search_skips_layouts_by_the_bound_and_keeps_the_fastest() -> None:

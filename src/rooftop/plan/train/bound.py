@@ -154,16 +154,25 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     """A bound on the step of a layout's kept variant ``par`` (its remat policy's profile ``prof``) before its
     communication is priced: its ops' time exactly as the step prices them (profile.op_sums, the pacing stage
     of profile.stage_pace), the tensor-parallel collectives when none is hidden (again for the backward under
-    full remat), the pipeline's sends, each per microbatch over the m microbatches and the bubble, and the
-    optimizer update (step.step_parts)."""
+    full remat), the pipeline's sends and the embedding and head's FSDP traffic (never hidden), each per
+    microbatch over the m microbatches and the bubble, and the optimizer update (step.step_parts)."""
     sums = op_sums(prof, par, microbatch_size(setup.global_batch, par))
     layer_scale, head = stage_pace(prof, par, sums)
     layers, outside = sums.passes
     per_mb = layers * layer_scale + outside * head
     tp_one = tp_bound_s(setup, par, pricer) / 2
     per_mb += prof.n_layers * layer_scale * (3 if par.remat == "full" else 2) * tp_one
-    opt = Shards.of(par).params(prof, par, over_dp=par.zero_stage >= 1) * setup.optimizer_s_per_param
-    return per_mb * (par.microbatches + (par.pp - 1) / par.virtual_stages) + pipeline_bound_s(setup, par, pricer) + opt
+    shards = Shards.of(par)
+    if par.fsdp > 1:  # the embedding and head's FSDP traffic: no layer compute to hide it (comm.layer_comm)
+        _, w_bytes, g_bytes = setup.element_bytes
+        edge, launch = prof.edge_params / par.tp * w_bytes, setup.stack.launch_s
+        edge_ag = pricer.time("all-gather", shards.dense_fsdp_axes, edge) + launch
+        edge_rs = pricer.time("reduce-scatter", shards.dense_fsdp_axes, edge * g_bytes / w_bytes) + launch
+        once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
+        per_mb += (edge_ag * (1 + par.fsdp_reshard) + edge_rs) * once
+    opt = shards.params(prof, par, over_dp=par.zero_stage >= 1) * setup.optimizer_s_per_param
+    steps = par.microbatches + (par.pp - 1) / par.virtual_stages
+    return per_mb * steps + pipeline_bound_s(setup, par, pricer) + opt
 
 
 def _tokens_chip(setup: TrainingSetup, par: Parallelism) -> float:

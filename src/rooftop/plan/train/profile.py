@@ -268,17 +268,17 @@ def gemm_shape_efficiency(prof: ModelProfile, par: Parallelism, b: int) -> np.nd
     rows = ~np.isnan(m)
     shapes = np.stack([m, n, k, batch])[:, rows]
     fwd_bwd = np.concatenate([shapes, shapes[[0, 2, 1, 3]], shapes[[2, 1, 0, 3]]], axis=1)  # (m n k), dX, dW
-    unique, back = np.unique(fwd_bwd, axis=1, return_inverse=True)  # layers repeat their shapes
     out_b = float(np.nanmax(out_bytes))
-    # and layouts repeat them too, under every remat policy: each shape priced once per chip's figures
+    # layers repeat their shapes, and layouts too, under every remat policy: each shape priced once per chip's
+    # figures (a dictionary look-up per shape: cheaper than sorting the few hundred shapes of a layout)
     memo = _shape_memo(model, out_b, peak, hbm)
-    keys = [tuple(col) for col in unique.T.tolist()]
-    missing = [i for i, key in enumerate(keys) if key not in memo]
+    keys = list(map(tuple, fwd_bwd.T.tolist()))
+    missing = list(dict.fromkeys(key for key in keys if key not in memo))
     if missing:
-        new = unique[:, missing]
+        new = np.array(missing, dtype=float).T
         values = shape_efficiency_array(model, new[0], new[1], new[2], new[3], out_b, peak, hbm)
-        memo.update(zip((keys[i] for i in missing), values.tolist(), strict=True))
-    found = np.array([memo[key] for key in keys])[back.ravel()]
+        memo.update(zip(missing, values.tolist(), strict=True))
+    found = np.array([memo[key] for key in keys])
     forward, dx, dw = np.split(found, 3)
     out = np.ones(len(m))
     out[rows] = np.where(prof.phase[rows] == 1, 2.0 / (1.0 / dx + 1.0 / dw), forward)

@@ -14,8 +14,11 @@ most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenev
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
 
 Speed: candidates are rows of integers (``_rows``), a Parallelism built only for those visited; for time and
-cost they are visited from the lowest bound on their step time (plan/train/bound.py: the roofline of their
-compute alone) and the search stops once a bound exceeds the top-th step found, which provably keeps the best.
+cost they are visited from the lowest bound on their step time (plan/train/bound.py: the roofline of their ops
+alone, found for every row at once) and the search stops once a bound exceeds the top-th step found; a layout
+whose bound, tightened once its mesh is known (tensor-parallel collectives and pipeline sends, never hidden at
+the default overlaps) and again once its variant is (its ops exactly, remat included), exceeds it is skipped.
+No skipped layout can rank: the search returns what pricing every layout would.
 A layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms) without building
 them; layouts that differ only in virtual stages and split their layers alike share the variant found and all
 of the step but its pipeline terms; collective rates are shared by every mesh that places an axis alike, and

@@ -1,53 +1,147 @@
-"""Speed of the training-layout search: layouts evaluated and seconds.
+"""Speed of the training-layout search: CPU seconds per case, and ratios against another version of the code.
 
-    python benchmarks/bench_train_search.py
+    PYTHONPATH=src python benchmarks/bench_train_search.py                       # this code, once per case
+    PYTHONPATH=src python benchmarks/bench_train_search.py --against ../old/src  # interleaved with another tree
 
-The issue's bar: a full search for llama-3.1-405b on 16384 h100 and on tpu-v5p 16x20x28
-finishes in under 2 s on 2 cores; every case here now runs in under 1.5 s (deepseek-v3 on
-256x8 h100, the largest, about 1.1 s against 4.5 s before the search derived each layout's
-memory variants arithmetically and shared op sums, collective rates and interleaved siblings).
+Each case runs in a fresh process (``--child``) and times one cold search (model profiles not cached) in CPU
+seconds (user + sys of the process, ``time.process_time``), so that a machine shared with other work
+measures the work itself. With ``--against``, the two versions run alternately, ``--repeat`` times each,
+and the table gives medians and the ratio new / old; a version that refuses a case (too many layouts)
+says so. The last rows give the growth of the search time from 512 to 65,536 chips for a dense model.
+
+Measured 2026-11-29 on a shared 2-core machine against the code of 2026-11-22 (821131a), medians of 3 runs
+(5 for cases 2 and 6), CPU seconds new / old: 0) 0.09 / 0.14; 1) 0.11 / 0.13; 2) 0.07 / 0.06 (1.03x);
+3) 1.42 / 1.72; 4) 0.20 / 0.31; 5) 0.08 / 0.18; 6) 0.03 / 0.03 (1.08x); 7) 0.70 / 1.02; 8) 0.52 / 0.77;
+9) 2.86 / 3.55 (the code of 2026-11-28 refused it: over 50,000 layouts); 10) 0.05 / 0.16; 11) 0.07 / 0.47.
+Growth from 512 to 65,536 H100 for llama-3-70b: 0.48x at the same batch, 1.46x at one sequence per chip.
+The best layouts differ from the old code's because the step model changed since (plan/train/step.py).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
 import time
 
-from rooftop.cost.efficiency import default_efficiency
-from rooftop.hardware.catalog import get_chip
-from rooftop.hardware.topology import parse_topology
-from rooftop.model.catalog import get_model
-from rooftop.plan.train.search import search
-from rooftop.plan.train.step import TrainingSetup, model_profile
-
+#: (model, chip, topology, tokens per step, sequence length)
 CASES = [
     ("llama-3.1-405b", "h100", "2048x8", 16 * 2**20, 8192),
     ("llama-3.1-405b", "tpu-v5p", "16x20x28", 16 * 2**20, 8192),
     ("llama-3-70b", "tpu-v5p", "16x20x28", 4 * 2**20, 4096),
     ("deepseek-v3", "h100", "256x8", 16 * 2**20, 4096),
     ("mixtral-8x7b", "tpu-v5e", "16x16", 2**20, 4096),
+    ("llama-3-70b", "h100", "64x8", 4 * 2**20, 4096),
+    ("llama-3-70b", "h100", "8192x8", 4 * 2**20, 4096),
+    ("deepseek-v3", "h100", "4096x8", 16 * 2**20, 4096),
+    ("deepseek-v3", "h100", "8192x8", 16 * 2**20, 4096),
+    ("deepseek-v3", "h100", "8192x8", 64 * 2**20, 16384),  # 53,401 candidates: over the former cap of 50,000
+    ("llama-3-70b", "h100", "64x8", 2 * 2**20, 4096),  # one sequence per chip
+    ("llama-3-70b", "h100", "8192x8", 256 * 2**20, 4096),
 ]
+#: a dense model's growth from 512 to 65,536 chips (indices into CASES): the same batch, and one sequence per chip
+GROWTH = ((5, 6), (10, 11))
+
+
+def _child(index: int) -> None:
+    """One cold search of CASES[index] in this process; prints its CPU seconds and result as JSON."""
+    try:
+        from rooftop.cost.efficiency import default_efficiency
+        from rooftop.plan.train.search import search
+        from rooftop.plan.train.step import TrainingSetup
+
+        eff = default_efficiency("training")
+    except ImportError:  # the module layout of November 2026
+        from rooftop.plan.efficiency import default_training_efficiency  # type: ignore[import-not-found]
+        from rooftop.plan.search import search  # type: ignore[import-not-found,no-redef]
+        from rooftop.plan.training import TrainingSetup  # type: ignore[import-not-found,no-redef]
+
+        eff = default_training_efficiency()
+    from rooftop.errors import RooftopError
+    from rooftop.hardware.catalog import get_chip
+    from rooftop.hardware.topology import parse_topology
+    from rooftop.model.catalog import get_model
+
+    model, chip_name, topo, batch_tokens, seq = CASES[index]
+    chip = get_chip(chip_name)
+    setup = TrainingSetup(get_model(model), chip, parse_topology(chip, topo), batch_tokens // seq, seq, eff)
+    t0 = time.process_time()
+    try:
+        result = search(setup)
+    except RooftopError as e:
+        print(json.dumps({"cpu_s": time.process_time() - t0, "refused": str(e)}))
+        return
+    cpu = time.process_time() - t0
+    best = result.ranked[0] if result.ranked else None
+    print(
+        json.dumps(
+            {
+                "cpu_s": cpu,
+                "evaluated": result.evaluated,
+                "best": best.parallelism.label() if best else "nothing fits",
+                "step_s": best.step_time_s if best else None,
+            }
+        )
+    )
+
+
+def _run(index: int, src: str | None) -> dict[str, object]:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(index)], env=env, capture_output=True, text=True, check=True
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _cell(runs: list[dict[str, object]]) -> tuple[float, str]:
+    cpu = statistics.median(float(r["cpu_s"]) for r in runs)  # type: ignore[arg-type]
+    last = runs[-1]
+    return cpu, ("refused" if "refused" in last else f"{last['best']} step {float(last['step_s']):.4f} s")  # type: ignore[arg-type]
 
 
 def main() -> None:
-    print(f"{'model':<16} {'chip':<8} {'topology':<10} {'evaluated':>9} {'timed':>6} {'cold s':>7} {'warm s':>7}  best")
-    for model, chip_name, topo, batch_tokens, seq in CASES:
-        chip = get_chip(chip_name)
-        setup = TrainingSetup(
-            get_model(model), chip, parse_topology(chip, topo), batch_tokens // seq, seq, default_efficiency("training")
-        )
-        model_profile.cache_clear()
-        t0 = time.perf_counter()
-        result = search(setup)
-        cold = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        search(setup)
-        warm = time.perf_counter() - t0
-        best = result.ranked[0] if result.ranked else None
-        label = f"{best.parallelism.label()} MFU {best.mfu:.1%}" if best else "nothing fits"
-        print(
-            f"{model:<16} {chip_name:<8} {topo:<10} {result.evaluated:>9} {result.timed:>6} {cold:>7.2f} {warm:>7.2f}  "
-            f"{label}"
-        )
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--against", help="another tree's src/ to run interleaved with this one")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each version per case (median)")
+    ap.add_argument("--cases", help="comma-separated case numbers (default: all)")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        _child(args.child)
+        return
+    here = os.environ.get("PYTHONPATH")
+    picks = [int(c) for c in args.cases.split(",")] if args.cases else list(range(len(CASES)))
+    print(f"{'#':>2} {'model':<15} {'chip':<8} {'topology':<9} {'chips':>6} {'new CPU s':>9} {'old CPU s':>9} "
+          f"{'new/old':>7}  best (new)")  # fmt: skip
+    medians: dict[int, float] = {}
+    for i in picks:
+        new_runs: list[dict[str, object]] = []
+        old_runs: list[dict[str, object]] = []
+        for _ in range(args.repeat if args.against else 1):
+            new_runs.append(_run(i, here))
+            if args.against:
+                old_runs.append(_run(i, args.against))
+        new_cpu, new_best = _cell(new_runs)
+        medians[i] = new_cpu
+        old_text = ratio = "-"
+        if old_runs:
+            old_cpu, old_best = _cell(old_runs)
+            old_text = "refused" if old_best == "refused" else f"{old_cpu:.2f}"
+            ratio = "-" if old_best == "refused" else f"{new_cpu / old_cpu:.2f}"
+            if old_best not in ("refused", new_best):
+                new_best += f"  (old: {old_best})"
+        model, chip, topo, _, _ = CASES[i]
+        chips = math.prod(int(d) for d in topo.split("x"))
+        print(f"{i:>2} {model:<15} {chip:<8} {topo:<9} {chips:>6} {new_cpu:>9.2f} {old_text:>9} {ratio:>7}  {new_best}")
+    for a, b in GROWTH:
+        if a in medians and b in medians:
+            print(f"growth {CASES[a][0]} from case {a} to case {b}: {medians[b] / medians[a]:.2f}x")
 
 
 if __name__ == "__main__":

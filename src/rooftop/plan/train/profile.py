@@ -16,7 +16,7 @@ import numpy as np
 
 from rooftop.cost.cost import Cost, FlopsKey, OpTag
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.gemm import shape_efficiency_array, tile_model
+from rooftop.cost.gemm import TileModel, shape_efficiency_array, tile_model
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.activations import (
@@ -118,11 +118,6 @@ class ModelProfile:
     @cached_property
     def layer_backward(self) -> np.ndarray:
         return self.in_layers & (self.phase > 0)
-
-    @cached_property
-    def shape_memo(self) -> dict[tuple[float, ...], float]:
-        """Matmul shape efficiencies already found for this profile (gemm_shape_efficiency), by (m, n, k, batch)."""
-        return {}
 
     @cached_property
     def op_sums_memo(self) -> dict[tuple[int, int, int, int], OpSums]:
@@ -273,20 +268,29 @@ def gemm_shape_efficiency(prof: ModelProfile, par: Parallelism, b: int) -> np.nd
     rows = ~np.isnan(m)
     shapes = np.stack([m, n, k, batch])[:, rows]
     fwd_bwd = np.concatenate([shapes, shapes[[0, 2, 1, 3]], shapes[[2, 1, 0, 3]]], axis=1)  # (m n k), dX, dW
-    unique, back = np.unique(fwd_bwd, axis=1, return_inverse=True)  # layers repeat their shapes
-    memo = prof.shape_memo  # and layouts repeat them too: each shape priced once per profile
-    keys = [tuple(col) for col in unique.T.tolist()]
-    missing = [i for i, key in enumerate(keys) if key not in memo]
+    out_b = float(np.nanmax(out_bytes))
+    # layers repeat their shapes, and layouts too, under every remat policy: each shape priced once per chip's
+    # figures (a dictionary look-up per shape: cheaper than sorting the few hundred shapes of a layout)
+    memo = _shape_memo(model, out_b, peak, hbm)
+    keys = list(map(tuple, fwd_bwd.T.tolist()))
+    missing = list(dict.fromkeys(key for key in keys if key not in memo))
     if missing:
-        new = unique[:, missing]
-        out_b = float(np.nanmax(out_bytes))
+        new = np.array(missing, dtype=float).T
         values = shape_efficiency_array(model, new[0], new[1], new[2], new[3], out_b, peak, hbm)
-        memo.update(zip((keys[i] for i in missing), values.tolist(), strict=True))
-    found = np.array([memo[key] for key in keys])[back.ravel()]
+        memo.update(zip(missing, values.tolist(), strict=True))
+    found = np.array([memo[key] for key in keys])
     forward, dx, dw = np.split(found, 3)
     out = np.ones(len(m))
     out[rows] = np.where(prof.phase[rows] == 1, 2.0 / (1.0 / dx + 1.0 / dw), forward)
     return out
+
+
+@lru_cache(maxsize=64)
+def _shape_memo(model: TileModel, out_bytes: float, peak: float, hbm: float) -> dict[tuple[float, ...], float]:
+    """Matmul shape efficiencies found so far (cost/gemm.shape_efficiency_array) for one chip's figures, by
+    (m, n, k, batch): what a shape's efficiency depends on besides them (the profiles of every remat policy and
+    every layout of a search share them)."""
+    return {}
 
 
 def _is_matrix(cost: Cost) -> bool:

@@ -13,30 +13,42 @@ most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenev
 (ZeRO-0 moves the same bytes and holds more, so it is dominated), ZeRO-2 when ZeRO-1 does not
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
 
-Speed: a layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms)
-without building them; layouts that differ only in virtual stages share the variant found and
-all of the step but its pipeline terms; collective rates are shared by every mesh that places
-an axis alike, and per-op time sums by layouts with the same tp, cp, ep and microbatch size.
+Speed: candidates are rows of integers (``_rows``), a Parallelism built only for those visited; for time and
+cost they are visited from the lowest bound on their step time (plan/train/bound.py: the roofline of their ops
+alone, found for every row at once) and the search stops once a bound exceeds the top-th step found; a layout
+whose bound, tightened once its mesh is known (tensor-parallel collectives and pipeline sends, never hidden at
+the default overlaps) and again once its variant is (its ops exactly, remat included), exceeds it is skipped.
+No skipped layout can rank: the search returns what pricing every layout would.
+A layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms) without building
+them; layouts that differ only in virtual stages and split their layers alike share the variant found and all
+of the step but its pipeline terms; collective rates are shared by every mesh that places an axis alike, and
+per-op time sums by layouts with the same tp, cp, ep and microbatch size.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import numpy as np
 
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
+from rooftop.plan.train.bound import pipeline_bound_s, step_lower_bounds, tp_bound_s, variant_bound_s
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
+    StageSplit,
     balance_fits,
     divisors,
     microbatch_size,
-    replica_batch,
+    stage_split,
     validate,
 )
 from rooftop.plan.train.memory import MemoryTerms, replicated_activations
@@ -47,6 +59,7 @@ from rooftop.plan.train.step import (
     TrainingSetup,
     layout_mesh,
     profile_for,
+    step_breakdown_s,
     step_parts,
     step_result,
 )
@@ -59,9 +72,10 @@ FIXABLE_TEXT = ("remat", "offload")
 #: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
 #: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
 FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard", "grad_clip")
-#: most layouts one search evaluates (each costs about 0.2 ms; DeepSeek-V3 on 98,304 GPUs has 44,073):
-#: a larger space is an error asking for pinned degrees, not minutes of searching
-MAX_LAYOUTS = 50_000
+#: most candidate layouts one search enumerates (each a row of a few integers; DeepSeek-V3 on 65,536 GPUs with
+#: 16K-token sequences has 53,401, of which the bound on the step time leaves few to price): a larger space is
+#: an error asking for pinned degrees, not minutes of searching
+MAX_LAYOUTS = 1_000_000
 
 
 @dataclass(repr=False)  # the short repr of Displayed
@@ -72,6 +86,7 @@ class SearchResult(Displayed):
     unlayable: int
     explanation: list[str] = field(default_factory=list)
     timed: int = 0  # variants that fit and had their step timed
+    pruned: int = 0  # layouts not visited: their bound on the step time (plan/train/bound.py) cannot rank
 
 
 def parse_fix(text: str | None) -> dict[str, object]:
@@ -127,6 +142,16 @@ def interleave_options(n_layers: int, pp: int, balance: bool = False) -> list[in
     return sorted({1, *even, *(v for v in (2, 4) if n_layers >= 2 * pp * v)})
 
 
+@lru_cache(maxsize=4096)
+def _microbatch_options(per_replica: int, pp: int) -> tuple[int, ...]:
+    return tuple(microbatch_options(per_replica, pp))
+
+
+@lru_cache(maxsize=4096)
+def _interleave_options(n_layers: int, pp: int, balance: bool) -> tuple[int, ...]:
+    return tuple(interleave_options(n_layers, pp, balance))
+
+
 def _pick(options: list[int], fix: dict[str, object], key: str) -> list[int]:
     if key in fix:
         return [int(fix[key])] if int(fix[key]) in options else []  # type: ignore[call-overload]
@@ -145,8 +170,35 @@ def _tp_options(setup: TrainingSetup, chips: int) -> list[int]:
     return out
 
 
+#: a candidate layout as a row: (dp, fsdp, tp, pp, ep, cp, microbatches, virtual_stages, pipeline_balance)
+Row = tuple[int, int, int, int, int, int, int, int, bool]
+ROW_FIELDS = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages", "pipeline_balance")
+
+
 def _layouts(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Parallelism]:
     """Every layout whose degrees are valid for the model, batch and chip count."""
+    template = _template(fix)
+    return (_par(row, template) for row in _rows(setup, fix))
+
+
+def _template(fix: dict[str, object]) -> dict[str, object]:
+    """The fields every candidate of a search shares (the rest come from its row)."""
+    base = Parallelism(
+        sequence_parallel=bool(fix.get("sequence_parallel", True)), fsdp_reshard=bool(fix.get("fsdp_reshard", True))
+    )
+    return dict(base.__dict__)
+
+
+def _par(row: Row, template: dict[str, object]) -> Parallelism:
+    """The Parallelism of a candidate row. The rows hold positive degrees and virtual stages only with pp > 1
+    (what Parallelism checks), so it is built without checking again, as Parallelism.with_choices is."""
+    out = object.__new__(Parallelism)
+    out.__dict__.update(template, **dict(zip(ROW_FIELDS, row, strict=True)), zero_stage=1 if row[0] > 1 else 0)
+    return out
+
+
+def _rows(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Row]:
+    """Every candidate row (the enumeration of the module docstring, in its order)."""
     cfg, chips, batch = setup.cfg, setup.chips, setup.global_batch
     longest = 32 if setup.seq_len >= 16384 else 2 if setup.seq_len >= 4096 else 1  # chunks of >= 2K tokens
     cps = [c for c in (1, 2, 4, 8, 16, 32) if c <= longest and setup.seq_len % (2 * c) == 0]
@@ -167,15 +219,15 @@ def _layouts(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Paralleli
 
 def _inner(
     setup: TrainingSetup, fix: dict[str, object], dp: int, fsdp: int, tp: int, pp: int, cp: int
-) -> Iterator[Parallelism]:
+) -> Iterator[Row]:
     cfg = setup.cfg
     eps = [1]
     if cfg.moe is not None:
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
-    per_replica = replica_batch(setup.global_batch, Parallelism(dp=dp, fsdp=fsdp))
-    mbs = microbatch_options(per_replica, pp)
+    per_replica = -(-setup.global_batch // (dp * fsdp))  # layout.replica_batch
+    mbs: Sequence[int] = _microbatch_options(per_replica, pp)
     balance = bool(fix.get("pipeline_balance", True))
-    vs = interleave_options(cfg.n_layers, pp, balance)
+    vs: Sequence[int] = _interleave_options(cfg.n_layers, pp, balance)
     if fix.get("pipeline_balance"):  # pinned on: only the interleavings it splits evenly
         vs = [v for v in vs if balance_fits(cfg.n_layers, pp, v)]
     if "microbatches" in fix:  # a pinned count is honoured when the rules allow it (layout.validate says which)
@@ -185,28 +237,14 @@ def _inner(
         chunks = int(fix["virtual_stages"])  # type: ignore[call-overload]
         fits = pp * chunks <= cfg.n_layers or (balance and balance_fits(cfg.n_layers, pp, chunks))
         vs = [chunks] if chunks == 1 or (pp > 1 and 1 < chunks and fits) else []
+    # pinned on, it stays on (validate names a v it cannot split); else where it splits evenly
+    balanced = {v: balance and pp > 1 and ("pipeline_balance" in fix or balance_fits(cfg.n_layers, pp, v)) for v in vs}
     for ep in _pick(eps, fix, "ep"):
         for m in mbs:
             for v in vs:
                 if v > 1 and m % pp:
                     continue
-                yield Parallelism(
-                    dp=dp,
-                    fsdp=fsdp,
-                    tp=tp,
-                    pp=pp,
-                    ep=ep,
-                    cp=cp,
-                    microbatches=m,
-                    virtual_stages=v,
-                    zero_stage=1 if dp > 1 else 0,
-                    sequence_parallel=bool(fix.get("sequence_parallel", True)),
-                    # pinned on, it stays on (validate names a v it cannot split); else where it splits evenly
-                    pipeline_balance=balance
-                    and pp > 1
-                    and ("pipeline_balance" in fix or balance_fits(cfg.n_layers, pp, v)),
-                    fsdp_reshard=bool(fix.get("fsdp_reshard", True)),
-                )
+                yield (dp, fsdp, tp, pp, ep, cp, m, v, balanced[v])
 
 
 Variant = tuple[str, str, int]  # (offload, remat, zero_stage)
@@ -231,24 +269,25 @@ class _Context:
     setup: TrainingSetup
     fix: dict[str, object]
     profiles: dict[str, ModelProfile] = field(default_factory=dict)
-    pricers: dict[tuple[tuple[str, int], ...], CommPricer | None] = field(default_factory=dict)
+    pricers: dict[tuple[int, ...], CommPricer | None] = field(default_factory=dict)
     rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
     checked: set[Variant] = field(default_factory=set)
+    fits: dict[tuple[int, int, StageSplit], _Fit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.variants = {has_dp: _variants(has_dp, self.fix) for has_dp in (False, True)}
         self.first_remat = self.variants[False][0][1]
         self.usable = self.setup.chip.hbm_capacity_bytes * self.setup.efficiency.usable_hbm_fraction
-        self._last: tuple[tuple[int, int], _Fit] | None = None
 
     def profile(self, remat: str) -> ModelProfile:
         if remat not in self.profiles:
             self.profiles[remat] = profile_for(self.setup, remat)
         return self.profiles[remat]
 
-    def pricer(self, base: Parallelism) -> CommPricer | None:
-        """The layout's mesh pricer; None when its axes cannot be laid on the topology."""
-        key = tuple(base.mesh_axes().items()) + (("ep", base.ep),)
+    def pricer(self, base: Parallelism, degrees: tuple[int, ...] | None = None) -> CommPricer | None:
+        """The layout's mesh pricer; None when its axes cannot be laid on the topology. ``degrees``: its
+        (dp, fsdp, tp, pp, ep, cp), which say the same as its mesh axes and ep (a candidate row's first six)."""
+        key = (base.dp, base.fsdp, base.tp, base.pp, base.ep, base.cp) if degrees is None else degrees
         if key not in self.pricers:
             try:
                 mesh = layout_mesh(self.setup.topology, base)
@@ -271,21 +310,46 @@ class _Context:
             self.checked.add(variant)
 
     def fit(self, base: Parallelism, pricer: CommPricer) -> _Fit:
-        """The layout's _first_fit. Layouts that differ only in virtual stages (enumerated one after
-        another) share it and their step's parts: only the pipeline terms depend on them. The
-        pricer stands for all the other degrees (dp, fsdp, tp, pp, cp, ep) but microbatches."""
-        key = (id(pricer), base.microbatches)
-        if self._last is None or self._last[0] != key:
-            self._last = (key, _first_fit(self, base))
-        return self._last[1]
+        """The layout's _first_fit, shared by the layouts that differ from it only in virtual stages and split
+        their layers alike (layout.stage_split, under the profile the fit reads): the memory depends on the
+        virtual stages through that split only. The pricer stands for all the other degrees (dp, fsdp, tp,
+        pp, cp, ep) but microbatches."""
+        split = stage_split(self.setup.cfg.n_layers, base, self.profile(self.first_remat).head_layers)
+        key = (id(pricer), base.microbatches, split)
+        found = self.fits.get(key)
+        if found is None:
+            found = self.fits[key] = _first_fit(self, base)
+        return found
+
+    def parts(self, par: Parallelism, pricer: CommPricer, fit: _Fit) -> StepParts:
+        """The step's parts of the fit's variant ``par``, shared by the layouts that share the fit and split
+        their layers alike under the variant's profile: the parts depend on the virtual stages through that
+        split only (the pipeline terms are priced per layout, step.step_breakdown_s)."""
+        prof = self.profile(par.remat)
+        split = stage_split(prof.n_layers, par, prof.head_layers)
+        found = fit.parts.get(split)
+        if found is None:
+            found = fit.parts[split] = step_parts(self.setup, par, pricer, prof)
+        return found
+
+    def bound(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> float:
+        """bound.variant_bound_s of the fit's variant (less a margin for rounding); 0 once its parts are priced."""
+        par = self.make(base, fit.variant)
+        prof = self.profile(par.remat)
+        if stage_split(prof.n_layers, par, prof.head_layers) in fit.parts:
+            return 0.0
+        return variant_bound_s(self.setup, par, pricer, prof) * (1 - 1e-9)
+
+    def step_time(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> float:
+        """The step time of the layout's kept variant (what ``step`` reports, without building it)."""
+        par = self.make(base, fit.variant)
+        return sum(step_breakdown_s(self.setup, par, pricer, self.parts(par, pricer, fit)).values())
 
     def step(self, base: Parallelism, pricer: CommPricer, fit: _Fit) -> StepResult:
         """Time the layout's kept variant."""
         par = self.make(base, fit.variant)
-        prof = self.profile(par.remat)
-        if fit.parts is None:
-            fit.parts = step_parts(self.setup, par, pricer, prof)
-        return step_result(self.setup, par, pricer, prof, fit.parts, dict(fit.memory))
+        parts = self.parts(par, pricer, fit)
+        return step_result(self.setup, par, pricer, self.profile(par.remat), parts, dict(fit.memory))
 
 
 @dataclass
@@ -297,7 +361,7 @@ class _Fit:
     variant: Variant
     memory: dict[str, float]
     total: float  # bytes per chip
-    parts: StepParts | None = None  # its step's parts once timed
+    parts: dict[StageSplit, StepParts] = field(default_factory=dict)  # its step's parts once timed, by split
 
 
 def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
@@ -321,12 +385,6 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     return smallest
 
 
-def _score(r: StepResult, objective: str) -> tuple[float, ...]:
-    if objective == "memory":
-        return (r.memory_per_chip_bytes, r.step_time_s)
-    return (r.step_time_s, r.memory_per_chip_bytes)  # cost ranks as time on a fixed set of chips
-
-
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -334,36 +392,76 @@ def search(
     top: int = 5,
     progress: Callable[[int], None] | None = None,
 ) -> SearchResult:
-    """Evaluate every layout (see the module docstring); deterministic."""
+    """Evaluate every layout (see the module docstring) that can rank; deterministic. For time (and cost) the
+    candidates are visited from the lowest bound on their step time (plan/train/bound.py) up, and the search
+    stops at the first whose bound exceeds the ``top``-th fastest fitting step found: no layout past it can
+    rank. Ties keep the enumeration order."""
     if objective not in OBJECTIVES:
         raise InvalidConfigError(f"unknown objective {shown(objective)} (valid: {', '.join(OBJECTIVES)})")
     ctx = _Context(setup, fix or {})
-    if sum(1 for _ in itertools.islice(_layouts(setup, ctx.fix), MAX_LAYOUTS + 1)) > MAX_LAYOUTS:
+    rows = list(itertools.islice(_rows(setup, ctx.fix), MAX_LAYOUTS + 1))
+    if len(rows) > MAX_LAYOUTS:
         raise InvalidConfigError(
             f"{setup.cfg.name} on {setup.chips:,} chips has more than {MAX_LAYOUTS:,} layouts to search; pin some "
             "degrees with --fix (e.g. --fix tp=8,pp=8)"
         )
-    fitting: list[StepResult] = []
-    best_unfit: StepResult | None = None
-    evaluated = unlayable = timed = 0
+    top = max(top, 1)
+    bounds = per_layer = None
+    if objective != "memory" and rows:
+        remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
+        profiles = [ctx.profile(r) for r in remats]
+        bounds, per_layer = step_lower_bounds(
+            np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
+        )
+    order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
+    template = _template(ctx.fix)
+    fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
+    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
+    best_unfit: tuple[float, int, StepResult] | None = None
+    evaluated = unlayable = timed = visited = skipped = 0
     chips = setup.chips
-    for base in _layouts(setup, ctx.fix):
+    for index in order:
+        if bounds is not None and len(kth) == top and bounds[index] * (1 - 1e-9) > -kth[0]:
+            break  # this bound and every later one exceed the top-th step found
+        visited += 1
+        base = _par(rows[index], template)
         try:
             validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
             continue
-        pricer = ctx.pricer(base)
+        pricer = ctx.pricer(base, rows[index][:6])
         if pricer is None:
             unlayable += 1
             continue
+        if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
+            more = per_layer[index] * tp_bound_s(setup, base, pricer) + pipeline_bound_s(setup, base, pricer)
+            if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
+                skipped += 1
+                continue
         fit = ctx.fit(base, pricer)
         evaluated += fit.tried
+        if fit.fits and per_layer is not None and len(kth) == top and ctx.bound(base, pricer, fit) > -kth[0]:
+            skipped += 1  # its variant's ops, TP collectives and sends alone exceed the top-th step
+            continue
         if fit.fits:
-            fitting.append(ctx.step(base, pricer, fit))
+            step_s = ctx.step_time(base, pricer, fit)
+            score = (fit.total, step_s) if objective == "memory" else (step_s, fit.total)  # cost ranks as time
+            fitting.append((score, index, base, pricer, fit))
             timed += 1
-        elif best_unfit is None or fit.total < best_unfit.memory_per_chip_bytes:
-            best_unfit = ctx.step(base, pricer, fit)
+            if len(kth) < top:
+                heapq.heappush(kth, -step_s)
+            elif step_s < -kth[0]:
+                heapq.heapreplace(kth, -step_s)
+        elif not fitting and (best_unfit is None or (fit.total, index) < best_unfit[:2]):
+            best_unfit = (fit.total, index, ctx.step(base, pricer, fit))
         if progress is not None:
             progress(evaluated)
-    fitting.sort(key=lambda r: _score(r, objective))
-    return SearchResult(fitting[: max(top, 1)], best_unfit if not fitting else None, evaluated, unlayable, timed=timed)
+    fitting.sort(key=lambda entry: entry[:2])
+    return SearchResult(
+        [ctx.step(base, pricer, fit) for _, _, base, pricer, fit in fitting[:top]],
+        best_unfit[2] if best_unfit and not fitting else None,
+        evaluated,
+        unlayable,
+        timed=timed,
+        pruned=len(rows) - visited + skipped,
+    )

@@ -270,15 +270,9 @@ def step_parts(
     )
 
 
-def step_result(
-    setup: TrainingSetup,
-    par: Parallelism,
-    pricer: CommPricer,
-    prof: ModelProfile,
-    parts: StepParts,
-    memory: dict[str, float] | None = None,
-) -> StepResult:
-    """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
+def step_breakdown_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, parts: StepParts) -> dict[str, float]:
+    """The step's seconds by part (PARTS) from its parts: per microbatch x microbatches, the bubble, per step;
+    the step time is the sum of the values in this order (a search ranks by it before building the result)."""
     mb = parts.per_microbatch
     pp_mb = 0.0
     if par.pp > 1:  # a send/receive forward and backward per virtual stage, each with the stack's host sync
@@ -290,7 +284,7 @@ def step_result(
             pp_mb = v * (max(0.0, send - fwd) + max(0.0, send - bwd))
     t_mb = sum(mb.values()) + pp_mb
     m = par.microbatches
-    br = {
+    return {
         "compute_forward": mb["compute_forward"] * m,
         "compute_backward": mb["compute_backward"] * m,
         "compute_recompute": mb["compute_recompute"] * m,
@@ -304,6 +298,18 @@ def step_result(
         "optimizer": parts.optimizer,
         "offload": parts.offload,
     }
+
+
+def step_result(
+    setup: TrainingSetup,
+    par: Parallelism,
+    pricer: CommPricer,
+    prof: ModelProfile,
+    parts: StepParts,
+    memory: dict[str, float] | None = None,
+) -> StepResult:
+    """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
+    br = step_breakdown_s(setup, par, pricer, parts)
     if memory is None:
         memory = memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par))
     return StepResult(

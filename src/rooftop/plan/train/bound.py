@@ -1,0 +1,181 @@
+"""A lower bound on the step time of every candidate layout at once, from the roofline of its ops alone, so that
+a search can skip the layouts that provably cannot rank (plan/train/search.py).
+
+A step (plan/train/step.py) is m microbatches of the pipeline stage that sets the pace plus the bubble, (pp - 1)
+/ v microbatch times, plus terms that are never negative (exposed communication, the data-parallel reduction,
+offload) and the optimizer update. A microbatch's time on a stage is at least its forward and backward ops'
+time: each op takes max(compute, memory) (profile.op_roofline) and its compute is FLOPs / (peak x efficiency)
+divided by the matmul shape efficiency and the attention kernel's ceiling, both at most 1 (cost/gemm.py clips
+to 1; profile._core_scale), so max(FLOPs / (peak x efficiency), bytes / HBM rate) is at most its time; remat
+only adds recompute. Those per-op bounds depend on tp, cp, ep and the microbatch size only, so they are found
+once per distinct (tp, cp, ep, b) and summed over the layers' ops (C_layer) and over the ops outside them (C_out).
+Where the remat policies' profiles have the same forward and backward ops (remat adds recompute rows only, the
+usual case; checked row for row), those sums are the step's own (profile.op_sums, shape efficiency included).
+The stage that sets the pace (profile.stage_pace) is either the last (its layers and the ops outside them) or
+the fullest other stage (its layers): the bound takes the lesser of the two, for each remat policy the search
+may keep, and the least over those policies:
+
+    bound = min over remat of min(last x C_layer / L + C_out, most x C_layer / L) x (m + (pp-1)/v) + optimizer
+
+with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` the update of the chip's shard
+with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
+(``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
+the search adds them, and the pipeline's sends, once it has the layout's mesh (``tp_bound_s``,
+``pipeline_bound_s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rooftop.cost.roofline import hbm_rate, roofline_table
+from rooftop.plan.train.comm import CommPricer, tp_pairs_per_layer
+from rooftop.plan.train.layout import Parallelism, _stage_split, microbatch_size
+from rooftop.plan.train.memory import Shards
+from rooftop.plan.train.profile import ModelProfile, op_sums, stage_pace
+
+if TYPE_CHECKING:
+    from rooftop.plan.train.step import TrainingSetup
+
+
+def _pass_bounds(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(layer ops, ops outside the layers): per (tp, cp, ep, b) key, the forward and backward ops' roofline
+    time on one chip at a shape efficiency of 1 (module docstring)."""
+    tp, cp, ep, b = (keys[:, i].astype(float)[:, None] for i in range(4))
+    compute_1 = roofline_table(prof.flops, prof.keys, np.zeros(len(prof.phase)), prof.chip, prof.eff).compute_s
+    wshard = tp * np.where(prof.expert, ep, 1.0)
+    nbytes = prof.weight_bytes / wshard + b * prof.act_bytes / (tp * cp)
+    times = np.maximum(compute_1 * (b / (tp * cp)), nbytes / hbm_rate(prof.chip, prof.eff))
+    passes = prof.phase < 2
+    return times[:, prof.in_layers & passes].sum(axis=1), times[:, ~prof.in_layers & passes].sum(axis=1)
+
+
+def _same_passes(a: ModelProfile, b: ModelProfile) -> bool:
+    """Whether two profiles (of two remat policies) have the same forward and backward ops, row for row."""
+    x, y = a.phase < 2, b.phase < 2
+    if int(x.sum()) != int(y.sum()):
+        return False
+    cols = [(a.flops, b.flops), (a.weight_bytes, b.weight_bytes), (a.act_bytes, b.act_bytes), (a.group, b.group)]
+    cols += [(a.phase, b.phase), (a.expert, b.expert), (a.core, b.core)]
+    if a.gemm is not None and b.gemm is not None:
+        cols.append((np.nan_to_num(a.gemm, nan=-1.0), np.nan_to_num(b.gemm, nan=-1.0)))
+    elif a.gemm is not None or b.gemm is not None:
+        return False
+    return a.core_scale == b.core_scale and all(np.array_equal(p[x], q[y]) for p, q in cols)
+
+
+def _exact_passes(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(layer ops, ops outside the layers): per (tp, cp, ep, b) key, the forward and backward ops' time as the
+    step prices them (profile.op_sums, memoized on the profile, shape efficiencies included)."""
+    layer, out = np.empty(len(keys)), np.empty(len(keys))
+    for i, (tp, cp, ep, b) in enumerate(keys.tolist()):
+        (fl, fo), (bl, bo), _ = op_sums(prof, Parallelism(tp=tp, cp=cp, ep=ep), b).phases
+        layer[i], out[i] = fl + bl, fo + bo
+    return layer, out
+
+
+def step_lower_bounds(
+    rows: np.ndarray, global_batch: int, profiles: Sequence[ModelProfile], optimizer_s_per_param: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bound (module docstring) of each candidate row (columns dp, fsdp, tp, pp, ep, cp, microbatches,
+    virtual_stages, pipeline_balance: search.ROW_FIELDS), in seconds; and the layers the pacing stage runs per
+    step at the least, (m + (pp - 1) / v) x its layers (the lesser of the two stages, the least over the
+    profiles): what a per-layer time that is never hidden adds to the bound at the least."""
+    dp, fsdp, tp, pp, ep, cp, m, v, balanced = (rows[:, i] for i in range(9))
+    per_replica = -(-global_batch // (dp * fsdp))  # layout.replica_batch
+    b = -(-per_replica // m)  # layout.microbatch_size
+    keys, key_of = np.unique(np.stack([tp, cp, ep, b], axis=1), axis=0, return_inverse=True)
+    key_of = key_of.ravel()
+    balanced_v = np.where(balanced.astype(bool) & (pp > 1), v, 0)
+    pairs, pair_of = np.unique(np.stack([pp, balanced_v]), axis=1, return_inverse=True)
+    pair_of = pair_of.ravel()
+    per_step = m + (pp - 1) / v
+    out = np.full(len(rows), np.inf)
+    layers = np.full(len(rows), np.inf)
+    exact = None
+    for prof in profiles:
+        if _same_passes(prof, profiles[0]):  # the forward and backward as the first profile's, priced exactly
+            exact = _exact_passes(profiles[0], keys) if exact is None else exact
+            c_layer, c_out = (c[key_of] for c in exact)
+        else:
+            c_layer, c_out = (c[key_of] for c in _pass_bounds(prof, keys))
+        n = prof.n_layers
+        splits = [_stage_split(n, int(p), int(bv), prof.head_layers) for p, bv in pairs.T.tolist()]
+        last = np.array([s.last for s in splits], dtype=float)[pair_of]
+        most = np.array([s.most for s in splits], dtype=float)[pair_of]
+        staged = np.minimum(last * c_layer / n + c_out, most * c_layer / n)
+        bound = np.where(pp == 1, c_layer + c_out, staged) * per_step
+        if optimizer_s_per_param:
+            bound = bound + _optimizer_params(prof, rows, np.maximum(last, most)) * optimizer_s_per_param
+        out = np.minimum(out, bound)
+        layers = np.minimum(layers, np.where(pp == 1, n, np.minimum(last, most)))
+    return out, layers * per_step
+
+
+def _optimizer_params(prof: ModelProfile, rows: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Parameters whose update one chip runs with ZeRO over dp (memory.Shards.params with ``over_dp``): dense
+    over tp x fsdp x dp, routed experts over tp x ep x the rest of the data axes; the stage's ``held`` layers."""
+    dp, fsdp, tp, _, ep, _, _, _, _ = (rows[:, i].astype(float) for i in range(9))
+    in_fsdp = (ep > 1) & (np.mod(fsdp, ep) == 0)
+    in_dp = (ep > 1) & ~in_fsdp
+    share = np.where(rows[:, 3] == 1, prof.n_layers, held) / prof.n_layers
+    dense = (prof.dense_layer_params * share + prof.edge_params) / tp
+    expert = prof.params_expert * share / (tp * ep)
+    expert_fsdp = np.where(in_fsdp, fsdp / ep, fsdp)
+    expert_dp = np.where(in_dp, dp / ep, dp)
+    return dense / (fsdp * dp) + expert / (expert_fsdp * expert_dp)
+
+
+def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
+    """A layer's tensor-parallel collectives in one microbatch's forward and backward when none is hidden (plan/
+    train/comm.layer_comm: comm.tp_pairs_per_layer all-gather + reduce-scatter pairs of the layer's activations
+    each way, 2 for a serial layer and 1 for a parallel one, again under full remat): 0 when some may be hidden
+    (``tp_overlap`` > 0)."""
+    if setup.efficiency.tp_overlap > 0 or par.tp == 1:
+        return 0.0
+    act = _tokens_chip(setup, par) * setup.cfg.d_model * setup.element_bytes[0]
+    pair = pricer.time("all-gather", ("tp",), act) + pricer.time("reduce-scatter", ("tp",), act)
+    return 2 * tp_pairs_per_layer(setup.cfg) * pair
+
+
+def pipeline_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
+    """The pipeline's sends of a layout's step, whatever its variant (step.step_breakdown_s: 2 v per
+    microbatch, none hidden, over the m microbatches and the bubble); 0 where the stack hides each send behind
+    a model chunk (``p2p_overlap`` with virtual stages: how much is exposed depends on the chunk's compute)."""
+    if par.pp == 1 or (setup.stack.p2p_overlap and par.virtual_stages > 1):
+        return 0.0
+    boundary = _tokens_chip(setup, par) * setup.cfg.d_model * setup.element_bytes[0] / par.tp
+    send = pricer.time("permute", ("pp",), boundary) + setup.stack.p2p_sync_s
+    return 2 * par.virtual_stages * send * (par.microbatches + (par.pp - 1) / par.virtual_stages)
+
+
+def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+    """A bound on the step of a layout's kept variant ``par`` (its remat policy's profile ``prof``) before its
+    communication is priced: its ops' time exactly as the step prices them (profile.op_sums, the pacing stage
+    of profile.stage_pace), the tensor-parallel collectives when none is hidden (again for the backward under
+    full remat), the pipeline's sends and the embedding and head's FSDP traffic (never hidden), each per
+    microbatch over the m microbatches and the bubble, and the optimizer update (step.step_parts)."""
+    sums = op_sums(prof, par, microbatch_size(setup.global_batch, par))
+    layer_scale, head = stage_pace(prof, par, sums)
+    layers, outside = sums.passes
+    per_mb = layers * layer_scale + outside * head
+    tp_one = tp_bound_s(setup, par, pricer) / 2
+    per_mb += prof.n_layers * layer_scale * (3 if par.remat == "full" else 2) * tp_one
+    shards = Shards.of(par)
+    if par.fsdp > 1:  # the embedding and head's FSDP traffic: no layer compute to hide it (comm.layer_comm)
+        _, w_bytes, g_bytes = setup.element_bytes
+        edge, launch = prof.edge_params / par.tp * w_bytes, setup.stack.launch_s
+        edge_ag = pricer.time("all-gather", shards.dense_fsdp_axes, edge) + launch
+        edge_rs = pricer.time("reduce-scatter", shards.dense_fsdp_axes, edge * g_bytes / w_bytes) + launch
+        once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
+        per_mb += (edge_ag * (1 + par.fsdp_reshard) + edge_rs) * once
+    opt = shards.params(prof, par, over_dp=par.zero_stage >= 1) * setup.optimizer_s_per_param
+    steps = par.microbatches + (par.pp - 1) / par.virtual_stages
+    return per_mb * steps + pipeline_bound_s(setup, par, pricer) + opt
+
+
+def _tokens_chip(setup: TrainingSetup, par: Parallelism) -> float:
+    return microbatch_size(setup.global_batch, par) * setup.seq_len / par.cp

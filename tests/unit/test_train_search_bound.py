@@ -1,0 +1,102 @@
+"""The training search's bound and its batched enumeration against the straightforward search: every layout
+validated, laid on the mesh, its first fitting variant found and its step priced on its own (plan/train/step.
+evaluate), no sharing between layouts and no pruning. The search must return the same layouts, in the same
+order, with the same step times."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooftop.cost.efficiency import default_efficiency
+from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.hardware.catalog import get_chip
+from rooftop.hardware.topology import parse_topology
+from rooftop.model.catalog import get_model
+from rooftop.plan.train.bound import step_lower_bounds, variant_bound_s
+from rooftop.plan.train.layout import validate
+from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, search
+from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
+
+
+def _setup(model: str, chip_name: str, topo: str, batch: int, seq: int) -> TrainingSetup:
+    chip = get_chip(chip_name)
+    return TrainingSetup(get_model(model), chip, parse_topology(chip, topo), batch, seq, default_efficiency("training"))
+
+
+def _straightforward(setup: TrainingSetup, fix: dict[str, object], top: int) -> list[StepResult]:
+    ctx = _Context(setup, fix)
+    fitting = []
+    for base in _layouts(setup, fix):
+        try:
+            validate(base, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
+            pricer = setup.pricer(layout_mesh(setup.topology, base))
+        except (InvalidConfigError, ShardingError):
+            continue
+        fit = _first_fit(ctx, base)
+        if fit.fits:
+            fitting.append(evaluate(setup, ctx.make(base, fit.variant), pricer))
+    fitting.sort(key=lambda r: (r.step_time_s, r.memory_per_chip_bytes))
+    return fitting[:top]
+
+
+CASES = [
+    ("llama-3-70b", "h100", "8x8", 128, 4096, {}),
+    ("llama-3-70b", "tpu-v5p", "4x4x4", 256, 8192, {"remat": "none"}),
+    ("mixtral-8x7b", "tpu-v5e", "4x8", 64, 4096, {}),
+    ("deepseek-v3", "h100", "32x8", 512, 4096, {"tp": 2}),
+]
+
+
+@pytest.mark.parametrize(("model", "chip", "topo", "batch", "seq", "fix"), CASES)
+def test_search_ranks_as_the_straightforward_search(
+    model: str, chip: str, topo: str, batch: int, seq: int, fix: dict[str, object]
+) -> None:
+    setup = _setup(model, chip, topo, batch, seq)
+    want = _straightforward(setup, fix, 3)
+    got = search(setup, dict(fix), top=3)
+    assert want, "the case has fitting layouts"
+    assert [r.parallelism for r in got.ranked] == [r.parallelism for r in want]
+    assert [r.step_time_s for r in got.ranked] == pytest.approx([r.step_time_s for r in want], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("model", "chip", "topo", "batch", "seq"),
+    [
+        ("mixtral-8x7b", "tpu-v5e", "4x8", 64, 4096),
+        # parallel layers (one tensor-parallel pair a layer) and a GPU stack that hides pipeline sends
+        ("palm-540b", "h100", "64x8", 256, 2048),
+    ],
+)
+def test_the_bound_is_below_every_priced_step(model: str, chip: str, topo: str, batch: int, seq: int) -> None:
+    """Each layout the search prices takes at least its bound (what lets the search skip the rest)."""
+    import numpy as np
+
+    setup = _setup(model, chip, topo, batch, seq)
+    result = search(setup, {}, top=10_000)
+    ctx = _Context(setup, {})
+    rows = np.array([[getattr(r.parallelism, f) for f in ROW_FIELDS] for r in result.ranked], dtype=np.int64)
+    profiles = [ctx.profile(r) for r in ("none", "selective", "dots", "full")]
+    bounds, _ = step_lower_bounds(rows, setup.global_batch, profiles)
+    steps = np.array([r.step_time_s for r in result.ranked])
+    assert len(steps) > 50 and np.all(bounds <= steps) and np.all(bounds > 0)
+    for r in result.ranked:  # and the bound of each layout's kept variant, once its mesh is known
+        par = r.parallelism
+        pricer = setup.pricer(layout_mesh(setup.topology, par))
+        assert 0 < variant_bound_s(setup, par, pricer, ctx.profile(par.remat)) <= r.step_time_s * (1 + 1e-12)
+
+
+def test_the_search_skips_layouts_by_the_bound_and_keeps_the_fastest() -> None:
+    setup = _setup("llama-3-70b", "h100", "8x8", 128, 4096)
+    full = search(setup, {}, objective="memory", top=10_000)  # the memory objective visits every layout
+    fastest = min(full.ranked, key=lambda r: (r.step_time_s, r.memory_per_chip_bytes))
+    got = search(setup, {}, top=1)
+    assert full.pruned == 0 and got.pruned > 0 and got.timed < full.timed
+    assert got.ranked[0].parallelism == fastest.parallelism and got.ranked[0].step_time_s == fastest.step_time_s
+
+
+def test_a_space_over_the_cap_is_refused_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftop.plan.train.search as search_module
+
+    monkeypatch.setattr(search_module, "MAX_LAYOUTS", 10)
+    with pytest.raises(InvalidConfigError, match="more than 10 layouts to search; pin some degrees"):
+        search(_setup("llama-3-70b", "h100", "8x8", 128, 4096))

@@ -61,7 +61,7 @@ def test_roofline_generic_op() -> None:
 def test_chips_json_lists_every_chip_with_sources() -> None:
     code, out, _ = run_cli("chips", "--json")
     chips = json.loads(out)["chips"]
-    assert code == 0 and len(chips) == 17  # 5 TPUs, 9 NVIDIA GPUs, 3 AMD GPUs
+    assert code == 0 and len(chips) == 18  # 5 TPUs, 10 NVIDIA GPUs, 3 AMD GPUs
     assert all(c["sources"] and all(s["source"] for s in c["sources"].values()) for c in chips)
 
 

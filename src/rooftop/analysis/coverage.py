@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from rooftop.analysis.compare import OpReport, ProfileReport
+from rooftop.units import format_percent
 
 #: the start of the reason an op has no cost because it was replayed from a graph (analysis/torch/launches.py)
 _REPLAYED_WHY = "replayed from a CUDA/HIP graph"
@@ -28,7 +29,7 @@ class Coverage:
         """One line for the top of a report."""
 
         def pct(x: float | None) -> str:
-            return "-" if x is None else f"{x:.1%}"
+            return "-" if x is None else format_percent(x, 1)
 
         return (f"coverage: {pct(self.priced)} of the op time priced, {pct(self.unpriced)} not (ranked by time "
                 f"below); graph-replayed {pct(self.graph_replayed)}; device idle {pct(self.idle)} of the steps' "

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
 DEFAULT_SEQ_LEN = 4096
 #: the names of model.activations.REMAT_POLICIES (a test checks): importing that module would slow down --help
-REMAT_CHOICES = ("none", "selective", "dots", "full")
+REMAT_CHOICES = ("none", "selective", "dots", "selective-op", "full")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

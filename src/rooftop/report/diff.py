@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.table import say, table
-from rooftop.units import format_duration, plural
+from rooftop.units import format_duration, format_percent, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,6 +61,10 @@ def _signed(value: float | None) -> str:
     return ("+" if value > 0 else "-") + format_duration(abs(value))
 
 
+def _signed_percent(fraction: float) -> str:
+    return ("+" if fraction > 0 else "") + format_percent(fraction, 1)
+
+
 #: the widest shape a table cell shows (--json and --html have them whole)
 _SHAPE_CHARS = 28
 
@@ -94,7 +98,7 @@ def summary_lines(diff: ProfileDiff) -> list[str]:
     c = diff.counts()
     lines = [
         f"{what.get(a.step_basis, a.step_basis)}: A {_t(a.step_s)}, B {_t(b.step_s)}, delta "
-        f"{_signed(diff.step_delta_s)}" + (f" ({diff.step_delta_s / a.step_s:+.1%})" if a.step_s else ""),
+        f"{_signed(diff.step_delta_s)}" + (f" ({_signed_percent(diff.step_delta_s / a.step_s)})" if a.step_s else ""),
         f"roofline per step and device: A {_t(a.roofline_s())}, B {_t(b.roofline_s())}, delta "
         f"{_signed(diff.roofline_delta_s)}",
         f"{plural(c['removed'], 'op')} removed, {c['added']} added, {c['changed']} changed, {c['same']} the same",
@@ -104,7 +108,7 @@ def summary_lines(diff: ProfileDiff) -> list[str]:
         for r in diff.contributors[:5]:
             share = _share(r.delta_s(diff.kind), diff.step_delta_s)
             parts.append(f"{_names(r)} ({r.status}) {_signed(r.delta_s(diff.kind))}"
-                         + (f" = {share:.0%}" if share is not None else ""))  # fmt: skip
+                         + (f" = {format_percent(share)}" if share is not None else ""))  # fmt: skip
         lines.append("largest contributors to the step delta: " + "; ".join(parts))
     if diff.kind == "profile":
         lines.append(f"outside the ops (idle, gaps between ops): {_signed(diff.unexplained_s())}")

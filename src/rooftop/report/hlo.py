@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
 from rooftop.report.serialize import Rows
 from rooftop.report.table import say, styled, table, words
-from rooftop.units import format_bytes, format_duration, format_number, format_plain, plural
+from rooftop.units import format_bytes, format_duration, format_number, format_percent, format_plain, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -115,7 +115,7 @@ def _row(r: dict[str, Any], shape_limit: int) -> tuple[str, ...]:
     space = "HBM" if r["memory_space"] == 0 else f"S({r['memory_space']})"
     count = f" x{format_plain(r['executions'])}" if r["executions"] != 1 else ""
     shape = short_shape(r["shape"], shape_limit) + padding + count
-    mxu = "-" if r["mxu_utilization"] is None else f"{r['mxu_utilization']:.0%}"
+    mxu = "-" if r["mxu_utilization"] is None else format_percent(r["mxu_utilization"])
     return (r["name"], r["opcode"], shape, flops, format_bytes(r["padded_bytes"]), space, _time(r["lower_bound_s"]),
             words(r["bound"]), mxu)  # fmt: skip
 
@@ -151,7 +151,7 @@ def render_hlo(console: Console, analysis: HloAnalysis, data: dict[str, Any], to
         ("HBM bytes", format_bytes(t["hbm_bytes"])), ("collective bytes per axis", per_axis or "none"),
         ("compute / memory / network", " / ".join(_time(t[k]) for k in ("compute_s", "memory_s", "comm_s"))),
         ("predicted (sum of lower bounds)", styled(_time(t["predicted_s"]), "bold")),
-        ("MXU utilisation (of the predicted time)", f"{t['mxu_utilization']:.1%}"),
+        ("MXU utilisation (of the predicted time)", format_percent(t['mxu_utilization'], 1)),
         ("overlap bound / serial bound", f"{_time(t['overlap_bound_s'])} / {_time(t['upper_bound_s'])}"),
     ]))  # fmt: skip
     for note in data["notes"]:

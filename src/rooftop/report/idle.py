@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.table import say, table
-from rooftop.units import format_duration
+from rooftop.units import format_duration, format_percent
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,7 +37,7 @@ def _t(v: float | None) -> str:
 
 
 def _share(part: float, whole: float) -> str:
-    return f"{part / whole:.0%}" if whole > 0 else "-"
+    return format_percent(part / whole) if whole > 0 else "-"
 
 
 def render_idle(console: Console, idle: IdleReport, phases: PhaseReport) -> None:

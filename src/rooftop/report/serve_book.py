@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.plan.book import BookServing, book_serving
 from rooftop.report.book import BOOK, gb
-from rooftop.units import format_duration, format_rate
+from rooftop.units import format_duration, format_percent, format_rate
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan
@@ -36,7 +36,9 @@ def _why(plan: ServingPlan, b: BookServing) -> str:
     why = [f"rooftop's largest layout ({big.layout.label()}) holds {ours} sequences against the book's {b.max_batch}"]
     eff = plan.request.eff
     if eff.memory_reserve > 0:
-        why.append(f"rooftop leaves {eff.memory_reserve:.0%} of HBM to the runtime (the book uses all of it)")
+        why.append(
+            f"rooftop leaves {format_percent(eff.memory_reserve)} of HBM to the runtime (the book uses all of it)"
+        )
     why.append(
         "it stores whole sequences per batch shard and copies what the layout replicates (KV heads fewer "
         "than the tensor-parallel degree, replicas' weights); the book shards weights and cache over every chip"

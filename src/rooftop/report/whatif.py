@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.table import say, table, words
-from rooftop.units import format_duration
+from rooftop.units import format_duration, format_percent
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,7 +41,7 @@ def render_whatif(console: Console, w: WhatIf, top: int) -> None:
     rows = []
     for o in w.ops[: max(top, 1)]:
         bound = words(o.bound_y or "-") + (f" (was {words(o.bound_x or '-')})" if o.bound_changed else "")
-        eff = f"{o.efficiency:.0%}" if o.efficiency is not None else "-"
+        eff = format_percent(o.efficiency) if o.efficiency is not None else "-"
         rows.append((o.name, _t(o.measured_s), _t(o.roofline_x_s), eff, _t(o.roofline_y_s), bound,
                      _t(o.projected_s), o.method, _t(o.total_projected_s)))  # fmt: skip
     console.print(

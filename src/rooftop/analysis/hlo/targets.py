@@ -41,6 +41,7 @@ from rooftop.analysis.hlo.ir import Instruction, unquote
 from rooftop.analysis.hlo.rules import rooftop_dtype
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.cost.op import fused_attention_flops
+from rooftop.units import format_percent
 
 
 def _words(rule: str, text: str) -> dict[str, str]:
@@ -212,12 +213,12 @@ def pallas_flops(
         if mask is not None:
             fraction, read = mask
             flops = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False) * fraction
-            pairs = f"{fraction:.1%} of the (query, key) blocks: {read}"
+            pairs = f"{format_percent(fraction, 1)} of the (query, key) blocks: {read}"
         else:
             causal = _causal(config, names)
             flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False)
             dense = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False)
-            share = f"{flops / dense:.1%} of Sq x Sk" if dense else "none"
+            share = f"{format_percent(flops / dense, 1)} of Sq x Sk" if dense else "none"
             pairs = f"causal pairs ({share})" if causal else "every (query, key) pair (no block mask read)"
         flops *= matmuls / 2
         note = (f"Pallas kernel {name}: {matmuls} attention matmuls ({phase}, from its operands and results), "

@@ -43,7 +43,7 @@ from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
-from rooftop.units import format_bytes
+from rooftop.units import format_bytes, format_percent
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 
@@ -226,7 +226,7 @@ def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Captur
                "it with --capture, or profile in eager mode (vLLM enforce_eager=True)")  # fmt: skip
         notes.append(f"{left} of the {unexplained} were replayed from CUDA/HIP graphs with no op shapes: {how}")
     if share:
-        notes.append(f"graph-replayed share of the kernel time: {share:.1%}")
+        notes.append(f"graph-replayed share of the kernel time: {format_percent(share, 1)}")
     return notes
 
 

@@ -51,8 +51,9 @@ from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, params_total
+from rooftop.model.workload import Dtypes
 from rooftop.plan.train.framework import Framework, default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from rooftop.model import transformer as tf
-from rooftop.model.config import TransformerConfig, Workload
+from rooftop.model.config import TransformerConfig
+from rooftop.model.workload import Workload
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

@@ -7,7 +7,8 @@ import pytest
 from rooftop.model import activations
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
-from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig, Workload
+from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig
+from rooftop.model.workload import Workload
 
 # D=256, N=8 heads of H=32, K=2 KV heads, F=688 SwiGLU, V=1000, L=4, untied.
 SMALL = TransformerConfig(name="small", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, d_ff=688)
@@ -116,7 +117,7 @@ def test_layer_ops_prefill_and_decode() -> None:
 
 
 def test_int8_kv_cache_halves_decode_kv_reads() -> None:
-    from rooftop.model.config import Dtypes
+    from rooftop.model.workload import Dtypes
 
     w = Workload("decode", 1, 1, 1000)
     bf16 = dict(tf.layer_costs(SMALL, w).walk())["layer/attention/scores"].cost.hbm_bytes

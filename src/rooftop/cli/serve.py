@@ -143,7 +143,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
     from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
-    from rooftop.model.config import Dtypes
+    from rooftop.model.workload import Dtypes
     from rooftop.plan.serve.layout import parse_fix
     from rooftop.plan.serve.sweep import ServingRequest
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import UnknownNameError
-from rooftop.model.config import LayerGroup, TransformerConfig, layer_groups
+from rooftop.model.config import TransformerConfig
+from rooftop.model.layers import LayerGroup, layer_groups
 
 
 @dataclass(frozen=True)

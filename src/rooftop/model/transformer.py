@@ -4,7 +4,7 @@ This is the one place transformer FLOP and byte formulas live (the weights' shap
 parameter tree are in memory.py, re-exported here). Planners (training, serving) and the CLI call:
 
 - ``param_tree(cfg) -> ParamTree`` and ``params_total/params_active/params_matmul_active``.
-- ``layer_groups(cfg) -> tuple[LayerGroup, ...]`` (config.py): runs of identical layers
+- ``layer_groups(cfg) -> tuple[LayerGroup, ...]`` (layers.py): runs of identical layers
   (dense vs MoE, global vs sliding-window attention) and how many of each.
 - ``layer_costs(cfg, workload, dtypes, group) -> CostTree``: one layer's forward ops, e.g.
   ``layer/attention/q``, ``layer/attention/scores``, ``layer/mlp/down``, ``layer/moe/experts/up``.
@@ -56,14 +56,8 @@ from rooftop.cost.cost import Cost, CostTree, total
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
-from rooftop.model.config import (
-    Dtypes,
-    LayerGroup,
-    MLAConfig,
-    TransformerConfig,
-    Workload,
-    layer_groups,
-)
+from rooftop.model.config import MLAConfig, TransformerConfig
+from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
     ParamTree,
     Part,
@@ -78,6 +72,7 @@ from rooftop.model.memory import (  # the weights' shapes and the parameter tree
     params_total,
 )
 from rooftop.model.tags import OP_CATEGORY, OP_TAGS
+from rooftop.model.workload import Dtypes, Workload
 
 __all__ = [
     "OP_CATEGORY",

@@ -10,7 +10,7 @@ from rooftop.model import activations as act
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.activations import REMAT_POLICIES, remat_policy
-from rooftop.model.config import config_to_dict
+from rooftop.model.catalog import config_to_dict
 from rooftop.report.book import BOOK
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_number

@@ -60,7 +60,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "profile_report": ("rooftop.analysis.profile", "profile_report"),
     "roofline_figure": ("rooftop.report.plot", "roofline_figure"),
     "train_figure": ("rooftop.report.train", "train_figure"),
-    "serve_figure": ("rooftop.report.serve", "serve_figure"),
+    "serve_figure": ("rooftop.report.serve_chart", "serve_figure"),
     "hlo_figure": ("rooftop.report.hlo", "hlo_figure"),
     "profile_figure": ("rooftop.report.profile", "profile_figure"),
 }
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from rooftop.report.hlo import hlo_figure
     from rooftop.report.plot import roofline_figure
     from rooftop.report.profile import profile_figure
-    from rooftop.report.serve import serve_figure
+    from rooftop.report.serve_chart import serve_figure
     from rooftop.report.train import train_figure
 
 

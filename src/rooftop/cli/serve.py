@@ -204,6 +204,7 @@ def _write_timeline(path: str, plan: Any) -> None:
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
+    from rooftop.report.serve_chart import plot_serve
 
     if args.timeline is not None:
         from rooftop.report.timeline import check_timeline_path
@@ -239,7 +240,7 @@ def run(args: argparse.Namespace) -> Output:
     out = Output(
         payload,
         render,
-        [lambda path: report.plot_serve(path, plan)],
+        [lambda path: plot_serve(path, plan)],
     )
     if args.emit:
         layout, batch = serve_choice(plan)

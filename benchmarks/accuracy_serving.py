@@ -111,7 +111,7 @@ from rooftop.cost.efficiency import IDEAL, Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.batching import layout_step, steady_state

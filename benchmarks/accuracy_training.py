@@ -51,8 +51,9 @@ from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, params_total
+from rooftop.model.workload import Dtypes
 from rooftop.plan.train.framework import Framework, default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
@@ -98,26 +99,33 @@ class Run:
     matmul_dtype: str = ""  # the weight matmuls' dtype ("" = the activations')
 
 
-def gpt(params_b: float, heads: int, h: int, layers: int) -> TransformerConfig:
-    """A Megatron GPT of Table 1: MHA, plain GELU MLP of 4h, learned positions, LayerNorm, biases."""
+def _gpt_style(
+    name: str, vocab: int, d: int, heads: int, layers: int, seq: int, source: str, **biases: bool
+) -> TransformerConfig:
+    """GPT-2/3's architecture as Megatron-LM and llm-foundry train it: MHA, plain GELU MLP of 4 d, learned
+    positions, LayerNorm, tied embeddings; ``biases`` the bias flags a family sets."""
     return TransformerConfig(
-        name=f"megatron-gpt-{params_b}b",
-        vocab_size=51200,
-        d_model=h,
+        name=name,
+        vocab_size=vocab,
+        d_model=d,
         n_layers=layers,
         n_heads=heads,
-        d_ff=4 * h,
+        d_ff=4 * d,
         mlp="gelu",
         norm="layernorm",
-        norm_bias=True,
         positions="learned",
-        max_seq_len=2048,
+        max_seq_len=seq,
         tied_embeddings=True,
-        qkv_bias=True,
-        out_bias=True,
-        mlp_bias=True,
-        source="Narayanan et al. 2021, Table 1",
+        source=source,
+        **biases,
     )
+
+
+def gpt(params_b: float, heads: int, h: int, layers: int) -> TransformerConfig:
+    """A Megatron GPT of Table 1: MHA, plain GELU MLP of 4h, learned positions, LayerNorm, biases."""
+    name, source = f"megatron-gpt-{params_b}b", "Narayanan et al. 2021, Table 1"
+    flags = dict.fromkeys(("norm_bias", "qkv_bias", "out_bias", "mlp_bias"), True)
+    return _gpt_style(name, 51200, h, heads, layers, 2048, source, **flags)
 
 
 MEGATRON = [  # params (B), heads, h, layers, t, p, GPUs, batch, TFLOP/s per GPU, % of peak
@@ -216,20 +224,7 @@ def mpt(size: str, seq: int) -> TransformerConfig:
     """An MPT model of llm-foundry's benchmark (training_runs_fsdp.MPT): no biases, LayerNorm, GELU MLP
     of 4 d, learned positions, tied embeddings, vocabulary 50368."""
     d, heads, layers = MPT[size]
-    return TransformerConfig(
-        name=f"mpt-{size}",
-        vocab_size=50368,
-        d_model=d,
-        n_layers=layers,
-        n_heads=heads,
-        d_ff=4 * d,
-        mlp="gelu",
-        norm="layernorm",
-        positions="learned",
-        max_seq_len=seq,
-        tied_embeddings=True,
-        source="mosaicml/llm-foundry scripts/train/yamls/pretrain",
-    )
+    return _gpt_style(f"mpt-{size}", 50368, d, heads, layers, seq, "mosaicml/llm-foundry scripts/train/yamls/pretrain")
 
 
 def _foundry_runs() -> list[Run]:

@@ -49,7 +49,7 @@ from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, topology_for_chips
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.batching import layout_step, steady_state
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.paging import Engine, get_engine, kv_pool

@@ -42,9 +42,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "parse_topology": ("rooftop.hardware.topology", "parse_topology"),
     "get_model": ("rooftop.model.catalog", "get_model"),
     "load_hf_config": ("rooftop.model.catalog", "load_hf_config"),
-    "Dtypes": ("rooftop.model.config", "Dtypes"),
+    "Dtypes": ("rooftop.model.workload", "Dtypes"),
     "TransformerConfig": ("rooftop.model.config", "TransformerConfig"),
-    "Workload": ("rooftop.model.config", "Workload"),
+    "Workload": ("rooftop.model.workload", "Workload"),
     "layer_costs": ("rooftop.model.transformer", "layer_costs"),
     "model_costs": ("rooftop.model.transformer", "model_costs"),
     "Parallelism": ("rooftop.plan.train.layout", "Parallelism"),
@@ -60,7 +60,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "profile_report": ("rooftop.analysis.profile", "profile_report"),
     "roofline_figure": ("rooftop.report.plot", "roofline_figure"),
     "train_figure": ("rooftop.report.train", "train_figure"),
-    "serve_figure": ("rooftop.report.serve", "serve_figure"),
+    "serve_figure": ("rooftop.report.serve_chart", "serve_figure"),
     "hlo_figure": ("rooftop.report.hlo", "hlo_figure"),
     "profile_figure": ("rooftop.report.profile", "profile_figure"),
 }
@@ -79,8 +79,9 @@ if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
     from rooftop.hardware.topology import Mesh, Topology, make_mesh, parse_topology
     from rooftop.model.catalog import get_model, load_hf_config
-    from rooftop.model.config import Dtypes, TransformerConfig, Workload
+    from rooftop.model.config import TransformerConfig
     from rooftop.model.transformer import layer_costs, model_costs
+    from rooftop.model.workload import Dtypes, Workload
     from rooftop.plan.serve.sweep import ServingRequest, plan_serving
     from rooftop.plan.train.layout import Parallelism
     from rooftop.plan.train.plan import plan_training
@@ -89,7 +90,7 @@ if TYPE_CHECKING:
     from rooftop.report.hlo import hlo_figure
     from rooftop.report.plot import roofline_figure
     from rooftop.report.profile import profile_figure
-    from rooftop.report.serve import serve_figure
+    from rooftop.report.serve_chart import serve_figure
     from rooftop.report.train import train_figure
 
 

@@ -24,6 +24,9 @@ GIB = 2.0**30
 TIB = 2.0**40
 SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
+JOULES_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
+WATTS_PER_KW = 1e3
+TOKENS_PER_MILLION = 1e6  # "per million tokens" figures
 
 _NUM = r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"  # ASCII digits only
 _QTY = re.compile(rf"^\s*{_NUM}\s*([A-Za-zµ/]*)\s*$")

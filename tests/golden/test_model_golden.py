@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from rooftop.model import memory as mem
+from rooftop.model import per_token
 from rooftop.model import transformer as tf
 from rooftop.model.catalog import get_entry, get_model, load_models
 
@@ -113,10 +114,10 @@ def test_llama_3_70b_train_flops_6n_plus_attention() -> None:
     n = tf.params_matmul_active(cfg)
     attn = 80 * 2 * 64 * (128 + 128) * (t + 1) / 2
     assert n == tf.params_total(cfg) - 128256 * 8192 - (2 * 80 + 1) * 8192  # no embedding lookup, no norms
-    assert tf.attention_flops_per_token(cfg, t) == pytest.approx(attn)
-    assert tf.flops_per_token_train(cfg, t) == pytest.approx(6 * n + 3 * attn)
+    assert per_token.attention_flops_per_token(cfg, t) == pytest.approx(attn)
+    assert per_token.flops_per_token_train(cfg, t) == pytest.approx(6 * n + 3 * attn)
     # and close to the textbook 6 x params_total + attention: within the embedding's 1.5%
-    assert tf.flops_per_token_train(cfg, t) == pytest.approx(6 * tf.params_total(cfg) + 3 * attn, rel=0.015)
+    assert per_token.flops_per_token_train(cfg, t) == pytest.approx(6 * tf.params_total(cfg) + 3 * attn, rel=0.015)
 
 
 def test_palm_appendix_b_flops_convention() -> None:
@@ -125,5 +126,5 @@ def test_palm_appendix_b_flops_convention() -> None:
     cfg, t = get_model("palm-540b"), 2048
     n = tf.params_matmul_active(cfg)
     palm = 6 * n + 12 * 118 * 48 * 256 * t
-    ours = 3 * tf.flops_per_token_forward(cfg, t, causal=False)
+    ours = 3 * per_token.flops_per_token_forward(cfg, t, causal=False)
     assert ours == pytest.approx(palm)

@@ -8,8 +8,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooftop.cost.collectives import Group, collective_time
+from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm
+from rooftop.cost.groups import Group
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.sharding.matmul import analyze_sharded_matmul, local_matmul_cost

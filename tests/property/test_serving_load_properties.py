@@ -18,7 +18,7 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import topology_for_chips
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.batching import SteadyState, StepTable, capacity
 from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving

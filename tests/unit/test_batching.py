@@ -15,7 +15,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import phase
 from rooftop.plan.serve.batching import StepTable, capacity, idle_ttft, layout_step, steady_state
 from rooftop.plan.serve.layout import ServingLayout

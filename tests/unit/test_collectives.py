@@ -11,8 +11,9 @@ import math
 
 import pytest
 
-from rooftop.cost.collectives import Group, collective_time, mesh_groups
+from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm, Cost
+from rooftop.cost.groups import Group, mesh_groups
 from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.catalog import get_chip

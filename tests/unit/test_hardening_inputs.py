@@ -378,7 +378,8 @@ def test_model_toml_published_value_is_checked(tmp_path: Path) -> None:
 
 
 def test_layer_groups_are_counted_in_closed_form() -> None:
-    from rooftop.model.config import MAX_LAYERS, MoEConfig, TransformerConfig, layer_groups
+    from rooftop.model.config import MAX_LAYERS, MoEConfig, TransformerConfig
+    from rooftop.model.layers import layer_groups
 
     cfg = TransformerConfig(
         "big",

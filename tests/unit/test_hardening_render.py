@@ -236,11 +236,11 @@ def test_failed_save_leaves_no_file_and_no_figure(tmp_path: Path, monkeypatch: p
 
 @pytest.mark.parametrize("command", ["serve", "train"])
 def test_serve_and_train_charts_check_the_path_first(tmp_path: Path, command: str) -> None:
-    from rooftop.report import serve, train
+    from rooftop.report import serve_chart, train
 
     path = str(tmp_path / "x.gif")
     with pytest.raises(InvalidConfigError, match="must end in"):  # rejected before the plan is read
-        serve.plot_serve(path, None) if command == "serve" else train.plot_train(None, path)  # type: ignore[arg-type]
+        serve_chart.plot_serve(path, None) if command == "serve" else train.plot_train(None, path)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- calibrate

@@ -13,7 +13,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes, Workload
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve import critical
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf

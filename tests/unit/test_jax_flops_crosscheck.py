@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from rooftop.model import per_token
 from rooftop.model import transformer as tf
-from rooftop.model.config import TransformerConfig, Workload
+from rooftop.model.config import TransformerConfig
+from rooftop.model.workload import Workload
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -99,7 +101,7 @@ def rooftop_forward(causal: bool) -> tuple[float, float]:
     """(matrix FLOPs, vector FLOPs without the loss) of rooftop's training forward."""
     fwd = tf.model_costs(CFG, Workload("train", B, T, causal=causal)).children[0]
     loss = next(c for c in fwd.children if c.name == "loss").cost.flops
-    matrix = tf.matrix_flops(fwd)
+    matrix = per_token.matrix_flops(fwd)
     return matrix, fwd.cost.flops - matrix - loss
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from rooftop.model.catalog import get_model, load_hf_config
-from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
+from rooftop.model.config import TransformerConfig
 from rooftop.model.hf import config_from_hf
+from rooftop.model.layers import layer_groups
 from rooftop.model.memory import (
     kv_cache_bytes,
     kv_cache_bytes_per_token,
@@ -19,6 +20,7 @@ from rooftop.model.memory import (
     state_bytes_per_sequence,
 )
 from rooftop.model.transformer import layer_costs
+from rooftop.model.workload import Dtypes, Workload
 from tests.conftest import run_cli
 
 HF = Path(__file__).parents[1] / "fixtures" / "hf_configs"

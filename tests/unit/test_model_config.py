@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from rooftop.errors import InvalidConfigError, UnknownNameError
-from rooftop.model.catalog import get_entry, get_model, load_hf_config, load_models
-from rooftop.model.config import MoEConfig, TransformerConfig, Workload, config_from_dict, config_to_dict
+from rooftop.model.catalog import config_from_dict, config_to_dict, get_entry, get_model, load_hf_config, load_models
+from rooftop.model.config import MoEConfig, TransformerConfig
 from rooftop.model.hf import config_from_hf
+from rooftop.model.workload import Workload
 
 HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
 BASE = dict(name="m", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, d_ff=688)

@@ -13,7 +13,7 @@ from rooftop.cost.roofline import roofline
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.phase import decode_step
 from rooftop.plan.train.comm import CommPricer

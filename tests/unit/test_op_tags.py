@@ -9,9 +9,9 @@ from rooftop.cost.cost import OP_SPLITS, Cost, OpTag
 from rooftop.cost.op import Operand, explicit, matmul
 from rooftop.errors import InvalidConfigError
 from rooftop.model.catalog import get_model, load_models
-from rooftop.model.config import Dtypes, Workload
 from rooftop.model.memory import ParamTree, kv_cache_bytes, param_tree
 from rooftop.model.transformer import model_costs, params_matmul_active, train_leaves
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.sharding.tensor import kv_shards, share
 
 WORKLOADS = (Workload("train", 2, 512), Workload("prefill", 2, 256), Workload("decode", 4, 1, 300))

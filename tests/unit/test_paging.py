@@ -10,7 +10,7 @@ import pytest
 
 from rooftop.hardware.catalog import get_chip
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.paging import get_engine, kv_pool
 from rooftop.plan.serve.scheduler import SEED, Paging, Traffic, _Sim, simulate

@@ -12,8 +12,8 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
 from rooftop.model.memory import kv_cache_bytes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.disagg import disaggregate
 from rooftop.plan.serve.sweep import ServingRequest, choose, min_slice, pareto_frontier, plan_serving
 

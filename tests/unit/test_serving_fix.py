@@ -11,7 +11,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve.crossing import scale_out_axes
 from rooftop.plan.serve.layout import ServingLayout

@@ -9,8 +9,8 @@ from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes, Workload
 from rooftop.model.memory import kv_cache_bytes_per_token
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve import critical
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf

@@ -13,8 +13,8 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology, topology_for_chips
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
 from rooftop.model.memory import kv_cache_bytes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase
 from rooftop.plan.serve.candidates import candidate_layouts

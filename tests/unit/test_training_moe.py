@@ -9,7 +9,7 @@ from rooftop.cost.efficiency import default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.config import Dtypes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.train.comm import CommPricer, node_limited_factor
 from rooftop.plan.train.layout import Parallelism
 from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from rooftop.model import activations
+from rooftop.model import activations, per_token
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
-from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig, Workload
+from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig
+from rooftop.model.workload import Workload
 
 # D=256, N=8 heads of H=32, K=2 KV heads, F=688 SwiGLU, V=1000, L=4, untied.
 SMALL = TransformerConfig(name="small", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, d_ff=688)
@@ -71,20 +72,20 @@ def test_attended_pairs_closed_forms() -> None:
 def test_six_n_plus_attention_rule() -> None:
     t = 512
     a = small_attention_per_token(t)
-    assert tf.attention_flops_per_token(SMALL, t) == pytest.approx(a)
-    assert tf.flops_per_token_forward(SMALL, t) == pytest.approx(2 * SMALL_N + a)
-    assert tf.flops_per_token_train(SMALL, t) == pytest.approx(6 * SMALL_N + 3 * a)
+    assert per_token.attention_flops_per_token(SMALL, t) == pytest.approx(a)
+    assert per_token.flops_per_token_forward(SMALL, t) == pytest.approx(2 * SMALL_N + a)
+    assert per_token.flops_per_token_train(SMALL, t) == pytest.approx(6 * SMALL_N + 3 * a)
 
 
 def test_remat_recompute_flops() -> None:
     t = 512
     a = small_attention_per_token(t)
     layers_n = 4 * LAYER_MATMUL
-    assert tf.recompute_flops_per_token(SMALL, t, "none") == 0
-    assert tf.recompute_flops_per_token(SMALL, t, "selective") == pytest.approx(a)
-    assert tf.recompute_flops_per_token(SMALL, t, "dots") == pytest.approx(a)  # + vector ops only
-    assert tf.recompute_flops_per_token(SMALL, t, "full") == pytest.approx(2 * layers_n + a)
-    assert tf.flops_per_token_train(SMALL, t, "full") == pytest.approx(6 * SMALL_N + 3 * a + 2 * layers_n + a)
+    assert per_token.recompute_flops_per_token(SMALL, t, "none") == 0
+    assert per_token.recompute_flops_per_token(SMALL, t, "selective") == pytest.approx(a)
+    assert per_token.recompute_flops_per_token(SMALL, t, "dots") == pytest.approx(a)  # + vector ops only
+    assert per_token.recompute_flops_per_token(SMALL, t, "full") == pytest.approx(2 * layers_n + a)
+    assert per_token.flops_per_token_train(SMALL, t, "full") == pytest.approx(6 * SMALL_N + 3 * a + 2 * layers_n + a)
 
 
 def test_op_level_selective_remat_recomputes_every_second_matmul() -> None:
@@ -96,7 +97,7 @@ def test_op_level_selective_remat_recomputes_every_second_matmul() -> None:
 
     cfg = get_model("llama-3.1-8b")
     k, o, up = 4096 * 1024, 4096 * 4096, 4096 * 14336
-    assert tf.recompute_flops_per_token(cfg, 8192, "selective-op") == 2 * 32 * (k + o + up)
+    assert per_token.recompute_flops_per_token(cfg, 8192, "selective-op") == 2 * 32 * (k + o + up)
     kept = 4096 + 4096 + 1024 + 2 * 32 + 4096 + 14336
     assert activations.activation_bytes_per_token(cfg, 8192, "selective-op", flash=True) == 32 * kept * 2
 
@@ -116,7 +117,7 @@ def test_layer_ops_prefill_and_decode() -> None:
 
 
 def test_int8_kv_cache_halves_decode_kv_reads() -> None:
-    from rooftop.model.config import Dtypes
+    from rooftop.model.workload import Dtypes
 
     w = Workload("decode", 1, 1, 1000)
     bf16 = dict(tf.layer_costs(SMALL, w).walk())["layer/attention/scores"].cost.hbm_bytes
@@ -131,7 +132,7 @@ def test_model_costs_structure_and_train_is_three_forwards() -> None:
     assert names == ["forward", "backward", "recompute"]
     fwd, bwd, _ = tree.children
     assert bwd.cost.flops == pytest.approx(2 * fwd.cost.flops)
-    assert tf.matrix_flops(tree) == pytest.approx(3 * tf.matrix_flops(fwd))
+    assert per_token.matrix_flops(tree) == pytest.approx(3 * per_token.matrix_flops(fwd))
     pre = tf.model_costs(SMALL, Workload("prefill", 2, 64))
     # prefill computes logits of the last token only
     assert dict(pre.walk())["model/unembedding"].cost.flops == 2 * 2 * 256 * 1000
@@ -154,7 +155,7 @@ def test_sliding_window_groups_and_attention() -> None:
     t = 256
     local = tf.attended_pairs(t, t, 64) / t
     glob = (t + 1) / 2
-    assert tf.attention_flops_per_token(cfg, t) == pytest.approx(2 * 2 * 8 * 64 * (local + glob))
+    assert per_token.attention_flops_per_token(cfg, t) == pytest.approx(2 * 2 * 8 * 64 * (local + glob))
     assert mem.kv_cache_bytes(cfg, 3, 1000) == 3 * (2 * 64 + 2 * 1000) * 2 * 2 * 32 * 2
 
 
@@ -218,11 +219,12 @@ def test_mla_absorbed_decode_keeps_matmul_flops_and_changes_attention() -> None:
     dec = tf.model_costs(SMALL_MLA, Workload("decode", 1, 1, ctx))
     attn = sum(t.cost.flops for _, t in dec.walk() if t.name in ("scores", "values"))
     assert attn == 4 * ctx * (2 * 8 * (64 + 16) + 2 * 8 * 64)  # over the latent: R_kv + H_rope, then R_kv
-    assert tf.matrix_flops(dec) - attn == 2 * tf.params_matmul_active(SMALL_MLA)
+    assert per_token.matrix_flops(dec) - attn == 2 * tf.params_matmul_active(SMALL_MLA)
     t = 128
-    naive = tf.attention_flops_per_token(SMALL_MLA, t)
+    naive = per_token.attention_flops_per_token(SMALL_MLA, t)
     assert naive == pytest.approx(4 * 2 * 8 * (48 + 32) * (t + 1) / 2)
-    assert tf.flops_per_token_forward(SMALL_MLA, t) == pytest.approx(2 * tf.params_matmul_active(SMALL_MLA) + naive)
+    forward = per_token.flops_per_token_forward(SMALL_MLA, t)
+    assert forward == pytest.approx(2 * tf.params_matmul_active(SMALL_MLA) + naive)
 
 
 def test_kv_cache_gqa() -> None:

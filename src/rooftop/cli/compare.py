@@ -200,8 +200,9 @@ def _serve(args: argparse.Namespace, slices: list[tuple[str, str]], goal: bool) 
 
         return compare_serving(requests)
     from rooftop.plan.goal.compare import compare_serving_goal
+    from rooftop.report.goal import serve_goal_reason
 
-    return compare_serving_goal(requests)
+    return compare_serving_goal(requests, serve_goal_reason)
 
 
 def _tokens(text: str | None) -> float | None:

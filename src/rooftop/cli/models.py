@@ -83,7 +83,7 @@ def run_model(args: argparse.Namespace) -> Output:
     name = args.model or args.name
     if args.dims:
         from rooftop.cli.common import parse_kv_ints
-        from rooftop.model.config import config_from_dims
+        from rooftop.model.catalog import config_from_dims
 
         if name:
             raise InvalidConfigError(f"give the model once: --dims or {shown(name)}, not both")

@@ -143,7 +143,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
     from rooftop.cost.efficiency import IDEAL, default_efficiency, parse_efficiency
     from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
-    from rooftop.model.config import Dtypes
+    from rooftop.model.workload import Dtypes
     from rooftop.plan.serve.layout import parse_fix
     from rooftop.plan.serve.sweep import ServingRequest
 
@@ -204,6 +204,7 @@ def _write_timeline(path: str, plan: Any) -> None:
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
+    from rooftop.report.serve_chart import plot_serve
 
     if args.timeline is not None:
         from rooftop.report.timeline import check_timeline_path
@@ -239,7 +240,7 @@ def run(args: argparse.Namespace) -> Output:
     out = Output(
         payload,
         render,
-        [lambda path: report.plot_serve(path, plan)],
+        [lambda path: plot_serve(path, plan)],
     )
     if args.emit:
         layout, batch = serve_choice(plan)

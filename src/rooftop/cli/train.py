@@ -105,8 +105,8 @@ def setup_from_args(args: argparse.Namespace, topology: Topology | None = None) 
     from rooftop.cost.efficiency import default_efficiency, parse_efficiency
     from rooftop.hardware.slices import slice_for_chips, topology_or_nearest
     from rooftop.model.catalog import get_model
-    from rooftop.model.config import Dtypes
     from rooftop.model.memory import TrainingPrecision
+    from rooftop.model.workload import Dtypes
     from rooftop.plan.train.step import TrainingSetup
 
     chip = chip_from_args(args)

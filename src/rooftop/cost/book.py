@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rooftop.cost.collectives import CollectiveTime, Group
+from rooftop.cost.collectives import CollectiveTime
+from rooftop.cost.groups import Group
 
 #: link kinds priced by Part 12's switched rule (Part 3's ICI rules cover ring and line groups)
 _SWITCHED = ("nvlink", "fabric", "dcn")

@@ -7,7 +7,7 @@
   in 16-bit with dropout; without dropout (as today's LLMs train) that is 32 s b h + 2 a s^2 b, per
   token 32 D + 2 N T bytes: what this module gives for a GPT-shaped config under "none";
   "selective" drops the 2 N T attention term, "full" keeps only the layer input (2 D). The
-  recompute FLOPs of each policy are ``transformer.recompute_flops_per_token``.
+  recompute FLOPs of each policy are ``per_token.recompute_flops_per_token``.
 - ``matmul_dtype``: with FP8 weight matmuls, the tensors that are a weight matmul's input
   (``MATMUL_INPUTS``) are kept as the FP8 copy the matmul read, which its weight-gradient matmul
   reads again (TransformerEngine's FP8 Linear saves its quantized input for the backward; DeepSeek-V3
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import UnknownNameError
-from rooftop.model.config import LayerGroup, TransformerConfig, layer_groups
+from rooftop.model.config import TransformerConfig
+from rooftop.model.layers import LayerGroup, layer_groups
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@
 - A Hugging Face ``config.json`` (any path ending in .json, or a model's folder holding one):
   imported by model/hf.py; read with ``json.load`` only, nothing is executed.
 - A user TOML of the catalog schema (any path ending in .toml).
+- The book's letters (``--dims D=...,F=...``): ``config_from_dims``.
+
+``config_from_dict`` builds a config from an ``[architecture]`` table and ``config_to_dict`` is its inverse.
 
 Lookup is case-insensitive over names and aliases (spaces, dots and dashes ignored); an
 unknown name raises UnknownNameError with close matches.
@@ -13,6 +16,7 @@ unknown name raises UnknownNameError with close matches.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,7 +26,7 @@ from typing import Any
 
 from rooftop.catalog.io import builtin_tomls, is_directory, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
-from rooftop.model.config import TransformerConfig, config_from_dict
+from rooftop.model.config import LinearAttentionConfig, MLAConfig, MoEConfig, SSMConfig, TransformerConfig
 from rooftop.model.hf import load_hf_config
 from rooftop.units import MAX_QUANTITY
 
@@ -135,3 +139,83 @@ def get_model(name: str) -> TransformerConfig:
     if "/" in name and is_directory(name):  # a folder holding config.json (a catalog name has no '/')
         return load_hf_config(name)
     return get_entry(name).config
+
+
+_SUBS = {"moe": MoEConfig, "mla": MLAConfig, "linear": LinearAttentionConfig, "ssm": SSMConfig}
+_SCALARS = {f.name for f in dataclasses.fields(TransformerConfig)} - {*_SUBS, "name", "source"}
+
+
+def _sub(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise InvalidConfigError(f"{where}: must be a table")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise InvalidConfigError(
+            f"{where}: unknown field(s) {shown(', '.join(unknown))} (valid: {', '.join(sorted(names))})"
+        )
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise InvalidConfigError(f"{where}: {exc}") from None
+
+
+def config_from_dict(data: Mapping[str, Any], name: str, source: str = "", where: str = "<model>") -> TransformerConfig:
+    """Build a TransformerConfig from a plain table (a catalog file's ``[architecture]``);
+    unknown keys are errors, so a typo never falls back to a default silently."""
+    unknown = sorted(set(data) - _SCALARS - set(_SUBS))
+    if unknown:
+        raise InvalidConfigError(
+            f"{where}: unknown architecture field(s) {shown(', '.join(unknown))}"
+            f" (valid: {', '.join(sorted(_SCALARS | set(_SUBS)))})"
+        )
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in _SCALARS}
+    for key, cls in _SUBS.items():
+        kwargs[key] = _sub(cls, data[key], f"{where}: [{key}]") if key in data else None
+    try:
+        return TransformerConfig(name=name, source=source, **kwargs)
+    except TypeError as exc:
+        raise InvalidConfigError(f"{where}: {exc}") from None
+
+
+def config_to_dict(cfg: TransformerConfig) -> dict[str, Any]:
+    """The inverse of ``config_from_dict`` (for JSON output): every field, sub-tables as dicts."""
+    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _SUBS}
+    out["attention_pattern"] = list(cfg.attention_pattern)
+    out["ffn_pattern"] = list(cfg.ffn_pattern)
+    for key in _SUBS:
+        sub = getattr(cfg, key)
+        out[key] = dataclasses.asdict(sub) if sub else None
+    return out
+
+
+#: ``--dims`` letters (the book's Part 4 notation) -> TransformerConfig fields; D, F, L, N, V required
+DIM_FIELDS = {"D": "d_model", "F": "d_ff", "L": "n_layers", "N": "n_heads", "K": "n_kv_heads", "H": "head_dim",
+              "V": "vocab_size"}  # fmt: skip
+_DIMS_REQUIRED = ("D", "F", "L", "N", "V")
+
+
+def config_from_dims(dims: Mapping[str, int], max_seq_len: int = 1 << 20) -> TransformerConfig:
+    """A dense decoder from the book's letters ("How to Scale Your Model", Part 4 notation: D d_model,
+    F the MLP width, L layers, N query heads, K key/value heads (default N), H head dim (default D / N),
+    V vocabulary): a gated MLP (three D x F matrices, as Part 4 counts), untied embeddings, no biases."""
+    unknown = sorted(set(dims) - set(DIM_FIELDS))
+    if unknown:
+        raise InvalidConfigError(
+            f"--dims names {shown(', '.join(unknown))}; the letters are {', '.join(DIM_FIELDS)} "
+            "(D model width, F MLP width, L layers, N heads, K kv heads, H head dim, V vocabulary)"
+        )
+    missing = [k for k in _DIMS_REQUIRED if k not in dims]
+    if missing:
+        raise InvalidConfigError(
+            f"--dims gives no {', '.join(missing)} (needed: D, F, L, N, V; K and H optional), "
+            "e.g. --dims D=8192,F=28672,L=80,N=64,K=8,H=128,V=128256"
+        )
+    text = ",".join(f"{k}={v}" for k, v in dims.items())
+    fields = {DIM_FIELDS[k]: v for k, v in dims.items()}
+    return TransformerConfig(
+        name=f"dims({text})",
+        source=f"--dims {text}",
+        max_seq_len=max_seq_len,
+        **fields,  # type: ignore[arg-type]
+    )

@@ -14,22 +14,17 @@ One dataclass covers today's dense and mixture-of-experts decoders:
 - norms: RMSNorm or LayerNorm (with or without bias), 1 (parallel layers), 2 (pre-norm)
   or 4 (Gemma 2's pre- and post-norms) per layer; tied or separate unembedding.
 
-Also here: ``Workload`` (what the ops are priced for), ``Dtypes`` (weights, activations,
-KV cache) and the remat-policy table, since both transformer.py and memory.py read them.
-
-Catalog files and Hugging Face ``config.json`` files are read by model/catalog.py.
+Runs of identical layers are model/layers.py; what the ops are priced for (``Workload``, ``Dtypes``) is
+model/workload.py. Catalog tables, Hugging Face ``config.json`` files and ``--dims`` are read by
+model/catalog.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
 
-from rooftop.dtypes import canonical_dtype
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
 
 
@@ -81,7 +76,6 @@ ATTENTION_MIXERS = ("global", "local", "chunked")
 #: the feed-forward block of a layer (``ffn_pattern`` entries): "dense" MLP of ``d_ff``, "moe" the
 #: ``MoEConfig`` experts, "none" no feed-forward (a mixer-only layer, as Nemotron-H's)
 FFN_KINDS = ("dense", "moe", "none")
-PHASES = ("train", "prefill", "decode")
 
 
 #: largest value of each size a model may have: far above every published model, and small
@@ -109,7 +103,7 @@ _LIMITS = {
 }
 
 
-def _positive(owner: str, **values: int) -> None:
+def check_positive(owner: str, **values: int) -> None:
     """Each value a whole number in [1, its limit] (``_LIMITS``, else MAX_WIDTH)."""
     for key, value in values.items():
         hi = _LIMITS.get(key, MAX_WIDTH)
@@ -151,7 +145,7 @@ class MoEConfig:
     def __post_init__(self) -> None:
         if not self.d_ff_shared:
             object.__setattr__(self, "d_ff_shared", self.d_ff_expert)
-        _positive(
+        check_positive(
             "moe",
             n_experts=self.n_experts,
             top_k=self.top_k,
@@ -186,7 +180,7 @@ class MLAConfig:
     q_lora_rank: int = 0
 
     def __post_init__(self) -> None:
-        _positive(
+        check_positive(
             "mla",
             kv_lora_rank=self.kv_lora_rank,
             qk_nope_head_dim=self.qk_nope_head_dim,
@@ -215,7 +209,7 @@ class LinearAttentionConfig:
     conv_kernel: int = 4
 
     def __post_init__(self) -> None:
-        _positive(
+        check_positive(
             "linear",
             n_key_heads=self.n_key_heads,
             n_value_heads=self.n_value_heads,
@@ -268,7 +262,7 @@ class SSMConfig:
     bc_norms: bool = False  # Jamba: RMSNorms over dt, B and C
 
     def __post_init__(self) -> None:
-        _positive(
+        check_positive(
             "ssm",
             d_inner=self.d_inner,
             d_state=self.d_state,
@@ -279,7 +273,7 @@ class SSMConfig:
         if self.version not in SSM_VERSIONS:
             raise InvalidConfigError(f"ssm: version={shown(self.version)} must be 1 (Mamba) or 2 (Mamba-2)")
         if self.version == 1:
-            _positive("ssm", dt_rank=self.dt_rank)
+            check_positive("ssm", dt_rank=self.dt_rank)
         elif self.d_inner % self.n_heads or self.n_heads % self.n_groups:
             raise InvalidConfigError(
                 f"ssm: n_heads={self.n_heads} must divide d_inner={self.d_inner} and be a multiple of"
@@ -389,7 +383,7 @@ class TransformerConfig:
                 f"{owner}: ffn_pattern={shown(self.ffn_pattern)} must be a list, e.g. ['dense', 'moe']"
             )
         object.__setattr__(self, "ffn_pattern", tuple(self.ffn_pattern))
-        _positive(
+        check_positive(
             owner,
             vocab_size=self.vocab_size,
             d_model=self.d_model,
@@ -498,213 +492,3 @@ class TransformerConfig:
 
     def with_name(self, name: str, source: str | None = None) -> TransformerConfig:
         return dataclasses.replace(self, name=name, source=self.source if source is None else source)
-
-
-@dataclass(frozen=True)
-class LayerGroup:
-    """``count`` identical layers: the mixer block (ATTENTION_KINDS; ``window`` its keys for a
-    sliding-window or chunked layer, 0 for global attention) and the feed-forward block (``moe``;
-    ``mlp`` False: no feed-forward)."""
-
-    name: str
-    count: int
-    moe: bool
-    window: int
-    first: int  # index of the first layer of the group
-    mixer: str = "global"
-    mlp: bool = True
-
-    @property
-    def attends(self) -> bool:
-        """Whether the mixer attends over a KV cache that grows with the context."""
-        return self.mixer in ATTENTION_MIXERS
-
-    @property
-    def stateful(self) -> bool:
-        """Whether the mixer keeps a constant-size recurrent state per sequence (linear attention, SSM)."""
-        return self.mixer in ("linear", "ssm")
-
-
-def _group_name(cfg: TransformerConfig, mixer: str, ffn: str) -> str:
-    """ "dense"/"moe", with the mixer appended when the model has more than one kind of mixer or
-    sliding-window layers ("dense-local", "moe-linear"); a layer without a feed-forward block is
-    named by its mixer ("ssm"), one without a mixer by its feed-forward ("dense")."""
-    label = {"local": "local", "global": "global"}.get(mixer, mixer)
-    if ffn == "none":
-        return label if mixer != "none" else "empty"
-    if mixer == "none":
-        return ffn
-    mixed = "local" in cfg.attention_pattern or len(set(cfg.attention_pattern) - {"none"}) > 1
-    return ffn + (f"-{label}" if mixed else "")
-
-
-@lru_cache(maxsize=64)
-def layer_groups(cfg: TransformerConfig) -> tuple[LayerGroup, ...]:
-    """Runs of identical layers, in order of first appearance (names: ``_group_name``).
-
-    Counted in closed form, never layer by layer: layers [0, first_dense_layers) are dense, the
-    rest follow the feed-forward pattern, and layer i has attention_pattern[i % P] and
-    ffn_pattern[i % Q]. With period R = lcm(P, Q) (or every layer when R exceeds them), in a run
-    of layers [a, b) each of its first R layers i stands for the layers i, i + R, ... below b."""
-    period = math.lcm(len(cfg.attention_pattern), len(cfg.ffn_pattern) or 1)
-    period = min(period, cfg.n_layers)
-    split = min(cfg.moe.first_dense_layers, cfg.n_layers) if cfg.moe is not None else 0
-    found: dict[tuple[str, str, int], list[int]] = {}  # (ffn, mixer, window) -> [count, first layer]
-    for a, b in ((0, split), (split, cfg.n_layers)):
-        for first in range(a, min(a + period, b)):  # the first layer of each pattern entry in [a, b)
-            count = (b - 1 - first) // period + 1
-            key = (cfg.layer_ffn(first), cfg.layer_attention(first), cfg.layer_window(first))
-            seen = found.setdefault(key, [0, first])
-            seen[0] += count
-            seen[1] = min(seen[1], first)
-    groups = []
-    for (ffn, mixer, window), (count, first) in sorted(found.items(), key=lambda kv: kv[1][1]):
-        name = _group_name(cfg, mixer, ffn)
-        groups.append(LayerGroup(name, count, ffn == "moe", window, first, mixer, ffn != "none"))
-    return tuple(groups)
-
-
-@dataclass(frozen=True)
-class Dtypes:
-    """Element types of the weights, the activations and the KV cache; ``matmul`` the dtype the weight
-    matmuls compute in when it is not their inputs' (FP8 training: the projections' GEMMs in fp8, the
-    attention core and everything else in the activations' dtype; "" = the inputs' dtype)."""
-
-    weights: str = "bf16"
-    activations: str = "bf16"
-    kv_cache: str = "bf16"
-    matmul: str = ""
-
-    def __post_init__(self) -> None:
-        for f in ("weights", "activations", "kv_cache"):
-            object.__setattr__(self, f, canonical_dtype(getattr(self, f)))
-        if self.matmul:
-            object.__setattr__(self, "matmul", canonical_dtype(self.matmul))
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What the ops are priced for. ``batch`` sequences of ``seq_len`` new (query) tokens
-    each, attending to ``kv_len`` keys (the new tokens included). Phases:
-
-    - ``train``: forward + backward over ``seq_len`` tokens (kv_len = seq_len);
-    - ``prefill``: forward over a prompt of ``seq_len`` tokens, writing the KV cache; a
-      ``kv_len`` above ``seq_len`` is a chunk after ``kv_len - seq_len`` cached tokens;
-    - ``decode``: one new token per sequence (seq_len = 1) at context ``kv_len``.
-
-    ``causal=False`` counts every (query, key) pair, as an unmasked kernel computes them.
-    ``flash=False`` prices attention the pre-FlashAttention way: the scores and probabilities
-    of every pair go through HBM (see transformer._attention_core). ``dropout=True`` adds
-    dropout on the attention probabilities (unfused only) and on both residual branches, as
-    GPT-2/3 and Megatron-LM train: read, write, and a one-byte mask per element."""
-
-    phase: str
-    batch: int
-    seq_len: int = 1
-    kv_len: int = 0
-    causal: bool = True
-    flash: bool = True
-    dropout: bool = False
-
-    def __post_init__(self) -> None:
-        if self.phase not in PHASES:
-            raise UnknownNameError("phase", self.phase, PHASES)
-        if not self.kv_len:
-            if self.phase == "decode":
-                raise InvalidConfigError("a decode workload needs kv_len (the context length it attends to)")
-            object.__setattr__(self, "kv_len", self.seq_len)
-        _positive("workload", batch=self.batch, seq_len=self.seq_len, kv_len=self.kv_len)
-        if self.kv_len < self.seq_len:
-            raise InvalidConfigError(
-                f"workload: kv_len={self.kv_len} is below seq_len={self.seq_len}; the keys include the new tokens"
-            )
-        if self.phase == "decode" and self.seq_len != 1:
-            raise InvalidConfigError(f"decode workload: seq_len={self.seq_len} must be 1 (one new token)")
-        if self.phase == "train" and self.kv_len != self.seq_len:
-            raise InvalidConfigError(f"train workload: kv_len={self.kv_len} must equal seq_len={self.seq_len}")
-
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.seq_len
-
-
-# ---------------------------------------------------------------- from a TOML table
-
-_SUBS = {"moe": MoEConfig, "mla": MLAConfig, "linear": LinearAttentionConfig, "ssm": SSMConfig}
-_SCALARS = {f.name for f in dataclasses.fields(TransformerConfig)} - {*_SUBS, "name", "source"}
-
-
-def _sub(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, Mapping):
-        raise InvalidConfigError(f"{where}: must be a table")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise InvalidConfigError(
-            f"{where}: unknown field(s) {shown(', '.join(unknown))} (valid: {', '.join(sorted(names))})"
-        )
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise InvalidConfigError(f"{where}: {exc}") from None
-
-
-def config_from_dict(data: Mapping[str, Any], name: str, source: str = "", where: str = "<model>") -> TransformerConfig:
-    """Build a TransformerConfig from a plain table (a catalog file's ``[architecture]``);
-    unknown keys are errors, so a typo never falls back to a default silently."""
-    unknown = sorted(set(data) - _SCALARS - set(_SUBS))
-    if unknown:
-        raise InvalidConfigError(
-            f"{where}: unknown architecture field(s) {shown(', '.join(unknown))}"
-            f" (valid: {', '.join(sorted(_SCALARS | set(_SUBS)))})"
-        )
-    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in _SCALARS}
-    for key, cls in _SUBS.items():
-        kwargs[key] = _sub(cls, data[key], f"{where}: [{key}]") if key in data else None
-    try:
-        return TransformerConfig(name=name, source=source, **kwargs)
-    except TypeError as exc:
-        raise InvalidConfigError(f"{where}: {exc}") from None
-
-
-def config_to_dict(cfg: TransformerConfig) -> dict[str, Any]:
-    """The inverse of ``config_from_dict`` (for JSON output): every field, sub-tables as dicts."""
-    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _SUBS}
-    out["attention_pattern"] = list(cfg.attention_pattern)
-    out["ffn_pattern"] = list(cfg.ffn_pattern)
-    for key in _SUBS:
-        sub = getattr(cfg, key)
-        out[key] = dataclasses.asdict(sub) if sub else None
-    return out
-
-
-#: ``--dims`` letters (the book's Part 4 notation) -> TransformerConfig fields; D, F, L, N, V required
-DIM_FIELDS = {"D": "d_model", "F": "d_ff", "L": "n_layers", "N": "n_heads", "K": "n_kv_heads", "H": "head_dim",
-              "V": "vocab_size"}  # fmt: skip
-_DIMS_REQUIRED = ("D", "F", "L", "N", "V")
-
-
-def config_from_dims(dims: Mapping[str, int], max_seq_len: int = 1 << 20) -> TransformerConfig:
-    """A dense decoder from the book's letters ("How to Scale Your Model", Part 4 notation: D d_model,
-    F the MLP width, L layers, N query heads, K key/value heads (default N), H head dim (default D / N),
-    V vocabulary): a gated MLP (three D x F matrices, as Part 4 counts), untied embeddings, no biases."""
-    unknown = sorted(set(dims) - set(DIM_FIELDS))
-    if unknown:
-        raise InvalidConfigError(
-            f"--dims names {shown(', '.join(unknown))}; the letters are {', '.join(DIM_FIELDS)} "
-            "(D model width, F MLP width, L layers, N heads, K kv heads, H head dim, V vocabulary)"
-        )
-    missing = [k for k in _DIMS_REQUIRED if k not in dims]
-    if missing:
-        raise InvalidConfigError(
-            f"--dims gives no {', '.join(missing)} (needed: D, F, L, N, V; K and H optional), "
-            "e.g. --dims D=8192,F=28672,L=80,N=64,K=8,H=128,V=128256"
-        )
-    text = ",".join(f"{k}={v}" for k, v in dims.items())
-    fields = {DIM_FIELDS[k]: v for k, v in dims.items()}
-    return TransformerConfig(
-        name=f"dims({text})",
-        source=f"--dims {text}",
-        max_seq_len=max_seq_len,
-        **fields,  # type: ignore[arg-type]
-    )

@@ -29,7 +29,8 @@ from rooftop.cost.cost import Cost, OpTag
 from rooftop.dtypes import canonical_dtype, dtype_bytes
 from rooftop.errors import UnknownNameError
 from rooftop.model.activations import activation_bytes_per_token, logits_bytes_per_token
-from rooftop.model.config import TransformerConfig, layer_groups
+from rooftop.model.config import TransformerConfig
+from rooftop.model.layers import layer_groups
 from rooftop.model.tags import OP_TAGS
 
 # ---------------------------------------------------------------- weights

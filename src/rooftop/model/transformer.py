@@ -4,7 +4,7 @@ This is the one place transformer FLOP and byte formulas live (the weights' shap
 parameter tree are in memory.py, re-exported here). Planners (training, serving) and the CLI call:
 
 - ``param_tree(cfg) -> ParamTree`` and ``params_total/params_active/params_matmul_active``.
-- ``layer_groups(cfg) -> tuple[LayerGroup, ...]`` (config.py): runs of identical layers
+- ``layer_groups(cfg) -> tuple[LayerGroup, ...]`` (layers.py): runs of identical layers
   (dense vs MoE, global vs sliding-window attention) and how many of each.
 - ``layer_costs(cfg, workload, dtypes, group) -> CostTree``: one layer's forward ops, e.g.
   ``layer/attention/q``, ``layer/attention/scores``, ``layer/mlp/down``, ``layer/moe/experts/up``.
@@ -12,9 +12,7 @@ parameter tree are in memory.py, re-exported here). Planners (training, serving)
   decode: ``model/{embedding, layers/<group>/..., final_norm, unembedding}`` (each group's
   Cost is already multiplied by its layer count). For train: ``model/{forward, backward,
   recompute}``, each with that structure (backward = 2 x forward; recompute per remat policy).
-- per-token summaries derived from those trees: ``flops_per_token_forward``,
-  ``flops_per_token_train``, ``attention_flops_per_token``, ``prefill_flops``,
-  ``decode_flops_per_token`` (matrix-unit FLOPs: the "model FLOPs" convention).
+- per-token summaries derived from those trees (``flops_per_token_train``, ...) are in per_token.py.
 
 Conventions (and sources):
 
@@ -52,18 +50,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from rooftop.cost.cost import Cost, CostTree, total
+from rooftop.cost.cost import Cost, CostTree
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
-from rooftop.model.config import (
-    Dtypes,
-    LayerGroup,
-    MLAConfig,
-    TransformerConfig,
-    Workload,
-    layer_groups,
-)
+from rooftop.model.config import MLAConfig, TransformerConfig
+from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
     ParamTree,
     Part,
@@ -78,6 +70,7 @@ from rooftop.model.memory import (  # the weights' shapes and the parameter tree
     params_total,
 )
 from rooftop.model.tags import OP_CATEGORY, OP_TAGS
+from rooftop.model.workload import Dtypes, Workload
 
 __all__ = [
     "OP_CATEGORY",
@@ -86,22 +79,15 @@ __all__ = [
     "LayerGroup",
     "ParamTree",
     "attended_pairs",
-    "attention_flops_per_token",
-    "decode_flops_per_token",
-    "flops_per_token_forward",
-    "flops_per_token_train",
+    "forward_costs",
     "layer_costs",
     "layer_groups",
-    "matrix_flops",
     "model_costs",
     "param_tree",
     "params_active",
     "params_matmul_active",
     "params_total",
-    "prefill_flops",
-    "recompute_flops_per_token",
     "train_leaves",
-    "vector_flops_per_token_forward",
 ]
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0  # max, subtract, exp, sum, divide
@@ -423,7 +409,9 @@ def _renamed(tree: CostTree, name: str) -> CostTree:
     return CostTree(name, tree.cost, tree.children)
 
 
-def _forward(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, name: str) -> CostTree:
+def forward_costs(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, name: str) -> CostTree:
+    """The forward pass of the whole model, a tree named ``name``: embedding, layers by group, final norm,
+    unembedding (and the loss when training)."""
     c = _ctx(cfg, workload, dtypes)
     w_bytes, a_bytes = dtype_bytes(dtypes.weights), dtype_bytes(dtypes.activations)
     # the lookup reads one row of the table per token (weights) and writes it out (activations)
@@ -462,9 +450,9 @@ def model_costs(
     policy runs again (activations.REMAT_POLICIES: none, selective, selective-op, dots, full)."""
     dtypes = dtypes or Dtypes()
     if workload.phase != "train":
-        return _forward(cfg, workload, dtypes, "model")
+        return forward_costs(cfg, workload, dtypes, "model")
     policy = remat_policy(remat)
-    fwd = _forward(cfg, workload, dtypes, "forward")
+    fwd = forward_costs(cfg, workload, dtypes, "forward")
     layers = next(ch for ch in fwd.children if ch.name == "layers")
     if policy.alternate_matmuls:  # the count restarts with each layer (each group's one layer)
         layers = CostTree.node(layers.name, [_select(g, policy.recompute, [0]) for g in layers.children])
@@ -486,60 +474,3 @@ def train_leaves(tree: CostTree) -> Iterator[tuple[int, str | None, CostTree]]:
             for group in top.children:
                 for _, leaf in group.leaves():
                     yield phase, group.name, leaf
-
-
-# ---------------------------------------------------------------- per-token summaries
-
-
-def matrix_flops(tree: CostTree) -> float:
-    """FLOPs on the matrix unit (the "model FLOPs" of MFU)."""
-    return sum(v for (unit, _), v in tree.cost.flops_by.items() if unit == "matrix")
-
-
-def _leaves(tree: CostTree, names: tuple[str, ...]) -> Cost:
-    return total(t.cost for _, t in tree.walk() if not t.children and t.name in names)
-
-
-def _train_forward(cfg: TransformerConfig, seq_len: int, causal: bool) -> CostTree:
-    return _forward(cfg, Workload("train", 1, seq_len, causal=causal), Dtypes(), "forward")
-
-
-def flops_per_token_forward(cfg: TransformerConfig, seq_len: int, causal: bool = True) -> float:
-    """Matrix FLOPs of a forward pass per token over sequences of ``seq_len``:
-    2 x params_matmul_active + attention_flops_per_token."""
-    return matrix_flops(_train_forward(cfg, seq_len, causal)) / seq_len
-
-
-def vector_flops_per_token_forward(cfg: TransformerConfig, seq_len: int, causal: bool = True) -> float:
-    """Vector-unit FLOPs (norms, rope, softmax, activations, residuals, loss) per token, forward."""
-    tree = _train_forward(cfg, seq_len, causal)
-    return (tree.cost.flops - matrix_flops(tree)) / seq_len
-
-
-def flops_per_token_train(cfg: TransformerConfig, seq_len: int, remat: str = "none", causal: bool = True) -> float:
-    """Matrix FLOPs of a training step per token: 3 x forward (6N + 3 x attention) plus the
-    remat policy's recompute (full: + one forward of the layers)."""
-    return matrix_flops(model_costs(cfg, Workload("train", 1, seq_len, causal=causal), remat=remat)) / seq_len
-
-
-def recompute_flops_per_token(cfg: TransformerConfig, seq_len: int, remat: str) -> float:
-    """Matrix FLOPs per token that the remat policy adds (forward ops run again)."""
-    tree = model_costs(cfg, Workload("train", 1, seq_len), remat=remat)
-    return matrix_flops(next(ch for ch in tree.children if ch.name == "recompute")) / seq_len
-
-
-def attention_flops_per_token(cfg: TransformerConfig, seq_len: int, causal: bool = True) -> float:
-    """Forward QK^T + AV FLOPs per token over a sequence of ``seq_len`` (all layers):
-    sum over layers of 2 N (H_qk + H_v) x attended_pairs / seq_len; causal global layers
-    give 2 N (H_qk + H_v) (T + 1) / 2 each."""
-    return _leaves(_train_forward(cfg, seq_len, causal), ("scores", "values")).flops / seq_len
-
-
-def prefill_flops(cfg: TransformerConfig, prompt_len: int, batch: int = 1) -> float:
-    """Matrix FLOPs to prefill ``batch`` prompts of ``prompt_len`` (logits of the last token only)."""
-    return matrix_flops(model_costs(cfg, Workload("prefill", batch, prompt_len)))
-
-
-def decode_flops_per_token(cfg: TransformerConfig, context_len: int) -> float:
-    """Matrix FLOPs to generate one token attending to ``context_len`` keys (itself included)."""
-    return matrix_flops(model_costs(cfg, Workload("decode", 1, 1, context_len)))

@@ -18,9 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooftop.hardware.chip import Chip
-
-JOULES_PER_KWH = 3.6e6
-TOKENS_PER_MILLION = 1e6
+from rooftop.units import JOULES_PER_KWH, TOKENS_PER_MILLION, WATTS_PER_KW
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def training_energy(chip: Chip, chips: int, train_time_s: float | None, tokens: 
         return Energy(None, source, None, None, None)
     kwh = chips * watts * train_time_s / JOULES_PER_KWH if train_time_s is not None else None
     per_m = kwh * TOKENS_PER_MILLION / tokens if kwh is not None and tokens else None
-    return Energy(watts, source, chips * watts / 1e3, kwh, per_m)
+    return Energy(watts, source, chips * watts / WATTS_PER_KW, kwh, per_m)
 
 
 def serving_energy(chip: Chip, chips: int, tokens_per_s: float | None) -> Energy:
@@ -57,4 +55,4 @@ def serving_energy(chip: Chip, chips: int, tokens_per_s: float | None) -> Energy
     if watts is None:
         return Energy(None, source, None, None, None)
     per_m = chips * watts / tokens_per_s * TOKENS_PER_MILLION / JOULES_PER_KWH if tokens_per_s else None
-    return Energy(watts, source, chips * watts / 1e3, None, per_m)
+    return Energy(watts, source, chips * watts / WATTS_PER_KW, None, per_m)

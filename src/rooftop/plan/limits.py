@@ -60,9 +60,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rooftop.cost.collectives import Group, collective_time, mesh_groups
+from rooftop.cost.collectives import collective_time
 from rooftop.cost.cost import Comm
 from rooftop.cost.efficiency import IDEAL, Efficiency
+from rooftop.cost.groups import Group, mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from rooftop.units import format_bytes, format_duration, format_number, format_plain, format_rate, plural
 
 if TYPE_CHECKING:  # types only: a command that prints one roofline loads no collective model
-    from rooftop.cost.collectives import BandwidthPart, CollectiveTime, Group
+    from rooftop.cost.collectives import BandwidthPart, CollectiveTime
+    from rooftop.cost.groups import Group
     from rooftop.cost.roofline import Term
     from rooftop.hardware.chip import Chip
 

@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from rooftop.plan.energy import serving_energy
 from rooftop.report.energy import energy_dict, render_energy
 from rooftop.report.serve import stage_dict
-from rooftop.units import SECONDS_PER_HOUR
+from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,11 +48,35 @@ def render_train_goal(console: Console, g: TrainGoal) -> None:
     console.print(f"goal: {g.reason} ({len(g.trials)} slices searched)", markup=False, highlight=False)
 
 
-def _count_dict(r: ReplicaCount) -> dict[str, Any]:
+def count_why(r: ReplicaCount, g: ServeGoal) -> str:
+    """Why ``r`` misses ``g``'s targets, or its TPOT and TTFT when it meets them."""
+    s = r.state
+    if r.missed == "saturated":
+        return s.reason
+    if r.missed == "tpot":
+        return f"TPOT {(s.tpot_s or math.inf) * 1e3:.3g} ms > {(g.max_step_latency_s or 0) * 1e3:.3g} ms"
+    if r.missed == "ttft":
+        return f"TTFT {s.ttft_s or math.inf:.3g} s > {g.max_ttft_s or 0:.3g} s"
+    return f"TPOT {(s.tpot_s or 0) * 1e3:.3g} ms, TTFT {s.ttft_s or 0:.3g} s"
+
+
+def serve_goal_reason(g: ServeGoal) -> str:
+    """The goal's answer in a line: the layout found and why one replica fewer misses, or why none meets it."""
+    best = g.best
+    if best is None:
+        return g.reason
+    chips, k = best.layout.chips, best.layout.replicas
+    why = f"{best.layout.label()} on {chips:,} chip{'s' if chips > 1 else ''}: {count_why(best, g)}"
+    if g.fewer is not None:
+        why += f"; with {k - 1} replica{'s' if k > 2 else ''}: {count_why(g.fewer, g)}"
+    return why
+
+
+def _count_dict(r: ReplicaCount, g: ServeGoal) -> dict[str, Any]:
     s = r.state
     return {"replicas": r.layout.replicas, "chips": r.layout.chips, "chips_per_replica": r.layout.chips_per_replica,
             "label": r.layout.label(), "meets": r.meets, "saturated": s.saturated, "tpot_s": s.tpot_s,
-            "ttft_s": s.ttft_s, "reason": r.why}  # fmt: skip
+            "ttft_s": s.ttft_s, "reason": count_why(r, g)}  # fmt: skip
 
 
 def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
@@ -62,14 +87,14 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
     tokens = s.tokens_per_s if s is not None else None
     price = req.price
     usd_h = chips * price if chips is not None and price is not None else None
-    per_m = usd_h / SECONDS_PER_HOUR / tokens * 1e6 if usd_h is not None and tokens else None
+    per_m = usd_h / SECONDS_PER_HOUR / tokens * TOKENS_PER_MILLION if usd_h is not None and tokens else None
     energy = serving_energy(req.chip, chips or 0, tokens)
     goal = {
         "requests_per_s": g.requests_per_s,
         "max_ttft_s": g.max_ttft_s,
         "max_step_latency_s": g.max_step_latency_s,
         "met": b is not None,
-        "reason": g.reason,
+        "reason": serve_goal_reason(g),
         "chips": chips,
         "replicas": b.layout.replicas if b else None,
         "chips_per_replica": b.layout.chips_per_replica if b else None,
@@ -85,8 +110,8 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
         "cost_usd_per_hour": usd_h,
         "usd_per_million_output_tokens": per_m,
         "base_topology": g.base_topology,
-        "one_replica_fewer": _count_dict(g.fewer) if g.fewer is not None else None,
-        "layouts": [_count_dict(r) for r in g.layouts],
+        "one_replica_fewer": _count_dict(g.fewer, g) if g.fewer is not None else None,
+        "layouts": [_count_dict(r, g) for r in g.layouts],
     }
     return {"schema_version": 1, "model": req.cfg.name, "chip": req.chip.name, "prompt_len": req.prompt_len,
             "gen_len": req.gen_len, "engine": req.engine_name, "goal": goal, "energy": energy_dict(energy)}  # fmt: skip
@@ -95,9 +120,9 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
 def render_serve_goal(console: Console, req: ServingRequest, g: ServeGoal) -> None:
     say = lambda text: console.print(text, markup=False, highlight=False)
     say(f"{req.cfg.name} on {req.chip.name}: {g.requests_per_s:g} requests/s of {req.prompt_len}+{req.gen_len} tokens")
-    say(f"goal: {g.reason}")
+    say(f"goal: {serve_goal_reason(g)}")
     for r in g.layouts:
-        say(f"  {r.layout.label():<24} {r.layout.chips:>7,} chips  {r.why}")
+        say(f"  {r.layout.label():<24} {r.layout.chips:>7,} chips  {count_why(r, g)}")
     if g.best is not None:
         render_energy(
             console, serving_energy(req.chip, g.best.layout.chips, g.best.state.tokens_per_s), "output tokens"

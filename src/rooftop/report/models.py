@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.model import activations as act
 from rooftop.model import memory as mem
+from rooftop.model import per_token
 from rooftop.model import transformer as tf
 from rooftop.model.activations import REMAT_POLICIES, remat_policy
-from rooftop.model.config import config_to_dict
+from rooftop.model.catalog import config_to_dict
 from rooftop.report.book import BOOK
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_number
@@ -60,13 +61,13 @@ def model_summary(
         "params_matmul_active": tree.matmul,
         "params_breakdown": _tree_dict(tree),
         "attention": attention,
-        "flops_per_token_forward": tf.flops_per_token_forward(cfg, seq_len, causal),
-        "flops_per_token_train": tf.flops_per_token_train(cfg, seq_len, remat, causal),
-        "attention_flops_per_token": tf.attention_flops_per_token(cfg, seq_len, causal),
-        "vector_flops_per_token_forward": tf.vector_flops_per_token_forward(cfg, seq_len, causal),
-        "recompute_flops_per_token": {p: tf.recompute_flops_per_token(cfg, seq_len, p) for p in REMAT_POLICIES},
-        "prefill_flops": tf.prefill_flops(cfg, seq_len, batch),
-        "decode_flops_per_token": tf.decode_flops_per_token(cfg, seq_len),
+        "flops_per_token_forward": per_token.flops_per_token_forward(cfg, seq_len, causal),
+        "flops_per_token_train": per_token.flops_per_token_train(cfg, seq_len, remat, causal),
+        "attention_flops_per_token": per_token.attention_flops_per_token(cfg, seq_len, causal),
+        "vector_flops_per_token_forward": per_token.vector_flops_per_token_forward(cfg, seq_len, causal),
+        "recompute_flops_per_token": {p: per_token.recompute_flops_per_token(cfg, seq_len, p) for p in REMAT_POLICIES},
+        "prefill_flops": per_token.prefill_flops(cfg, seq_len, batch),
+        "decode_flops_per_token": per_token.decode_flops_per_token(cfg, seq_len),
         "kv_cache_bytes_per_token": mem.kv_cache_bytes_per_token(cfg, kv_dtype),
         "kv_cache_bytes": mem.kv_cache_bytes(cfg, batch, seq_len, kv_dtype),
         "state_bytes_per_sequence": mem.state_bytes_per_sequence(cfg, kv_dtype),
@@ -97,8 +98,8 @@ def model_summary(
 def _book_flops(cfg: TransformerConfig, seq_len: int, remat: str, causal: bool) -> dict[str, Any]:
     """The book's FLOP counts ("How to Scale Your Model", Part 4): full attention (every query sees all T
     keys), training = 3 x forward = 6 x matmul params + 12 x L x N x H x T per token, no recompute."""
-    attn = tf.attention_flops_per_token(cfg, seq_len, False)
-    forward = tf.flops_per_token_forward(cfg, seq_len, False)
+    attn = per_token.attention_flops_per_token(cfg, seq_len, False)
+    forward = per_token.flops_per_token_forward(cfg, seq_len, False)
     why = []
     if causal:
         why.append("rooftop counts causal attention ((T+1)/2 keys per query on average, its default); the book "

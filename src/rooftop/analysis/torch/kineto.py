@@ -158,6 +158,16 @@ def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str,
     return op.label(price.tag), Priced(estimate, price.cost.flops, price.cost.hbm_bytes)
 
 
+def _priced_once(
+    prices: dict[tuple, tuple[str, Priced]], nccl: _Nccl, op: TorchOp, lengths: SeqStats | None
+) -> tuple[str, Priced]:
+    """The op's label and price, priced once per distinct (name, dims, types, concrete values, lengths)."""
+    shapes = (op.name, op.dims, op.types, op.concrete, lengths)
+    if shapes not in prices:
+        prices[shapes] = nccl.op(op) if collective_kind(op.name) else _price(op, nccl.chip, lengths)
+    return prices[shapes]
+
+
 def kineto_report(
     trace: Trace, chip: Chip, topology: str | None = None, capture: Capture | None = None
 ) -> ProfileReport:
@@ -287,10 +297,7 @@ def _replays(
     for c, row in zip(captured, runs.row.tolist(), strict=True):
         op = TorchOp.from_args(c.op, c.args)
         lengths = stats[kernel_step[row]] if kernel_step.get(row, -1) >= 0 and is_attention(op.name) else None
-        shapes = (op.name, op.dims, op.types, op.concrete, lengths)
-        if shapes not in prices:
-            prices[shapes] = nccl.op(op) if collective_kind(op.name) else _price(op, nccl.chip, lengths)
-        label, priced = prices[shapes]
+        label, priced = _priced_once(prices, nccl, op, lengths)
         key = ("replay", label, priced.flops, priced.bytes, priced.unknown)
         if key not in groups:
             groups[key] = _Group(f"{label} (graph replay)", collective_kind(op.name) or op.name, priced)
@@ -408,10 +415,7 @@ def _op_runs(
         r = int(ops[i])
         op = TorchOp.from_args(names[r], args[r])
         lengths = stats[step[i]] if step[i] >= 0 else None
-        shapes = (op.name, op.dims, op.types, op.concrete, lengths)
-        if shapes not in prices:
-            prices[shapes] = nccl.op(op) if collective_kind(op.name) else _price(op, nccl.chip, lengths)
-        label, priced = prices[shapes]
+        label, priced = _priced_once(prices, nccl, op, lengths)
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)
         if key not in groups:
             index[key] = len(groups)

@@ -16,11 +16,11 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology
 from rooftop.plan.compare import Comparison, Entry, price_of
 from rooftop.plan.energy import serving_energy, training_energy
-from rooftop.plan.goal.serve import serve_goal
+from rooftop.plan.goal.serve import ServeGoal, serve_goal
 from rooftop.plan.goal.train import SECONDS_PER_DAY, train_goal
 from rooftop.plan.serve.sweep import ServingRequest
 from rooftop.plan.train.step import TrainingSetup
-from rooftop.units import SECONDS_PER_HOUR
+from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 
 def _missed(chip: Chip, why: str) -> Entry:
@@ -79,9 +79,9 @@ def _on(base: TrainingSetup, topology: Topology) -> TrainingSetup:
     return replace(base, topology=topology)
 
 
-def compare_serving_goal(requests: Sequence[ServingRequest]) -> Comparison:
+def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[[ServeGoal], str]) -> Comparison:
     """Each chip's fewest chips serving the rate under the targets; ranked by dollars per hour, then chips,
-    then kWh per million output tokens."""
+    then kWh per million output tokens. ``describe`` writes each found goal's note (report/goal.serve_goal_reason)."""
     out = []
     for req in requests:
         price, source = price_of(req.chip)
@@ -96,11 +96,11 @@ def compare_serving_goal(requests: Sequence[ServingRequest]) -> Comparison:
         b, s = goal.best, goal.best.state
         chips, tokens = b.layout.chips, s.tokens_per_s
         usd_h = req.price * chips if req.price is not None else None
-        per_m = usd_h / SECONDS_PER_HOUR / tokens * 1e6 if usd_h is not None and tokens else None
+        per_m = usd_h / SECONDS_PER_HOUR / tokens * TOKENS_PER_MILLION if usd_h is not None and tokens else None
         energy = serving_energy(req.chip, chips, tokens)
         out.append(Entry(req.chip.name, f"{b.layout.replicas} x {b.layout.chips_per_replica}", chips,
                          b.layout.label(), s.tpot_s, None, s.ttft_s, tokens, tokens / chips if tokens else None,
-                         True, None, None, None, per_m, price, source, goal.reason, None,
+                         True, None, None, None, per_m, price, source, describe(goal), None,
                          energy.kwh_per_million_tokens, usd_h))  # fmt: skip
     first = requests[0]
     settings = {"prompt_len": first.prompt_len, "gen_len": first.gen_len, "weight_dtype": first.dtypes.weights,

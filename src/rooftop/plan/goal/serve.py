@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.slices import valid_slices
@@ -31,18 +32,24 @@ from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 
 #: most replicas a goal considers per layout
 MAX_REPLICAS = 1 << 16
+#: which target a replica count misses first: the engine saturates, the time per output token, the first token
+Miss = Literal["saturated", "tpot", "ttft"]
 #: chips of the base slice of a TPU (a 2x4 or 2x2x2 slice): tensor parallelism up to 8
 TPU_BASE_CHIPS = 8
 
 
 @dataclass(frozen=True)
 class ReplicaCount:
-    """``replicas`` copies of ``layout`` at the goal's rate: meets the targets or why not."""
+    """``replicas`` copies of ``layout`` at the goal's rate: meets the targets or which it misses (report/goal.py
+    writes the words)."""
 
     layout: ServingLayout  # with ``replicas`` set to the count
     state: SteadyState
-    meets: bool
-    why: str
+    missed: Miss | None  # the target it misses first; None: it meets them all
+
+    @property
+    def meets(self) -> bool:
+        return self.missed is None
 
 
 @dataclass(frozen=True)
@@ -58,21 +65,21 @@ class ServeGoal:
     best: ReplicaCount | None
     fewer: ReplicaCount | None
     layouts: tuple[ReplicaCount, ...]
-    reason: str
+    reason: str  # why no layout meets the goal ("" when one does: report/goal.py describes ``best``)
 
     @property
     def chips(self) -> int | None:
         return self.best.layout.chips if self.best is not None else None
 
 
-def _verdict(s: SteadyState, ttft: float | None, tpot: float | None) -> tuple[bool, str]:
+def _missed(s: SteadyState, ttft: float | None, tpot: float | None) -> Miss | None:
     if s.saturated:
-        return False, s.reason
+        return "saturated"
     if tpot is not None and (s.tpot_s or math.inf) > tpot:
-        return False, f"TPOT {s.tpot_s * 1e3:.3g} ms > {tpot * 1e3:.3g} ms"  # type: ignore[operator]
+        return "tpot"
     if ttft is not None and (s.ttft_s or math.inf) > ttft:
-        return False, f"TTFT {s.ttft_s:.3g} s > {ttft:.3g} s"
-    return True, f"TPOT {(s.tpot_s or 0) * 1e3:.3g} ms, TTFT {s.ttft_s or 0:.3g} s"
+        return "ttft"
+    return None
 
 
 def base_request(req: ServingRequest) -> ServingRequest:
@@ -100,8 +107,8 @@ class _Counter:
     def at(self, k: int) -> ReplicaCount:
         if k not in self.seen:
             s = self.replica.steady_state(self.traffic, k)
-            ok, why = _verdict(s, self.req.max_ttft_s, self.req.max_step_latency_s)
-            self.seen[k] = ReplicaCount(dataclasses.replace(self.layout, replicas=k), s, ok, why)
+            missed = _missed(s, self.req.max_ttft_s, self.req.max_step_latency_s)
+            self.seen[k] = ReplicaCount(dataclasses.replace(self.layout, replicas=k), s, missed)
         return self.seen[k]
 
     def fewest(self) -> ReplicaCount | None:
@@ -149,8 +156,4 @@ def serve_goal(req: ServingRequest) -> ServeGoal:
     best, counter = min(found, key=key)
     k = best.layout.replicas
     fewer = counter.at(k - 1) if k > 1 else None
-    chips = best.layout.chips
-    why = f"{best.layout.label()} on {chips:,} chip{'s' if chips > 1 else ''}: {best.why}"
-    if fewer is not None:
-        why += f"; with {k - 1} replica{'s' if k > 2 else ''}: {fewer.why}"
-    return dataclasses.replace(goal, best=best, fewer=fewer, reason=why)
+    return dataclasses.replace(goal, best=best, fewer=fewer)

@@ -26,7 +26,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.slices import SliceOption, valid_slices
 from rooftop.hardware.topology import Topology
-from rooftop.model.transformer import flops_per_token_train
+from rooftop.model.per_token import flops_per_token_train
 from rooftop.plan.train.search import search
 from rooftop.plan.train.step import TrainingSetup
 from rooftop.units import SECONDS_PER_HOUR

@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING
 from rooftop.cost.efficiency import Efficiency
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh
-from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.config import TransformerConfig
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.paging import Engine, KVPool, kv_pool
 from rooftop.plan.serve.phase import mixed_step

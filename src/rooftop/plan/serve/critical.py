@@ -10,7 +10,8 @@ from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import flop_rate, roofline
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.hardware.chip import Chip
-from rooftop.model.config import Dtypes, TransformerConfig, Workload
+from rooftop.model.config import TransformerConfig
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.phase import chip_cost
 

@@ -30,7 +30,8 @@ from rooftop.catalog.io import builtin_toml
 from rooftop.cost.efficiency import Efficiency
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.chip import Chip
-from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.config import TransformerConfig
+from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.layout import ServingLayout, kv_cache_per_chip_bytes, weights_per_chip_bytes
 
 ENGINES = ("generic", "vllm", "sglang", "trtllm")

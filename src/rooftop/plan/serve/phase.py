@@ -51,8 +51,9 @@ from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
-from rooftop.model.config import Dtypes, TransformerConfig, Workload
+from rooftop.model.config import TransformerConfig
 from rooftop.model.transformer import model_costs
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve import routing
 from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group, query_head_reads
 from rooftop.plan.serve.shapes import chip_gemm, matmul_shape_factor, mixed_gemms, shaped_estimate

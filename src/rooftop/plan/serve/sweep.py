@@ -37,8 +37,9 @@ from rooftop.dtypes import compute_dtype
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
-from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import kv_cache_bytes
+from rooftop.model.workload import Dtypes
 from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rooftop.cost.collectives import mesh_groups
+from rooftop.cost.groups import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.topology import Mesh, domains_spanned

@@ -24,9 +24,11 @@ from rooftop.model.activations import (
     logits_bytes_per_token,
     sequence_region_bytes_per_token,
 )
-from rooftop.model.config import Dtypes, TransformerConfig, Workload, layer_groups
+from rooftop.model.config import TransformerConfig
+from rooftop.model.layers import layer_groups
 from rooftop.model.memory import param_tree
 from rooftop.model.transformer import model_costs, train_leaves
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.train.layout import Parallelism, stage_split
 
 _DEFAULT_DTYPES = Dtypes()

@@ -56,8 +56,9 @@ from rooftop.display import Displayed
 from rooftop.dtypes import dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
-from rooftop.model.config import Dtypes, TransformerConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, optimizer_update_cost
+from rooftop.model.workload import Dtypes
 from rooftop.plan.train.comm import CommPricer, Ledger, dp_exposed, layer_comm
 from rooftop.plan.train.framework import Framework, default_framework
 from rooftop.plan.train.layout import Parallelism, microbatch_size

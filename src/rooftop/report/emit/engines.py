@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rooftop.hardware.topology import Topology
-    from rooftop.model.config import Dtypes
+    from rooftop.model.workload import Dtypes
     from rooftop.plan.serve.layout import ServingLayout
     from rooftop.plan.train.layout import Parallelism
 

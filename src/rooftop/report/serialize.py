@@ -119,6 +119,7 @@ def _value(v: Any, newline: str) -> str:
 
 def _write_rows(rows: Rows, out: IO[str]) -> None:
     """A list of flat dicts at depth 1, as the indenting encoder writes it (each value by :func:`_value`)."""
+    float_repr = float.__repr__
     keys: dict[str, str] = {}
     sep = "["
     for row in rows:
@@ -131,7 +132,17 @@ def _write_rows(rows: Rows, out: IO[str]) -> None:
             key = keys.get(k) if k.__class__ is str else None
             if key is None:
                 key = keys[str(k)] = f"\n      {encode_basestring_ascii(str(k))}: "
-            parts.append(key + _value(v, "\n      "))
+            cls = v.__class__  # the common scalars inline (as _value writes them): a call less per value
+            if cls is str:
+                parts.append(key + encode_basestring_ascii(v))
+            elif v is None:
+                parts.append(key + "null")
+            elif cls is float and v - v == 0.0:  # finite
+                parts.append(key + float_repr(v))
+            elif cls is int and v.bit_length() <= 1000:
+                parts.append(key + int.__repr__(v))
+            else:
+                parts.append(key + _value(v, "\n      "))
         out.write(f"{sep}\n    {{{','.join(parts)}\n    }}")
         sep = ","
     out.write("[]" if sep == "[" else "\n  ]")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from rooftop.analysis.gcpause import paused_gc
@@ -28,7 +28,7 @@ from rooftop.analysis.hlo.ir import (
     Computation,
     HloModule,
     Instruction,
-    decode_fields,
+    LazyFields,
     new_instruction,
     split_top,
 )
@@ -66,6 +66,8 @@ _MASK_LITERAL_MAX_CHARS = 1 << 17
 _MASK_TYPES = frozenset(("s8", "u8", "pred"))
 _MAX_JOINED_CHARS = MAX_LINE_CHARS  # a multi-line instruction joined: bounded as a line is
 _MAX_RETRIES = 8
+#: the metadata of an instruction without any (shared: read-only)
+_NO_FIELDS = LazyFields("")
 
 
 def _close_paren(text: str, pos: int) -> int:
@@ -92,8 +94,9 @@ class _Incomplete(Exception):
 
 _Attrs = dict[str, str]
 #: (name, opcode, shape, operands, operand shapes or None, attributes, metadata, called, is_root, line)
+_Meta = Mapping[str, str]
 _Record = tuple[
-    str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, _Attrs, _Attrs, tuple[str, ...], bool, int
+    str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, _Attrs, _Meta, tuple[str, ...], bool, int
 ]
 
 
@@ -267,7 +270,7 @@ class _Parser:
         inside = text[open_pos + 1 : close]
         attributes = self._attributes(text, close + 1)
         metadata_text = attributes.pop("metadata", None)
-        metadata = decode_fields(metadata_text) if metadata_text else {}
+        metadata = LazyFields(metadata_text) if metadata_text else _NO_FIELDS
         operands: tuple[str, ...] = ()
         operand_shapes: tuple[Shape | None, ...] | None = ()
         if opcode == "constant":

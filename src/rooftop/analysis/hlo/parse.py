@@ -374,18 +374,19 @@ class _Parser:
                     )
                 seen.add(rec[0])
         instructions, roots = [], []
+        defined = shapes.__contains__
         for rec in records:
             operands, operand_shapes = rec[3], rec[4]
-            for operand in operands:
-                if operand not in shapes:
-                    raise self.error(
-                        rec[9],
-                        f"operand {shown(operand)} of {shown(rec[0])} is not defined in computation {shown(name)}",
-                    )
+            if not all(map(defined, operands)):
+                operand = next(o for o in operands if o not in shapes)
+                raise self.error(
+                    rec[9], f"operand {shown(operand)} of {shown(rec[0])} is not defined in computation {shown(name)}"
+                )
             if operand_shapes is None or None in operand_shapes:
                 given = operand_shapes or (None,) * len(operands)
                 operand_shapes = tuple(s if s is not None else shapes[o] for s, o in zip(given, operands, strict=True))
-            instr = new_instruction((rec[0], rec[1], rec[2], operands, operand_shapes, *rec[5:]))
+                rec = (*rec[:4], operand_shapes, *rec[5:])
+            instr = new_instruction(rec)  # a record is an instruction's fields in order
             instructions.append(instr)
             if rec[8]:
                 roots.append(instr)

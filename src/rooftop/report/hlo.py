@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -17,22 +18,44 @@ if TYPE_CHECKING:
 
     from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
     from rooftop.analysis.hlo.ir import HloModule
+    from rooftop.analysis.hlo.shapes import Shape
 
 
-def op_dict(t: TimedOp) -> dict[str, Any]:
-    """One instruction of the JSON table: totals over its executions, SI units; FLOPs null when unknown."""
+_ShapeKeys = tuple[str, str, int, str | None]
+
+
+def _shape_fields(shape: Shape) -> _ShapeKeys:
+    """(text, dtype, memory space, padded shape or None) of a result shape: the row's shape keys."""
+    leaves = shape.leaves()
+    leaf = leaves[0] if len(leaves) == 1 else None
+    padded = leaf is not None and leaf.padded_dims != leaf.dims
+    first = leaves[0] if leaves else None
+    return (
+        str(shape),
+        first.dtype if first is not None else "tuple",
+        first.layout.memory_space if first is not None and first.layout is not None else 0,
+        f"{leaf.dtype}[{','.join(map(str, leaf.padded_dims))}]" if padded and leaf else None,
+    )
+
+
+def op_dict(t: TimedOp, shapes: dict[int, tuple[Shape, _ShapeKeys]] | None = None) -> dict[str, Any]:
+    """One instruction of the JSON table: totals over its executions, SI units; FLOPs null when unknown.
+    ``shapes``: the shape keys already worked out, by the shape's id (the parser shares one Shape per text)."""
     op, est, k = t.op, t.estimate, t.op.executions
     traffic, unknown, uses = op.cost.traffic, bool(op.cost.unknown), op.cost.collectives
     groups = [[list(g) for g in (u.groups if u.groups is not None else u.pairs or ())] for u in uses]
-    shape = op.shape.leaves()[0] if len(op.shape.leaves()) == 1 else None
-    padded = shape is not None and shape.padded_dims != shape.dims
+    found = shapes.get(id(op.shape)) if shapes is not None else None
+    if found is None:
+        found = (op.shape, _shape_fields(op.shape))
+        if shapes is not None:
+            shapes[id(op.shape)] = found  # the shape kept with its keys: its id stays its own
+    text, dtype, space, padded_shape = found[1]
     return {
-        "name": op.name, "opcode": op.opcode, "computation": op.computation, "shape": str(op.shape),
-        "dtype": op.dtype, "executions": k, "flops": None if unknown else op.cost.flops * k,
+        "name": op.name, "opcode": op.opcode, "computation": op.computation, "shape": text,
+        "dtype": dtype, "executions": k, "flops": None if unknown else op.cost.flops * k,
         "transcendentals": op.cost.transcendentals * k, "bytes": traffic.logical_bytes * k,
         "padded_bytes": traffic.padded_bytes * k, "hbm_bytes": traffic.hbm_bytes * k,
-        "memory_space": op.memory_space,
-        "padded_shape": f"{shape.dtype}[{','.join(map(str, shape.padded_dims))}]" if padded and shape else None,
+        "memory_space": space, "padded_shape": padded_shape,
         "compute_s": None if unknown else est.compute_s, "memory_s": est.memory_s, "comm_s": est.network_s,
         "shape_efficiency": est.shape_efficiency, "mxu_utilization": t.mxu_utilization,
         "lower_bound_s": est.lower_bound_s, "upper_bound_s": est.upper_bound_s, "bound": est.bound,
@@ -97,7 +120,7 @@ def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
         "totals": analysis.totals(),
         "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],
         "top": [ops[i].op.name for i in order[:top]],
-        "instructions": Rows(ops, op_dict),
+        "instructions": Rows(ops, functools.partial(op_dict, shapes={})),
         "notes": list(analysis.notes),
     }
 

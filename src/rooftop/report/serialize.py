@@ -118,21 +118,36 @@ def _value(v: Any, newline: str) -> str:
 
 
 def _write_rows(rows: Rows, out: IO[str]) -> None:
-    """A list of flat dicts at depth 1, as the indenting encoder writes it (each value by :func:`_value`)."""
-    keys: dict[str, str] = {}
+    """A list of flat dicts at depth 1, as the indenting encoder writes it (each value by :func:`_value`,
+    the common scalars inline; each key's text, comma and indent made once per run of rows with the same
+    keys)."""
+    float_repr, int_repr, escape = float.__repr__, int.__repr__, encode_basestring_ascii
+    names: tuple[Any, ...] = ()
+    prefixes: list[str] = []
     sep = "["
     for row in rows:
         if not row:
             out.write(f"{sep}\n    {{}}")
             sep = ","
             continue
+        if tuple(row) != names:
+            names = tuple(row)
+            prefixes = [("" if i == 0 else ",") + f"\n      {escape(str(k))}: " for i, k in enumerate(names)]
         parts = []
-        for k, v in row.items():
-            key = keys.get(k) if k.__class__ is str else None
-            if key is None:
-                key = keys[str(k)] = f"\n      {encode_basestring_ascii(str(k))}: "
-            parts.append(key + _value(v, "\n      "))
-        out.write(f"{sep}\n    {{{','.join(parts)}\n    }}")
+        for prefix, v in zip(prefixes, row.values(), strict=True):
+            parts.append(prefix)
+            cls = v.__class__
+            if cls is str:
+                parts.append(escape(v))
+            elif v is None:
+                parts.append("null")
+            elif cls is float and v - v == 0.0:  # finite
+                parts.append(float_repr(v))
+            elif cls is int and v.bit_length() <= 1000:
+                parts.append(int_repr(v))
+            else:
+                parts.append(_value(v, "\n      "))
+        out.write(f"{sep}\n    {{{''.join(parts)}\n    }}")
         sep = ","
     out.write("[]" if sep == "[" else "\n  ]")
 

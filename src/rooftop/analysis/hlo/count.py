@@ -73,6 +73,8 @@ from rooftop.errors import InvalidConfigError, ParseError, shown
 #: nesting of fused / applied computations inside one another, and executions of one instruction.
 _MAX_NESTING = 64
 _MAX_EXECUTIONS = float(MAX_INT)
+#: the attributes ``Instruction.dot_dims`` reads (with the opcode)
+_DOT_DIM_KEYS = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims", "backend_config")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class _Counter:
         self.bytes = Bytes(module)
         self.chain_cache: dict[str, dict[int, tuple[CollectiveUse, ...]]] = {}
         self.dot_cache: dict[tuple, Cost] = {}
+        self.dims_cache: dict[tuple, dict[str, tuple[int, ...]]] = {}
         self.notes: list[str] = []
         self.nesting = 0
         self.edges_cache: dict[str, list[tuple[Instruction, Computation, float]]] = {}
@@ -166,6 +169,10 @@ class _Counter:
             self.nesting += 1
             try:
                 for instr in comp.instructions:
+                    op = instr.opcode
+                    if (op in ZERO_COST and op != "call") or instr.async_kind in ("done", "update"):
+                        check_arity(instr)  # all _flops does for these: their tally is empty
+                        continue
                     found.merge(self.flops(instr))
             finally:
                 self.nesting -= 1
@@ -211,7 +218,11 @@ class _Counter:
 
     def dot(self, instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> Cost:
         """``dot_flops``, cached by shapes and dimension numbers (layers repeat the same dots)."""
-        dims = instr.dot_dims
+        attrs = instr.attributes  # the dimension numbers depend on these texts alone: decoded once per text
+        text_key = (instr.opcode, *(attrs.get(k) for k in _DOT_DIM_KEYS))
+        dims = self.dims_cache.get(text_key)
+        if dims is None:
+            dims = self.dims_cache[text_key] = instr.dot_dims
         key = (id(lhs), id(rhs), out.dtype, *dims.values())
         found = self.dot_cache.get(key)
         if found is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -43,7 +43,7 @@ class Instruction:
     operands: tuple[str, ...]
     operand_shapes: tuple[Shape | None, ...]
     attributes: dict[str, str]
-    metadata: dict[str, str]
+    metadata: Mapping[str, str]
     called_computations: tuple[str, ...]
     is_root: bool
     line: int
@@ -162,24 +162,46 @@ class Instruction:
     @property
     def async_kind(self) -> str | None:
         """ "start" / "update" / "done" for async halves (all-gather-start, async-done, copy-start, ...)."""
-        for kind in ("start", "update", "done"):
-            if self.opcode.endswith("-" + kind):
-                return kind
-        return None
+        try:
+            return _ASYNC_KINDS[self.opcode]
+        except KeyError:
+            return _async_kind(self.opcode)
 
     @property
     def op_name(self) -> str | None:
         return self.metadata.get("op_name")
 
 
+#: the async half each opcode seen so far is (read per instruction by every pass: a lookup, not a scan)
+_ASYNC_KINDS: dict[str, str | None] = {}
+
+
+def _async_kind(opcode: str) -> str | None:
+    found = next((k for k in ("start", "update", "done") if opcode.endswith("-" + k)), None)
+    if len(_ASYNC_KINDS) < 4096:  # opcodes are a small vocabulary; a bound all the same
+        _ASYNC_KINDS[opcode] = found
+    return found
+
+
 _INSTRUCTION_SETTERS = tuple(getattr(Instruction, f.name).__set__ for f in fields(Instruction))
+(_SET_NAME, _SET_OPCODE, _SET_SHAPE, _SET_OPERANDS, _SET_OPERAND_SHAPES, _SET_ATTRIBUTES, _SET_METADATA, _SET_CALLED,
+ _SET_ROOT, _SET_LINE) = _INSTRUCTION_SETTERS  # fmt: skip
 
 
 def new_instruction(values: tuple) -> Instruction:
     """Instruction(*values) without the frozen dataclass's per-field object.__setattr__ (2x faster)."""
+    name, opcode, shape, operands, operand_shapes, attributes, metadata, called, is_root, line = values
     instr = object.__new__(Instruction)
-    for setter, value in zip(_INSTRUCTION_SETTERS, values, strict=True):
-        setter(instr, value)
+    _SET_NAME(instr, name)
+    _SET_OPCODE(instr, opcode)
+    _SET_SHAPE(instr, shape)
+    _SET_OPERANDS(instr, operands)
+    _SET_OPERAND_SHAPES(instr, operand_shapes)
+    _SET_ATTRIBUTES(instr, attributes)
+    _SET_METADATA(instr, metadata)
+    _SET_CALLED(instr, called)
+    _SET_ROOT(instr, is_root)
+    _SET_LINE(instr, line)
     return instr
 
 
@@ -360,6 +382,40 @@ def _labels_problem(groups: tuple[str, ...]) -> str:
     if spatial[0] != [str(i) for i in range(len(spatial[0]))]:
         return "spatial dims must be 0, 1, ... in some order"
     return ""
+
+
+class LazyFields(Mapping[str, str]):
+    """The ``{k=v ...}`` fields of ``text`` as a read-only mapping, decoded (:func:`decode_fields`) when first
+    read: an instruction's metadata, which most passes never look at."""
+
+    __slots__ = ("_fields", "_text")
+    _fields: dict[str, str] | None
+
+    def __init__(self, text: str) -> None:
+        self._text, self._fields = text, None
+
+    def _decoded(self) -> dict[str, str]:
+        if self._fields is None:
+            self._fields = decode_fields(self._text)
+        return self._fields
+
+    def __getitem__(self, key: str) -> str:
+        return self._decoded()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._decoded().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._decoded()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
 
 
 def decode_fields(text: str) -> dict[str, str]:

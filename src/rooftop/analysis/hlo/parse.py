@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from rooftop.analysis.gcpause import paused_gc
@@ -28,7 +28,7 @@ from rooftop.analysis.hlo.ir import (
     Computation,
     HloModule,
     Instruction,
-    decode_fields,
+    LazyFields,
     new_instruction,
     split_top,
 )
@@ -66,6 +66,8 @@ _MASK_LITERAL_MAX_CHARS = 1 << 17
 _MASK_TYPES = frozenset(("s8", "u8", "pred"))
 _MAX_JOINED_CHARS = MAX_LINE_CHARS  # a multi-line instruction joined: bounded as a line is
 _MAX_RETRIES = 8
+#: the metadata of an instruction without any (shared: read-only)
+_NO_FIELDS = LazyFields("")
 
 
 def _close_paren(text: str, pos: int) -> int:
@@ -92,8 +94,9 @@ class _Incomplete(Exception):
 
 _Attrs = dict[str, str]
 #: (name, opcode, shape, operands, operand shapes or None, attributes, metadata, called, is_root, line)
+_Meta = Mapping[str, str]
 _Record = tuple[
-    str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, _Attrs, _Attrs, tuple[str, ...], bool, int
+    str, str, Shape, tuple[str, ...], tuple[Shape | None, ...] | None, _Attrs, _Meta, tuple[str, ...], bool, int
 ]
 
 
@@ -267,7 +270,7 @@ class _Parser:
         inside = text[open_pos + 1 : close]
         attributes = self._attributes(text, close + 1)
         metadata_text = attributes.pop("metadata", None)
-        metadata = decode_fields(metadata_text) if metadata_text else {}
+        metadata = LazyFields(metadata_text) if metadata_text else _NO_FIELDS
         operands: tuple[str, ...] = ()
         operand_shapes: tuple[Shape | None, ...] | None = ()
         if opcode == "constant":
@@ -371,18 +374,19 @@ class _Parser:
                     )
                 seen.add(rec[0])
         instructions, roots = [], []
+        defined = shapes.__contains__
         for rec in records:
             operands, operand_shapes = rec[3], rec[4]
-            for operand in operands:
-                if operand not in shapes:
-                    raise self.error(
-                        rec[9],
-                        f"operand {shown(operand)} of {shown(rec[0])} is not defined in computation {shown(name)}",
-                    )
+            if not all(map(defined, operands)):
+                operand = next(o for o in operands if o not in shapes)
+                raise self.error(
+                    rec[9], f"operand {shown(operand)} of {shown(rec[0])} is not defined in computation {shown(name)}"
+                )
             if operand_shapes is None or None in operand_shapes:
                 given = operand_shapes or (None,) * len(operands)
                 operand_shapes = tuple(s if s is not None else shapes[o] for s, o in zip(given, operands, strict=True))
-            instr = new_instruction((rec[0], rec[1], rec[2], operands, operand_shapes, *rec[5:]))
+                rec = (*rec[:4], operand_shapes, *rec[5:])
+            instr = new_instruction(rec)  # a record is an instruction's fields in order
             instructions.append(instr)
             if rec[8]:
                 roots.append(instr)

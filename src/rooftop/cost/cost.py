@@ -213,7 +213,8 @@ class OpTag:
     ``row_parallel`` (a "tensor" matmul split over its contracting dim, as Megatron's o and down
     projections; the others split their output features) and ``attention_block`` (an op of a
     layer's attention block, norm to residual: under attention data parallelism it runs on each
-    rank's own requests)."""
+    rank's own requests); ``unfused`` marks the extra HBM traffic of an elementwise op run eagerly as
+    separate kernels (model/eager.py)."""
 
     category: str
     split: str
@@ -221,6 +222,7 @@ class OpTag:
     flash_recompute: bool = False
     row_parallel: bool = False
     attention_block: bool = False
+    unfused: bool = False
 
     def __post_init__(self) -> None:
         if self.category not in OP_CATEGORIES:

@@ -32,6 +32,9 @@ OP_TAGS: dict[str, OpTag] = {
     **dict.fromkeys(("rope", "act", "q_norm", "k_norm"), OpTag("elementwise", "heads")),
     **dict.fromkeys(("q_a_norm", "kv_a_norm", "routing"), OpTag("elementwise", "replicated")),
     **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm", "loss"), OpTag("elementwise", "tokens")),
+    # the eager kernels' traffic beyond the fused op (model/eager.py), divided as the op they shadow
+    **dict.fromkeys(("norm_unfused", "post_norm_unfused"), OpTag("elementwise", "tokens", unfused=True)),
+    **dict.fromkeys(("rope_unfused", "act_unfused"), OpTag("elementwise", "heads", unfused=True)),
     "embedding": OpTag("lookup", "vocab"),
     "positions": OpTag("elementwise", "vocab"),
 }

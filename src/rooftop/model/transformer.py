@@ -55,6 +55,7 @@ from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matm
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
 from rooftop.model.config import MLAConfig, TransformerConfig
+from rooftop.model.eager import unfused_act, unfused_norm, unfused_rope
 from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
     ParamTree,
@@ -144,6 +145,18 @@ class _Ctx:
     def norm(self, width: float) -> Cost:
         return self.vec(self.tokens * width, self.cfg.norm_kind.flops_per_element)
 
+    def unfused(self, name: str, elements: float, extra_bytes_per_element: float) -> list[tuple[str, Cost]]:
+        """The op ``name``: the eager kernels' bytes beyond a fused elementwise op's over ``elements``
+        (model/eager.py), as a one-op list under ``fused=False`` when there are any (else empty)."""
+        if self.w.fused or not extra_bytes_per_element:
+            return []
+        nbytes = elements * extra_bytes_per_element
+        return [(name, explicit(0.0, nbytes, self.dt.activations, "vector", "activations"))]
+
+    def unfused_norm(self, name: str) -> list[tuple[str, Cost]]:
+        extra = unfused_norm(self.cfg, dtype_bytes(self.dt.activations))[1]
+        return self.unfused(f"{name}_unfused", self.tokens * self.cfg.d_model, extra)
+
     def vec(self, elements: float, flops_per_element: float, inputs: int = 1) -> Cost:
         return elementwise(elements, self.dt.activations, flops_per_element, inputs, kind="activations")
 
@@ -207,7 +220,9 @@ def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
         if name in p
     ]
     if cfg.positions == "rotary":
-        ops.append(("rope", c.vec(c.tokens * (cfg.n_heads + cfg.n_kv_heads) * cfg.head_dim, ROPE_FLOPS_PER_ELEMENT)))
+        rotated = c.tokens * (cfg.n_heads + cfg.n_kv_heads) * cfg.head_dim
+        ops.append(("rope", c.vec(rotated, ROPE_FLOPS_PER_ELEMENT)))
+        ops += c.unfused("rope_unfused", rotated, unfused_rope(dtype_bytes(c.dt.activations))[1])
     kv = _kv_read_tokens(c.w, window) * cfg.n_kv_heads * cfg.head_dim * dtype_bytes(_kv_dtype(c))
     return ops + _kv_write(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
 
@@ -316,7 +331,7 @@ def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
     """The mixer block of one layer: attention (GQA or MLA), gated DeltaNet or a state-space layer,
     each from its pre-norm to its residual add."""
     p = attention_parts(c.cfg, mixer)
-    ops = [("norm", c.norm(c.cfg.d_model))]
+    ops = [("norm", c.norm(c.cfg.d_model)), *c.unfused_norm("norm")]
     if mixer == "linear":
         ops += _linear_ops(c, p)
     elif mixer == "ssm":
@@ -325,7 +340,7 @@ def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
         ops += _gqa_ops(c, p, window) if c.cfg.mla is None else _mla_ops(c, p, c.cfg.mla)
     ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
-        ops.append(("post_norm", c.norm(c.cfg.d_model)))
+        ops += [("post_norm", c.norm(c.cfg.d_model)), *c.unfused_norm("post_norm")]
     return CostTree.node(mixer_block(mixer), (_leaf(n, cost, attention_block=True) for n, cost in ops))
 
 
@@ -335,12 +350,14 @@ def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems:
     ops = [(n, c.proj(p[prefix + n], rows, touched)) for n in names]
     mk = c.cfg.mlp_kind
     ops.append(("act", c.vec(elems, mk.flops_per_element, 2 if mk.gated else 1)))
+    ops += c.unfused("act_unfused", elems, unfused_act(c.cfg, dtype_bytes(c.dt.activations))[1])
     return [*ops, ("down", c.proj(p[prefix + "down"], rows, touched))]
 
 
 def _mlp(c: _Ctx, moe: bool) -> CostTree:
     cfg, p = c.cfg, mlp_parts(c.cfg, moe)
-    kids: list[CostTree] = [_leaf("norm", c.norm(cfg.d_model))] if "norm" in p else []
+    kids: list[CostTree] = [_leaf(n, x) for n, x in [("norm", c.norm(cfg.d_model)), *c.unfused_norm("norm")]]
+    kids = kids if "norm" in p else []
     if moe and cfg.moe:
         e = cfg.moe
         assign = {**c.sizes, "A": int(c.tokens * e.top_k)}
@@ -377,7 +394,7 @@ def _mlp(c: _Ctx, moe: bool) -> CostTree:
         kids += [_leaf(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
     kids.append(_leaf("residual", _residual(c)))
     if "post_norm" in p:
-        kids.append(_leaf("post_norm", c.norm(cfg.d_model)))
+        kids += [_leaf(n, x) for n, x in [("post_norm", c.norm(cfg.d_model)), *c.unfused_norm("post_norm")]]
     return CostTree.node("moe" if moe else "mlp", kids)
 
 

@@ -44,7 +44,8 @@ class Workload:
     ``flash=False`` prices attention the pre-FlashAttention way: the scores and probabilities
     of every pair go through HBM (see transformer._attention_core). ``dropout=True`` adds
     dropout on the attention probabilities (unfused only) and on both residual branches, as
-    GPT-2/3 and Megatron-LM train: read, write, and a one-byte mask per element."""
+    GPT-2/3 and Megatron-LM train: read, write, and a one-byte mask per element. ``fused=False``
+    runs the elementwise ops eagerly, one kernel per PyTorch op, each through HBM (model/eager.py)."""
 
     phase: str
     batch: int
@@ -53,6 +54,7 @@ class Workload:
     causal: bool = True
     flash: bool = True
     dropout: bool = False
+    fused: bool = True
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:

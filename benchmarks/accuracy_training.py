@@ -97,6 +97,7 @@ class Run:
     precision: TrainingPrecision = field(default_factory=TrainingPrecision)
     framework: str = ""  # the stack that ran it ("" = the chip's default)
     matmul_dtype: str = ""  # the weight matmuls' dtype ("" = the activations')
+    compiled: bool | None = None  # elementwise ops fused by a compiler (False: eager kernels; None: the framework's)
 
 
 def _gpt_style(
@@ -283,6 +284,7 @@ def _titan_runs() -> list[Run]:
                 per_token * batch * r.seq,
                 TORCHTITAN_SOURCE,
                 framework="pytorch-fsdp2",
+                compiled=r.compiled,
             )
         )
     return out
@@ -356,6 +358,7 @@ def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[flo
         flash_attention=run.flash,
         dropout=run.dropout,
         framework=stack,
+        fused_elementwise=True if "eager" in strip else run.compiled,
     )
     par = _with_fitting_remat(setup, run.par)
     validate(par, run.cfg, setup.chips, run.batch, run.seq)
@@ -366,13 +369,14 @@ def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[flo
 
 
 #: the framework mechanisms of catalog/frameworks/training.toml, in the order ``--mechanisms`` adds them
-MECHANISMS = ("collectives", "launch", "attention", "era", "p2p-overlap")
+MECHANISMS = ("collectives", "launch", "attention", "era", "p2p-overlap", "eager")
 
 
 def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
     """``stack`` without the named mechanisms: collectives (NCCL's ring -> the staged rules), launch (no host
     cost per FSDP collective), attention (no kernel ceiling), era (no clipping, no p2p sync, gradients
-    reduced with the default overlap, prefetch), p2p-overlap (interleaved pipeline sends not hidden)."""
+    reduced with the default overlap, prefetch), p2p-overlap (interleaved pipeline sends not hidden); eager
+    (elementwise ops priced fused whatever the run's stack or compile setting: ``predict`` reads it)."""
     if "collectives" in strip:
         stack = replace(stack, algorithm=None)
     if "launch" in strip:

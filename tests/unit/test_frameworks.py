@@ -33,11 +33,14 @@ def test_every_framework_loads_with_a_source_per_figure() -> None:
         get_framework("deepspeedx")
 
 
-def _step(framework: str, chip=H100, model: str = "llama-3-8b", par: Parallelism | None = None, seq: int = 8192):  # type: ignore[no-untyped-def]
+def _step(framework: str, chip=H100, model: str = "llama-3-8b", par: Parallelism | None = None, seq: int = 8192,  # type: ignore[no-untyped-def]
+          fused: bool | None = True):  # fmt: skip
+    """``fused``: elementwise ops compiled (default, so stacks compare on the mechanism under test), None: the
+    framework's."""
     fw = get_framework(framework)
     setup = TrainingSetup(
         get_model(model), chip, parse_topology(chip, "1x8"), 16, seq, fw.efficiency(default_efficiency("training")),
-        framework=fw,
+        framework=fw, fused_elementwise=fused,
     )  # fmt: skip
     par = par or Parallelism(fsdp=8, microbatches=2, remat="full")
     return setup, evaluate(setup, par, setup.pricer(layout_mesh(setup.topology, par)))

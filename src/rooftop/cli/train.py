@@ -51,7 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the forward and again for the backward of every microbatch, HBM holds the shard and two gathered "
         "layers; 0: each layer gathered once per step and kept, its gradients reduce-scattered once, HBM holds "
         "the stage's weights whole, and its gradients over several microbatches), grad_clip (the optimizer step "
-        "clips the gradients' global norm; default: the framework's). flash and dropout default to the "
+        "clips the gradients' global norm; default: the framework's), compile (1: norms, rotary and the gated "
+        "activation run as fused kernels; 0: eagerly, one kernel per PyTorch op, each through HBM; default: the "
+        "framework's, 0 for pytorch-fsdp1/2 and deepspeed). flash and dropout default to the "
         "framework's era (megatron-2021: 0, 1)",
     )
     p.add_argument(

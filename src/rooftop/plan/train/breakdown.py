@@ -6,7 +6,8 @@ second hidden behind compute, and each part becomes a ``StepPart``:
 
 - compute_forward / compute_backward / compute_recompute: the phase's ops, each max(compute, memory)
   on the per-op roofline (cost/roofline.roofline_table): a term for the compute-bound ops (their FLOPs
-  at the chip's peak x efficiency) and one for the memory-bound ops (their bytes over HBM);
+  at the chip's peak x efficiency) and one for the memory-bound ops (their bytes over HBM); when the
+  elementwise ops run eagerly, a third for the eager kernels' traffic beyond the fused ops' (model/eager.py);
 - tensor_parallel, context_parallel, fsdp, expert_parallel, data_parallel, pipeline_p2p: one term per
   collective (cost/collectives.py through cost/roofline.collective_term, count = calls per step) and a
   negative "hidden" term for what compute hid;
@@ -96,9 +97,13 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
         cb, mb = sel & table.compute_bound, sel & ~table.compute_bound
         c_s = float(np.sum(table.compute_s[cb] * weight[cb]))
         c_fl = float(np.sum(total_flops[cb] * weight[cb]))
+        eager = mb & prof.unfused if prof.unfused is not None else np.zeros_like(mb)
+        mb &= ~eager
         m_s = float(np.sum(table.memory_s[mb] * weight[mb]))
         m_b = float(np.sum(nbytes[mb] * weight[mb]))
-        terms = (
+        e_s = float(np.sum(table.memory_s[eager] * weight[eager]))
+        e_b = float(np.sum(nbytes[eager] * weight[eager]))
+        terms: tuple[Term, ...] = (
             Term(
                 "compute-bound ops",
                 c_s,
@@ -130,7 +135,10 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
                 ),
             ),
         )
-        out.append(StepPart(name, c_s + m_s, _bound(terms, "compute"), terms))
+        if eager.any():
+            figures = (("ops", float(eager.sum())), ("bytes", e_b), *terms[1].figures[2:])
+            terms += (Term("unfused elementwise kernels", e_s, "memory", "ops", figures),)
+        out.append(StepPart(name, c_s + m_s + e_s, _bound(terms, "compute"), terms))
     return out
 
 

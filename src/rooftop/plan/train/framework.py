@@ -19,7 +19,10 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
   model chunk's forward or backward and waited for after it, so it hides behind that chunk's compute (absent:
   no overlap);
 - ``fused_attention``, ``dropout``: the era's defaults for the job's ``--fix flash`` and ``--fix dropout``
-  (Megatron-LM 2021: unfused attention, dropout 0.1).
+  (Megatron-LM 2021: unfused attention, dropout 0.1);
+- ``fused_elementwise``: the default for the job's ``--fix compile``: whether norms, rotary embedding and
+  the gated activation run as fused kernels (a compiler, or the stack's hand-fused kernels) or eagerly, one
+  kernel per PyTorch op (model/eager.py; the extra traffic is its own term of the compute parts).
 
 Each of these is a term of the step's breakdown: the collectives' ring latency and launch cost in their
 parts, the attention ceiling in the compute parts, clipping in ``optimizer``, the host sync in
@@ -63,6 +66,7 @@ class Framework:
     p2p_overlap: bool = False  # interleaved schedule: each send/receive overlaps the next chunk's compute
     fused_attention: bool = True  # the job's default for ``--fix flash``
     dropout: bool = False  # the job's default for ``--fix dropout``
+    fused_elementwise: bool = True  # the job's default for ``--fix compile``
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
@@ -131,6 +135,7 @@ def get_framework(name: str) -> Framework:
         bool(_value(table, "p2p_overlap", where)) if "p2p_overlap" in table else False,
         bool(_value(table, "fused_attention", where)),
         bool(_value(table, "dropout", where)),
+        bool(_value(table, "fused_elementwise", where)) if "fused_elementwise" in table else True,
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

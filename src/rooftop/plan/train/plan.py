@@ -76,6 +76,8 @@ def plan_training(
     if "flash" in pinned or "dropout" in pinned:  # choices of the job, not of a layout
         setup = replace(setup, flash_attention=bool(pinned.pop("flash", setup.flash_attention)),
                         dropout=bool(pinned.pop("dropout", setup.dropout)))  # fmt: skip
+    if "compile" in pinned:  # the job's: elementwise ops fused by a compiler, or run eagerly
+        setup = replace(setup, fused_elementwise=bool(pinned.pop("compile")))
     if "grad_clip" in pinned:  # the framework's optimizer step, clipping on or off
         setup = replace(setup, framework=replace(setup.stack, grad_clip=bool(pinned.pop("grad_clip"))))
     result = search(setup, pinned, objective, top, progress)

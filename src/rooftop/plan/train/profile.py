@@ -133,6 +133,7 @@ class ModelProfile:
     # where the op is not one matmul; None when the shape model is off
     gemm: np.ndarray | None = None
     core_scale: float = 1.0  # the attention core's matrix rate over the other matmuls' (_core_scale)
+    unfused: np.ndarray | None = None  # bool per op: eager kernels' extra traffic (model/eager.py); None: none
 
 
 @lru_cache(maxsize=64)
@@ -146,6 +147,7 @@ def model_profile(
     flash: bool = True,
     dropout: bool = False,
     attention_cap: float = 0.0,
+    fused: bool = True,
 ) -> ModelProfile:
     """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
     every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
@@ -158,11 +160,12 @@ def model_profile(
     ``flash_recompute``) is a row of the recompute phase (hardware FLOPs, not model FLOPs).
     ``attention_cap`` (0: none): the share of the chip's datasheet matrix peak the fused attention kernel
     sustains (the framework's kernel, plan/train/framework.py); the attention core's matmuls run at the
-    lesser of it and the other matmuls' rate."""
-    work = Workload("train", 1, seq_len, causal=flash, flash=flash, dropout=dropout)
+    lesser of it and the other matmuls' rate. ``fused=False``: the elementwise ops run eagerly, one kernel
+    per PyTorch op (model/eager.py); their extra traffic is in rows flagged ``unfused``."""
+    work = Workload("train", 1, seq_len, causal=flash, flash=flash, dropout=dropout, fused=fused)
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
-    rows, costs, gemms = [], [], []
+    rows, costs, gemms, unfused = [], [], [], []
     for phase, gname, leaf in train_leaves(model_costs(cfg, work, dtypes, remat)):
         c, tag = leaf.cost, leaf.tag
         fixed = tag is not None and tag.category != "lookup"
@@ -174,10 +177,12 @@ def model_profile(
         rows.append(row)
         costs.append(c)
         gemms.append(_gemm_row(c, tag))
+        unfused.append(tag is not None and tag.unfused)
         if flash and phase == 0 and grp >= 0 and tag is not None and tag.flash_recompute:
             rows.append((*row[:4], 2, *row[5:]))
             costs.append(c)
             gemms.append(_gemm_row(c, tag))
+            unfused.append(False)
     keys, flops_table_ = flops_table(costs)
     cols = list(zip(*rows, strict=True))
     tree = param_tree(cfg)
@@ -214,6 +219,7 @@ def model_profile(
         sequence_region_bytes_per_token(cfg, seq_len, remat, dtypes.activations, flash, dtypes.matmul),
         np.array(gemms, dtype=float) if eff.matrix_shape else None,
         _core_scale(chip, eff, keys, attention_cap),
+        np.array(unfused, dtype=bool) if any(unfused) else None,
     )
 
 

@@ -71,7 +71,7 @@ FIXABLE = ("dp", "fsdp", "tp", "pp", "ep", "cp", "microbatches", "virtual_stages
 FIXABLE_TEXT = ("remat", "offload")
 #: on/off choices: Megatron sequence parallelism in the norm and dropout regions (a layout's), fused flash
 #: attention and dropout (the job's: the scores' HBM traffic, and dropout's masks and their memory)
-FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard", "grad_clip")
+FIXABLE_FLAGS = ("sequence_parallel", "flash", "dropout", "pipeline_balance", "fsdp_reshard", "grad_clip", "compile")
 #: most candidate layouts one search enumerates (each a row of a few integers; DeepSeek-V3 on 65,536 GPUs with
 #: 16K-token sequences has 53,401, of which the bound on the step time leaves few to price): a larger space is
 #: an error asking for pinned degrees, not minutes of searching

@@ -155,6 +155,13 @@ class TrainingSetup:
     dropout: bool = False
     max_nodes_per_token: int = 0  # node-limited MoE routing (0: none; node_limited_factor)
     framework: Framework | None = None  # the stack that runs the step (None: the chip kind's default)
+    fused_elementwise: bool | None = None  # elementwise ops fused (compiled); None: the framework's
+
+    @property
+    def fused(self) -> bool:
+        """Whether the elementwise ops run fused (compiled) or eagerly (model/eager.py): the job's
+        ``--fix compile``, else the framework's."""
+        return self.stack.fused_elementwise if self.fused_elementwise is None else self.fused_elementwise
 
     @cached_property
     def stack(self) -> Framework:
@@ -214,6 +221,7 @@ def profile_for(setup: TrainingSetup, remat: str) -> ModelProfile:
         setup.flash_attention,
         setup.dropout,
         setup.stack.attention_cap(setup.chip) if setup.flash_attention else 0.0,
+        setup.fused,
     )
 
 

@@ -79,6 +79,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="clients each keeping one request in flight: continuous batching at a fixed concurrency",
     )
     p.add_argument(
+        "--percentiles",
+        action="store_true",
+        help="with --requests-per-s: p50/p90/p99 of TTFT, TPOT and end-to-end latency from the request-by-request "
+        "simulation of the chosen layout (Poisson arrivals)",
+    )
+    p.add_argument("--requests", metavar="N", help="requests --percentiles simulates (default 10000)")
+    p.add_argument("--seed", metavar="S", help="seed of --percentiles' arrivals (default: the simulation's own)")
+    p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
         help="continuous batching policy: chunked (chunked prefill within --token-budget, default) or prefill-first",
@@ -201,6 +209,24 @@ def _write_timeline(path: str, plan: Any) -> None:
     write_timeline(path, events, meta)
 
 
+def _percentiles(args: argparse.Namespace, plan: Any) -> Any:
+    """``--percentiles`` (with ``--requests`` and ``--seed``) on the chosen layout, or None."""
+    requests, seed = getattr(args, "requests", None), getattr(args, "seed", None)
+    if not getattr(args, "percentiles", False):
+        if requests is not None or seed is not None:
+            raise InvalidConfigError("--requests and --seed need --percentiles")
+        return None
+    from rooftop.plan.serve.percentiles import MAX_REQUESTS, PERCENTILE_REQUESTS, latency_percentiles
+    from rooftop.plan.serve.scheduler import SEED
+
+    n = _count(requests, "--requests", MAX_REQUESTS) or PERCENTILE_REQUESTS
+    try:
+        s = SEED if seed is None else int(seed)
+    except ValueError:
+        raise InvalidConfigError(f"--seed {shown(seed)} must be an integer") from None
+    return latency_percentiles(plan, n, s)
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
@@ -216,6 +242,8 @@ def run(args: argparse.Namespace) -> Output:
         if args.requests_per_s is None:
             raise InvalidConfigError("give --chips or --topology, or a goal: --requests-per-s with --max-ttft and/or "
                                      "--max-step-latency (the fewest chips that meet them)")  # fmt: skip
+        if getattr(args, "percentiles", False):
+            raise InvalidConfigError("--percentiles needs --chips or --topology (a slice to simulate)")
         return serve_goal_output(request_from_args(args), args)
     plan = plan_serving(request_from_args(args))
     req = plan.request
@@ -228,13 +256,20 @@ def run(args: argparse.Namespace) -> Output:
         plan = replace(plan, notes=(note, *plan.notes))
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
+    pct = _percentiles(args, plan)
     from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)
     payload = serve_json(plan)
+    if pct is not None:
+        from rooftop.report.percentiles import percentiles_dict, render_percentiles
+
+        payload["percentiles"] = percentiles_dict(pct)
 
     def render(console: Any) -> None:
         report.render_serve(console, plan, payload)
+        if pct is not None:
+            render_percentiles(console, pct)
         render_energy(console, energy, "output tokens")
 
     out = Output(

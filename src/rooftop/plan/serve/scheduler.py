@@ -148,6 +148,7 @@ class _Sim:
         self.now = 0.0
         self.dsteps = 0
         self.arrivals: list[float] = []  # heap of future arrival times
+        self.gaps: list[float] = []  # the times between arrivals, drawn beforehand (popped from the end)
         self.issued = self.admitted = self.preemptions = 0
         self.extra_s = 0.0  # swap time to add to the next step
         self.held = False  # this step preempted: it takes no prompt tokens
@@ -255,13 +256,17 @@ class _Sim:
 
     def _admit(self, rng: random.Random, total: int) -> None:
         if self.rate is not None and not self.arrivals and self.issued < total:
-            self.arrivals = [self.now + rng.expovariate(self.rate)]
+            self.arrivals = [self.now + self._gap(rng)]
         while self.arrivals and self.arrivals[0] <= self.now:
             at = heapq.heappop(self.arrivals)
             self.waiting.append(_Request(at, self.t.prompt_len, self.t.gen_len - 1))
             self.issued += 1
             if self.rate is not None and self.issued < total:
-                heapq.heappush(self.arrivals, at + rng.expovariate(self.rate))
+                heapq.heappush(self.arrivals, at + self._gap(rng))
+
+    def _gap(self, rng: random.Random) -> float:
+        assert self.rate is not None
+        return self.gaps.pop() if self.gaps else rng.expovariate(self.rate)
 
     def _finish_prefill(self, r: _Request) -> None:
         if r.first_s is None:
@@ -435,8 +440,13 @@ class _Sim:
         while self.waiting and self.waiting[0].remaining == 0 and not self.waiting[0].swapped:
             self._finish_prefill(self.waiting.popleft())
 
+    def measured(self, total: int) -> list[tuple[float, float, float, float]]:
+        """(arrival, start, first token, finish) of the requests measured: by arrival, the first
+        WARMUP_FRACTION left out (they found the replica empty, not in its steady state)."""
+        return sorted(self.done)[int(total * WARMUP_FRACTION) :]
+
     def result(self, total: int) -> SimResult:
-        done = sorted(self.done)[int(total * WARMUP_FRACTION) :]
+        done = self.measured(total)
         lo, hi = done[0][0], max(d[0] for d in done)
         g = self.t.gen_len
         span = [s for s in self.steps if lo <= s[0] < hi]
@@ -479,3 +489,29 @@ def simulate(
     sim = _Sim(step, t, max_batch, rate, clients, paging)
     sim.run(requests, seed)
     return sim.result(requests)
+
+
+def simulate_requests(
+    step: StepFn, t: Traffic, max_batch: int, rate: float, requests: int, seed: int, paging: Paging | None = None
+) -> list[tuple[float, float, float, float]]:
+    """(arrival, start, first token, finish) in seconds of ``requests`` requests measured in steady
+    state: Poisson arrivals at ``rate`` per second (seeded, ``stratified_gaps``) on the scheduler
+    of ``simulate``, WARMUP_FRACTION x ``requests`` more arriving before them (they find the replica
+    empty) and as many after them (so the last measured ones share their steps with later arrivals,
+    not with a draining replica); neither extra set is measured."""
+    extra = math.ceil(requests * WARMUP_FRACTION)
+    total = requests + 2 * extra
+    sim = _Sim(step, t, max_batch, rate, None, paging)
+    sim.gaps = stratified_gaps(rate, total, random.Random(seed))
+    sim.run(total, seed)
+    return sorted(sim.done)[extra : extra + requests]
+
+
+def stratified_gaps(rate: float, n: int, rng: random.Random) -> list[float]:
+    """n times between Poisson arrivals at ``rate``, stratified: the i-th of a shuffled 0..n-1 puts the
+    gap's uniform draw in [i / n, (i + 1) / n), so each gap is exponential with mean 1 / rate, as
+    independent draws, but the n gaps together cover the distribution evenly (Latin hypercube
+    sampling, McKay, Beckman and Conover 1979): no seed draws too many short or long ones."""
+    strata = list(range(n))
+    rng.shuffle(strata)
+    return [-math.log1p(-(i + rng.random()) / n) / rate for i in strata]

@@ -1,0 +1,44 @@
+"""`rooftop serve ... --requests-per-s R --percentiles [--requests N --seed S]`: the JSON keys, the
+table's lines, and bad input as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+BASE = ("serve", "llama-3-8b", "--chip", "h100", "--chips", "1", "--prompt-len", "2048", "--gen-len", "256")
+
+
+def test_percentiles_json_and_table() -> None:
+    code, out, err = run_cli(*BASE, "--requests-per-s", "5", "--percentiles", "--requests", "2000", "--seed", "7",
+                             "--json")  # fmt: skip
+    assert code == 0, err
+    p = json.loads(out)["percentiles"]
+    assert (p["requests"], p["measured"], p["seed"]) == (2000, 2000, 7)
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        assert 0 < p[key]["p50"] <= p[key]["p90"] <= p[key]["p99"]
+    # each request's end-to-end is its TTFT + 255 x its TPOT, so the median end-to-end is above the median TTFT
+    assert p["e2e_s"]["p50"] > p["ttft_s"]["p50"] + 255 * p["tpot_s"]["p50"] * 0.5
+    code, out, err = run_cli(*BASE, "--requests-per-s", "5", "--percentiles", "--requests", "2000")
+    assert code == 0, err
+    assert "latency percentiles (2000 of 2000 simulated requests" in out
+    assert "TTFT: p50" in out and "TPOT: p50" in out and "end-to-end: p50" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--percentiles",), "--percentiles needs --requests-per-s"),
+        (("--requests-per-s", "5", "--requests", "100"), "--requests and --seed need --percentiles"),
+        (("--requests-per-s", "5", "--percentiles", "--seed", "x1"), "--seed 'x1' must be an integer"),
+        (("--requests-per-s", "5", "--percentiles", "--requests", "5"), "between 10 and"),
+        (("--requests-per-s", "500", "--percentiles"), "--percentiles: no layout to simulate"),
+    ],
+)
+def test_percentiles_bad_input(argv: tuple[str, ...], message: str) -> None:
+    code, _out, err = run_cli(*BASE, *argv)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1, err

@@ -32,7 +32,7 @@ def test_percentiles_json_and_table() -> None:
     ("argv", "message"),
     [
         (("--percentiles",), "--percentiles needs --requests-per-s"),
-        (("--requests-per-s", "5", "--requests", "100"), "--requests and --seed need --percentiles"),
+        (("--requests-per-s", "5", "--requests", "100"), "--requests, --seed and --request-trace need --percentiles"),
         (("--requests-per-s", "5", "--percentiles", "--seed", "x1"), "--seed 'x1' must be an integer"),
         (("--requests-per-s", "5", "--percentiles", "--requests", "5"), "between 10 and"),
         (("--requests-per-s", "500", "--percentiles"), "--percentiles: no layout to simulate"),
@@ -42,3 +42,19 @@ def test_percentiles_bad_input(argv: tuple[str, ...], message: str) -> None:
     code, _out, err = run_cli(*BASE, *argv)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_request_trace_means_and_malformed_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"input_len": 1000, "output_len": 100}\n\n{"input_len": 3000, "output_len": 300, "x": 1}\n')
+    code, out, err = run_cli(*BASE[:4], "--chips", "1", "--requests-per-s", "2", "--percentiles", "--requests", "500",
+                             "--request-trace", str(trace), "--json")  # fmt: skip
+    assert code == 0, err
+    payload = json.loads(out)
+    assert (payload["prompt_len"], payload["gen_len"]) == ((1000 + 3000) // 2, (100 + 300) // 2)
+    assert payload["percentiles"]["ttft_s"]["p99"] > 0
+    for line3 in ('{"input_len": 3000', '{"input_len": 0, "output_len": 5}', "[1, 2]"):
+        trace.write_text('{"input_len": 1000, "output_len": 100}\n\n' + line3 + "\n")
+        code, _out, err = run_cli(*BASE[:4], "--chips", "1", "--requests-per-s", "2", "--percentiles",
+                                  "--request-trace", str(trace))  # fmt: skip
+        assert code == 2 and "trace.jsonl:3: " in err and len(err.strip().splitlines()) == 1, err

@@ -11,8 +11,8 @@ import pytest
 
 from rooftop.cli.main import build_parser
 from rooftop.cli.serve import request_from_args
-from rooftop.plan.serve.percentiles import latency_percentiles, nearest_rank
-from rooftop.plan.serve.scheduler import Traffic, simulate_requests, stratified_gaps
+from rooftop.plan.serve.percentiles import latency_percentiles, nearest_rank, simulate_requests, stratified_gaps
+from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import plan_serving
 
 
@@ -40,7 +40,8 @@ def test_idle_replica_latencies_by_hand() -> None:
     t = Traffic(prompt_len=512, gen_len=8, requests_per_s=1e-3)
     done = simulate_requests(lambda n, c: 0.01, t, max_batch=4, rate=1e-3, requests=50, seed=3)
     assert len(done) == 50
-    for arrival, _, first, end in done:
+    for arrival, _, first, end, g in done:
+        assert g == 8
         assert first - arrival == pytest.approx(0.01)
         assert (end - first) / (8 - 1) == pytest.approx(0.01)
         assert end - arrival == pytest.approx(8 * 0.01)
@@ -61,3 +62,26 @@ def test_percentiles_stable_across_seeds() -> None:
             v = [getattr(p, name)[i] for p in runs]
             mean = sum(v) / 3
             assert max(abs(x - mean) for x in v) <= 0.05 * mean, (name, i, v)
+
+
+def test_lengths_drawn_per_request_by_hand() -> None:
+    """Every step 10 ms, no queue; outputs of 2 or 8 tokens drawn per request: end-to-end is
+    2 x 10 ms or 8 x 10 ms, TPOT always 10 ms, and both lengths are drawn."""
+    t = Traffic(prompt_len=100, gen_len=5, requests_per_s=1e-3)
+    done = simulate_requests(lambda n, c: 0.01, t, 4, 1e-3, 200, 5, lengths=((100, 2), (100, 8)))
+    e2e = sorted({round(end - arrival, 9) for arrival, _, _, end, _ in done})
+    assert e2e == [2 * 0.01, 8 * 0.01]
+    assert {g for *_, g in done} == {2, 8}
+    assert all((end - first) / (g - 1) == pytest.approx(0.01) for _, _, first, end, g in done)
+
+
+def test_constant_trace_is_the_fixed_lengths() -> None:
+    """A trace whose every request is (P, G) gives the same requests as P and G themselves."""
+    t = Traffic(prompt_len=300, gen_len=20, requests_per_s=40.0)
+
+    def step(n: float, c: float) -> float:
+        return 0.002 + 1e-4 * n + 2e-6 * c
+
+    fixed = simulate_requests(step, t, 64, 40.0, 500, 9)
+    traced = simulate_requests(step, t, 64, 40.0, 500, 9, lengths=((300, 20),))
+    assert fixed == traced

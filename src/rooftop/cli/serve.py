@@ -87,6 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--requests", metavar="N", help="requests --percentiles simulates (default 10000)")
     p.add_argument("--seed", metavar="S", help="seed of --percentiles' arrivals (default: the simulation's own)")
     p.add_argument(
+        "--request-trace",
+        metavar="FILE.jsonl",
+        help="with --percentiles: each request's lengths drawn from this file, one JSON object per line with "
+        "input_len and output_len; --prompt-len and --gen-len default to their means (the steps are priced there)",
+    )
+    p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
         help="continuous batching policy: chunked (chunked prefill within --token-budget, default) or prefill-first",
@@ -209,12 +215,25 @@ def _write_timeline(path: str, plan: Any) -> None:
     write_timeline(path, events, meta)
 
 
-def _percentiles(args: argparse.Namespace, plan: Any) -> Any:
-    """``--percentiles`` (with ``--requests`` and ``--seed``) on the chosen layout, or None."""
+def _trace(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
+    """``--request-trace``'s (prompt, output) lengths; the means stand for --prompt-len / --gen-len not given."""
+    if args.request_trace is None:
+        return ()
+    from rooftop.plan.serve.percentiles import read_request_trace
+
+    lengths = read_request_trace(args.request_trace, MAX_TOKENS)
+    for i, name in enumerate(("prompt_len", "gen_len")):
+        if getattr(args, name) is None:
+            setattr(args, name, str(max(1, round(sum(x[i] for x in lengths) / len(lengths)))))
+    return lengths
+
+
+def _percentiles(args: argparse.Namespace, plan: Any, lengths: tuple[tuple[int, int], ...]) -> Any:
+    """``--percentiles`` (with ``--requests``, ``--seed``, ``--request-trace``) on the chosen layout, or None."""
     requests, seed = getattr(args, "requests", None), getattr(args, "seed", None)
     if not getattr(args, "percentiles", False):
-        if requests is not None or seed is not None:
-            raise InvalidConfigError("--requests and --seed need --percentiles")
+        if requests is not None or seed is not None or args.request_trace is not None:
+            raise InvalidConfigError("--requests, --seed and --request-trace need --percentiles")
         return None
     from rooftop.plan.serve.percentiles import MAX_REQUESTS, PERCENTILE_REQUESTS, latency_percentiles
     from rooftop.plan.serve.scheduler import SEED
@@ -224,7 +243,7 @@ def _percentiles(args: argparse.Namespace, plan: Any) -> Any:
         s = SEED if seed is None else int(seed)
     except ValueError:
         raise InvalidConfigError(f"--seed {shown(seed)} must be an integer") from None
-    return latency_percentiles(plan, n, s)
+    return latency_percentiles(plan, n, s, lengths)
 
 
 def run(args: argparse.Namespace) -> Output:
@@ -245,6 +264,7 @@ def run(args: argparse.Namespace) -> Output:
         if getattr(args, "percentiles", False):
             raise InvalidConfigError("--percentiles needs --chips or --topology (a slice to simulate)")
         return serve_goal_output(request_from_args(args), args)
+    trace = _trace(args)
     plan = plan_serving(request_from_args(args))
     req = plan.request
     lengths = (("--prompt-len", args.prompt_len, req.prompt_len), ("--gen-len", args.gen_len, req.gen_len))
@@ -256,7 +276,7 @@ def run(args: argparse.Namespace) -> Output:
         plan = replace(plan, notes=(note, *plan.notes))
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
-    pct = _percentiles(args, plan)
+    pct = _percentiles(args, plan, trace)
     from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)

@@ -33,6 +33,8 @@ MAX_CONCURRENCY = 1 << 14
 
 #: (running sequences, prefill tokens) -> seconds of one step
 StepFn = Callable[[float, float], float]
+#: a request done: (arrival, start, first token, finish) in seconds, its output tokens
+Done = tuple[float, float, float, float, int]
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class _Request:
     decoding: bool = False
     epoch: int = 0  # bumped each time it starts decoding: older heap entries are stale
     seeded: bool = False  # a closed loop's first request, started mid-way (not measured)
+    gen_len: int = 0  # its output tokens (as Traffic's unless the lengths are drawn per request)
 
     @property
     def finish(self) -> int:
@@ -149,10 +152,11 @@ class _Sim:
         self.dsteps = 0
         self.arrivals: list[float] = []  # heap of future arrival times
         self.gaps: list[float] = []  # the times between arrivals, drawn beforehand (popped from the end)
+        self.lengths: list[tuple[int, int]] = []  # (prompt, output) tokens per request, likewise
         self.issued = self.admitted = self.preemptions = 0
         self.extra_s = 0.0  # swap time to add to the next step
         self.held = False  # this step preempted: it takes no prompt tokens
-        self.done: list[tuple[float, float, float, float]] = []  # (arrival, start, first token, finish)
+        self.done: list[Done] = []
         self.steps: list[
             tuple[float, float, int, float, int, int]
         ] = []  # (start, duration, decoding, prefill, steps, free)
@@ -259,7 +263,8 @@ class _Sim:
             self.arrivals = [self.now + self._gap(rng)]
         while self.arrivals and self.arrivals[0] <= self.now:
             at = heapq.heappop(self.arrivals)
-            self.waiting.append(_Request(at, self.t.prompt_len, self.t.gen_len - 1))
+            p, g = self.lengths.pop() if self.lengths else (self.t.prompt_len, self.t.gen_len)
+            self.waiting.append(_Request(at, p, g - 1, gen_len=g))
             self.issued += 1
             if self.rate is not None and self.issued < total:
                 heapq.heappush(self.arrivals, at + self._gap(rng))
@@ -281,7 +286,7 @@ class _Sim:
     def _complete(self, r: _Request) -> None:
         assert r.start_s is not None and r.first_s is not None
         if not r.seeded:
-            self.done.append((r.arrival_s, r.start_s, r.first_s, self.now))
+            self.done.append((r.arrival_s, r.start_s, r.first_s, self.now, r.gen_len))
         if self.clients is not None:
             heapq.heappush(self.arrivals, self.now)
 
@@ -440,7 +445,7 @@ class _Sim:
         while self.waiting and self.waiting[0].remaining == 0 and not self.waiting[0].swapped:
             self._finish_prefill(self.waiting.popleft())
 
-    def measured(self, total: int) -> list[tuple[float, float, float, float]]:
+    def measured(self, total: int) -> list[Done]:
         """(arrival, start, first token, finish) of the requests measured: by arrival, the first
         WARMUP_FRACTION left out (they found the replica empty, not in its steady state)."""
         return sorted(self.done)[int(total * WARMUP_FRACTION) :]
@@ -489,29 +494,3 @@ def simulate(
     sim = _Sim(step, t, max_batch, rate, clients, paging)
     sim.run(requests, seed)
     return sim.result(requests)
-
-
-def simulate_requests(
-    step: StepFn, t: Traffic, max_batch: int, rate: float, requests: int, seed: int, paging: Paging | None = None
-) -> list[tuple[float, float, float, float]]:
-    """(arrival, start, first token, finish) in seconds of ``requests`` requests measured in steady
-    state: Poisson arrivals at ``rate`` per second (seeded, ``stratified_gaps``) on the scheduler
-    of ``simulate``, WARMUP_FRACTION x ``requests`` more arriving before them (they find the replica
-    empty) and as many after them (so the last measured ones share their steps with later arrivals,
-    not with a draining replica); neither extra set is measured."""
-    extra = math.ceil(requests * WARMUP_FRACTION)
-    total = requests + 2 * extra
-    sim = _Sim(step, t, max_batch, rate, None, paging)
-    sim.gaps = stratified_gaps(rate, total, random.Random(seed))
-    sim.run(total, seed)
-    return sorted(sim.done)[extra : extra + requests]
-
-
-def stratified_gaps(rate: float, n: int, rng: random.Random) -> list[float]:
-    """n times between Poisson arrivals at ``rate``, stratified: the i-th of a shuffled 0..n-1 puts the
-    gap's uniform draw in [i / n, (i + 1) / n), so each gap is exponential with mean 1 / rate, as
-    independent draws, but the n gaps together cover the distribution evenly (Latin hypercube
-    sampling, McKay, Beckman and Conover 1979): no seed draws too many short or long ones."""
-    strata = list(range(n))
-    rng.shuffle(strata)
-    return [-math.log1p(-(i + rng.random()) / n) / rate for i in strata]

@@ -58,3 +58,19 @@ def test_request_trace_means_and_malformed_line(tmp_path) -> None:  # type: igno
         code, _out, err = run_cli(*BASE[:4], "--chips", "1", "--requests-per-s", "2", "--percentiles",
                                   "--request-trace", str(trace))  # fmt: skip
         assert code == 2 and "trace.jsonl:3: " in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_prefix_cache_cli() -> None:
+    code, out, err = run_cli(*BASE, "--prefix-len", "1536", "--prefix-hit-rate", "0.5", "--json")
+    assert code == 0, err
+    p = json.loads(out)["prefix_cache"]
+    assert (p["prefix_len"], p["hit_rate"]) == (1536, 0.5)
+    assert p["expected_prefill_s"] == 0.5 * p["hit_prefill_s"] + 0.5 * p["miss_prefill_s"]
+    assert p["hit_flops"] < p["expected_flops"] < p["miss_flops"]
+    for argv, message in (
+        (("--prefix-hit-rate", "0.5"), "--prefix-hit-rate needs --prefix-len"),
+        (("--prefix-len", "2048"), "prefix-len=2048 must be at least 1 and below the prompt's 2048 tokens"),
+        (("--prefix-len", "16", "--prefix-hit-rate", "2"), "prefix-hit-rate=2"),
+    ):
+        code, _out, err = run_cli(*BASE, *argv)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -93,6 +93,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "input_len and output_len; --prompt-len and --gen-len default to their means (the steps are priced there)",
     )
     p.add_argument(
+        "--prefix-len",
+        metavar="L",
+        help="prefix caching: the first L prompt tokens (a shared system prompt) may hit the engine's prefix cache; "
+        "a hit prefills only the other tokens (attending to all), its KV still held",
+    )
+    p.add_argument("--prefix-hit-rate", metavar="H", help="share of requests whose prefix hits the cache (default 1)")
+    p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
         help="continuous batching policy: chunked (chunked prefill within --token-budget, default) or prefill-first",
@@ -246,6 +253,21 @@ def _percentiles(args: argparse.Namespace, plan: Any, lengths: tuple[tuple[int, 
     return latency_percentiles(plan, n, s, lengths)
 
 
+def _prefix(args: argparse.Namespace, plan: Any) -> Any:
+    """``--prefix-len`` (with ``--prefix-hit-rate``) on the chosen layout, or None."""
+    length, rate = getattr(args, "prefix_len", None), getattr(args, "prefix_hit_rate", None)
+    if length is None:
+        if rate is not None:
+            raise InvalidConfigError("--prefix-hit-rate needs --prefix-len")
+        return None
+    from rooftop.plan.serve.prefix import prefix_cache
+
+    if plan.chosen is None:
+        raise InvalidConfigError(f"--prefix-len: no chosen layout to price it on ({plan.chosen_reason})")
+    hit = 1.0 if rate is None else float(parse_number(rate))
+    return prefix_cache(plan.request, plan.points[plan.chosen].layout, count(length, "--prefix-len", MAX_TOKENS), hit)
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
@@ -277,6 +299,7 @@ def run(args: argparse.Namespace) -> Output:
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
     pct = _percentiles(args, plan, trace)
+    prefix = _prefix(args, plan)
     from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)
@@ -285,11 +308,19 @@ def run(args: argparse.Namespace) -> Output:
         from rooftop.report.percentiles import percentiles_dict, render_percentiles
 
         payload["percentiles"] = percentiles_dict(pct)
+    if prefix is not None:
+        from rooftop.report.percentiles import prefix_dict
+
+        payload["prefix_cache"] = prefix_dict(prefix)
 
     def render(console: Any) -> None:
         report.render_serve(console, plan, payload)
         if pct is not None:
             render_percentiles(console, pct)
+        if prefix is not None:
+            from rooftop.report.percentiles import render_prefix
+
+            render_prefix(console, prefix)
         render_energy(console, energy, "output tokens")
 
     out = Output(

@@ -1,11 +1,13 @@
-"""``rooftop serve --percentiles``: latency percentiles of the simulated requests (plan/serve/percentiles.py),
-the JSON object and the terminal's lines."""
+"""``rooftop serve --percentiles`` and ``--prefix-len``: latency percentiles of the simulated requests
+(plan/serve/percentiles.py) and the prefill a prefix cache saves (plan/serve/prefix.py), the JSON
+objects and the terminal's lines."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from rooftop.plan.serve.percentiles import QUANTILES, Percentiles
+from rooftop.plan.serve.prefix import PrefixCache
 from rooftop.report.table import say
 from rooftop.units import format_duration
 
@@ -34,3 +36,27 @@ def render_percentiles(console: Console, p: Percentiles) -> None:
     )
     for name, values in (("TTFT", p.ttft_s), ("TPOT", p.tpot_s), ("end-to-end", p.e2e_s)):
         say(console, f"  {name}: " + ", ".join(f"{k} {format_duration(v)}" for k, v in zip(KEYS, values, strict=True)))
+
+
+def prefix_dict(p: PrefixCache) -> dict[str, Any]:
+    return {
+        "prefix_len": p.prefix_len,
+        "hit_rate": p.hit_rate,
+        "miss_prefill_s": p.miss.time_s,
+        "hit_prefill_s": p.hit.time_s,
+        "expected_prefill_s": p.expected_prefill_s,
+        "miss_flops": p.miss.flops,
+        "hit_flops": p.hit.flops,
+        "expected_flops": p.expected_flops,
+        "saved_fraction": p.saved_fraction,
+    }
+
+
+def render_prefix(console: Console, p: PrefixCache) -> None:
+    say(
+        console,
+        f"prefix cache ({p.prefix_len} prompt tokens cached, {p.hit_rate:.0%} of requests hit): one prompt's prefill "
+        f"{format_duration(p.miss.time_s)} on a miss, {format_duration(p.hit.time_s)} on a hit (the other tokens "
+        f"only, attending to the whole prompt), {format_duration(p.expected_prefill_s)} expected: "
+        f"{p.saved_fraction:.0%} saved; the cached KV still holds its blocks",
+    )

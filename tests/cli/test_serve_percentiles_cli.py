@@ -74,3 +74,26 @@ def test_prefix_cache_cli() -> None:
     ):
         code, _out, err = run_cli(*BASE, *argv)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_speculative_cli() -> None:
+    base = ("serve", "llama-3-70b", "--chip", "h100", "--chips", "8", "--prompt-len", "2048", "--gen-len", "256",
+            "--batch", "4")  # fmt: skip
+    code, out, err = run_cli(*base, "--draft", "llama-3-8b", "--draft-tokens", "3", "--accept-rate", "0.8", "--json")
+    assert code == 0, err
+    s = json.loads(out)["speculative"]
+    assert (s["kind"], s["drafted_tokens"], s["accept_rate"]) == ("draft", 3, 0.8)
+    assert s["tokens_per_step"] == pytest.approx(1 + 0.8 + 0.8**2 + 0.8**3)
+    assert s["step_s"] == pytest.approx(s["verify_s"] + 3 * s["draft_step_s"])
+    assert s["tpot_s"] == pytest.approx(s["step_s"] / s["tokens_per_step"])
+    code, out, err = run_cli(*base, "--mtp", "1", "--accept-rate", "0.85", "--json")
+    assert code == 0, err
+    assert json.loads(out)["speculative"]["tokens_per_step"] == pytest.approx(1.85)
+    for argv, message in (
+        (("--accept-rate", "0.5"), "--draft-tokens and --accept-rate need --draft or --mtp"),
+        (("--draft", "llama-3-8b", "--accept-rate", "0.5"), "--draft needs --draft-tokens K"),
+        (("--mtp", "2"), "need --accept-rate A"),
+        (("--mtp", "2", "--draft", "llama-3-8b", "--accept-rate", "0.5"), "give --draft or --mtp, not both"),
+    ):
+        code, _out, err = run_cli(*base, *argv)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

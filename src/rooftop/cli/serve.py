@@ -99,6 +99,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "a hit prefills only the other tokens (attending to all), its KV still held",
     )
     p.add_argument("--prefix-hit-rate", metavar="H", help="share of requests whose prefix hits the cache (default 1)")
+    p.add_argument("--draft", metavar="MODEL", help="speculative decoding with this draft model (with --draft-tokens)")
+    p.add_argument("--draft-tokens", metavar="K", help="tokens the draft model proposes per target step")
+    p.add_argument("--mtp", metavar="K", help="multi-token prediction: K MTP modules draft K tokens per step")
+    p.add_argument(
+        "--accept-rate",
+        metavar="A",
+        help="with --draft or --mtp: each drafted token's probability of acceptance; a step yields 1 + A + ... + A^K "
+        "tokens",
+    )
     p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
@@ -268,6 +277,31 @@ def _prefix(args: argparse.Namespace, plan: Any) -> Any:
     return prefix_cache(plan.request, plan.points[plan.chosen].layout, count(length, "--prefix-len", MAX_TOKENS), hit)
 
 
+def _speculation(args: argparse.Namespace, plan: Any) -> Any:
+    """``--draft MODEL --draft-tokens K`` or ``--mtp K``, with ``--accept-rate``, at the chosen point, or None."""
+    draft, k_draft, mtp = getattr(args, "draft", None), getattr(args, "draft_tokens", None), getattr(args, "mtp", None)
+    rate = getattr(args, "accept_rate", None)
+    if draft is None and mtp is None:
+        if k_draft is not None or rate is not None:
+            raise InvalidConfigError("--draft-tokens and --accept-rate need --draft or --mtp")
+        return None
+    if draft is not None and mtp is not None:
+        raise InvalidConfigError("give --draft or --mtp, not both")
+    if draft is not None and k_draft is None:
+        raise InvalidConfigError("--draft needs --draft-tokens K (tokens drafted per target step)")
+    if rate is None:
+        raise InvalidConfigError("--draft and --mtp need --accept-rate A (each drafted token's acceptance)")
+    from rooftop.model.catalog import get_model
+    from rooftop.plan.serve.speculative import MAX_DRAFT, speculation
+
+    if plan.chosen is None:
+        raise InvalidConfigError(f"--draft/--mtp: no chosen point to price it at ({plan.chosen_reason})")
+    point = plan.points[plan.chosen]
+    k = count(str(k_draft if draft is not None else mtp), "--draft-tokens" if draft is not None else "--mtp", MAX_DRAFT)
+    model = get_model(draft) if draft is not None else None
+    return speculation(plan.request, point.layout, point.batch, k, float(parse_number(rate)), model)
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
@@ -300,6 +334,7 @@ def run(args: argparse.Namespace) -> Output:
         _write_timeline(args.timeline, plan)
     pct = _percentiles(args, plan, trace)
     prefix = _prefix(args, plan)
+    spec = _speculation(args, plan)
     from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)
@@ -312,6 +347,10 @@ def run(args: argparse.Namespace) -> Output:
         from rooftop.report.percentiles import prefix_dict
 
         payload["prefix_cache"] = prefix_dict(prefix)
+    if spec is not None:
+        from rooftop.report.percentiles import speculation_dict
+
+        payload["speculative"] = speculation_dict(spec)
 
     def render(console: Any) -> None:
         report.render_serve(console, plan, payload)
@@ -321,6 +360,10 @@ def run(args: argparse.Namespace) -> Output:
             from rooftop.report.percentiles import render_prefix
 
             render_prefix(console, prefix)
+        if spec is not None:
+            from rooftop.report.percentiles import render_speculation
+
+            render_speculation(console, spec)
         render_energy(console, energy, "output tokens")
 
     out = Output(

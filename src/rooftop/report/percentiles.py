@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.plan.serve.percentiles import QUANTILES, Percentiles
 from rooftop.plan.serve.prefix import PrefixCache
+from rooftop.plan.serve.speculative import Speculation
 from rooftop.report.table import say
 from rooftop.units import format_duration
 
@@ -59,4 +60,31 @@ def render_prefix(console: Console, p: PrefixCache) -> None:
         f"{format_duration(p.miss.time_s)} on a miss, {format_duration(p.hit.time_s)} on a hit (the other tokens "
         f"only, attending to the whole prompt), {format_duration(p.expected_prefill_s)} expected: "
         f"{p.saved_fraction:.0%} saved; the cached KV still holds its blocks",
+    )
+
+
+def speculation_dict(s: Speculation) -> dict[str, Any]:
+    return {
+        "kind": s.kind,
+        "drafted_tokens": s.k,
+        "accept_rate": s.accept_rate,
+        "tokens_per_step": s.tokens_per_step,
+        "verify_s": s.verify.time_s,
+        "draft_step_s": s.draft_step.time_s,
+        "step_s": s.step_s,
+        "tpot_s": s.tpot_s,
+        "plain_step_s": s.plain.time_s,
+        "speedup": s.speedup,
+    }
+
+
+def render_speculation(console: Console, s: Speculation) -> None:
+    what = "draft model" if s.kind == "draft" else "MTP modules"
+    say(
+        console,
+        f"speculative decoding ({what}, {s.k} drafted tokens, {s.accept_rate:g} accepted each): "
+        f"1 + a + ... + a^{s.k} = {s.tokens_per_step:.3g} tokens per step (Leviathan et al. 2023) of "
+        f"{format_duration(s.step_s)} (verify {s.k + 1} tokens {format_duration(s.verify.time_s)} + {s.k} x "
+        f"{format_duration(s.draft_step.time_s)} drafting): {format_duration(s.tpot_s)} per token, "
+        f"{s.speedup:.2f}x the plain step's {format_duration(s.plain.time_s)}",
     )

@@ -97,3 +97,19 @@ def test_speculative_cli() -> None:
     ):
         code, _out, err = run_cli(*base, *argv)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_decode_chip_cli() -> None:
+    base = ("serve", "llama-3-70b", "--chip", "h100", "--chips", "16", "--prompt-len", "2048", "--gen-len", "256",
+            "--max-step-latency", "50ms")  # fmt: skip
+    code, out, err = run_cli(*base, "--requests-per-s", "20", "--decode-chip", "h200", "--json")
+    assert code == 0, err
+    d = json.loads(out)["decode_chip_disaggregation"]
+    assert (d["prefill_chip"], d["decode_chip"]) == ("h100", "h200")
+    assert d["disaggregated_chips"] == d["prefill"]["chips"] + d["decode"]["chips"]
+    code, out, err = run_cli(*base, "--requests-per-s", "20", "--decode-chip", "h200")
+    assert code == 0 and "disaggregation with a decode chip at 20 req/s" in out
+    code, _out, err = run_cli(*base, "--decode-chip", "h200")
+    assert code == 2 and "--decode-chip needs --requests-per-s" in err
+    code, _out, err = run_cli(*base, "--requests-per-s", "20", "--decode-chip", "h2000")
+    assert code == 2 and "unknown chip 'h2000'" in err and len(err.strip().splitlines()) == 1, err

@@ -109,6 +109,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "tokens",
     )
     p.add_argument(
+        "--decode-chip",
+        metavar="CHIP",
+        help="with --requests-per-s: disaggregation with decode on this chip (as many chips as the slice) and "
+        "prefill on --chip",
+    )
+    p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
         help="continuous batching policy: chunked (chunked prefill within --token-budget, default) or prefill-first",
@@ -302,6 +308,25 @@ def _speculation(args: argparse.Namespace, plan: Any) -> Any:
     return speculation(plan.request, point.layout, point.batch, k, float(parse_number(rate)), model)
 
 
+def _decode_chip(args: argparse.Namespace, plan: Any) -> Any:
+    """``--decode-chip``: (the decode chip's plan, the split), or None."""
+    name = getattr(args, "decode_chip", None)
+    if name is None:
+        return None
+    if plan.request.requests_per_s is None:
+        raise InvalidConfigError("--decode-chip needs --requests-per-s (the rate the two pools serve)")
+    import dataclasses
+
+    from rooftop.plan.serve.disagg import split_chips
+    from rooftop.plan.serve.sweep import plan_serving
+
+    other = argparse.Namespace(**vars(args))
+    other.chip, other.chips, other.topology = name, str(plan.request.topology.num_chips), None
+    other.requests_per_s = other.concurrency = other.scheduler = other.token_budget = other.price_per_chip_hour = None
+    decode_plan = plan_serving(dataclasses.replace(request_from_args(other), requests_per_s=None))
+    return decode_plan, split_chips(plan, decode_plan, plan.request.requests_per_s)
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
@@ -335,6 +360,7 @@ def run(args: argparse.Namespace) -> Output:
     pct = _percentiles(args, plan, trace)
     prefix = _prefix(args, plan)
     spec = _speculation(args, plan)
+    split = _decode_chip(args, plan)
     from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)
@@ -347,6 +373,10 @@ def run(args: argparse.Namespace) -> Output:
         from rooftop.report.percentiles import prefix_dict
 
         payload["prefix_cache"] = prefix_dict(prefix)
+    if split is not None:
+        from rooftop.report.percentiles import split_dict
+
+        payload["decode_chip_disaggregation"] = split_dict(plan, *split)
     if spec is not None:
         from rooftop.report.percentiles import speculation_dict
 
@@ -360,6 +390,10 @@ def run(args: argparse.Namespace) -> Output:
             from rooftop.report.percentiles import render_prefix
 
             render_prefix(console, prefix)
+        if split is not None:
+            from rooftop.report.percentiles import render_split
+
+            render_split(console, split[1])
         if spec is not None:
             from rooftop.report.percentiles import render_speculation
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rooftop.plan.serve.disagg import Disaggregation
 from rooftop.plan.serve.percentiles import QUANTILES, Percentiles
 from rooftop.plan.serve.prefix import PrefixCache
 from rooftop.plan.serve.speculative import Speculation
+from rooftop.report.serve import disaggregation_dict
 from rooftop.report.table import say
 from rooftop.units import format_duration
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from rooftop.plan.serve.sweep import ServingPlan
 
 KEYS = tuple(f"p{round(q * 100)}" for q in QUANTILES)
 
@@ -88,3 +92,17 @@ def render_speculation(console: Console, s: Speculation) -> None:
         f"{format_duration(s.draft_step.time_s)} drafting): {format_duration(s.tpot_s)} per token, "
         f"{s.speedup:.2f}x the plain step's {format_duration(s.plain.time_s)}",
     )
+
+
+def split_dict(plan: ServingPlan, decode_plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
+    out = disaggregation_dict(plan, d)
+    out["decode"] = disaggregation_dict(decode_plan, d)["decode"]
+    out["prefill_chip"], out["decode_chip"] = plan.request.chip.name, decode_plan.request.chip.name
+    out["kv_transfer"]["link_bytes_per_s_per_chip"] = None
+    out["kv_transfer"]["prefill_link_bytes_per_s_per_chip"] = plan.request.chip.dcn_bytes_per_s
+    out["kv_transfer"]["decode_link_bytes_per_s_per_chip"] = decode_plan.request.chip.dcn_bytes_per_s
+    return out
+
+
+def render_split(console: Console, d: Disaggregation) -> None:
+    say(console, f"disaggregation with a decode chip at {d.requests_per_s:g} req/s: {d.recommendation} ({d.reason})")

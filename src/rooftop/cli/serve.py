@@ -342,8 +342,10 @@ def run(args: argparse.Namespace) -> Output:
         if args.requests_per_s is None:
             raise InvalidConfigError("give --chips or --topology, or a goal: --requests-per-s with --max-ttft and/or "
                                      "--max-step-latency (the fewest chips that meet them)")  # fmt: skip
-        if getattr(args, "percentiles", False):
-            raise InvalidConfigError("--percentiles needs --chips or --topology (a slice to simulate)")
+        given = [f for f in ("percentiles", "prefix_len", "draft", "mtp", "decode_chip") if getattr(args, f, None)]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InvalidConfigError(f"{flag} needs --chips or --topology (a slice to price it on)")
         return serve_goal_output(request_from_args(args), args)
     trace = _trace(args)
     plan = plan_serving(request_from_args(args))
@@ -366,19 +368,19 @@ def run(args: argparse.Namespace) -> Output:
     energy = serve_energy(plan)
     payload = serve_json(plan)
     if pct is not None:
-        from rooftop.report.percentiles import percentiles_dict, render_percentiles
+        from rooftop.report.serve_features import percentiles_dict, render_percentiles
 
         payload["percentiles"] = percentiles_dict(pct)
     if prefix is not None:
-        from rooftop.report.percentiles import prefix_dict
+        from rooftop.report.serve_features import prefix_dict
 
         payload["prefix_cache"] = prefix_dict(prefix)
     if split is not None:
-        from rooftop.report.percentiles import split_dict
+        from rooftop.report.serve_features import split_dict
 
         payload["decode_chip_disaggregation"] = split_dict(plan, *split)
     if spec is not None:
-        from rooftop.report.percentiles import speculation_dict
+        from rooftop.report.serve_features import speculation_dict
 
         payload["speculative"] = speculation_dict(spec)
 
@@ -387,15 +389,15 @@ def run(args: argparse.Namespace) -> Output:
         if pct is not None:
             render_percentiles(console, pct)
         if prefix is not None:
-            from rooftop.report.percentiles import render_prefix
+            from rooftop.report.serve_features import render_prefix
 
             render_prefix(console, prefix)
         if split is not None:
-            from rooftop.report.percentiles import render_split
+            from rooftop.report.serve_features import render_split
 
             render_split(console, split[1])
         if spec is not None:
-            from rooftop.report.percentiles import render_speculation
+            from rooftop.report.serve_features import render_speculation
 
             render_speculation(console, spec)
         render_energy(console, energy, "output tokens")

@@ -1,6 +1,8 @@
-"""``rooftop serve --percentiles`` and ``--prefix-len``: latency percentiles of the simulated requests
-(plan/serve/percentiles.py) and the prefill a prefix cache saves (plan/serve/prefix.py), the JSON
-objects and the terminal's lines."""
+"""``rooftop serve``'s options beyond the frontier: latency percentiles of the simulated requests
+(``--percentiles``, plan/serve/percentiles.py), the prefill a prefix cache saves (``--prefix-len``,
+plan/serve/prefix.py), speculative decoding and MTP (``--draft``, ``--mtp``,
+plan/serve/speculative.py) and decode on another chip (``--decode-chip``, plan/serve/disagg.py):
+the JSON objects and the terminal's lines."""
 
 from __future__ import annotations
 

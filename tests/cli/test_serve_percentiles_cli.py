@@ -32,10 +32,14 @@ def test_percentiles_json_and_table() -> None:
     ("argv", "message"),
     [
         (("--percentiles",), "--percentiles needs --requests-per-s"),
-        (("--requests-per-s", "5", "--requests", "100"), "--requests, --seed and --request-trace need --percentiles"),
+        (
+            ("--requests-per-s", "5", "--requests", "100"),
+            "--requests, --seed, --request-trace and --random-range-ratio need --percentiles",
+        ),
         (("--requests-per-s", "5", "--percentiles", "--seed", "x1"), "--seed 'x1' must be an integer"),
         (("--requests-per-s", "5", "--percentiles", "--requests", "5"), "between 10 and"),
         (("--requests-per-s", "500", "--percentiles"), "--percentiles: no layout to simulate"),
+        (("--requests-per-s", "5", "--percentiles", "--random-range-ratio", "1"), "must be at least 0 and below 1"),
     ],
 )
 def test_percentiles_bad_input(argv: tuple[str, ...], message: str) -> None:

@@ -85,3 +85,15 @@ def test_constant_trace_is_the_fixed_lengths() -> None:
     fixed = simulate_requests(step, t, 64, 40.0, 500, 9)
     traced = simulate_requests(step, t, 64, 40.0, 500, 9, lengths=((300, 20),))
     assert fixed == traced
+
+
+def test_random_range_ratio_by_hand() -> None:
+    """Lengths spread by r = 0.5 around P = 100, G = 10 (vLLM's random dataset): prompts in
+    [50, 150], outputs in [5, 15], each integer as likely; on an idle replica with 10 ms steps each
+    request's end-to-end is G x 10 ms."""
+    t = Traffic(prompt_len=100, gen_len=10, requests_per_s=1e-3)
+    done = simulate_requests(lambda n, c: 0.01, t, 4, 1e-3, 2000, 11, range_ratio=0.5)
+    gens = [g for *_, g in done]
+    assert set(gens) == set(range(5, 16))
+    assert sum(gens) / len(gens) == pytest.approx(10, rel=0.05)
+    assert all(end - arrival == pytest.approx(g * 0.01) for arrival, _, _, end, g in done)

@@ -93,6 +93,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "input_len and output_len; --prompt-len and --gen-len default to their means (the steps are priced there)",
     )
     p.add_argument(
+        "--random-range-ratio",
+        metavar="R",
+        help="with --percentiles: each request's prompt and output lengths drawn uniformly from [L (1 - R), L (1 + R)] "
+        "around --prompt-len and --gen-len, as vLLM's serving benchmark (random dataset)",
+    )
+    p.add_argument(
         "--prefix-len",
         metavar="L",
         help="prefix caching: the first L prompt tokens (a shared system prompt) may hit the engine's prefix cache; "
@@ -254,8 +260,8 @@ def _percentiles(args: argparse.Namespace, plan: Any, lengths: tuple[tuple[int, 
     """``--percentiles`` (with ``--requests``, ``--seed``, ``--request-trace``) on the chosen layout, or None."""
     requests, seed = getattr(args, "requests", None), getattr(args, "seed", None)
     if not getattr(args, "percentiles", False):
-        if requests is not None or seed is not None or args.request_trace is not None:
-            raise InvalidConfigError("--requests, --seed and --request-trace need --percentiles")
+        if requests is not None or seed is not None or args.request_trace is not None or args.random_range_ratio:
+            raise InvalidConfigError("--requests, --seed, --request-trace and --random-range-ratio need --percentiles")
         return None
     from rooftop.plan.serve.percentiles import MAX_REQUESTS, PERCENTILE_REQUESTS, latency_percentiles
     from rooftop.plan.serve.scheduler import SEED
@@ -265,7 +271,10 @@ def _percentiles(args: argparse.Namespace, plan: Any, lengths: tuple[tuple[int, 
         s = SEED if seed is None else int(seed)
     except ValueError:
         raise InvalidConfigError(f"--seed {shown(seed)} must be an integer") from None
-    return latency_percentiles(plan, n, s, lengths)
+    ratio = 0.0 if args.random_range_ratio is None else float(parse_number(args.random_range_ratio))
+    if ratio and lengths:
+        raise InvalidConfigError("give --request-trace or --random-range-ratio, not both")
+    return latency_percentiles(plan, n, s, lengths, ratio)
 
 
 def _prefix(args: argparse.Namespace, plan: Any) -> Any:

@@ -55,19 +55,26 @@ def simulate_requests(
     seed: int,
     paging: Paging | None = None,
     lengths: tuple[tuple[int, int], ...] = (),
+    range_ratio: float = 0.0,
 ) -> list[Done]:
     """The ``Done`` of ``requests`` requests measured in steady state: Poisson arrivals at ``rate``
     per second (seeded, ``stratified_gaps``) on the scheduler of ``simulate``, WARMUP_FRACTION x
     ``requests`` more arriving before them (they find the replica empty) and as many after them (so
     the last measured ones share their steps with later arrivals, not with a draining replica);
     neither extra set is measured. With ``lengths``, each request's (prompt, output) tokens are
-    drawn from them (seeded, uniformly, with replacement), else ``t``'s."""
+    drawn from them (seeded, uniformly, with replacement); else with ``range_ratio`` r, the prompt
+    and the output lengths each drawn uniformly from the integers in [L (1 - r), L (1 + r)] (L: ``t``'s)
+    as vLLM's serving benchmark draws them (``--random-range-ratio``); else ``t``'s."""
     extra = math.ceil(requests * WARMUP_FRACTION)
     total = requests + 2 * extra
     sim = _Sim(step, t, max_batch, rate, None, paging)
     rng = random.Random(seed)
     sim.gaps = stratified_gaps(rate, total, rng)
-    sim.lengths = rng.choices(lengths, k=total) if lengths else []
+    if lengths:
+        sim.lengths = rng.choices(lengths, k=total)
+    elif range_ratio:
+        (p0, p1), (g0, g1) = (spread(n, range_ratio) for n in (t.prompt_len, t.gen_len))
+        sim.lengths = [(rng.randint(p0, p1), rng.randint(g0, g1)) for _ in range(total)]
     sim.run(total, seed)
     return sorted(sim.done)[extra : extra + requests]
 
@@ -80,6 +87,11 @@ def stratified_gaps(rate: float, n: int, rng: random.Random) -> list[float]:
     strata = list(range(n))
     rng.shuffle(strata)
     return [-math.log1p(-(i + rng.random()) / n) / rate for i in strata]
+
+
+def spread(n: int, ratio: float) -> tuple[int, int]:
+    """The lengths [int(n (1 - ratio)), int(n (1 + ratio))] (at least 1) a length n spreads over."""
+    return max(1, int(n * (1 - ratio))), max(1, int(n * (1 + ratio)))
 
 
 def nearest_rank(values: list[float], q: float) -> float:
@@ -126,11 +138,12 @@ def latency_percentiles(
     requests: int = PERCENTILE_REQUESTS,
     seed: int = SEED,
     lengths: tuple[tuple[int, int], ...] = (),
+    range_ratio: float = 0.0,
 ) -> Percentiles:
     """Percentiles on the layout continuous batching chose (module docstring), each request's
-    lengths drawn from ``lengths`` when given (its steps still priced at the plan's lengths' mean
-    context); raises when there is no rate, no unsaturated layout meets the load, or a request's
-    prompt and output would not fit the KV pool on their own."""
+    lengths drawn from ``lengths`` or spread by ``range_ratio`` (``simulate_requests``; its steps
+    still priced at the plan's lengths' mean context); raises when there is no rate, no unsaturated
+    layout meets the load, or a request's prompt and output would not fit the KV pool on their own."""
     req, b = plan.request, plan.batching
     if b is None or req.requests_per_s is None:
         raise InvalidConfigError("--percentiles needs --requests-per-s (a request rate to simulate)")
@@ -142,14 +155,18 @@ def latency_percentiles(
     t = b.traffic
     replica = layout_replica(req, layout, state.max_batch, t)
     paging = paging_of(replica.pool, replica.host_bytes_per_s)
+    if not 0 <= range_ratio < 1 or math.isnan(range_ratio):
+        raise InvalidConfigError(f"--random-range-ratio {range_ratio:g} must be at least 0 and below 1")
     longest = max((p + g for p, g in lengths), default=0)
+    if range_ratio and not lengths:
+        longest = spread(b.traffic.prompt_len, range_ratio)[1] + spread(b.traffic.gen_len, range_ratio)[1]
     if paging is not None and -(-longest // paging.block_tokens) > paging.blocks:
         raise InvalidConfigError(
             f"a request of {longest} tokens (prompt + output) does not fit the KV pool of "
             f"{paging.blocks * paging.block_tokens} tokens on its own"
         )
     done = simulate_requests(replica.step, t, replica.slots, req.requests_per_s / layout.replicas, requests, seed,
-                             paging, lengths)  # fmt: skip
+                             paging, lengths, range_ratio)  # fmt: skip
     ttft = [first - arrival for arrival, _, first, _, _ in done]
     tpot = [(end - first) / (g - 1) for _, _, first, end, g in done if g > 1] or [0.0]
     e2e = [end - arrival for arrival, _, _, end, _ in done]

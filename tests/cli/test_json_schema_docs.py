@@ -121,14 +121,19 @@ CASES: list[tuple[str, str, str]] = [
     (
         "serve",
         "serve llama-3-8b --chip h100 --chips 8 --prompt-len 512 --gen-len 128 --max-step-latency 50ms"
-        " --requests-per-s 4",
+        " --requests-per-s 4 --percentiles --requests 1000 --prefix-len 256 --prefix-hit-rate 0.5 --mtp 2"
+        " --accept-rate 0.8 --decode-chip h200",
         "dtypes efficiency constraints critical_batch points[0] points[0].parallelism points[0].memory"
         " points[0].cost_per_million_tokens_usd points[0].breakdown"
         " points[0].prefill_batch_breakdown=points[].prefill_batch_breakdown|points[].breakdown"
         " layouts[0] large_batch_end min_slice"
         " disaggregation disaggregation.prefill disaggregation.decode=disaggregation.decode|disaggregation.prefill"
         " continuous_batching continuous_batching.layouts[0]"
-        " disaggregation.kv_transfer energy",
+        " disaggregation.kv_transfer energy percentiles percentiles.ttft_s percentiles.tpot_s percentiles.e2e_s"
+        " prefix_cache speculative decode_chip_disaggregation=decode_chip_disaggregation|disaggregation"
+        " decode_chip_disaggregation.kv_transfer=decode_chip_disaggregation.kv_transfer|disaggregation.kv_transfer"
+        " decode_chip_disaggregation.prefill=disaggregation.prefill"
+        " decode_chip_disaggregation.decode=disaggregation.decode|disaggregation.prefill",
     ),
     ("hlo", "hlo {hlo} --chip h100", "mesh totals collectives_by_axis[0] instructions[0]"),
     ("profile", "profile {profile} --chip h100", "ops[0] steps[0] overlap memory"),

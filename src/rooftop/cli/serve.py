@@ -79,6 +79,48 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="clients each keeping one request in flight: continuous batching at a fixed concurrency",
     )
     p.add_argument(
+        "--percentiles",
+        action="store_true",
+        help="with --requests-per-s: p50/p90/p99 of TTFT, TPOT and end-to-end latency from the request-by-request "
+        "simulation of the chosen layout (Poisson arrivals)",
+    )
+    p.add_argument("--requests", metavar="N", help="requests --percentiles simulates (default 10000)")
+    p.add_argument("--seed", metavar="S", help="seed of --percentiles' arrivals (default: the simulation's own)")
+    p.add_argument(
+        "--request-trace",
+        metavar="FILE.jsonl",
+        help="with --percentiles: each request's lengths drawn from this file, one JSON object per line with "
+        "input_len and output_len; --prompt-len and --gen-len default to their means (the steps are priced there)",
+    )
+    p.add_argument(
+        "--random-range-ratio",
+        metavar="R",
+        help="with --percentiles: each request's prompt and output lengths drawn uniformly from [L (1 - R), L (1 + R)] "
+        "around --prompt-len and --gen-len, as vLLM's serving benchmark (random dataset)",
+    )
+    p.add_argument(
+        "--prefix-len",
+        metavar="L",
+        help="prefix caching: the first L prompt tokens (a shared system prompt) may hit the engine's prefix cache; "
+        "a hit prefills only the other tokens (attending to all), its KV still held",
+    )
+    p.add_argument("--prefix-hit-rate", metavar="H", help="share of requests whose prefix hits the cache (default 1)")
+    p.add_argument("--draft", metavar="MODEL", help="speculative decoding with this draft model (with --draft-tokens)")
+    p.add_argument("--draft-tokens", metavar="K", help="tokens the draft model proposes per target step")
+    p.add_argument("--mtp", metavar="K", help="multi-token prediction: K MTP modules draft K tokens per step")
+    p.add_argument(
+        "--accept-rate",
+        metavar="A",
+        help="with --draft or --mtp: each drafted token's probability of acceptance; a step yields 1 + A + ... + A^K "
+        "tokens",
+    )
+    p.add_argument(
+        "--decode-chip",
+        metavar="CHIP",
+        help="with --requests-per-s: disaggregation with decode on this chip (as many chips as the slice) and "
+        "prefill on --chip",
+    )
+    p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
         help="continuous batching policy: chunked (chunked prefill within --token-budget, default) or prefill-first",
@@ -201,6 +243,99 @@ def _write_timeline(path: str, plan: Any) -> None:
     write_timeline(path, events, meta)
 
 
+def _trace(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
+    """``--request-trace``'s (prompt, output) lengths; the means stand for --prompt-len / --gen-len not given."""
+    if args.request_trace is None:
+        return ()
+    from rooftop.plan.serve.percentiles import read_request_trace
+
+    lengths = read_request_trace(args.request_trace, MAX_TOKENS)
+    for i, name in enumerate(("prompt_len", "gen_len")):
+        if getattr(args, name) is None:
+            setattr(args, name, str(max(1, round(sum(x[i] for x in lengths) / len(lengths)))))
+    return lengths
+
+
+def _percentiles(args: argparse.Namespace, plan: Any, lengths: tuple[tuple[int, int], ...]) -> Any:
+    """``--percentiles`` (with ``--requests``, ``--seed``, ``--request-trace``) on the chosen layout, or None."""
+    requests, seed = getattr(args, "requests", None), getattr(args, "seed", None)
+    if not getattr(args, "percentiles", False):
+        if requests is not None or seed is not None or args.request_trace is not None or args.random_range_ratio:
+            raise InvalidConfigError("--requests, --seed, --request-trace and --random-range-ratio need --percentiles")
+        return None
+    from rooftop.plan.serve.percentiles import MAX_REQUESTS, PERCENTILE_REQUESTS, latency_percentiles
+    from rooftop.plan.serve.scheduler import SEED
+
+    n = _count(requests, "--requests", MAX_REQUESTS) or PERCENTILE_REQUESTS
+    try:
+        s = SEED if seed is None else int(seed)
+    except ValueError:
+        raise InvalidConfigError(f"--seed {shown(seed)} must be an integer") from None
+    ratio = 0.0 if args.random_range_ratio is None else float(parse_number(args.random_range_ratio))
+    if ratio and lengths:
+        raise InvalidConfigError("give --request-trace or --random-range-ratio, not both")
+    return latency_percentiles(plan, n, s, lengths, ratio)
+
+
+def _prefix(args: argparse.Namespace, plan: Any) -> Any:
+    """``--prefix-len`` (with ``--prefix-hit-rate``) on the chosen layout, or None."""
+    length, rate = getattr(args, "prefix_len", None), getattr(args, "prefix_hit_rate", None)
+    if length is None:
+        if rate is not None:
+            raise InvalidConfigError("--prefix-hit-rate needs --prefix-len")
+        return None
+    from rooftop.plan.serve.prefix import prefix_cache
+
+    if plan.chosen is None:
+        raise InvalidConfigError(f"--prefix-len: no chosen layout to price it on ({plan.chosen_reason})")
+    hit = 1.0 if rate is None else float(parse_number(rate))
+    return prefix_cache(plan.request, plan.points[plan.chosen].layout, count(length, "--prefix-len", MAX_TOKENS), hit)
+
+
+def _speculation(args: argparse.Namespace, plan: Any) -> Any:
+    """``--draft MODEL --draft-tokens K`` or ``--mtp K``, with ``--accept-rate``, at the chosen point, or None."""
+    draft, k_draft, mtp = getattr(args, "draft", None), getattr(args, "draft_tokens", None), getattr(args, "mtp", None)
+    rate = getattr(args, "accept_rate", None)
+    if draft is None and mtp is None:
+        if k_draft is not None or rate is not None:
+            raise InvalidConfigError("--draft-tokens and --accept-rate need --draft or --mtp")
+        return None
+    if draft is not None and mtp is not None:
+        raise InvalidConfigError("give --draft or --mtp, not both")
+    if draft is not None and k_draft is None:
+        raise InvalidConfigError("--draft needs --draft-tokens K (tokens drafted per target step)")
+    if rate is None:
+        raise InvalidConfigError("--draft and --mtp need --accept-rate A (each drafted token's acceptance)")
+    from rooftop.model.catalog import get_model
+    from rooftop.plan.serve.speculative import MAX_DRAFT, speculation
+
+    if plan.chosen is None:
+        raise InvalidConfigError(f"--draft/--mtp: no chosen point to price it at ({plan.chosen_reason})")
+    point = plan.points[plan.chosen]
+    k = count(str(k_draft if draft is not None else mtp), "--draft-tokens" if draft is not None else "--mtp", MAX_DRAFT)
+    model = get_model(draft) if draft is not None else None
+    return speculation(plan.request, point.layout, point.batch, k, float(parse_number(rate)), model)
+
+
+def _decode_chip(args: argparse.Namespace, plan: Any) -> Any:
+    """``--decode-chip``: (the decode chip's plan, the split), or None."""
+    name = getattr(args, "decode_chip", None)
+    if name is None:
+        return None
+    if plan.request.requests_per_s is None:
+        raise InvalidConfigError("--decode-chip needs --requests-per-s (the rate the two pools serve)")
+    import dataclasses
+
+    from rooftop.plan.serve.disagg import split_chips
+    from rooftop.plan.serve.sweep import plan_serving
+
+    other = argparse.Namespace(**vars(args))
+    other.chip, other.chips, other.topology = name, str(plan.request.topology.num_chips), None
+    other.requests_per_s = other.concurrency = other.scheduler = other.token_budget = other.price_per_chip_hour = None
+    decode_plan = plan_serving(dataclasses.replace(request_from_args(other), requests_per_s=None))
+    return decode_plan, split_chips(plan, decode_plan, plan.request.requests_per_s)
+
+
 def run(args: argparse.Namespace) -> Output:
     from rooftop.plan.serve.sweep import plan_serving
     from rooftop.report import serve as report
@@ -216,7 +351,12 @@ def run(args: argparse.Namespace) -> Output:
         if args.requests_per_s is None:
             raise InvalidConfigError("give --chips or --topology, or a goal: --requests-per-s with --max-ttft and/or "
                                      "--max-step-latency (the fewest chips that meet them)")  # fmt: skip
+        given = [f for f in ("percentiles", "prefix_len", "draft", "mtp", "decode_chip") if getattr(args, f, None)]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InvalidConfigError(f"{flag} needs --chips or --topology (a slice to price it on)")
         return serve_goal_output(request_from_args(args), args)
+    trace = _trace(args)
     plan = plan_serving(request_from_args(args))
     req = plan.request
     lengths = (("--prompt-len", args.prompt_len, req.prompt_len), ("--gen-len", args.gen_len, req.gen_len))
@@ -228,13 +368,47 @@ def run(args: argparse.Namespace) -> Output:
         plan = replace(plan, notes=(note, *plan.notes))
     if args.timeline is not None:
         _write_timeline(args.timeline, plan)
+    pct = _percentiles(args, plan, trace)
+    prefix = _prefix(args, plan)
+    spec = _speculation(args, plan)
+    split = _decode_chip(args, plan)
     from rooftop.report.energy import render_energy, serve_energy, serve_json
 
     energy = serve_energy(plan)
     payload = serve_json(plan)
+    if pct is not None:
+        from rooftop.report.serve_features import percentiles_dict, render_percentiles
+
+        payload["percentiles"] = percentiles_dict(pct)
+    if prefix is not None:
+        from rooftop.report.serve_features import prefix_dict
+
+        payload["prefix_cache"] = prefix_dict(prefix)
+    if split is not None:
+        from rooftop.report.serve_features import split_dict
+
+        payload["decode_chip_disaggregation"] = split_dict(plan, *split)
+    if spec is not None:
+        from rooftop.report.serve_features import speculation_dict
+
+        payload["speculative"] = speculation_dict(spec)
 
     def render(console: Any) -> None:
         report.render_serve(console, plan, payload)
+        if pct is not None:
+            render_percentiles(console, pct)
+        if prefix is not None:
+            from rooftop.report.serve_features import render_prefix
+
+            render_prefix(console, prefix)
+        if split is not None:
+            from rooftop.report.serve_features import render_split
+
+            render_split(console, split[1])
+        if spec is not None:
+            from rooftop.report.serve_features import render_speculation
+
+            render_speculation(console, spec)
         render_energy(console, energy, "output tokens")
 
     out = Output(

@@ -197,3 +197,47 @@ def disaggregate(plan: ServingPlan, requests_per_s: float) -> Disaggregation:
         why,
         _costs(plan, requests_per_s, pre, dec, col),
     )
+
+
+def split_chips(plan: ServingPlan, decode_plan: ServingPlan, requests_per_s: float) -> Disaggregation:
+    """Prefill on ``plan``'s chip and decode on ``decode_plan``'s (the same model, lengths, types and
+    targets on another chip, ``--decode-chip``): the prefill pool from ``plan``, the decode pool from
+    ``decode_plan``, each as ``disaggregate`` picks them; the KV transfer leaves the prefill replica
+    over its chips' links and enters the decode replica over theirs, so it takes the slower of the
+    two permutes; dollars per million tokens at each pool's own price. The colocated alternative is
+    ``plan``'s chip alone; the recommendation compares dollars per hour when both chips have a price,
+    else chips."""
+    req = plan.request
+    nbytes = kv_cache_bytes(req.cfg, 1, req.prompt_len, req.dtypes.kv_cache)
+    pre = _prefill_pool(plan, requests_per_s, nbytes)
+    dec = _decode_pool(decode_plan, requests_per_s, colocated=False)
+    col = _decode_pool(plan, requests_per_s, colocated=True)
+    sides = [_transfer_s(plan, plan.points[pre.point], nbytes) if pre else None]
+    sides.append(_transfer_s(decode_plan, decode_plan.points[dec.point], nbytes) if dec else None)
+    transfer = max((s for s in sides if s is not None), default=None)
+    p_pre, p_dec = req.price, decode_plan.request.price
+    cost: dict[str, Any] = {
+        "disaggregated": None,
+        "colocated": _costs(plan, requests_per_s, None, None, col)["colocated"],
+    }
+    if pre and dec and p_pre is not None and p_dec is not None:
+        cost["disaggregated"] = {
+            "input": 1e6 * p_pre / SECONDS_PER_HOUR * pre.chips / (requests_per_s * req.prompt_len),
+            "output": 1e6 * p_dec / SECONDS_PER_HOUR * dec.chips / (requests_per_s * req.gen_len),
+        }
+    names = f"{req.chip.name} prefill, {decode_plan.request.chip.name} decode"
+    if not (pre and dec):
+        rec, why = ("colocated" if col else "none"), f"no {names} split meets the targets"
+    elif col is None:
+        rec, why = "disaggregated", f"{names}: colocated serving on {req.chip.name} cannot meet the targets"
+    elif p_pre is not None and p_dec is not None:
+        split, alone = pre.chips * p_pre + dec.chips * p_dec, col.chips * p_pre
+        rec = "disaggregated" if split < alone else "colocated"
+        why = f"${split:.4g}/h ({pre.chips} {req.chip.name} + {dec.chips} {decode_plan.request.chip.name}) vs "
+        why += f"${alone:.4g}/h ({col.chips} {req.chip.name} colocated)"
+    else:
+        rec = "disaggregated" if pre.chips + dec.chips < col.chips else "colocated"
+        why = f"{pre.chips} + {dec.chips} chips ({names}) vs {col.chips} colocated (no price to compare dollars)"
+    if transfer is not None:
+        why += f"; KV transfer {format_bytes(nbytes)} per request in {format_duration(transfer)} (the slower side)"
+    return Disaggregation(requests_per_s, pre, dec, col, nbytes, transfer, requests_per_s * nbytes, rec, why, cost)

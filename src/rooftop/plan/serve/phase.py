@@ -419,24 +419,16 @@ def prefill(
     prompt_len: int,
     dtypes: Dtypes,
     eff: Efficiency,
+    cached_len: int = 0,
 ) -> PhaseTime:
     """Prefill of ``batch`` prompts of ``prompt_len`` tokens on one replica, stages in sequence:
-    the time to first token of the batch (quadratic attention included, causal pairs only)."""
-    cost = chip_cost(cfg, Workload("prefill", batch, prompt_len), dtypes, layout)
-    return _phase_time(
-        "prefill",
-        cost,
-        cfg,
-        chip,
-        mesh,
-        layout,
-        batch,
-        batch * prompt_len,
-        prompt_len,
-        dtypes,
-        eff,
-        layout.pp - 1,
-    )
+    the time to first token of the batch (quadratic attention included, causal pairs only). With
+    ``cached_len``, the first cached_len tokens' KV is already cached (a prefix cache hit): only the
+    other prompt_len - cached_len tokens are computed, attending to all prompt_len keys."""
+    new = prompt_len - cached_len
+    cost = chip_cost(cfg, Workload("prefill", batch, new, prompt_len), dtypes, layout)
+    return _phase_time("prefill", cost, cfg, chip, mesh, layout, batch, batch * new, prompt_len, dtypes, eff,
+                       layout.pp - 1)  # fmt: skip
 
 
 # ---------------------------------------------------------------- the mixed step of continuous batching

@@ -33,6 +33,8 @@ MAX_CONCURRENCY = 1 << 14
 
 #: (running sequences, prefill tokens) -> seconds of one step
 StepFn = Callable[[float, float], float]
+#: a request done: (arrival, start, first token, finish) in seconds, its output tokens
+Done = tuple[float, float, float, float, int]
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class _Request:
     decoding: bool = False
     epoch: int = 0  # bumped each time it starts decoding: older heap entries are stale
     seeded: bool = False  # a closed loop's first request, started mid-way (not measured)
+    gen_len: int = 0  # its output tokens (as Traffic's unless the lengths are drawn per request)
 
     @property
     def finish(self) -> int:
@@ -148,10 +151,12 @@ class _Sim:
         self.now = 0.0
         self.dsteps = 0
         self.arrivals: list[float] = []  # heap of future arrival times
+        self.gaps: list[float] = []  # the times between arrivals, drawn beforehand (popped from the end)
+        self.lengths: list[tuple[int, int]] = []  # (prompt, output) tokens per request, likewise
         self.issued = self.admitted = self.preemptions = 0
         self.extra_s = 0.0  # swap time to add to the next step
         self.held = False  # this step preempted: it takes no prompt tokens
-        self.done: list[tuple[float, float, float, float]] = []  # (arrival, start, first token, finish)
+        self.done: list[Done] = []
         self.steps: list[
             tuple[float, float, int, float, int, int]
         ] = []  # (start, duration, decoding, prefill, steps, free)
@@ -255,13 +260,18 @@ class _Sim:
 
     def _admit(self, rng: random.Random, total: int) -> None:
         if self.rate is not None and not self.arrivals and self.issued < total:
-            self.arrivals = [self.now + rng.expovariate(self.rate)]
+            self.arrivals = [self.now + self._gap(rng)]
         while self.arrivals and self.arrivals[0] <= self.now:
             at = heapq.heappop(self.arrivals)
-            self.waiting.append(_Request(at, self.t.prompt_len, self.t.gen_len - 1))
+            p, g = self.lengths.pop() if self.lengths else (self.t.prompt_len, self.t.gen_len)
+            self.waiting.append(_Request(at, p, g - 1, gen_len=g))
             self.issued += 1
             if self.rate is not None and self.issued < total:
-                heapq.heappush(self.arrivals, at + rng.expovariate(self.rate))
+                heapq.heappush(self.arrivals, at + self._gap(rng))
+
+    def _gap(self, rng: random.Random) -> float:
+        assert self.rate is not None
+        return self.gaps.pop() if self.gaps else rng.expovariate(self.rate)
 
     def _finish_prefill(self, r: _Request) -> None:
         if r.first_s is None:
@@ -276,7 +286,7 @@ class _Sim:
     def _complete(self, r: _Request) -> None:
         assert r.start_s is not None and r.first_s is not None
         if not r.seeded:
-            self.done.append((r.arrival_s, r.start_s, r.first_s, self.now))
+            self.done.append((r.arrival_s, r.start_s, r.first_s, self.now, r.gen_len))
         if self.clients is not None:
             heapq.heappush(self.arrivals, self.now)
 
@@ -435,8 +445,13 @@ class _Sim:
         while self.waiting and self.waiting[0].remaining == 0 and not self.waiting[0].swapped:
             self._finish_prefill(self.waiting.popleft())
 
+    def measured(self, total: int) -> list[Done]:
+        """(arrival, start, first token, finish) of the requests measured: by arrival, the first
+        WARMUP_FRACTION left out (they found the replica empty, not in its steady state)."""
+        return sorted(self.done)[int(total * WARMUP_FRACTION) :]
+
     def result(self, total: int) -> SimResult:
-        done = sorted(self.done)[int(total * WARMUP_FRACTION) :]
+        done = self.measured(total)
         lo, hi = done[0][0], max(d[0] for d in done)
         g = self.t.gen_len
         span = [s for s in self.steps if lo <= s[0] < hi]

@@ -124,7 +124,7 @@ def _layout_never_slower(case: tuple[TrainingSetup, Parallelism, str, float]) ->
     assert better <= base * (1 + 1e-9), (figure, k, par.label(), base, better)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layouts())
 def test_a_better_chip_never_slows_a_layout(case: tuple[TrainingSetup, Parallelism, str, float]) -> None:
     _layout_never_slower(case)

@@ -7,6 +7,7 @@ import io
 import math
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,11 +24,24 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.tu
 ROWS = st.lists(st.dictionaries(st.text(max_size=6), VALUES, max_size=6), max_size=5)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(rows=ROWS, before=st.dictionaries(st.text(max_size=5), VALUES, max_size=3), after=VALUES)
 def test_rows_written_one_at_a_time_are_the_document(
     rows: list[dict[str, Any]], before: dict[str, Any], after: Any
 ) -> None:
+    _written_as_the_document(rows, before, after)
+
+
+@pytest.mark.long
+@settings(max_examples=1000, deadline=None)
+@given(rows=ROWS, before=st.dictionaries(st.text(max_size=5), VALUES, max_size=3), after=VALUES)
+def test_rows_written_one_at_a_time_are_the_document_long(
+    rows: list[dict[str, Any]], before: dict[str, Any], after: Any
+) -> None:
+    _written_as_the_document(rows, before, after)
+
+
+def _written_as_the_document(rows: list[dict[str, Any]], before: dict[str, Any], after: Any) -> None:
     payload = {**before, "rows": rows, "zz": after}
     lazy = {**before, "rows": Rows(list(range(len(rows))), rows.__getitem__), "zz": after}
     out = io.StringIO()

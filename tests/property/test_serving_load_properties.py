@@ -94,9 +94,7 @@ def test_capacity_is_monotone_in_the_step_and_the_memory(
     assert capacity(more, t, 2 * batch) >= base
 
 
-@pytest.mark.slow
-@settings(max_examples=8, deadline=None)
-@given(
+LOADED_CASES = (
     st.sampled_from(("llama-3-8b", "mixtral-8x7b", "llama-3-70b")),
     st.sampled_from(("h100", "tpu-v5p", "b200")),
     st.sampled_from((2, 4, 8)),
@@ -105,8 +103,23 @@ def test_capacity_is_monotone_in_the_step_and_the_memory(
     st.sampled_from((None, 8, 64, 256)),
     st.floats(0.2, 0.95),
 )
+
+
+@settings(max_examples=3, deadline=None)
+@given(*LOADED_CASES)
 @example("llama-3-70b", "h100", 2, "hbm_capacity_bytes", 2.0, 256, 0.5)  # the closed loop of the docstring
 def test_a_better_chip_is_never_worse_under_load(model, chip_name, tp, field, k, clients, load) -> None:  # type: ignore[no-untyped-def]
+    _never_worse_under_load(model, chip_name, tp, field, k, clients, load)
+
+
+@pytest.mark.long
+@settings(max_examples=60, deadline=None)
+@given(*LOADED_CASES)
+def test_a_better_chip_is_never_worse_under_load_long(model, chip_name, tp, field, k, clients, load) -> None:  # type: ignore[no-untyped-def]
+    _never_worse_under_load(model, chip_name, tp, field, k, clients, load)
+
+
+def _never_worse_under_load(model, chip_name, tp, field, k, clients, load) -> None:  # type: ignore[no-untyped-def]
     """At a request rate: capacity, TTFT and TPOT. With N clients (a closed loop) a better chip may
     run more of them at once (more HBM: fewer preemptions), each step longer, so TPOT may rise while
     every request still ends sooner: there, capacity, the request's latency TTFT + (G - 1) x TPOT

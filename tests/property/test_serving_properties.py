@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rooftop.cost.efficiency import IDEAL, default_efficiency
@@ -92,9 +93,29 @@ def test_kv_cache_shards_add_up(case, batch: int) -> None:  # type: ignore[no-un
     assert step.kv_cache_bytes <= per_chip + new_token * (1 + 1e-9)
 
 
-@settings(max_examples=10, deadline=None)
-@given(st.sampled_from(sorted(MODELS)), st.sampled_from(sorted(CHIPS)), st.integers(64, 4096), st.integers(16, 1024))
+FRONTIER_CASES = (
+    st.sampled_from(sorted(MODELS)),
+    st.sampled_from(sorted(CHIPS)),
+    st.integers(64, 4096),
+    st.integers(16, 1024),
+)
+
+
+@settings(max_examples=3, deadline=None)
+@given(*FRONTIER_CASES)
+@example("mixtral-8x7b", "tpu-v5e", 2048, 512)  # a mixture of experts on a torus: the most layouts
 def test_frontier_is_fitting_and_undominated(model: str, chip_name: str, prompt: int, gen: int) -> None:
+    _frontier_is_fitting_and_undominated(model, chip_name, prompt, gen)
+
+
+@pytest.mark.long
+@settings(max_examples=40, deadline=None)
+@given(*FRONTIER_CASES)
+def test_frontier_is_fitting_and_undominated_long(model: str, chip_name: str, prompt: int, gen: int) -> None:
+    _frontier_is_fitting_and_undominated(model, chip_name, prompt, gen)
+
+
+def _frontier_is_fitting_and_undominated(model: str, chip_name: str, prompt: int, gen: int) -> None:
     chip = get_chip(chip_name)
     plan = plan_serving(ServingRequest(MODELS[model], chip, parse_topology(chip, CHIPS[chip_name][0]), prompt, gen))
     pts = plan.points

@@ -55,7 +55,7 @@ def cases(draw: st.DrawFn) -> tuple[str, str, str, dict[str, int]]:
     return mesh, f"{a} @ {b} -> {_text('C', out, coarse)}", f"{a} @ {b} -> {_text('C', out, finer)}", sizes
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_more_output_sharding_never_costs_more_per_device(case: tuple[str, str, str, dict[str, int]]) -> None:
     _finer_never_costs_more(case)

@@ -22,7 +22,7 @@ from rooftop.analysis.trace.chrome_json import load_json_trace
 from rooftop.analysis.trace.events import COLUMNS, Trace
 from rooftop.errors import RooftopError
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))  # under -m long
 
 ODD: list[Any] = [None, True, 1.5, float("nan"), float("inf"), -1, "²", "12", [1], {"a": 1}, 10**30, "", 2**63]

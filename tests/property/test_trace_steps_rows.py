@@ -31,9 +31,23 @@ def _steps(rows: list[tuple[Any, ...]], launches: dict[Any, float], by_row: bool
     return list(builder.build().column("step"))
 
 
-@settings(max_examples=200, deadline=None)
-@given(rows=st.lists(ROW, max_size=30), launches=st.dictionaries(st.integers(0, 6) | st.just("7"), TIMES, max_size=5))
+LAUNCHES = st.dictionaries(st.integers(0, 6) | st.just("7"), TIMES, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(ROW, max_size=30), launches=LAUNCHES)
 def test_steps_row_by_row_are_the_columns(rows: list[tuple[Any, ...]], launches: dict[Any, float]) -> None:
+    _row_by_row_is_the_columns(rows, launches)
+
+
+@pytest.mark.long
+@settings(max_examples=1000, deadline=None)
+@given(rows=st.lists(ROW, max_size=30), launches=LAUNCHES)
+def test_steps_row_by_row_are_the_columns_long(rows: list[tuple[Any, ...]], launches: dict[Any, float]) -> None:
+    _row_by_row_is_the_columns(rows, launches)
+
+
+def _row_by_row_is_the_columns(rows: list[tuple[Any, ...]], launches: dict[Any, float]) -> None:
     with pytest.MonkeyPatch.context() as mp:
         by_row = _steps(rows, launches, True, mp)
         by_column = _steps(rows, launches, False, mp)

@@ -14,7 +14,7 @@ from rooftop.plan.serve.prefix import PrefixCache
 from rooftop.plan.serve.speculative import Speculation
 from rooftop.report.serve import disaggregation_dict
 from rooftop.report.table import say
-from rooftop.units import format_duration
+from rooftop.units import format_duration, format_percent
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,10 +62,11 @@ def prefix_dict(p: PrefixCache) -> dict[str, Any]:
 def render_prefix(console: Console, p: PrefixCache) -> None:
     say(
         console,
-        f"prefix cache ({p.prefix_len} prompt tokens cached, {p.hit_rate:.0%} of requests hit): one prompt's prefill "
+        f"prefix cache ({p.prefix_len} prompt tokens cached, {format_percent(p.hit_rate)} of requests hit): "
+        "one prompt's prefill "
         f"{format_duration(p.miss.time_s)} on a miss, {format_duration(p.hit.time_s)} on a hit (the other tokens "
         f"only, attending to the whole prompt), {format_duration(p.expected_prefill_s)} expected: "
-        f"{p.saved_fraction:.0%} saved; the cached KV still holds its blocks",
+        f"{format_percent(p.saved_fraction)} saved; the cached KV still holds its blocks",
     )
 
 

@@ -27,6 +27,9 @@ SECONDS_PER_DAY = 86400.0
 JOULES_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
 WATTS_PER_KW = 1e3
 TOKENS_PER_MILLION = 1e6  # "per million tokens" figures
+NS_PER_S = 1e9  # profile clocks: XPlane times in nanoseconds (divided, so 500 ns -> 5e-07 s exactly rounded)
+PS_PER_NS = 1000  # XPlane offsets and durations in picoseconds
+PS_PER_S = 1e12  # a TPU op's device_duration_ps on the chip's own clock
 
 _NUM = r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"  # ASCII digits only
 _QTY = re.compile(rf"^\s*{_NUM}\s*([A-Za-zµ/]*)\s*$")

@@ -34,10 +34,9 @@ from rooftop.analysis.trace.events import COLUMNS, EventTable, MemorySample, Pro
 from rooftop.analysis.trace.files import read_regular
 from rooftop.analysis.trace.xspace import SKIPPED, CorruptError, PlaneReader, messages, parse, stat_pair
 from rooftop.errors import InvalidConfigError, ParseError, shown
+from rooftop.units import NS_PER_S, PS_PER_S
 
 JAX_EXTRA = "reading .xplane.pb needs the jax extra: pip install 'rooftop[jax]'"
-_NS_PER_S = 1e9  # XPlane times are nanoseconds (divided, so 500 ns -> 5e-07 s exactly rounded)
-_PS_PER_S = 1e12  # device_duration_ps: a TPU op's duration on the chip's own clock
 _BFC_ALLOCATOR = re.compile(r"^(GPU|TPU)_([0-9]+)_bfc$")
 _PROGRESS_EVERY = 1 << 16
 _MAX_XPLANE_BYTES = 2**31 - 1  # protobuf refuses a larger message
@@ -261,13 +260,13 @@ class _SpaceReader:
                 kind, device, module, inst, step, corr = classify(
                     role, plane_name, name, stats, host_ops=device_events == 0
                 )
-                start_s, dur_s = ev.start_ns / _NS_PER_S, ev.duration_ns / _NS_PER_S
+                start_s, dur_s = ev.start_ns / NS_PER_S, ev.duration_ns / NS_PER_S
                 if kind == "op" and inst is not None and name[:1] == "%":
                     stats.setdefault("long_name", name)  # the HLO text: replica groups the HloProto may lack
                     name = inst
                 device_ps = stats.get("device_duration_ps") if kind == "op" else None
                 if device_ps.__class__ in (int, float) and 0 <= device_ps < 2.0**63:  # the device's own clock
-                    dur_s = device_ps / _PS_PER_S
+                    dur_s = device_ps / PS_PER_S
                 if dur_s < 0:
                     raise ValueError(f"event {shown(name)} on line {shown(line_name)} has a negative duration "
                                      f"({ev.duration_ns:g} ns)")  # fmt: skip

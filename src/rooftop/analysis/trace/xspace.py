@@ -29,11 +29,12 @@ from typing import Any
 
 from rooftop.analysis.trace.classify import classify, line_role
 from rooftop.analysis.trace.events import _EMPTY, OWN_ARGS, EventArgs, correlation_key
+from rooftop.units import NS_PER_S, PS_PER_NS, PS_PER_S
 
 _OWN = frozenset(OWN_ARGS)
 _INT64 = 1 << 63
 #: a line timestamp within this of the int64 range cannot overflow when an event's offset is added
-_SAFE_TS = _INT64 - (_INT64 // 1000) - 1
+_SAFE_TS = _INT64 - (_INT64 // PS_PER_NS) - 1
 _MAX_CODES = 1 << 16  # distinct serialized stats decoded once and kept, per plane
 _MAX_PLANS = 1 << 15  # distinct kinds of event kept, per line
 SKIPPED = ("", None)  # a stat left out (bytes that are not UTF-8)
@@ -129,8 +130,9 @@ def stat_pair(stat: Any, names: dict[int, str]) -> tuple[Any, Any]:
 
 
 def _ns(ps: int) -> int:
-    """``ps / 1000`` as C++ divides an int64: truncated toward zero."""
-    return ps // 1000 if ps >= 0 else -(-ps // 1000)
+    """``ps / PS_PER_NS`` as C++ divides an int64: truncated toward zero (the per-event loop of PlaneReader.line
+    writes this inline, as a call per event would cost)."""
+    return ps // PS_PER_NS if ps >= 0 else -(-ps // PS_PER_NS)
 
 
 def _wrap(ns: int) -> int:
@@ -248,6 +250,7 @@ class PlaneReader:
         add_kind, add_start, add_dur, add_corr, add_args = (
             kinds.append, starts.append, durs.append, corrs.append, argl.append)  # fmt: skip
         count = len(self.reader.rows)
+        ns_per_s, ps_per_ns, ps_per_s = NS_PER_S, PS_PER_NS, PS_PER_S  # locals in the per-event loop
         for ev in line.events:
             st = ev.stats
             own: Any = None
@@ -267,12 +270,12 @@ class PlaneReader:
                 key = (ev.metadata_id,)
             p = plans_get(key) or plan(role, key)
             off, dur = ev.offset_ps, ev.duration_ps
-            start_ns = ts + (off // 1000 if off >= 0 else -(-off // 1000))
+            start_ns = ts + (off // ps_per_ns if off >= 0 else -(-off // ps_per_ns))
             if wrap:
                 start_ns = _wrap(start_ns)
-            start_s = start_ns / 1e9
-            dur_ns = dur // 1000 if dur >= 0 else -(-dur // 1000)
-            dur_s = dur_ns / 1e9
+            start_s = start_ns / ns_per_s
+            dur_ns = dur // ps_per_ns if dur >= 0 else -(-dur // ps_per_ns)
+            dur_s = dur_ns / ns_per_s
             corr = None
             if own is None:
                 args = p.shared
@@ -283,7 +286,7 @@ class PlaneReader:
                     if p.corr:
                         corr = v if v.__class__ is int and -_INT64 <= v < _INT64 else correlation_key(v)
                 elif k == "device_duration_ps" and p.kind == "op" and v.__class__ in (int, float) and 0 <= v < 2.0**63:
-                    dur_s = v / 1e12  # the device's own clock
+                    dur_s = v / ps_per_s  # the device's own clock
             else:
                 args, corr, dur_s = self.own(p, own, dur_s)
             if dur_s < 0:
@@ -308,7 +311,7 @@ class PlaneReader:
         corr = correlation_key(corr) if p.corr and corr is not None else None
         device_ps = values.get("device_duration_ps") if p.kind == "op" else None
         if device_ps.__class__ in (int, float) and 0 <= device_ps < 2.0**63:  # the device's own clock
-            dur_s = device_ps / 1e12
+            dur_s = device_ps / PS_PER_S
         if len(values) == 1:
             ((k, v),) = values.items()
             return EventArgs(p.shared, k, v), corr, dur_s

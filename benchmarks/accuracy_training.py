@@ -45,8 +45,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ as a package, run as a script too
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's rooftop
 
+from benchmarks.training_runs_fsdp import (  # the repository root is on the path (above)
+    LLM_FOUNDRY,
+    LLM_FOUNDRY_SOURCE,
+    MPT,
+    NEMO,
+    NEMO_SOURCE,
+    TORCHTITAN,
+    TORCHTITAN_SOURCE,
+)  # fmt: skip
 from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
@@ -57,27 +67,6 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.train.framework import Framework, default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, fits_in_memory, layout_mesh
-
-try:  # run as a script (benchmarks/ on the path) or imported as benchmarks.accuracy_training
-    from training_runs_fsdp import (
-        LLM_FOUNDRY,
-        LLM_FOUNDRY_SOURCE,
-        MPT,
-        NEMO,
-        NEMO_SOURCE,
-        TORCHTITAN,
-        TORCHTITAN_SOURCE,
-    )  # fmt: skip
-except ImportError:
-    from benchmarks.training_runs_fsdp import (
-        LLM_FOUNDRY,
-        LLM_FOUNDRY_SOURCE,
-        MPT,
-        NEMO,
-        NEMO_SOURCE,
-        TORCHTITAN,
-        TORCHTITAN_SOURCE,
-    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,11 @@ steps (recursive doubling/halving or Bruck's all-to-all; Thakur, Rabenseifner & 
 
 Algorithm. The rules above are the *hierarchical* algorithm (``algorithm=None``): staged over the
 levels, time = max(bandwidth, latency). A library may run the gather family differently; the
-``Algorithm`` value passed to ``collective_time`` says how (no caller extrapolates from a probe):
+``Algorithm`` value passed to ``collective_time`` says how, and names a rule registered in
+cost/algorithms.py (``in-network``: the staged rules with ``sharp``; ``ring``, below; any rule added
+there reaches every caller). Every rule is affine in V, and ``collective_rate`` returns that closed
+form (seconds per byte, latency, how they combine) for callers that price many sizes; no caller
+extrapolates from a probe.
 - ``ring`` (NCCL's ring, the only algorithm NCCL has for all-gather and reduce-scatter): ONE ring
   over all N chips of every level. Bandwidth: every chip receives N - 1 shards; a level crossed by
   the ring is entered through the links of the chips below it (one ring channel per NIC on a
@@ -89,39 +93,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rooftop.cost.algorithms import Algorithm, Schedule, levels
 from rooftop.cost.cost import Comm
 from rooftop.cost.groups import Group, mesh_groups
-from rooftop.errors import InvalidConfigError, shown
+from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
 
 SHARP_LINKS = ("nvlink", "fabric")
-
-
-@dataclass(frozen=True)
-class Algorithm:
-    """How a collective library runs the gather family (module docstring, "Algorithm"): ``name`` is
-    "hierarchical" (the staged rules, the default) or "ring"; a ring's latency is ``base_s`` per collective
-    plus ``intra_step_s`` per step inside a node / ICI domain and ``inter_step_s`` per step over the
-    scale-out fabric or DCN (NCCL's tuning model; the figures come from the caller's data)."""
-
-    name: str = "hierarchical"
-    base_s: float = 0.0
-    intra_step_s: float = 0.0
-    inter_step_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.name not in ALGORITHMS:
-            raise InvalidConfigError(f"collective algorithm {shown(self.name)} (valid: {', '.join(ALGORITHMS)})")
-        for f in ("base_s", "intra_step_s", "inter_step_s"):
-            if not 0 <= getattr(self, f) < 1:
-                raise InvalidConfigError(
-                    f"collective algorithm {self.name}: {f}={getattr(self, f)} must be in [0, 1) s"
-                )
-
-
-ALGORITHMS = ("hierarchical", "ring")
-HIERARCHICAL = Algorithm()
 
 
 @dataclass(frozen=True)
@@ -176,11 +155,8 @@ class CollectiveTime:
     chosen: tuple[BandwidthPart, ...] = ()
     network_efficiency: float = 1.0
     algorithm: str = "hierarchical"
-
-    @property
-    def additive(self) -> bool:
-        """Latency and bandwidth add (a ring's steps, NCCL's alpha-beta model) rather than overlap."""
-        return self.algorithm == "ring"
+    #: latency and bandwidth add (a ring's steps, NCCL's alpha-beta model) rather than overlap
+    additive: bool = False
 
     @property
     def time_s(self) -> float:
@@ -197,14 +173,6 @@ class CollectiveTime:
     def hierarchical(self) -> bool:
         """Staged over levels of different link kinds (gather family only)."""
         return len({g.group.link for g in self.groups}) > 1 and self.kind not in ("all-to-all", "permute")
-
-
-def _levels(groups: tuple[Group, ...]) -> list[list[Group]]:
-    """Groups by link kind, slowest level (least inbound bandwidth per chip) first."""
-    kinds: dict[str, list[Group]] = {}
-    for g in groups:
-        kinds.setdefault(g.link, []).append(g)
-    return sorted(kinds.values(), key=lambda gs: sum(g.inbound_bytes_per_s for g in gs))
 
 
 def _gather_part(g: Group, shard: float, factor: float) -> BandwidthPart:
@@ -242,7 +210,7 @@ def _gather_family(
     shard = comm.bytes / n_total
     factor = 2.0 if comm.kind == "all-reduce" else 1.0
     chosen, parts, per_group = [], [], {}
-    for level in _levels(groups):
+    for level in levels(groups):
         n = math.prod(g.size for g in level)
         if comm.kind == "all-reduce" and sharp:
             inbound = sum(g.inbound_bytes_per_s for g in level)
@@ -319,27 +287,6 @@ def _latency_hops(kind: str, g: Group, sharp: bool) -> int:
     return g.hops
 
 
-def _ring(comm: Comm, groups: tuple[Group, ...], algo: Algorithm) -> tuple[BandwidthPart, int, float]:
-    """A flat ring over every group (module docstring, "Algorithm"): (the bandwidth part before network
-    efficiency, steps, latency seconds)."""
-    n_total = math.prod(g.size for g in groups)
-    shard = comm.bytes / n_total
-    factor = 2.0 if comm.kind == "all-reduce" else 1.0
-    below, parts = 1, []
-    for level in reversed(_levels(groups)):  # fastest level first: the chips below a level feed its links
-        inbound = sum(g.inbound_bytes_per_s for g in level) * below
-        parts.append(BandwidthPart(
-            "ring", tuple(g.name for g in level), level[0].link, n_total, float(n_total - 1), shard, inbound,
-            factor, factor * (n_total - 1) * shard / inbound,
-        ))  # fmt: skip
-        below *= math.prod(g.size for g in level)
-    worst = max(parts, key=lambda p: p.seconds)
-    outer = math.prod(g.size for g in groups if g.link in ("fabric", "dcn"))
-    steps = int(factor) * (n_total - 1)
-    inter = int(factor) * (outer - 1)
-    return worst, steps, algo.base_s + (steps - inter) * algo.intra_step_s + inter * algo.inter_step_s
-
-
 def collective_time(
     comm: Comm,
     mesh: Mesh,
@@ -359,6 +306,8 @@ def collective_time(
     if not 0 < network_efficiency <= 1:
         raise InvalidConfigError(f"network efficiency {network_efficiency} must be in (0, 1]")
     groups = mesh_groups(mesh, tuple(comm.axes), chip)
+    rule = algorithm.rule if algorithm is not None and algorithm.rule.runs(comm.kind) else None
+    sharp = sharp or (rule is not None and rule.in_network)
     if sharp:
         bad = [g for g in groups if g.link not in SHARP_LINKS]
         if bad:
@@ -371,13 +320,10 @@ def collective_time(
         return CollectiveTime(
             comm.kind, tuple(comm.axes), comm.bytes, 1, 0.0, 0.0, 0, (), sharp, (), (), network_efficiency
         )
+    if algorithm is not None and rule is not None and rule.schedule is not None and not sharp:
+        schedule = rule.schedule(comm.kind, groups, algorithm)
+        return _scheduled(comm, devices, schedule, network_efficiency, algorithm.name)
     gather = comm.kind in ("all-gather", "reduce-scatter", "all-reduce")
-    if gather and algorithm is not None and algorithm.name == "ring" and not sharp:
-        part, steps, lat = _ring(comm, groups, algorithm)
-        return CollectiveTime(
-            comm.kind, tuple(comm.axes), comm.bytes, devices, part.seconds / network_efficiency, lat, steps, (),
-            sharp, (part,), (part,), network_efficiency, "ring",
-        )  # fmt: skip
     if gather:
         chosen, parts, per_group = _gather_family(comm, groups, sharp)
     elif comm.kind == "all-to-all":
@@ -407,4 +353,61 @@ def collective_time(
         tuple(parts),
         tuple(chosen),
         network_efficiency,
+        rule.name if rule is not None else "hierarchical",
     )
+
+
+def _scheduled(comm: Comm, devices: int, s: Schedule, network_efficiency: float, name: str) -> CollectiveTime:
+    """The CollectiveTime of a registered algorithm's ``Schedule`` for ``comm`` (cost/algorithms.py)."""
+    shard = comm.bytes * s.share
+    seconds = s.factor * s.units * shard / s.bytes_per_s
+    part = BandwidthPart(s.rule, s.names, s.shape, s.size, s.units, shard, s.bytes_per_s, s.factor, seconds)
+    return CollectiveTime(
+        comm.kind, tuple(comm.axes), comm.bytes, devices, seconds / network_efficiency, s.latency_s, s.steps, (),
+        False, (part,), (part,), network_efficiency, name, s.additive,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Rate:
+    """The closed form of one collective kind over some axes under one algorithm: time(V) =
+    V x ``per_byte_s`` + ``latency_s`` when ``additive``, else max of the two (module docstring:
+    every rule's bandwidth term is linear in V, its latency does not depend on V)."""
+
+    per_byte_s: float
+    latency_s: float
+    additive: bool = False
+
+    def time_s(self, nbytes: float) -> float:
+        if nbytes <= 0 or (not self.per_byte_s and not self.latency_s):
+            return 0.0
+        bw = nbytes * self.per_byte_s
+        return bw + self.latency_s if self.additive else max(bw, self.latency_s)
+
+
+def collective_rate(
+    kind: str,
+    axes: tuple[str, ...],
+    mesh: Mesh,
+    chip: Chip | None = None,
+    *,
+    network_efficiency: float = 1.0,
+    algorithm: Algorithm | None = None,
+) -> Rate:
+    """``collective_time`` of ``kind`` over ``axes`` as its closed form in the bytes V, for callers that
+    price many sizes (a training search): ``Rate.time_s(V)`` equals ``collective_time(...).time_s``.
+    Each bandwidth part is units x (V x share) / rate x factor, so the parts at V = 1 byte are the
+    seconds per byte, and the latency does not depend on V; a registered algorithm gives its
+    ``Schedule`` directly."""
+    chip = chip or mesh.topology.chip
+    rule = algorithm.rule if algorithm is not None and algorithm.rule.runs(kind) else None
+    if algorithm is not None and rule is not None and rule.schedule is not None:
+        groups = mesh_groups(mesh, axes, chip)
+        if math.prod(g.size for g in groups) == 1:
+            return Rate(0.0, 0.0)
+        if not 0 < network_efficiency <= 1:
+            raise InvalidConfigError(f"network efficiency {network_efficiency} must be in (0, 1]")
+        s = rule.schedule(kind, groups, algorithm)
+        return Rate(s.per_byte_s / network_efficiency, s.latency_s, s.additive)
+    ct = collective_time(Comm(kind, axes, 1.0), mesh, chip, network_efficiency=network_efficiency, algorithm=algorithm)
+    return Rate(ct.bandwidth_time_s, ct.latency_time_s, ct.additive)

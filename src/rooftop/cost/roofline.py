@@ -30,7 +30,8 @@ from rooftop.hardware.chip import Chip
 if TYPE_CHECKING:
     import numpy as np
 
-    from rooftop.cost.collectives import Algorithm, CollectiveTime
+    from rooftop.cost.algorithms import Algorithm
+    from rooftop.cost.collectives import CollectiveTime
     from rooftop.hardware.topology import Mesh
 
 #: what a Term measures; its ``bound`` when it dominates

@@ -60,8 +60,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rooftop.cost.collectives import collective_time
-from rooftop.cost.cost import Comm
+from rooftop.cost.algorithms import Algorithm
+from rooftop.cost.collectives import Rate, collective_rate
 from rooftop.cost.efficiency import IDEAL, Efficiency
 from rooftop.cost.groups import Group, mesh_groups
 from rooftop.cost.roofline import flop_rate
@@ -74,9 +74,6 @@ from rooftop.plan.serve.layout import ServingLayout, weights_per_chip_bytes
 from rooftop.plan.train.explain import CriticalTokens, dp_critical_tokens, fsdp_critical_tokens
 from rooftop.plan.train.layout import Parallelism, divisors, validate
 from rooftop.plan.train.step import TrainingSetup, layout_mesh
-
-#: bytes a collective is priced with to read its bandwidth seconds per byte (the term is linear)
-PROBE_BYTES = float(1 << 30)
 
 
 @dataclass(frozen=True)
@@ -169,6 +166,7 @@ class JobLimits:
     f_weights: float
     axis_sets: tuple[AxisSet, ...]
     limits: tuple[Limit, ...] = field(default=())
+    algorithm: Algorithm | None = None  # how the collectives run (cost/algorithms.py; None: hierarchical)
 
     @property
     def batch_sequences(self) -> int | None:
@@ -186,26 +184,32 @@ class JobLimits:
         raise KeyError(f"{name} over {axes!r}")
 
 
-def _per_byte(kind: str, mesh: Mesh, axes: tuple[str, ...], eff: Efficiency) -> float:
-    """Bandwidth seconds per byte of a ``kind`` collective over ``axes`` (0 when they have 1 chip)."""
+def _rate(kind: str, mesh: Mesh, axes: tuple[str, ...], eff: Efficiency, algorithm: Algorithm | None = None) -> Rate:
+    """A ``kind`` collective over ``axes`` under ``algorithm`` in closed form (cost/collectives.Rate:
+    seconds per byte, latency); nothing moves when the axes have 1 chip."""
     axes = tuple(a for a in axes if a in mesh.shape and mesh.shape[a] > 1)
     if not axes:
-        return 0.0
-    ct = collective_time(Comm(kind, axes, PROBE_BYTES), mesh, network_efficiency=eff.network)
-    return ct.bandwidth_time_s / PROBE_BYTES
+        return Rate(0.0, 0.0)
+    return collective_rate(kind, axes, mesh, network_efficiency=eff.network, algorithm=algorithm)
 
 
-def axis_set(mesh: Mesh, axes: tuple[str, ...], eff: Efficiency) -> AxisSet:
-    """The AxisSet of ``axes`` of ``mesh``."""
+def _per_byte(kind: str, mesh: Mesh, axes: tuple[str, ...], eff: Efficiency, algorithm: Algorithm | None) -> float:
+    """Bandwidth seconds per byte of a ``kind`` collective over ``axes`` (0 when they have 1 chip)."""
+    return _rate(kind, mesh, axes, eff, algorithm).per_byte_s
+
+
+def axis_set(mesh: Mesh, axes: tuple[str, ...], eff: Efficiency, algorithm: Algorithm | None = None) -> AxisSet:
+    """The AxisSet of ``axes`` of ``mesh`` (its all-gathers run by ``algorithm``, default hierarchical)."""
     groups = mesh_groups(mesh, axes)
-    return AxisSet("+".join(axes), axes, mesh.size(axes), groups, _per_byte("all-gather", mesh, axes, eff))
+    w = _per_byte("all-gather", mesh, axes, eff, algorithm)
+    return AxisSet("+".join(axes), axes, mesh.size(axes), groups, w)
 
 
-def axis_sets(mesh: Mesh, eff: Efficiency) -> tuple[AxisSet, ...]:
+def axis_sets(mesh: Mesh, eff: Efficiency, algorithm: Algorithm | None = None) -> tuple[AxisSet, ...]:
     """Each physical dim alone, then the innermost two, three, ... up to all of them together."""
     names = [a.name for a in mesh.axes if a.size > 1]
     picks = [(n,) for n in names] + [tuple(names[-k:]) for k in range(2, len(names) + 1)]
-    return tuple(axis_set(mesh, p, eff) for p in picks)
+    return tuple(axis_set(mesh, p, eff, algorithm) for p in picks)
 
 
 def mlp_widths(cfg: TransformerConfig) -> tuple[float, float]:
@@ -222,7 +226,7 @@ def _data_limits(lim: JobLimits, mesh: Mesh) -> list[Limit]:
     """DP, FSDP (and MoE) critical tokens per chip and the TP bound, each over every axis set."""
     setup, tokens = lim.setup, lim.tokens_per_chip
     a_bytes, w_bytes, g_bytes = setup.element_bytes
-    rules: tuple[tuple[str, Callable[[TrainingSetup, Mesh, tuple[str, ...]], CriticalTokens], float], ...] = (
+    rules: tuple[tuple[str, Callable[..., CriticalTokens], float], ...] = (
         ("dp", dp_critical_tokens, 2 * g_bytes),
         ("fsdp", fsdp_critical_tokens, 2 * w_bytes + g_bytes),
     )
@@ -231,7 +235,7 @@ def _data_limits(lim: JobLimits, mesh: Mesh) -> list[Limit]:
     figs: tuple[tuple[str, float], ...]
     for rule, price, moved in rules:
         for s in lim.axis_sets:
-            ct, w = price(setup, mesh, s.axes), s.gather_bytes_per_s
+            ct, w = price(setup, mesh, s.axes, lim.algorithm), s.gather_bytes_per_s
             book = ct.flops_per_s * moved / (ct.flops_per_param * w)
             figs = (
                 ("C", ct.flops_per_s),
@@ -299,8 +303,8 @@ def _tp_on_topology(lim: JobLimits) -> Limit:
     for y in divisors(n)[1:]:
         mesh = _laid(setup, Parallelism(fsdp=n // y, tp=y), n)
         if mesh is not None:
-            g = _per_byte("all-gather", mesh, ("tp",), setup.efficiency)
-            comm = g + _per_byte("reduce-scatter", mesh, ("tp",), setup.efficiency)
+            g = _per_byte("all-gather", mesh, ("tp",), setup.efficiency, lim.algorithm)
+            comm = g + _per_byte("reduce-scatter", mesh, ("tp",), setup.efficiency, lim.algorithm)
             rows.append((y, comm * a * y * lim.flops_per_s / (4 * lim.f_active), (y - 1) / y / g))
     figs = (("F", lim.f_active), ("C", lim.flops_per_s), ("a", a))
     return _largest("tp_largest_degree", "tp_layout", rows, figs)
@@ -316,7 +320,7 @@ def _ep_on_topology(lim: JobLimits) -> Limit | None:
     for z in divisors(moe.n_experts)[1:]:
         mesh = _laid(setup, Parallelism(fsdp=n, ep=z), n) if n % z == 0 else None
         if mesh is not None:
-            t = _per_byte("all-to-all", mesh, ("ep",), setup.efficiency)
+            t = _per_byte("all-to-all", mesh, ("ep",), setup.efficiency, lim.algorithm)
             rows.append((z, t * a * lim.flops_per_s / (2 * moe.d_ff_expert), 1 / t))
     figs = (("F_e", float(moe.d_ff_expert)), ("k", float(moe.top_k)), ("C", lim.flops_per_s), ("a", a))
     return _largest("ep_largest_degree", "ep_layout", rows, figs)
@@ -330,7 +334,8 @@ def _split_limits(lim: JobLimits, mesh: Mesh) -> list[Limit]:
         return []
     setup, c = lim.setup, lim.flops_per_s
     a_bytes, w_bytes, _ = setup.element_bytes
-    sx, sy = axis_set(mesh, tuple(names[:-1]), setup.efficiency), axis_set(mesh, (names[-1],), setup.efficiency)
+    sx = axis_set(mesh, tuple(names[:-1]), setup.efficiency, lim.algorithm)
+    sy = axis_set(mesh, (names[-1],), setup.efficiency, lim.algorithm)
     wx, wy = sx.gather_bytes_per_s, sy.gather_bytes_per_s
     alpha_x, alpha_y = c * w_bytes / (2 * wx), c * a_bytes / (2 * wy)
     n, fa, fw = setup.chips, lim.f_active, lim.f_weights
@@ -390,9 +395,9 @@ def _best_split(lim: JobLimits, tokens: int) -> Limit | None:
         mesh = _laid(setup, Parallelism(fsdp=x, tp=y), sequences)
         if mesh is None:
             continue
-        t_fsdp = _per_byte("all-gather", mesh, ("fsdp",), eff) * 2 * d * lim.f_weights * w_bytes / y
-        tp_per_byte = _per_byte("all-gather", mesh, ("tp",), eff) + _per_byte("reduce-scatter", mesh, ("tp",), eff)
-        t_tp = tp_per_byte * tokens * d * a_bytes / x
+        t_fsdp = _rate("all-gather", mesh, ("fsdp",), eff, lim.algorithm).time_s(2 * d * lim.f_weights * w_bytes / y)
+        act = tokens * d * a_bytes / x
+        t_tp = sum(_rate(k, mesh, ("tp",), eff, lim.algorithm).time_s(act) for k in ("all-gather", "reduce-scatter"))
         found.append(((t_fsdp + t_tp) / t_math, y, t_fsdp, t_tp))
     if not found:
         return None
@@ -459,10 +464,13 @@ def job_limits(
     efficiency: Efficiency = IDEAL,
     precision: TrainingPrecision | None = None,
     weight_dtype: str = "bf16",
+    algorithm: Algorithm | None = None,
 ) -> JobLimits:
     """Every threshold of the module docstring for ``cfg`` on ``topology`` of ``chip``. A batch of
     ``batch_tokens`` in sequences of ``seq_len`` tokens, when given, is rounded to whole sequences
-    (``whole_sequences``) and compared with them; ``JobLimits.batch_tokens`` is the batch used."""
+    (``whole_sequences``) and compared with them; ``JobLimits.batch_tokens`` is the batch used.
+    ``algorithm`` is how the collectives run (a cost/algorithms.py value; default the staged rules),
+    priced by cost/collectives.py at each threshold's own message size."""
     sequences = whole_sequences(batch_tokens, seq_len)
     n = topology.num_chips
     seq = seq_len or cfg.max_seq_len  # without a batch only the parameter counts of the profile are read
@@ -472,7 +480,8 @@ def job_limits(
     mesh = make_mesh(topology)
     f_active, f_weights = mlp_widths(cfg)
     rate = flop_rate(chip, "matrix", setup.dtypes.activations, efficiency)[2]
-    base = JobLimits(setup, batch_tokens, seq_len, weight_dtype, rate, f_active, f_weights, axis_sets(mesh, efficiency))
+    sets = axis_sets(mesh, efficiency, algorithm)
+    base = JobLimits(setup, batch_tokens, seq_len, weight_dtype, rate, f_active, f_weights, sets, (), algorithm)
     limits: list[Limit] = _data_limits(base, mesh)
     if n > 1:
         limits.append(_tp_on_topology(base))
@@ -482,5 +491,5 @@ def job_limits(
         limits += _split_limits(base, mesh)
     limits += _memory_limits(base)
     return JobLimits(
-        setup, batch_tokens, seq_len, weight_dtype, rate, f_active, f_weights, base.axis_sets, tuple(limits)
+        setup, batch_tokens, seq_len, weight_dtype, rate, f_active, f_weights, sets, tuple(limits), algorithm
     )

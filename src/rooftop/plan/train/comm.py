@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rooftop.cost.collectives import Algorithm, collective_time
-from rooftop.cost.cost import Comm
+from rooftop.cost.algorithms import Algorithm
+from rooftop.cost.collectives import collective_rate
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, domains_spanned
 from rooftop.model.config import TransformerConfig
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class CommPricer:
-    """Collective times on one mesh, cached: cost/collectives.py's bandwidth term (network efficiency
-    included) is linear in bytes and its latency term constant, so each (kind, axes) is priced once
-    and time = max(bytes x seconds per byte, latency), as ``collective_time`` gives.
+    """Collective times on one mesh under the stack's ``algorithm``, cached: cost/collectives.py gives
+    each (kind, axes, algorithm) as its closed form in the bytes (``collective_rate``: seconds per byte,
+    latency, and whether they add or overlap), so each is priced once and every size after is exact.
 
     ``rates`` may be shared by the pricers of every mesh on one topology and chip (a search
     does): it is keyed by where the axes lie (their segments), which is all a collective's
@@ -37,43 +37,37 @@ class CommPricer:
     mesh: Mesh
     chip: Chip
     network_eff: float
-    rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    rates: dict[tuple[object, ...], tuple[float, float, bool]] = field(default_factory=dict)
     algorithm: Algorithm | None = None  # how the library runs the gather family (None: hierarchical)
-    _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = field(default_factory=dict)
+    _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float, bool]] = field(default_factory=dict)
     _placed: dict[str, tuple[str, tuple[object, ...]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:  # where each axis of size > 1 lies
         self._placed = {a.name: (a.name, a.segments) for a in self.mesh.axes if a.size > 1}
 
     def time(self, kind: str, axes: tuple[str, ...], nbytes: float) -> float:
+        """cost/collectives.Rate.time_s, inlined: the search calls it for every layout."""
         if nbytes <= 0:
             return 0.0
         rate = self._cache.get((kind, axes))
         if rate is None:
             rate = self._cache[(kind, axes)] = self._rate(kind, axes)
-        per_byte, lat = rate
+        per_byte, lat, additive = rate
         if not per_byte and not lat:  # every axis has size 1: nothing moves
             return 0.0
-        if lat < 0:  # a ring: latency and bandwidth add (cost/collectives.CollectiveTime.additive)
-            return nbytes * per_byte - lat
-        return max(nbytes * per_byte, lat)
+        return nbytes * per_byte + lat if additive else max(nbytes * per_byte, lat)
 
-    def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float]:
-        """(seconds per byte, latency seconds); (0, 0) when every axis has size 1."""
+    def _rate(self, kind: str, axes: tuple[str, ...]) -> tuple[float, float, bool]:
+        """(seconds per byte, latency seconds, additive); (0, 0, False) when every axis has size 1."""
         axes = tuple(a for a in axes if a in self._placed)
         if not axes:
-            return 0.0, 0.0
+            return 0.0, 0.0, False
         key = (kind, tuple(self._placed[a] for a in axes), self.algorithm)
         if key not in self.rates:
-            probe = 1 << 30
-            ct = collective_time(
-                Comm(kind, axes, float(probe)),
-                self.mesh,
-                self.chip,
-                network_efficiency=self.network_eff,
-                algorithm=self.algorithm,
-            )  # the latency's sign carries how the two terms combine (negative: they add)
-            self.rates[key] = (ct.bandwidth_time_s / probe, -ct.latency_time_s if ct.additive else ct.latency_time_s)
+            r = collective_rate(
+                kind, axes, self.mesh, self.chip, network_efficiency=self.network_eff, algorithm=self.algorithm
+            )
+            self.rates[key] = (r.per_byte_s, r.latency_s, r.additive)
         return self.rates[key]
 
 

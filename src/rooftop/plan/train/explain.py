@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.groups import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
@@ -45,24 +46,29 @@ def _layer_params(setup: TrainingSetup) -> float:
     return max(g.params + g.expert_params for g in profile_for(setup, "none").groups)
 
 
-def fsdp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) -> CriticalTokens:
+def fsdp_critical_tokens(
+    setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...], algorithm: Algorithm | None = None
+) -> CriticalTokens:
     """FSDP over ``axes`` of ``mesh``, priced as the step prices it (CommPricer: cost/collectives.py
     with the setup's network efficiency): per layer an all-gather of the weights forward, again
     backward and a reduce-scatter of the gradients, against 6 FLOPs per parameter per token at the
     matrix peak x efficiency. Hidden when tokens per chip > (2 AG + RS) x rate / (6 x layer
     parameters); bandwidth-bound with bf16 weights and gradients this is (N-1)/N x C / W, W the
     all-gather bandwidth per chip of the axes (How to Scale Your Model Part 5: B/X > C/W_ici). A
-    bandwidth rule: the collectives are priced by cost/collectives.py's staged rules, without the
-    framework's per-step ring latency (which the step itself adds)."""
+    bandwidth rule: the collectives are priced by ``algorithm`` (default cost/collectives.py's staged
+    rules, without the framework's per-step ring latency, which the step itself adds) at the layer's
+    message size."""
     params = _layer_params(setup)
     _, w_bytes, g_bytes = setup.element_bytes
-    pricer = CommPricer(mesh, setup.chip, setup.efficiency.network)
+    pricer = CommPricer(mesh, setup.chip, setup.efficiency.network, algorithm=algorithm)
     comm = 2 * pricer.time("all-gather", axes, params * w_bytes) + pricer.time("reduce-scatter", axes, params * g_bytes)
     rate = flop_rate(setup.chip, "matrix", setup.dtypes.activations, setup.efficiency)[2]
     return CriticalTokens(comm * rate / (6 * params), params, comm, 6.0, rate)
 
 
-def dp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) -> CriticalTokens:
+def dp_critical_tokens(
+    setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...], algorithm: Algorithm | None = None
+) -> CriticalTokens:
     """Pure data parallelism over ``axes``: per layer an all-reduce of the gradients, which only the
     backward pass (4 FLOPs per parameter per token) can hide (How to Scale Your Model Part 5, "Data
     Parallelism": T_math = 2 x 2 x B L D F / (X C) against T_comm = 2 x 2 x L D F / W for the
@@ -70,7 +76,7 @@ def dp_critical_tokens(setup: TrainingSetup, mesh: Mesh, axes: tuple[str, ...]) 
     gradients, (N-1)/N x C / W as for FSDP (an all-reduce is a reduce-scatter and an all-gather); a
     bandwidth rule, as ``fsdp_critical_tokens``."""
     params = _layer_params(setup)
-    pricer = CommPricer(mesh, setup.chip, setup.efficiency.network)
+    pricer = CommPricer(mesh, setup.chip, setup.efficiency.network, algorithm=algorithm)
     comm = pricer.time("all-reduce", axes, params * setup.element_bytes[2])
     rate = flop_rate(setup.chip, "matrix", setup.dtypes.activations, setup.efficiency)[2]
     return CriticalTokens(comm * rate / (4 * params), params, comm, 4.0, rate)

@@ -41,7 +41,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rooftop.catalog.io import builtin_toml
-from rooftop.cost.collectives import Algorithm
+from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.efficiency import Efficiency
 from rooftop.errors import InvalidConfigError, UnknownNameError
 from rooftop.hardware.chip import Chip

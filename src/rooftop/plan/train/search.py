@@ -270,7 +270,7 @@ class _Context:
     fix: dict[str, object]
     profiles: dict[str, ModelProfile] = field(default_factory=dict)
     pricers: dict[tuple[int, ...], CommPricer | None] = field(default_factory=dict)
-    rates: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    rates: dict[tuple[object, ...], tuple[float, float, bool]] = field(default_factory=dict)
     checked: set[Variant] = field(default_factory=set)
     fits: dict[tuple[int, int, StageSplit], _Fit] = field(default_factory=dict)
 

@@ -110,3 +110,27 @@ def test_sharded_matmul_json() -> None:
 def test_sharded_matmul_table() -> None:
     code, out, _ = run_cli("matmul", "A[I_X, J] @ B[J, K_X]", "--dims", "I=1024,J=1024,K=1024", *V4)
     assert code == 0 and "alternatives" in out and "all-gather" in out
+
+
+def test_collective_algorithm_by_name() -> None:
+    """--algorithm ring: one flat ring over 64 nodes x 8 H100 with NCCL's step latencies (catalog/frameworks/
+    training.toml): 2 x 511 shards of V / 512 through a node's 8 NICs of 5e10 B/s, plus 8.4 us + 2 x (511 - 63)
+    x 3.4 us + 2 x 63 x 14 us. --algorithm in-network is --sharp; an unknown name and both flags are refused."""
+    gpu = ("--chip", "h100", "--topology", "64x8", "--mesh", "dp=64,tp=8", "--axes", "dp,tp", "--bytes", "4MB")
+    d = as_json("collective", "all-reduce", *gpu, "--algorithm", "ring")
+    lat = 8.4e-6 + 2 * (511 - 63) * 3.4e-6 + 2 * 63 * 14e-6
+    assert d["latency_time_s"] == pytest.approx(lat) and d["hops"] == 2 * 511
+    assert d["time_s"] == pytest.approx(2 * 511 * (4e6 / 512) / (8 * 5e10) + lat)
+    assert d["algorithm"] == "ring" and d["latency_adds"] and d["groups"] == []
+    assert d["algorithm_latency"] == {"base_s": 8.4e-6, "intra_step_s": 3.4e-6, "inter_step_s": 14e-6}
+    assert [a["shape"] for a in d["axes"]] == ["switch", "switch"]
+    sharp, value = (
+        as_json("collective", "all-reduce", *gpu, "--sharp"),
+        as_json("collective", "all-reduce", *gpu, "--algorithm", "in-network"),
+    )
+    assert value["time_s"] == sharp["time_s"] and value["sharp"] and value["algorithm"] == "in-network"
+    assert as_json("collective", "all-reduce", *gpu)["algorithm"] == "hierarchical"
+    code, _, err = run_cli("collective", "all-reduce", *gpu, "--algorithm", "butterfly")
+    assert code == 2 and "valid: hierarchical, in-network, ring" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli("collective", "all-reduce", *gpu, "--algorithm", "ring", "--sharp")
+    assert code == 2 and "not allowed" in err

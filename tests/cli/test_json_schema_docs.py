@@ -73,7 +73,7 @@ CASES: list[tuple[str, str, str]] = [
         "collective",
         "collective all-gather --chip tpu-v4 --topology 4x4x4 --mesh X=4,Y=4,Z=4 --axes X --array 'bf16[1024,4096]'"
         " --sharding '[B_X, D_Y]'",
-        "axes[0] axes[0].segments[0] groups[0] array",
+        "axes[0] axes[0].segments[0] groups[0] array algorithm_latency",
     ),
     ("shard", "shard 'A[I_XY, J]' --shape 128,2048 --dtype int8 --mesh X=2,Y=8,Z=2", "dims[0]"),
     ("models", "models", "models[0]"),

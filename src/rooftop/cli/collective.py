@@ -36,7 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     size.add_argument("--array", help="the global array, e.g. 'bf16[1024,4096]'")
     p.add_argument("--sharding", help="its sharding going in, dims named positionally, e.g. '[B_X, D_Y]'")
-    p.add_argument("--sharp", action="store_true", help="in-network reduction (NVLink/InfiniBand SHARP)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--sharp", action="store_true", help="in-network reduction (NVLink/InfiniBand SHARP)")
+    how.add_argument(
+        "--algorithm",
+        metavar="NAME",
+        help="how the library runs all-gather / reduce-scatter / all-reduce: hierarchical (default: staged over "
+        "the link levels), in-network (as --sharp), ring (one flat ring, NCCL's step latencies), or any "
+        "algorithm registered in cost/algorithms.py",
+    )
     p.set_defaults(func=run)
 
 
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace) -> Output:
     from rooftop.cost.collectives import collective_time
     from rooftop.cost.cost import Comm
     from rooftop.hardware.topology import make_mesh, parse_topology
+    from rooftop.plan.train.framework import catalog_algorithm
     from rooftop.report import collective as report
     from rooftop.units import parse_bytes
 
@@ -90,8 +99,9 @@ def run(args: argparse.Namespace) -> Output:
         nbytes, array = _array_bytes(args, mesh, axes)
     else:
         nbytes = parse_bytes(args.nbytes)
-    ct = collective_time(Comm(args.kind, axes, nbytes), mesh, chip, sharp=args.sharp)
+    algorithm = catalog_algorithm(args.algorithm) if args.algorithm else None
+    ct = collective_time(Comm(args.kind, axes, nbytes), mesh, chip, sharp=args.sharp, algorithm=algorithm)
     return Output(
-        report.collective_payload(ct, chip, mesh, array),
+        report.collective_payload(ct, chip, mesh, array, algorithm),
         lambda console: report.render_collective(console, ct, chip, mesh, array),
     )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.book import book_collective
+from rooftop.cost.collectives import collective_time
+from rooftop.cost.cost import Comm
+from rooftop.cost.groups import mesh_groups
 from rooftop.report.book import book_collective_dict
 from rooftop.report.formulas import collective_formula, collective_why, group_why
 from rooftop.report.table import say, styled, table
@@ -14,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rooftop.cost.collectives import CollectiveTime
+    from rooftop.cost.groups import Group
     from rooftop.hardware.chip import Chip
     from rooftop.hardware.topology import Mesh
     from rooftop.sharding.shard import ShardReport
@@ -32,20 +37,29 @@ def array_dict(rep: ShardReport, unsharded_axes: list[str]) -> dict[str, Any]:
     }
 
 
-def axis_details(ct: CollectiveTime, mesh: Mesh) -> list[dict[str, Any]]:
+def _groups(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> list[Group]:
+    """The link groups of the collective: its per-group terms' groups, or, under a flat algorithm that
+    prices the collective as one schedule (a ring), the groups its axes lie on."""
+    if ct.groups or ct.devices == 1:
+        return [t.group for t in ct.groups]
+    return list(mesh_groups(mesh, ct.axes, chip))
+
+
+def axis_details(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> list[dict[str, Any]]:
     """Per mesh axis: its segments, links, wraparound and inbound bandwidth per chip."""
     out = []
+    groups = _groups(ct, mesh, chip)
     for name in ct.axes:
         axis = mesh.axis(name)
-        terms = [t for t in ct.groups if name in t.group.axes]
+        mine = [g for g in groups if name in g.axes]
         out.append(
             {
                 "name": name,
                 "size": axis.size,
                 "links": [s.link for s in axis.segments],
-                "wrap": bool(terms) and all(t.group.shape == "ring" for t in terms),
-                "shape": "+".join(t.group.shape for t in terms),
-                "bandwidth_bytes_per_s": sum(t.group.inbound_bytes_per_s for t in terms),
+                "wrap": bool(mine) and all(g.shape == "ring" for g in mine),
+                "shape": "+".join(g.shape for g in mine),
+                "bandwidth_bytes_per_s": sum(g.inbound_bytes_per_s for g in mine),
                 "segments": [{"dim": s.dim, "size": s.size, "stride": s.stride, "link": s.link} for s in axis.segments],
             }
         )
@@ -64,7 +78,9 @@ def collective_dict(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> dict[str, Any
         "devices": ct.devices,
         "hops": ct.hops,
         "sharp": ct.sharp,
-        "axes": axis_details(ct, mesh),
+        "algorithm": ct.algorithm,
+        "latency_adds": ct.additive,
+        "axes": axis_details(ct, mesh, chip),
         "groups": [
             {
                 "axes": list(t.group.axes),
@@ -86,19 +102,34 @@ def collective_dict(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> dict[str, Any
         ],
         "formula": collective_formula(ct),
         "why": collective_why(ct, chip),
-        **book_collective_dict(ct, book_collective(ct)),
+        **_book(ct, mesh, chip),
     }
 
 
+def _book(ct: CollectiveTime, mesh: Mesh, chip: Chip) -> dict[str, Any]:
+    """The book's figure for the collective: the book's rule is the staged one, so under a flat algorithm
+    (one schedule, no per-group terms) it is compared with the staged time of the same collective."""
+    if not ct.groups and ct.devices > 1:
+        comm = Comm(ct.kind, ct.axes, ct.bytes_per_device)
+        ct = collective_time(comm, mesh, chip, network_efficiency=ct.network_efficiency)
+    return book_collective_dict(ct, book_collective(ct))
+
+
 def collective_payload(
-    ct: CollectiveTime, chip: Chip, mesh: Mesh, array: dict[str, Any] | None = None
+    ct: CollectiveTime,
+    chip: Chip,
+    mesh: Mesh,
+    array: dict[str, Any] | None = None,
+    algorithm: Algorithm | None = None,
 ) -> dict[str, Any]:
     """``rooftop collective --json``."""
+    algo = algorithm or Algorithm()
     payload = {
         "chip": chip.name,
         "topology": mesh.topology.spec,
         "mesh": mesh.spec(),
         **collective_dict(ct, mesh, chip),
+        "algorithm_latency": {f: getattr(algo, f) for f in ("base_s", "intra_step_s", "inter_step_s")},
     }
     if array is not None:
         payload["array"] = array
@@ -133,12 +164,16 @@ def render_collective(
                     t.hops,
                 )
                 for t in ct.groups
+            ]
+            or [  # a flat algorithm: one schedule over the groups (its terms are the collective's)
+                (g.name, g.shape, g.size, g.link, format_rate(g.inbound_bytes_per_s), "-", "-")
+                for g in _groups(ct, mesh, chip)
             ],
         )
     )
     say(console, f"formula: {collective_formula(ct)}")
     say(console, f"why: {collective_why(ct, chip)}")
-    book = book_collective_dict(ct, book_collective(ct))
+    book = _book(ct, mesh, chip)
     say(console, f"book ({book['book_part']}): {format_duration(book['book_time_s'])} = {book['book_formula']}")
     if book["book_why"]:
         say(console, f"differs: {book['book_why']}")

@@ -200,6 +200,11 @@ def _part(p: BandwidthPart) -> str:
             f"egress ({p.size}-1) x {format_bytes(p.chunk_bytes)} / all links {format_rate(p.bytes_per_s)} = "
             f"{format_duration(p.seconds)}"
         )
+    if p.rule != "permute":  # a registered algorithm's schedule (cost/algorithms.py)
+        return (
+            f"{scale}{p.rule} over {plural(p.size, 'chip')}, {names} ({p.shape}): {p.units:g} x "
+            f"{format_bytes(p.chunk_bytes)} / {format_rate(p.bytes_per_s)} = {format_duration(p.seconds)}"
+        )
     return f"{names}: {format_bytes(p.chunk_bytes)} / {format_rate(p.bytes_per_s)} = {format_duration(p.seconds)}"
 
 
@@ -216,7 +221,8 @@ def collective_formula(ct: CollectiveTime) -> str:
         bw_txt += f", / network efficiency {ct.network_efficiency:g} = {format_duration(ct.bandwidth_time_s)}"
     if ct.additive:  # a ring: its steps' latency adds to the bandwidth term (cost/collectives.py, "Algorithm")
         return (
-            f"{head}: bandwidth {bw_txt}; latency of {ct.hops} ring steps = {format_duration(ct.latency_time_s)}; "
+            f"{head}: bandwidth {bw_txt}; latency of {ct.hops} {ct.algorithm} steps = "
+            f"{format_duration(ct.latency_time_s)}; "
             f"bandwidth + latency = {format_duration(ct.time_s)}"
         )
     lat_txt = " + ".join(f"{g.hops} x {format_duration(g.group.hop_latency_s)}" for g in ct.groups if g.hops)
@@ -275,6 +281,11 @@ def collective_why(ct: CollectiveTime, chip: Chip) -> str:
     """Why the collective takes what it takes: each group's links, SHARP, the hierarchy."""
     if ct.devices == 1:
         return f"axes {','.join(ct.axes)} have size 1: nothing moves"
+    if not ct.groups and ct.chosen:  # a flat algorithm (cost/algorithms.py): one schedule over every group
+        p = ct.chosen[0]
+        why = f"{ct.algorithm}: one schedule over all {plural(ct.devices, 'chip')}, {','.join(p.names)} sets the pace"
+        adds = "; its steps' latency adds to the bandwidth term (each step waits for its slowest hop)"
+        return why + (adds if ct.additive else "")
     why = "; ".join(group_why(g.group, chip) for g in ct.groups)
     if ct.sharp and ct.kind != "all-reduce":
         why += "; in-network reduction (SHARP) changes only all-reduces"

@@ -145,3 +145,15 @@ def default_framework(chip: Chip) -> Framework:
     defaults = _data()["defaults"]
     name = str(_value(defaults, chip.kind, WHERE)) if chip.kind in defaults else "xla"
     return get_framework(name)
+
+
+def catalog_algorithm(name: str) -> Algorithm:
+    """The collective algorithm ``name`` (cost/algorithms.py) with the latency figures of the first library
+    of catalog/frameworks/training.toml that runs it (``ring``: NCCL's); without one, no figures of its own
+    (the staged rules take each group's hop latency). An unknown name raises with the choices."""
+    for lib_name, lib in _data()["libraries"].items():
+        where = f"{WHERE} [libraries.{lib_name}]"
+        if str(_value(lib, "algorithm", where)) == name and "base_s" in lib:
+            figures = (_value(lib, f, where) for f in ("base_s", "intra_step_s", "inter_step_s"))
+            return Algorithm(name, *(float(x) for x in figures))
+    return Algorithm(name)

@@ -297,31 +297,44 @@ def _largest(name: str, rule: str, rows: list[tuple[int, float, float]], figs: t
 
 
 def _tp_on_topology(lim: JobLimits) -> Limit:
-    """Tensor parallelism laid as the planner lays it: ratio (AG + RS) a Y C / (4 F) per layer."""
-    setup, a = lim.setup, lim.setup.element_bytes[0]
+    """Tensor parallelism laid as the planner lays it: ratio (AG + RS) a Y C / (4 F) per layer per byte;
+    with a batch, the AG and RS of a tp group's activations (B / X tokens x D x a bytes) at that size
+    against the MLP's 4 (B / X) D F / (Y C)."""
+    setup, a, d = lim.setup, lim.setup.element_bytes[0], lim.setup.cfg.d_model
     n, rows = setup.chips, []
     for y in divisors(n)[1:]:
         mesh = _laid(setup, Parallelism(fsdp=n // y, tp=y), n)
         if mesh is not None:
-            g = _per_byte("all-gather", mesh, ("tp",), setup.efficiency, lim.algorithm)
-            comm = g + _per_byte("reduce-scatter", mesh, ("tp",), setup.efficiency, lim.algorithm)
-            rows.append((y, comm * a * y * lim.flops_per_s / (4 * lim.f_active), (y - 1) / y / g))
+            ag, rs = (
+                _rate(k, mesh, ("tp",), setup.efficiency, lim.algorithm) for k in ("all-gather", "reduce-scatter")
+            )
+            ratio = (ag.per_byte_s + rs.per_byte_s) * a * y * lim.flops_per_s / (4 * lim.f_active)
+            if lim.batch_tokens is not None:
+                group_tokens = lim.batch_tokens / (n // y)
+                t_math = 4 * group_tokens * d * lim.f_active / (y * lim.flops_per_s)
+                ratio = (ag.time_s(group_tokens * d * a) + rs.time_s(group_tokens * d * a)) / t_math
+            rows.append((y, ratio, (y - 1) / y / ag.per_byte_s))
     figs = (("F", lim.f_active), ("C", lim.flops_per_s), ("a", a))
     return _largest("tp_largest_degree", "tp_layout", rows, figs)
 
 
 def _ep_on_topology(lim: JobLimits) -> Limit | None:
     """Expert parallelism laid as the planner lays it (ep from the fsdp axis): ratio of a dispatch
-    and a combine all-to-all per token, 2 x t(k D a), to 4 k D F_e / C: t a C / (2 F_e) per byte."""
+    and a combine all-to-all per token, 2 x t(k D a), to 4 k D F_e / C: t a C / (2 F_e) per byte; with a
+    batch, the all-to-alls of a chip's B / N tokens' k D a bytes at that size against their 4 k D F_e / C."""
     setup, moe = lim.setup, lim.setup.cfg.moe
     if moe is None:
         return None
-    a, n, rows = setup.element_bytes[0], setup.chips, []
+    a, n, rows, d = setup.element_bytes[0], setup.chips, [], setup.cfg.d_model
     for z in divisors(moe.n_experts)[1:]:
         mesh = _laid(setup, Parallelism(fsdp=n, ep=z), n) if n % z == 0 else None
         if mesh is not None:
-            t = _per_byte("all-to-all", mesh, ("ep",), setup.efficiency, lim.algorithm)
-            rows.append((z, t * a * lim.flops_per_s / (2 * moe.d_ff_expert), 1 / t))
+            a2a = _rate("all-to-all", mesh, ("ep",), setup.efficiency, lim.algorithm)
+            ratio = a2a.per_byte_s * a * lim.flops_per_s / (2 * moe.d_ff_expert)
+            if lim.batch_tokens is not None:
+                routed = lim.batch_tokens / n * moe.top_k * d
+                ratio = 2 * a2a.time_s(routed * a) * lim.flops_per_s / (4 * routed * moe.d_ff_expert)
+            rows.append((z, ratio, 1 / a2a.per_byte_s))
     figs = (("F_e", float(moe.d_ff_expert)), ("k", float(moe.top_k)), ("C", lim.flops_per_s), ("a", a))
     return _largest("ep_largest_degree", "ep_layout", rows, figs)
 

@@ -120,3 +120,19 @@ def test_min_chips_use_the_usable_hbm_that_train_and_serve_use() -> None:
         assert figures["usable_hbm_bytes"] == usable
         assert lim[name]["value"] == math.ceil(figures["bytes"] / usable)
     assert lim["train_min_chips"]["value"] == 15  # 70.6e9 params x 16 B / 72 GiB = 14.6 (it was 14 at 80 GiB)
+
+
+def test_algorithm_by_name() -> None:
+    """--algorithm ring prices the dp all-reduce of llama-3-8b's largest layer over 64 x 8 H100 as NCCL's ring:
+    2 x 511 shards of V / 512 through a node's 8 NICs (4e11 B/s) + 8.4 us + 2 x 448 x 3.4 us + 2 x 63 x 14 us."""
+    job = ["limits", "llama-3-8b", "--chip", "h100", "--topology", "64x8", "--json"]
+    code, out, err = run_cli(*job, "--algorithm", "ring")
+    assert code == 0, err
+    d = json.loads(out)
+    dp = _limit(d, "dp_critical_tokens_per_chip", "fabric+nvlink")["figures"]
+    v = 2 * dp["layer_params"]
+    ring = 2 * 511 * (v / 512) / (8 * 5e10) + 8.4e-6 + 2 * 448 * 3.4e-6 + 2 * 63 * 14e-6
+    assert d["algorithm"] == "ring" and dp["comm_s"] == pytest.approx(ring)
+    assert json.loads(run_cli(*job)[1])["algorithm"] == "hierarchical"
+    code, _, err = run_cli(*job, "--algorithm", "nope")
+    assert code == 2 and "valid: hierarchical, in-network, ring" in err

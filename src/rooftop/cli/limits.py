@@ -38,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--efficiency", help="efficiency factors over the ideal 1, e.g. matrix=0.7,network=0.9,memory_reserve=0.1"
     )
+    p.add_argument(
+        "--algorithm",
+        metavar="NAME",
+        help="how the collectives run, as in `rooftop collective`: hierarchical (default), in-network, ring "
+        "(NCCL's step latencies), or any algorithm registered in cost/algorithms.py",
+    )
     p.set_defaults(func=run)
 
 
@@ -47,6 +53,7 @@ def run(args: argparse.Namespace) -> Output:
     from rooftop.model.catalog import get_model
     from rooftop.model.memory import TrainingPrecision
     from rooftop.plan.limits import job_limits
+    from rooftop.plan.train.framework import catalog_algorithm
     from rooftop.report import limits as report
 
     chip = chip_from_args(args)
@@ -65,7 +72,7 @@ def run(args: argparse.Namespace) -> Output:
     # which `rooftop train` finds room for the training state (its usable HBM, 1 - memory_reserve)
     base = IDEAL.replace(memory_reserve=default_efficiency("training").memory_reserve)
     eff = parse_efficiency(args.efficiency, base) if args.efficiency else base
-    result = job_limits(
-        cfg, chip, topology, batch, seq, eff, TrainingPrecision(optimizer=args.optimizer), args.weight_dtype
-    )
+    algorithm = catalog_algorithm(args.algorithm) if args.algorithm else None
+    precision = TrainingPrecision(optimizer=args.optimizer)
+    result = job_limits(cfg, chip, topology, batch, seq, eff, precision, args.weight_dtype, algorithm)
     return Output(report.limits_payload(result), lambda console: report.render_limits(console, result))

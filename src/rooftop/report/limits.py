@@ -346,6 +346,7 @@ def limits_payload(lim: JobLimits) -> dict[str, Any]:
         "efficiency": setup.efficiency.as_dict(),
         "optimizer": setup.precision.optimizer,
         "weight_dtype": lim.weight_dtype,
+        "algorithm": lim.algorithm.name if lim.algorithm is not None else "hierarchical",
         "flops_per_s": lim.flops_per_s,
         "f_active": lim.f_active,
         "f_weights": lim.f_weights,

@@ -5,10 +5,11 @@ time collective_time gives at any size.
 The tree all-reduce added here is a pipelined binary tree: a reduce up the tree, then a broadcast down
 it, each ceil(log2 n) sequential steps (Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective
 Communication Operations in MPICH", section 4: binary-tree reduce and broadcast, log p steps each); so
-2 ceil(log2 n) steps of latency. Pipelined in chunks, each chip receives the whole V going up and again
-going down, 2 V over its slowest link (NCCL's tree all-reduce, which runs a reduce and a broadcast over
-its trees, is priced this way by its tuner: half the ring's algorithm bandwidth for large n). Its steps'
-latency adds to the bandwidth term, as the ring's does.
+2 ceil(log2 n) steps of latency, each priced here at the network step latency. Pipelined in chunks, each
+chip receives the whole V going up and again going down: 2 V over its slowest link. NCCL's tuner prices
+its tree all-reduce the same way in bandwidth (src/graph/tuning.cc: the tree's algorithm bandwidth is half
+its bus bandwidth, time = latency + V / algorithm bandwidth) with latency 2 x (steps inside a node + log2
+nodes network steps). Its steps' latency adds to the bandwidth term, as the ring's does.
 
 Figures (catalog/chips/h100.toml): NVLink 18 x 2.5e10 = 4.5e11 B/s per GPU, one 5e10 B/s NIC per GPU;
 NCCL's ring figures (catalog/frameworks/training.toml): 8.4 us base, 3.4 us per step inside a node,

@@ -71,6 +71,7 @@ VALID: dict[str, tuple[str, ...]] = {
     "weight_dtype": ("bf16", "fp8", "int4"),
     "chips_list": ("h100:16,tpu-v5e:4x4", "h100:8", "b200:8,h200:8,a100:16", "tpu-v5p:4x4x4,h100:64"),
     "remat": ("none", "selective", "dots", "full"),
+    "algorithm": ("hierarchical", "in-network", "ring"),
 }
 #: kinds whose values are paths (made by :func:`path_value`)
 PATH_KINDS = ("plot", "hlo_file", "trace", "config", "catalog", "out", "timeline", "html")
@@ -134,7 +135,8 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
     "roofline": [("--dtype", "dtype"), ("--unit", "unit"), ("--plot", "plot"), ("--catalog", "catalog")],
     "matmul": [("--dtype", "dtype"), ("--lhs-dtype", "dtype"), ("--rhs-dtype", "dtype"), ("--out-dtype", "dtype"),
                ("--compute-dtype", "dtype"), ("--topology", "topology"), ("--mesh", "mesh"), ("--plot", "plot")],
-    "collective": [("--mesh", "mesh"), ("--sharp", ""), ("--sharding", "sharding"), ("--catalog", "catalog")],
+    "collective": [("--mesh", "mesh"), ("--sharp", ""), ("--sharding", "sharding"), ("--catalog", "catalog"),
+                   ("--algorithm", "algorithm")],
     "shard": [("--dtype", "dtype")],
     "models": [("--catalog", "catalog")],
     "model": [("--seq-len", "seq"), ("--batch", "count"), ("--kv-dtype", "kv_dtype"), ("--remat", "remat")],
@@ -143,7 +145,8 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
               ("--plot", "plot"), ("--compute-dtype", "dtype"), ("--max-nodes-per-token", "count"),
               ("--timeline", "timeline"), ("--html", "html")],
     "limits": [("--batch-tokens", "tokens"), ("--seq-len", "seq"), ("--optimizer", "optimizer"),
-               ("--weight-dtype", "weight_dtype"), ("--efficiency", "efficiency"), ("--catalog", "catalog")],
+               ("--weight-dtype", "weight_dtype"), ("--efficiency", "efficiency"), ("--catalog", "catalog"),
+               ("--algorithm", "algorithm")],
     "serve": [("--batch", "count"), ("--max-step-latency", "duration"), ("--max-ttft", "duration"),
               ("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--activation-dtype", "kv_dtype"),
               ("--requests-per-s", "rate"), ("--price-per-chip-hour", "price"), ("--efficiency", "efficiency"),

@@ -55,7 +55,9 @@ class Algorithm:
 
     def __post_init__(self) -> None:
         if self.name not in ALGORITHM_RULES:
-            raise InvalidConfigError(f"collective algorithm {shown(self.name)} (valid: {', '.join(algorithm_names())})")
+            raise InvalidConfigError(
+                f"unknown collective algorithm {shown(self.name)} (valid: {', '.join(algorithm_names())})"
+            )
         for f in ("base_s", "intra_step_s", "inter_step_s"):
             if not 0 <= getattr(self, f) < 1:
                 raise InvalidConfigError(

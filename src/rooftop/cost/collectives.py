@@ -395,7 +395,8 @@ def collective_rate(
     algorithm: Algorithm | None = None,
 ) -> Rate:
     """``collective_time`` of ``kind`` over ``axes`` as its closed form in the bytes V, for callers that
-    price many sizes (a training search): ``Rate.time_s(V)`` equals ``collective_time(...).time_s``.
+    price many sizes (a training search): ``Rate.time_s(V)`` equals ``collective_time(...).time_s`` for
+    every V > 0 (0 when nothing moves).
     Each bandwidth part is units x (V x share) / rate x factor, so the parts at V = 1 byte are the
     seconds per byte, and the latency does not depend on V; a registered algorithm gives its
     ``Schedule`` directly."""

@@ -272,6 +272,7 @@ def _titan_runs() -> list[Run]:
                 r.tokens_per_s_per_gpu * per_token / peak,
                 per_token * batch * r.seq,
                 TORCHTITAN_SOURCE,
+                precision=TrainingPrecision(grads="fp32", master="fp32"),  # reduce_dtype float32 (training_runs_fsdp)
                 framework="pytorch-fsdp2",
                 compiled=r.compiled,
             )

@@ -6,7 +6,10 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
   passed to cost/collectives.py (NCCL: one flat ring over the whole group, its steps' latency added to
   the bandwidth term; XLA on TPU: the staged, hierarchical rules);
 - ``launch_s``: the host's launch and synchronisation cost of each FSDP / ZeRO-3 collective (its hooks,
-  copies in and out of the gathered buffer, stream waits), which delays the collective like latency;
+  stream waits), which delays the collective like latency;
+- ``gather_copy``: HBM bytes the stack moves on the compute stream per parameter byte it all-gathers
+  (FSDP2 copies each gather's output buffer into the parameters' unsharded tensors: a read and a write, 2;
+  FSDP1 gathers straight into its flat parameter, 0); never hidden behind compute (its own term of ``fsdp``);
 - ``prefetch``: layers whose gathers are issued ahead; 0 means none, so no gather hides behind compute;
 - ``dp_overlap``: the share of the data-parallel gradient reduction hidden behind the backward (0 for
   stacks that reduce after it);
@@ -67,10 +70,11 @@ class Framework:
     fused_attention: bool = True  # the job's default for ``--fix flash``
     dropout: bool = False  # the job's default for ``--fix dropout``
     fused_elementwise: bool = True  # the job's default for ``--fix compile``
+    gather_copy: float = 0.0  # HBM bytes on the compute stream per all-gathered parameter byte
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
-        figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap)
+        figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap, self.gather_copy)
         return hash((self.name, self.algorithm, *figures))
 
     def attention_cap(self, chip: Chip) -> float:
@@ -136,6 +140,7 @@ def get_framework(name: str) -> Framework:
         bool(_value(table, "fused_attention", where)),
         bool(_value(table, "dropout", where)),
         bool(_value(table, "fused_elementwise", where)) if "fused_elementwise" in table else True,
+        float(_value(table, "gather_copy", where)) if "gather_copy" in table else 0.0,
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

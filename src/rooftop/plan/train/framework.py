@@ -23,6 +23,9 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
   no overlap);
 - ``fused_attention``, ``dropout``: the era's defaults for the job's ``--fix flash`` and ``--fix dropout``
   (Megatron-LM 2021: unfused attention, dropout 0.1);
+- ``expand_kv``: the stack's attention call needs one K,V head per query head, so a grouped-query layer
+  copies K and V out to every query head first (model/transformer._kv_expand, a memory-bound op of the layer);
+- ``loss_fp32``: the logits are cast to fp32 before a separate cross-entropy kernel (model/transformer._loss_upcast);
 - ``fused_elementwise``: the default for the job's ``--fix compile``: whether norms, rotary embedding and
   the gated activation run as fused kernels (a compiler, or the stack's hand-fused kernels) or eagerly, one
   kernel per PyTorch op (model/eager.py; the extra traffic is its own term of the compute parts).
@@ -71,11 +74,14 @@ class Framework:
     dropout: bool = False  # the job's default for ``--fix dropout``
     fused_elementwise: bool = True  # the job's default for ``--fix compile``
     gather_copy: float = 0.0  # HBM bytes on the compute stream per all-gathered parameter byte
+    expand_kv: bool = False  # grouped K, V copied out to every query head before the attention kernel
+    loss_fp32: bool = False  # the logits cast to fp32 before a separate cross-entropy kernel
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
-        figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap, self.gather_copy)
-        return hash((self.name, self.algorithm, *figures))
+        figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap)
+        kernels = (self.gather_copy, self.expand_kv, self.loss_fp32)
+        return hash((self.name, self.algorithm, *figures, *kernels))
 
     def attention_cap(self, chip: Chip) -> float:
         """The share of ``chip``'s datasheet matrix peak the attention kernel sustains (0: no cap)."""
@@ -141,6 +147,8 @@ def get_framework(name: str) -> Framework:
         bool(_value(table, "dropout", where)),
         bool(_value(table, "fused_elementwise", where)) if "fused_elementwise" in table else True,
         float(_value(table, "gather_copy", where)) if "gather_copy" in table else 0.0,
+        bool(_value(table, "expand_kv", where)) if "expand_kv" in table else False,
+        bool(_value(table, "loss_fp32", where)) if "loss_fp32" in table else False,
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

@@ -222,6 +222,8 @@ def profile_for(setup: TrainingSetup, remat: str) -> ModelProfile:
         setup.dropout,
         setup.stack.attention_cap(setup.chip) if setup.flash_attention else 0.0,
         setup.fused,
+        setup.stack.expand_kv,
+        setup.stack.loss_fp32,
     )
 
 

@@ -13,6 +13,9 @@ from rooftop.errors import UnknownNameError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
+from rooftop.model.memory import params_total
+from rooftop.model.transformer import forward_costs
+from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.train.framework import default_framework, framework_names, get_framework
 from rooftop.plan.train.layout import Parallelism
 from rooftop.plan.train.plan import plan_training
@@ -63,6 +66,42 @@ def test_flash_attention_2_caps_the_attention_core_on_h100() -> None:
 
     scale = profile_for(_step("pytorch-fsdp2")[0], "full").core_scale
     assert scale == pytest.approx(0.35 / (default_efficiency("training").matrix * 0.803))
+
+
+def test_fsdp2_copies_each_gathered_layer_out_on_the_compute_stream() -> None:
+    """FSDP2 copies every all-gather's output into the parameters' unsharded tensors on the compute stream, a
+    read and a write of each gathered byte (gather_copy 2): at fsdp=8, resharded, each of 2 microbatches gathers
+    all P parameters twice (forward, backward) in bf16, so the step's fsdp part grows by 2 x 2 x (2 x P x 2)
+    bytes over HBM at its efficiency, never hidden; FSDP1 gathers into its flat parameter (no copy)."""
+    setup, copied = _step("pytorch-fsdp2")
+    _, plain = _step("pytorch-fsdp2", gather_copy=0.0)
+    p = params_total(get_model("llama-3-8b"))
+    copy_bytes = 2 * 2 * (2 * p * 2)
+    extra = copy_bytes / (H100.hbm_bytes_per_s * setup.efficiency.hbm)
+    assert copied.breakdown["fsdp"] - plain.breakdown["fsdp"] == pytest.approx(extra)
+    assert get_framework("pytorch-fsdp1").gather_copy == 0
+
+
+def _leaf_bytes(name: str, model: str, **work: bool) -> float:
+    cfg = get_model(model)
+    tree = forward_costs(cfg, Workload("train", 2, 4096, **work), Dtypes(), "forward")
+    return sum(leaf.cost.hbm_bytes for path, leaf in tree.leaves() if path.endswith("/" + name))
+
+
+def test_expanded_kv_and_fp32_loss_bytes() -> None:
+    """torchtitan's repeat_kv: per token and layer, read the 8 KV heads' K and V, write 32 heads' worth, and the
+    attention kernel then reads 32 - 8 more heads of each: 2 x 128 x (8 + 32 + 24) x 2 bytes (Llama 3 8B: 32
+    layers, head dim 128); none for a model whose KV heads are its query heads (Llama 2 7B). The fp32 loss: per
+    logit, the cast reads 2 and writes 4, the log-softmax reads and writes 4 where the fused op counts 2 and 2:
+    12 - 2 bytes beyond it, over 2 x 4096 tokens x 128,256 logits."""
+    tokens = 2 * 4096
+    assert _leaf_bytes("kv_expand", "llama-3-8b", expand_kv=True) == pytest.approx(
+        32 * tokens * 2 * 128 * (8 + 32 + 24) * 2
+    )
+    assert _leaf_bytes("kv_expand", "llama-3-8b") == 0
+    assert _leaf_bytes("kv_expand", "llama-2-7b", expand_kv=True) == 0
+    assert _leaf_bytes("loss_upcast", "llama-3-8b", loss_fp32=True) == pytest.approx(tokens * 128256 * (12 - 2))
+    assert get_framework("pytorch-fsdp2").expand_kv and not get_framework("megatron").expand_kv
 
 
 def test_era_terms_megatron_2021() -> None:

@@ -54,7 +54,7 @@ def test_flash_attention_2_caps_the_attention_core_on_h100() -> None:
     """FlashAttention-2 sustains 35% of an H100's datasheet peak (FlashAttention-3 paper), under the other
     matmuls' matrix x 0.803: the attention core runs at 0.35 / (matrix x 0.803) of their rate, so the step of a
     FlashAttention-2 stack is slower than the same step with FlashAttention-3 (75%: no cap), and on an A100
-    (72% against matrix x 0.869, 0.70 with matrix 0.80) the cap does not bind (FSDP2's other kernel terms, the
+    (72% against matrix x 0.869, 0.70 with matrix 0.81) the cap does not bind (FSDP2's other kernel terms, the
     K,V copies and the fp32 loss, off so that the stacks differ in the attention kernel only)."""
     _, fa2 = _step("pytorch-fsdp2")
     _, fa3 = _step("megatron")

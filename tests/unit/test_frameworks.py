@@ -82,6 +82,18 @@ def test_fsdp2_copies_each_gathered_layer_out_on_the_compute_stream() -> None:
     assert get_framework("pytorch-fsdp1").gather_copy == 0
 
 
+def test_foreach_adamw_passes_over_the_state() -> None:
+    """torchtitan's AdamW runs foreach (torch's _multi_tensor_adamw, one kernel per operation): 4 u + 14 s + 2 g
+    bytes a parameter against the fused pass's g + 2 u + 4 s, here 50 more (u = s = 4 for the fp32 master and
+    moments, g = 2 for bf16 gradients); at fsdp=8 each chip updates P / 8 parameters, memory-bound."""
+    setup, foreach = _step("pytorch-fsdp2")
+    _, fused = _step("pytorch-fsdp2", foreach_optimizer=False)
+    p = params_total(get_model("llama-3-8b"))
+    extra = p / 8 * (2 * 4 + 10 * 4 + 2) / (H100.hbm_bytes_per_s * setup.efficiency.hbm)
+    assert foreach.breakdown["optimizer"] - fused.breakdown["optimizer"] == pytest.approx(extra)
+    assert not get_framework("megatron").foreach_optimizer
+
+
 def _leaf_bytes(name: str, model: str, **work: bool) -> float:
     cfg = get_model(model)
     tree = forward_costs(cfg, Workload("train", 2, 4096, **work), Dtypes(), "forward")

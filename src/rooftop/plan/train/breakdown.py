@@ -223,7 +223,9 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
     out["pipeline_bubble"] = StepPart("pipeline_bubble", bubble, "bubble", bubble_terms)
     shards = Shards.of(par)
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
-    opt_cost = optimizer_cost(setup.precision, opt_params, clip=setup.stack.grad_clip)
+    opt_cost = optimizer_cost(
+        setup.precision, opt_params, clip=setup.stack.grad_clip, foreach=setup.stack.foreach_optimizer
+    )
     est = roofline(opt_cost, setup.chip, efficiency=setup.efficiency)
     opt_terms = tuple(est.terms)
     out["optimizer"] = StepPart("optimizer", max(est.compute_s, est.memory_s), est.bound, opt_terms, "max")

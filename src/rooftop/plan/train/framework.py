@@ -26,6 +26,8 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
 - ``expand_kv``: the stack's attention call needs one K,V head per query head, so a grouped-query layer
   copies K and V out to every query head first (model/transformer._kv_expand, a memory-bound op of the layer);
 - ``loss_fp32``: the logits are cast to fp32 before a separate cross-entropy kernel (model/transformer._loss_upcast);
+- ``foreach_optimizer``: Adam runs as PyTorch's foreach AdamW, one kernel per operation over all tensors
+  (plan/train/step.foreach_adam_extra_bytes), not one fused pass;
 - ``fused_elementwise``: the default for the job's ``--fix compile``: whether norms, rotary embedding and
   the gated activation run as fused kernels (a compiler, or the stack's hand-fused kernels) or eagerly, one
   kernel per PyTorch op (model/eager.py; the extra traffic is its own term of the compute parts).
@@ -76,11 +78,12 @@ class Framework:
     gather_copy: float = 0.0  # HBM bytes on the compute stream per all-gathered parameter byte
     expand_kv: bool = False  # grouped K, V copied out to every query head before the attention kernel
     loss_fp32: bool = False  # the logits cast to fp32 before a separate cross-entropy kernel
+    foreach_optimizer: bool = False  # Adam as PyTorch's foreach AdamW (one kernel per operation)
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
         figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap)
-        kernels = (self.gather_copy, self.expand_kv, self.loss_fp32)
+        kernels = (self.gather_copy, self.expand_kv, self.loss_fp32, self.foreach_optimizer)
         return hash((self.name, self.algorithm, *figures, *kernels))
 
     def attention_cap(self, chip: Chip) -> float:
@@ -149,6 +152,7 @@ def get_framework(name: str) -> Framework:
         float(_value(table, "gather_copy", where)) if "gather_copy" in table else 0.0,
         bool(_value(table, "expand_kv", where)) if "expand_kv" in table else False,
         bool(_value(table, "loss_fp32", where)) if "loss_fp32" in table else False,
+        bool(_value(table, "foreach_optimizer", where)) if "foreach_optimizer" in table else False,
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

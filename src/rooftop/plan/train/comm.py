@@ -242,18 +242,22 @@ def layer_comm(
             ledger.comm("fsdp", "all-gather", axes, edge, (1 + par.fsdp_reshard) * once)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, once)
     if par.fsdp > 1 and setup.stack.gather_copy:  # on the compute stream: exposed (Framework.gather_copy)
-        copy = setup.stack.gather_copy * fsdp_gathered_bytes(par, prof, w_bytes, layer_scale)
+        copy = setup.stack.gather_copy * fsdp_gathered_bytes(par, prof, shards, w_bytes, layer_scale)
         e_fsdp += memory_term(copy, setup.chip, eff).seconds
         if ledger is not None:
             ledger.fsdp_copy_bytes = copy
     return e_tp, e_cp, e_fsdp, e_ep, uncovered
 
 
-def fsdp_gathered_bytes(par: Parallelism, prof: ModelProfile, w_bytes: float, layer_scale: float) -> float:
+def fsdp_gathered_bytes(
+    par: Parallelism, prof: ModelProfile, shards: Shards, w_bytes: float, layer_scale: float
+) -> float:
     """Parameter bytes one chip all-gathers per microbatch on the stage that sets the pace: its layers
-    (``layer_scale`` of them; routed experts over tp x ep) and the embedding and head, each gathered forward
-    and again backward when resharded, once per step when not (``layer_comm``)."""
-    layers = sum(g.count * (g.params + g.expert_params / par.ep) for g in prof.groups) * layer_scale
+    (``layer_scale`` of them; routed experts over tp x ep, when fsdp shards them: ``_fsdp_layer``) and the
+    embedding and head, each gathered forward and again backward when resharded, once per step when not
+    (``layer_comm``)."""
+    experts = 1.0 / par.ep if shards.expert_fsdp > 1 else 0.0
+    layers = sum(g.count * (g.params + g.expert_params * experts) for g in prof.groups) * layer_scale
     once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
     return (layers + prof.edge_params) / par.tp * w_bytes * (1 + par.fsdp_reshard) * once
 

@@ -12,7 +12,8 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 - tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters (a parallel
   layer: 1 + 1, comm.tp_pairs_per_layer) of the layer's activations forward, the same backward
   (Korthikanti 2022, sequence parallelism),
-  again under full remat; exposed except for ``tp_overlap``.
+  again those the remat policy reruns (full: all; selective-op: the all-gathers, whose outputs it does not
+  keep); exposed except for ``tp_overlap``.
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.
 - FSDP / ZeRO-3: per layer per microbatch, all-gather the layer's weights forward and again
@@ -22,7 +23,8 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   is exposed, and the first gather of a microbatch's pass and its last reduce-scatter, with no
   layer compute before or after them, are exposed whole (Rajbhandari 2020; Zhao 2023 PyTorch
   FSDP). Under full remat the backward's one gather serves the recompute too (the recompute runs
-  inside the layer's backward, after its gather).
+  inside the layer's backward, after its gather). A stack that copies each gather's output into the
+  parameters on the compute stream (FSDP2, ``Framework.gather_copy``) adds that copy, never hidden.
 - data parallelism: once per step, the gradients (already reduce-scattered over fsdp)
   all-reduced over dp (ZeRO-1/2: reduce-scatter + all-gather, the same bytes); ``dp_overlap``
   of it hides behind the last microbatch's backward pass.

@@ -55,7 +55,7 @@ from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matm
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
 from rooftop.model.config import MLAConfig, TransformerConfig
-from rooftop.model.eager import FP32_BYTES, unfused_act, unfused_norm, unfused_rope
+from rooftop.model.eager import kv_expand_bytes, loss_upcast_bytes, unfused_act, unfused_norm, unfused_rope
 from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
     ParamTree,
@@ -224,23 +224,10 @@ def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
         ops.append(("rope", c.vec(rotated, ROPE_FLOPS_PER_ELEMENT)))
         ops += c.unfused("rope_unfused", rotated, unfused_rope(dtype_bytes(c.dt.activations))[1])
     kv = _kv_read_tokens(c.w, window) * cfg.n_kv_heads * cfg.head_dim * dtype_bytes(_kv_dtype(c))
-    return ops + _kv_write(c) + _kv_expand(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
-
-
-def _kv_expand(c: _Ctx) -> list:
-    """Under ``Workload.expand_kv``, a grouped-query layer's K and V copied out to every query head before an
-    attention kernel that needs one K,V head per query head (torchtitan's Llama at 9dec370ad26b,
-    torchtitan/models/llama/model.py: ``repeat_kv`` = unsqueeze, expand, reshape, a copy, before
-    F.scaled_dot_product_attention): the copy reads the KV heads and writes the query heads' worth, and the
-    kernel then reads the expanded K and V instead of the KV heads (the attention core's bytes count the KV
-    heads); its backward (2 x forward) stands for the kernel's full-size dK, dV and their sum back to the KV
-    heads. Nothing without grouping (KV heads = query heads) or outside training."""
-    cfg = c.cfg
-    if not c.w.expand_kv or c.w.phase != "train" or cfg.n_kv_heads >= cfg.n_heads:
-        return []
-    a = dtype_bytes(c.dt.activations)
-    per_token = 2 * cfg.head_dim * (cfg.n_kv_heads + cfg.n_heads + (cfg.n_heads - cfg.n_kv_heads)) * a
-    return [("kv_expand", explicit(0.0, c.tokens * per_token, c.dt.activations, "vector", "activations"))]
+    if c.w.expand_kv and c.w.phase == "train":  # K, V copied to every query head (model/eager.kv_expand_bytes)
+        expand = c.tokens * kv_expand_bytes(cfg, dtype_bytes(c.dt.activations))
+        ops += [("kv_expand", explicit(0.0, expand, c.dt.activations, "vector", "activations"))] if expand else []
+    return ops + _kv_write(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
 
 
 def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list:
@@ -459,21 +446,10 @@ def forward_costs(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, na
     kids.append(_leaf("unembedding", c.proj(Part("unembedding", ("D",), ("V",)), head_rows)))
     if workload.phase == "train":
         kids.append(_leaf("loss", c.vec(c.tokens * cfg.vocab_size, LOSS_FLOPS_PER_LOGIT)))
-        kids += [_leaf(n, x) for n, x in _loss_upcast(c)]
+        if workload.loss_fp32:  # the logits cast to fp32 before the loss (model/eager.loss_upcast_bytes)
+            upcast = c.tokens * cfg.vocab_size * loss_upcast_bytes(dtype_bytes(c.dt.activations))
+            kids.append(_leaf("loss_upcast", explicit(0.0, upcast, c.dt.activations, "vector", "activations")))
     return CostTree.node(name, kids)
-
-
-def _loss_upcast(c: _Ctx) -> list[tuple[str, Cost]]:
-    """Under ``Workload.loss_fp32``, the logits cast to fp32 before the cross-entropy, which then runs on the
-    fp32 copy (torchtitan at 9dec370ad26b, train.py: ``cross_entropy(pred.flatten(0, 1).float(),
-    ...)``, outside the compiled blocks): the cast reads a and writes 4 bytes a logit, and the log-softmax
-    reads and writes 4 where the fused ``loss`` op counts a each way: 12 - a bytes a logit beyond it (its
-    backward, 2 x forward, the gradient's fp32 passes and the cast back)."""
-    if not c.w.loss_fp32 or c.w.phase != "train":
-        return []
-    a = dtype_bytes(c.dt.activations)
-    nbytes = c.tokens * c.cfg.vocab_size * (3 * FP32_BYTES - a)
-    return [("loss_upcast", explicit(0.0, nbytes, c.dt.activations, "vector", "activations"))]
 
 
 def _select(tree: CostTree, categories: frozenset[str], matmuls: list[int] | None = None) -> CostTree:

@@ -272,6 +272,7 @@ def _titan_runs() -> list[Run]:
                 r.tokens_per_s_per_gpu * per_token / peak,
                 per_token * batch * r.seq,
                 TORCHTITAN_SOURCE,
+                precision=TrainingPrecision(grads="fp32", master="fp32"),  # reduce_dtype float32 (training_runs_fsdp)
                 framework="pytorch-fsdp2",
                 compiled=r.compiled,
             )
@@ -358,14 +359,19 @@ def predict(run: Run, eff: Efficiency, strip: tuple[str, ...] = ()) -> tuple[flo
 
 
 #: the framework mechanisms of catalog/frameworks/training.toml, in the order ``--mechanisms`` adds them
-MECHANISMS = ("collectives", "launch", "attention", "era", "p2p-overlap", "eager")
+MECHANISMS = (
+    "collectives", "launch", "attention", "era", "p2p-overlap", "eager", "gather-copy", "expand-kv", "loss-fp32",
+    "foreach",
+)  # fmt: skip
 
 
 def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
     """``stack`` without the named mechanisms: collectives (NCCL's ring -> the staged rules), launch (no host
     cost per FSDP collective), attention (no kernel ceiling), era (no clipping, no p2p sync, gradients
     reduced with the default overlap, prefetch), p2p-overlap (interleaved pipeline sends not hidden); eager
-    (elementwise ops priced fused whatever the run's stack or compile setting: ``predict`` reads it)."""
+    (elementwise ops priced fused whatever the run's stack or compile setting: ``predict`` reads it);
+    gather-copy (no copy out of the FSDP gather buffer), expand-kv (grouped K, V not copied out to every query
+    head), loss-fp32 (no fp32 cast of the logits before the loss), foreach (Adam as one fused pass)."""
     if "collectives" in strip:
         stack = replace(stack, algorithm=None)
     if "launch" in strip:
@@ -377,6 +383,10 @@ def _stripped(stack: Framework, strip: tuple[str, ...]) -> Framework:
         stack = replace(stack, grad_clip=False, p2p_sync_s=0.0, dp_overlap=base.dp_overlap, prefetch=1)
     if "p2p-overlap" in strip:
         stack = replace(stack, p2p_overlap=False)
+    fields = (("gather-copy", "gather_copy"), ("expand-kv", "expand_kv"), ("loss-fp32", "loss_fp32"))
+    for name, field_ in (*fields, ("foreach", "foreach_optimizer")):
+        if name in strip:
+            stack = replace(stack, **{field_: type(getattr(stack, field_))()})
     return stack
 
 

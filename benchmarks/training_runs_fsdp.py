@@ -25,6 +25,8 @@ Two sources, each row as published with every setting the source states (nothing
   batch 12; 70B: FSDP 32 x TP 8 on 256 GPUs, full AC, local batch 16). The published utilization of a
   throughput row is taken under this project's FLOP count (model flops per token x tokens/s / peak),
   so the error is the throughput's. The chip: catalog/chips/h100-hbm2e.toml (both pages' "Hardware").
+  Gradients are reduce-scattered in fp32: torchtitan's --training.mixed_precision_reduce is "float32", its only
+  choice, at both commits (torchtitan/config_manager.py), FSDP2's MixedPrecisionPolicy reduce_dtype.
   "Selective" activation checkpointing is the per-op policy (remat "selective-op"): the async-TP page's
   commands pass --activation_checkpoint.selective_ac_option="op", and the 2024-12 tables ran the
   llama3_8b.toml preset, whose [activation_checkpoint] is mode 'selective', selective_ac_option 'op'

@@ -60,3 +60,14 @@ def test_the_new_sources_at_the_default_efficiency() -> None:
     for errs in by_source.values():
         assert statistics.median(abs(e) for e in errs) <= 0.11
         assert abs(statistics.median(errs)) <= 0.10
+
+
+def test_torchtitan_at_the_default_efficiency() -> None:
+    """torchtitan's 6 bf16 runs (FSDP2, TP; H100 at 500 W) with their stack's terms (fp32 gradient reduction,
+    the copy out of FSDP2's gather buffer, the K,V copies to every query head, the fp32 loss, the TP all-gathers
+    its per-op recompute reruns): median error within 10% and signed bias within 10%."""
+    eff = default_efficiency("training")
+    errs = [(predict(r, eff)[0] - r.published) / r.published for r in all_runs() if "torchtitan" in r.source]
+    assert len(errs) == 6
+    assert statistics.median(abs(e) for e in errs) <= 0.10
+    assert abs(statistics.median(errs)) <= 0.10

@@ -51,6 +51,21 @@ def test_pure_tp_collectives_per_layer() -> None:
     assert r.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * one)  # 32 layers, forward + backward
 
 
+def test_selective_op_recompute_gathers_the_tp_inputs_again() -> None:
+    """torchtitan's per-op selective checkpointing saves the reduce-scatters' outputs but not the all-gathers'
+    (model/activations.py, selective-op): the recompute gathers each region's input again, one all-gather per
+    region, 2 per layer, beyond the forward's 2 + 2 and the backward's 2 + 2 collectives; Megatron's selective
+    recompute (the attention core, whose inputs are local to each rank) gathers nothing again."""
+    setup = _setup("h100", "1x8", batch=8)
+    r_op, mesh = _run(setup, Parallelism(tp=8, microbatches=1, remat="selective-op"))
+    r_sel, _ = _run(setup, Parallelism(tp=8, microbatches=1, remat="selective"))
+    act = 8 * 2048 * 4096 * 2  # tokens x D x bf16
+    ag = collective_time(Comm("all-gather", ("tp",), act), mesh).time_s
+    rs = collective_time(Comm("reduce-scatter", ("tp",), act), mesh).time_s
+    assert r_sel.breakdown["tensor_parallel"] == pytest.approx(32 * 2 * (2 * ag + 2 * rs))
+    assert r_op.breakdown["tensor_parallel"] == pytest.approx(32 * (2 * (2 * ag + 2 * rs) + 2 * ag))
+
+
 def test_parallel_layers_halve_the_tp_collectives() -> None:
     """A parallel layer (PaLM: y = x + Attn(LN x) + MLP(LN x)) gathers its input once for attention and the
     MLP and reduce-scatters their summed output once: 1 + 1 collectives per layer and pass, not 2 + 2."""

@@ -41,6 +41,10 @@ class RematPolicy:
     description: str
     #: also recompute every second weight matmul of a layer, counted in forward order, and keep not its output
     alternate_matmuls: bool = False
+    #: the tensor-parallel collectives (of sequence parallelism) the recompute runs again, per region:
+    #: "all-gather" when the gathered input of a recomputed op is not kept, "reduce-scatter" when a
+    #: recomputed row-parallel output is reduced again (plan/train/comm.py prices them)
+    tp_rerun: frozenset[str] = frozenset()
 
 
 _ALL_TENSORS = frozenset({"block_input", "matmul", "attention_internal", "attention_output", "elementwise"})
@@ -73,11 +77,15 @@ REMAT_POLICIES: dict[str, RematPolicy] = {
         "keep every other weight matmul's output and the attention core's; recompute the other matmuls, norms, "
         "rope and activations (torchtitan selective_ac_option 'op')",
         alternate_matmuls=True,
+        # the save list holds the reduce-scatter's output but not the all-gather's (_save_list in
+        # parallelize_llama.py at 9dec370): a recomputed op reading a gathered input gathers it again
+        tp_rerun=frozenset({"all-gather"}),
     ),
     "full": RematPolicy(
         frozenset({"block_input"}),
         frozenset({"matmul", "attention", "elementwise"}),
         "save only each layer's input, recompute the whole layer forward (Chen et al. 2016; Korthikanti 2022 full)",
+        tp_rerun=frozenset({"all-gather", "reduce-scatter"}),
     ),
 }
 

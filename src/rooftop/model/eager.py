@@ -29,8 +29,10 @@ torchtitan/models/llama/model.py). ``a`` is the activation dtype's bytes, fp32 i
 - Residual adds are one kernel either way (read 2a, write a), as the layer already prices them.
 
 What a compiled graph also fuses and is not counted here (so the term is a lower bound of eager's
-extra traffic): a residual add into the next norm, and the copies of ``repeat_kv`` and of the attention
-output's ``transpose(1, 2).contiguous()``, which a compiled graph materialises too.
+extra traffic): a residual add into the next norm. Copies a compiled graph makes too are the stack's, priced
+whatever the compile setting: ``repeat_kv``'s (``kv_expand_bytes``) and the fp32 loss (``loss_upcast_bytes``),
+each switched by the framework (plan/train/framework.py); the attention output's ``transpose(1, 2).contiguous()``
+is not counted (the flash kernel's output is laid out sequence-major already).
 """
 
 from __future__ import annotations
@@ -67,3 +69,24 @@ def unfused_kernels_per_layer(cfg: TransformerConfig) -> int:
     rotary), the activation, two residual adds."""
     rope = 2 * unfused_rope(2.0)[0] if cfg.positions == "rotary" else 0
     return 2 * unfused_norm(cfg, 2.0)[0] + rope + unfused_act(cfg, 2.0)[0] + 2
+
+
+def kv_expand_bytes(cfg: TransformerConfig, act_bytes: float) -> float:
+    """HBM bytes per token and layer of copying a grouped-query layer's K and V out to every query head before
+    an attention kernel that needs one K,V head per query head (``Workload.expand_kv``; torchtitan's Llama at
+    9dec370ad26b, torchtitan/models/llama/model.py: ``repeat_kv`` = unsqueeze, expand, reshape, a copy, before
+    F.scaled_dot_product_attention): the copy reads the KV heads and writes the query heads' worth, and the
+    kernel then reads the expanded K and V, N - K heads more than the attention core counts:
+    2 H (K + N + (N - K)) a. Its backward (2 x forward) stands for the kernel's full-size dK, dV and their sum
+    back to the KV heads. 0 without grouping (K = N). Compiled or eager alike (a graph materialises it too)."""
+    n, k = cfg.n_heads, cfg.n_kv_heads
+    return 2 * cfg.head_dim * (k + n + (n - k)) * act_bytes if k < n else 0.0
+
+
+def loss_upcast_bytes(act_bytes: float) -> float:
+    """HBM bytes per logit of casting the logits to fp32 before the cross-entropy, which then runs on the fp32
+    copy (``Workload.loss_fp32``; torchtitan at 9dec370ad26b, train.py: ``cross_entropy(pred.flatten(0,
+    1).float(), ...)``, outside the compiled blocks): the cast reads a and writes 4, the log-softmax reads and
+    writes 4 where the fused ``loss`` op counts a each way: 12 - a beyond it (its backward, 2 x forward, the
+    gradient's fp32 passes and the cast back)."""
+    return 3 * FP32_BYTES - act_bytes

@@ -30,6 +30,8 @@ OP_TAGS: dict[str, OpTag] = {
     "values": OpTag("attention", "attention"),
     "kv_cache_write": OpTag("io", "attention"),
     **dict.fromkeys(("rope", "act", "q_norm", "k_norm"), OpTag("elementwise", "heads")),
+    "kv_expand": OpTag("elementwise", "heads"),
+    "loss_upcast": OpTag("elementwise", "tokens"),
     **dict.fromkeys(("q_a_norm", "kv_a_norm", "routing"), OpTag("elementwise", "replicated")),
     **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm", "loss"), OpTag("elementwise", "tokens")),
     # the eager kernels' traffic beyond the fused op (model/eager.py), divided as the op they shadow

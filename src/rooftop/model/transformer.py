@@ -55,7 +55,7 @@ from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matm
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
 from rooftop.model.config import MLAConfig, TransformerConfig
-from rooftop.model.eager import unfused_act, unfused_norm, unfused_rope
+from rooftop.model.eager import kv_expand_bytes, loss_upcast_bytes, unfused_act, unfused_norm, unfused_rope
 from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
     ParamTree,
@@ -224,6 +224,9 @@ def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
         ops.append(("rope", c.vec(rotated, ROPE_FLOPS_PER_ELEMENT)))
         ops += c.unfused("rope_unfused", rotated, unfused_rope(dtype_bytes(c.dt.activations))[1])
     kv = _kv_read_tokens(c.w, window) * cfg.n_kv_heads * cfg.head_dim * dtype_bytes(_kv_dtype(c))
+    if c.w.expand_kv and c.w.phase == "train":  # K, V copied to every query head (model/eager.kv_expand_bytes)
+        expand = c.tokens * kv_expand_bytes(cfg, dtype_bytes(c.dt.activations))
+        ops += [("kv_expand", explicit(0.0, expand, c.dt.activations, "vector", "activations"))] if expand else []
     return ops + _kv_write(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
 
 
@@ -443,6 +446,9 @@ def forward_costs(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, na
     kids.append(_leaf("unembedding", c.proj(Part("unembedding", ("D",), ("V",)), head_rows)))
     if workload.phase == "train":
         kids.append(_leaf("loss", c.vec(c.tokens * cfg.vocab_size, LOSS_FLOPS_PER_LOGIT)))
+        if workload.loss_fp32:  # the logits cast to fp32 before the loss (model/eager.loss_upcast_bytes)
+            upcast = c.tokens * cfg.vocab_size * loss_upcast_bytes(dtype_bytes(c.dt.activations))
+            kids.append(_leaf("loss_upcast", explicit(0.0, upcast, c.dt.activations, "vector", "activations")))
     return CostTree.node(name, kids)
 
 

@@ -45,7 +45,10 @@ class Workload:
     of every pair go through HBM (see transformer._attention_core). ``dropout=True`` adds
     dropout on the attention probabilities (unfused only) and on both residual branches, as
     GPT-2/3 and Megatron-LM train: read, write, and a one-byte mask per element. ``fused=False``
-    runs the elementwise ops eagerly, one kernel per PyTorch op, each through HBM (model/eager.py)."""
+    runs the elementwise ops eagerly, one kernel per PyTorch op, each through HBM (model/eager.py).
+    ``expand_kv=True``: the attention kernel takes K and V with one head per query head, so a grouped-query
+    layer copies them out to every query head in HBM first (transformer._gqa_ops). ``loss_fp32=True``: the
+    logits are cast to fp32 before a separate cross-entropy kernel (transformer._loss_upcast)."""
 
     phase: str
     batch: int
@@ -55,6 +58,8 @@ class Workload:
     flash: bool = True
     dropout: bool = False
     fused: bool = True
+    expand_kv: bool = False
+    loss_fp32: bool = False
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:

@@ -26,7 +26,7 @@ import numpy as np
 
 from rooftop.cost.cost import Comm
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, achievable, collective_term, host_term, roofline
+from rooftop.cost.roofline import Term, achievable, collective_term, host_term, memory_term, roofline
 from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
@@ -185,6 +185,10 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
     for name in COMM_PARTS:
         out[name] = _comm_part(name, ledger, m, setup, pricer)
     out["data_parallel"] = _comm_part("data_parallel", ledger, 1.0, setup, pricer)
+    if ledger.fsdp_copy_bytes:  # the stack's copies out of the gather buffer (Framework.gather_copy)
+        copy = memory_term(ledger.fsdp_copy_bytes * m, setup.chip, setup.efficiency, "copy out of the gather buffer")
+        fsdp = out["fsdp"]
+        out["fsdp"] = StepPart("fsdp", fsdp.time_s + copy.seconds, fsdp.bound, (*fsdp.terms, copy))
     pp_terms: tuple[Term, ...] = ()
     if par.pp > 1:
         comm = Comm("permute", ("pp",), _pp_boundary_bytes(setup, par, parts), 2 * par.virtual_stages * m)
@@ -219,7 +223,9 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
     out["pipeline_bubble"] = StepPart("pipeline_bubble", bubble, "bubble", bubble_terms)
     shards = Shards.of(par)
     opt_params = shards.params(prof, par, over_dp=par.zero_stage >= 1)
-    opt_cost = optimizer_cost(setup.precision, opt_params, clip=setup.stack.grad_clip)
+    opt_cost = optimizer_cost(
+        setup.precision, opt_params, clip=setup.stack.grad_clip, foreach=setup.stack.foreach_optimizer
+    )
     est = roofline(opt_cost, setup.chip, efficiency=setup.efficiency)
     opt_terms = tuple(est.terms)
     out["optimizer"] = StepPart("optimizer", max(est.compute_s, est.memory_s), est.bound, opt_terms, "max")

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.collectives import collective_rate
+from rooftop.cost.roofline import memory_term
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, domains_spanned
+from rooftop.model.activations import remat_policy
 from rooftop.model.config import TransformerConfig
 from rooftop.plan.train.layout import Parallelism
 from rooftop.plan.train.memory import Shards, params_per_chip
@@ -82,6 +84,7 @@ class Ledger:
     #: per layer group, one layer's collectives per phase: {phase: {part: (seconds, exposed seconds)}}
     layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
     edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP traffic forward, backward (s)
+    fsdp_copy_bytes: float = 0.0  # HBM bytes of the stack's copies out of the gather buffer (per microbatch)
 
     def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
         if nbytes > 0 and calls > 0:
@@ -147,10 +150,14 @@ def layer_comm(
     cfg, eff = setup.cfg, setup.efficiency
     a_bytes, w_bytes, g_bytes = setup.element_bytes
     e_tp = e_cp = e_fsdp = e_ep = 0.0
-    recompute = 1 if par.remat == "full" else 0  # the forward's TP collectives run again before the backward
+    recompute = 1 if par.remat == "full" else 0  # the forward's expert all-to-alls run again before the backward
     act = tokens_chip * cfg.d_model * a_bytes
     pairs = tp_pairs_per_layer(cfg)
-    tp_one = pairs * (pricer.time("all-gather", ("tp",), act) + pricer.time("reduce-scatter", ("tp",), act))
+    tp_ag, tp_rs = pricer.time("all-gather", ("tp",), act), pricer.time("reduce-scatter", ("tp",), act)
+    tp_one = pairs * (tp_ag + tp_rs)
+    rerun = remat_policy(par.remat).tp_rerun  # the TP collectives the recompute runs again (activations.py)
+    ag_rerun, rs_rerun = ("all-gather" in rerun) * pairs, ("reduce-scatter" in rerun) * pairs
+    tp_redo = ag_rerun * tp_ag + rs_rerun * tp_rs
     ring = kv = 0.0
     if par.cp > 1:
         kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
@@ -169,7 +176,7 @@ def layer_comm(
             ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n * once)
             ag, rs = ag + launch, rs + launch  # the framework's host cost per collective (framework.py)
         c = g.count
-        tp_b = (1 + recompute) * tp_one
+        tp_b = tp_one + tp_redo
         left_f, f_ring, f_tp, f_fsdp = _hide(fwd / c, ring, core_f / c, tp_one, eff.tp_overlap, ag, eff.fsdp_overlap)
         b_ag = ag if par.fsdp_reshard else 0.0  # gathered again for the backward, or kept from the forward
         left, b_ring, b_tp, b_fsdp = _hide(
@@ -207,8 +214,8 @@ def layer_comm(
             ledger.hide("context_parallel", n * (f_ring + b_ring))
             ledger.hide("tensor_parallel", n * (f_tp + b_tp))
             ledger.hide("fsdp", n * once * (f_fsdp + b_fsdp))
-            ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * pairs * (2 + recompute))
-            ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * pairs * (2 + recompute))
+            ledger.comm("tensor_parallel", "all-gather", ("tp",), act, n * (2 * pairs + ag_rerun))
+            ledger.comm("tensor_parallel", "reduce-scatter", ("tp",), act, n * (2 * pairs + rs_rerun))
             ledger.comm("context_parallel", "permute", ("cp",), kv, n * 3 * (par.cp - 1))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), to_experts, n * (2 + recompute))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute))
@@ -228,7 +235,25 @@ def layer_comm(
             ledger.edge_fsdp = (edge_ag * once, (b_edge_ag + edge_rs) * once)
             ledger.comm("fsdp", "all-gather", axes, edge, (1 + par.fsdp_reshard) * once)
             ledger.comm("fsdp", "reduce-scatter", axes, edge * g_bytes / w_bytes, once)
+    if par.fsdp > 1 and setup.stack.gather_copy:  # on the compute stream: exposed (Framework.gather_copy)
+        copy = setup.stack.gather_copy * fsdp_gathered_bytes(par, prof, shards, w_bytes, layer_scale)
+        e_fsdp += memory_term(copy, setup.chip, eff).seconds
+        if ledger is not None:
+            ledger.fsdp_copy_bytes = copy
     return e_tp, e_cp, e_fsdp, e_ep, uncovered
+
+
+def fsdp_gathered_bytes(
+    par: Parallelism, prof: ModelProfile, shards: Shards, w_bytes: float, layer_scale: float
+) -> float:
+    """Parameter bytes one chip all-gathers per microbatch on the stage that sets the pace: its layers
+    (``layer_scale`` of them; routed experts over tp x ep, when fsdp shards them: ``_fsdp_layer``) and the
+    embedding and head, each gathered forward and again backward when resharded, once per step when not
+    (``layer_comm``)."""
+    experts = 1.0 / par.ep if shards.expert_fsdp > 1 else 0.0
+    layers = sum(g.count * (g.params + g.expert_params * experts) for g in prof.groups) * layer_scale
+    once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
+    return (layers + prof.edge_params) / par.tp * w_bytes * (1 + par.fsdp_reshard) * once
 
 
 def node_limited_factor(max_nodes: int, mesh: Mesh, cfg: TransformerConfig) -> float:

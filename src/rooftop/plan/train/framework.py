@@ -6,7 +6,10 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
   passed to cost/collectives.py (NCCL: one flat ring over the whole group, its steps' latency added to
   the bandwidth term; XLA on TPU: the staged, hierarchical rules);
 - ``launch_s``: the host's launch and synchronisation cost of each FSDP / ZeRO-3 collective (its hooks,
-  copies in and out of the gathered buffer, stream waits), which delays the collective like latency;
+  stream waits), which delays the collective like latency;
+- ``gather_copy``: HBM bytes the stack moves on the compute stream per parameter byte it all-gathers
+  (FSDP2 copies each gather's output buffer into the parameters' unsharded tensors: a read and a write, 2;
+  FSDP1 gathers straight into its flat parameter, 0); never hidden behind compute (its own term of ``fsdp``);
 - ``prefetch``: layers whose gathers are issued ahead; 0 means none, so no gather hides behind compute;
 - ``dp_overlap``: the share of the data-parallel gradient reduction hidden behind the backward (0 for
   stacks that reduce after it);
@@ -20,6 +23,11 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
   no overlap);
 - ``fused_attention``, ``dropout``: the era's defaults for the job's ``--fix flash`` and ``--fix dropout``
   (Megatron-LM 2021: unfused attention, dropout 0.1);
+- ``expand_kv``: the stack's attention call needs one K,V head per query head, so a grouped-query layer
+  copies K and V out to every query head first (model/transformer._kv_expand, a memory-bound op of the layer);
+- ``loss_fp32``: the logits are cast to fp32 before a separate cross-entropy kernel (model/transformer._loss_upcast);
+- ``foreach_optimizer``: Adam runs as PyTorch's foreach AdamW, one kernel per operation over all tensors
+  (plan/train/step.foreach_adam_extra_bytes), not one fused pass;
 - ``fused_elementwise``: the default for the job's ``--fix compile``: whether norms, rotary embedding and
   the gated activation run as fused kernels (a compiler, or the stack's hand-fused kernels) or eagerly, one
   kernel per PyTorch op (model/eager.py; the extra traffic is its own term of the compute parts).
@@ -67,11 +75,16 @@ class Framework:
     fused_attention: bool = True  # the job's default for ``--fix flash``
     dropout: bool = False  # the job's default for ``--fix dropout``
     fused_elementwise: bool = True  # the job's default for ``--fix compile``
+    gather_copy: float = 0.0  # HBM bytes on the compute stream per all-gathered parameter byte
+    expand_kv: bool = False  # grouped K, V copied out to every query head before the attention kernel
+    loss_fp32: bool = False  # the logits cast to fp32 before a separate cross-entropy kernel
+    foreach_optimizer: bool = False  # Adam as PyTorch's foreach AdamW (one kernel per operation)
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
         figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap)
-        return hash((self.name, self.algorithm, *figures))
+        kernels = (self.gather_copy, self.expand_kv, self.loss_fp32, self.foreach_optimizer)
+        return hash((self.name, self.algorithm, *figures, *kernels))
 
     def attention_cap(self, chip: Chip) -> float:
         """The share of ``chip``'s datasheet matrix peak the attention kernel sustains (0: no cap)."""
@@ -136,6 +149,10 @@ def get_framework(name: str) -> Framework:
         bool(_value(table, "fused_attention", where)),
         bool(_value(table, "dropout", where)),
         bool(_value(table, "fused_elementwise", where)) if "fused_elementwise" in table else True,
+        float(_value(table, "gather_copy", where)) if "gather_copy" in table else 0.0,
+        bool(_value(table, "expand_kv", where)) if "expand_kv" in table else False,
+        bool(_value(table, "loss_fp32", where)) if "loss_fp32" in table else False,
+        bool(_value(table, "foreach_optimizer", where)) if "foreach_optimizer" in table else False,
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

@@ -148,6 +148,8 @@ def model_profile(
     dropout: bool = False,
     attention_cap: float = 0.0,
     fused: bool = True,
+    expand_kv: bool = False,
+    loss_fp32: bool = False,
 ) -> ModelProfile:
     """``flash=False``: attention as pre-FlashAttention kernels run it (scores through HBM,
     every pair of the square computed and then masked); ``dropout``: GPT-3 / Megatron-LM
@@ -161,8 +163,13 @@ def model_profile(
     ``attention_cap`` (0: none): the share of the chip's datasheet matrix peak the fused attention kernel
     sustains (the framework's kernel, plan/train/framework.py); the attention core's matmuls run at the
     lesser of it and the other matmuls' rate. ``fused=False``: the elementwise ops run eagerly, one kernel
-    per PyTorch op (model/eager.py); their extra traffic is in rows flagged ``unfused``."""
-    work = Workload("train", 1, seq_len, causal=flash, flash=flash, dropout=dropout, fused=fused)
+    per PyTorch op (model/eager.py); their extra traffic is in rows flagged ``unfused``. ``expand_kv``: the
+    framework's attention call copies grouped K and V out to every query head (Workload.expand_kv);
+    ``loss_fp32``: its loss casts the logits to fp32 first (Workload.loss_fp32)."""
+    work = Workload(
+        "train", 1, seq_len, causal=flash, flash=flash, dropout=dropout, fused=fused, expand_kv=expand_kv,
+        loss_fp32=loss_fp32,
+    )  # fmt: skip
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
     rows, costs, gemms, unfused = [], [], [], []

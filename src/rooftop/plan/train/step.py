@@ -12,7 +12,8 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
 - tensor parallelism: per layer per microbatch 2 all-gathers + 2 reduce-scatters (a parallel
   layer: 1 + 1, comm.tp_pairs_per_layer) of the layer's activations forward, the same backward
   (Korthikanti 2022, sequence parallelism),
-  again under full remat; exposed except for ``tp_overlap``.
+  again those the remat policy reruns (full: all; selective-op: the all-gathers, whose outputs it does not
+  keep); exposed except for ``tp_overlap``.
 - context parallelism (ring attention, Liu 2023): per layer, cp - 1 shifts of the K,V chunk
   forward and of K,V,dK,dV backward; hidden behind the attention core, the excess exposed.
 - FSDP / ZeRO-3: per layer per microbatch, all-gather the layer's weights forward and again
@@ -22,7 +23,8 @@ Step model (per chip, per optimizer step; every term priced through model/ and c
   is exposed, and the first gather of a microbatch's pass and its last reduce-scatter, with no
   layer compute before or after them, are exposed whole (Rajbhandari 2020; Zhao 2023 PyTorch
   FSDP). Under full remat the backward's one gather serves the recompute too (the recompute runs
-  inside the layer's backward, after its gather).
+  inside the layer's backward, after its gather). A stack that copies each gather's output into the
+  parameters on the compute stream (FSDP2, ``Framework.gather_copy``) adds that copy, never hidden.
 - data parallelism: once per step, the gradients (already reduce-scattered over fsdp)
   all-reduced over dp (ZeRO-1/2: reduce-scatter + all-gather, the same bytes); ``dp_overlap``
   of it hides behind the last microbatch's backward pass.
@@ -199,7 +201,7 @@ class TrainingSetup:
         """Seconds per parameter of the optimizer update: its roofline (the larger of compute and
         HBM time), linear in the parameter count; with the framework's gradient clipping, also its
         passes over the gradients."""
-        cost = optimizer_cost(self.precision, clip=self.stack.grad_clip)
+        cost = optimizer_cost(self.precision, clip=self.stack.grad_clip, foreach=self.stack.foreach_optimizer)
         est = roofline(cost, self.chip, efficiency=self.efficiency)
         return max(est.compute_s, est.memory_s)
 
@@ -222,6 +224,8 @@ def profile_for(setup: TrainingSetup, remat: str) -> ModelProfile:
         setup.dropout,
         setup.stack.attention_cap(setup.chip) if setup.flash_attention else 0.0,
         setup.fused,
+        setup.stack.expand_kv,
+        setup.stack.loss_fp32,
     )
 
 
@@ -342,15 +346,33 @@ def _pp_boundary_bytes(setup: TrainingSetup, par: Parallelism, parts: StepParts)
     return parts.tokens_chip * setup.cfg.d_model * setup.element_bytes[0] / par.tp
 
 
-def optimizer_cost(precision: TrainingPrecision, params: float = 1.0, clip: bool = False) -> Cost:
+def optimizer_cost(
+    precision: TrainingPrecision, params: float = 1.0, clip: bool = False, foreach: bool = False
+) -> Cost:
     """The optimizer update of ``params`` parameters (model/memory.optimizer_update_cost); with ``clip``,
     gradient clipping by the global norm before it: one pass reading the gradients (the norm: a multiply
-    and an add per element) and one reading and writing them (the scaling: a multiply per element)."""
+    and an add per element) and one reading and writing them (the scaling: a multiply per element); with
+    ``foreach``, an Adam update run as PyTorch's foreach AdamW (``foreach_adam_extra_bytes``)."""
     cost = optimizer_update_cost(precision)
+    g = dtype_bytes(precision.grads)
     if clip:
-        g = dtype_bytes(precision.grads)
         cost = cost + Cost.typed({("vector", "fp32"): 3.0}, {"optimizer": 3 * g})
+    if foreach and precision.optimizer in ("adam", "adamw"):
+        cost = cost + Cost.typed({}, {"optimizer": foreach_adam_extra_bytes(precision)})
     return cost * params
+
+
+def foreach_adam_extra_bytes(precision: TrainingPrecision) -> float:
+    """HBM bytes per parameter of PyTorch's foreach AdamW beyond one fused pass (torch/optim/adamw.py,
+    _multi_tensor_adamw, torch 2.5-2.6: one kernel per line, each reading its operands and writing its
+    result): params *= 1 - lr wd (read and write the weights u); exp_avg.lerp_(grad) (2 s + g); exp_avg_sq *=
+    b2 (2 s); exp_avg_sq.addcmul_(grad, grad) (2 s + g); sqrt, / bias correction, + eps, each into the denominator
+    (3 x 2 s); params.addcdiv_(exp_avg, denom) (2 u + 2 s): 4 u + 14 s + 2 g, with s the bytes of one state
+    element; the fused update (model/memory.optimizer_update_cost) reads and writes each once: g + 2 u + 4 s
+    of them. Beyond it: 2 u + 10 s + g (u: the master copy's bytes, else the weights')."""
+    u = dtype_bytes(precision.master or precision.params)
+    s = dtype_bytes(precision.optimizer_state)
+    return 2 * u + 10 * s + dtype_bytes(precision.grads)
 
 
 def fits_in_memory(setup: TrainingSetup, par: Parallelism) -> tuple[bool, float]:

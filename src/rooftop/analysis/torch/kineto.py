@@ -263,7 +263,7 @@ def _kernel_groups(
     alone = _where(is_nccl | (op_row == -1))  # kernels that are executions by themselves
     unexplained = int(np.count_nonzero(~is_nccl & (op_row == -1)))
     rows = kernels[alone]
-    group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups)
+    group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups, op_row[alone])
     del name
     alone_runs, at = _as_executions(ev, rows, execs)
     del rows
@@ -329,34 +329,45 @@ def _as_executions(ev: EventTable, rows: np.ndarray, execs: Executions) -> tuple
     return Executions(ev, rows, times, np.ones(len(rows), np.int64), (device[rows], devices)), np.arange(len(rows))
 
 
+def _call_args(args: Any, kernels: np.ndarray, ops: np.ndarray) -> list[Any]:
+    """The args naming each NCCL kernel's call: its own, or where they name no collective (older PyTorch,
+    RCCL's ``ncclDevKernel_Generic``) those of the op that launched it (``record_param_comms`` records the
+    collective, its counts, dtype and group)."""
+    own = gathered(args, kernels)
+    for i in np.flatnonzero(ops >= 0).tolist():
+        if "Collective name" not in own[i]:
+            launcher = args[int(ops[i])]
+            if "Collective name" in launcher:
+                own[i] = launcher
+    return own
+
+
 def _alone_groups(
     ev: EventTable, nccl: _Nccl, rows: np.ndarray, name: np.ndarray, is_nccl: np.ndarray, why: np.ndarray,
-    groups: dict[tuple, _Group],
+    groups: dict[tuple, _Group], ops: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
-    """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (read once
-    per distinct args), another by (name, why no op). The rows are made, and NCCL calls priced, in the
-    order of their first kernel."""
+    """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (its args,
+    or its launching op's: :func:`_call_args`; read once per distinct args), another by (name, why no op).
+    The rows are made, and NCCL calls priced, in the order of their first kernel."""
     names, args = ev.column("name"), ev.column("args")
     index: dict[tuple, int] = {}
     first: dict[int, Any] = {}  # the args of the first kernel of each NCCL key
     key_of = np.empty(len(rows), np.int32)
     calls = np.flatnonzero(is_nccl)
     if len(calls):  # read once per (kernel name, common part of the args), in order of first appearance
-        of_calls = gathered(args, rows[calls])  # each one's common part (getattr(a, "shared", a), in C)
+        of_calls = _call_args(args, rows[calls], ops[calls])  # each one's common part (getattr(a, "shared", a))
         common, _ = first_codes(np.fromiter(map(id, map(getattr, of_calls, itertools.repeat("shared"), of_calls)),
                                             np.int64, len(calls)))  # fmt: skip
-        del of_calls
         code, at = first_codes(name[calls].astype(np.int64) * (int(common.max()) + 1) + common)
         del common
         made = []
-        for n in calls[at].tolist():
-            row = int(rows[n])
-            a = args[row]
+        for i in at.tolist():
+            row, a = int(rows[calls[i]]), of_calls[i]
             k = index.setdefault(("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row]), len(index))
             first.setdefault(k, a)
             made.append(k)
         key_of[calls] = np.array(made, np.int32)[code]
-        del code
+        del code, of_calls
     other = _where(~is_nccl)
     if len(other) if isinstance(other, np.ndarray) else len(rows):
         wide = np.int64 if int(name.max(initial=0)) >= (1 << 31) // len(REASONS) else np.int32

@@ -103,3 +103,23 @@ def test_nccl_kernel_without_args_takes_its_call_from_record_param_comms(tmp_pat
                                                  "communication")  # fmt: skip
     assert op.bytes == nbytes and op.lower_bound_s == pytest.approx(lower)
     assert op.efficiency == pytest.approx(0.5)
+
+
+def test_eager_moe_forward_takes_its_experts_from_the_ops_nested_in_it(tmp_path: Path) -> None:
+    """An eager moe_forward [T, H] x logits [T, E] launching its kernel itself; the ops nested in it view bf16
+    expert weights w13 [E, 2I, H], w2 [E, H, I] and the routed ids [T, k] (int32). T=2, k=2 of E=4 experts,
+    H=32, I=16: 2 x T k x (2 I H + H I) FLOPs; min(E, T k) = 4 experts' weights read."""
+    t, h, i, e, k = 2, 32, 16, 4, 2
+    w13, w2 = [e, 2 * i, h], [e, h, i]
+    path = _write(tmp_path, [
+        cpu_op("vllm::moe_forward", 10.0, 50.0, [[t, h], [t, e], [], []], [BF16, BF16, "", ""]),
+        cpu_op("aten::view", 12.0, 1.0, [w13, []], [BF16, "ScalarList"]),
+        cpu_op("aten::view", 14.0, 1.0, [w2, []], [BF16, "ScalarList"]),
+        cpu_op("aten::empty_like", 16.0, 1.0, [[t, k]], ["int"]),
+        launch(30.0, 7), kernel("fused_moe_kernel", 40.0, 5.0, 7),
+        cpu_op("aten::view", 70.0, 1.0, [[8, 8, 8], []], [BF16, "ScalarList"]),  # outside its span: not read
+    ], world=None)  # fmt: skip
+    ops = {o.opcode: o for o in profile_report(path, H100).ops}
+    op = ops["vllm::moe_forward"]
+    assert op.flops == 2 * t * k * (2 * i * h + h * i)
+    assert op.bytes == 2 * e * (2 * i * h + h * i) + 2 * (2 * t * h) + 4 * t * k  # weights, hidden in + out, ids

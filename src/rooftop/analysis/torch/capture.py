@@ -16,14 +16,14 @@ import stat
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rooftop.analysis.torch.engine_ops import ENGINE_OPS, family_of
 from rooftop.analysis.torch.launches import innermost
-from rooftop.analysis.torch.op import TORCH_DTYPES
+from rooftop.analysis.torch.nested import spans_inside, with_expert_tensors
 from rooftop.analysis.trace.chrome_read import open_text
 from rooftop.analysis.trace.events import EventTable
 from rooftop.analysis.trace.files import stat_mode
@@ -145,7 +145,7 @@ def _captured(source: str, events: list[dict[str, Any]]) -> Capture:
         for i, f in zip(mine, found.tolist(), strict=True):
             if f >= 0:
                 if f not in nested:
-                    nested[f] = with_expert_tensors(spans[f][2], spans[f][3], _inside(spans, ends, f))
+                    nested[f] = with_expert_tensors(spans[f][2], spans[f][3], partial(spans_inside, spans, ends, f))
                 owner[i] = (spans[f][2], nested[f], base + f)
         base += len(spans)
     by_kernel: dict[str, list[Captured]] = defaultdict(list)
@@ -205,48 +205,3 @@ def replay_executions(
     first_rows = mine[first]
     execs = Executions(ev, first_rows, (begin, end, busy), events, (device[first_rows], devices))
     return execs, [ops[int(r)] for r in run[first].tolist()], hit
-
-
-def _inside(spans: Sequence[tuple[float, float, str, Mapping[str, Any]]], ends: np.ndarray, f: int) -> list[Any]:
-    """The args of the shaped ops nested in span ``f`` (spans sorted by start, longest first)."""
-    out = []
-    for j in range(f + 1, len(spans)):
-        if spans[j][0] > ends[f]:
-            break
-        if ends[j] <= ends[f]:
-            out.append(spans[j][3])
-    return out
-
-
-def with_expert_tensors(name: str, args: Mapping[str, Any], nested: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The args of a fused-MoE op that records only its activations and router logits (vLLM's
-    ``moe_forward`` wraps the whole layer), with the expert tensors the ops nested in it used: 3-D tensors
-    ``[E, a, b]`` whose leading dim is the expert count E (the last dim of a 2-D argument: the router
-    logits [T, E]) and an integer [T, k] tensor (the routed ids) appended as arguments. Other ops, and MoE
-    ops that pass their expert weights, are returned as they are."""
-    entry = ENGINE_OPS.get(name)
-    if (entry.family if entry is not None else family_of(name)) != "moe":
-        return args
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types):
-        return args
-    shaped = [d for d in dims if isinstance(d, list) and all(x.__class__ is int for x in d)]
-    if any(len(d) == 3 for d in shaped) or not shaped:
-        return args
-    tokens, experts = shaped[0][0] if shaped[0] else None, {d[-1] for d in shaped if len(d) == 2}
-    extra: list[tuple[list[int], str]] = []
-    for a in nested:
-        for d, t in zip(a.get("Input Dims") or (), a.get("Input type") or (), strict=False):
-            if not (isinstance(d, list) and all(x.__class__ is int for x in d)) or (d, t) in extra:
-                continue
-            expert_weight = len(d) == 3 and d[0] in experts and sum(len(e) == 3 for e, _ in extra) < 2
-            routed = len(d) == 2 and d[0] == tokens and TORCH_DTYPES.get(str(t), "").startswith("int")
-            if expert_weight or (routed and not any(len(e) == 2 for e, _ in extra) and d[1] < max(experts)):
-                extra.append((d, t))
-    if not any(len(d) == 3 for d, _ in extra):
-        return args
-    extra.sort(key=lambda e: -len(e[0]))  # the weights first, then the routed ids
-    concrete = args.get("Concrete Inputs")
-    concrete = list(concrete) if isinstance(concrete, list) and len(concrete) == len(dims) else [""] * len(dims)
-    return {**args, "Input Dims": [*dims, *(d for d, _ in extra)], "Input type": [*types, *(t for _, t in extra)],
-            "Concrete Inputs": concrete + [""] * len(extra)}  # fmt: skip

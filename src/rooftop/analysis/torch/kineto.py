@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from rooftop.analysis.torch.capture import Capture, replay_executions
 from rooftop.analysis.torch.engine_ops import collective_kind, family_category
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
+from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
 from rooftop.analysis.trace.events import EventTable, Trace
@@ -422,9 +424,10 @@ def _op_runs(
     prices: dict[tuple, tuple[str, Priced]] = {}
     index = {key: k for k, key in enumerate(groups)}
     made = []
+    nested = NestedOps(ev)
     for i in at.tolist():  # each distinct op: read, priced (once per shapes), given its report row
         r = int(ops[i])
-        op = TorchOp.from_args(names[r], args[r])
+        op = TorchOp.from_args(names[r], with_expert_tensors(names[r], args[r], partial(nested, r)))
         lengths = stats[step[i]] if step[i] >= 0 else None
         label, priced = _priced_once(prices, nccl, op, lengths)
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)

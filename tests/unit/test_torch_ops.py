@@ -307,3 +307,27 @@ def test_real_h100_faster_than_roofline_is_its_own_verdict(h100_torch: ProfileRe
     fast = [o for o in h100_torch.ops if o.efficiency and o.efficiency > 1.05]
     assert fast and all(o.verdict == "faster than roofline" for o in fast)
     assert all(o.verdict != "faster than roofline" for o in h100_torch.ops if o.efficiency <= 1.05)
+
+
+def test_kineto_copies_and_fills_are_ops_priced_from_their_bytes(tmp_path: Path) -> None:
+    """A device-to-device copy of B bytes reads and writes them (2 B / HBM bandwidth); a fill writes them
+    (B / HBM bandwidth); a host-to-device copy crosses the host link (B / host bandwidth)."""
+    b = 1 << 24
+
+    def copy(name: str, cat: str, ts: float, corr: int) -> dict[str, Any]:
+        args = {"device": 0, "stream": 7, "correlation": corr, "bytes": b, "memory bandwidth (GB/s)": 1.0}
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 100.0, "args": args}
+
+    mm = json.loads(mm_trace(tmp_path, 10.0).read_text())["traceEvents"]
+    path = write(tmp_path, [*mm, copy("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 100.0, 11),
+                            copy("Memset (Device)", "gpu_memset", 300.0, 12),
+                            copy("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 500.0, 13)])  # fmt: skip
+    ops = by_name(profile_report(path, H100))
+    dtod = ops[f"Memcpy DtoD (Device -> Device) {b:,} B"]
+    fill = ops[f"Memset (Device) {b:,} B"]
+    htod = ops[f"Memcpy HtoD (Pageable -> Device) {b:,} B"]
+    assert (dtod.opcode, dtod.bytes, dtod.flops) == ("copy", 2 * b, 0.0)
+    assert dtod.lower_bound_s == pytest.approx(2 * b / H100.hbm_bytes_per_s)
+    assert fill.bytes == b and fill.lower_bound_s == pytest.approx(b / H100.hbm_bytes_per_s)
+    assert htod.lower_bound_s == pytest.approx(b / H100.host_bytes_per_s)
+    assert MM in ops  # the kernels' ops as before

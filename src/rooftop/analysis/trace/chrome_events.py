@@ -74,8 +74,8 @@ KINETO_ARGS: dict[str, tuple[str, ...]] = {
     # carry none: the call is on the op that launched them)
     "cpu_op": (*_SHAPE_ARGS, *_NCCL_ARGS),
     "kernel": ("External id", *_NCCL_ARGS),
-    "gpu_memcpy": ("bytes",),  # a copy's size
-    "gpu_memset": ("bytes",),
+    "gpu_memcpy": ("bytes", "External id"),  # a copy's size and its link to its op
+    "gpu_memset": ("bytes", "External id"),
 }
 _KEPT = {cat: frozenset(keys) for cat, keys in KINETO_ARGS.items()}
 _EXTERNAL_ID = frozenset({"External id"})

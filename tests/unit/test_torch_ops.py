@@ -331,3 +331,25 @@ def test_kineto_copies_and_fills_are_ops_priced_from_their_bytes(tmp_path: Path)
     assert fill.bytes == b and fill.lower_bound_s == pytest.approx(b / H100.hbm_bytes_per_s)
     assert htod.lower_bound_s == pytest.approx(b / H100.host_bytes_per_s)
     assert MM in ops  # the kernels' ops as before
+
+
+def test_kernel_without_launch_is_one_more_execution_of_the_one_op_that_launches_its_name(tmp_path: Path) -> None:
+    """Kernels recorded before the trace's host activity have no launch: one whose name only aten::mm of
+    one shape launches (that kernel alone) is one more execution of it; a name launched by ops of two
+    shapes stays unknown."""
+    events = [
+        kernel("sgemm_64x64", 1.0, 3.0, 900), kernel("gemm_any", 5.0, 2.0, 901),  # before the host activity
+        cpu_op("aten::mm", 10.0, 20.0, [[64, 128], [128, 256]], ["float", "float"]), launch(15.0, 7),
+        kernel("sgemm_64x64", 40.0, 4.0, 7),
+        cpu_op("aten::mm", 50.0, 5.0, [[8, 8], [8, 8]], ["float", "float"]), launch(51.0, 8),
+        kernel("gemm_any", 60.0, 1.0, 8),
+        cpu_op("aten::mm", 70.0, 5.0, [[16, 8], [8, 8]], ["float", "float"]), launch(71.0, 9),
+        kernel("gemm_any", 80.0, 1.0, 9),
+    ]  # fmt: skip
+    report = profile_report(write(tmp_path, events), H100)
+    assert any(n.startswith("1 kernels without a launch in the trace") for n in report.notes)
+    ops = by_name(report)
+    mm = ops[MM]
+    assert (mm.count, mm.flops, mm.measured_s) == (2, MM_FLOPS, pytest.approx((3.0 + 4.0) / 2 * US))
+    lost = ops["gemm_any"]
+    assert lost.count == 1 and lost.verdict == "unknown cost" and "is not in the trace" in lost.why

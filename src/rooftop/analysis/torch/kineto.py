@@ -38,6 +38,7 @@ from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gat
 from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
+from rooftop.analysis.torch.unlaunched import by_kernel_name
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Comm, Cost
@@ -193,7 +194,7 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
     nccl = _Nccl(trace, chip, topology)
     launched = launching_ops(trace)
     execs = executions(trace, by_time=False)  # for the steps and the intervals: their order does not matter
-    groups, unexplained = _kernel_groups(trace, chip, nccl, launched, execs, capture)
+    groups, unexplained, by_name = _kernel_groups(trace, chip, nccl, launched, execs, capture)
     intervals = device_intervals(execs, _comm_kernels(trace, launched))
     ops: list[OpReport] = []
     for key, g in groups.items():
@@ -207,6 +208,9 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
         f"Dims) or from their NCCL args; {unexplained} launched by no op with Input Dims",
         *nccl.notes,
     ]
+    if by_name:
+        notes.append(f"{by_name} kernels without a launch in the trace (recorded before its host activity) priced "
+                     "as the one op signature that launches each one's name, alone, in the trace")  # fmt: skip
     notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
@@ -244,11 +248,12 @@ def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Captur
 
 def _kernel_groups(
     trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions, capture: Capture | None = None
-) -> tuple[dict[tuple, _Group], int]:
+) -> tuple[dict[tuple, _Group], int, int]:
     """The kernels grouped into report rows: per NCCL call signature and per reason for kernels no op
     explains (each kernel one execution), then per priced (aten op, shapes, dtypes) (each op's kernels on
-    one device one execution); rows in the order of their first execution, executions in the order of
-    their first kernel. Also how many kernels no op launched."""
+    one device one execution; a kernel without a launch attributed by its name (:func:`by_kernel_name`)
+    one execution); rows in the order of their first execution, executions in the order of their first
+    kernel. Also how many kernels no op launched, and how many were attributed by name."""
     ev = trace.events
     kernels, op_row = launched.kernels, launched.ops
     name, name_values = column_codes(ev, "name")
@@ -262,6 +267,12 @@ def _kernel_groups(
         hit = _replays(ev, nccl, kernels[at], launched.launch[at], capture, replays)
         op_row = op_row.copy()
         op_row[at[hit]] = -2  # attributed from the capture: neither alone nor priced from a profile op
+    guessed = by_kernel_name(ev, kernels, op_row, launched.why, name, is_nccl)
+    run_of = op_row
+    if (guessed >= 0).any():  # kernels without a launch, each one more execution of the op that launches them
+        at = np.flatnonzero(guessed >= 0)
+        op_row, run_of = op_row.copy(), op_row.copy()
+        op_row[at], run_of[at] = guessed[at], len(ev) + kernels[at]
     alone = _where(is_nccl | (op_row == -1))  # kernels that are executions by themselves
     unexplained = int(np.count_nonzero(~is_nccl & (op_row == -1)))
     rows = kernels[alone]
@@ -273,12 +284,12 @@ def _kernel_groups(
         g.runs = Runs(alone_runs, at[members])
     priced = np.flatnonzero(~is_nccl & (op_row >= 0))
     if len(priced):
-        op_runs, group = _op_runs(ev, nccl, kernels[priced], op_row[priced], groups)
+        op_runs, group = _op_runs(ev, nccl, kernels[priced], op_row[priced], groups, run_of[priced])
         for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
             if len(members):
                 g.runs = Runs(op_runs, members)
     groups.update(replays)
-    return groups, unexplained
+    return groups, unexplained, int(np.count_nonzero(guessed >= 0))
 
 
 def _replays(
@@ -390,15 +401,16 @@ def _alone_groups(
 
 
 def _op_runs(
-    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
-) -> tuple[Executions, np.ndarray]:
+    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group],
+    run_of: np.ndarray | None = None,
+) -> tuple[Executions, np.ndarray]:  # fmt: skip
     """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
     with each one's report row, per (aten op, shapes, dtypes): ops read and priced once per distinct
     (name, args). Rows are added to ``groups`` in the order of their first execution."""
     names, args = ev.column("name"), ev.column("args")
     start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
     device, devices = column_codes(ev, "device")
-    run, first = first_codes(op_row * max(len(devices), 1) + device[kernels])
+    run, first = first_codes((op_row if run_of is None else run_of) * max(len(devices), 1) + device[kernels])
     rows, events = kernels[first], np.bincount(run, minlength=len(first))
     device = device[rows]
     begin, end, busy = start[rows], start[rows] + dur[rows], dur[rows] + 0.0  # one kernel: busy = 0 + dur

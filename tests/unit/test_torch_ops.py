@@ -353,3 +353,24 @@ def test_kernel_without_launch_is_one_more_execution_of_the_one_op_that_launches
     assert (mm.count, mm.flops, mm.measured_s) == (2, MM_FLOPS, pytest.approx((3.0 + 4.0) / 2 * US))
     lost = ops["gemm_any"]
     assert lost.count == 1 and lost.verdict == "unknown cost" and "is not in the trace" in lost.why
+
+
+def test_kernels_without_launch_replaying_a_launched_run_take_its_ops(tmp_path: Path) -> None:
+    """Eight kernels recorded before the host activity whose names, in order, are those of a launched
+    stretch (mm of shape A, add, mm of shape B, add, twice): each takes its counterpart's op, although
+    the GEMM kernel's name alone is launched by two shapes."""
+    a, b = [[64, 128], [128, 256]], [[32, 128], [128, 256]]
+    x = [[64, 256], [64, 256]]
+    events: list[dict[str, Any]] = [kernel("gemm" if i % 2 == 0 else "ew", 1.0 + i, 0.5, 900 + i) for i in range(8)]
+    ts, corr = 100.0, 1
+    for _ in range(2):
+        for op, dims, k in (("aten::mm", a, "gemm"), ("aten::add", x, "ew"), ("aten::mm", b, "gemm"),
+                            ("aten::add", x, "ew")):  # fmt: skip
+            events += [cpu_op(op, ts, 5.0, dims, ["float", "float"]), launch(ts + 1.0, corr),
+                       kernel(k, ts + 10.0, 1.0, corr)]  # fmt: skip
+            ts, corr = ts + 20.0, corr + 1
+    report = profile_report(write(tmp_path, events), H100)
+    counts = {o.name: o.count for o in report.ops}
+    assert counts == {MM: 4, "aten::mm [32,128]x[128,256] fp32": 4, "aten::add [64,256]x[64,256] fp32": 8}
+    assert report.priced_fraction() == 1.0
+    assert any(n.startswith("8 kernels without a launch in the trace") for n in report.notes)

@@ -38,7 +38,7 @@ from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gat
 from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
-from rooftop.analysis.torch.unlaunched import by_kernel_name
+from rooftop.analysis.torch.unlaunched import attribute
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Comm, Cost
@@ -210,7 +210,8 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
     ]
     if by_name:
         notes.append(f"{by_name} kernels without a launch in the trace (recorded before its host activity) priced "
-                     "as the one op signature that launches each one's name, alone, in the trace")  # fmt: skip
+                     "as the ops they replay: a run of kernel names launched in that order on their stream, or a "
+                     "name one op signature alone launches")  # fmt: skip
     notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
@@ -267,12 +268,12 @@ def _kernel_groups(
         hit = _replays(ev, nccl, kernels[at], launched.launch[at], capture, replays)
         op_row = op_row.copy()
         op_row[at[hit]] = -2  # attributed from the capture: neither alone nor priced from a profile op
-    guessed = by_kernel_name(ev, kernels, op_row, launched.why, name, is_nccl)
+    guessed, guessed_run = attribute(ev, kernels, op_row, launched.why, name, is_nccl)
     run_of = op_row
-    if (guessed >= 0).any():  # kernels without a launch, each one more execution of the op that launches them
+    if (guessed >= 0).any():  # kernels without a launch, attributed to the ops they replay
         at = np.flatnonzero(guessed >= 0)
         op_row, run_of = op_row.copy(), op_row.copy()
-        op_row[at], run_of[at] = guessed[at], len(ev) + kernels[at]
+        op_row[at], run_of[at] = guessed[at], guessed_run[at]
     alone = _where(is_nccl | (op_row == -1))  # kernels that are executions by themselves
     unexplained = int(np.count_nonzero(~is_nccl & (op_row == -1)))
     rows = kernels[alone]

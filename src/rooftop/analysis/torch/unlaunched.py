@@ -27,6 +27,8 @@ from rooftop.analysis.trace.ops import column_codes, first_codes, floats
 NO_LAUNCH = 1
 #: the fewest kernels a run must have to be matched by its sequence of names
 MIN_RUN = 8
+#: suffixes that match nowhere before a stream's search stops (each costs a scan of the stream's names)
+MAX_MISSES = 256
 
 
 def attribute(ev: EventTable, kernels: np.ndarray, ops: np.ndarray, why: np.ndarray, name: np.ndarray,
@@ -67,7 +69,8 @@ def _match_runs(kernels: np.ndarray, ops: np.ndarray, name: np.ndarray, lost: np
                 op_of: np.ndarray, run: np.ndarray, offset: int) -> None:  # fmt: skip
     """Match the lost kernels of one stream (in time order) to its known ones, from the end: the longest
     suffix whose names occur as a stretch of the known names (found by a binary search on its length: a
-    suffix that occurs has every shorter one occur), then on from where it begins."""
+    suffix that occurs has every shorter one occur), then on from where it begins; a kernel whose suffix
+    matches nowhere is skipped (at most :data:`MAX_MISSES` of them a stream)."""
     text = name[known].astype(">u4").tobytes()
     codes = name[lost].astype(">u4")
 
@@ -77,8 +80,11 @@ def _match_runs(kernels: np.ndarray, ops: np.ndarray, name: np.ndarray, lost: np
             at = text.find(needle, at + 1)
         return at // 4 if at != -1 else -1
 
-    end = len(lost)
-    while end >= MIN_RUN:
+    end, misses, seen = len(lost), 0, set(np.unique(name[known]).tolist())
+    while end >= MIN_RUN and misses <= MAX_MISSES:
+        if int(name[lost[end - 1]]) not in seen or where(end - MIN_RUN, end) < 0:
+            end, misses = end - 1, misses + 1
+            continue
         lo, hi, best, found = MIN_RUN, end, 0, -1
         while lo <= hi:
             mid = (lo + hi) // 2

@@ -46,6 +46,8 @@ def with_expert_tensors(
     if any(len(d) == 3 for d in shaped) or not shaped:
         return args
     tokens, experts = shaped[0][0] if shaped[0] else None, {d[-1] for d in shaped if len(d) == 2}
+    if not experts:  # no router logits [T, E]: nothing says which tensors are the experts'
+        return args
     extra: list[tuple[list[int], str]] = []
     for a in nested():
         for d, t in zip(a.get("Input Dims") or (), a.get("Input type") or (), strict=False):

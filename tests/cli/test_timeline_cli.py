@@ -282,9 +282,10 @@ def test_third_party_profile_timeline_reads_back_alike(tmp_path: Path, name: str
     code, out, err = run_cli("profile", str(path), "--chip", chip, "--json")
     assert code == 0, err
     after = json.loads(out)
-    for d in (before, after):
-        d["runs"] = sum(o["count"] for o in d["ops"])
-        d["total_s"] = sum(o["total_s"] for o in d["ops"])
+    for d in (before, after):  # (a PyTorch trace's copies are ops priced from their bytes; the timeline's are not)
+        ops = [o for o in d["ops"] if o["opcode"] != "copy" or jax]
+        d["runs"] = sum(o["count"] for o in ops)
+        d["total_s"] = sum(o["total_s"] for o in ops)
     assert after["runs"] == before["runs"] and after["total_s"] == pytest.approx(
         before["total_s"], rel=1e-12, abs=before["runs"] * NS
     )

@@ -70,7 +70,11 @@ def test_minitoy_ops_priced_from_input_dims(minitoy: ProfileReport, name: str) -
 def test_minitoy_every_kernel_has_its_op(minitoy: ProfileReport) -> None:
     assert minitoy.notes[0].startswith("coverage: 100.0% of the op time priced")
     assert any(n.startswith("PyTorch trace: 14 of 14 kernels priced") for n in minitoy.notes)
-    assert sum(o.count for o in minitoy.ops) == 13  # 14 kernels; addmm's two are one execution
+    assert sum(o.count for o in minitoy.ops) == 13 + 2  # 14 kernels (addmm's two are one execution), 2 copies
+    # ROCm records its two host-to-device copies without a size: each is the [5, 128] fp32 tensor of the
+    # aten op that launched it, 5 x 128 x 4 bytes over the host link
+    copy = _ops(minitoy)["Memcpy HtoD (Host -> Device) 2,560 B"]
+    assert (copy.opcode, copy.count, copy.bytes) == ("copy", 2, 5 * 128 * 4)
     assert all(o.verdict != "unknown cost" for o in minitoy.ops)
     assert _ops(minitoy)["aten::mse_loss [5,128]x[5,128] fp32"].category == "loss"
 
@@ -99,9 +103,14 @@ def test_nccl_allreduce_kernels_are_all_reduce_comms(third_party: Path) -> None:
 
 def test_alexnet_without_record_shapes_stays_unknown(third_party: Path) -> None:
     report = profile_report(third_party / ALEXNET, A100)
-    assert sum(o.count for o in report.ops) == 79
-    assert {o.verdict for o in report.ops} == {"unknown cost"}
-    assert all("record_shapes=True" in o.why for o in report.ops)
+    kernels = [o for o in report.ops if o.opcode != "copy"]
+    assert sum(o.count for o in kernels) == 79
+    assert {o.verdict for o in kernels} == {"unknown cost"}
+    assert all("record_shapes=True" in o.why for o in kernels)
+    # its copies and fills carry their bytes: priced without shapes (the 150,994,944-byte weights over the
+    # A100's host link, PCIe 4.0 x16 at 32 GB/s)
+    (weights,) = (o for o in report.ops if o.name == "Memcpy HtoD (Pageable -> Device) 150,994,944 B")
+    assert weights.lower_bound_s == pytest.approx(150_994_944 / A100.host_bytes_per_s)
     assert any(n.startswith("no cpu_op carries Input Dims") for n in report.notes)
 
 

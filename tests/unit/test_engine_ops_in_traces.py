@@ -85,3 +85,41 @@ def test_kineto_steps_from_engine_annotations_nested_ones_one_step(tmp_path: Pat
     assert report.steps[0].duration_s == pytest.approx(1000e-6) and report.steps[0].busy_s == pytest.approx(50e-6)
     assert report.steps[1].duration_s == pytest.approx(150e-6)  # to the end of the last kernel
     assert any("2 step(s) from the engine's step annotations" in n for n in report.notes)
+
+
+def test_nccl_kernel_without_args_takes_its_call_from_record_param_comms(tmp_path: Path) -> None:
+    """RCCL's ncclDevKernel_Generic names no collective: the record_param_comms op that launched it does.
+    All-reduce of 2**25 bf16 over 8 H100s on NVLink: 2 (8 - 1) / 8 x V / (18 links x 25 GB/s)."""
+    n = 1 << 25
+    nbytes = n * 2
+    lower = 2 * (8 - 1) / 8 * nbytes / (18 * 25e9)
+    comms = cpu_op("record_param_comms", 10.0, 20.0, [[[n]], [], []], ["TensorList", "", ""])
+    comms["args"] |= {"Collective name": "allreduce", "dtype": "BFloat16", "Group size": 8, "In msg nelems": n,
+                      "Out msg nelems": n, "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]"}  # fmt: skip
+    path = _write(tmp_path, [comms, launch(15.0, 7), kernel("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
+                                                            40.0, 2 * lower / US, 7)])  # fmt: skip
+    (op,) = profile_report(path, H100).ops
+    assert (op.name, op.opcode, op.category) == (f"nccl allreduce {n} x BFloat16 (group of 8)", "all-reduce",
+                                                 "communication")  # fmt: skip
+    assert op.bytes == nbytes and op.lower_bound_s == pytest.approx(lower)
+    assert op.efficiency == pytest.approx(0.5)
+
+
+def test_eager_moe_forward_takes_its_experts_from_the_ops_nested_in_it(tmp_path: Path) -> None:
+    """An eager moe_forward [T, H] x logits [T, E] launching its kernel itself; the ops nested in it view bf16
+    expert weights w13 [E, 2I, H], w2 [E, H, I] and the routed ids [T, k] (int32). T=2, k=2 of E=4 experts,
+    H=32, I=16: 2 x T k x (2 I H + H I) FLOPs; min(E, T k) = 4 experts' weights read."""
+    t, h, i, e, k = 2, 32, 16, 4, 2
+    w13, w2 = [e, 2 * i, h], [e, h, i]
+    path = _write(tmp_path, [
+        cpu_op("vllm::moe_forward", 10.0, 50.0, [[t, h], [t, e], [], []], [BF16, BF16, "", ""]),
+        cpu_op("aten::view", 12.0, 1.0, [w13, []], [BF16, "ScalarList"]),
+        cpu_op("aten::view", 14.0, 1.0, [w2, []], [BF16, "ScalarList"]),
+        cpu_op("aten::empty_like", 16.0, 1.0, [[t, k]], ["int"]),
+        launch(30.0, 7), kernel("fused_moe_kernel", 40.0, 5.0, 7),
+        cpu_op("aten::view", 70.0, 1.0, [[8, 8, 8], []], [BF16, "ScalarList"]),  # outside its span: not read
+    ], world=None)  # fmt: skip
+    ops = {o.opcode: o for o in profile_report(path, H100).ops}
+    op = ops["vllm::moe_forward"]
+    assert op.flops == 2 * t * k * (2 * i * h + h * i)
+    assert op.bytes == 2 * e * (2 * i * h + h * i) + 2 * (2 * t * h) + 4 * t * k  # weights, hidden in + out, ids

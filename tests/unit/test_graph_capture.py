@@ -87,3 +87,27 @@ def test_cli_finds_the_capture_beside_the_profile(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out)["priced_fraction"] == 1.0
     code, _, err = run_cli("profile", str(_replay(tmp_path)), "--chip", "h100", "--capture", str(tmp_path / "none"))
     assert code == 2 and "capture trace" in err
+
+
+def test_moe_forward_priced_from_the_expert_weights_of_the_ops_nested_in_it(tmp_path: Path) -> None:
+    """vLLM's moe_forward records only hidden [T, H] and router logits [T, E]; the ops nested in it view the
+    fp4 expert weights (uint8, two values a byte: w13 [E, H/2, 2I], w2 [E, I/2, H]) and the routed ids
+    [T, k]. T=4, H=64, I=48, E=8, k=2: 2 x T k x (H 2I + I H) FLOPs; all min(E, T k) = 8 experts' bytes read."""
+    t, h, i, e, k = 4, 64, 48, 8, 2
+    u8, i16 = "unsigned char", "short int"
+    w13, w2 = [e, h // 2, 2 * i], [e, i // 2, h]
+    capture = _write(tmp_path / "capture_traces" / "capture.json", [
+        cpu_op("vllm::moe_forward", 10.0, 50.0, [[t, h], [t, e], [], []], [BF16, BF16, "", ""]),
+        cpu_op("SortTokens", 12.0, 2.0, [[t, k], [t, k], []], [BF16, i16, "Scalar"]),
+        cpu_op("aten::view", 20.0, 1.0, [w13, []], [u8, "ScalarList"]),
+        cpu_op("aten::view", 22.0, 1.0, [w2, []], [u8, "ScalarList"]),
+        cpu_op("aten::view", 24.0, 1.0, [w13, []], [u8, "ScalarList"]),  # seen again: counted once
+        _launch(30.0, 1, "moe_kernel"),
+    ])  # fmt: skip
+    profile = _write(tmp_path / "profile.json", [_launch(0.0, 100, "", "hipGraphLaunch"),
+                                                  kernel("moe_kernel", 10.0, 5.0, 100)])  # fmt: skip
+    (op,) = profile_report(profile, H100, capture=read_capture(capture)).ops
+    assert op.flops == 2 * t * k * (h * 2 * i + i * h)
+    weights = e * (h // 2 * 2 * i + i // 2 * h)  # bytes (uint8)
+    assert op.bytes == weights + 2 * (t * h * 2) + t * k * 4  # + hidden in and out (bf16) + the ids (as int32)
+    assert op.lower_bound_s is not None and op.category == "mlp"

@@ -307,3 +307,70 @@ def test_real_h100_faster_than_roofline_is_its_own_verdict(h100_torch: ProfileRe
     fast = [o for o in h100_torch.ops if o.efficiency and o.efficiency > 1.05]
     assert fast and all(o.verdict == "faster than roofline" for o in fast)
     assert all(o.verdict != "faster than roofline" for o in h100_torch.ops if o.efficiency <= 1.05)
+
+
+def test_kineto_copies_and_fills_are_ops_priced_from_their_bytes(tmp_path: Path) -> None:
+    """A device-to-device copy of B bytes reads and writes them (2 B / HBM bandwidth); a fill writes them
+    (B / HBM bandwidth); a host-to-device copy crosses the host link (B / host bandwidth)."""
+    b = 1 << 24
+
+    def copy(name: str, cat: str, ts: float, corr: int) -> dict[str, Any]:
+        args = {"device": 0, "stream": 7, "correlation": corr, "bytes": b, "memory bandwidth (GB/s)": 1.0}
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 100.0, "args": args}
+
+    mm = json.loads(mm_trace(tmp_path, 10.0).read_text())["traceEvents"]
+    path = write(tmp_path, [*mm, copy("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 100.0, 11),
+                            copy("Memset (Device)", "gpu_memset", 300.0, 12),
+                            copy("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 500.0, 13)])  # fmt: skip
+    ops = by_name(profile_report(path, H100))
+    dtod = ops[f"Memcpy DtoD (Device -> Device) {b:,} B"]
+    fill = ops[f"Memset (Device) {b:,} B"]
+    htod = ops[f"Memcpy HtoD (Pageable -> Device) {b:,} B"]
+    assert (dtod.opcode, dtod.bytes, dtod.flops) == ("copy", 2 * b, 0.0)
+    assert dtod.lower_bound_s == pytest.approx(2 * b / H100.hbm_bytes_per_s)
+    assert fill.bytes == b and fill.lower_bound_s == pytest.approx(b / H100.hbm_bytes_per_s)
+    assert htod.lower_bound_s == pytest.approx(b / H100.host_bytes_per_s)
+    assert MM in ops  # the kernels' ops as before
+
+
+def test_kernel_without_launch_is_one_more_execution_of_the_one_op_that_launches_its_name(tmp_path: Path) -> None:
+    """Kernels recorded before the trace's host activity have no launch: one whose name only aten::mm of
+    one shape launches (that kernel alone) is one more execution of it; a name launched by ops of two
+    shapes stays unknown."""
+    events = [
+        kernel("sgemm_64x64", 1.0, 3.0, 900), kernel("gemm_any", 5.0, 2.0, 901),  # before the host activity
+        cpu_op("aten::mm", 10.0, 20.0, [[64, 128], [128, 256]], ["float", "float"]), launch(15.0, 7),
+        kernel("sgemm_64x64", 40.0, 4.0, 7),
+        cpu_op("aten::mm", 50.0, 5.0, [[8, 8], [8, 8]], ["float", "float"]), launch(51.0, 8),
+        kernel("gemm_any", 60.0, 1.0, 8),
+        cpu_op("aten::mm", 70.0, 5.0, [[16, 8], [8, 8]], ["float", "float"]), launch(71.0, 9),
+        kernel("gemm_any", 80.0, 1.0, 9),
+    ]  # fmt: skip
+    report = profile_report(write(tmp_path, events), H100)
+    assert any(n.startswith("1 kernels without a launch in the trace") for n in report.notes)
+    ops = by_name(report)
+    mm = ops[MM]
+    assert (mm.count, mm.flops, mm.measured_s) == (2, MM_FLOPS, pytest.approx((3.0 + 4.0) / 2 * US))
+    lost = ops["gemm_any"]
+    assert lost.count == 1 and lost.verdict == "unknown cost" and "is not in the trace" in lost.why
+
+
+def test_kernels_without_launch_replaying_a_launched_run_take_its_ops(tmp_path: Path) -> None:
+    """Eight kernels recorded before the host activity whose names, in order, are those of a launched
+    stretch (mm of shape A, add, mm of shape B, add, twice): each takes its counterpart's op, although
+    the GEMM kernel's name alone is launched by two shapes."""
+    a, b = [[64, 128], [128, 256]], [[32, 128], [128, 256]]
+    x = [[64, 256], [64, 256]]
+    events: list[dict[str, Any]] = [kernel("gemm" if i % 2 == 0 else "ew", 1.0 + i, 0.5, 900 + i) for i in range(8)]
+    ts, corr = 100.0, 1
+    for _ in range(2):
+        for op, dims, k in (("aten::mm", a, "gemm"), ("aten::add", x, "ew"), ("aten::mm", b, "gemm"),
+                            ("aten::add", x, "ew")):  # fmt: skip
+            events += [cpu_op(op, ts, 5.0, dims, ["float", "float"]), launch(ts + 1.0, corr),
+                       kernel(k, ts + 10.0, 1.0, corr)]  # fmt: skip
+            ts, corr = ts + 20.0, corr + 1
+    report = profile_report(write(tmp_path, events), H100)
+    counts = {o.name: o.count for o in report.ops}
+    assert counts == {MM: 4, "aten::mm [32,128]x[128,256] fp32": 4, "aten::add [64,256]x[64,256] fp32": 8}
+    assert report.priced_fraction() == 1.0
+    assert any(n.startswith("8 kernels without a launch in the trace") for n in report.notes)

@@ -1,10 +1,12 @@
 """Memory copies of a profile as ops: the device-to-device, host-to-device and device-to-host copies a
-runtime makes outside the compiled program (an XPlane's ``Memcpy...`` lines) take device time that no HLO
-instruction accounts for; each is an op of its own, priced from the bytes it moved: a copy within the
-device reads and writes them on HBM (2 x bytes / HBM bandwidth), a copy to or from the host crosses the
-host link (bytes / host bandwidth); a copy to another device is priced as one within the device. Sizes
-are the XPlane's ``memcpy_details`` (``kind:... size:N dest:D``); without a size a copy is listed with its
-measured time and "unknown cost" (a memset without one is left out)."""
+runtime makes outside the compiled program (an XPlane's ``Memcpy...`` lines, a PyTorch trace's
+``gpu_memcpy`` / ``gpu_memset`` events) take device time that no HLO instruction or launched kernel accounts
+for; each is an op of its own, priced from the bytes it moved: a copy within the device reads and writes
+them on HBM (2 x bytes / HBM bandwidth), a fill (memset) writes them (bytes / HBM bandwidth), a copy to or
+from the host crosses the host link (bytes / host bandwidth); a copy to another device is priced as one
+within the device. Sizes are the XPlane's ``memcpy_details`` (``kind:... size:N dest:D``) or a Kineto
+event's ``bytes`` (else the largest tensor of the op that launched it); without a size a copy is listed
+with its measured time and "unknown cost" (a memset without one is left out)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import numpy as np
 
 from rooftop.analysis.compare import OpReport, Priced, ProfileReport, assemble_parts, device_intervals, judge
 from rooftop.analysis.intervals import Merged, Runs
+from rooftop.analysis.torch.launches import launching_ops
+from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.ops import column_codes, executions
 from rooftop.cost.op import explicit
@@ -29,16 +33,23 @@ _TO_HOST, _FROM_HOST = ("devicetohost", "dtoh", "d2h"), ("hosttodevice", "htod",
 
 
 def _size(args: Mapping[str, Any] | None) -> int | None:
+    """An XPlane copy's ``memcpy_details`` size, or a Kineto copy's or fill's ``bytes``."""
+    nbytes = (args or {}).get("bytes")
+    if nbytes.__class__ is int and 0 <= nbytes < 1 << 63:
+        return int(nbytes)
     m = _SIZE.search(str((args or {}).get("memcpy_details", "")))
     return int(m.group(1)) if m else None
 
 
 def _priced(name: str, size: int | None, chip: Chip) -> Priced:
-    """A copy within the device: its bytes read and written on HBM; to or from the host: its bytes over the
-    host link (the chip file's host bandwidth; HBM prices them when the file gives none)."""
+    """A copy within the device: its bytes read and written on HBM; a fill (memset): its bytes written; to
+    or from the host: its bytes over the host link (the chip file's host bandwidth; HBM prices them when
+    the file gives none)."""
     if size is None:
         return Priced(None, unknown=f"{name}: the trace gives no size for this copy")
     low = name.lower().replace(" ", "").replace("_", "")
+    if "memset" in low:
+        return Priced(roofline(explicit(0.0, float(size), "bf16", "vector"), chip), 0.0, float(size))
     if any(w in low for w in _TO_HOST + _FROM_HOST):
         est = roofline(explicit(0.0, float(size), "bf16", "vector"), chip)
         if chip.host_bytes_per_s > 0:
@@ -55,6 +66,10 @@ def copy_reports(trace: Trace, chip: Chip, compute: Mapping[str, Merged]) -> lis
         return []
     names, args = trace.events.column("name"), trace.events.column("args")
     keys = [(names[r], _size(args[r])) for r in execs.row.tolist()]
+    if trace.format == "kineto" and any(size is None for _, size in keys):
+        sized = _sizes_from_ops(trace)
+        keys = [(n, sized.get(r) if size is None else size) for (n, size), r in zip(keys, execs.row.tolist(),
+                                                                                     strict=True)]  # fmt: skip
     index: dict[tuple[str, int | None], int] = {}
     code = np.array([index.setdefault(k, len(index)) for k in keys], np.int64)
     out = []
@@ -67,10 +82,27 @@ def copy_reports(trace: Trace, chip: Chip, compute: Mapping[str, Merged]) -> lis
     return out
 
 
+def _sizes_from_ops(trace: Trace) -> dict[int, int]:
+    """copy row -> bytes, for the copies of a Kineto trace whose event gives no size (ROCm's): the largest
+    tensor argument of the op that launched it (``aten::copy_`` (self, src), ``aten::_to_copy`` (self):
+    the tensor copied)."""
+    launched = launching_ops(trace, "memcpy")
+    names, args = trace.events.column("name"), trace.events.column("args")
+    out: dict[int, int] = {}
+    for row, op in zip(launched.kernels.tolist(), launched.ops.tolist(), strict=True):
+        if op >= 0:
+            torch_op = TorchOp.from_args(names[op], args[op])
+            sizes = [torch_op.nbytes(i) for i in torch_op.reads() if torch_op.tensor(i) is not None]
+            if sizes and max(sizes) > 0:
+                out[row] = int(max(sizes))
+    return out
+
+
 def with_copies(report: ProfileReport, trace: Trace, chip: Chip) -> ProfileReport:
-    """``report`` with an XPlane's memory copies as ops (unchanged when it has none). A PyTorch trace's copies
-    are left to the ops that launched them (``aten::copy_``, priced from its shapes): not counted twice."""
-    if trace.format != "xplane":  # a Chrome JSON trace: its copies are not sized (and rooftop's own timelines)
+    """``report`` with the memory copies and fills of an XPlane or a PyTorch (Kineto) trace as ops (unchanged
+    when it has none). A Kineto trace's ops are joined with the kernels they launched only, so a copy or a
+    fill (``gpu_memcpy`` / ``gpu_memset``, sized by their ``bytes``) is counted once, here."""
+    if trace.format not in ("xplane", "kineto"):  # a Chrome JSON trace: its copies are not sized
         return report
     kind, kinds = column_codes(trace.events, "kind")
     if "memcpy" not in kinds or not np.any(kind == kinds.index("memcpy")):

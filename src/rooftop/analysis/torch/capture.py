@@ -16,12 +16,14 @@ import stat
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rooftop.analysis.torch.launches import innermost
+from rooftop.analysis.torch.nested import spans_inside, with_expert_tensors
 from rooftop.analysis.trace.chrome_read import open_text
 from rooftop.analysis.trace.events import EventTable
 from rooftop.analysis.trace.files import stat_mode
@@ -139,9 +141,12 @@ def _captured(source: str, events: list[dict[str, Any]]) -> Capture:
         starts = np.array([s[0] for s in spans])
         ends = starts - np.array([s[1] for s in spans])
         found = innermost(starts, ends, np.array([launches[i][0] for i in mine]))
+        nested: dict[int, Mapping[str, Any]] = {}
         for i, f in zip(mine, found.tolist(), strict=True):
             if f >= 0:
-                owner[i] = (spans[f][2], spans[f][3], base + f)
+                if f not in nested:
+                    nested[f] = with_expert_tensors(spans[f][2], spans[f][3], partial(spans_inside, spans, ends, f))
+                owner[i] = (spans[f][2], nested[f], base + f)
         base += len(spans)
     by_kernel: dict[str, list[Captured]] = defaultdict(list)
     for (_, _, kernel), (op, args, op_id) in zip(launches, owner, strict=True):

@@ -206,8 +206,12 @@ def generic_roles(op: TorchOp, family: str) -> Roles:
     if family == "gemm":
         two = [i for i in tensors if len(op.dims[i]) == 2]
         return Roles(named=dict(zip(("a", "b"), two, strict=False)))
-    if family == "moe":
-        return Roles(named=dict(zip(("hidden", "w1", "w2"), tensors, strict=False)))
+    if family == "moe":  # the activations [T, H], the expert weights [E, a, b], the routed ids [T, k] (integers)
+        named = dict(zip(("w1", "w2"), [i for i in tensors if len(op.dims[i]) == 3], strict=False))
+        hidden = [i for i in tensors if len(op.dims[i]) == 2 and not op.dtype(i).startswith("int")]
+        ids = [i for i in tensors if len(op.dims[i]) == 2 and op.dtype(i).startswith("int")]
+        named |= {"hidden": hidden[0]} if hidden else {}
+        return Roles(named=named | ({"topk_ids": ids[0]} if ids else {}))
     return Roles(reads=tuple(tensors), add=family == "norm" and "add" in op.name.rsplit("::", 1)[-1].lower())
 
 

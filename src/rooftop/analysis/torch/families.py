@@ -206,22 +206,27 @@ def gemm(op: TorchOp, roles: Roles) -> Price:
 
 
 def moe(op: TorchOp, roles: Roles) -> Price:
-    """A fused MoE: hidden [T, H], w13 [E, 2I, H] (gate and up), w2 [E, H, I], topk ids [T, k]; fp4
-    weights are packed two a byte (their last dim is half the logical one)."""
+    """A fused MoE: hidden [T, H], w13 [E, 2I, H] (gate and up), w2 [E, H, I] (either in any layout of
+    their last two dims), topk ids [T, k]: each of the T k routed rows is multiplied by one expert's w13
+    and w2, 2 FLOPs a weight element (2 x T x k x (2 I H + I H) for the usual gated MLP). fp4 weights
+    are packed two a byte: an int8 w13 with no dim H but one H / 2."""
     idx = [roles.named.get(n) for n in ("hidden", "w1", "w2", "topk_ids")]
     if any(i is None or op.tensor(i) is None for i in idx):
         return Price(None, f"{op.name}: a fused MoE whose expert weights or routing are not among its args")
     h, w1, w2, ids = (int(i) for i in idx if i is not None)
     x, g, d, t = (op.dims[i] for i in (h, w1, w2, ids))
     tokens, hidden, experts, top_k = math.prod(x[:-1]), x[-1], g[0], t[-1]
-    packed = 2 if op.dtype(w1) == "int8" and g[-1] * 2 == hidden else 1
-    inter = d[-1] * packed
-    flops = 2.0 * 3 * tokens * top_k * hidden * inter
+    if len(g) != 3 or len(d) != 3:
+        raise InvalidConfigError(f"expert weights {fmt_shape(g)} and {fmt_shape(d)} are not 3-D [E, a, b]")
+    packed = 2 if op.dtype(w1) == "int8" and hidden not in g[1:] and hidden in (2 * g[1], 2 * g[2]) else 1
+    per_expert = packed * (math.prod(g[1:]) + math.prod(d[1:]))  # weight elements of one expert
+    inter = per_expert // (3 * hidden)
+    flops = 2.0 * tokens * top_k * per_expert
     reached = min(experts, tokens * top_k)  # experts whose weights are read (uniform routing)
     moved = (op.nbytes(w1) + op.nbytes(w2)) * reached / experts + 2 * op.nbytes(h) + op.nbytes(ids)
     dt = "fp4" if packed == 2 else op.dtype(w1) if op.dtype(w1) in ("fp8", "int8") else op.dtype(h)
     what = (f"fused MoE: T={tokens} tokens x top-{top_k} of E={experts} experts, H={hidden}, I={inter}: "
-            f"2 x 3 x T x k x H x I FLOPs; the weights of min(E, T k) = {reached} experts read")  # fmt: skip
+            f"2 x T x k x (one expert's weights) FLOPs; min(E, T k) = {reached} experts' weights read")  # fmt: skip
     return Price(explicit(flops, moved, dt, "matrix"), what)
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,8 +35,10 @@ from rooftop.analysis.torch.capture import Capture, replay_executions
 from rooftop.analysis.torch.engine_ops import collective_kind, family_category
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
+from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
+from rooftop.analysis.torch.unlaunched import attribute
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Comm, Cost
@@ -191,7 +194,7 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
     nccl = _Nccl(trace, chip, topology)
     launched = launching_ops(trace)
     execs = executions(trace, by_time=False)  # for the steps and the intervals: their order does not matter
-    groups, unexplained = _kernel_groups(trace, chip, nccl, launched, execs, capture)
+    groups, unexplained, by_name = _kernel_groups(trace, chip, nccl, launched, execs, capture)
     intervals = device_intervals(execs, _comm_kernels(trace, launched))
     ops: list[OpReport] = []
     for key, g in groups.items():
@@ -205,6 +208,10 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
         f"Dims) or from their NCCL args; {unexplained} launched by no op with Input Dims",
         *nccl.notes,
     ]
+    if by_name:
+        notes.append(f"{by_name} kernels without a launch in the trace (recorded before its host activity) priced "
+                     "as the ops they replay: a run of kernel names launched in that order on their stream, or a "
+                     "name one op signature alone launches")  # fmt: skip
     notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
         notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
@@ -242,11 +249,12 @@ def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Captur
 
 def _kernel_groups(
     trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions, capture: Capture | None = None
-) -> tuple[dict[tuple, _Group], int]:
+) -> tuple[dict[tuple, _Group], int, int]:
     """The kernels grouped into report rows: per NCCL call signature and per reason for kernels no op
     explains (each kernel one execution), then per priced (aten op, shapes, dtypes) (each op's kernels on
-    one device one execution); rows in the order of their first execution, executions in the order of
-    their first kernel. Also how many kernels no op launched."""
+    one device one execution; a kernel without a launch attributed by its name (:func:`by_kernel_name`)
+    one execution); rows in the order of their first execution, executions in the order of their first
+    kernel. Also how many kernels no op launched, and how many were attributed by name."""
     ev = trace.events
     kernels, op_row = launched.kernels, launched.ops
     name, name_values = column_codes(ev, "name")
@@ -260,10 +268,16 @@ def _kernel_groups(
         hit = _replays(ev, nccl, kernels[at], launched.launch[at], capture, replays)
         op_row = op_row.copy()
         op_row[at[hit]] = -2  # attributed from the capture: neither alone nor priced from a profile op
+    guessed, guessed_run = attribute(ev, kernels, op_row, launched.why, name, is_nccl)
+    run_of = op_row
+    if (guessed >= 0).any():  # kernels without a launch, attributed to the ops they replay
+        at = np.flatnonzero(guessed >= 0)
+        op_row, run_of = op_row.copy(), op_row.copy()
+        op_row[at], run_of[at] = guessed[at], guessed_run[at]
     alone = _where(is_nccl | (op_row == -1))  # kernels that are executions by themselves
     unexplained = int(np.count_nonzero(~is_nccl & (op_row == -1)))
     rows = kernels[alone]
-    group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups)
+    group = _alone_groups(ev, nccl, rows, name[alone], is_nccl[alone], launched.why[alone], groups, op_row[alone])
     del name
     alone_runs, at = _as_executions(ev, rows, execs)
     del rows
@@ -271,12 +285,12 @@ def _kernel_groups(
         g.runs = Runs(alone_runs, at[members])
     priced = np.flatnonzero(~is_nccl & (op_row >= 0))
     if len(priced):
-        op_runs, group = _op_runs(ev, nccl, kernels[priced], op_row[priced], groups)
+        op_runs, group = _op_runs(ev, nccl, kernels[priced], op_row[priced], groups, run_of[priced])
         for g, members in zip(groups.values(), members_of(group, len(groups)), strict=True):
             if len(members):
                 g.runs = Runs(op_runs, members)
     groups.update(replays)
-    return groups, unexplained
+    return groups, unexplained, int(np.count_nonzero(guessed >= 0))
 
 
 def _replays(
@@ -329,34 +343,45 @@ def _as_executions(ev: EventTable, rows: np.ndarray, execs: Executions) -> tuple
     return Executions(ev, rows, times, np.ones(len(rows), np.int64), (device[rows], devices)), np.arange(len(rows))
 
 
+def _call_args(args: Any, kernels: np.ndarray, ops: np.ndarray) -> list[Any]:
+    """The args naming each NCCL kernel's call: its own, or where they name no collective (older PyTorch,
+    RCCL's ``ncclDevKernel_Generic``) those of the op that launched it (``record_param_comms`` records the
+    collective, its counts, dtype and group)."""
+    own = gathered(args, kernels)
+    for i in np.flatnonzero(ops >= 0).tolist():
+        if "Collective name" not in own[i]:
+            launcher = args[int(ops[i])]
+            if "Collective name" in launcher:
+                own[i] = launcher
+    return own
+
+
 def _alone_groups(
     ev: EventTable, nccl: _Nccl, rows: np.ndarray, name: np.ndarray, is_nccl: np.ndarray, why: np.ndarray,
-    groups: dict[tuple, _Group],
+    groups: dict[tuple, _Group], ops: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
-    """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (read once
-    per distinct args), another by (name, why no op). The rows are made, and NCCL calls priced, in the
-    order of their first kernel."""
+    """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (its args,
+    or its launching op's: :func:`_call_args`; read once per distinct args), another by (name, why no op).
+    The rows are made, and NCCL calls priced, in the order of their first kernel."""
     names, args = ev.column("name"), ev.column("args")
     index: dict[tuple, int] = {}
     first: dict[int, Any] = {}  # the args of the first kernel of each NCCL key
     key_of = np.empty(len(rows), np.int32)
     calls = np.flatnonzero(is_nccl)
     if len(calls):  # read once per (kernel name, common part of the args), in order of first appearance
-        of_calls = gathered(args, rows[calls])  # each one's common part (getattr(a, "shared", a), in C)
+        of_calls = _call_args(args, rows[calls], ops[calls])  # each one's common part (getattr(a, "shared", a))
         common, _ = first_codes(np.fromiter(map(id, map(getattr, of_calls, itertools.repeat("shared"), of_calls)),
                                             np.int64, len(calls)))  # fmt: skip
-        del of_calls
         code, at = first_codes(name[calls].astype(np.int64) * (int(common.max()) + 1) + common)
         del common
         made = []
-        for n in calls[at].tolist():
-            row = int(rows[n])
-            a = args[row]
+        for i in at.tolist():
+            row, a = int(rows[calls[i]]), of_calls[i]
             k = index.setdefault(("nccl", *nccl.key(a), "" if a.get("Collective name") else names[row]), len(index))
             first.setdefault(k, a)
             made.append(k)
         key_of[calls] = np.array(made, np.int32)[code]
-        del code
+        del code, of_calls
     other = _where(~is_nccl)
     if len(other) if isinstance(other, np.ndarray) else len(rows):
         wide = np.int64 if int(name.max(initial=0)) >= (1 << 31) // len(REASONS) else np.int32
@@ -377,15 +402,16 @@ def _alone_groups(
 
 
 def _op_runs(
-    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group]
-) -> tuple[Executions, np.ndarray]:
+    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group],
+    run_of: np.ndarray | None = None,
+) -> tuple[Executions, np.ndarray]:  # fmt: skip
     """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
     with each one's report row, per (aten op, shapes, dtypes): ops read and priced once per distinct
     (name, args). Rows are added to ``groups`` in the order of their first execution."""
     names, args = ev.column("name"), ev.column("args")
     start, dur = floats(ev.column("start_s")), floats(ev.column("duration_s"))
     device, devices = column_codes(ev, "device")
-    run, first = first_codes(op_row * max(len(devices), 1) + device[kernels])
+    run, first = first_codes((op_row if run_of is None else run_of) * max(len(devices), 1) + device[kernels])
     rows, events = kernels[first], np.bincount(run, minlength=len(first))
     device = device[rows]
     begin, end, busy = start[rows], start[rows] + dur[rows], dur[rows] + 0.0  # one kernel: busy = 0 + dur
@@ -411,9 +437,10 @@ def _op_runs(
     prices: dict[tuple, tuple[str, Priced]] = {}
     index = {key: k for k, key in enumerate(groups)}
     made = []
+    nested = NestedOps(ev)
     for i in at.tolist():  # each distinct op: read, priced (once per shapes), given its report row
         r = int(ops[i])
-        op = TorchOp.from_args(names[r], args[r])
+        op = TorchOp.from_args(names[r], with_expert_tensors(names[r], args[r], partial(nested, r)))
         lengths = stats[step[i]] if step[i] >= 0 else None
         label, priced = _priced_once(prices, nccl, op, lengths)
         key = ("op", label, priced.flops, priced.bytes, priced.unknown)

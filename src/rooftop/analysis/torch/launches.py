@@ -72,18 +72,20 @@ def gathered(column: Sequence[Any], rows: np.ndarray) -> list[Any]:
     return objects(column)[rows].tolist()
 
 
-def launching_ops(trace: Trace) -> Launches:
+def launching_ops(trace: Trace, of: str = "kernel") -> Launches:
     """kernel row -> (row of the innermost ``cpu_op`` with ``Input Dims`` that launched it, or None, and
     why not). A kernel's launch is the runtime event (``cudaLaunchKernel``, ``hipLaunchKernel``, ...) of
     the same ``correlation``; the op is the innermost such cpu_op on the launching thread whose span holds
-    the launch. Without a launch event, a cpu_op of the kernel's ``External id`` (older traces)."""
+    the launch. Without a launch event, a cpu_op of the kernel's ``External id`` (older traces). ``of``:
+    the kind of device rows joined (``"memcpy"``: the copies and fills, launched by ``cudaMemcpyAsync``
+    and kin)."""
     ev = trace.events
     kind, kinds = column_codes(ev, "kind")
     args = ev.column("args")
     corr = objects(ev.column("correlation"))
     none = np.zeros(0, np.int64)
     other = np.flatnonzero(kind == kinds.index("other")) if "other" in kinds else none
-    kernels = np.flatnonzero(kind == kinds.index("kernel")) if "kernel" in kinds else none
+    kernels = np.flatnonzero(kind == kinds.index(of)) if of in kinds else none
     del kind
     ops, launch = _shaped_ops_and_launches(ev, other, corr)
     at = np.fromiter(map(launch.get, corr[kernels].tolist(), itertools.repeat(-1)), np.int64, len(kernels))

@@ -26,6 +26,7 @@ from rooftop.analysis.trace.chrome_events import (
     _KINETO_CATS,
     _MAX_US,
     _NUMBERS,
+    _OP_ARGS,
     _SHARED_ARGS,
     _US_PER_S,
     EventMapper,
@@ -48,12 +49,13 @@ _FAST_IDS: frozenset[Any] = frozenset({int, str})  # pids and tids mapped here (
 _HOST = "/host:CPU"
 _NO_ARGS: dict[str, Any] = {}  # the args of an event without any (never written to)
 _NCCL_KEYS = _KEPT["kernel"] - {"External id"}
-_OP_KEYS = _KEPT["cpu_op"]
+_OP_KEYS = _OP_ARGS
 _NO_HLO = (COLUMNS.index("module"), COLUMNS.index("instruction"))  # the columns a Kineto row leaves None
 #: how the events of a category keep their args (:func:`_plan`): their category only; a kernel's link to its
-#: op, or its NCCL call; an op's shapes and link; their category only, and ProfilerStep#N is a step marker
-_PLAIN_CAT, _KERNEL, _OP, _ANNOTATION = 0, 1, 2, 3
-_RULES = {"kernel": _KERNEL, "cpu_op": _OP, "user_annotation": _ANNOTATION}
+#: op, or its NCCL call; an op's shapes and link; their category only, and ProfilerStep#N is a step marker;
+#: a copy's or a fill's size
+_PLAIN_CAT, _KERNEL, _OP, _ANNOTATION, _COPY = 0, 1, 2, 3, 4
+_RULES = {"kernel": _KERNEL, "cpu_op": _OP, "user_annotation": _ANNOTATION, "gpu_memcpy": _COPY, "gpu_memset": _COPY}
 #: the fields of an event, when it has them all (a KeyError otherwise: :func:`_fields`); a JAX event has no cat
 _FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "cat", "args")
 _JAX_FIELDS = itemgetter("ph", "pid", "tid", "ts", "dur", "name", "args")
@@ -145,7 +147,7 @@ def _kineto(m: EventMapper, batch: list[Any], first: int) -> int:
             elif rule == _KERNEL and _NCCL_KEYS.isdisjoint(args):  # a kernel's link to its op, or nothing
                 ext = args.get("External id", _NO_ARGS)
                 kept = base if ext is _NO_ARGS else EventArgs(base, "External id", ext)
-            elif rule == _OP and args.keys() >= _OP_KEYS:  # an op's shapes and link: the shapes' dict if seen
+            elif rule == _OP and args.keys() >= _OP_KEYS and "Collective name" not in args:  # shapes: one dict
                 shapes_of = (args["Input Dims"], args["Input type"], args["Concrete Inputs"])
                 try:  # value_key inlined: orjson's text where it writes one without a null
                     text = dumps(shapes_of) if dumps is not None else None

@@ -68,13 +68,18 @@ _NCCL_ARGS = (
     "Process Group Name",
     "Process Group Ranks",
 )
+_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "External id")
 KINETO_ARGS: dict[str, tuple[str, ...]] = {
-    "cpu_op": ("Input Dims", "Input type", "Concrete Inputs", "External id"),
+    # an op's shapes, and the collective call of a ``record_param_comms`` op (older NCCL and RCCL kernels
+    # carry none: the call is on the op that launched them)
+    "cpu_op": (*_SHAPE_ARGS, *_NCCL_ARGS),
     "kernel": ("External id", *_NCCL_ARGS),
+    "gpu_memcpy": ("bytes", "External id"),  # a copy's size and its link to its op
+    "gpu_memset": ("bytes", "External id"),
 }
 _KEPT = {cat: frozenset(keys) for cat, keys in KINETO_ARGS.items()}
 _EXTERNAL_ID = frozenset({"External id"})
-_OP_ARGS = frozenset(KINETO_ARGS["cpu_op"])
+_OP_ARGS = frozenset(_SHAPE_ARGS)
 _NO_ARGS: dict[str, Any] = {}
 _MAX_OP_ARGS = 1 << 16  # distinct op shapes kept as one dict each (past it, each event keeps its own)
 #: Kineto categories of device activity, and the kind of row each is

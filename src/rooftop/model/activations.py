@@ -270,6 +270,44 @@ def activation_bytes_per_token(
 SEQUENCE_REGION = frozenset({"input", "attention/norm", "attention/o", "attention/residual", "mlp/norm", "mlp/down"})
 
 
+#: how a kept tensor divides over a tensor-parallel group (cost.OP_SPLITS, priced by sharding/tensor.tensor_ways):
+#: the sequence regions ("tokens": whole on every rank unless sequence parallelism splits them), the k and v
+#: projections' outputs over the KV heads, and the replicated ops' outputs (MLA's down-projections and their
+#: norms, the MoE router: the same on every rank) as their ops' tags (model/tags.py); the rest over the group
+KEPT_SPLITS: dict[str, str] = {
+    **dict.fromkeys(SEQUENCE_REGION, "tokens"),
+    **dict.fromkeys(("attention/k", "attention/v"), "kv_heads"),
+    **dict.fromkeys(
+        ("attention/q_a", "attention/q_a_norm", "attention/kv_a", "attention/kv_a_norm", "moe/router"), "replicated"
+    ),
+}
+
+
+def kept_split(name: str) -> str:
+    """The split of the kept tensor ``name`` (KEPT_SPLITS; "heads", divided over the whole group, otherwise)."""
+    return KEPT_SPLITS.get(name, "heads")
+
+
+def activation_bytes_by_split(
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str = "none",
+    dtype: str = "bf16",
+    flash: bool = False,
+    matmul_dtype: str | None = None,
+) -> dict[str, float]:
+    """``activation_bytes_per_token`` by the kept tensors' splits (``kept_split``): what a planner divides
+    over a tensor-parallel group by the one rule (sharding/tensor.tensor_ways)."""
+    names = {t.name for g in layer_groups(cfg) for t in activation_tensors(cfg, seq_len, g, flash)}
+    by: dict[str, set[str]] = {}
+    for name in names:
+        by.setdefault(kept_split(name), set()).add(name)
+    return {
+        split: activation_bytes_per_token(cfg, seq_len, remat, dtype, flash, matmul_dtype, frozenset(group))
+        for split, group in sorted(by.items())
+    }
+
+
 def sequence_region_bytes_per_token(
     cfg: TransformerConfig,
     seq_len: int,

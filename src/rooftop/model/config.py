@@ -22,10 +22,10 @@ model/catalog.py.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.units import divisors
 
 
 @dataclass(frozen=True)
@@ -116,13 +116,6 @@ def _flags(owner: str, obj: object, names: tuple[str, ...]) -> None:
         value = getattr(obj, name)
         if not isinstance(value, bool):
             raise InvalidConfigError(f"{owner}: {name}={shown(value)} must be true or false")
-
-
-def divisors(n: int) -> list[int]:
-    """Divisors of ``n`` ascending, from the pairs (d, n // d) with d <= sqrt(n) (n is bounded
-    by the limits above, so this is at most about a thousand steps)."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
 
 
 @dataclass(frozen=True)
@@ -469,6 +462,33 @@ class TransformerConfig:
     def norm_params(self) -> int:
         """Parameters of one norm over d_model: a scale, plus a bias for LayerNorm with bias."""
         return self.d_model * (2 if self.norm == "layernorm" and self.norm_bias else 1)
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one query head's attention output (the values it mixes): MLA's v_head_dim, else head_dim."""
+        return self.mla.v_head_dim if self.mla is not None else self.head_dim
+
+    def kv_heads_fit(self, tp: int) -> bool:
+        """Whether the KV heads divide over a TP group of ``tp`` chips: each chip holds whole KV heads (tp
+        divides K) or a copy of one (K divides tp: replicated once tp > K); a cache without heads (MLA's
+        latent, ``tp_kv_heads`` None) puts no rule on tp."""
+        k = self.tp_kv_heads
+        return k is None or k % tp == 0 or tp % k == 0
+
+    def check_kv_heads(self, tp: int) -> None:
+        """Raise InvalidConfigError when the KV heads do not divide over ``tp`` chips (``kv_heads_fit``),
+        listing the tp that divide the query heads and fit."""
+        if not self.kv_heads_fit(tp):
+            valid = ", ".join(str(d) for d in divisors(self.n_heads) if self.kv_heads_fit(d))
+            raise InvalidConfigError(
+                f"tp={tp} neither divides nor is a multiple of n_kv_heads={self.n_kv_heads}; valid: {valid}"
+            )
+
+    @property
+    def tp_kv_heads(self) -> int | None:
+        """The KV heads the k and v projections and the KV cache divide over a tensor-parallel group by
+        (sharding/tensor.kv_shards); None when the cache holds no heads to split (MLA's latent: replicated)."""
+        return None if self.mla is not None else self.n_kv_heads
 
     def layer_attention(self, index: int) -> str:
         return self.attention_pattern[index % len(self.attention_pattern)]

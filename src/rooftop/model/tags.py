@@ -31,7 +31,10 @@ OP_TAGS: dict[str, OpTag] = {
     "kv_cache_write": OpTag("io", "attention"),
     **dict.fromkeys(("rope", "act", "q_norm", "k_norm"), OpTag("elementwise", "heads")),
     **dict.fromkeys(("q_a_norm", "kv_a_norm", "routing"), OpTag("elementwise", "replicated")),
-    **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm", "loss"), OpTag("elementwise", "tokens")),
+    **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm"), OpTag("elementwise", "tokens")),
+    # the cross-entropy over the vocabulary-parallel head's logits: each rank its vocabulary shard (Megatron's
+    # vocab_parallel_cross_entropy; Shoeybi et al. 2019, section 3), whether or not the norms split by tokens
+    "loss": OpTag("elementwise", "heads"),
     # the eager kernels' traffic beyond the fused op (model/eager.py), divided as the op they shadow
     **dict.fromkeys(("norm_unfused", "post_norm_unfused"), OpTag("elementwise", "tokens", unfused=True)),
     **dict.fromkeys(("rope_unfused", "act_unfused"), OpTag("elementwise", "heads", unfused=True)),

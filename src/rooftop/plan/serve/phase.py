@@ -254,8 +254,7 @@ def tp_comms(cfg: TransformerConfig, layout: ServingLayout, tokens: int, dtypes:
         return out
     out = [(Comm("all-reduce", group, act, label="tp"), per_layer * n)]
     if layout.kv_batch > 1:
-        head = cfg.mla.v_head_dim if cfg.mla else cfg.head_dim
-        q = tokens * cfg.n_heads * head * dtype_bytes(dtypes.activations) / layout.tp
+        q = tokens * cfg.n_heads * cfg.value_head_dim * dtype_bytes(dtypes.activations) / layout.tp
         out.append((Comm("all-to-all", ("kv_batch",), q, label="kv_batch"), 2 * n))
     return out
 

@@ -464,6 +464,15 @@ class TransformerConfig:
         return self.d_model * (2 if self.norm == "layernorm" and self.norm_bias else 1)
 
     @property
+    def tp_regions_per_layer(self) -> int:
+        """Tensor-parallel regions of one layer, each closed by one reduction of its output (an all-reduce,
+        or a reduce-scatter under sequence parallelism): two for a serial layer (attention, then the MLP
+        on its output), one for a parallel layer (y = x + Attn(LN x) + MLP(LN x): both read the same
+        input and their outputs are summed before one reduction; Chowdhery et al. 2022, PaLM, section 2,
+        "Parallel Layers")."""
+        return 1 if self.parallel_layers else 2
+
+    @property
     def value_head_dim(self) -> int:
         """Width of one query head's attention output (the values it mixes): MLA's v_head_dim, else head_dim."""
         return self.mla.v_head_dim if self.mla is not None else self.head_dim

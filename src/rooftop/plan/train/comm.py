@@ -126,7 +126,7 @@ def tp_pairs_per_layer(cfg: TransformerConfig) -> int:
     MLP(LN x)) one: attention and MLP read the same gathered input, whose input matmuls are fused, and their
     outputs are summed before one reduce-scatter (Chowdhery et al. 2022, PaLM, section 2, "Parallel Layers":
     the attention and MLP input matmuls fused, about 15% faster training at large scale)."""
-    return 1 if cfg.parallel_layers else 2
+    return cfg.tp_regions_per_layer
 
 
 def layer_comm(

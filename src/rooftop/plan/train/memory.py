@@ -63,9 +63,8 @@ def params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]
     (profile.held_params: the k and v projections over the KV heads, norms and routers whole); routed
     experts over tp x ep."""
     share = stage_split(prof.n_layers, par, prof.head_layers).held / prof.n_layers
-    layers, edge = held_params(prof, par.tp)
-    dense = sum(g.count * held for g, held in zip(prof.groups, layers, strict=True))
-    return dense * share + edge, prof.params_expert * share / (par.tp * par.ep)
+    held = held_params(prof, par.tp)
+    return held.dense * share + held.edge, prof.params_expert * share / (par.tp * par.ep)
 
 
 def offload_transfers(
@@ -116,8 +115,14 @@ def activations_per_chip(par: Parallelism, prof: ModelProfile) -> float:
     its split divides (sharding/tensor.tensor_ways, the rule training time and serving use): the norm and
     residual tensors whole without sequence parallelism, the k and v outputs over the KV heads, the
     replicated ops' outputs whole, the rest over tp."""
-    tp, kv, sp = par.tp, prof.cfg.tp_kv_heads, par.sequence_parallel
-    return sum(b / tensor_ways(split, tp, kv, sp) for split, b in prof.activation_bytes_by_split)
+    key = (par.tp, par.sequence_parallel)
+    found = prof.kept_memo.get(key)
+    if found is None:
+        tp, kv, sp = par.tp, prof.cfg.tp_kv_heads, par.sequence_parallel
+        found = prof.kept_memo[key] = sum(
+            b / tensor_ways(split, tp, kv, sp) for split, b in prof.activation_bytes_by_split
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -146,9 +151,10 @@ class MemoryTerms:
         tokens_chip = b * setup.seq_len / par.cp
         buffers = 0.0
         if par.fsdp > 1 and par.fsdp_reshard:  # gathered layers in flight (kept whole in ``working`` otherwise)
-            layers, edge = held_params(prof, par.tp)
-            biggest = max(h + g.expert_params / (par.tp * par.ep) for g, h in zip(prof.groups, layers, strict=True))
-            buffers = 2 * max(biggest, edge) * state["weights"]
+            layers = held_params(prof, par.tp)
+            experts = (g.expert_params / (par.tp * par.ep) for g in prof.groups)
+            biggest = max(h + e for h, e in zip(layers.layers, experts, strict=True))
+            buffers = 2 * max(biggest, layers.edge) * state["weights"]
         held = shards.params(prof, par)
         return MemoryTerms(
             state,

@@ -138,8 +138,13 @@ class ModelProfile:
         return {}
 
     @cached_property
-    def held_memo(self) -> dict[int, tuple[tuple[float, ...], float]]:
+    def held_memo(self) -> dict[int, HeldParams]:
         """held_params already found for this profile, by tp."""
+        return {}
+
+    @cached_property
+    def kept_memo(self) -> dict[tuple[int, bool], float]:
+        """memory.activations_per_chip already found for this profile, by (tp, sequence parallelism)."""
         return {}
 
     activation_bytes_per_token: float  # all layers, under the remat policy
@@ -269,10 +274,18 @@ def _params_by_tag(leaves: Iterable[ParamTree]) -> tuple[tuple[OpTag | None, flo
     return tuple(out.items())
 
 
-def held_params(prof: ModelProfile, tp: int) -> tuple[tuple[float, ...], float]:
-    """(per layer group: the non-expert parameters of one layer, the parameters outside the layers) one chip
-    of a TP group of ``tp`` holds: each tag's parameters x its weight share (sharding/tensor.share), the
-    rule training time and serving use; memoized on the profile."""
+@dataclass(frozen=True)
+class HeldParams:
+    """The non-expert parameters one chip of a TP group holds (``held_params``)."""
+
+    layers: tuple[float, ...]  # per layer group, of one layer
+    edge: float  # outside the layers
+    dense: float  # of all the layers: sum of count x layers
+
+
+def held_params(prof: ModelProfile, tp: int) -> HeldParams:
+    """The non-expert parameters one chip of a TP group of ``tp`` holds: each tag's parameters x its weight
+    share (sharding/tensor.share), the rule training time and serving use; memoized on the profile."""
     found = prof.held_memo.get(tp)
     if found is None:
         kv = prof.cfg.tp_kv_heads
@@ -280,7 +293,9 @@ def held_params(prof: ModelProfile, tp: int) -> tuple[tuple[float, ...], float]:
         def held(pairs: tuple[tuple[OpTag | None, float], ...]) -> float:
             return sum(p * (share(tag, tp, kv).weights if tag is not None else 1 / tp) for tag, p in pairs)
 
-        found = prof.held_memo[tp] = (tuple(held(g.params_by_tag) for g in prof.groups), held(prof.edge_params_by_tag))
+        layers = tuple(held(g.params_by_tag) for g in prof.groups)
+        dense = sum(g.count * h for g, h in zip(prof.groups, layers, strict=True))
+        found = prof.held_memo[tp] = HeldParams(layers, held(prof.edge_params_by_tag), dense)
     return found
 
 

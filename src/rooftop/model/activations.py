@@ -157,6 +157,20 @@ def _recurrent_tensors(cfg: TransformerConfig, mixer: str) -> list[ActivationTen
     return out
 
 
+def _hybrid_ssm_tensors(cfg: TransformerConfig) -> list[ActivationTensor]:
+    """What the state-space layer of a hybrid layer keeps (as ``_recurrent_tensors``, its input, norm,
+    output projection and residual shared with the attention's)."""
+    m, a = cfg.ssm, ActivationTensor
+    if m is None:
+        return []
+    out = [
+        a("ssm/in_proj", 2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads, "matmul"),
+        a("ssm/conv", m.conv_dim, "elementwise"),
+        a("ssm/values", m.d_inner, "attention_output"),
+    ]
+    return out + ([a("ssm/out_norm", m.d_inner, "elementwise")] if m.gated_norm else [])
+
+
 def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
     a = ActivationTensor
     out = [a("mlp/norm", cfg.d_model, "elementwise")] if cfg.norms_per_layer >= 2 else []
@@ -189,7 +203,11 @@ def activation_tensors(
     statistics are kept; dropout masks are not counted."""
     g = group or layer_groups(cfg)[0]
     ctx = min(seq_len, g.window) if g.window else seq_len
-    if g.stateful:
+    if g.mixer == "hybrid":  # the attention's tensors, and the state-space layer's beside them
+        attention = _attention_tensors(cfg, ctx, flash)
+        at = [t.name for t in attention].index("attention/o")
+        mixer = attention[:at] + _hybrid_ssm_tensors(cfg) + attention[at:]
+    elif g.stateful:
         mixer = _recurrent_tensors(cfg, g.mixer)
     elif g.mixer == "none":
         mixer = [ActivationTensor("input", cfg.d_model, "block_input")]
@@ -203,6 +221,7 @@ def activation_tensors(
 MATMUL_INPUTS = frozenset(
     {
         "attention/norm", "attention/q_a_norm", "attention/kv_a_norm", "attention/values", "attention/out_norm",
+        "ssm/values", "ssm/out_norm",
         "mlp/norm", "mlp/act",
         "moe/experts/input", "moe/experts/act", "moe/shared/act",
     }

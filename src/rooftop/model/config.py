@@ -69,10 +69,11 @@ POSITIONS = ("rotary", "learned", "none")
 #: "local" a sliding window of ``sliding_window`` keys, "chunked" attention inside fixed chunks of
 #: ``attention_chunk`` keys (Llama 4), "linear" linear attention with a constant-size state
 #: (``LinearAttentionConfig``: gated DeltaNet), "ssm" a state-space layer (``SSMConfig``: Mamba, Mamba-2),
-#: "none" no mixer (an MLP-only layer, as Nemotron-H's)
-ATTENTION_KINDS = ("global", "local", "chunked", "linear", "ssm", "none")
+#: "none" no mixer (an MLP-only layer, as Nemotron-H's), "hybrid" global attention and a state-space layer
+#: side by side on the same normed input, their outputs summed (Falcon-H1's parallel hybrid: Zuo et al. 2025)
+ATTENTION_KINDS = ("global", "local", "chunked", "linear", "ssm", "none", "hybrid")
 #: the mixers that attend over a KV cache that grows with the context
-ATTENTION_MIXERS = ("global", "local", "chunked")
+ATTENTION_MIXERS = ("global", "local", "chunked", "hybrid")
 #: the feed-forward block of a layer (``ffn_pattern`` entries): "dense" MLP of ``d_ff``, "moe" the
 #: ``MoEConfig`` experts, "none" no feed-forward (a mixer-only layer, as Nemotron-H's)
 FFN_KINDS = ("dense", "moe", "none")
@@ -253,6 +254,7 @@ class SSMConfig:
     conv_bias: bool = True
     proj_bias: bool = False
     bc_norms: bool = False  # Jamba: RMSNorms over dt, B and C
+    gated_norm: bool = True  # Mamba-2's gated RMSNorm before out_proj (Falcon-H1's mamba_rms_norm: the gate alone)
 
     def __post_init__(self) -> None:
         check_positive(
@@ -272,7 +274,7 @@ class SSMConfig:
                 f"ssm: n_heads={self.n_heads} must divide d_inner={self.d_inner} and be a multiple of"
                 f" n_groups={self.n_groups}"
             )
-        _flags("ssm", self, ("conv_bias", "proj_bias", "bc_norms"))
+        _flags("ssm", self, ("conv_bias", "proj_bias", "bc_norms", "gated_norm"))
 
     @property
     def conv_dim(self) -> int:
@@ -437,6 +439,7 @@ class TransformerConfig:
             ("chunked", "attention_chunk", "the chunk in tokens"),
             ("linear", "linear", "a [linear] table"),
             ("ssm", "ssm", "an [ssm] table"),
+            ("hybrid", "ssm", "an [ssm] table"),
         ):
             if kind in self.attention_pattern and not getattr(self, field):
                 raise InvalidConfigError(f"{owner}: attention_pattern has {kind!r} layers but no {field}; give {what}")

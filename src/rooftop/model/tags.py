@@ -16,12 +16,12 @@ OP_TAGS: dict[str, OpTag] = {
     # linear attention and state-space layers: their input projections split by heads (channels) over
     # the TP group as a column-parallel matmul, the output projection row-parallel (Megatron-LM's Mamba)
     **dict.fromkeys(("q_gate", "in_qkvz", "in_ba", "in_proj", "dt_proj"), OpTag("matmul", "tensor")),
-    **dict.fromkeys(("o", "down", "x_proj"), OpTag("matmul", "tensor", row_parallel=True)),
+    **dict.fromkeys(("o", "down", "x_proj", "ssm_o"), OpTag("matmul", "tensor", row_parallel=True)),
     "shared_gate": OpTag("matmul", "replicated"),
     # the recurrence (gated delta rule, selective scan) over each head's state: attention-like work
     # that divides by heads; its state is the per-sequence cache of these layers
     "scan": OpTag("attention", "heads"),
-    **dict.fromkeys(("conv", "decay", "out_norm", "ssm_params"), OpTag("elementwise", "heads")),
+    **dict.fromkeys(("conv", "decay", "out_norm", "ssm_gate", "ssm_params"), OpTag("elementwise", "heads")),
     **dict.fromkeys(("k", "v"), OpTag("matmul", "kv_heads")),
     **dict.fromkeys(("q_a", "kv_a", "router"), OpTag("matmul", "replicated")),
     # a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against

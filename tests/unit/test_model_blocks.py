@@ -101,8 +101,9 @@ def test_exact_counts_by_hand() -> None:
 
 
 def test_deepseek_v2_lite_active_by_hand_and_the_cards_rounding() -> None:
-    """DeepSeek-V2 report, appendix B: V2-Lite "2.4B activated for each token", counted as DeepSeek counts V2
-    (21B) and V3 (37B): the input embedding excluded (a lookup, not computed; with it V2-Lite would be 2.66B).
+    """DeepSeek-V2 report, appendix B: V2-Lite "2.4B activated for each token", counted as the DeepSeek-V2
+    entries count (active_excludes_embedding: V2's 20.85B for the report's 21B): the input embedding excluded
+    (a lookup, not computed; with it V2-Lite would be 2.66B, further from the card).
     Per layer: MLA without query compression (norm; q 2048 x 16 x 192; kv_a 2048 x 576 and its norm 512; kv_b
     512 x 16 x 256; o 2048 x 2048); layer 0 a dense SwiGLU of 10944, the other 26 the router (64 x 2048) and
     6 routed + 2 shared experts of 1408; the final norm and the 102400 x 2048 head. That is 2.4514B, 2.1% over

@@ -258,7 +258,11 @@ def test_catalog_has_todays_families_and_unknown_names_point_to_config_json() ->
                  "glm-4.5-air", "llama-4-scout", "nemotron-h-8b", "jamba", "phi-4"):  # fmt: skip
         assert get_model(name).n_layers > 0
     # the catalog entry and the published config.json describe the same model
-    for name, file in (("qwen3-next-80b-a3b", "qwen3-next-80b-a3b.json"), ("nemotron-h-8b", "nemotron-h-8b.json")):
+    for name, file in (
+        ("qwen3-next-80b-a3b", "qwen3-next-80b-a3b.json"),
+        ("nemotron-h-8b", "nemotron-h-8b.json"),
+        ("falcon-h1-7b", "falcon-h1-7b.json"),
+    ):
         assert param_tree(get_model(name)).params == param_tree(load_hf_config(HF / file)).params
     code, _, err = run_cli("model", "qwen3-9b")
     assert code == 2 and len(err.strip().splitlines()) == 1

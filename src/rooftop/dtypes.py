@@ -1,4 +1,5 @@
-"""Element types: bytes per element and how they name compute precision."""
+"""Element types: bytes per element, how they name compute precision, and their spellings in HLO,
+PyTorch profiles and NCCL (the one table of each; analysis/ reads them here)."""
 
 from __future__ import annotations
 
@@ -17,31 +18,46 @@ DTYPE_BYTES: dict[str, float] = {
     "fp64": 8.0,
 }
 
+#: HLO element type (XLA's PrimitiveType, as HLO text spells it) -> the dtype whose rate prices it: types
+#: without a rate of their own compute as the nearest class (pred as int8, s16 and s64 as int32, c64 as fp32);
+#: other f8 types are fp8 and anything else fp32 (``hlo_dtype``)
+HLO_DTYPES: dict[str, str] = {
+    "f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64", "c64": "fp32", "c128": "fp64", "f4e2m1fn": "fp4",
+    "f8e4m3fn": "fp8", "f8e5m2": "fp8",
+    **dict.fromkeys(("s8", "u8", "pred"), "int8"),
+    **dict.fromkeys(("s4", "u4", "s2", "u2", "s1", "u1"), "int4"),
+    **dict.fromkeys(("s16", "u16", "s32", "u32", "s64", "u64"), "int32"),
+}  # fmt: skip
+#: ``Input type`` of a tensor argument in a PyTorch profile (the C++ type names) -> dtype.
+TORCH_DTYPES: dict[str, str] = {
+    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8", "int": "int32",
+    "long int": "int32", "short int": "int32", "signed char": "int8", "unsigned char": "int8", "bool": "int8",
+}  # fmt: skip
+#: NCCL kernel ``dtype`` in a PyTorch profile (c10 ScalarType names) -> dtype.
+NCCL_DTYPES: dict[str, str] = {
+    "Float": "fp32", "Double": "fp64", "Half": "fp16", "BFloat16": "bf16", "Float8_e4m3fn": "fp8",
+    "Float8_e5m2": "fp8", "Int": "int32", "Long": "int32", "Char": "int8", "Byte": "int8", "Bool": "int8",
+}  # fmt: skip
+
+#: the HLO spellings of exactly a dtype's width, accepted wherever a dtype is named (``canonical_dtype``)
+_HLO_NAMES = ("f32", "f16", "f64", "f8e4m3fn", "f8e5m2", "s8", "u8", "s4", "u4", "s32", "u32")
+
 _ALIASES = {
-    "f32": "fp32",
+    **{name: HLO_DTYPES[name] for name in _HLO_NAMES},
     "float32": "fp32",
     "float": "fp32",
     "tf32": "fp32",
     "bfloat16": "bf16",
-    "f16": "fp16",
     "float16": "fp16",
     "half": "fp16",
     "f8": "fp8",
     "float8": "fp8",
-    "f8e4m3fn": "fp8",
-    "f8e5m2": "fp8",
     "e4m3": "fp8",
     "e5m2": "fp8",
-    "s8": "int8",
-    "u8": "int8",
     "i8": "int8",
-    "s4": "int4",
-    "u4": "int4",
     "i4": "int4",
-    "s32": "int32",
-    "u32": "int32",
     "i32": "int32",
-    "f64": "fp64",
     "float64": "fp64",
 }
 
@@ -56,6 +72,11 @@ def canonical_dtype(name: str) -> str:
     if key not in DTYPE_BYTES:
         raise UnknownNameError("dtype", name, list(DTYPE_BYTES) + list(_ALIASES))
     return key
+
+
+def hlo_dtype(hlo_type: str) -> str:
+    """The dtype an HLO element type computes as (``HLO_DTYPES``; other f8 types -> fp8, the rest fp32)."""
+    return HLO_DTYPES.get(hlo_type, "fp8" if hlo_type.startswith("f8") else "fp32")
 
 
 def dtype_bytes(name: str) -> float:

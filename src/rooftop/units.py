@@ -264,3 +264,11 @@ def hours(seconds: float) -> float:
 
 def days(seconds: float) -> float:
     return seconds / SECONDS_PER_DAY
+
+
+def divisors(n: int) -> list[int]:
+    """Divisors of ``n`` ascending, from the pairs (d, n // d) with d <= sqrt(n): the degrees a count of
+    chips, heads, layers or experts splits into evenly (callers bound n, so this is at most about a
+    thousand steps)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})

@@ -23,9 +23,10 @@ from rooftop.hardware.topology import topology_for_chips
 from rooftop.model.activations import REMAT_POLICIES
 from rooftop.model.catalog import get_model
 from rooftop.plan.train.comm import CommPricer
-from rooftop.plan.train.layout import Parallelism, divisors, validate
+from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.search import search
 from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
+from rooftop.units import divisors
 
 MODELS = ("llama-3-8b", "llama-2-13b", "mistral-7b", "mixtral-8x7b", "gemma-2-27b", "llama-3-70b")
 CHIPS = ("h100", "a100", "b200", "tpu-v5e", "tpu-v5p", "tpu-v4")

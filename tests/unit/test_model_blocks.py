@@ -100,6 +100,43 @@ def test_exact_counts_by_hand() -> None:
     )
 
 
+def test_deepseek_v2_lite_active_by_hand_and_the_cards_rounding() -> None:
+    """DeepSeek-V2 report, appendix B: V2-Lite "2.4B activated for each token", counted as the DeepSeek-V2
+    entries count (active_excludes_embedding: V2's 20.85B for the report's 21B): the input embedding excluded
+    (a lookup, not computed; with it V2-Lite would be 2.66B, further from the card).
+    Per layer: MLA without query compression (norm; q 2048 x 16 x 192; kv_a 2048 x 576 and its norm 512; kv_b
+    512 x 16 x 256; o 2048 x 2048); layer 0 a dense SwiGLU of 10944, the other 26 the router (64 x 2048) and
+    6 routed + 2 shared experts of 1408; the final norm and the 102400 x 2048 head. That is 2.4514B, 2.1% over
+    the card: no block of about 51M explains the gap (the nearest, the 27 kv_b up-projections, is 56.6M), and
+    the report's one decimal reads 2.4514B as 2.4B (rounded down), so the test holds the exact count and the
+    gap to the card, not the card within 0.5%."""
+    attention = 2048 + 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 2048 * 2048
+    dense, moe = 2048 + 3 * 2048 * 10944, 2048 + 64 * 2048 + (6 + 2) * 3 * 2048 * 1408
+    active = _cli_model("deepseek-v2-lite.json")["params_active"]
+    assert active == 27 * attention + dense + 26 * moe + 2048 + 102400 * 2048
+    assert active / 2.4e9 - 1 == pytest.approx(0.0214, abs=0.0005)  # the gap the docstring explains
+
+
+def test_falcon_h1_parallel_hybrid_by_hand_and_its_card() -> None:
+    """Falcon-H1-7B (transformers FalconH1DecoderLayer): every layer one input norm, then attention (12 query
+    heads and 2 KV heads of 128) and Mamba-2 (mamba_d_ssm 3072 in 24 heads, d_state 256, one group, conv 4
+    with bias, no gated norm: mamba_rms_norm false) side by side on it, their outputs summed, then a SwiGLU
+    MLP of 12288; untied 130048 x 3072 tables. Its model page: 7.59B parameters."""
+    attention = 3072 + 3072 * 12 * 128 + 2 * 3072 * 2 * 128 + 12 * 128 * 3072
+    # in_proj: z and x (2 x 3072), B and C (2 x 256), dt (24); conv over x, B, C (3584) x 4 taps + bias;
+    # A_log, D, dt_bias per head; out_proj 3072 x 3072
+    mamba = 3072 * (2 * 3072 + 2 * 256 + 24) + 3584 * 4 + 3584 + 3 * 24 + 3072 * 3072
+    mlp = 3072 + 3 * 3072 * 12288
+    total = _cli_model("falcon-h1-7b.json")["params_total"]
+    assert total == 44 * (attention + mamba + mlp) + 2 * 130048 * 3072 + 3072
+    assert abs(total - 7.59e9) <= 0.005 * 7.59e9
+    cfg = load_hf_config(HF / "falcon-h1-7b.json")
+    # both caches in every layer: the attention's KV grows with the context, the Mamba-2 state does not
+    assert kv_cache_bytes_per_token(cfg) == 44 * 2 * 2 * 128 * 2
+    assert state_bytes_per_sequence(cfg) == 44 * (3072 * 256 + 3 * 3584) * 2
+    assert kv_cache_bytes(cfg, 1, 8192) - kv_cache_bytes(cfg, 1, 4096) == 4096 * kv_cache_bytes_per_token(cfg)
+
+
 def test_llama4_scout_total_with_its_vision_encoder() -> None:
     """Meta's 109B for Scout includes the vision encoder, counted here from the published vision_config
     (transformers Llama4VisionModel): patch embedding 3 x 14 x 14 x 1408, class embedding 1408, positions
@@ -202,7 +239,7 @@ def test_prefill_of_recurrent_blocks_is_priced_by_their_own_flops() -> None:
 
 
 NEW_FAMILIES = ["qwen3-next-80b-a3b.json", "nemotron-h-8b.json", "jamba-v0.1.json", "llama-4-scout-17b-16e.json",
-                "glm-4.5-air.json", "deepseek-v2-lite.json"]  # fmt: skip
+                "glm-4.5-air.json", "deepseek-v2-lite.json", "falcon-h1-7b.json"]  # fmt: skip
 
 
 @pytest.mark.parametrize("file", NEW_FAMILIES)
@@ -221,7 +258,11 @@ def test_catalog_has_todays_families_and_unknown_names_point_to_config_json() ->
                  "glm-4.5-air", "llama-4-scout", "nemotron-h-8b", "jamba", "phi-4"):  # fmt: skip
         assert get_model(name).n_layers > 0
     # the catalog entry and the published config.json describe the same model
-    for name, file in (("qwen3-next-80b-a3b", "qwen3-next-80b-a3b.json"), ("nemotron-h-8b", "nemotron-h-8b.json")):
+    for name, file in (
+        ("qwen3-next-80b-a3b", "qwen3-next-80b-a3b.json"),
+        ("nemotron-h-8b", "nemotron-h-8b.json"),
+        ("falcon-h1-7b", "falcon-h1-7b.json"),
+    ):
         assert param_tree(get_model(name)).params == param_tree(load_hf_config(HF / file)).params
     code, _, err = run_cli("model", "qwen3-9b")
     assert code == 2 and len(err.strip().splitlines()) == 1
@@ -233,7 +274,7 @@ def test_decode_reads_the_state_once_whatever_the_context() -> None:
     layers' KV over the context: only the latter grows with the context."""
     from rooftop.model.transformer import model_costs
 
-    for file in ("qwen3-next-80b-a3b.json", "nemotron-h-8b.json"):
+    for file in ("qwen3-next-80b-a3b.json", "nemotron-h-8b.json", "falcon-h1-7b.json"):
         cfg = load_hf_config(HF / file)
 
         def cache(context: int, cfg: TransformerConfig = cfg) -> float:

@@ -20,7 +20,7 @@ from functools import cached_property
 
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS, Chip
-from rooftop.units import parse_int, plural
+from rooftop.units import divisors, parse_int, plural
 
 #: most named axes of a mesh (real meshes have 1 to 6) and the longest axis name
 MAX_MESH_AXES = 64
@@ -184,7 +184,7 @@ def _factorizations(n: int, ndim: int) -> list[tuple[int, ...]]:
     """Shapes of ``ndim`` dims with product n (each listed once, sizes ascending), most cubic
     first. Built from n's divisors, smallest size first: the work grows with the shapes there
     are, not with n."""
-    divs = _divisors(n)
+    divs = divisors(n)
     out: list[tuple[int, ...]] = []
 
     def rec(rem: int, k: int, lo: int, acc: tuple[int, ...]) -> None:
@@ -201,12 +201,6 @@ def _factorizations(n: int, ndim: int) -> list[tuple[int, ...]]:
 
     rec(n, max(ndim, 1), 1, ())
     return sorted(out, key=lambda s: (max(s) / min(s), s))
-
-
-def _divisors(n: int) -> list[int]:
-    """Divisors of n ascending, from the pairs (d, n // d) with d <= sqrt(n)."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
 
 
 #: links of the scale-out network: the GPU fabric between NVLink domains, the DCN between TPU slices

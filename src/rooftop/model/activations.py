@@ -165,6 +165,20 @@ def _recurrent_tensors(cfg: TransformerConfig, mixer: str) -> list[ActivationTen
     return out
 
 
+def _hybrid_ssm_tensors(cfg: TransformerConfig) -> list[ActivationTensor]:
+    """What the state-space layer of a hybrid layer keeps (as ``_recurrent_tensors``, its input, norm,
+    output projection and residual shared with the attention's)."""
+    m, a = cfg.ssm, ActivationTensor
+    if m is None:
+        return []
+    out = [
+        a("ssm/in_proj", 2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads, "matmul"),
+        a("ssm/conv", m.conv_dim, "elementwise"),
+        a("ssm/values", m.d_inner, "attention_output"),
+    ]
+    return out + ([a("ssm/out_norm", m.d_inner, "elementwise")] if m.gated_norm else [])
+
+
 def _mlp_tensors(cfg: TransformerConfig, moe: bool) -> list[ActivationTensor]:
     a = ActivationTensor
     out = [a("mlp/norm", cfg.d_model, "elementwise")] if cfg.norms_per_layer >= 2 else []
@@ -197,7 +211,11 @@ def activation_tensors(
     statistics are kept; dropout masks are not counted."""
     g = group or layer_groups(cfg)[0]
     ctx = min(seq_len, g.window) if g.window else seq_len
-    if g.stateful:
+    if g.mixer == "hybrid":  # the attention's tensors, and the state-space layer's beside them
+        attention = _attention_tensors(cfg, ctx, flash)
+        at = [t.name for t in attention].index("attention/o")
+        mixer = attention[:at] + _hybrid_ssm_tensors(cfg) + attention[at:]
+    elif g.stateful:
         mixer = _recurrent_tensors(cfg, g.mixer)
     elif g.mixer == "none":
         mixer = [ActivationTensor("input", cfg.d_model, "block_input")]
@@ -211,6 +229,7 @@ def activation_tensors(
 MATMUL_INPUTS = frozenset(
     {
         "attention/norm", "attention/q_a_norm", "attention/kv_a_norm", "attention/values", "attention/out_norm",
+        "ssm/values", "ssm/out_norm",
         "mlp/norm", "mlp/act",
         "moe/experts/input", "moe/experts/act", "moe/shared/act",
     }
@@ -276,6 +295,44 @@ def activation_bytes_per_token(
 
 #: the activations outside Megatron's tensor-parallel regions (layer input, norms, attention output, residual)
 SEQUENCE_REGION = frozenset({"input", "attention/norm", "attention/o", "attention/residual", "mlp/norm", "mlp/down"})
+
+
+#: how a kept tensor divides over a tensor-parallel group (cost.OP_SPLITS, priced by sharding/tensor.tensor_ways):
+#: the sequence regions ("tokens": whole on every rank unless sequence parallelism splits them), the k and v
+#: projections' outputs over the KV heads, and the replicated ops' outputs (MLA's down-projections and their
+#: norms, the MoE router: the same on every rank) as their ops' tags (model/tags.py); the rest over the group
+KEPT_SPLITS: dict[str, str] = {
+    **dict.fromkeys(SEQUENCE_REGION, "tokens"),
+    **dict.fromkeys(("attention/k", "attention/v"), "kv_heads"),
+    **dict.fromkeys(
+        ("attention/q_a", "attention/q_a_norm", "attention/kv_a", "attention/kv_a_norm", "moe/router"), "replicated"
+    ),
+}
+
+
+def kept_split(name: str) -> str:
+    """The split of the kept tensor ``name`` (KEPT_SPLITS; "heads", divided over the whole group, otherwise)."""
+    return KEPT_SPLITS.get(name, "heads")
+
+
+def activation_bytes_by_split(
+    cfg: TransformerConfig,
+    seq_len: int,
+    remat: str = "none",
+    dtype: str = "bf16",
+    flash: bool = False,
+    matmul_dtype: str | None = None,
+) -> dict[str, float]:
+    """``activation_bytes_per_token`` by the kept tensors' splits (``kept_split``): what a planner divides
+    over a tensor-parallel group by the one rule (sharding/tensor.tensor_ways)."""
+    names = {t.name for g in layer_groups(cfg) for t in activation_tensors(cfg, seq_len, g, flash)}
+    by: dict[str, set[str]] = {}
+    for name in names:
+        by.setdefault(kept_split(name), set()).add(name)
+    return {
+        split: activation_bytes_per_token(cfg, seq_len, remat, dtype, flash, matmul_dtype, frozenset(group))
+        for split, group in sorted(by.items())
+    }
 
 
 def sequence_region_bytes_per_token(

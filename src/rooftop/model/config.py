@@ -22,10 +22,10 @@ model/catalog.py.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.units import divisors
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,11 @@ POSITIONS = ("rotary", "learned", "none")
 #: "local" a sliding window of ``sliding_window`` keys, "chunked" attention inside fixed chunks of
 #: ``attention_chunk`` keys (Llama 4), "linear" linear attention with a constant-size state
 #: (``LinearAttentionConfig``: gated DeltaNet), "ssm" a state-space layer (``SSMConfig``: Mamba, Mamba-2),
-#: "none" no mixer (an MLP-only layer, as Nemotron-H's)
-ATTENTION_KINDS = ("global", "local", "chunked", "linear", "ssm", "none")
+#: "none" no mixer (an MLP-only layer, as Nemotron-H's), "hybrid" global attention and a state-space layer
+#: side by side on the same normed input, their outputs summed (Falcon-H1's parallel hybrid: Zuo et al. 2025)
+ATTENTION_KINDS = ("global", "local", "chunked", "linear", "ssm", "none", "hybrid")
 #: the mixers that attend over a KV cache that grows with the context
-ATTENTION_MIXERS = ("global", "local", "chunked")
+ATTENTION_MIXERS = ("global", "local", "chunked", "hybrid")
 #: the feed-forward block of a layer (``ffn_pattern`` entries): "dense" MLP of ``d_ff``, "moe" the
 #: ``MoEConfig`` experts, "none" no feed-forward (a mixer-only layer, as Nemotron-H's)
 FFN_KINDS = ("dense", "moe", "none")
@@ -116,13 +117,6 @@ def _flags(owner: str, obj: object, names: tuple[str, ...]) -> None:
         value = getattr(obj, name)
         if not isinstance(value, bool):
             raise InvalidConfigError(f"{owner}: {name}={shown(value)} must be true or false")
-
-
-def divisors(n: int) -> list[int]:
-    """Divisors of ``n`` ascending, from the pairs (d, n // d) with d <= sqrt(n) (n is bounded
-    by the limits above, so this is at most about a thousand steps)."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
 
 
 @dataclass(frozen=True)
@@ -260,6 +254,7 @@ class SSMConfig:
     conv_bias: bool = True
     proj_bias: bool = False
     bc_norms: bool = False  # Jamba: RMSNorms over dt, B and C
+    gated_norm: bool = True  # Mamba-2's gated RMSNorm before out_proj (Falcon-H1's mamba_rms_norm: the gate alone)
 
     def __post_init__(self) -> None:
         check_positive(
@@ -279,7 +274,7 @@ class SSMConfig:
                 f"ssm: n_heads={self.n_heads} must divide d_inner={self.d_inner} and be a multiple of"
                 f" n_groups={self.n_groups}"
             )
-        _flags("ssm", self, ("conv_bias", "proj_bias", "bc_norms"))
+        _flags("ssm", self, ("conv_bias", "proj_bias", "bc_norms", "gated_norm"))
 
     @property
     def conv_dim(self) -> int:
@@ -444,6 +439,7 @@ class TransformerConfig:
             ("chunked", "attention_chunk", "the chunk in tokens"),
             ("linear", "linear", "a [linear] table"),
             ("ssm", "ssm", "an [ssm] table"),
+            ("hybrid", "ssm", "an [ssm] table"),
         ):
             if kind in self.attention_pattern and not getattr(self, field):
                 raise InvalidConfigError(f"{owner}: attention_pattern has {kind!r} layers but no {field}; give {what}")
@@ -469,6 +465,42 @@ class TransformerConfig:
     def norm_params(self) -> int:
         """Parameters of one norm over d_model: a scale, plus a bias for LayerNorm with bias."""
         return self.d_model * (2 if self.norm == "layernorm" and self.norm_bias else 1)
+
+    @property
+    def tp_regions_per_layer(self) -> int:
+        """Tensor-parallel regions of one layer, each closed by one reduction of its output (an all-reduce,
+        or a reduce-scatter under sequence parallelism): two for a serial layer (attention, then the MLP
+        on its output), one for a parallel layer (y = x + Attn(LN x) + MLP(LN x): both read the same
+        input and their outputs are summed before one reduction; Chowdhery et al. 2022, PaLM, section 2,
+        "Parallel Layers")."""
+        return 1 if self.parallel_layers else 2
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one query head's attention output (the values it mixes): MLA's v_head_dim, else head_dim."""
+        return self.mla.v_head_dim if self.mla is not None else self.head_dim
+
+    def kv_heads_fit(self, tp: int) -> bool:
+        """Whether the KV heads divide over a TP group of ``tp`` chips: each chip holds whole KV heads (tp
+        divides K) or a copy of one (K divides tp: replicated once tp > K); a cache without heads (MLA's
+        latent, ``tp_kv_heads`` None) puts no rule on tp."""
+        k = self.tp_kv_heads
+        return k is None or k % tp == 0 or tp % k == 0
+
+    def check_kv_heads(self, tp: int) -> None:
+        """Raise InvalidConfigError when the KV heads do not divide over ``tp`` chips (``kv_heads_fit``),
+        listing the tp that divide the query heads and fit."""
+        if not self.kv_heads_fit(tp):
+            valid = ", ".join(str(d) for d in divisors(self.n_heads) if self.kv_heads_fit(d))
+            raise InvalidConfigError(
+                f"tp={tp} neither divides nor is a multiple of n_kv_heads={self.n_kv_heads}; valid: {valid}"
+            )
+
+    @property
+    def tp_kv_heads(self) -> int | None:
+        """The KV heads the k and v projections and the KV cache divide over a tensor-parallel group by
+        (sharding/tensor.kv_shards); None when the cache holds no heads to split (MLA's latent: replicated)."""
+        return None if self.mla is not None else self.n_kv_heads
 
     def layer_attention(self, index: int) -> str:
         return self.attention_pattern[index % len(self.attention_pattern)]

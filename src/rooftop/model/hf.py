@@ -15,7 +15,17 @@ from typing import Any
 from rooftop.catalog.io import is_directory, path_text, read_text_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
 from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig
-from rooftop.model.hf_layers import HFReader, glm_bias, jamba, layers, llama4, nemotron_h, qwen3_next, sparse_ffns
+from rooftop.model.hf_layers import (
+    HFReader,
+    falcon_h1,
+    glm_bias,
+    jamba,
+    layers,
+    llama4,
+    nemotron_h,
+    qwen3_next,
+    sparse_ffns,
+)
 
 #: hidden_act of a gated MLP -> our kind (Llama/Mistral/Qwen2 "silu"; Gemma "gelu_pytorch_tanh").
 _GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
@@ -108,6 +118,9 @@ HF_ARCHITECTURES: dict[str, HFArchitecture] = {
     # Jamba: Mamba layers with an attention layer every attn_layer_period, MoE every expert_layer_period
     # (transformers JambaConfig)
     "JambaForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "jamba")),
+    # Falcon-H1: attention and a Mamba-2 mixer side by side in every layer, then a SwiGLU MLP
+    # (transformers FalconH1Config, FalconH1DecoderLayer)
+    "FalconH1ForCausalLM": HFArchitecture(_BASE, _OPT, {}, ("gated_act", "falcon_h1")),
     # Qwen3: Qwen2 with per-head RMSNorm on q and k and no q/k/v bias (transformers Qwen3Config)
     "Qwen3ForCausalLM": HFArchitecture(_BASE, _OPT, {"qk_norm": True}, ("gated_act", "llama_bias", "qwen_window")),
     "Qwen3MoeForCausalLM": HFArchitecture(
@@ -151,7 +164,7 @@ HF_MODEL_TYPES = {
     "gpt2": "GPT2LMHeadModel", "gptj": "GPTJForCausalLM", "gpt_oss": "GptOssForCausalLM",
     "deepseek_v2": "DeepseekV2ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM", "phi3": "Phi3ForCausalLM",
     "qwen3_next": "Qwen3NextForCausalLM", "llama4_text": "Llama4ForCausalLM", "nemotron_h": "NemotronHForCausalLM",
-    "jamba": "JambaForCausalLM",
+    "jamba": "JambaForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
 }  # fmt: skip
 #: multimodal wrappers whose ``text_config`` is read as the named text-only architecture when the
 #: text_config names no model_type of its own (any other config with a ``text_config`` whose
@@ -302,6 +315,7 @@ _FEATURES = {
     "llama4": llama4,
     "nemotron_h": nemotron_h,
     "jamba": jamba,
+    "falcon_h1": falcon_h1,
 }
 
 

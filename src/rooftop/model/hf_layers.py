@@ -211,3 +211,29 @@ def jamba(r: HFReader, out: dict[str, Any]) -> None:
     out["positions"] = "none"  # Jamba's attention layers use no position encoding
     if "moe" in ffns:
         out["moe"] = MoEConfig(n_experts=experts, top_k=r.get("num_experts_per_tok", 2, int), d_ff_expert=out["d_ff"])
+
+
+def falcon_h1(r: HFReader, out: dict[str, Any]) -> None:
+    """Falcon-H1 (transformers FalconH1Config and FalconH1Mixer): every layer a "hybrid" mixer, attention
+    and Mamba-2 on the same normed input, then a dense MLP. The Mamba-2 width is mamba_d_ssm (absent or
+    null: mamba_expand x hidden_size) in mamba_n_heads heads of mamba_d_head ("auto": the width / heads);
+    mamba_rms_norm: a gated RMSNorm before out_proj, else the SiLU gate alone."""
+    n = out["n_layers"]
+    layers(r, out, ["hybrid"] * n, ["dense"] * n)
+    heads = r.get("mamba_n_heads", ..., int)
+    width = r.get("mamba_d_ssm", r.get("mamba_expand", 2, int) * out["d_model"], int)
+    head = width // heads if r.get("mamba_d_head", "auto") == "auto" else r.get("mamba_d_head", ..., int)
+    if heads < 1 or heads * head != width:
+        raise r.fail("mamba_d_ssm", f"must be mamba_n_heads x mamba_d_head = {heads} x {head}, got {width}")
+    out["ssm"] = SSMConfig(
+        d_inner=width,
+        d_state=r.get("mamba_d_state", ..., int),
+        n_heads=heads,
+        n_groups=r.get("mamba_n_groups", 1, int),
+        conv_kernel=r.get("mamba_d_conv", 4, int),
+        conv_bias=r.get("mamba_conv_bias", True, bool),
+        proj_bias=r.get("mamba_proj_bias", False, bool),
+        gated_norm=r.get("mamba_rms_norm", False, bool),
+    )
+    out["qkv_bias"] = out["out_bias"] = r.get("attention_bias", False, bool)
+    out["mlp_bias"] = r.get("mlp_bias", False, bool)

@@ -32,7 +32,7 @@ class LayerGroup:
     @property
     def stateful(self) -> bool:
         """Whether the mixer keeps a constant-size recurrent state per sequence (linear attention, SSM)."""
-        return self.mixer in ("linear", "ssm")
+        return self.mixer in ("linear", "ssm", "hybrid")
 
 
 def _group_name(cfg: TransformerConfig, mixer: str, ffn: str) -> str:

@@ -126,16 +126,17 @@ def _linear_parts(cfg: TransformerConfig) -> list[Part]:
     ]
 
 
-def _ssm_parts(cfg: TransformerConfig) -> list[Part]:
+def _ssm_parts(cfg: TransformerConfig, out: str = "o") -> list[Part]:
     """Mamba-2 (transformers NemotronHMamba2Mixer): in_proj, conv1d (with its bias), A_log, D and
     dt_bias per head, gated RMSNorm over d_inner, out_proj. Mamba (JambaMambaMixer): in_proj,
-    conv1d, x_proj (dt, B, C), dt_proj with bias, A_log (d_inner x N) and D, the dt/B/C norms, out_proj."""
+    conv1d, x_proj (dt, B, C), dt_proj with bias, A_log (d_inner x N) and D, the dt/B/C norms, out_proj
+    (named ``out``: "ssm_o" beside an attention's "o" in a hybrid layer)."""
     m = cfg.ssm
     if m is None:  # the config refuses an "ssm" layer without its table
         return []
     parts = [Part("in_proj", ("D",), ("C_in",), m.proj_bias), Part("conv", (), ("C_sconv", "W_sconv"))]
     if m.version == 2:
-        parts += [Part("ssm_params", (), ("H_s3",)), Part("out_norm", (), ("I",))]
+        parts += [Part("ssm_params", (), ("H_s3",))] + ([Part("out_norm", (), ("I",))] if m.gated_norm else [])
     else:
         parts += [
             Part("x_proj", ("I",), ("R_dtbc",)),
@@ -144,7 +145,7 @@ def _ssm_parts(cfg: TransformerConfig) -> list[Part]:
         ]
         if m.bc_norms:
             parts.append(Part("out_norm", (), ("R_dtbc",)))
-    return [*parts, Part("o", ("I",), ("D",), m.proj_bias)]
+    return [*parts, Part(out, ("I",), ("D",), m.proj_bias)]
 
 
 def attention_parts(cfg: TransformerConfig, mixer: str = "global") -> dict[str, Part]:
@@ -183,6 +184,8 @@ def attention_parts(cfg: TransformerConfig, mixer: str = "global") -> dict[str, 
             Part("kv_b", ("R_kv",), ("N", "H_kv")),
             Part("o", ("N", "H_v"), ("D",), cfg.out_bias),
         ]
+    if mixer == "hybrid":  # the state-space layer beside the attention (config.ATTENTION_KINDS)
+        parts += _ssm_parts(cfg, "ssm_o")
     if cfg.norms_per_layer == 4:
         parts.append(Part("post_norm", (), ("D",), nb))
     return {p.name: p for p in parts}
@@ -395,7 +398,7 @@ def state_elements_per_layer(cfg: TransformerConfig, mixer: str) -> int:
     if mixer == "linear" and cfg.linear is not None:
         la = cfg.linear
         return la.state_elements + (la.conv_kernel - 1) * la.conv_dim
-    if mixer == "ssm" and cfg.ssm is not None:
+    if mixer in ("ssm", "hybrid") and cfg.ssm is not None:
         m = cfg.ssm
         return m.state_elements + (m.conv_kernel - 1) * m.conv_dim
     return 0

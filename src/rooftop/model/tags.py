@@ -16,12 +16,12 @@ OP_TAGS: dict[str, OpTag] = {
     # linear attention and state-space layers: their input projections split by heads (channels) over
     # the TP group as a column-parallel matmul, the output projection row-parallel (Megatron-LM's Mamba)
     **dict.fromkeys(("q_gate", "in_qkvz", "in_ba", "in_proj", "dt_proj"), OpTag("matmul", "tensor")),
-    **dict.fromkeys(("o", "down", "x_proj"), OpTag("matmul", "tensor", row_parallel=True)),
+    **dict.fromkeys(("o", "down", "x_proj", "ssm_o"), OpTag("matmul", "tensor", row_parallel=True)),
     "shared_gate": OpTag("matmul", "replicated"),
     # the recurrence (gated delta rule, selective scan) over each head's state: attention-like work
     # that divides by heads; its state is the per-sequence cache of these layers
     "scan": OpTag("attention", "heads"),
-    **dict.fromkeys(("conv", "decay", "out_norm", "ssm_params"), OpTag("elementwise", "heads")),
+    **dict.fromkeys(("conv", "decay", "out_norm", "ssm_gate", "ssm_params"), OpTag("elementwise", "heads")),
     **dict.fromkeys(("k", "v"), OpTag("matmul", "kv_heads")),
     **dict.fromkeys(("q_a", "kv_a", "router"), OpTag("matmul", "replicated")),
     # a FlashAttention backward recomputes the scores and softmax it did not store: 5 matmuls against
@@ -33,7 +33,10 @@ OP_TAGS: dict[str, OpTag] = {
     "kv_expand": OpTag("elementwise", "heads"),
     "loss_upcast": OpTag("elementwise", "tokens"),
     **dict.fromkeys(("q_a_norm", "kv_a_norm", "routing"), OpTag("elementwise", "replicated")),
-    **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm", "loss"), OpTag("elementwise", "tokens")),
+    **dict.fromkeys(("norm", "post_norm", "residual", "combine", "final_norm"), OpTag("elementwise", "tokens")),
+    # the cross-entropy over the vocabulary-parallel head's logits: each rank its vocabulary shard (Megatron's
+    # vocab_parallel_cross_entropy; Shoeybi et al. 2019, section 3), whether or not the norms split by tokens
+    "loss": OpTag("elementwise", "heads"),
     # the eager kernels' traffic beyond the fused op (model/eager.py), divided as the op they shadow
     **dict.fromkeys(("norm_unfused", "post_norm_unfused"), OpTag("elementwise", "tokens", unfused=True)),
     **dict.fromkeys(("rope_unfused", "act_unfused"), OpTag("elementwise", "heads", unfused=True)),

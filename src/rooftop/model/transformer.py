@@ -325,14 +325,16 @@ def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list:
         ops += [("x_proj", c.proj(p["x_proj"])), ("dt_proj", c.proj(p["dt_proj"]))]
     scan = explicit(flops, xbc_y, c.dt.activations, unit, "activations")
     ops.append(("scan", scan + explicit(0.0, _state_io(c, m.state_elements), kind=_state_kind(c))))
-    if m.version == 2:
+    if m.version == 2 and m.gated_norm:
         ops.append(("out_norm", c.vec(c.tokens * m.d_inner, c.cfg.norm_kind.flops_per_element + 5.0, 2)))
+    elif m.version == 2:  # the output gated by SiLU(z) alone (SiLU 4 FLOPs, the product 1)
+        ops.append(("ssm_gate", c.vec(c.tokens * m.d_inner, 5.0, 2)))
     return ops
 
 
 def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
-    """The mixer block of one layer: attention (GQA or MLA), gated DeltaNet or a state-space layer,
-    each from its pre-norm to its residual add."""
+    """The mixer block of one layer: attention (GQA or MLA), gated DeltaNet, a state-space layer, or
+    attention and a state-space layer side by side ("hybrid"), each from its pre-norm to its residual add."""
     p = attention_parts(c.cfg, mixer)
     ops = [("norm", c.norm(c.cfg.d_model)), *c.unfused_norm("norm")]
     if mixer == "linear":
@@ -341,6 +343,8 @@ def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
         ops += _ssm_ops(c, p)
     else:
         ops += _gqa_ops(c, p, window) if c.cfg.mla is None else _mla_ops(c, p, c.cfg.mla)
+    if mixer == "hybrid":  # the state-space layer beside the attention, its output added to the attention's
+        ops += [*_ssm_ops(c, p), ("ssm_o", c.proj(p["ssm_o"])), ("combine", c.vec(c.tokens * c.cfg.d_model, 1.0, 2))]
     ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
         ops += [("post_norm", c.norm(c.cfg.d_model)), *c.unfused_norm("post_norm")]

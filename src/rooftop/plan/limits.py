@@ -72,8 +72,9 @@ from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, params_total, training_state_bytes
 from rooftop.plan.serve.layout import ServingLayout, weights_per_chip_bytes
 from rooftop.plan.train.explain import CriticalTokens, dp_critical_tokens, fsdp_critical_tokens
-from rooftop.plan.train.layout import Parallelism, divisors, validate
+from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import TrainingSetup, layout_mesh
+from rooftop.units import divisors
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,18 @@ that one chip of a group of ``tp`` chips handles (``Share``):
 - "tokens": norms and residual adds: replicated, or split over the tokens under sequence parallelism
   (Korthikanti et al. 2022: the all-reduce becomes reduce-scatter + all-gather, same bytes).
 - "replicated": the same on every chip (MLA's down-projections, the MoE router).
+
+Training time (plan/train/profile.py, through ``share_columns``), training memory (plan/train/memory.py:
+weights through ``share``, kept activations through ``tensor_ways``) and serving (plan/serve/layout.py) all
+call these functions; tests/unit/test_one_sharding_rule.py checks that they agree on every catalog model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from rooftop.cost.cost import Gemm, OpTag
 
@@ -62,6 +69,41 @@ def share(
     if split == "vocab":
         return Share(1.0, 1 / tp, 1.0, 1.0)
     return Share()  # "replicated", and "tokens" without sequence parallelism
+
+
+def tensor_ways(split: str, tp: int, kv_heads: int | None, sequence_parallel: bool = False) -> int:
+    """The ways one tensor (a kept activation, a weight) of an op tagged ``split`` divides over a TP group of
+    ``tp`` chips: the k and v outputs over the KV heads (``kv_shards``), the sequence regions (norms,
+    residual) over tp only under sequence parallelism, replicated and vocabulary tables' lookups whole,
+    the rest (heads, a split matmul's sharded side) over tp; the same cases as ``share``'s."""
+    if split == "kv_heads":
+        return kv_shards(tp, kv_heads)
+    if split in ("replicated", "vocab") or (split == "tokens" and not sequence_parallel):
+        return 1
+    return tp
+
+
+def share_columns(
+    tags: Sequence[OpTag | None],
+    gemms: Sequence[Gemm | None],
+    tp: int,
+    kv_heads: int | None,
+    sequence_parallel: bool = False,
+) -> np.ndarray:
+    """``share`` for a table of ops: an (ops x 3) array of one chip's (FLOPs, weight bytes, activation
+    bytes) fractions, each distinct (tag, shape) worked out once. An op without a tag divides evenly
+    over tp (its FLOPs and bytes / tp)."""
+    found: dict[tuple[OpTag | None, Gemm | None], tuple[float, float, float]] = {}
+    rows = []
+    even = (1 / tp, 1 / tp, 1 / tp)
+    for tag, gemm in zip(tags, gemms, strict=True):
+        key = (tag, gemm)
+        row = found.get(key)
+        if row is None:
+            s = share(tag, tp, kv_heads, sequence_parallel, gemm) if tag is not None else None
+            row = found[key] = even if s is None else (s.flops, s.weights, s.act)
+        rows.append(row)
+    return np.array(rows, dtype=float).reshape(len(rows), 3)
 
 
 def matmul_activations(ways: int, row_parallel: bool, gemm: Gemm | None) -> float:

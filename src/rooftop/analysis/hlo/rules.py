@@ -12,6 +12,7 @@ from rooftop.analysis.hlo.mesh import CollectiveUse
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.cost.cost import Cost, Gemm
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
+from rooftop.dtypes import hlo_dtype
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
 _words = lambda text: frozenset(text.split())
@@ -32,9 +33,6 @@ CONV_TARGETS = {"__cudnn$convForward": (0, 1, 2), "__cudnn$convBiasActivationFor
 #: an instruction whose name says XLA runs it on one TensorCore of a megacore chip (TPU v4, v5p): XLA names
 #: the fusions it keeps on one core ``*.in_megacore_fusion*`` (and ``*in_megacore*`` for other such ops)
 ONE_CORE_MARK = "in_megacore"
-_DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f64": "fp64", "c64": "fp32", "c128": "fp64", "f4e2m1fn": "fp4"}
-_DTYPE |= {t: "int8" for t in ("s8", "u8", "pred")} | {t: "int4" for t in ("s4", "u4", "s2", "u2", "s1", "u1")}
-_DTYPE |= {t: "int32" for t in ("s16", "u16", "s32", "u32", "s64", "u64")}
 #: operands the counting rules read, by opcode: (at least, at most, what they are), as XLA's verifier states.
 ARITY = {
     "dot": (2, 2, "lhs, rhs"), "convolution": (2, 2, "input, kernel"),
@@ -44,11 +42,6 @@ ARITY = {
     "slice": (1, 1, "operand"), "bitcast": (1, 1, "operand"), "sort": (1, None, "operands"),
 }  # fmt: skip
 COUNT_RE = re.compile(r"[0-9]{1,19}")
-
-
-def rooftop_dtype(hlo_type: str) -> str:
-    """The rooftop dtype an HLO element type computes as (f8 types -> fp8, pred -> int8, s64 -> int32)."""
-    return _DTYPE.get(hlo_type, "fp8" if hlo_type.startswith("f8") else "fp32")
 
 
 def cut(name: str, limit: int = 80) -> str:
@@ -91,8 +84,8 @@ def dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Sha
     batch = (dims["lhs_batch_dims"], dims["rhs_batch_dims"])
     contracting = (dims["lhs_contracting_dims"], dims["rhs_contracting_dims"])
     try:
-        lhs_t, rhs_t = (lhs.dims, rooftop_dtype(lhs.dtype)), (rhs.dims, rooftop_dtype(rhs.dtype))
-        return dot_general(lhs_t, rhs_t, batch, contracting, rooftop_dtype(out.dtype))
+        lhs_t, rhs_t = (lhs.dims, hlo_dtype(lhs.dtype)), (rhs.dims, hlo_dtype(rhs.dtype))
+        return dot_general(lhs_t, rhs_t, batch, contracting, hlo_dtype(out.dtype))
     except InvalidConfigError as exc:
         raise ParseError(
             f"{instr.opcode} {shown(instr.name)}: {str(exc).removeprefix('dot: ')}", line=instr.line
@@ -136,7 +129,7 @@ def conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Sh
                 get("pad_low", i, 0), get("lhs_dilate", i, 1), get("rhs_dilate", i, 1))
         for i, d in enumerate(digits)
     ]  # fmt: skip
-    dtypes = (rooftop_dtype(lhs.dtype), rooftop_dtype(rhs.dtype), rooftop_dtype(out.dtype))
+    dtypes = (hlo_dtype(lhs.dtype), hlo_dtype(rhs.dtype), hlo_dtype(out.dtype))
     batch, features = lhs.dims[lhs_l.index("b")], (lhs.dims[lhs_l.index("f")], out.dims[out_l.index("f")])
     cost = convolution(batch, *features, spatial, dtypes, instr.feature_group_count, instr.batch_group_count)
     return dict(cost.flops_by)
@@ -193,9 +186,9 @@ class FlopTally:
     notes: list[str] = field(default_factory=list)
     gemms: list[Gemm] = field(default_factory=list)  # the matmuls run once per execution (shape model)
 
-    def add(self, unit: str, hlo_dtype: str, flops: float) -> None:
+    def add(self, unit: str, hlo_type: str, flops: float) -> None:
         if flops:
-            key = (unit, rooftop_dtype(hlo_dtype))
+            key = (unit, hlo_dtype(hlo_type))
             self.by[key] = self.by.get(key, 0.0) + flops
 
     def add_dot(self, cost: Cost) -> None:

@@ -38,9 +38,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rooftop.analysis.hlo.ir import Instruction, unquote
-from rooftop.analysis.hlo.rules import rooftop_dtype
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.cost.op import fused_attention_flops
+from rooftop.dtypes import hlo_dtype
 from rooftop.units import format_percent
 
 
@@ -223,11 +223,11 @@ def pallas_flops(
         flops *= matmuls / 2
         note = (f"Pallas kernel {name}: {matmuls} attention matmuls ({phase}, from its operands and results), "
                 f"B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {pairs}")  # fmt: skip
-        return {("matrix", rooftop_dtype(q.dtype)): flops}, 0.0, note
+        return {("matrix", hlo_dtype(q.dtype)): flops}, 0.0, note
     estimate = config.get("cost_estimate")
     if isinstance(estimate, dict) and (flops_est := _count(estimate.get("flops"))) is not None:
         trans = _count(estimate.get("transcendentals")) or 0.0
-        dtype = rooftop_dtype(tensors[0].dtype if tensors else "f32")
+        dtype = hlo_dtype(tensors[0].dtype if tensors else "f32")
         by = {("matrix", dtype): flops_est} | ({("vector", "fp32"): trans} if trans else {})
         return by, trans, f"Pallas kernel {names[0]}: FLOPs from its cost_estimate"
     return None

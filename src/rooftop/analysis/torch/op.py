@@ -14,24 +14,13 @@ from typing import Any, NamedTuple
 
 from rooftop.cost.cost import Cost
 from rooftop.cost.op import explicit
-from rooftop.dtypes import compute_dtype, dtype_bytes
+from rooftop.dtypes import TORCH_DTYPES, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 
 #: the largest size, element count, stride or padding read from a trace (PyTorch sizes are int64).
 MAX_INT = 2**63 - 1
 _INTS_RE = re.compile(r"\[?[-0-9, ]*\]?")
 _INT_RE = re.compile(r"-?[0-9]{1,19}")
-#: ``Input type`` of a tensor argument -> rooftop dtype (PyTorch's C++ type names).
-TORCH_DTYPES: dict[str, str] = {
-    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "fp8",
-    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8", "int": "int32",
-    "long int": "int32", "short int": "int32", "signed char": "int8", "unsigned char": "int8", "bool": "int8",
-}  # fmt: skip
-#: NCCL kernel ``dtype`` (c10 ScalarType names) -> rooftop dtype.
-NCCL_DTYPES: dict[str, str] = {
-    "Float": "fp32", "Double": "fp64", "Half": "fp16", "BFloat16": "bf16", "Float8_e4m3fn": "fp8",
-    "Float8_e5m2": "fp8", "Int": "int32", "Long": "int32", "Char": "int8", "Byte": "int8", "Bool": "int8",
-}  # fmt: skip
 # fmt: off
 #: NCCL ``Collective name`` -> cost/cost.py Comm kind (broadcast, reduce, gather, scatter have no rule).
 NCCL_KINDS: dict[str, str] = {

@@ -48,7 +48,6 @@ from rooftop.analysis.torch.custom import CUSTOM
 from rooftop.analysis.torch.engine_ops import engine_price
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.op import (
-    NCCL_DTYPES,
     NCCL_KINDS,
     Price,
     TorchOp,
@@ -68,7 +67,7 @@ from rooftop.cost.op import (
     matmul,
     reduction,
 )
-from rooftop.dtypes import compute_dtype, dtype_bytes
+from rooftop.dtypes import NCCL_DTYPES, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
 from rooftop.model.transformer import SOFTMAX_FLOPS_PER_ELEMENT

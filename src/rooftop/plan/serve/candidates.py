@@ -18,8 +18,7 @@ from rooftop.model.config import TransformerConfig
 from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.train.layout import divisors
-from rooftop.units import plural
+from rooftop.units import divisors, plural
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingRequest
@@ -82,7 +81,7 @@ def _splits(req: ServingRequest, tp: int, ep: int) -> list[dict[str, int]]:
     if "attn_dp" in pins or "kv_batch" in pins:
         return [{k: pins[k] for k in ("attn_dp", "kv_batch") if k in pins}]
     out: list[dict[str, int]] = [{}]
-    if req.cfg.mla is None and (z := tp // sl.kv_shards(req.cfg, tp)) > 1:
+    if req.cfg.tp_kv_heads is not None and (z := tp // sl.kv_shards(req.cfg, tp)) > 1:
         out.append({"kv_batch": z})
     if req.cfg.moe is not None and tp > 1 and ep == tp:
         out.append({"attn_dp": tp})

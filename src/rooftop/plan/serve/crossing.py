@@ -53,7 +53,7 @@ def crossing_notes(req: ServingRequest, summaries: Sequence[LayoutSummary]) -> l
         where = [_spread(req, layout, name) for layout in crossing[:MAX_NAMED_LAYOUTS]]
         more = len(crossing) - len(where)
         if name == "tp":
-            per_layer = 1 if req.cfg.parallel_layers else 2
+            per_layer = req.cfg.tp_regions_per_layer
             how = (
                 f"its {plural(per_layer, 'all-reduce')} per layer are priced hierarchically: reduce-scatter and "
                 f"all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"

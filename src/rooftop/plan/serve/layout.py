@@ -40,9 +40,8 @@ from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import kv_cache_bytes, param_tree
 from rooftop.model.workload import Dtypes
 from rooftop.plan.fix import PinSpec, parse_pins, pinned_text
-from rooftop.plan.train.layout import divisors
 from rooftop.sharding import tensor
-from rooftop.units import format_bytes
+from rooftop.units import divisors, format_bytes
 
 #: the op groups a serving step times one roofline each (``op_group``)
 GROUPS = ("matmul", "attention", "elementwise")
@@ -145,13 +144,9 @@ def _divides(what: str, degree: int, of: str, value: int) -> None:
 
 
 def check_tp(cfg: TransformerConfig, tp: int) -> None:
-    """tp divides the query heads; the KV heads divide tp (each chip holds whole heads) or tp divides
-    them (KV heads replicated once tp > K); MLA's latent cache has no heads to split."""
+    """tp divides the query heads, and the KV heads divide over tp (model/config.kv_heads_fit)."""
     _divides("tp", tp, "n_heads", cfg.n_heads)
-    k = cfg.n_kv_heads
-    if cfg.mla is None and k % tp and tp % k:
-        valid = ", ".join(str(d) for d in divisors(cfg.n_heads) if k % d == 0 or d % k == 0)
-        raise InvalidConfigError(f"tp={tp} neither divides nor is a multiple of n_kv_heads={k}; valid: {valid}")
+    cfg.check_kv_heads(tp)
 
 
 def check_pp(cfg: TransformerConfig, pp: int) -> None:
@@ -244,7 +239,7 @@ def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> N
 
 def kv_shards(cfg: TransformerConfig, tp: int) -> int:
     """Chips the KV cache is split over by heads within a TP group: min(tp, K); MLA's latent: 1 (replicated)."""
-    return tensor.kv_shards(tp, _kv_heads(cfg))
+    return tensor.kv_shards(tp, cfg.tp_kv_heads)
 
 
 def kv_split(cfg: TransformerConfig, layout: ServingLayout) -> int:
@@ -254,17 +249,13 @@ def kv_split(cfg: TransformerConfig, layout: ServingLayout) -> int:
     return kv_shards(cfg, layout.attention_tp) * layout.kv_batch * layout.attn_dp
 
 
-def _kv_heads(cfg: TransformerConfig) -> int | None:
-    return None if cfg.mla is not None else cfg.n_kv_heads
-
-
 def share(
     tag: OpTag, cfg: TransformerConfig, tp: int, sequence_parallel: bool = False, gemm: Gemm | None = None
 ) -> tensor.Share:
     """How an op tagged ``tag`` divides over a TP group of ``cfg`` (sharding/tensor.py); with
     ``sequence_parallel`` (prefill) the norms and residuals split over the prompt's tokens; a matmul's
     ``gemm`` shape makes its activation share exact."""
-    return tensor.share(tag, tp, _kv_heads(cfg), sequence_parallel, gemm)
+    return tensor.share(tag, tp, cfg.tp_kv_heads, sequence_parallel, gemm)
 
 
 def layout_share(
@@ -295,10 +286,10 @@ def query_head_reads(cfg: TransformerConfig, layout: ServingLayout) -> float:
     once for its whole group of query heads (FlashDecoding, TensorRT-LLM's XQA, vLLM's paged
     attention), the chip's query heads per KV head it holds when the kernel reads it once per query
     head (``layout.kv_reads_per_query_head``: TensorRT-LLM's masked multi-head attention, one thread
-    block per query head): (N / tp) / (K / min(tp, K)). MLA's latent cache: 1."""
-    if not layout.kv_reads_per_query_head or cfg.mla is not None:
+    block per query head): (N / tp) / (K / min(tp, K)). A cache without heads (MLA's latent): 1."""
+    k, tp = cfg.tp_kv_heads, layout.attention_tp
+    if not layout.kv_reads_per_query_head or k is None:
         return 1.0
-    k, tp = cfg.n_kv_heads, layout.attention_tp
     return (cfg.n_heads / tp) / (k / min(tp, k))
 
 

@@ -243,19 +243,18 @@ def tp_comms(cfg: TransformerConfig, layout: ServingLayout, tokens: int, dtypes:
         return []
     width = cfg.d_model * dtype_bytes(dtypes.activations)
     act, group, n = tokens * width, layout.tp_axes, cfg.n_layers
-    per_layer = 1 if cfg.parallel_layers else 2
+    per_layer = cfg.tp_regions_per_layer
     if layout.attn_dp > 1:
         out = [
             (Comm("all-gather", group, act, label="attn_dp"), n),
             (Comm("reduce-scatter", group, act, label="attn_dp"), n),
         ]
-        if layout.attention_tp > 1 and not cfg.parallel_layers:
+        if layout.attention_tp > 1 and per_layer > 1:
             out.append((Comm("all-reduce", ("tp",), act / layout.attn_dp, label="tp"), n))
         return out
     out = [(Comm("all-reduce", group, act, label="tp"), per_layer * n)]
     if layout.kv_batch > 1:
-        head = cfg.mla.v_head_dim if cfg.mla else cfg.head_dim
-        q = tokens * cfg.n_heads * head * dtype_bytes(dtypes.activations) / layout.tp
+        q = tokens * cfg.n_heads * cfg.value_head_dim * dtype_bytes(dtypes.activations) / layout.tp
         out.append((Comm("all-to-all", ("kv_batch",), q, label="kv_batch"), 2 * n))
     return out
 

@@ -20,7 +20,7 @@ from rooftop.model.activations import remat_policy
 from rooftop.model.config import TransformerConfig
 from rooftop.plan.train.layout import Parallelism
 from rooftop.plan.train.memory import Shards, params_per_chip
-from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums
+from rooftop.plan.train.profile import GroupProfile, ModelProfile, OpSums, held_params
 
 if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
@@ -123,7 +123,7 @@ def tp_pairs_per_layer(cfg: TransformerConfig) -> int:
     MLP(LN x)) one: attention and MLP read the same gathered input, whose input matmuls are fused, and their
     outputs are summed before one reduce-scatter (Chowdhery et al. 2022, PaLM, section 2, "Parallel Layers":
     the attention and MLP input matmuls fused, about 15% faster training at large scale)."""
-    return 1 if cfg.parallel_layers else 2
+    return cfg.tp_regions_per_layer
 
 
 def layer_comm(
@@ -169,11 +169,12 @@ def layer_comm(
     # and its gradients accumulate whole and are reduce-scattered once (last microbatch's backward)
     once = 1.0 if par.fsdp_reshard else 1.0 / par.microbatches
     launch = setup.stack.launch_s
-    for g, (fwd, bwd, core_f, core_b, dense_f, dense_b) in zip(prof.groups, sums.groups, strict=True):
+    held = held_params(prof, par.tp)  # the weights one chip gathers: each by its tag (sharding/tensor.share)
+    for gi, (g, (fwd, bwd, core_f, core_b, dense_f, dense_b)) in enumerate(zip(prof.groups, sums.groups, strict=True)):
         n = g.count * layer_scale
         ag = rs = 0.0
         if par.fsdp > 1:
-            ag, rs = _fsdp_layer(pricer, par, shards, g, w_bytes, g_bytes, ledger, n * once)
+            ag, rs = _fsdp_layer(pricer, par, shards, g, held.layers[gi], w_bytes, g_bytes, ledger, n * once)
             ag, rs = ag + launch, rs + launch  # the framework's host cost per collective (framework.py)
         c = g.count
         tp_b = tp_one + tp_redo
@@ -223,7 +224,7 @@ def layer_comm(
     if ledger is not None:
         ledger.hide("fsdp", -fill)
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
-        edge = prof.edge_params / par.tp * w_bytes  # ends of the step there is no layer compute to hide them behind
+        edge = held.edge * w_bytes  # ends of the step there is no layer compute to hide them behind
         axes = shards.dense_fsdp_axes
         edge_ag, edge_rs = (
             pricer.time("all-gather", axes, edge) + launch,
@@ -277,13 +278,15 @@ def _fsdp_layer(
     par: Parallelism,
     shards: Shards,
     g: GroupProfile,
+    held: float,
     w_bytes: float,
     g_bytes: float,
     ledger: Ledger | None = None,
     n: float = 1.0,
 ) -> tuple[float, float]:
-    """One layer's FSDP weight all-gather and gradient reduce-scatter (routed experts only over the rest of fsdp)."""
-    dense_w, expert_w = g.params / par.tp * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
+    """One layer's FSDP weight all-gather and gradient reduce-scatter (routed experts only over the rest of fsdp);
+    ``held``: the layer's other parameters one chip of the TP group holds (profile.held_params)."""
+    dense_w, expert_w = held * w_bytes, g.expert_params / (par.tp * par.ep) * w_bytes
     axes, grad = shards.dense_fsdp_axes, g_bytes / w_bytes
     ag = pricer.time("all-gather", axes, dense_w)
     rs = pricer.time("reduce-scatter", axes, dense_w * grad)

@@ -9,14 +9,13 @@ torus axis on TPUs), data parallelism outermost (DCN between TPU slices, InfiniB
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.activations import REMAT_POLICIES
 from rooftop.model.config import TransformerConfig
-from rooftop.units import plural
+from rooftop.units import divisors, plural
 
 AXIS_ORDER = ("dp", "pp", "fsdp", "cp", "tp")
 ZERO_STAGES = (0, 1, 2)
@@ -132,11 +131,6 @@ class Parallelism:
         return asdict(self)
 
 
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch: int, seq_len: int) -> None:
     """Raise InvalidConfigError naming the first rule ``par`` breaks for this model and batch."""
     if par.chips != chips:
@@ -145,11 +139,7 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
             f"not the {plural(chips, 'chip')}"
         )
     _check_div("tp", par.tp, "n_heads", cfg.n_heads)
-    kv = cfg.n_kv_heads
-    if cfg.mla is None and kv % par.tp and par.tp % kv:
-        raise InvalidConfigError(
-            f"tp={par.tp} neither divides nor is a multiple of n_kv_heads={kv}; valid: {_valid(kv, par.tp)}"
-        )
+    cfg.check_kv_heads(par.tp)
     stages, room = par.pp * par.virtual_stages, max_chunks(cfg.n_layers, par.pp, par.pipeline_balance)
     if stages > room:  # uneven stages are allowed: stage_split says which sets the pace
         raise InvalidConfigError(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from rooftop.cost.roofline import host_term
 from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
 from rooftop.plan.train.layout import Parallelism, stage_split
-from rooftop.plan.train.profile import ModelProfile
+from rooftop.plan.train.profile import ModelProfile, held_params
+from rooftop.sharding.tensor import tensor_ways
 
 if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
@@ -58,10 +59,12 @@ class Shards:
 def params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
     """(dense, routed-expert) parameters per chip of the fullest pipeline stage, before
     FSDP/ZeRO sharding: the most layers a stage holds (layout.stage_split) plus the embedding and head (the first
-    and last stages hold them; counting both is the conservative choice), over tp; routed
-    experts also over ep."""
+    and last stages hold them; counting both is the conservative choice), over tp as each weight's tag says
+    (profile.held_params: the k and v projections over the KV heads, norms and routers whole); routed
+    experts over tp x ep."""
     share = stage_split(prof.n_layers, par, prof.head_layers).held / prof.n_layers
-    return (prof.dense_layer_params * share + prof.edge_params) / par.tp, prof.params_expert * share / (par.tp * par.ep)
+    held = held_params(prof, par.tp)
+    return held.dense * share + held.edge, prof.params_expert * share / (par.tp * par.ep)
 
 
 def offload_transfers(
@@ -102,18 +105,24 @@ def memory_per_chip(setup: TrainingSetup, par: Parallelism, prof: ModelProfile, 
     (over fsdp, and dp at ZeRO-2), master copy and optimizer state (over fsdp, and dp at
     ZeRO-1/2; on the host with offload), activations of the stage's layers for the
     microbatches in flight (1F1B: min(m, pp) on the first stage), fp32 logits of one
-    microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers). Activations are split
-    over tp, except, without sequence parallelism, the norm and residual tensors every rank keeps whole."""
-    replicated = replicated_activations(par, prof)
-    return MemoryTerms.of(setup, par, prof, b).breakdown(
-        prof.activation_bytes_per_token, par.zero_stage, par.offload, replicated
-    )
+    microbatch (vocab-parallel over tp), and the FSDP gather buffers (two layers). Activations divide
+    over tp as each kept tensor's split says (``activations_per_chip``)."""
+    return MemoryTerms.of(setup, par, prof, b).breakdown(activations_per_chip(par, prof), par.zero_stage, par.offload)
 
 
-def replicated_activations(par: Parallelism, prof: ModelProfile) -> float:
-    """Activation bytes per token every tensor-parallel rank keeps whole: the sequence regions (norms,
-    residual) when tp > 1 runs without sequence parallelism; else none."""
-    return prof.sequence_region_bytes_per_token if par.tp > 1 and not par.sequence_parallel else 0.0
+def activations_per_chip(par: Parallelism, prof: ModelProfile) -> float:
+    """Activation bytes per token one tensor-parallel rank keeps: each kept tensor's bytes over the ways
+    its split divides (sharding/tensor.tensor_ways, the rule training time and serving use): the norm and
+    residual tensors whole without sequence parallelism, the k and v outputs over the KV heads, the
+    replicated ops' outputs whole, the rest over tp."""
+    key = (par.tp, par.sequence_parallel)
+    found = prof.kept_memo.get(key)
+    if found is None:
+        tp, kv, sp = par.tp, prof.cfg.tp_kv_heads, par.sequence_parallel
+        found = prof.kept_memo[key] = sum(
+            b / tensor_ways(split, tp, kv, sp) for split, b in prof.activation_bytes_by_split
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -142,8 +151,10 @@ class MemoryTerms:
         tokens_chip = b * setup.seq_len / par.cp
         buffers = 0.0
         if par.fsdp > 1 and par.fsdp_reshard:  # gathered layers in flight (kept whole in ``working`` otherwise)
-            biggest = max(g.params / par.tp + g.expert_params / (par.tp * par.ep) for g in prof.groups)
-            buffers = 2 * max(biggest, prof.edge_params / par.tp) * state["weights"]
+            layers = held_params(prof, par.tp)
+            experts = (g.expert_params / (par.tp * par.ep) for g in prof.groups)
+            biggest = max(h + e for h, e in zip(layers.layers, experts, strict=True))
+            buffers = 2 * max(biggest, layers.edge) * state["weights"]
         held = shards.params(prof, par)
         return MemoryTerms(
             state,
@@ -160,15 +171,12 @@ class MemoryTerms:
             not par.fsdp_reshard and par.fsdp > 1 and par.microbatches > 1,
         )
 
-    def breakdown(
-        self, act_bytes_per_token: float, zero_stage: int, offload: str, replicated_per_token: float = 0.0
-    ) -> dict[str, float]:
-        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes;
-        ``replicated_per_token`` of them stay whole on every tensor-parallel rank (no sequence parallelism)."""
+    def breakdown(self, act_bytes_per_token: float, zero_stage: int, offload: str) -> dict[str, float]:
+        """Bytes per chip by kind (see memory_per_chip) under a remat policy's activation bytes per token
+        one tensor-parallel rank keeps (``activations_per_chip``)."""
         state = self.state
         opt_params = self.held_over_dp if zero_stage >= 1 else self.held
-        per_token = (act_bytes_per_token - replicated_per_token) / self.tp + replicated_per_token
-        act = per_token / self.n_layers * self.stage_layers * self.tokens_chip
+        act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
             "weights": 0.0 if offload == "params" else self.working * state["weights"],
             # kept gathered (fsdp_reshard off) over several microbatches: the stage's gradients accumulate whole

@@ -3,33 +3,37 @@ prices any microbatch size and layout fast, and the sums of its per-op times a s
 (``OpSums``), memoized per (tp, cp, ep, microbatch) on the profile.
 
 Each op is timed as max(compute, memory) on the chip by cost/roofline.roofline_table (the
-per-op roofline over a table of ops), its FLOPs and activation bytes sharded evenly over tp x cp
-and its weights over tp (and ep for experts); see plan/train/step.py for the step built from them.
+per-op roofline over a table of ops): its FLOPs and activation bytes over cp, its weights over ep for
+experts, and each of them over the tensor-parallel group as its tag says (sharding/tensor.share, the
+rule serving and training memory call too); see plan/train/step.py for the step built from them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
 
-from rooftop.cost.cost import Cost, FlopsKey, OpTag
+from rooftop.cost.cost import Cost, FlopsKey, Gemm, OpTag
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.gemm import TileModel, shape_efficiency_array, tile_model
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
 from rooftop.hardware.chip import Chip
 from rooftop.model.activations import (
+    activation_bytes_by_split,
     activation_bytes_per_token,
     logits_bytes_per_token,
     sequence_region_bytes_per_token,
 )
 from rooftop.model.config import TransformerConfig
 from rooftop.model.layers import layer_groups
-from rooftop.model.memory import param_tree
+from rooftop.model.memory import ParamTree, param_tree
 from rooftop.model.transformer import model_costs, train_leaves
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.train.layout import Parallelism, stage_split
+from rooftop.sharding.tensor import kv_shards, share, share_columns
 
 _DEFAULT_DTYPES = Dtypes()
 
@@ -43,6 +47,8 @@ class GroupProfile:
     moe: bool
     params: float  # non-expert parameters of one layer
     expert_params: float  # routed-expert parameters of one layer
+    # of ``params``, the parameters of each tag (how they divide over tp: sharding/tensor.share)
+    params_by_tag: tuple[tuple[OpTag | None, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,23 @@ class ModelProfile:
         return self.in_layers & (self.phase > 0)
 
     @cached_property
-    def op_sums_memo(self) -> dict[tuple[int, int, int, int], OpSums]:
+    def op_sums_memo(self) -> dict[tuple[int, int, int, int, bool], OpSums]:
         """op_sums already found for this profile (see op_sums)."""
+        return {}
+
+    @cached_property
+    def shares_memo(self) -> dict[tuple[int, bool], np.ndarray]:
+        """tp_shares already found for this profile, by (tp, sequence parallelism)."""
+        return {}
+
+    @cached_property
+    def held_memo(self) -> dict[int, HeldParams]:
+        """held_params already found for this profile, by tp."""
+        return {}
+
+    @cached_property
+    def kept_memo(self) -> dict[tuple[int, bool], float]:
+        """memory.activations_per_chip already found for this profile, by (tp, sequence parallelism)."""
         return {}
 
     activation_bytes_per_token: float  # all layers, under the remat policy
@@ -134,6 +155,11 @@ class ModelProfile:
     gemm: np.ndarray | None = None
     core_scale: float = 1.0  # the attention core's matrix rate over the other matmuls' (_core_scale)
     unfused: np.ndarray | None = None  # bool per op: eager kernels' extra traffic (model/eager.py); None: none
+    tags: tuple[OpTag | None, ...] = ()  # per op: its tag (how it divides over tp: sharding/tensor.share)
+    shapes: tuple[Gemm | None, ...] = ()  # per op: its matmul shape, None where it is not one
+    edge_params_by_tag: tuple[tuple[OpTag | None, float], ...] = ()  # edge_params by tag
+    # the activation bytes per token (activation_bytes_per_token) of each kept tensor's split (activations.py)
+    activation_bytes_by_split: tuple[tuple[str, float], ...] = ()
 
 
 @lru_cache(maxsize=64)
@@ -172,7 +198,7 @@ def model_profile(
     )  # fmt: skip
     groups = layer_groups(cfg)
     names = [g.name for g in groups]
-    rows, costs, gemms, unfused = [], [], [], []
+    rows, costs, gemms, unfused, tags = [], [], [], [], []
     for phase, gname, leaf in train_leaves(model_costs(cfg, work, dtypes, remat)):
         c, tag = leaf.cost, leaf.tag
         fixed = tag is not None and tag.category != "lookup"
@@ -185,11 +211,13 @@ def model_profile(
         costs.append(c)
         gemms.append(_gemm_row(c, tag))
         unfused.append(tag is not None and tag.unfused)
+        tags.append(tag)
         if flash and phase == 0 and grp >= 0 and tag is not None and tag.flash_recompute:
             rows.append((*row[:4], 2, *row[5:]))
             costs.append(c)
             gemms.append(_gemm_row(c, tag))
             unfused.append(False)
+            tags.append(tag)
     keys, flops_table_ = flops_table(costs)
     cols = list(zip(*rows, strict=True))
     tree = param_tree(cfg)
@@ -197,7 +225,18 @@ def model_profile(
     for g in groups:
         node = tree.find(f"layers/{g.name}")
         routed = sum(leaf.params for leaf in node.leaves() if leaf.tag is not None and leaf.tag.expert)
-        gprof.append(GroupProfile(g.name, g.count, g.moe, (node.params - routed) / g.count, routed / g.count))
+        by_tag = _params_by_tag(leaf for leaf in node.leaves() if leaf.tag is None or not leaf.tag.expert)
+        gprof.append(
+            GroupProfile(
+                g.name,
+                g.count,
+                g.moe,
+                (node.params - routed) / g.count,
+                routed / g.count,
+                tuple((tag, p / g.count) for tag, p in by_tag),
+            )
+        )
+    edge = _params_by_tag(leaf for child in tree.children if child.name != "layers" for leaf in child.leaves())
     flops_arr, phase_arr = np.array(cols[0], dtype=float), np.array(cols[4])
     matrix_mask = np.array(cols[7], dtype=float)
     model_fl = float(np.sum(flops_arr * matrix_mask * (phase_arr < 2))) / seq_len
@@ -227,7 +266,56 @@ def model_profile(
         np.array(gemms, dtype=float) if eff.matrix_shape else None,
         _core_scale(chip, eff, keys, attention_cap),
         np.array(unfused, dtype=bool) if any(unfused) else None,
+        tuple(tags),
+        tuple(c.gemm for c in costs),
+        edge,
+        tuple(activation_bytes_by_split(cfg, seq_len, remat, dtypes.activations, flash, dtypes.matmul).items()),
     )
+
+
+def _params_by_tag(leaves: Iterable[ParamTree]) -> tuple[tuple[OpTag | None, float], ...]:
+    """Parameters of ``leaves`` summed per tag."""
+    out: dict[OpTag | None, float] = {}
+    for leaf in leaves:
+        out[leaf.tag] = out.get(leaf.tag, 0.0) + leaf.params
+    return tuple(out.items())
+
+
+@dataclass(frozen=True)
+class HeldParams:
+    """The non-expert parameters one chip of a TP group holds (``held_params``)."""
+
+    layers: tuple[float, ...]  # per layer group, of one layer
+    edge: float  # outside the layers
+    dense: float  # of all the layers: sum of count x layers
+
+
+def held_params(prof: ModelProfile, tp: int) -> HeldParams:
+    """The non-expert parameters one chip of a TP group of ``tp`` holds: each tag's parameters x its weight
+    share (sharding/tensor.share), the rule training time and serving use; memoized on the profile."""
+    found = prof.held_memo.get(tp)
+    if found is None:
+        kv = prof.cfg.tp_kv_heads
+
+        def held(pairs: tuple[tuple[OpTag | None, float], ...]) -> float:
+            return sum(p * (share(tag, tp, kv).weights if tag is not None else 1 / tp) for tag, p in pairs)
+
+        layers = tuple(held(g.params_by_tag) for g in prof.groups)
+        dense = sum(g.count * h for g, h in zip(prof.groups, layers, strict=True))
+        found = prof.held_memo[tp] = HeldParams(layers, held(prof.edge_params_by_tag), dense)
+    return found
+
+
+def tp_shares(prof: ModelProfile, tp: int, sequence_parallel: bool) -> np.ndarray:
+    """Per op, one chip's (FLOPs, weight bytes, activation bytes) fractions in a TP group of ``tp``
+    (sharding/tensor.share_columns); memoized on the profile."""
+    key = (tp, sequence_parallel)
+    found = prof.shares_memo.get(key)
+    if found is None:
+        found = prof.shares_memo[key] = share_columns(
+            prof.tags, prof.shapes, tp, prof.cfg.tp_kv_heads, sequence_parallel
+        )
+    return found
 
 
 def _core_scale(chip: Chip, eff: Efficiency, keys: tuple[FlopsKey, ...], cap: float) -> float:
@@ -271,8 +359,7 @@ def gemm_shape_efficiency(prof: ModelProfile, par: Parallelism, b: int) -> np.nd
     m = m * b / par.cp
     n = np.where(split == GEMM_SPLITS["n"], n / par.tp, n)
     k = np.where(split == GEMM_SPLITS["k"], k / par.tp, k)
-    kv = min(par.tp, prof.cfg.n_kv_heads or prof.cfg.n_heads)
-    n = np.where(split == GEMM_SPLITS["kv_heads"], n / kv, n)
+    n = np.where(split == GEMM_SPLITS["kv_heads"], n / kv_shards(par.tp, prof.cfg.tp_kv_heads), n)
     if prof.cfg.moe is not None:
         experts = prof.cfg.moe.n_experts
         m = np.where(prof.expert, m * par.ep / experts, m)
@@ -314,11 +401,13 @@ def _is_matrix(cost: Cost) -> bool:
 
 def op_roofline(prof: ModelProfile, par: Parallelism, b: int) -> tuple[RooflineTable, np.ndarray, np.ndarray]:
     """(per-op roofline, FLOPs, HBM bytes) of one microbatch of ``b`` sequences on one chip: FLOPs and
-    activation bytes over tp x cp, weights over tp (and ep for experts) (module docstring)."""
-    k = par.tp * par.cp
-    wshard = par.tp * np.where(prof.expert, par.ep, 1)
-    flops = prof.flops * (b / k)
-    nbytes = prof.weight_bytes / wshard + b * prof.act_bytes / k
+    activation bytes over cp, weights over ep for experts, each over tp by its tag (module docstring)."""
+    shares = tp_shares(prof, par.tp, par.sequence_parallel)
+    per_seq = b / par.cp
+    fl = shares[:, 0] * per_seq
+    flops = prof.flops * (fl[:, None] if prof.flops.ndim > 1 else fl)
+    wshard = np.where(prof.expert, par.ep, 1)
+    nbytes = prof.weight_bytes * shares[:, 1] / wshard + prof.act_bytes * shares[:, 2] * per_seq
     shape = gemm_shape_efficiency(prof, par, b)
     if prof.core_scale < 1.0:  # the attention kernel's own ceiling (model_profile's attention_cap)
         shape = np.where(prof.core, prof.core_scale, 1.0 if shape is None else shape)
@@ -343,9 +432,9 @@ class OpSums:
 
 
 def op_sums(prof: ModelProfile, par: Parallelism, b: int) -> OpSums:
-    """OpSums of a microbatch of ``b`` sequences under ``par``'s tp, cp and ep; memoized on the
-    profile, as layouts that differ only in other degrees share them."""
-    key = (par.tp, par.cp, par.ep, b)
+    """OpSums of a microbatch of ``b`` sequences under ``par``'s tp, cp, ep and sequence parallelism;
+    memoized on the profile, as layouts that differ only in other degrees share them."""
+    key = (par.tp, par.cp, par.ep, b, par.sequence_parallel)
     found = prof.op_sums_memo.get(key)
     if found is None:
         table = op_roofline(prof, par, b)[0]

@@ -46,12 +46,11 @@ from rooftop.plan.train.layout import (
     Parallelism,
     StageSplit,
     balance_fits,
-    divisors,
     microbatch_size,
     stage_split,
     validate,
 )
-from rooftop.plan.train.memory import MemoryTerms, replicated_activations
+from rooftop.plan.train.memory import MemoryTerms, activations_per_chip
 from rooftop.plan.train.profile import ModelProfile
 from rooftop.plan.train.step import (
     StepParts,
@@ -63,7 +62,7 @@ from rooftop.plan.train.step import (
     step_parts,
     step_result,
 )
-from rooftop.units import parse_int
+from rooftop.units import divisors, parse_int
 
 OBJECTIVES = ("time", "cost", "memory")
 REMAT_ORDER = ("none", "selective", "dots", "full")
@@ -164,7 +163,7 @@ def _tp_options(setup: TrainingSetup, chips: int) -> list[int]:
     for tp in divisors(chips):
         if tp > 64 or cfg.n_heads % tp:
             continue
-        if cfg.mla is None and cfg.n_kv_heads % tp and tp % cfg.n_kv_heads:
+        if not cfg.kv_heads_fit(tp):
             continue
         out.append(tp)
     return out
@@ -373,7 +372,7 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
         ctx.check(base, variant)
         offload, remat, zero = variant
         prof = ctx.profile(remat)
-        memory = terms.breakdown(prof.activation_bytes_per_token, zero, offload, replicated_activations(base, prof))
+        memory = terms.breakdown(activations_per_chip(base, prof), zero, offload)
         total = sum(memory.values())
         tried += 1
         if total <= ctx.usable:

@@ -105,6 +105,17 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+#: the module that registers the notebook views of the result types (rooftop.display's registry)
+_VIEWS_MODULE = "rooftop.report.notebook"
+
+
+def _load_views() -> None:
+    """Register the notebook views: called by ``rooftop.display`` when a result is shown before report/ was
+    imported. The package root wires the layers together (as ``_EXPORTS`` does), so no module below report/
+    names it."""
+    importlib.import_module(_VIEWS_MODULE)
+
+
 def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 

@@ -195,3 +195,23 @@ def test_a_comparison_shows_itself() -> None:
     assert result.to_dict() == json.loads(json.dumps(compare_payload(result)))
     html = result._repr_html_()
     assert html.count("<tr>") >= 1 + len(result.entries) and "tpu-v5e" in html
+
+
+def test_views_are_registered_by_type() -> None:
+    """The registry is keyed by the class itself, not its dotted name: a result class defined anywhere (here, in a
+    test module) is shown once a view is registered for it, and its subclasses take the nearest base's view."""
+    from dataclasses import dataclass
+
+    from rooftop.display import Displayed, register_view
+    from rooftop.report.notebook import View
+
+    @dataclass(frozen=True, repr=False)
+    class Moved(Displayed):
+        seconds: float
+
+    class Sub(Moved):
+        pass
+
+    register_view(Moved, lambda r: View("Moved", f"{r.seconds * 1000:g} ms", {"s": r.seconds}, [], "row", []))
+    assert repr(Moved(0.25)) == "<Moved: 250 ms>"
+    assert repr(Sub(0.5)) == "<Moved: 500 ms>" and Sub(0.5).to_dict()["s"] == 0.5

@@ -39,6 +39,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -366,7 +367,7 @@ class OpPricing:
                                    phase=phase_of(self.framework_op))  # fmt: skip
 
 
-def price_op(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
+def price_op(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]) -> OpPricing:
     """The :class:`OpPricing` of the op ``key`` (module, instruction, name); ``present``: the (module,
     instruction) of every op the trace timed (for the halves of async pairs)."""
     pricing = _priced(key, joiner, present)
@@ -377,7 +378,7 @@ def price_op(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     return dataclasses.replace(pricing, framework_op=scope, source=joiner.source(module, instruction or ""))
 
 
-def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
+def _priced(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]) -> OpPricing:
     module, instruction, name = key
     timed, why = joiner.find(module, instruction)
     scope = joiner.scope(module, instruction or "")
@@ -453,7 +454,7 @@ def price_ops(
     analyses: Mapping[str, HloAnalysis],
     op_names: Mapping[str, Mapping[str, str]],
     sources: Mapping[str, Mapping[str, str]],
-) -> tuple[list[tuple[tuple, np.ndarray]], list[OpPricing]]:
+) -> tuple[list[tuple[tuple[Any, ...], np.ndarray]], list[OpPricing]]:
     """The executions of each op (``op_groups``, modules named as the analyses name them) and its pricing."""
     joiner = _Joiner(analyses, op_names, sources)
     # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f

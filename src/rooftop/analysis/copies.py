@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from rooftop.analysis.compare import OpReport, Priced, ProfileReport, assemble_parts, device_intervals, judge
-from rooftop.analysis.intervals import Merged, Runs
+from rooftop.analysis.compare import OpReport, Priced, ProfileReport, assemble_parts, judge
+from rooftop.analysis.intervals import Merged, Runs, device_intervals
 from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.ops import column_codes, executions
 from rooftop.cost.op import explicit

@@ -10,8 +10,8 @@ from rooftop.errors import InvalidConfigError, shown
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
-    from rooftop.sharding.matmul import Dtypes
     from rooftop.sharding.notation import MatmulExpr
+    from rooftop.sharding.strategy import Dtypes
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def dtypes_from_args(args: argparse.Namespace) -> Dtypes:
-    from rooftop.sharding.matmul import Dtypes
+    from rooftop.sharding.strategy import Dtypes
 
     return Dtypes(
         args.lhs_dtype or args.dtype, args.rhs_dtype or args.dtype, args.out_dtype or args.dtype, args.compute_dtype

@@ -71,7 +71,8 @@ def resolve_model(name: str) -> tuple[TransformerConfig, ModelEntry | None]:
     """A config.json (a path ending .json, or a model folder holding one) or a catalog name / .toml file,
     with its catalog entry."""
     from rooftop.catalog.io import is_directory
-    from rooftop.model.catalog import get_entry, load_hf_config
+    from rooftop.model.catalog import get_entry
+    from rooftop.model.hf import load_hf_config
 
     if name.endswith(".json") or ("/" in name and is_directory(name)):
         return load_hf_config(name), None

@@ -225,7 +225,7 @@ def _critical_intensity(cost: Cost, chip: Chip) -> float:
         flops = {d: f for (u, d), f in cost.flops_by.items() if u == unit and f}
         if flops:
             dtype = max(flops, key=lambda d: flops[d])
-            return chip.flops_rate(dtype, unit)[1] / chip.hbm_bytes_per_s  # type: ignore[arg-type]
+            return chip.flops_rate(dtype, unit)[1] / chip.hbm_bytes_per_s
     return chip.critical_intensity("bf16")
 
 
@@ -243,7 +243,8 @@ class RooflineTable:
     def time_s(self) -> np.ndarray:
         import numpy as np
 
-        return np.maximum(self.compute_s, self.memory_s)
+        time_s: np.ndarray = np.maximum(self.compute_s, self.memory_s)
+        return time_s
 
     @property
     def compute_bound(self) -> np.ndarray:

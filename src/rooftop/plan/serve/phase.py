@@ -77,7 +77,7 @@ class ChipCost:
         return sum(c.flops for c in self.groups.values())
 
 
-def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, tuple]:
+def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, tuple[tuple[str, float], ...]]:
     """(weight-read factor, rows factor, figures) of a step routing ``tokens`` tokens
     (plan/serve/routing.py): the busiest expert-parallel chip reads busiest_chip_experts /
     (touched / ep) times the mean chip's expert weights and computes busiest_of(ep, T k, 1 / ep) /
@@ -289,7 +289,9 @@ def _collectives(
     return total, latency, count, terms
 
 
-def _group_times(cost: ChipCost, chip: Chip, eff: Efficiency) -> tuple[dict, dict, float, list[Term]]:
+def _group_times(
+    cost: ChipCost, chip: Chip, eff: Efficiency
+) -> tuple[dict[str, float], dict[str, str], float, list[Term]]:
     """Roofline of each op group: (time, bound, summed compute time, terms)."""
     group_s, group_bound, terms, compute_s = {}, {}, [], 0.0
     shape = matmul_shape_factor(cost.gemms, cost.groups["matmul"], chip, eff)

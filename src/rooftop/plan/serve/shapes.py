@@ -64,7 +64,7 @@ def matmul_shape_factor(
     if model is None:
         return None
     dtype = next((d for (u, d) in matmuls.flops_by if u == "matrix"), "bf16")
-    peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
+    peak = chip.flops_rate(dtype, "matrix")[1]
     matrix = sum(v for (u, _), v in matmuls.flops_by.items() if u == "matrix")
     shaped = sum(f for _, f in gemms)
     if matrix <= 0 or shaped <= 0:

@@ -27,7 +27,7 @@ def test_published_figures() -> None:
 
 
 @pytest.mark.parametrize("chip", [H100, A100, V5E, V6E])
-def test_the_switch_caps_the_matrix_rate_and_nothing_else(chip) -> None:  # type: ignore[no-untyped-def]
+def test_the_switch_caps_the_matrix_rate_and_nothing_else(chip) -> None:
     on = IDEAL.replace(matrix=0.9, matrix_achievable=1)
     off = IDEAL.replace(matrix=0.9)
     used, peak, rate_on = flop_rate(chip, "matrix", "bf16", on)

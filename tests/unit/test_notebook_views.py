@@ -23,7 +23,7 @@ H100 = rooftop.get_chip("h100")
 
 
 @cache
-def _train():  # type: ignore[no-untyped-def]
+def _train():
     setup = rooftop.TrainingSetup(
         rooftop.get_model("llama-3-8b"), H100, rooftop.parse_topology(H100, "8x8"), 256, 4096,
         default_efficiency("training"),
@@ -32,19 +32,19 @@ def _train():  # type: ignore[no-untyped-def]
 
 
 @cache
-def _serve():  # type: ignore[no-untyped-def]
+def _serve():
     req = rooftop.ServingRequest(rooftop.get_model("llama-3-8b"), H100, rooftop.parse_topology(H100, "8"), 1024, 256)
     return rooftop.plan_serving(req)
 
 
 @cache
-def _hlo():  # type: ignore[no-untyped-def]
+def _hlo():
     with gzip.open(FIXTURES / "decoder.hlo.txt.gz", "rt") as f:
         return rooftop.analyze_hlo(rooftop.parse_hlo(f.read()), H100)
 
 
 @cache
-def _profile():  # type: ignore[no-untyped-def]
+def _profile():
     return rooftop.profile_report(FIXTURES / "decoder_torch.json.gz", H100)
 
 

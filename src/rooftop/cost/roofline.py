@@ -33,6 +33,13 @@ if TYPE_CHECKING:
     from rooftop.cost.collectives import Algorithm, CollectiveTime
     from rooftop.hardware.topology import Mesh
 
+class MissingFigureError(LookupError):
+    """A Term read for a figure its rule should have recorded (a bug in the producer or the reader)."""
+
+
+#: ``Term.figure``'s default: the figure is required
+REQUIRED: Any = object()
+
 #: what a Term measures; its ``bound`` when it dominates
 TERM_KINDS = ("compute", "memory", "network", "latency", "hidden", "bubble", "overhead", "host")
 
@@ -53,10 +60,17 @@ class Term:
     figures: tuple[tuple[str, Any], ...] = ()
     collective: CollectiveTime | None = field(default=None, compare=False)
 
-    def figure(self, key: str, default: Any = None) -> Any:
+    def figure(self, key: str, default: Any = REQUIRED) -> Any:
+        """The figure named ``key``. A figure its rule always records is read without a default: when it is
+        missing (a producer renamed it, a reader misspelled it) this raises ``MissingFigureError`` naming the
+        term, its rule and the figures it has, instead of a None printed in the formula. A figure only some
+        terms of the rule carry (a matmul's shape factor) is read with the ``default`` it falls back to."""
         for k, v in self.figures:
             if k == key:
                 return v
+        if default is REQUIRED:
+            have = ", ".join(k for k, _ in self.figures) or "none"
+            raise MissingFigureError(f"term {self.name!r} (rule {self.rule!r}) has no figure {key!r}; it has: {have}")
         return default
 
 
@@ -102,7 +116,7 @@ class Estimate(Displayed):
         """The matmul's shape efficiency on the matrix unit (cost/gemm.py) when the estimate is of one
         matmul on a chip with a shape model, whether or not it divided the compute term."""
         for t in self.terms:
-            value = t.figure("shape_efficiency")
+            value = t.figure("shape_efficiency", None)
             if value is not None:
                 return float(value)
         return None

@@ -80,7 +80,7 @@ def shaped_estimate(est: Estimate, shape: float) -> Estimate:
     """``est`` with its matrix compute terms divided by the matmuls' shape efficiency (figure kept)."""
     terms, compute = [], 0.0
     for t in est.terms:
-        if t.kind == "compute" and t.figure("unit") == "matrix":
+        if t.kind == "compute" and t.figure("unit", None) == "matrix":
             figures = (*t.figures, ("shape_efficiency", shape), ("gemm", "the weight matmuls"), ("shape_applied", True))
             t = replace(t, seconds=t.seconds / shape, figures=figures)
         compute += t.seconds if t.kind == "compute" else 0.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.cost import Comm, Cost, FlopsKey
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from rooftop.cost.collectives import Algorithm, CollectiveTime
     from rooftop.hardware.topology import Mesh
 
+
 class MissingFigureError(LookupError):
     """A Term read for a figure its rule should have recorded (a bug in the producer or the reader)."""
 
@@ -40,8 +42,29 @@ class MissingFigureError(LookupError):
 #: ``Term.figure``'s default: the figure is required
 REQUIRED: Any = object()
 
-#: what a Term measures; its ``bound`` when it dominates
-TERM_KINDS = ("compute", "memory", "network", "latency", "hidden", "bubble", "overhead", "host")
+
+class TermKind(StrEnum):
+    """What a Term measures; its ``bound`` when it dominates. A str: JSON and comparisons see the value."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    NETWORK = "network"
+    LATENCY = "latency"
+    HIDDEN = "hidden"
+    BUBBLE = "bubble"
+    OVERHEAD = "overhead"
+    HOST = "host"
+
+
+TERM_KINDS = tuple(TermKind)
+
+
+class Bound(StrEnum):
+    """The term of an Estimate that dominates (ties go to compute)."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    NETWORK = "network"
 
 
 @dataclass(frozen=True)
@@ -55,7 +78,7 @@ class Term:
 
     name: str
     seconds: float
-    kind: str
+    kind: TermKind
     rule: str
     figures: tuple[tuple[str, Any], ...] = ()
     collective: CollectiveTime | None = field(default=None, compare=False)
@@ -94,10 +117,13 @@ class Estimate(Displayed):
         return self.compute_s + self.memory_s + self.network_s
 
     @property
-    def bound(self) -> str:
-        """Which term dominates: "compute", "memory" or "network" (ties go to compute)."""
+    def bound(self) -> Bound:
+        """Which term dominates: compute, memory or network (ties go to compute)."""
         best = max(
-            ("compute", self.compute_s), ("memory", self.memory_s), ("network", self.network_s), key=lambda kv: kv[1]
+            (Bound.COMPUTE, self.compute_s),
+            (Bound.MEMORY, self.memory_s),
+            (Bound.NETWORK, self.network_s),
+            key=lambda kv: kv[1],
         )
         return best[0]
 
@@ -177,7 +203,7 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
                 applied = bool(eff.matrix_shape)
                 rate *= shape if applied else 1.0
                 figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()), ("shape_applied", applied))
-        terms.append(Term(f"compute {unit} {dtype}", flops / rate, "compute", "flops", figures))
+        terms.append(Term(f"compute {unit} {dtype}", flops / rate, TermKind.COMPUTE, "flops", figures))
     return terms
 
 
@@ -188,7 +214,7 @@ def memory_term(hbm_bytes: float, chip: Chip, eff: Efficiency = IDEAL, name: str
         ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
         ("efficiency", eff.hbm),
     )
-    return Term(name, hbm_bytes / hbm_rate(chip, eff), "memory", "hbm", figures)
+    return Term(name, hbm_bytes / hbm_rate(chip, eff), TermKind.MEMORY, "hbm", figures)
 
 
 def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = "") -> Term:
@@ -196,7 +222,7 @@ def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = ""
     bytes/s (infinite when the chip file gives no host link)."""
     host = chip.host_bytes_per_s
     figures = (("bytes", nbytes), ("chip", chip.name), ("host_bytes_per_s", host), ("what", what))
-    return Term(name, nbytes / host if host > 0 else float("inf"), "host", "host", figures)
+    return Term(name, nbytes / host if host > 0 else float("inf"), TermKind.HOST, "host", figures)
 
 
 def collective_term(
@@ -207,7 +233,7 @@ def collective_term(
     from rooftop.cost.collectives import collective_time
 
     ct = collective_time(comm, mesh, chip, network_efficiency=eff.network, algorithm=algorithm)
-    kind = "network" if ct.bound == "bandwidth" else "latency"
+    kind = TermKind.NETWORK if ct.bound == "bandwidth" else TermKind.LATENCY
     figures = (("count", comm.count), ("kind", comm.kind), ("axes", ",".join(comm.axes)), ("bytes", comm.bytes))
     label = name or f"network {comm.kind} {','.join(comm.axes)}"
     return Term(label, comm.count * ct.time_s, kind, "collective", figures, ct)

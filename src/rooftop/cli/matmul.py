@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rooftop.sharding.strategy import Dtypes
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("matmul", help="time a matmul written as 'A[B,D] @ W[D,F]' (sharded: 'A[I_X,J] @ B[J,K_Y]')")
     p.add_argument("expr", help="the matmul in the notation, e.g. 'A[B,D] @ W[D,F] -> C[B,F]'")
     p.add_argument("--dims", required=True, help="dim sizes, e.g. B=4096,D=8192,F=8192")

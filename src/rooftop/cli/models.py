@@ -19,7 +19,7 @@ DEFAULT_SEQ_LEN = 4096
 REMAT_CHOICES = ("none", "selective", "dots", "selective-op", "full")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("models", help="list the model catalog with parameter counts and their published figures")
     add_common(p, chip=False)
     p.set_defaults(func=run_models)

@@ -45,7 +45,7 @@ def test_the_term_says_which_ceiling_it_used() -> None:
     assert term.seconds == pytest.approx(2e15 / (9.895e14 * 0.87 * 0.803), rel=1e-12)
     assert "x 0.803" in formula(term) and "measured share of bf16 peak on h100" in formula(term)
     (plain,) = compute_terms(cost, H100, IDEAL)
-    assert plain.figure("achievable_fraction") is None and plain.seconds == pytest.approx(2e15 / 9.895e14)
+    assert plain.figure("achievable_fraction", None) is None and plain.seconds == pytest.approx(2e15 / 9.895e14)
 
 
 def test_both_planners_use_it() -> None:

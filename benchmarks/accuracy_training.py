@@ -44,6 +44,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ as a package, run as a script too
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's rooftop
@@ -90,7 +91,7 @@ class Run:
 
 
 def _gpt_style(
-    name: str, vocab: int, d: int, heads: int, layers: int, seq: int, source: str, **biases: bool
+    name: str, vocab: int, d: int, heads: int, layers: int, seq: int, source: str, **biases: Any
 ) -> TransformerConfig:
     """GPT-2/3's architecture as Megatron-LM and llm-foundry train it: MHA, plain GELU MLP of 4 d, learned
     positions, LayerNorm, tied embeddings; ``biases`` the bias flags a family sets."""

@@ -41,7 +41,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "make_mesh": ("rooftop.hardware.topology", "make_mesh"),
     "parse_topology": ("rooftop.hardware.topology", "parse_topology"),
     "get_model": ("rooftop.model.catalog", "get_model"),
-    "load_hf_config": ("rooftop.model.catalog", "load_hf_config"),
+    "load_hf_config": ("rooftop.model.hf", "load_hf_config"),
     "Dtypes": ("rooftop.model.workload", "Dtypes"),
     "TransformerConfig": ("rooftop.model.config", "TransformerConfig"),
     "Workload": ("rooftop.model.workload", "Workload"),
@@ -78,8 +78,9 @@ if TYPE_CHECKING:
     from rooftop.hardware.catalog import get_chip, load_chips
     from rooftop.hardware.chip import Chip
     from rooftop.hardware.topology import Mesh, Topology, make_mesh, parse_topology
-    from rooftop.model.catalog import get_model, load_hf_config
+    from rooftop.model.catalog import get_model
     from rooftop.model.config import TransformerConfig
+    from rooftop.model.hf import load_hf_config
     from rooftop.model.transformer import layer_costs, model_costs
     from rooftop.model.workload import Dtypes, Workload
     from rooftop.plan.serve.sweep import ServingRequest, plan_serving
@@ -103,6 +104,17 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), attr)
     globals()[name] = value
     return value
+
+
+#: the module that registers the notebook views of the result types (rooftop.display's registry)
+_VIEWS_MODULE = "rooftop.report.notebook"
+
+
+def _load_views() -> None:
+    """Register the notebook views: called by ``rooftop.display`` when a result is shown before report/ was
+    imported. The package root wires the layers together (as ``_EXPORTS`` does), so no module below report/
+    names it."""
+    importlib.import_module(_VIEWS_MODULE)
 
 
 def __dir__() -> list[str]:

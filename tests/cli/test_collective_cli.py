@@ -11,7 +11,7 @@ from tests.conftest import run_cli
 V4 = ("--chip", "tpu-v4", "--topology", "4x4x4", "--mesh", "X=4,Y=4,Z=4")
 
 
-def as_json(*argv: str) -> dict:  # type: ignore[type-arg]
+def as_json(*argv: str) -> dict:
     code, out, err = run_cli(*argv, "--json")
     assert code == 0, err
     return json.loads(out)

@@ -12,7 +12,7 @@ TRAIN = ["--batch-tokens", "1M", "--seq-len", "4096"]
 SERVE = ["--prompt-len", "512", "--gen-len", "128"]
 
 
-def _json(*argv: str) -> dict:  # type: ignore[type-arg]
+def _json(*argv: str) -> dict:
     code, out, err = run_cli(*argv, "--json")
     assert code == 0, err
     return json.loads(out)

@@ -55,7 +55,7 @@ def literature(tmp_path: Path) -> str:
     return str(path)
 
 
-def as_json(*argv: str) -> dict:  # type: ignore[type-arg]
+def as_json(*argv: str) -> dict:
     code, out, err = run_cli("hlo", *argv, "--json")
     assert code == 0, err
     return json.loads(out)

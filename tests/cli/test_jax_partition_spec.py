@@ -12,10 +12,10 @@ import pytest
 from tests.conftest import run_cli
 
 
-def _json(*argv: str) -> dict:  # type: ignore[type-arg]
+def _json(*argv: str) -> dict:
     code, out, err = run_cli(*argv, "--json")
     assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 def test_shard_partition_spec() -> None:
@@ -74,7 +74,7 @@ def test_training_layout_specs_lower_to_fsdp_and_tensor_parallel_collectives(tmp
         for k in ("activations[B, T, D]", "mlp.w_in[D, F]", "mlp.w_out[F, D]")
     )
 
-    def loss(x, w_in, w_out):  # type: ignore[no-untyped-def]
+    def loss(x, w_in, w_out):
         return jnp.sum((jax.nn.gelu(x @ w_in) @ w_out) ** 2)  # needs the summed output: the model reduction
 
     f = jax.jit(jax.grad(loss, argnums=(1, 2)), in_shardings=(x_s, wi_s, wo_s), out_shardings=(wi_s, wo_s))

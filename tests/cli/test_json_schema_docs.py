@@ -154,7 +154,7 @@ def documented(command: str) -> frozenset[str]:
 def resolve(payload: dict[str, Any], path: str) -> Any:
     obj: Any = payload
     for part in filter(None, path.split(".")):
-        name, index = re.fullmatch(r"([^\[]+)(?:\[(\d+)\])?", part).groups()  # type: ignore[union-attr]
+        name, index = re.fullmatch(r"([^\[]+)(?:\[(\d+)\])?", part).groups()
         obj = obj.get(name) if isinstance(obj, dict) else None
         if index is not None:
             obj = obj[int(index)] if isinstance(obj, list) and len(obj) > int(index) else None
@@ -216,7 +216,7 @@ def test_every_command_is_covered() -> None:
     from rooftop.cli.main import build_parser
 
     parser = build_parser()
-    commands = set(next(a for a in parser._actions if a.dest == "command").choices)  # type: ignore[arg-type]
+    commands = set(next(a for a in parser._actions if a.dest == "command").choices)
     assert commands == {c[1].split()[0] for c in CASES}
     for command in commands:
         assert "schema_version" in documented(command)

@@ -20,7 +20,7 @@ DONE_WHEN = [
 ]
 
 
-def _limit(payload: dict, name: str, axes: str = "") -> dict:  # type: ignore[type-arg]
+def _limit(payload: dict, name: str, axes: str = "") -> dict:
     return next(x for x in payload["limits"] if x["name"] == name and x["axes"] == axes)
 
 

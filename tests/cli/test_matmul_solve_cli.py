@@ -13,10 +13,10 @@ from tests.conftest import run_cli
 INT8 = ("X[B,D] @ W[D,F]", "--dims", "B=256,D=4096,F=16384", "--dtype", "int8", "--chip", "tpu-v5e@book")
 
 
-def _json(*argv: str) -> dict:  # type: ignore[type-arg]
+def _json(*argv: str) -> dict:
     code, out, err = run_cli("matmul", *argv, "--json")
     assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 def test_part2_question4_critical_batch() -> None:

@@ -9,10 +9,10 @@ import pytest
 from tests.conftest import run_cli
 
 
-def _json(*argv: str) -> dict:  # type: ignore[type-arg]
+def _json(*argv: str) -> dict:
     code, out, err = run_cli("p2p", *argv, "--json")
     assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 def test_part2_question5_v5e_4x4() -> None:

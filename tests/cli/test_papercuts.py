@@ -13,8 +13,9 @@ from tests.conftest import run_cli
 SERVE_H100 = "serve llama-3-70b --chip h100 --chips 16 --prompt-len 2048 --gen-len 256".split()
 SERVE_V5E = "serve llama-3-70b --chip tpu-v5e --topology 4x4 --prompt-len 2048 --gen-len 512".split()
 # v=1, mb=16: a layout whose bound is the pipeline bubble
-TRAIN_PP = "train llama-3.1-405b --chip h100 --chips 16384 --batch-tokens 16M --seq-len 8192 --fix tp=8,pp=16,v=1,mb=16"
-TRAIN_PP = TRAIN_PP.split()
+TRAIN_PP = (
+    "train llama-3.1-405b --chip h100 --chips 16384 --batch-tokens 16M --seq-len 8192 --fix tp=8,pp=16,v=1,mb=16"
+).split()
 
 
 def ok(*argv: str) -> str:

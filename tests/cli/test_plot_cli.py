@@ -247,9 +247,9 @@ def test_the_writers_check_the_path_before_drawing(tmp_path: Path) -> None:
     from rooftop.report.profile import plot_profile
 
     with pytest.raises(InvalidConfigError, match="must end in"):
-        plot_profile(None, get_chip("h100"), str(tmp_path / "x.gif"))  # type: ignore[arg-type]
+        plot_profile(None, get_chip("h100"), str(tmp_path / "x.gif"))
     with pytest.raises(InvalidConfigError, match="must end in"):
-        plot_hlo(None, str(tmp_path / "x.gif"))  # type: ignore[arg-type]
+        plot_hlo(None, str(tmp_path / "x.gif"))
     assert list(tmp_path.iterdir()) == []
 
 

@@ -87,7 +87,7 @@ def test_jax_bridge_sees_the_wasted_collectives() -> None:
     naive = analyze(*_flat(mock_transformer("naive")), chip="h100", steps=2, mesh="data=4,model=2")
     fixed = analyze(*_flat(mock_transformer("fixed")), chip="h100", steps=2, mesh="data=4,model=2")
 
-    def comm_ops(report):  # type: ignore[no-untyped-def]
+    def comm_ops(report):
         return sum(1 for o in report.ops if o.category == "communication")
 
     assert comm_ops(naive) > comm_ops(fixed)
@@ -95,7 +95,7 @@ def test_jax_bridge_sees_the_wasted_collectives() -> None:
     assert not any(o.opcode == "all-gather" for o in fixed.ops)
 
 
-def _flat(pair):  # type: ignore[no-untyped-def]
+def _flat(pair):
     step, args = pair
     return (step, *args)
 

@@ -48,7 +48,7 @@ def test_percentiles_bad_input(argv: tuple[str, ...], message: str) -> None:
     assert message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_request_trace_means_and_malformed_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_request_trace_means_and_malformed_line(tmp_path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"input_len": 1000, "output_len": 100}\n\n{"input_len": 3000, "output_len": 300, "x": 1}\n')
     code, out, err = run_cli(*BASE[:4], "--chips", "1", "--requests-per-s", "2", "--percentiles", "--requests", "500",

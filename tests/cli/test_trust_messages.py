@@ -31,7 +31,7 @@ def test_a_help_that_writes_one_number_two_ways_reads_them_alike() -> None:
     pairs = [(opt, a, b) for opt, text in _helps(build_parser()) for a, b in _PAIR.findall(text)]
     assert pairs
     for opt, plain, prefixed in pairs:
-        digits = float(re.match(r"[0-9.]+", prefixed).group())  # type: ignore[union-attr]
+        digits = float(re.match(r"[0-9.]+", prefixed).group())
         if plain.isdigit() and digits in (int(plain) / 1000, int(plain) / 1024):
             assert parse_number(plain) == parse_number(prefixed), (opt, plain, prefixed)
 

@@ -245,7 +245,8 @@ class PathMaker:
             return "{W}/" + name
         if roll < 0.8:  # the target is already there: a file, a directory, a link to elsewhere
             name = f"out.{ext or 'png'}"
-            self.case.files[name] = rng.choice([b"old", Special("dir"), Special("symlink", "{W}/elsewhere")])
+            there: list[bytes | Special] = [b"old", Special("dir"), Special("symlink", "{W}/elsewhere")]
+            self.case.files[name] = rng.choice(there)
             if self.case.files[name] != Special("dir"):
                 self.case.outputs += ("{W}/" + name,)
             return "{W}/" + name

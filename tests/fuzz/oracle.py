@@ -209,7 +209,7 @@ def fd_capture() -> Iterator[list[str]]:
     result: list[str] = []
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(Exception):
-            stream.flush()  # type: ignore[union-attr]
+            stream.flush()
     saved = [os.dup(1), os.dup(2)]
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 1)
@@ -219,7 +219,7 @@ def fd_capture() -> Iterator[list[str]]:
         finally:
             for stream in (sys.__stdout__, sys.__stderr__):
                 with contextlib.suppress(Exception):
-                    stream.flush()  # type: ignore[union-attr]
+                    stream.flush()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             for fd in saved:

@@ -270,10 +270,10 @@ def json_trace_case(rng: random.Random) -> Case:
     compress = fname.endswith(".gz")
     if rng.random() < 0.08:  # broken below the JSON: cut, or corrupt compressed bytes
         if compress:
-            data = bytearray(gzip.compress(data, mtime=0))
+            broken = bytearray(gzip.compress(data, mtime=0))
             for _ in range(rng.randint(1, 4)):
-                data[rng.randrange(10, len(data))] = rng.randrange(256)
-            data, compress = bytes(data), False
+                broken[rng.randrange(10, len(broken))] = rng.randrange(256)
+            data, compress = bytes(broken), False
             what.append("gzip bytes corrupted")
         else:
             data = data[: rng.randrange(len(data))]

@@ -43,23 +43,23 @@ D, N, HD, F, V = 8192, 64, 128, 28672, 128256
 WEIGHTS = 2 * (80 * ((2 * D * N * HD + 3 * D * F) / 32 + 2 * D * 8 * HD / 8 + 2 * D) + 2 * V * D / 32 + D)
 
 
-def _plan(eff):  # type: ignore[no-untyped-def]
+def _plan(eff):
     return plan_serving(ServingRequest(L70, V5E, parse_topology(V5E, "4x8"), 7680, 512, efficiency=eff))
 
 
 @pytest.fixture(scope="module")
-def ideal():  # type: ignore[no-untyped-def]
+def ideal():
     return _plan(IDEAL)
 
 
-def _largest(plan):  # type: ignore[no-untyped-def]
+def _largest(plan):
     """The layout holding the most sequences on the slice, and its point at that batch."""
     big = max(plan.layouts, key=lambda s: s.max_batch * s.layout.replicas)
     point = next(p for p in plan.points if p.layout == big.layout and p.batch == big.max_batch)
     return big, point
 
 
-def test_the_cache_is_sharded_over_the_whole_slice(ideal) -> None:  # type: ignore[no-untyped-def]
+def test_the_cache_is_sharded_over_the_whole_slice(ideal) -> None:
     big, _ = _largest(ideal)
     assert big.layout == ServingLayout(tp=32, kv_batch=4)  # 8 KV heads x 4 batch shards = 32 chips, no copies
     assert WEIGHTS == 4_663_820_288
@@ -73,7 +73,7 @@ def test_the_cache_is_sharded_over_the_whole_slice(ideal) -> None:  # type: igno
     assert plain.max_batch == int((HBM - WEIGHTS) // (4 * per_sequence)) == 37
 
 
-def test_step_time_at_the_largest_batch_is_the_books_bandwidth_bound(ideal) -> None:  # type: ignore[no-untyped-def]
+def test_step_time_at_the_largest_batch_is_the_books_bandwidth_bound(ideal) -> None:
     _, point = _largest(ideal)
     step = point.decode
     # bytes read per chip: the cache of 148 sequences at the mean context 7680 + 256 (+ the new token) / 32,
@@ -92,7 +92,7 @@ def test_step_time_at_the_largest_batch_is_the_books_bandwidth_bound(ideal) -> N
     assert a2a.seconds < 0.1 * step.collective_s  # small: activations move, the cache stays
 
 
-def test_default_efficiencies_scale_the_same_layout(ideal) -> None:  # type: ignore[no-untyped-def]
+def test_default_efficiencies_scale_the_same_layout(ideal) -> None:
     """The issue's command (defaults): the same layout, 95% of HBM usable on a TPU (the XLA:TPU runtime
     keeps 0.5-0.75 GiB of a chip; catalog/efficiency/serving.toml [overheads.tpu]): 136 sequences, within
     10% of the book's table method (140) and 15.5% under the 161 of its text."""

@@ -22,14 +22,14 @@ B, D = 1024, 4096
 W_BIDIR_V4 = 9e10  # the book's bidirectional ICI bandwidth for TPU v4p (2 x 4.5e10)
 
 
-def ag(axes: str, nbytes: float, mesh, **kw):  # type: ignore[no-untyped-def]
+def ag(axes: str, nbytes: float, mesh, **kw):
     return collective_time(Comm("all-gather", tuple(axes.split(",")), nbytes), mesh, **kw)
 
 
-def collective(*argv: str) -> dict:  # type: ignore[type-arg]
+def collective(*argv: str) -> dict:
     code, out, err = run_cli("collective", *argv, "--json")
     assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 V4 = ("--chip", "tpu-v4", "--topology", "4x4x4", "--mesh", "X=4,Y=4,Z=4")
@@ -281,10 +281,10 @@ def test_part3_question4_strategies_by_the_books_rule() -> None:
     assert p["comm_s"] == pytest.approx(0.75 * p["book_comm_s"])
 
 
-def model_json(*argv: str) -> dict:  # type: ignore[type-arg]
+def model_json(*argv: str) -> dict:
     code, out, err = run_cli("model", *argv, "--json")
     assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 def test_part4_question1_params_and_kv_from_dims() -> None:

@@ -8,6 +8,8 @@
   small per-chip batches the search adds tensor parallelism.
 """
 
+from typing import Any
+
 import pytest
 
 from rooftop.cost.efficiency import IDEAL, default_efficiency
@@ -61,14 +63,14 @@ def test_search_adds_tensor_parallelism_at_small_per_chip_batch() -> None:
     assert small.parallelism.tp >= 4
 
 
-def _limits(*argv: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def _limits(*argv: str) -> dict[tuple[str, str], dict[str, Any]]:
     import json
 
     from tests.conftest import run_cli
 
     code, out, err = run_cli("limits", *argv, "--json")
     assert code == 0, err
-    return {(x["name"], x["axes"]): x for x in json.loads(out)["limits"]}  # type: ignore[misc]
+    return {(x["name"], x["axes"]): x for x in json.loads(out)["limits"]}
 
 
 def test_book_figures_with_the_books_chip() -> None:

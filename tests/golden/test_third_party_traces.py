@@ -30,7 +30,7 @@ def _same_program(ours: str | None, derived: str) -> bool:
     assert ours is not None
     a, b = parse_hlo(ours), parse_hlo(derived)
 
-    def listing(m):  # type: ignore[no-untyped-def]
+    def listing(m):
         return {c: [(i.name, i.opcode, str(i.shape)) for i in comp.instructions] for c, comp in m.computations.items()}
 
     return a.name == b.name and listing(a) == listing(b)
@@ -141,7 +141,7 @@ V6E_ARRAY = 4 * V6E_FUSION_FLOPS  # 5,368,709,120 bytes
 
 
 @pytest.fixture(scope="module")
-def v6e():  # type: ignore[no-untyped-def]
+def v6e():
     from tests.conftest import THIRD_PARTY as third_party
 
     if not third_party.is_dir():
@@ -153,14 +153,14 @@ def v6e():  # type: ignore[no-untyped-def]
     return profile_report(third_party / "xplane/xprof_tpu_v6e_inference_2.xplane.pb", get_chip("tpu-v6e"))
 
 
-def test_v6e_every_op_has_a_cost_under_its_instruction_name(v6e) -> None:  # type: ignore[no-untyped-def]
+def test_v6e_every_op_has_a_cost_under_its_instruction_name(v6e) -> None:
     """Was: the XLA Ops events are named by their HLO text, taken as the instruction: 0 of 17 priced."""
     assert len(v6e.ops) == 17
     assert all(o.verdict != "unknown cost" and o.lower_bound_s is not None for o in v6e.ops)
     assert all(not o.name.startswith("%") for o in v6e.ops)
 
 
-def test_v6e_fusion_matches_xprof_on_the_device_clock(v6e) -> None:  # type: ignore[no-untyped-def]
+def test_v6e_fusion_matches_xprof_on_the_device_clock(v6e) -> None:
     (fusion,) = (o for o in v6e.ops if o.name == "broadcast_add_fusion.1")
     assert fusion.count == 400
     assert fusion.measured_s == pytest.approx(8155e-6, rel=0.02)  # xprof hlo_stats: 8,155 us (device_duration_ps)
@@ -169,7 +169,7 @@ def test_v6e_fusion_matches_xprof_on_the_device_clock(v6e) -> None:  # type: ign
     assert fusion.bound == "memory" and fusion.lower_bound_s == pytest.approx(2 * V6E_ARRAY / 1.638e12, rel=1e-3)
 
 
-def test_v6e_host_offload_copies_are_priced_once_on_the_host_link(v6e) -> None:  # type: ignore[no-untyped-def]
+def test_v6e_host_offload_copies_are_priced_once_on_the_host_link(v6e) -> None:
     """Was: copy-start and copy-done each priced as HBM traffic. Now the pair is one transfer of one side's
     bytes over the host link (tpu-v6e: 32 GB/s), priced on the done; the start is bookkeeping."""
     dones = [o for o in v6e.ops if o.name.startswith("copy-done")]
@@ -184,7 +184,7 @@ def test_v6e_host_offload_copies_are_priced_once_on_the_host_link(v6e) -> None: 
     assert waited and all(o.verdict == "overlapped transfer" for o in waited)
 
 
-def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:  # type: ignore[no-untyped-def]
+def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:
     """Was: the re-printed HloProto has replica_groups={}, and rooftop said nothing moves."""
     (psum,) = (o for o in v6e.ops if o.name == "all-reduce")
     assert psum.count == 12 and psum.mesh_axes == ("axis_0",)
@@ -192,7 +192,7 @@ def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:  # type: ignore[
     assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in v6e.notes)
 
 
-def test_v6e_memory_peak_with_and_without_the_stack(v6e) -> None:  # type: ignore[no-untyped-def]
+def test_v6e_memory_peak_with_and_without_the_stack(v6e) -> None:
     assert v6e.memory["peak_bytes_per_device"]["/device:TPU:0"] == 16_106_341_504  # xprof peakBytesUsageLifetime
     assert v6e.memory["peak_bytes_with_reserved_per_device"]["/device:TPU:0"] == 21_492_569_216  # peakBytesInUse
 

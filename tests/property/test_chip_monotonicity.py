@@ -10,7 +10,9 @@ traffic and the gradient all-reduce, so a faster chip could shrink the cover by 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -46,7 +48,7 @@ EFF = default_efficiency("training")
 
 def improve(chip: Chip, figure: str, k: float) -> Chip:
     """``chip`` with one figure better by a factor ``k`` > 1 (bandwidths and peaks up, latencies down)."""
-    scaled = {
+    figures: dict[str, Callable[[], dict[str, Any]]] = {
         "matrix": lambda: {
             "matrix_flops_per_s": MappingProxyType({d: v * k for d, v in chip.matrix_flops_per_s.items()})
         },
@@ -60,8 +62,8 @@ def improve(chip: Chip, figure: str, k: float) -> Chip:
         "dcn_bw": lambda: {"dcn_bytes_per_s": chip.dcn_bytes_per_s * k},
         "scaleout_latency": lambda: {"scaleout_latency_s": chip.scaleout_latency_s / k},
         "host_bw": lambda: {"host_bytes_per_s": chip.host_bytes_per_s * k},
-    }[figure]()
-    return dataclasses.replace(chip, **scaled)
+    }
+    return dataclasses.replace(chip, **figures[figure]())
 
 
 def _setup(model: str, chip: Chip, chips: int, batch: int, seq: int) -> TrainingSetup:

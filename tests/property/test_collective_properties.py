@@ -29,7 +29,7 @@ mesh_name = st.sampled_from(sorted(MESHES))
 FAST = settings(max_examples=40, deadline=None)
 
 
-def time(kind: str, ax: tuple[str, ...], v: float, name: str, chip=None):  # type: ignore[no-untyped-def]
+def time(kind: str, ax: tuple[str, ...], v: float, name: str, chip=None):
     return collective_time(Comm(kind, ax, v), MESHES[name], chip)
 
 

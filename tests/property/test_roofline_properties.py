@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ def test_cost_addition_is_commutative_and_additive(f1: float, b1: float, f2: flo
 
 @settings(max_examples=200, deadline=None)
 @given(flops, nbytes, st.sampled_from(CHIPS), st.sampled_from(["matrix", "vector"]))
-def test_bounds_are_the_chip_figures_max_and_sum(f: float, b: float, chip, unit: str) -> None:  # type: ignore[no-untyped-def]
+def test_bounds_are_the_chip_figures_max_and_sum(f: float, b: float, chip, unit: str) -> None:
     """compute = FLOPs / the chip's bf16 peak of that unit, memory = bytes / its HBM bandwidth (the catalog's
     figures, read here directly); lower bound = the larger, upper bound = the sum."""
     est = roofline(explicit(f, b, unit=unit), chip)
@@ -39,7 +40,7 @@ def test_bounds_are_the_chip_figures_max_and_sum(f: float, b: float, chip, unit:
 
 @settings(max_examples=200, deadline=None)
 @given(flops, nbytes, frac, frac, st.sampled_from(CHIPS))
-def test_more_bandwidth_or_flops_is_never_slower(f: float, b: float, e1: float, e2: float, chip) -> None:  # type: ignore[no-untyped-def]
+def test_more_bandwidth_or_flops_is_never_slower(f: float, b: float, e1: float, e2: float, chip) -> None:
     lo, hi = sorted([e1, e2])
     cost = explicit(f, b)
     slow = roofline(cost, chip, efficiency=Efficiency(matrix=lo, hbm=lo))
@@ -64,9 +65,7 @@ op_costs = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(op_costs, frac, frac, frac, st.sampled_from(CHIPS))
-def test_the_table_roofline_is_the_scalar_roofline(  # type: ignore[no-untyped-def]
-    ops, matrix: float, vector: float, hbm: float, chip
-) -> None:
+def test_the_table_roofline_is_the_scalar_roofline(ops, matrix: float, vector: float, hbm: float, chip) -> None:
     """roofline_table (numpy over ops) gives every op the compute and memory seconds roofline() gives it."""
     from rooftop.cost.cost import Cost
     from rooftop.cost.roofline import flops_table, roofline_table
@@ -79,7 +78,7 @@ def test_the_table_roofline_is_the_scalar_roofline(  # type: ignore[no-untyped-d
         costs.append(Cost(by, b))
     eff = Efficiency(matrix=matrix, vector=vector, hbm=hbm)
     keys, table = flops_table(costs)
-    got = roofline_table(table, keys, [c.hbm_bytes for c in costs], chip, eff)
+    got = roofline_table(table, keys, np.array([c.hbm_bytes for c in costs]), chip, eff)
     for i, c in enumerate(costs):
         est = roofline(c, chip, efficiency=eff)
         assert abs(got.compute_s[i] - est.compute_s) <= 1e-9 * est.compute_s + 1e-300

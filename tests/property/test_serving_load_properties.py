@@ -26,9 +26,11 @@ from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 NOISE = 1.02
 
 
-def _state(chip: Chip, model: str, chips: int, p: int, g: int, fix: dict, **load: float) -> SteadyState:
+def _state(
+    chip: Chip, model: str, chips: int, p: int, g: int, fix: dict[str, int], kv: str = "bf16", **load: float
+) -> SteadyState:
     req = ServingRequest(
-        get_model(model), chip, topology_for_chips(chip, chips), p, g, Dtypes(kv_cache=load.pop("kv", "bf16")), fix=fix,
+        get_model(model), chip, topology_for_chips(chip, chips), p, g, Dtypes(kv_cache=kv), fix=fix,
         **load,  # type: ignore[arg-type]
     )  # fmt: skip
     batching = plan_serving(req).batching
@@ -108,18 +110,18 @@ LOADED_CASES = (
 @settings(max_examples=3, deadline=None)
 @given(*LOADED_CASES)
 @example("llama-3-70b", "h100", 2, "hbm_capacity_bytes", 2.0, 256, 0.5)  # the closed loop of the docstring
-def test_a_better_chip_is_never_worse_under_load(model, chip_name, tp, field, k, clients, load) -> None:  # type: ignore[no-untyped-def]
+def test_a_better_chip_is_never_worse_under_load(model, chip_name, tp, field, k, clients, load) -> None:
     _never_worse_under_load(model, chip_name, tp, field, k, clients, load)
 
 
 @pytest.mark.long
 @settings(max_examples=60, deadline=None)
 @given(*LOADED_CASES)
-def test_a_better_chip_is_never_worse_under_load_long(model, chip_name, tp, field, k, clients, load) -> None:  # type: ignore[no-untyped-def]
+def test_a_better_chip_is_never_worse_under_load_long(model, chip_name, tp, field, k, clients, load) -> None:
     _never_worse_under_load(model, chip_name, tp, field, k, clients, load)
 
 
-def _never_worse_under_load(model, chip_name, tp, field, k, clients, load) -> None:  # type: ignore[no-untyped-def]
+def _never_worse_under_load(model, chip_name, tp, field, k, clients, load) -> None:
     """At a request rate: capacity, TTFT and TPOT. With N clients (a closed loop) a better chip may
     run more of them at once (more HBM: fewer preemptions), each step longer, so TPOT may rise while
     every request still ends sooner: there, capacity, the request's latency TTFT + (G - 1) x TPOT

@@ -34,7 +34,7 @@ cases = st.tuples(
 )
 
 
-def _setup(model: str, chip_name: str, tp: int, dtypes: Dtypes, prompt: int, gen: int, ideal: bool):  # type: ignore[no-untyped-def]
+def _setup(model: str, chip_name: str, tp: int, dtypes: Dtypes, prompt: int, gen: int, ideal: bool):
     chip = get_chip(chip_name)
     topo = parse_topology(chip, CHIPS[chip_name][0])
     cfg = MODELS[model]
@@ -46,7 +46,7 @@ def _setup(model: str, chip_name: str, tp: int, dtypes: Dtypes, prompt: int, gen
 
 @settings(max_examples=25, deadline=None)
 @given(cases, st.integers(1, 512), st.integers(1, 512))
-def test_more_batch_never_lowers_throughput_until_memory_runs_out(case, b1: int, b2: int) -> None:  # type: ignore[no-untyped-def]
+def test_more_batch_never_lowers_throughput_until_memory_runs_out(case, b1: int, b2: int) -> None:
     """On the roofline without the matmul shape model. With it, throughput is a sawtooth in the batch, as on
     the hardware: 65 sequences run a 128-row tile where 64 run a 64-row one (cost/gemm.py)."""
     req, layout, mesh = _setup(*case)
@@ -67,7 +67,7 @@ def test_more_batch_never_lowers_throughput_until_memory_runs_out(case, b1: int,
 
 @settings(max_examples=25, deadline=None)
 @given(cases, st.integers(1, 8))
-def test_int8_weights_never_slower_than_bf16_at_small_batch(case, batch: int) -> None:  # type: ignore[no-untyped-def]
+def test_int8_weights_never_slower_than_bf16_at_small_batch(case, batch: int) -> None:
     req, layout, mesh = _setup(*case)
     if not _valid(req, layout):
         return
@@ -80,7 +80,7 @@ def test_int8_weights_never_slower_than_bf16_at_small_batch(case, batch: int) ->
 
 @settings(max_examples=30, deadline=None)
 @given(cases, st.integers(1, 64))
-def test_kv_cache_shards_add_up(case, batch: int) -> None:  # type: ignore[no-untyped-def]
+def test_kv_cache_shards_add_up(case, batch: int) -> None:
     req, layout, _ = _setup(*case)
     if not _valid(req, layout):
         return
@@ -145,7 +145,7 @@ DTYPES = (Dtypes(), Dtypes("fp8", "fp8", "fp8"), Dtypes("fp4", "fp4", "int4"), D
     st.integers(1, 8192),
     st.booleans(),
 )
-def test_tp_across_nvlink_domains_is_never_faster_than_inside_one(  # type: ignore[no-untyped-def]
+def test_tp_across_nvlink_domains_is_never_faster_than_inside_one(
     model: str, dtypes: Dtypes, pp: int, batch: int, context: int, ideal: bool
 ) -> None:
     """More bandwidth is never slower: the same tp=16 replica (or tp x pp = 16) on one 16-GPU B200 NVLink

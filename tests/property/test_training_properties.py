@@ -22,7 +22,7 @@ def _setup(nodes: int, batch: int, seq: int = 4096) -> TrainingSetup:
     return TrainingSetup(CFG, H100, parse_topology(H100, f"{nodes}x8"), batch, seq, default_efficiency("training"))
 
 
-def _eval(setup: TrainingSetup, par: Parallelism):  # type: ignore[no-untyped-def]
+def _eval(setup: TrainingSetup, par: Parallelism):
     validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
     return evaluate(setup, par, CommPricer(layout_mesh(setup.topology, par), H100, setup.efficiency.network))
 
@@ -72,7 +72,7 @@ def test_search_is_the_same_under_any_string_hash_seed() -> None:
 A100 = get_chip("a100")
 
 
-def _fsdp_a100(model: str, chips: int, batch: int, seq: int):  # type: ignore[no-untyped-def]
+def _fsdp_a100(model: str, chips: int, batch: int, seq: int):
     """Pure FSDP on a 2021-era A100 cluster (8 per node, one 200 Gb/s HDR NIC per GPU) run by DeepSpeed ZeRO-3
     (NCCL rings, its host cost per gathered unit); full remat so that a sequence per GPU fits."""
     from rooftop.plan.train.framework import get_framework

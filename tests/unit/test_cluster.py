@@ -121,7 +121,8 @@ def test_workers_that_keep_dying_or_fail_are_one_line_naming_the_host() -> None:
     from distributed import KilledWorker
 
     with pytest.raises(ClusterError, match=r"host 'h3.xplane.pb': the workers reducing it kept dying"):
-        result(_Failed(KilledWorker("rooftop-host-3", "tcp://w:1", 3)), Path("h3.xplane.pb"), "tcp://s:1")
+        died = KilledWorker("rooftop-host-3", "tcp://w:1", 3)  # type: ignore[arg-type]  # an address for the worker
+        result(_Failed(died), Path("h3.xplane.pb"), "tcp://s:1")
     with pytest.raises(ClusterError, match=r"a worker failed: ModuleNotFoundError: .no rooftop."):
         result(_Failed(ModuleNotFoundError("no rooftop")), Path("h3.xplane.pb"), "tcp://s:1")
 

@@ -144,7 +144,7 @@ def test_no_command_buffer_leaves_the_trace_alone() -> None:
     assert same is plain and notes == []
 
 
-def _load(tmp: Path, stem: str):  # type: ignore[no-untyped-def]
+def _load(tmp: Path, stem: str):
     from rooftop.analysis.hlo.parse import parse_hlo
     from rooftop.analysis.profile import profile_report
     from rooftop.hardware.catalog import get_chip
@@ -156,14 +156,14 @@ def _load(tmp: Path, stem: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def h100(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def h100(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("jax")
     tmp = tmp_path_factory.mktemp("h100")
     return {stem: _load(tmp, stem) for stem in ("decoder", "decoder_no_graphs")}
 
 
 @pytest.mark.jax
-def test_real_h100_graph_kernels_each_get_their_instruction(h100) -> None:  # type: ignore[no-untyped-def]
+def test_real_h100_graph_kernels_each_get_their_instruction(h100) -> None:
     report, _ = h100["decoder"]
     assert any("1275 kernels ran inside a CUDA graph (command_buffer_1)" in n for n in report.notes)
     assert any("5 of 5 replays were lined up" in n for n in report.notes)
@@ -182,7 +182,7 @@ def test_real_h100_graph_kernels_each_get_their_instruction(h100) -> None:  # ty
 
 
 @pytest.mark.jax
-def test_graph_attribution_matches_the_profile_where_kernels_name_their_ops(h100) -> None:  # type: ignore[no-untyped-def]
+def test_graph_attribution_matches_the_profile_where_kernels_name_their_ops(h100) -> None:
     """The same step profiled without command buffers (each kernel names its instruction): joined by op
     name and shape, the times the schedule alignment gives agree op by op, within run-to-run noise."""
     times = {}
@@ -201,7 +201,7 @@ def test_graph_attribution_matches_the_profile_where_kernels_name_their_ops(h100
 
 
 @pytest.mark.jax
-def test_a_kernel_without_hlo_op_gets_the_fusion_its_name_names(h100) -> None:  # type: ignore[no-untyped-def]
+def test_a_kernel_without_hlo_op_gets_the_fusion_its_name_names(h100) -> None:
     report, _ = h100["decoder_no_graphs"]
     assert any("5 of 5 kernels without an hlo_op were given the fusion their name names" in n for n in report.notes)
     assert all(o.lower_bound_s for o in report.ops)  # loop_convert_fusion.7 among them

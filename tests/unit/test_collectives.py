@@ -25,21 +25,21 @@ W5E = 5e10
 MIB = 2.0**20
 
 
-def mesh(chip: str, topo: str, axes: str | None = None):  # type: ignore[no-untyped-def]
+def mesh(chip: str, topo: str, axes: str | None = None):
     c = get_chip(chip)
     return make_mesh(parse_topology(c, topo), axes)
 
 
 @pytest.fixture(scope="module")
-def v4():  # type: ignore[no-untyped-def]
+def v4():
     return mesh("tpu-v4", "4x4x4", "X=4,Y=4,Z=4")
 
 
-def t(kind: str, axes: str, nbytes: float, m, sharp: bool = False):  # type: ignore[no-untyped-def]
+def t(kind: str, axes: str, nbytes: float, m, sharp: bool = False):
     return collective_time(Comm(kind, tuple(axes.split(",")), nbytes), m, sharp=sharp)
 
 
-def test_ring_all_gather_is_half_the_gathered_bytes_over_one_link(v4) -> None:  # type: ignore[no-untyped-def]
+def test_ring_all_gather_is_half_the_gathered_bytes_over_one_link(v4) -> None:
     v = 1024 * 4096 * 2 / 4  # bf16[B_X, D_Y] gathered over X: 2 MiB per device
     ct = t("all-gather", "X", v, v4)
     assert ct.bandwidth_time_s == pytest.approx((4 - 1) / 2 * (v / 4) / W4)
@@ -50,7 +50,7 @@ def test_ring_all_gather_is_half_the_gathered_bytes_over_one_link(v4) -> None:  
     assert "wraparound" in collective_why(ct, get_chip("tpu-v4")) and "ring of 4" in collective_formula(ct)
 
 
-def test_small_arrays_are_latency_bound(v4) -> None:  # type: ignore[no-untyped-def]
+def test_small_arrays_are_latency_bound(v4) -> None:
     ct = t("all-gather", "X", 128 * 2, v4)
     assert ct.bound == "latency"
     assert ct.time_s == pytest.approx(2 * 1e-6)
@@ -77,7 +77,7 @@ def test_same_axis_line_costs_more_than_ring() -> None:
     assert "whole 4x4x4 cubes" in collective_why(line, get_chip("tpu-v4"))
 
 
-def test_two_axes_work_together(v4) -> None:  # type: ignore[no-untyped-def]
+def test_two_axes_work_together(v4) -> None:
     v = 8 * MIB
     s = v / 16
     ct = t("all-gather", "X,Y", v, v4)
@@ -90,7 +90,7 @@ def test_two_axes_work_together(v4) -> None:  # type: ignore[no-untyped-def]
     assert "X@dim0" in collective_formula(x16)
 
 
-def test_reduce_scatter_all_reduce_all_to_all_permute(v4) -> None:  # type: ignore[no-untyped-def]
+def test_reduce_scatter_all_reduce_all_to_all_permute(v4) -> None:
     v = 4 * MIB
     ag = t("all-gather", "X", v, v4)
     rs = t("reduce-scatter", "X", v, v4)
@@ -187,7 +187,7 @@ def test_size_one_axis_moves_nothing() -> None:
     assert ct.time_s == 0 and ct.devices == 1
 
 
-def test_bad_axes_raise(v4) -> None:  # type: ignore[no-untyped-def]
+def test_bad_axes_raise(v4) -> None:
     with pytest.raises(ShardingError, match="unknown mesh axis 'Q'"):
         t("all-gather", "Q", 1.0, v4)
     with pytest.raises(ShardingError, match="twice"):
@@ -196,7 +196,7 @@ def test_bad_axes_raise(v4) -> None:  # type: ignore[no-untyped-def]
         collective_time(Comm("all-gather", (), 1.0), v4)
 
 
-def test_roofline_prices_comms_with_the_same_rule(v4) -> None:  # type: ignore[no-untyped-def]
+def test_roofline_prices_comms_with_the_same_rule(v4) -> None:
     comm = Comm("all-reduce", ("X", "Y"), 3 * MIB, count=4)
     est = roofline(Cost().with_comm(comm), get_chip("tpu-v4"), v4)
     assert est.network_s == pytest.approx(4 * collective_time(comm, v4).time_s)
@@ -208,7 +208,7 @@ def test_nccl_ring_over_nodes_adds_its_steps_latency_to_the_bandwidth_term() -> 
     enter the ring through their 8 NICs (8 x 50 GB/s), each GPU through NVLink (450 GB/s): the fabric sets the
     term. Latency, NCCL's tuning model: 8.4 us + (511 - 63) x 3.4 us + 63 x 14 us, added to the bandwidth term.
     An all-reduce is twice both (2 x 511 steps, 2 x 63 over the network)."""
-    from rooftop.cost.collectives import Algorithm
+    from rooftop.cost.algorithms import Algorithm
 
     m = mesh("h100", "64x8", "fsdp=512")
     ring = Algorithm("ring", 8.4e-6, 3.4e-6, 14e-6)

@@ -15,7 +15,7 @@ from rooftop.plan.serve.sweep import plan_serving
 R, P, G = 20.0, 2048, 256
 
 
-def _plan(chip: str, rate: bool):  # type: ignore[no-untyped-def]
+def _plan(chip: str, rate: bool):
     argv = f"serve llama-3-70b --chip {chip} --chips 16 --prompt-len {P} --gen-len {G} --max-step-latency 50ms"
     req = request_from_args(build_parser().parse_args([*argv.split(), "--requests-per-s", str(R)]))
     return plan_serving(req if rate else dataclasses.replace(req, requests_per_s=None))

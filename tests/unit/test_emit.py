@@ -42,7 +42,7 @@ def _plan_collectives() -> set[tuple[str, str]]:
     return out
 
 
-def test_emit_jax_lowers_with_the_collectives_the_plan_priced(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_emit_jax_lowers_with_the_collectives_the_plan_priced(tmp_path) -> None:
     jax = pytest.importorskip("jax")
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")

@@ -37,7 +37,7 @@ def test_every_framework_loads_with_a_source_per_figure() -> None:
         get_framework("deepspeedx")
 
 
-def _step(framework: str, chip=H100, model: str = "llama-3-8b", par: Parallelism | None = None, seq: int = 8192,  # type: ignore[no-untyped-def]
+def _step(framework: str, chip=H100, model: str = "llama-3-8b", par: Parallelism | None = None, seq: int = 8192,
           fused: bool | None = True, **changes: object):  # fmt: skip
     """``fused``: elementwise ops compiled (default, so stacks compare on the mechanism under test), None: the
     framework's; ``changes``: fields of the framework replaced (to compare stacks on one mechanism)."""

@@ -99,7 +99,7 @@ def test_roofline_divides_the_matmul_term_only_when_switched_on() -> None:
     c = matmul(Operand(("M", "K")), Operand(("K", "N")), Operand(("M", "N")), sizes)
     plain = roofline(c, H100, efficiency=IDEAL)
     shaped = roofline(c, H100, efficiency=IDEAL.replace(matrix_shape=1))
-    se = shape_efficiency(H100, c.gemm)  # type: ignore[arg-type]
+    se = shape_efficiency(H100, c.gemm)
     assert se is not None and se < 1
     assert shaped.compute_s == pytest.approx(plain.compute_s / se)
     term = next(t for t in shaped.terms if t.kind == "compute")
@@ -135,7 +135,7 @@ def test_monotone_over_whole_tiles_and_waves(a: int, b: int, c: int, chip: str) 
     base = Gemm(a * step, b * step, c * step)
     for grown in (Gemm(2 * a * step, b * step, c * step), Gemm(a * step, 2 * b * step, c * step),
                   Gemm(a * step, b * step, 2 * c * step)):  # fmt: skip
-        assert shape_efficiency(ch, grown) >= shape_efficiency(ch, base) - 1e-12  # type: ignore[operator]
+        assert shape_efficiency(ch, grown) >= shape_efficiency(ch, base) - 1e-12
 
 
 @settings(max_examples=100, deadline=None)

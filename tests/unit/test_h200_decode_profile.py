@@ -27,7 +27,7 @@ def test_a_stream_that_also_copies_is_a_kernel_stream() -> None:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def report(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("jax")
     from rooftop.analysis.profile import profile_report
     from rooftop.hardware.catalog import get_chip
@@ -39,7 +39,7 @@ def report(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 
 @pytest.mark.jax
-def test_every_kernel_of_the_decode_step_is_read_and_lined_up(report) -> None:  # type: ignore[no-untyped-def]
+def test_every_kernel_of_the_decode_step_is_read_and_lined_up(report) -> None:
     from jax.profiler import ProfileData
 
     rep, xplane = report
@@ -57,7 +57,7 @@ def test_every_kernel_of_the_decode_step_is_read_and_lined_up(report) -> None:  
 
 
 @pytest.mark.jax
-def test_the_attention_scores_read_one_layers_cache(report) -> None:  # type: ignore[no-untyped-def]
+def test_the_attention_scores_read_one_layers_cache(report) -> None:
     """``einsum("bkgd,bksd->bkgs")``: q [64, 8, 4, 128] against one layer's K cache [64, 8, 2048, 128] in
     bf16, scores [64, 8, 4, 2048] out in bf16: memory-bound on h200's 4.8 TB/s."""
     rep, _ = report

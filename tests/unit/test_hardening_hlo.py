@@ -17,7 +17,8 @@ from rooftop.analysis.hlo.groups import device_groups, replica_groups
 from rooftop.analysis.hlo.mesh import infer_mesh
 from rooftop.analysis.hlo.parse import parse_hlo, parse_instruction
 from rooftop.analysis.hlo.shapes import parse_shape, parse_window
-from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.torch.op import TorchOp
+from rooftop.analysis.torch.ops import nccl_comm, op_cost
 from rooftop.cost.op import ConvDim, floor_sum
 from rooftop.errors import ParseError
 from rooftop.hardware.catalog import get_chip

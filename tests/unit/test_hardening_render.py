@@ -240,13 +240,13 @@ def test_serve_and_train_charts_check_the_path_first(tmp_path: Path, command: st
 
     path = str(tmp_path / "x.gif")
     with pytest.raises(InvalidConfigError, match="must end in"):  # rejected before the plan is read
-        serve_chart.plot_serve(path, None) if command == "serve" else train.plot_train(None, path)  # type: ignore[arg-type]
+        serve_chart.plot_serve(path, None) if command == "serve" else train.plot_train(None, path)
 
 
 # ---------------------------------------------------------------- calibrate
 
 
-def calibration():  # type: ignore[no-untyped-def]
+def calibration():
     from rooftop.jaxlink.calibrate import Calibration, Measurement
 
     return Calibration(

@@ -210,7 +210,7 @@ def test_wrong_event_fields_name_the_event(tmp_path: Path, field: str, value: An
 
 
 def test_memory_sample_fields(tmp_path: Path) -> None:
-    sample = {"ph": "i", "name": "[memory]", "pid": 9, "tid": 9, "ts": 50,
+    sample: dict[str, Any] = {"ph": "i", "name": "[memory]", "pid": 9, "tid": 9, "ts": 50,
               "args": {"Total Allocated": 2048, "Device Type": 1, "Device Id": 0}}  # fmt: skip
     path = _write_kineto(tmp_path / "t.json", [*_kineto_events(), sample])
     assert load_trace(path).memory == ((50e-6, 2048.0, "/device:GPU:0", 0.0),)
@@ -526,7 +526,7 @@ def test_jaxlink_analyze_logdir_must_be_a_directory(tmp_path: Path) -> None:
 
 def test_device_ordinal_must_be_a_device_number(tmp_path: Path) -> None:
     host = {"ph": "M", "name": "process_name", "pid": 5, "args": {"name": "/host:CPU"}}
-    op = {"ph": "X", "name": "dot.1", "pid": 5, "tid": 1, "ts": 1, "dur": 1,
+    op: dict[str, Any] = {"ph": "X", "name": "dot.1", "pid": 5, "tid": 1, "ts": 1, "dur": 1,
           "args": {"hlo_op": "dot.1", "hlo_module": "jit_h", "device_ordinal": "3"}}  # fmt: skip
     path = tmp_path / "t.json"
     path.write_text(json.dumps([host, op]))
@@ -560,16 +560,20 @@ def test_prefix_sums_measure_windows_as_clipping_does() -> None:
         assert intervals._overlap(lo, hi, merged, prefix) == pytest.approx(want, abs=1e-9)
 
 
-def _events(rows: list[tuple[str, str, str, float, float, int | None, str, dict[str, Any]]]) -> EventTable:
+#: (device, line, name, start_s, duration_s, step, kind, args) of one event
+Row = tuple[str, str, str, float, float, int | None, str, dict[str, Any]]
+
+
+def _events(rows: list[Row]) -> EventTable:
     return EventTable.from_events(
-        OpEvent(device, line, name, None, None, start, dur, step, kind, None, args)  # type: ignore[arg-type]
+        OpEvent(device, line, name, None, None, start, dur, step, kind, None, args)
         for device, line, name, start, dur, step, kind, args in rows
     )
 
 
 def test_overlapping_steps_over_many_kernels() -> None:
-    kernels = [("/device:GPU:0", "s7", "k", 2e-6 * i, 1e-6, None, "kernel", {}) for i in range(20_000)]
-    steps = [("/host:CPU", "t", f"ProfilerStep#{i}", 0.0, 1.0, i, "step", {}) for i in range(3_000)]
+    kernels: list[Row] = [("/device:GPU:0", "s7", "k", 2e-6 * i, 1e-6, None, "kernel", {}) for i in range(20_000)]
+    steps: list[Row] = [("/host:CPU", "t", f"ProfilerStep#{i}", 0.0, 1.0, i, "step", {}) for i in range(3_000)]
     trace = Trace(_events(kernels + steps), "hostile", "kineto")
     report = _timed(lambda: compare.compare(trace, {}))
     assert len(report.steps) == 3_000
@@ -582,8 +586,10 @@ def test_long_collectives_over_many_kernels() -> None:
 
     nccl = {"cat": "kernel", "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
             "Group size": 2, "dtype": "Float"}  # fmt: skip
-    kernels = [("/device:GPU:0", "s7", "k", 2e-6 * i, 1e-6, None, "kernel", {"cat": "kernel"}) for i in range(20_000)]
-    comms = [
+    kernels: list[Row] = [
+        ("/device:GPU:0", "s7", "k", 2e-6 * i, 1e-6, None, "kernel", {"cat": "kernel"}) for i in range(20_000)
+    ]
+    comms: list[Row] = [
         ("/device:GPU:0", "s8", "ncclKernel_AllReduce", 1e-9 * i, 0.04, None, "kernel", nccl) for i in range(5_000)
     ]
     trace = Trace(_events(kernels + comms), "hostile", "kineto")
@@ -602,7 +608,7 @@ def test_many_process_names(tmp_path: Path) -> None:
 
 
 def test_one_instruction_run_as_many_distinct_kernels() -> None:
-    rows = [("/device:GPU:0", "s", f"k{i}", 1e-6 * i, 5e-7, None, "kernel", {}) for i in range(30_000)]
+    rows: list[Row] = [("/device:GPU:0", "s", f"k{i}", 1e-6 * i, 5e-7, None, "kernel", {}) for i in range(30_000)]
     table = EventTable.from_events(
         OpEvent(d, ln, n, "jit_f", "fusion.1", s, du, st, k, None, a) for d, ln, n, s, du, st, k, a in rows
     )

@@ -36,13 +36,14 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     jax = _jax()
     out = tmp_path_factory.mktemp("prof")
 
-    def f(a: jax.Array) -> jax.Array:
+    @jax.jit
+    def f(a: Any) -> Any:
         return jax.numpy.tanh(a @ a.T).sum()
 
-    def g(a: jax.Array) -> jax.Array:
+    @jax.jit
+    def g(a: Any) -> Any:
         return a * 2.0
 
-    f, g = jax.jit(f), jax.jit(g)
     x = jax.numpy.ones((64, 32))
     jax.block_until_ready((f(x), g(x)))
     with jax.profiler.trace(str(out)):

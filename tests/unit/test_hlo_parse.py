@@ -543,7 +543,7 @@ def test_files_that_are_not_hlo_text(tmp_path: Path) -> None:
 # --- real compiled HLO from JAX -------------------------------------------------------------------------------
 
 
-def _compiled(fn, *args) -> HloModule:  # type: ignore[no-untyped-def]
+def _compiled(fn, *args) -> HloModule:
     jax = pytest.importorskip("jax")
     return parse_hlo(jax.jit(fn).lower(*args).compile().as_text(), source=getattr(fn, "__name__", "fn"))
 
@@ -567,13 +567,13 @@ def test_jax_matmul() -> None:
 def test_jax_mlp() -> None:
     jnp = pytest.importorskip("jax.numpy")
 
-    def mlp(x, w1, w2):  # type: ignore[no-untyped-def]
+    def mlp(x, w1, w2):
         return jnp.maximum(x @ w1, 0) @ w2
 
     mod = _compiled(mlp, jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32, 4)))
     dots = sorted(_find(mod, "dot"), key=lambda d: d.shape.dims)
     assert [d.shape.dims for d in dots] == [(8, 4), (8, 32)]
-    flops = sum(2 * d.shape.num_elements * d.operand_shapes[0].dims[1] for d in dots)  # type: ignore[union-attr]
+    flops = sum(2 * d.shape.num_elements * d.operand_shapes[0].dims[1] for d in dots)
     assert flops == 2 * 8 * 16 * 32 + 2 * 8 * 32 * 4
     assert mod.entry.root.shape.dims == (8, 4)
     assert all(f.fusion_kind in {"kLoop", "kInput", "kOutput", "kCustom"} for f in _find(mod, "fusion"))
@@ -583,7 +583,7 @@ def test_jax_fori_loop_trip_count() -> None:
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
 
-    def loop(x):  # type: ignore[no-untyped-def]
+    def loop(x):
         return jax.lax.fori_loop(0, 8, lambda i, c: jnp.tanh(c @ c), x)
 
     mod = _compiled(loop, jnp.ones((16, 16)))
@@ -614,7 +614,7 @@ def test_jax_sharded_collectives_on_8_devices() -> None:
 
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 
-    def step(a):  # type: ignore[no-untyped-def]
+    def step(a):
         return (
             jax.lax.psum(a, "x"),
             jax.lax.all_gather(a, "y", tiled=True),

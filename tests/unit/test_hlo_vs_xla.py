@@ -46,7 +46,7 @@ try:
 
     shard_map = partial(_shard_map, check_vma=False)
 except ImportError:  # older jax
-    from jax.experimental.shard_map import shard_map as _shard_map
+    from jax.experimental.shard_map import shard_map as _shard_map  # type: ignore[no-redef]
 
     shard_map = partial(_shard_map, check_rep=False)
 

@@ -26,7 +26,7 @@ V5E = get_chip("tpu-v5e")
 BF16 = Dtypes()
 
 
-def mesh_for(chip, spec: str, layout: ServingLayout):  # type: ignore[no-untyped-def]
+def mesh_for(chip, spec: str, layout: ServingLayout):
     return make_mesh(parse_topology(chip, spec), layout.mesh_axes())
 
 

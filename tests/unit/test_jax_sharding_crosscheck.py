@@ -39,7 +39,7 @@ ROOFTOP_MESH = make_mesh(parse_topology(get_chip("tpu-v5e"), "4x2"), "X=4,Y=2")
 
 
 @pytest.fixture(scope="module")
-def mesh():  # type: ignore[no-untyped-def]
+def mesh():
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 host devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
     return jax.make_mesh((4, 2), ("X", "Y"))
@@ -57,7 +57,7 @@ def notation(name: str, dims: str, sub: str) -> str:
     return f"{name}[" + ", ".join(d + (f"_{s}" if s else "") for d, s in zip(dims, sub.split(","), strict=True)) + "]"
 
 
-def xla_collectives(mesh, lhs: str, rhs: str, out: str, shape: tuple[int, int, int]) -> tuple[Counter, int]:  # type: ignore[no-untyped-def,type-arg]
+def xla_collectives(mesh, lhs: str, rhs: str, out: str, shape: tuple[int, int, int]) -> tuple[Counter, int]:
     import jax.numpy as jnp
 
     i, j, k = shape
@@ -71,7 +71,7 @@ def xla_collectives(mesh, lhs: str, rhs: str, out: str, shape: tuple[int, int, i
     return Counter(_OP.findall(hlo)), len(_DYNAMIC_SLICE.findall(hlo))
 
 
-def normalise(observed: Counter, slices: int, predicted: Counter) -> Counter:  # type: ignore[type-arg]
+def normalise(observed: Counter, slices: int, predicted: Counter) -> Counter:
     """Read XLA CPU's all-reduce + dynamic-slice as the reduce-scatter rooftop predicts."""
     out = Counter(observed)
     missing = predicted["reduce-scatter"] - out["reduce-scatter"]
@@ -103,7 +103,7 @@ CASES = [
 
 @pytest.mark.jax
 @pytest.mark.parametrize(("lhs", "rhs", "out", "shape", "best"), CASES)
-def test_xla_emits_the_collectives_rooftop_predicts(mesh, lhs, rhs, out, shape, best) -> None:  # type: ignore[no-untyped-def]
+def test_xla_emits_the_collectives_rooftop_predicts(mesh, lhs, rhs, out, shape, best) -> None:
     expr = parse_matmul(f"{notation('A', 'IJ', lhs)} @ {notation('B', 'JK', rhs)} -> {notation('C', 'IK', out)}")
     r = analyze_sharded_matmul(expr, dict(zip("IJK", shape, strict=True)), ROOFTOP_MESH)
     strategies = [r.best, *r.alternatives]

@@ -100,7 +100,7 @@ def test_fsdp_tp_split_reproduces_the_books_example() -> None:
     assert 64 / s.x_high == pytest.approx(2.02, abs=0.01)
     assert s.min_tokens_per_chip == pytest.approx(2 * 2550**2 / 32_768)  # 396.8
     assert s.x_opt == pytest.approx(math.sqrt(2550 * 64 * 48_000 / (1275 * 32_768)))
-    assert s.x_opt == pytest.approx(math.sqrt(s.x_low * s.x_high))  # type: ignore[operator]  # the roots' mean
+    assert s.x_opt == pytest.approx(math.sqrt(s.x_low * s.x_high))  # the roots' mean
     assert s.ratio_at_opt == pytest.approx(s.x_opt * 1275 / 48_000 + 64 * 2550 / (s.x_opt * 32_768))
     assert fsdp_tp_split(48_000, 64 * 8, 32_768, 32_768, 1275, 2550).x_low is None  # 94 tokens per chip: < 396
 
@@ -178,7 +178,7 @@ def test_moe_critical_batch_and_expert_parallelism() -> None:
         fsdp = lim.limit("fsdp_critical_tokens_per_chip", axes)
         moe = lim.limit("moe_critical_tokens_per_chip", axes)
         assert moe.value == pytest.approx(fsdp.value * 8 / 2)
-        assert moe.book_value == pytest.approx(fsdp.book_value * 4)  # type: ignore[operator]
+        assert moe.book_value == pytest.approx(fsdp.book_value * 4)
     ep = lim.limit("ep_largest_degree")
     assert ep.value == 8  # all 8 experts, one per GPU of the node
     assert ep.figure("ratio") == pytest.approx(7 / 8 / NVLINK * 2 * C_H100 / (2 * 14336))

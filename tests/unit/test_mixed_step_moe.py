@@ -25,7 +25,7 @@ EFF = default_efficiency("serving", "gpu")
 P = 1024  # prompt tokens
 
 
-def _setup(model: str, layout: ServingLayout):  # type: ignore[no-untyped-def]
+def _setup(model: str, layout: ServingLayout):
     cfg = get_model(model)
     mesh = make_mesh(topology_for_chips(H200, layout.tp * layout.pp), layout.mesh_axes())
     return lambda n, c: phase.mixed_step(cfg, H200, mesh, layout, n, P + 64, c, P, DT, EFF)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.model.catalog import get_model, load_hf_config
+from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
-from rooftop.model.hf import config_from_hf
+from rooftop.model.hf import config_from_hf, load_hf_config
 from rooftop.model.layers import layer_groups
 from rooftop.model.memory import (
     kv_cache_bytes,
@@ -26,10 +26,10 @@ from tests.conftest import run_cli
 HF = Path(__file__).parents[1] / "fixtures" / "hf_configs"
 
 
-def _cli_model(file: str) -> dict:  # type: ignore[type-arg]
+def _cli_model(file: str) -> dict:
     code, out, err = run_cli("model", str(HF / file), "--json")
     assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 def _without_embedding_tables(file: str, figure: str) -> float:
@@ -226,7 +226,7 @@ def test_prefill_of_recurrent_blocks_is_priced_by_their_own_flops() -> None:
     qn = load_hf_config(HF / "qwen3-next-80b-a3b.json")
     lin, full = (g for g in layer_groups(qn))
 
-    def op(cfg, group, block: str, name: str, tokens: int) -> float:  # type: ignore[no-untyped-def]
+    def op(cfg, group, block: str, name: str, tokens: int) -> float:
         tree = layer_costs(cfg, Workload("prefill", 1, tokens), Dtypes(), group)
         return next(leaf for path, leaf in tree.leaves() if path == f"layer/{block}/{name}").cost.flops
 

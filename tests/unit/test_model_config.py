@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rooftop.errors import InvalidConfigError, UnknownNameError
-from rooftop.model.catalog import config_from_dict, config_to_dict, get_entry, get_model, load_hf_config, load_models
+from rooftop.model.catalog import config_from_dict, config_to_dict, get_entry, get_model, load_models
 from rooftop.model.config import MoEConfig, TransformerConfig
-from rooftop.model.hf import config_from_hf
+from rooftop.model.hf import config_from_hf, load_hf_config
 from rooftop.model.workload import Workload
 
 HF = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
-BASE = dict(name="m", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, d_ff=688)
+BASE: dict[str, Any] = dict(name="m", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, d_ff=688)
 
 
 def test_defaults_kv_heads_and_head_dim() -> None:
@@ -248,7 +249,7 @@ def test_model_command_attention_convention_flash_and_context() -> None:
     the fused-attention bytes train assumes beside the unfused ones, and a --seq-len past the context warns."""
     from tests.conftest import run_cli
 
-    def model(*argv: str) -> dict:  # type: ignore[type-arg]
+    def model(*argv: str) -> dict:
         code, out, err = run_cli("model", "llama-3-8b", "--seq-len", "8192", *argv, "--json")
         assert code == 0, err
         return json.loads(out)

@@ -23,7 +23,7 @@ H100 = rooftop.get_chip("h100")
 
 
 @cache
-def _train():  # type: ignore[no-untyped-def]
+def _train():
     setup = rooftop.TrainingSetup(
         rooftop.get_model("llama-3-8b"), H100, rooftop.parse_topology(H100, "8x8"), 256, 4096,
         default_efficiency("training"),
@@ -32,19 +32,19 @@ def _train():  # type: ignore[no-untyped-def]
 
 
 @cache
-def _serve():  # type: ignore[no-untyped-def]
+def _serve():
     req = rooftop.ServingRequest(rooftop.get_model("llama-3-8b"), H100, rooftop.parse_topology(H100, "8"), 1024, 256)
     return rooftop.plan_serving(req)
 
 
 @cache
-def _hlo():  # type: ignore[no-untyped-def]
+def _hlo():
     with gzip.open(FIXTURES / "decoder.hlo.txt.gz", "rt") as f:
         return rooftop.analyze_hlo(rooftop.parse_hlo(f.read()), H100)
 
 
 @cache
-def _profile():  # type: ignore[no-untyped-def]
+def _profile():
     return rooftop.profile_report(FIXTURES / "decoder_torch.json.gz", H100)
 
 
@@ -195,3 +195,23 @@ def test_a_comparison_shows_itself() -> None:
     assert result.to_dict() == json.loads(json.dumps(compare_payload(result)))
     html = result._repr_html_()
     assert html.count("<tr>") >= 1 + len(result.entries) and "tpu-v5e" in html
+
+
+def test_views_are_registered_by_type() -> None:
+    """The registry is keyed by the class itself, not its dotted name: a result class defined anywhere (here, in a
+    test module) is shown once a view is registered for it, and its subclasses take the nearest base's view."""
+    from dataclasses import dataclass
+
+    from rooftop.display import Displayed, register_view
+    from rooftop.report.notebook import View
+
+    @dataclass(frozen=True, repr=False)
+    class Moved(Displayed):
+        seconds: float
+
+    class Sub(Moved):
+        pass
+
+    register_view(Moved, lambda r: View("Moved", f"{r.seconds * 1000:g} ms", {"s": r.seconds}, [], "row", []))
+    assert repr(Moved(0.25)) == "<Moved: 250 ms>"
+    assert repr(Sub(0.5)) == "<Moved: 500 ms>" and Sub(0.5).to_dict()["s"] == 0.5

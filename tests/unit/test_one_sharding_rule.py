@@ -82,8 +82,8 @@ def test_the_rule_by_hand_on_llama_3_8b() -> None:
     only 8 ways; without sequence parallelism the norms stay whole on every rank, with it they split 16 ways."""
     prof = _profile("llama-3-8b")
     forward = [i for i, tag in enumerate(prof.tags) if tag is not None and prof.phase[i] == 0 and prof.group[i] >= 0]
-    k_op = next(i for i in forward if prof.tags[i].split == "kv_heads")  # type: ignore[union-attr]
-    norm_op = next(i for i in forward if prof.tags[i].split == "tokens")  # type: ignore[union-attr]
+    k_op = next(i for i in forward if prof.tags[i].split == "kv_heads")
+    norm_op = next(i for i in forward if prof.tags[i].split == "tokens")
     assert prof.act_bytes[norm_op] > 0
     for sp, norm_ways in ((False, 1), (True, 16)):
         _, flops, nbytes = op_roofline(prof, Parallelism(tp=16, sequence_parallel=sp), 1)

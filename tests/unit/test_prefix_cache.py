@@ -17,13 +17,13 @@ P, L = 2048, 1536
 
 
 @pytest.fixture(scope="module")
-def setup():  # type: ignore[no-untyped-def]
+def setup():
     argv = f"serve llama-3-8b --chip h100 --chips 1 --prompt-len {P} --gen-len 128 --batch 1".split()
     plan = plan_serving(request_from_args(build_parser().parse_args(argv)))
     return plan.request, plan.points[0].layout
 
 
-def test_hit_saves_a_prefill_of_the_prefix(setup) -> None:  # type: ignore[no-untyped-def]
+def test_hit_saves_a_prefill_of_the_prefix(setup) -> None:
     req, layout = setup
     pc = prefix_cache(req, layout, L, 0.75)
     mesh = make_mesh(req.topology, layout.mesh_axes())
@@ -44,7 +44,7 @@ def test_hit_saves_a_prefill_of_the_prefix(setup) -> None:  # type: ignore[no-un
     assert 0 < pc.saved_fraction < 0.75 * (pc.miss.flops - pc.hit.flops) / pc.miss.flops + 0.02
 
 
-def test_prefix_bad_values(setup) -> None:  # type: ignore[no-untyped-def]
+def test_prefix_bad_values(setup) -> None:
     req, layout = setup
     with pytest.raises(InvalidConfigError, match="prefix-len=2048 must be at least 1 and below"):
         prefix_cache(req, layout, P, 0.5)

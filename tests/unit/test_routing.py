@@ -61,7 +61,7 @@ def test_a_deepseek_decode_step_prices_the_busiest_expert_and_chip(batch: int) -
         layout = ServingLayout(tp=8, ep=ep)
         steps[ep] = decode_step(cfg, chip, make_mesh(topo, layout.mesh_axes()), layout, batch, 2048, dt, eff)
     term = next(t for t in steps[8].terms if t.name.startswith("matmul"))
-    assert term.figure("expert_busiest_rows") == routing.busiest_rows(cfg.moe, batch)  # type: ignore[arg-type]
+    assert term.figure("expert_busiest_rows") == routing.busiest_rows(cfg.moe, batch)
     assert term.figure("expert_busiest_rows") > term.figure("expert_mean_rows")
     assert term.figure("busiest_chip_experts") >= term.figure("experts_touched") / 8
     if batch == 8:  # 11 experts' weights on the busiest chip against 7.2 on average: a slower step

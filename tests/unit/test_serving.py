@@ -14,8 +14,9 @@ from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.model.workload import Dtypes
+from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.disagg import disaggregate
-from rooftop.plan.serve.sweep import ServingRequest, choose, min_slice, pareto_frontier, plan_serving
+from rooftop.plan.serve.sweep import ServingRequest, choose, pareto_frontier, plan_serving
 
 V5E = get_chip("tpu-v5e")
 H100 = get_chip("h100")
@@ -23,12 +24,12 @@ L70 = get_model("llama-3-70b")
 
 
 @pytest.fixture(scope="module")
-def v5e_plan():  # type: ignore[no-untyped-def]
+def v5e_plan():
     """The issue's done criterion: llama-3-70b on a 4x4 v5e, prompt 2048, generate 512."""
     return plan_serving(ServingRequest(L70, V5E, parse_topology(V5E, "4x4"), 2048, 512))
 
 
-def test_done_criterion_small_batch_step_is_the_bandwidth_floor(v5e_plan) -> None:  # type: ignore[no-untyped-def]
+def test_done_criterion_small_batch_step_is_the_bandwidth_floor(v5e_plan) -> None:
     first = v5e_plan.points[v5e_plan.frontier[0]]
     assert first.batch == 1 and first.layout.tp == 16
     d = first.decode
@@ -44,7 +45,7 @@ def test_done_criterion_small_batch_step_is_the_bandwidth_floor(v5e_plan) -> Non
     assert first.bound == "memory"
 
 
-def test_done_criterion_large_batch_end_is_memory_capacity(v5e_plan) -> None:  # type: ignore[no-untyped-def]
+def test_done_criterion_large_batch_end_is_memory_capacity(v5e_plan) -> None:
     last = v5e_plan.points[v5e_plan.frontier[-1]]
     summary = next(s for s in v5e_plan.layouts if s.layout == last.layout)
     assert summary.limit == "memory_capacity"
@@ -60,7 +61,7 @@ def test_done_criterion_large_batch_end_is_memory_capacity(v5e_plan) -> None:  #
     assert tp8.limit == "weights" and tp8.max_batch == 0
 
 
-def test_frontier_is_monotone_and_undominated(v5e_plan) -> None:  # type: ignore[no-untyped-def]
+def test_frontier_is_monotone_and_undominated(v5e_plan) -> None:
     pts = v5e_plan.points
     front = [pts[i] for i in v5e_plan.frontier]
     assert all(p.fits for p in front)
@@ -73,7 +74,7 @@ def test_frontier_is_monotone_and_undominated(v5e_plan) -> None:  # type: ignore
     assert pareto_frontier([]) == ()
 
 
-def test_choose_respects_targets(v5e_plan) -> None:  # type: ignore[no-untyped-def]
+def test_choose_respects_targets(v5e_plan) -> None:
     pts = v5e_plan.points
     best, why = choose(pts, None, None)
     assert best == max((i for i, p in enumerate(pts) if p.fits), key=lambda i: pts[i].tokens_per_s_per_chip)
@@ -89,7 +90,7 @@ def test_choose_respects_targets(v5e_plan) -> None:  # type: ignore[no-untyped-d
     assert none is None and "TTFT" in why
 
 
-def test_cost_per_million_tokens_arithmetic(v5e_plan) -> None:  # type: ignore[no-untyped-def]
+def test_cost_per_million_tokens_arithmetic(v5e_plan) -> None:
     p = v5e_plan.points[v5e_plan.frontier[0]]
     usd_per_s = 1.20 / 3600 * 16  # catalog price x chips of the replica
     assert p.cost_output_usd_per_m == pytest.approx(1e6 * usd_per_s * p.step_time_s / p.batch)

@@ -13,9 +13,10 @@ from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import layout as sl
+from rooftop.plan.serve.candidates import candidate_layouts
 from rooftop.plan.serve.crossing import scale_out_axes
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.sweep import ServingRequest, candidate_layouts, plan_serving
+from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 
 L70 = get_model("llama-3-70b")
 H100 = get_chip("h100")
@@ -25,7 +26,7 @@ FP4 = Dtypes("fp4", "fp4", "int4")
 D, N, K, HD, F, LAYERS, V = 8192, 64, 8, 128, 28672, 80, 128256
 
 
-def _request(chip, topology: str, fix: dict | None = None, **kw) -> ServingRequest:  # type: ignore[no-untyped-def]
+def _request(chip, topology: str, fix: dict | None = None, **kw) -> ServingRequest:
     return ServingRequest(L70, chip, parse_topology(chip, topology), 2048, 256, fix=fix, **kw)
 
 

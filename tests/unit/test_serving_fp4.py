@@ -26,7 +26,7 @@ FP4 = Dtypes("fp4", "fp4", "int4")
 D, N, K, HD, F, LAYERS, V = 8192, 64, 8, 128, 28672, 80, 128256
 
 
-def _request(chip, topology: str, **kw) -> ServingRequest:  # type: ignore[no-untyped-def]
+def _request(chip, topology: str, **kw) -> ServingRequest:
     return ServingRequest(L70, chip, parse_topology(chip, topology), 2048, 256, **kw)
 
 

@@ -5,6 +5,7 @@ properties every layout keeps (more chips never hold more cache per chip, nor fi
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,9 @@ def test_mla_latent_is_replicated_under_tp_and_split_over_requests_under_attn_dp
     tp8, dp8 = ServingLayout(tp=8, ep=8), ServingLayout(tp=8, ep=8, attn_dp=8)
     assert sl.kv_cache_per_chip_bytes(DSV3, tp8, 64, 2048, "bf16") == 64 * 2048 * per_token  # on every chip
     assert sl.kv_cache_per_chip_bytes(DSV3, dp8, 64, 2048, "bf16") == 64 * 2048 * per_token / 8
-    mem = dict(cfg=DSV3, chip=H200, context_len=2048, dtypes=Dtypes("fp8"), eff=default_efficiency("serving", "gpu"))
+    mem: dict[str, Any] = dict(
+        cfg=DSV3, chip=H200, context_len=2048, dtypes=Dtypes("fp8"), eff=default_efficiency("serving", "gpu")
+    )
     usable = 141 * 2**30 * 0.9  # H200: 141 GiB, 90% usable
     for lay, split in ((tp8, 1), (dp8, 8)):
         free = usable - sl.weights_per_chip_bytes(DSV3, lay, "fp8")
@@ -174,7 +177,7 @@ def test_split_tp_group_over_two_nodes_is_priced_on_the_fabric() -> None:
 
 
 @pytest.mark.parametrize("cfg", [L70, MIXTRAL, DSV3, get_model("llama-3-8b")], ids=lambda c: c.name)
-def test_more_chips_never_hold_more_cache_per_chip(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_more_chips_never_hold_more_cache_per_chip(cfg) -> None:
     """Per-chip cache of the best split at each tp never grows with tp, and splitting (kv_batch, attn_dp)
     never holds more than the same tp without it."""
     best = []
@@ -191,7 +194,7 @@ def test_more_chips_never_hold_more_cache_per_chip(cfg) -> None:  # type: ignore
     assert all(b <= a for a, b in itertools.pairwise(best))
 
 
-def _valid(cfg, lay: ServingLayout) -> bool:  # type: ignore[no-untyped-def]
+def _valid(cfg, lay: ServingLayout) -> bool:
     try:
         sl.validate_layout(cfg, lay)
     except InvalidConfigError:
@@ -200,7 +203,7 @@ def _valid(cfg, lay: ServingLayout) -> bool:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("cfg", "chip"), [(L70, V5E), (L70, H100), (MIXTRAL, H100)], ids=lambda x: x.name)
-def test_max_batch_never_decreases_with_more_chips(cfg, chip) -> None:  # type: ignore[no-untyped-def]
+def test_max_batch_never_decreases_with_more_chips(cfg, chip) -> None:
     """The most sequences a slice holds (best layout: max batch per replica x replicas) never falls as
     the slice grows."""
     eff = default_efficiency("serving", chip.kind)

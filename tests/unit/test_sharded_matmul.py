@@ -7,28 +7,29 @@ import pytest
 from rooftop.errors import ShardingError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
-from rooftop.sharding.matmul import Dtypes, analyze_sharded_matmul, plan_sharded_matmul
+from rooftop.sharding.matmul import analyze_sharded_matmul, plan_sharded_matmul
 from rooftop.sharding.notation import MatmulExpr, parse_matmul, parse_tensor
 from rooftop.sharding.shard import resolve_sharding, shard_array
+from rooftop.sharding.strategy import Dtypes
 
 MESH = {"X": 4, "Y": 4}
 SIZES = {"I": 4096, "J": 8192, "K": 16384}
 
 
-def plans(expr: str, sizes: dict[str, int] = SIZES, mesh: dict[str, int] = MESH):  # type: ignore[no-untyped-def]
+def plans(expr: str, sizes: dict[str, int] = SIZES, mesh: dict[str, int] = MESH):
     return plan_sharded_matmul(parse_matmul(expr), sizes, mesh)
 
 
-def comms(strategy) -> list[tuple[str, tuple[str, ...], float]]:  # type: ignore[no-untyped-def]
+def comms(strategy) -> list[tuple[str, tuple[str, ...], float]]:
     return [(s.kind, s.axes, s.bytes) for s in strategy.steps if s.kind != "matmul"]
 
 
-def by_comms(expr: str, **kw):  # type: ignore[no-untyped-def]
+def by_comms(expr: str, **kw):
     return {tuple((k, a) for k, a, _ in comms(s)): s for s in plans(expr, **kw)}
 
 
 @pytest.fixture(scope="module")
-def v5e():  # type: ignore[no-untyped-def]
+def v5e():
     return make_mesh(parse_topology(get_chip("tpu-v5e"), "4x4"), "X=4,Y=4")
 
 
@@ -88,7 +89,7 @@ def test_output_sharding_by_slicing_replicated_inputs_costs_no_communication() -
     assert s.matmul_cost.flops == 2 * 4096 * 8192 * 16384 / 16
 
 
-def test_training_pattern_gathers_the_weights(v5e) -> None:  # type: ignore[no-untyped-def]
+def test_training_pattern_gathers_the_weights(v5e) -> None:
     expr = "A[I_X, J] @ B[J_X, K_Y] -> C[I_X, K_Y]"  # data + tensor + ZeRO (Part 3 Question 6)
     best = analyze_sharded_matmul(parse_matmul(expr), SIZES, v5e).best.strategy
     assert comms(best) == [("all-gather", ("X",), 8192 * 16384 / 4 * 2)]
@@ -118,7 +119,7 @@ def test_divisibility_and_sharding_errors() -> None:
         plans("A[I_X, J_X] @ B[J, K]", {"I": 8, "J": 8, "K": 8})
 
 
-def test_fastest_strategy_is_picked_and_bounds_are_ordered(v5e) -> None:  # type: ignore[no-untyped-def]
+def test_fastest_strategy_is_picked_and_bounds_are_ordered(v5e) -> None:
     r = analyze_sharded_matmul(parse_matmul("A[I, J_X] @ B[J_X, K] -> C[I, K_X]"), SIZES, v5e)
     assert r.best.strategy.steps[-1].kind == "reduce-scatter"
     for ts in (r.best, *r.alternatives):
@@ -130,7 +131,7 @@ def test_fastest_strategy_is_picked_and_bounds_are_ordered(v5e) -> None:  # type
     assert r.total_flops == 2 * 4096 * 8192 * 16384
 
 
-def test_question4_crossover_gather_weights_vs_all_reduce(v5e) -> None:  # type: ignore[no-untyped-def]
+def test_question4_crossover_gather_weights_vs_all_reduce(v5e) -> None:
     """Part 3 Question 4: A[B, D] . W[D_X, F]: all-gather W (2DF bytes, full FLOPs) or multiply
     shards and all-reduce C (2 x 2BF bytes, FLOPs / X); large D favours the all-reduce."""
     expr = parse_matmul("A[B, D] @ W[D_X, F] -> C[B, F]")

@@ -24,13 +24,13 @@ def test_expected_tokens_by_hand() -> None:
 
 
 @pytest.fixture(scope="module")
-def target():  # type: ignore[no-untyped-def]
+def target():
     argv = "serve llama-3-70b --chip h100 --chips 8 --prompt-len 2048 --gen-len 256 --batch 8 --fix tp=8".split()
     plan = plan_serving(request_from_args(build_parser().parse_args(argv)))
     return plan.request, plan.points[0].layout
 
 
-def test_draft_model_step_by_hand(target) -> None:  # type: ignore[no-untyped-def]
+def test_draft_model_step_by_hand(target) -> None:
     req, layout = target
     draft = get_model("llama-3-8b")
     s = speculation(req, layout, 8, 3, 0.8, draft)
@@ -56,7 +56,7 @@ def test_draft_model_step_by_hand(target) -> None:  # type: ignore[no-untyped-de
     assert s.verify.weights_bytes == pytest.approx(s.plain.weights_bytes + 8 * 3 * 8192 * 2 / 8, rel=1e-12)
 
 
-def test_mtp_module_is_one_block(target) -> None:  # type: ignore[no-untyped-def]
+def test_mtp_module_is_one_block(target) -> None:
     req, layout = target
     s = speculation(req, layout, 8, 2, 0.9)
     one = mtp_module(req.cfg)
@@ -71,7 +71,7 @@ def test_mtp_module_is_one_block(target) -> None:  # type: ignore[no-untyped-def
     assert s.draft_step.flops == pytest.approx((s.plain.flops - logits) / 80 + logits, rel=1e-3)
 
 
-def test_bad_values(target) -> None:  # type: ignore[no-untyped-def]
+def test_bad_values(target) -> None:
     req, layout = target
     with pytest.raises(InvalidConfigError, match="accept-rate=1.2 must be between 0 and 1"):
         speculation(req, layout, 8, 2, 1.2)

@@ -8,6 +8,7 @@ import itertools
 import json
 import sys
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -362,7 +363,11 @@ def test_xplane_readers_agree_on_edge_values(tmp_path: Path, monkeypatch: pytest
 # synthetic XSpace (written as text proto, serialized by jaxlib) for TPU- and GPU-style planes
 
 
-def _xspace(planes: list[tuple[str, list[tuple[str, list[tuple[str, float, float, dict[str, Any]]]]]]]) -> bytes:
+#: (name, start_ns, duration_ns, stats) of one event
+XEvent = tuple[str, float, float, Mapping[str, Any]]
+
+
+def _xspace(planes: Sequence[tuple[str, Sequence[tuple[str, Sequence[XEvent]]]]]) -> bytes:
     """planes -> lines -> events (name, start_ns, duration_ns, stats) as a serialized XSpace."""
     profiler = pytest.importorskip("jax.profiler")
     parts = []
@@ -390,10 +395,10 @@ def _xspace(planes: list[tuple[str, list[tuple[str, list[tuple[str, float, float
     return profiler.ProfileData.text_proto_to_serialized_xspace("\n".join(parts))
 
 
-def _tpu_plane(device: str) -> tuple[str, list]:
-    steps = [("0", 0, 100_000, {}), ("1", 100_000, 100_000, {})]
+def _tpu_plane(device: str) -> tuple[str, list[Any]]:
+    steps: list[XEvent] = [("0", 0, 100_000, {}), ("1", 100_000, 100_000, {})]
     modules = [("jit_step(7)", 5_000, 90_000, {"run_id": 1}), ("jit_step(7)", 105_000, 90_000, {"run_id": 2})]
-    ops = [
+    ops: list[XEvent] = [
         (n, base + s, d, {})
         for base in (0, 100_000)
         for n, s, d in (("fusion.1", 10_000, 30_000), ("all-reduce.2", 50_000, 40_000))
@@ -412,13 +417,14 @@ def test_tpu_style_planes(tmp_path: Path) -> None:
     assert Counter(e.step for e in ops) == {0: 4, 1: 4}
     assert detect_steps(trace) == [Step(0, 0.0, 100e-6), Step(1, 100e-6, 200e-6)]
     fusion = next(g for g in group_ops(trace) if g.instruction == "fusion.1")
-    assert (fusion.count, fusion.total_s) == (4, pytest.approx(4 * 30e-6))
+    assert fusion.count == 4 and fusion.total_s == pytest.approx(4 * 30e-6)
     modules = next(e for e in trace.events if e.kind == "module")
     assert (modules.module, modules.start_s, modules.duration_s) == ("jit_step", 5e-6, 90e-6)
 
 
 def _gpu_space() -> bytes:
-    kernels, launches = [], []
+    kernels: list[XEvent] = []
+    launches: list[XEvent] = []
     for n, base in enumerate((91_000, 191_000)):  # device work runs after its host step window closed
         for k, (name, op, dur) in enumerate(
             (("Im2Col", "conv.1", 1_000), ("Gemm", "conv.1", 1_500), ("fusion_2", "fusion.2", 500))
@@ -433,7 +439,7 @@ def _gpu_space() -> bytes:
     return _xspace(
         [
             ("/device:GPU:0", [("Stream #1(Kernel)", kernels), ("Stream #2(MemcpyH2D)", memcpy)]),
-            ("/host:CPU", [("python", steps + memory), ("Host Threads/1", launches)]),
+            ("/host:CPU", [("python", [*steps, *memory]), ("Host Threads/1", launches)]),
         ]
     )
 
@@ -564,7 +570,7 @@ def test_chrome_array_begin_end_and_unterminated(tmp_path: Path) -> None:
         "jit_g",
         "fusion.4",
     )
-    assert (op.start_s, op.duration_s) == (pytest.approx(1e-6), pytest.approx(2.5e-6))
+    assert op.start_s == pytest.approx(1e-6) and op.duration_s == pytest.approx(2.5e-6)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ def _kernels(n: int, **extra: Any) -> list[dict[str, Any]]:
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     """(what the CLI's profile --json prints, the loaded events' repr): with orjson, then json only."""
-    out = []
+    out: list[tuple[Any, ...]] = []
     for fast in (orjson, None):
         monkeypatch.setattr(jsonstream, "fast_json", fast)
         code, stdout, stderr = run_cli("profile", str(path), "--chip", "h100", "--json")

@@ -16,7 +16,8 @@ from rooftop.model.memory import param_tree
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.framework import get_framework
 from rooftop.plan.train.layout import Parallelism, validate
-from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh, model_profile
+from rooftop.plan.train.profile import model_profile
+from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
 
 CFG = get_model("llama-2-7b")  # 32 layers, D=4096, 32 heads (MHA), F=11008
 
@@ -26,7 +27,7 @@ def _setup(chip: str, topo: str, batch: int, seq: int = 2048, **eff: float) -> T
     return TrainingSetup(CFG, c, parse_topology(c, topo), batch, seq, IDEAL.replace(**eff))
 
 
-def _run(setup: TrainingSetup, par: Parallelism):  # type: ignore[no-untyped-def]
+def _run(setup: TrainingSetup, par: Parallelism):
     validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
     mesh = layout_mesh(setup.topology, par)
     return evaluate(setup, par, CommPricer(mesh, setup.chip, 1.0)), mesh

@@ -19,7 +19,7 @@ H100 = get_chip("h100")
 PAR = Parallelism(dp=128, pp=16, ep=64, microbatches=31, remat="full", zero_stage=1)
 
 
-def _step(**changes: object):  # type: ignore[no-untyped-def]
+def _step(**changes: object):
     eff = default_efficiency("training")
     overlap = changes.pop("ep_overlap", None)
     if overlap is not None:

@@ -68,7 +68,7 @@ MB_PARTS = ("compute_forward", "compute_backward", "compute_recompute", "tensor_
             "fsdp", "expert_parallel", "pipeline_p2p")  # fmt: skip
 
 
-def _pinned(fix: str, chips: int = 32, sequences: int = 64, model: str = "llama-3-8b"):  # type: ignore[no-untyped-def]
+def _pinned(fix: str, chips: int = 32, sequences: int = 64, model: str = "llama-3-8b"):
     """The best layout under ``fix`` (ranked by time) and its parts, at 4096 tokens on h100."""
     pins = {k: (v if k == "remat" else int(v)) for k, v in (kv.split("=") for kv in fix.split(","))}
     setup = TrainingSetup(get_model(model), H100, parse_topology(H100, f"{chips // 8}x8"), sequences, 4096,

@@ -36,6 +36,6 @@ def test_loaded_stages_split_the_queue_at_the_step_under_way() -> None:
     t = Traffic(512, 48, requests_per_s=20.0, token_budget=1024)
     s = steady_state(toy_step, t, 256, engine=get_engine("generic"))
     stages = {x.name: x.seconds for x in s.ttft_stages}
-    assert 0 < stages["the scheduler step under way"] <= s.queue_s  # type: ignore[operator]
+    assert 0 < stages["the scheduler step under way"] <= s.queue_s
     assert stages["the scheduler step under way"] + stages["queued behind other requests"] == pytest.approx(s.queue_s)
     assert stages["prefill steps"] >= idle_ttft(toy_step, t) * (1 - 1e-9)

@@ -17,7 +17,7 @@ def test_one_of_two_programs_run_in_the_window_is_priced(tmp_path: Path) -> None
     jnp = jax.numpy
 
     @jax.jit
-    def f(x):  # type: ignore[no-untyped-def]
+    def f(x):
         return jnp.sin(x) @ x.T
 
     f(jnp.ones((64, 64))).block_until_ready()  # program 1, before the trace

@@ -68,7 +68,7 @@ def _client_class() -> type:
     except ImportError as exc:
         raise InvalidConfigError(DASK_EXTRA) from exc
 
-    class _Client(Client):  # type: ignore[misc]
+    class _Client(Client):
         def __del__(self) -> None:
             """Closed by the caller (``with``); one that never connected is not closed again at exit (20 s
             later, with a traceback)."""
@@ -106,7 +106,7 @@ def connect(address: str) -> Any:
 
 
 def dask_parts(
-    reduce: Callable[..., Any], files: Sequence[Path], args: tuple, address: str
+    reduce: Callable[..., Any], files: Sequence[Path], args: tuple[Any, ...], address: str
 ) -> Iterator[tuple[int, Any]]:
     """``reduce(file, *args)`` of each file on the cluster's workers, as each finishes."""
     client = connect(address)
@@ -161,7 +161,7 @@ def result(fut: Any, path: Path, address: str) -> Any:
 
 
 def local_parts(
-    reduce: Callable[..., Any], files: Sequence[Path], args: tuple, workers: int
+    reduce: Callable[..., Any], files: Sequence[Path], args: tuple[Any, ...], workers: int
 ) -> Iterator[tuple[int, Any]]:
     """``reduce(file, *args)`` of each file in this process (``workers`` 1) or in a pool of processes."""
     if workers <= 1:

@@ -39,6 +39,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -56,9 +58,25 @@ from rooftop.analysis.intervals import (
 )
 from rooftop.analysis.trace.events import MemorySample, Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
-from rooftop.cost.roofline import Estimate
+from rooftop.cost.roofline import Bound, Estimate
 from rooftop.display import Displayed
 from rooftop.units import format_percent
+
+
+class Verdict(StrEnum):
+    """An op's verdict (the module docstring says when each is given). A str: JSON and comparisons see the value."""
+
+    FASTER_THAN_ROOFLINE = "faster than roofline"
+    OVERLAPPED_TRANSFER = "overlapped transfer"
+    NEAR_ROOFLINE = "near roofline"
+    COMPUTE_SLOW = "compute-slow"
+    MEMORY_SLOW = "memory-slow"
+    LATENCY_BOUND_COLLECTIVE = "latency-bound collective"
+    EXPOSED_COMMUNICATION = "exposed communication"
+    SLOW_HIDDEN_COMMUNICATION = "slow hidden communication"
+    NO_MODELLED_COST = "no modelled cost"
+    UNKNOWN_COST = "unknown cost"
+
 
 NEAR_ROOFLINE = 0.6  # efficiency at or above which an op is "near roofline"
 #: a compute-bound matmul whose shape uses less of the matrix unit than this says so in its "why"
@@ -90,7 +108,7 @@ class OpReport:
     efficiency: float | None
     lost_s: float
     bound: str | None
-    verdict: str
+    verdict: Verdict
     why: str
     flops: float | None
     bytes: float | None
@@ -239,9 +257,9 @@ class _Joiner:
         return found.get(instruction, "")
 
 
-def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[str, str]:
+def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[Verdict, str]:
     if eff > FASTER_THAN_ROOFLINE:
-        return "faster than roofline", (
+        return Verdict.FASTER_THAN_ROOFLINE, (
             f"ran in {format_percent(1 / eff)} of its {est.bound} roofline time, which no op can: the chip's "
             "figures (datasheet or calibrated) or the op's FLOP/byte count are off (operands served from a cache, an "
             "assumed dtype, work the cost rule counts twice)"
@@ -249,18 +267,19 @@ def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | N
     if is_collective(opcode):
         latency = any(t.collective is not None and t.collective.bound == "latency" for t in est.terms)
         if latency and eff < NEAR_ROOFLINE:
-            return "latency-bound collective", "small message: hop latency dominates its bandwidth time"
+            return Verdict.LATENCY_BOUND_COLLECTIVE, "small message: hop latency dominates its bandwidth time"
         if eff >= NEAR_ROOFLINE:
-            return "near roofline", ""
+            return Verdict.NEAR_ROOFLINE, ""
         if exposed_fraction is not None and exposed_fraction < EXPOSED:
             return (
-                "exposed communication",
+                Verdict.EXPOSED_COMMUNICATION,
                 f"only {format_percent(exposed_fraction)} of it overlaps compute on its device",
             )
-        return "slow hidden communication", "overlapped by compute but far from its bandwidth time"
+        return Verdict.SLOW_HIDDEN_COMMUNICATION, "overlapped by compute but far from its bandwidth time"
     if eff >= NEAR_ROOFLINE:
-        return "near roofline", ""
-    return f"{est.bound}-slow" if est.bound in ("compute", "memory") else "exposed communication", (
+        return Verdict.NEAR_ROOFLINE, ""
+    slow = {Bound.COMPUTE: Verdict.COMPUTE_SLOW, Bound.MEMORY: Verdict.MEMORY_SLOW}
+    return slow.get(est.bound, Verdict.EXPOSED_COMMUNICATION), (
         f"reaches {format_percent(eff)} of its {est.bound} roofline"
     )
 
@@ -314,7 +333,7 @@ def judge(
     lower = est.lower_bound_s / max(priced.executions, 1.0) if est is not None else None
 
     def report(
-        lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: str, why: str
+        lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: Verdict, why: str
     ) -> OpReport:
         shape = est.shape_efficiency if est is not None else None
         if priced.note and lower_s:
@@ -328,17 +347,17 @@ def judge(
                         mxu_utilization=mxu)  # fmt: skip
 
     if priced.elsewhere:
-        return report(0.0, None, 0.0, None, "no modelled cost", priced.elsewhere)
+        return report(0.0, None, 0.0, None, Verdict.NO_MODELLED_COST, priced.elsewhere)
     if est is None or lower is None or priced.unknown:
-        return report(lower, None, 0.0, est.bound if est is not None else None, "unknown cost", priced.unknown)
+        return report(lower, None, 0.0, est.bound if est is not None else None, Verdict.UNKNOWN_COST, priced.unknown)
     if lower <= 0:
-        return report(0.0, None, total, None, "no modelled cost", "bookkeeping op the roofline prices at zero")
+        return report(0.0, None, total, None, Verdict.NO_MODELLED_COST, "bookkeeping op the roofline prices at zero")
     eff = lower / (total / count) if total else 1.0
     exposed = None
     if opcode and is_collective(opcode):
         exposed = execs.exposed if isinstance(execs, Measured) else comm_overlap(execs, compute)
     if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
-        return report(lower, eff, 0.0, est.bound, "overlapped transfer", (
+        return report(lower, eff, 0.0, est.bound, Verdict.OVERLAPPED_TRANSFER, (
             f"waited {format_percent(1 / eff)} of its transfer's roofline time: the transfer ran while other ops "
             "did, and only the wait at its done is measured"))  # fmt: skip
     verdict, why = _verdict(est, opcode or "", eff, exposed)
@@ -366,7 +385,7 @@ class OpPricing:
                                    phase=phase_of(self.framework_op))  # fmt: skip
 
 
-def price_op(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
+def price_op(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]) -> OpPricing:
     """The :class:`OpPricing` of the op ``key`` (module, instruction, name); ``present``: the (module,
     instruction) of every op the trace timed (for the halves of async pairs)."""
     pricing = _priced(key, joiner, present)
@@ -377,7 +396,7 @@ def price_op(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
     return dataclasses.replace(pricing, framework_op=scope, source=joiner.source(module, instruction or ""))
 
 
-def _priced(key: tuple, joiner: _Joiner, present: set[tuple]) -> OpPricing:
+def _priced(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]) -> OpPricing:
     module, instruction, name = key
     timed, why = joiner.find(module, instruction)
     scope = joiner.scope(module, instruction or "")
@@ -453,7 +472,7 @@ def price_ops(
     analyses: Mapping[str, HloAnalysis],
     op_names: Mapping[str, Mapping[str, str]],
     sources: Mapping[str, Mapping[str, str]],
-) -> tuple[list[tuple[tuple, np.ndarray]], list[OpPricing]]:
+) -> tuple[list[tuple[tuple[Any, ...], np.ndarray]], list[OpPricing]]:
     """The executions of each op (``op_groups``, modules named as the analyses name them) and its pricing."""
     joiner = _Joiner(analyses, op_names, sources)
     # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f
@@ -508,7 +527,7 @@ def assemble_parts(
     cats: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_s": 0.0, "lower_bound_s": 0.0})
     for r in ranked:
         cats[r.category]["measured_s"] += r.total_s / max(r.devices, 1)
-        if r.verdict != "overlapped transfer":  # hidden behind other ops: not time the category needs
+        if r.verdict != Verdict.OVERLAPPED_TRANSFER:  # hidden behind other ops: not time the category needs
             cats[r.category]["lower_bound_s"] += (r.lower_bound_s or 0.0) * r.count / max(r.devices, 1)
     return ProfileReport(source, chip, tuple(ranked), tuple(steps), dict(cats), tuple(sharding), dict(memory),
                          tuple(notes))  # fmt: skip

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from rooftop.analysis.compare import OpReport, Priced, ProfileReport, assemble_parts, device_intervals, judge
-from rooftop.analysis.intervals import Merged, Runs
+from rooftop.analysis.compare import OpReport, Priced, ProfileReport, assemble_parts, judge
+from rooftop.analysis.intervals import Merged, Runs, device_intervals
 from rooftop.analysis.torch.launches import launching_ops
 from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.trace.events import Trace

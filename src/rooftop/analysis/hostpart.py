@@ -48,8 +48,8 @@ class HostPart:
     host: str
     events: int
     chip: str
-    ops: dict[tuple, OpPart]
-    pricing: dict[tuple, OpPricing]
+    ops: dict[tuple[Any, ...], OpPart]
+    pricing: dict[tuple[Any, ...], OpPricing]
     marks: list[StepMark]
     modules: list[tuple[str, str, float, float]]
     memory: tuple[MemorySample, ...]
@@ -57,7 +57,7 @@ class HostPart:
     notes: list[str]
     clock_ns: int | None  # the profile's start on the host's clock (Task Environment profile_start_time)
     steps: list[Step]  # the host's own steps
-    collectives: dict[tuple, dict[str, CollectiveRuns]]
+    collectives: dict[tuple[Any, ...], dict[str, CollectiveRuns]]
     intervals: bytes  # per device, merged compute and communication intervals (np.savez)
     devices: tuple[RecordedDevice, ...] = ()  # the devices the host's profile records (analysis/device.py)
 

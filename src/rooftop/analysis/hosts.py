@@ -164,7 +164,7 @@ def _reduce(trace: Trace, chip: Chip, hlo: str | None, mesh: str | None, topolog
     grouped, pricings = price_ops(execs, joined.analyses, joined.op_names, joined.sources)
     compute, comm = device_intervals(execs)
     ops, pricing = {}, {}
-    collectives: dict[tuple, dict[str, CollectiveRuns]] = {}
+    collectives: dict[tuple[Any, ...], dict[str, CollectiveRuns]] = {}
     steps_col = trace.events.column("step")
     for (key, members), priced in zip(grouped, pricings, strict=True):
         runs = Runs(execs, members)
@@ -257,7 +257,7 @@ def many_host_report(
     n = len(files)
     with tempfile.TemporaryDirectory(prefix="rooftop-hosts-") as spill:
         parts: list[HostPart | None] = [None] * n
-        priced: dict[tuple, tuple[int, OpPricing]] = {}
+        priced: dict[tuple[Any, ...], tuple[int, OpPricing]] = {}
         count = workers or default_workers(files)
         args = (_packed(chip), hlo, mesh, topology)
         runs = (
@@ -296,10 +296,10 @@ def default_workers(files: Sequence[Path]) -> int:
 
 
 def _merge(
-    parts: Sequence[HostPart], pricing: Mapping[tuple, OpPricing], source: str
+    parts: Sequence[HostPart], pricing: Mapping[tuple[Any, ...], OpPricing], source: str
 ) -> tuple[ProfileReport, list[Step]]:
     """The report of the parts (steps left empty: measured after, per host) and the steps of every host."""
-    firsts: dict[tuple, tuple] = {}
+    firsts: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for p in parts:
         for key, op in p.ops.items():
             firsts[key] = min(firsts.get(key, op.first), op.first)

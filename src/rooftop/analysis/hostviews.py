@@ -21,6 +21,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -171,7 +172,7 @@ def _collective_waits(
 
 
 def _spread(parts: Sequence[HostPart]) -> list[OpSpread]:
-    per_op: dict[tuple, dict[str, float]] = defaultdict(dict)
+    per_op: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict[str, Any])
     for p in parts:
         for key, op in p.ops.items():
             per_op[key][p.host] = total(op.busy)

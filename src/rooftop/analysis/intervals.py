@@ -157,7 +157,7 @@ def _overlap(lo: float, hi: float, merged: list[tuple[float, float]] | Merged, p
     if m is None or m.sums is None:
         return _intersection([(lo, hi)], merged.pairs() if isinstance(merged, Merged) else merged)
     first = int(np.searchsorted(m.ends, lo, "right"))
-    total = 0.0
+    total: float = 0.0
     n = len(m.starts)
     stop = min(first + _WALK, n)
     step = 4

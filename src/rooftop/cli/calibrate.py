@@ -8,7 +8,7 @@ import sys
 from rooftop.cli.common import Output, add_common
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("calibrate", help="measure this JAX device's real ceilings and write a chip file")
     add_common(p, chip=False)
     p.add_argument("--out", metavar="FILE.toml", help="write the chip file here (usable with --chip FILE.toml)")

@@ -7,7 +7,7 @@ import argparse
 from rooftop.cli.common import Output, add_common
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("chips", help="list the chip catalog or show one chip with the source of every figure")
     p.add_argument("name", nargs="?", help="chip name or alias (e.g. tpu-v5e, 'H100 SXM')")
     add_common(p, chip=False)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 _ARRAY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[([^\]]*)\]\s*$")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("collective", help="time a collective (all-gather, all-reduce, ...) over mesh axes")
     p.add_argument("kind", choices=COLLECTIVE_KINDS, help="the collective")
     add_common(p)

@@ -31,7 +31,7 @@ NOT_SHARED = frozenset({"help", "chip", "chips", "topology", "model", "json", "d
                         "html", "top", "objective", "emit", "price_per_chip_hour"})  # fmt: skip
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare",
         help="one training or serving job on several chips or slices, side by side",
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def share_options(p: argparse.ArgumentParser, sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def share_options(p: argparse.ArgumentParser, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add every option of ``train`` and ``serve`` (their parsers as registered, else built here) that
     ``p`` lacks, none required: the same flags, help and checks, declared once."""
     from rooftop.cli import serve as serve_cmd

@@ -8,7 +8,7 @@ import argparse
 from rooftop.cli.common import Output, add_common, chip_from_args, int_type
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("diff", help="two profiles or two HLO modules op by op: added, removed, changed, step delta")
     p.add_argument("a", help="run A: a profile (what `rooftop profile` reads) or an HLO text module")
     p.add_argument("b", help="run B, of the same kind as A")

@@ -13,7 +13,7 @@ from rooftop.cli.common import Output, add_common, chip_from_args, int_type
 from rooftop.errors import InvalidConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("hlo", help="FLOPs, bytes, collectives and roofline time of each instruction of an HLO module")
     p.add_argument(
         "file",

@@ -10,7 +10,7 @@ from rooftop.cli.serve import WEIGHT_DTYPES
 from rooftop.cli.train import MAX_CHIPS, MAX_SEQUENCES, OPTIMIZERS
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "limits",
         help="the book's thresholds for a job: critical batch per chip, largest TP/EP, FSDP x TP split, min chips",

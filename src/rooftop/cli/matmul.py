@@ -10,11 +10,11 @@ from rooftop.errors import InvalidConfigError, shown
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
-    from rooftop.sharding.matmul import Dtypes
     from rooftop.sharding.notation import MatmulExpr
+    from rooftop.sharding.strategy import Dtypes
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("matmul", help="time a matmul written as 'A[B,D] @ W[D,F]' (sharded: 'A[I_X,J] @ B[J,K_Y]')")
     p.add_argument("expr", help="the matmul in the notation, e.g. 'A[B,D] @ W[D,F] -> C[B,F]'")
     p.add_argument("--dims", required=True, help="dim sizes, e.g. B=4096,D=8192,F=8192")
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def dtypes_from_args(args: argparse.Namespace) -> Dtypes:
-    from rooftop.sharding.matmul import Dtypes
+    from rooftop.sharding.strategy import Dtypes
 
     return Dtypes(
         args.lhs_dtype or args.dtype, args.rhs_dtype or args.dtype, args.out_dtype or args.dtype, args.compute_dtype

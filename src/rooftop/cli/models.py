@@ -19,7 +19,7 @@ DEFAULT_SEQ_LEN = 4096
 REMAT_CHOICES = ("none", "selective", "dots", "selective-op", "full")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("models", help="list the model catalog with parameter counts and their published figures")
     add_common(p, chip=False)
     p.set_defaults(func=run_models)
@@ -71,7 +71,8 @@ def resolve_model(name: str) -> tuple[TransformerConfig, ModelEntry | None]:
     """A config.json (a path ending .json, or a model folder holding one) or a catalog name / .toml file,
     with its catalog entry."""
     from rooftop.catalog.io import is_directory
-    from rooftop.model.catalog import get_entry, load_hf_config
+    from rooftop.model.catalog import get_entry
+    from rooftop.model.hf import load_hf_config
 
     if name.endswith(".json") or ("/" in name and is_directory(name)):
         return load_hf_config(name), None

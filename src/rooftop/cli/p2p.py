@@ -9,7 +9,7 @@ import math
 from rooftop.cli.common import Output, add_common, chip_from_args
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("p2p", help="time a point-to-point transfer between two chips of a slice, with its hops")
     add_common(p)
     p.add_argument("--topology", required=True, help="physical slice, e.g. 4x4 (TPU) or 16x8 (GPU)")

@@ -22,7 +22,7 @@ class _Paths(argparse.Action):
         setattr(ns, self.dest, tuple(values))
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("profile", help="measured vs roofline, op by op, for a JAX (XPlane/JSON) or PyTorch trace")
     p.add_argument("path", help="profile directory (plugins/profile/...), .xplane.pb, .trace.json.gz or Kineto JSON")
     p.add_argument(

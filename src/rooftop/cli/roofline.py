@@ -7,7 +7,7 @@ import argparse
 from rooftop.cli.common import Output, add_common, chip_from_args
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("roofline", help="time an op given by its FLOPs and bytes on a chip")
     add_common(p)
     p.add_argument("--flops", required=True, help="FLOPs of the op, e.g. 5.5e14 or 550T")

@@ -26,7 +26,7 @@ DEFAULT_PROMPT_LEN, DEFAULT_GEN_LEN = 1024, 128
 MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it would slow down --help
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="serving frontier: layouts x batch sizes, latency targets, cost, disaggregation")
     p.add_argument("model", metavar="MODEL", help="catalog model, a catalog-schema .toml or a Hugging Face config.json")
     add_common(p)

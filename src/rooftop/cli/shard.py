@@ -9,7 +9,7 @@ from rooftop.cli.common import MAX_DIM, Output, add_common, count
 from rooftop.errors import InvalidConfigError, shown
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("shard", help="per-device shape and bytes of an array sharded over a mesh")
     p.add_argument("tensor", help="the array in the notation, e.g. 'A[I_XY, J]'")
     p.add_argument("--shape", required=True, help="global size of each dim in order, e.g. 128,2048")

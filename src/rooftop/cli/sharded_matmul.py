@@ -15,8 +15,8 @@ from rooftop.errors import InvalidConfigError
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
     from rooftop.hardware.topology import Mesh
-    from rooftop.sharding.matmul import Dtypes
     from rooftop.sharding.notation import MatmulExpr
+    from rooftop.sharding.strategy import Dtypes
 
 
 def run_sharded(

@@ -27,7 +27,7 @@ MAX_CHIPS = 1 << 24  # hardware.chip.MAX_CHIPS (a test checks); importing it wou
 MAX_TOP = 256  # each layout shown gets its full breakdown and table rows
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("train", help="find the fastest training layout: step time, MFU, memory, days and dollars")
     p.add_argument("model", help="model name (see `rooftop models`), a model .toml or a Hugging Face config.json")
     add_common(p)

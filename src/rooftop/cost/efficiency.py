@@ -31,7 +31,7 @@ headroom and no fixed costs. The documented defaults of each planner are data fi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
@@ -46,7 +46,9 @@ OVERLAPS = ("tp_overlap", "dp_overlap", "fsdp_overlap", "ep_overlap")
 OVERHEADS = ("kernel_s", "kernels_per_layer", "step_s", "step_per_seq_s", "kernel_eager_s", "graph_max_batch")
 SWITCHES = ("matrix_shape", "matrix_achievable")  # 0 or 1
 #: other spellings accepted by ``parse_efficiency`` (name -> (field, value -> field value))
-ALIASES = {"usable_hbm_fraction": ("memory_reserve", lambda v: 1.0 - v)}
+ALIASES: dict[str, tuple[str, Callable[[float], float]]] = {
+    "usable_hbm_fraction": ("memory_reserve", lambda v: 1.0 - v)
+}
 PURPOSES = ("training", "serving")
 #: upper bounds of the fixed costs: far above any real stack, low enough that a serving sweep's
 #: times and token rates stay finite (a kernel launch is microseconds, a step's overhead milliseconds)
@@ -186,6 +188,6 @@ def parse_efficiency(text: str, base: Efficiency) -> Efficiency:
             raise InvalidConfigError(f"cannot read efficiency {shown(part)}: expected NAME=VALUE, e.g. matrix=0.7")
         key, value = (s.strip() for s in part.split("=", 1))
         number = parse_real(value, f"efficiency {shown(key)}")  # ASCII digits; no nan, inf or 1e400
-        name, convert = ALIASES.get(key, (key, lambda v: v))
+        name, convert = ALIASES.get(key, (key, float))
         changes[name] = convert(number)
     return base.replace(**changes)

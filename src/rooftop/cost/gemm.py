@@ -177,7 +177,8 @@ def _gpu_efficiency(
         write_s = valid * out_bytes * np.where(split > 1, 2.0, 1.0) / (hbm_bytes_per_s / model.units)
         q = q * math_s / (math_s + write_s)
     usable = (k / split >= MIN_SPLIT_K) | (split == 1)
-    return np.max(np.where(usable, q, 0.0), axis=0)
+    best: np.ndarray = np.max(np.where(usable, q, 0.0), axis=0)
+    return best
 
 
 def shape_efficiency(chip: Chip, gemm: Gemm, dtype: str = "bf16") -> float | None:
@@ -186,7 +187,7 @@ def shape_efficiency(chip: Chip, gemm: Gemm, dtype: str = "bf16") -> float | Non
     model = tile_model(chip)
     if model is None:
         return None
-    peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
+    peak = chip.flops_rate(dtype, "matrix")[1]
     value = shape_efficiency_array(
         model, gemm.m, gemm.n, gemm.k, gemm.batch, gemm.out_bytes, peak, chip.hbm_bytes_per_s
     )

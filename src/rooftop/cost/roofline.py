@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.cost import Comm, Cost, FlopsKey
@@ -34,8 +35,37 @@ if TYPE_CHECKING:
     from rooftop.cost.collectives import CollectiveTime
     from rooftop.hardware.topology import Mesh
 
-#: what a Term measures; its ``bound`` when it dominates
-TERM_KINDS = ("compute", "memory", "network", "latency", "hidden", "bubble", "overhead", "host")
+
+class MissingFigureError(LookupError):
+    """A Term read for a figure its rule should have recorded (a bug in the producer or the reader)."""
+
+
+#: ``Term.figure``'s default: the figure is required
+REQUIRED: Any = object()
+
+
+class TermKind(StrEnum):
+    """What a Term measures; its ``bound`` when it dominates. A str: JSON and comparisons see the value."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    NETWORK = "network"
+    LATENCY = "latency"
+    HIDDEN = "hidden"
+    BUBBLE = "bubble"
+    OVERHEAD = "overhead"
+    HOST = "host"
+
+
+TERM_KINDS = tuple(TermKind)
+
+
+class Bound(StrEnum):
+    """The term of an Estimate that dominates (ties go to compute)."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    NETWORK = "network"
 
 
 @dataclass(frozen=True)
@@ -49,15 +79,22 @@ class Term:
 
     name: str
     seconds: float
-    kind: str
+    kind: TermKind
     rule: str
     figures: tuple[tuple[str, Any], ...] = ()
     collective: CollectiveTime | None = field(default=None, compare=False)
 
-    def figure(self, key: str, default: Any = None) -> Any:
+    def figure(self, key: str, default: Any = REQUIRED) -> Any:
+        """The figure named ``key``. A figure its rule always records is read without a default: when it is
+        missing (a producer renamed it, a reader misspelled it) this raises ``MissingFigureError`` naming the
+        term, its rule and the figures it has, instead of a None printed in the formula. A figure only some
+        terms of the rule carry (a matmul's shape factor) is read with the ``default`` it falls back to."""
         for k, v in self.figures:
             if k == key:
                 return v
+        if default is REQUIRED:
+            have = ", ".join(k for k, _ in self.figures) or "none"
+            raise MissingFigureError(f"term {self.name!r} (rule {self.rule!r}) has no figure {key!r}; it has: {have}")
         return default
 
 
@@ -81,10 +118,13 @@ class Estimate(Displayed):
         return self.compute_s + self.memory_s + self.network_s
 
     @property
-    def bound(self) -> str:
-        """Which term dominates: "compute", "memory" or "network" (ties go to compute)."""
+    def bound(self) -> Bound:
+        """Which term dominates: compute, memory or network (ties go to compute)."""
         best = max(
-            ("compute", self.compute_s), ("memory", self.memory_s), ("network", self.network_s), key=lambda kv: kv[1]
+            (Bound.COMPUTE, self.compute_s),
+            (Bound.MEMORY, self.memory_s),
+            (Bound.NETWORK, self.network_s),
+            key=lambda kv: kv[1],
         )
         return best[0]
 
@@ -103,7 +143,7 @@ class Estimate(Displayed):
         """The matmul's shape efficiency on the matrix unit (cost/gemm.py) when the estimate is of one
         matmul on a chip with a shape model, whether or not it divided the compute term."""
         for t in self.terms:
-            value = t.figure("shape_efficiency")
+            value = t.figure("shape_efficiency", None)
             if value is not None:
                 return float(value)
         return None
@@ -164,7 +204,7 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
                 applied = bool(eff.matrix_shape)
                 rate *= shape if applied else 1.0
                 figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()), ("shape_applied", applied))
-        terms.append(Term(f"compute {unit} {dtype}", flops / rate, "compute", "flops", figures))
+        terms.append(Term(f"compute {unit} {dtype}", flops / rate, TermKind.COMPUTE, "flops", figures))
     return terms
 
 
@@ -175,7 +215,7 @@ def memory_term(hbm_bytes: float, chip: Chip, eff: Efficiency = IDEAL, name: str
         ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
         ("efficiency", eff.hbm),
     )
-    return Term(name, hbm_bytes / hbm_rate(chip, eff), "memory", "hbm", figures)
+    return Term(name, hbm_bytes / hbm_rate(chip, eff), TermKind.MEMORY, "hbm", figures)
 
 
 def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = "") -> Term:
@@ -183,7 +223,7 @@ def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = ""
     bytes/s (infinite when the chip file gives no host link)."""
     host = chip.host_bytes_per_s
     figures = (("bytes", nbytes), ("chip", chip.name), ("host_bytes_per_s", host), ("what", what))
-    return Term(name, nbytes / host if host > 0 else float("inf"), "host", "host", figures)
+    return Term(name, nbytes / host if host > 0 else float("inf"), TermKind.HOST, "host", figures)
 
 
 def collective_term(
@@ -194,7 +234,7 @@ def collective_term(
     from rooftop.cost.collectives import collective_time
 
     ct = collective_time(comm, mesh, chip, network_efficiency=eff.network, algorithm=algorithm)
-    kind = "network" if ct.bound == "bandwidth" else "latency"
+    kind = TermKind.NETWORK if ct.bound == "bandwidth" else TermKind.LATENCY
     figures = (("count", comm.count), ("kind", comm.kind), ("axes", ",".join(comm.axes)), ("bytes", comm.bytes))
     label = name or f"network {comm.kind} {','.join(comm.axes)}"
     return Term(label, comm.count * ct.time_s, kind, "collective", figures, ct)
@@ -226,7 +266,7 @@ def _critical_intensity(cost: Cost, chip: Chip) -> float:
         flops = {d: f for (u, d), f in cost.flops_by.items() if u == unit and f}
         if flops:
             dtype = max(flops, key=lambda d: flops[d])
-            return chip.flops_rate(dtype, unit)[1] / chip.hbm_bytes_per_s  # type: ignore[arg-type]
+            return chip.flops_rate(dtype, unit)[1] / chip.hbm_bytes_per_s
     return chip.critical_intensity("bf16")
 
 
@@ -244,7 +284,8 @@ class RooflineTable:
     def time_s(self) -> np.ndarray:
         import numpy as np
 
-        return np.maximum(self.compute_s, self.memory_s)
+        time_s: np.ndarray = np.maximum(self.compute_s, self.memory_s)
+        return time_s
 
     @property
     def compute_bound(self) -> np.ndarray:

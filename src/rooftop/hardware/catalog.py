@@ -16,8 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from rooftop.catalog.io import builtin_tomls, path_text, read_toml_file
-from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.catalog.io import builtin_tomls, read_toml_file
+from rooftop.errors import InvalidConfigError, UnknownNameError, path_text, shown
 from rooftop.hardware.chip import MAX_CHIPS, MAX_TORUS_DIMS, Chip, Fabric, Figure, Internals, TopologySpec
 from rooftop.units import MAX_QUANTITY, parse_number
 

@@ -19,9 +19,12 @@ Profiling both shows the wasted collectives and what fixing them gains.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooftop.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from jax.stages import Wrapped
 
 SHARDINGS = ("naive", "fixed")
 
@@ -50,7 +53,7 @@ def mock_transformer(
     layers: int = 2,
     mesh: Any = None,
     seed: int = 0,
-) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+) -> tuple[Wrapped, tuple[Any, ...]]:
     """(jitted train step, its arguments already placed on the mesh). The step returns
     (loss, new params) so repeated calls form a training loop."""
     if sharding not in SHARDINGS:

@@ -157,7 +157,8 @@ class MoEConfig:
     def touched(self, tokens: float) -> float:
         """Expected distinct routed experts that ``tokens`` tokens touch under uniform routing, each
         token picking ``top_k`` of the ``n_experts``: E (1 - (1 - k/E)^tokens)."""
-        return self.n_experts * (1.0 - (1.0 - self.top_k / self.n_experts) ** tokens)
+        untouched: float = (1.0 - self.top_k / self.n_experts) ** tokens
+        return self.n_experts * (1.0 - untouched)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooftop.catalog.io import is_directory, path_text, read_text_file
-from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, shown
+from rooftop.catalog.io import is_directory, read_text_file
+from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, path_text, shown
 from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig
 from rooftop.model.hf_layers import (
     HFReader,

@@ -174,7 +174,7 @@ def _residual(c: _Ctx) -> Cost:
 
 def _attention_core(
     c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v_bytes: float, kv_kind: str = "kv_cache"
-) -> list:
+) -> list[tuple[str, Cost]]:
     """scores (QK^T), softmax, values (AV) as one fused kernel: FLOPs over the attended
     pairs; bytes = Q read, K and V read once (``k_bytes``/``v_bytes``, of ``kv_kind``: the
     cache when serving, activations in training), O written."""
@@ -204,14 +204,14 @@ def _kv_dtype(c: _Ctx) -> str:
     return c.dt.activations if c.w.phase == "train" else c.dt.kv_cache
 
 
-def _kv_write(c: _Ctx) -> list:
+def _kv_write(c: _Ctx) -> list[tuple[str, Cost]]:
     if c.w.phase == "train":
         return []
     nbytes = c.tokens * kv_cache_elements_per_token(c.cfg) * dtype_bytes(c.dt.kv_cache)
     return [("kv_cache_write", explicit(0.0, nbytes, c.dt.kv_cache, kind="kv_cache"))]
 
 
-def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
+def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list[tuple[str, Cost]]:
     cfg = c.cfg
     ops: list[tuple[str, Cost]] = [(name, c.proj(p[name])) for name in ("q", "q_gate", "k", "v") if name in p]
     ops += [
@@ -230,7 +230,7 @@ def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list:
     return ops + _kv_write(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
 
 
-def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list:
+def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list[tuple[str, Cost]]:
     n = c.cfg.n_heads
     q = ["q_a", "q_a_norm", "q_b"] if m.q_lora_rank else ["q"]
     ops = [(x, c.norm(m.q_lora_rank) if x == "q_a_norm" else c.proj(p[x])) for x in q]
@@ -281,7 +281,7 @@ def _conv(c: _Ctx, channels: int, kernel: int) -> Cost:
     return c.vec(c.tokens * channels, 2.0 * kernel + 4.0) + explicit(0.0, state, kind=_state_kind(c))
 
 
-def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list:
+def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     """Gated DeltaNet: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the gated
     delta rule per token and value head over its dk x dv state S: decay S, read k^T S, write
     beta (v - k^T S) k^T, read q^T S: 7 dk dv FLOPs (Yang et al. 2024, eq. 10; computed in chunks
@@ -305,7 +305,7 @@ def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list:
     ]
 
 
-def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list:
+def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     """Mamba / Mamba-2: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the
     selective scan per token and channel over its d_state state: decay, input B x, output C h:
     6 d_state FLOPs (Gu & Dao 2023, section 3.3; Mamba-2's SSD computes it in chunks as matmuls,
@@ -351,7 +351,9 @@ def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
     return CostTree.node(mixer_block(mixer), (_leaf(n, cost, attention_block=True) for n, cost in ops))
 
 
-def _ffn(c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float) -> list:
+def _ffn(
+    c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float
+) -> list[tuple[str, Cost]]:
     """gate/up, activation, down of one (possibly expert) MLP over ``elems`` hidden elements."""
     names = [n for n in ("gate", "up") if prefix + n in p]
     ops = [(n, c.proj(p[prefix + n], rows, touched)) for n in names]

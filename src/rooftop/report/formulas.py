@@ -27,7 +27,7 @@ def _eff(factor: float) -> str:
 def _flops(t: Term) -> str:
     used, dtype = t.figure("used_dtype"), t.figure("dtype")
     note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
-    shape = t.figure("shape_efficiency") if t.figure("shape_applied") else None
+    shape = t.figure("shape_efficiency") if t.figure("shape_applied", False) else None
     reach = t.figure("achievable_fraction", 1.0)
     if reach != 1:
         note += f"; x {reach:g}, the largest matmuls' measured share of {used} peak on {t.figure('chip')}"
@@ -66,7 +66,8 @@ def _ops(t: Term) -> str:
         return (
             f"{plural(n, 'compute-bound op')}: {format_number(t.figure('flops'), 'FLOP')} at "
             f"{format_rate(t.figure('flops_per_s'), 'FLOP/s')} ({t.figure('chip')} peak{_eff(t.figure('efficiency'))}"
-            f"{_eff(t.figure('achievable_fraction', 1.0))}{_shapes(t.figure('shape_efficiency'))}{t.figure('per', '')})"
+            f"{_eff(t.figure('achievable_fraction', 1.0))}{_shapes(t.figure('shape_efficiency', None))}"
+            f"{t.figure('per', '')})"
         )
     return (
         f"{plural(n, 'memory-bound op')}: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "
@@ -101,7 +102,7 @@ def _launch(t: Term) -> str:
 
 def _per_step(t: Term) -> str:
     text = f"{format_duration(t.figure('step_s'))} per step"
-    if t.figure("step_per_seq_s"):
+    if t.figure("step_per_seq_s", 0.0):
         text += f" + {plural(t.figure('sequences'), 'sequence')} x {format_duration(t.figure('step_per_seq_s'))}"
     return text + " (runtime, scheduling, sampling, host sync)"
 

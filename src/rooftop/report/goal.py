@@ -118,7 +118,9 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
 
 
 def render_serve_goal(console: Console, req: ServingRequest, g: ServeGoal) -> None:
-    say = lambda text: console.print(text, markup=False, highlight=False)
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
     say(f"{req.cfg.name} on {req.chip.name}: {g.requests_per_s:g} requests/s of {req.prompt_len}+{req.gen_len} tokens")
     say(f"goal: {serve_goal_reason(g)}")
     for r in g.layouts:

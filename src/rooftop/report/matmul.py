@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from rooftop.cost.roofline import Estimate
     from rooftop.hardware.chip import Chip
     from rooftop.hardware.topology import Mesh
-    from rooftop.sharding.matmul import Dtypes, ShardedMatmul, TimedStrategy
+    from rooftop.sharding.matmul import ShardedMatmul, TimedStrategy
     from rooftop.sharding.notation import MatmulExpr
     from rooftop.sharding.shard import Sharding
+    from rooftop.sharding.strategy import Dtypes
 
 
 def _dtypes_dict(dtypes: Dtypes, compute: str) -> dict[str, str]:

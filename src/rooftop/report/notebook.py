@@ -3,8 +3,9 @@
 ``view(result)`` builds a ``View`` from the payload function of the command that prints the result (so
 ``to_dict()`` is exactly what that command's ``--json`` writes: report/serialize.py's ``payload_dict``), a
 one-line summary, and the rows a DataFrame holds (the layouts of a training plan, the points of a serving
-plan, the ops of a profile, the instructions of an HLO module, the terms of an Estimate). The result types
-reach it through ``rooftop.display.Displayed``, which imports this module only when a method is called.
+plan, the ops of a profile, the instructions of an HLO module, the terms of an Estimate). Importing this
+module registers each view for its result type in ``rooftop.display``'s registry, which the result types'
+notebook methods (``rooftop.display.Displayed``) read: the results never import this module.
 """
 
 from __future__ import annotations
@@ -14,23 +15,22 @@ import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rooftop.analysis.compare import ProfileReport
+from rooftop.analysis.diff import ProfileDiff
+from rooftop.analysis.hlo.analyze import HloAnalysis
+from rooftop.analysis.hlo.liveness import MemoryPeak
+from rooftop.cost.roofline import Estimate
+from rooftop.display import register_view
 from rooftop.errors import InvalidConfigError
+from rooftop.plan.compare import Comparison
+from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
+from rooftop.plan.train.plan import TrainingPlan
+from rooftop.plan.train.search import SearchResult
+from rooftop.plan.train.step import StepResult
 from rooftop.report.serialize import payload_dict
 from rooftop.units import format_bytes, format_duration, format_number, format_percent, plural
-
-if TYPE_CHECKING:
-    from rooftop.analysis.compare import ProfileReport
-    from rooftop.analysis.diff import ProfileDiff
-    from rooftop.analysis.hlo.analyze import HloAnalysis
-    from rooftop.analysis.hlo.liveness import MemoryPeak
-    from rooftop.cost.roofline import Estimate
-    from rooftop.plan.compare import Comparison
-    from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
-    from rooftop.plan.train.plan import TrainingPlan
-    from rooftop.plan.train.search import SearchResult
-    from rooftop.plan.train.step import StepResult
 
 #: rows the HTML shows (to_frame() has them all)
 HTML_ROWS = 10
@@ -317,26 +317,15 @@ def memory_peak_view(peak: MemoryPeak) -> View:
     return View("MemoryPeak", summary, payload, payload["buffers"], "buffer", columns)
 
 
-#: result class (module.qualname) -> its view
-_VIEWS: dict[str, Callable[[Any], View]] = {
-    "rooftop.cost.roofline.Estimate": estimate_view,
-    "rooftop.plan.train.step.StepResult": step_view,
-    "rooftop.plan.train.search.SearchResult": search_view,
-    "rooftop.plan.train.plan.TrainingPlan": train_view,
-    "rooftop.plan.serve.sweep.ServingPlan": serve_view,
-    "rooftop.plan.serve.sweep.ServingPoint": point_view,
-    "rooftop.analysis.compare.ProfileReport": profile_view,
-    "rooftop.analysis.hlo.analyze.HloAnalysis": hlo_view,
-    "rooftop.plan.compare.Comparison": compare_view,
-    "rooftop.analysis.diff.ProfileDiff": diff_view,
-    "rooftop.analysis.hlo.liveness.MemoryPeak": memory_peak_view,
-}
-
-
-def view(result: object) -> View:
-    """The View of a result (its class or the nearest base class that has one)."""
-    for cls in type(result).__mro__:
-        fn = _VIEWS.get(f"{cls.__module__}.{cls.__qualname__}")
-        if fn is not None:
-            return fn(result)
-    raise InvalidConfigError(f"no notebook view for a {type(result).__name__}")
+# Registered by type in rooftop.display's registry: the result classes never name report/.
+register_view(Estimate, estimate_view)
+register_view(StepResult, step_view)
+register_view(SearchResult, search_view)
+register_view(TrainingPlan, train_view)
+register_view(ServingPlan, serve_view)
+register_view(ServingPoint, point_view)
+register_view(ProfileReport, profile_view)
+register_view(HloAnalysis, hlo_view)
+register_view(Comparison, compare_view)
+register_view(ProfileDiff, diff_view)
+register_view(MemoryPeak, memory_peak_view)

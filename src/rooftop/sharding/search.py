@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from rooftop.errors import ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
-from rooftop.sharding.matmul import Dtypes, ShardedMatmul, analyze_sharded_matmul, check_sizes
+from rooftop.sharding.matmul import ShardedMatmul, analyze_sharded_matmul, check_sizes
 from rooftop.sharding.notation import Dim, MatmulExpr, Tensor
+from rooftop.sharding.strategy import Dtypes
 
 #: most assignments timed (each times every strategy of one sharded matmul)
 MAX_ASSIGNMENTS = 512

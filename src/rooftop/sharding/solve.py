@@ -15,8 +15,9 @@ from rooftop.cost.roofline import Estimate, roofline
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import Chip
-from rooftop.sharding.matmul import Dtypes, local_matmul_cost
+from rooftop.sharding.matmul import local_matmul_cost
 from rooftop.sharding.notation import MatmulExpr
+from rooftop.sharding.strategy import Dtypes
 
 #: the largest size searched for a critical size (2^40: far past any real dim)
 MAX_SEARCH = 1 << 40

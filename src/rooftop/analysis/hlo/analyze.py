@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.count import HloOp, count_module
@@ -141,7 +142,7 @@ def analyze(
             f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks, "
             "HBM bandwidth and link bandwidth"
         )
-    estimates: dict[tuple, tuple[Estimate, float]] = {}
+    estimates: dict[tuple[Any, ...], tuple[Estimate, float]] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}
     timed = []
     with paused_gc():

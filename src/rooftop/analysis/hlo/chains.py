@@ -24,6 +24,7 @@ text order); a collective in no chain is priced where it is.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.analysis.hlo.mesh import CollectiveUse
@@ -90,8 +91,8 @@ def priced_once(
         chain = chain_id(module, instr)
         if chain and chain not in starts and async_end(module, instr) == "start":
             starts[chain] = instr
-    where: dict[tuple, Instruction] = {}
-    holders: dict[tuple, int] = {}
+    where: dict[tuple[Any, ...], Instruction] = {}
+    holders: dict[tuple[Any, ...], int] = {}
     added: dict[int, list[CollectiveUse]] = {}
     kept: dict[int, tuple[CollectiveUse, ...]] = {}
     for instr, uses in listed:
@@ -119,7 +120,7 @@ def priced_once(
                   key[0] in starts]  # fmt: skip
 
 
-def _note(key: tuple, at: Instruction, holders: int, on_start: bool) -> str:
+def _note(key: tuple[Any, ...], at: Instruction, holders: int, on_start: bool) -> str:
     chain, _, opcode = key[:3]
     where = f"on its start {cut(at.name)}" if on_start else f"at {cut(at.name)}, the first that holds it (no start)"
     more = holders if on_start else holders - 1

@@ -42,6 +42,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from rooftop.analysis.gcpause import paused_gc
 from rooftop.analysis.hlo.access import Bytes, Traffic
@@ -133,8 +134,8 @@ class _Counter:
         self.inner_cache: dict[str, FlopTally] = {}
         self.bytes = Bytes(module)
         self.chain_cache: dict[str, dict[int, tuple[CollectiveUse, ...]]] = {}
-        self.dot_cache: dict[tuple, Cost] = {}
-        self.dims_cache: dict[tuple, dict[str, tuple[int, ...]]] = {}
+        self.dot_cache: dict[tuple[Any, ...], Cost] = {}
+        self.dims_cache: dict[tuple[Any, ...], dict[str, tuple[int, ...]]] = {}
         self.notes: list[str] = []
         self.nesting = 0
         self.edges_cache: dict[str, list[tuple[Instruction, Computation, float]]] = {}

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from rooftop.analysis.hlo.groups import device_groups, replica_groups
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape, int_list, parse_int, parse_window
@@ -26,6 +26,7 @@ _NAT_RE = re.compile(r"[0-9]{1,19}")
 _ALIAS_RE = re.compile(r"\{([0-9,\s]*)\}\s*:\s*\(\s*([0-9]{1,19})\s*,\s*\{([0-9,\s]*)\}\s*(?:,[^)]*)?\)")
 #: dim_labels: input (b, f and spatial digits), kernel (i, o and the same digits), output (b, f, digits).
 _LABELS_RE = re.compile(r"\s*([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)\s*")
+T = TypeVar("T")
 intern = sys.intern
 
 
@@ -48,7 +49,7 @@ class Instruction:
     is_root: bool
     line: int
 
-    def _decode(self, key: str, decoder: Any) -> Any:
+    def _decode(self, key: str, decoder: Callable[[str], T]) -> T | None:
         raw = self.attributes.get(key)
         if raw is None:
             return None
@@ -188,7 +189,7 @@ _INSTRUCTION_SETTERS = tuple(getattr(Instruction, f.name).__set__ for f in field
  _SET_ROOT, _SET_LINE) = _INSTRUCTION_SETTERS  # fmt: skip
 
 
-def new_instruction(values: tuple) -> Instruction:
+def new_instruction(values: tuple[Any, ...]) -> Instruction:
     """Instruction(*values) without the frozen dataclass's per-field object.__setattr__ (2x faster)."""
     name, opcode, shape, operands, operand_shapes, attributes, metadata, called, is_root, line = values
     instr = object.__new__(Instruction)

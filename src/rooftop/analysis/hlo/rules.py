@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from rooftop.analysis.hlo.ir import Instruction
 from rooftop.analysis.hlo.mesh import CollectiveUse
@@ -15,7 +16,11 @@ from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_f
 from rooftop.dtypes import hlo_dtype
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
-_words = lambda text: frozenset(text.split())
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 ZERO_COST = _words("parameter constant get-tuple-element tuple bitcast after-all add-dependency partition-id "
                    "replica-id opt-barrier domain get-dimension-size while call conditional")  # fmt: skip
 TRANSCENDENTAL = _words("exponential exponential-minus-one log log-plus-one logistic power sqrt cbrt rsqrt tanh "
@@ -77,7 +82,7 @@ def lhs_rhs(instr: Instruction) -> tuple[Shape | None, Shape | None]:
     return (shapes[0] if shapes else None), (shapes[1] if len(shapes) > 1 else None)
 
 
-def dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict) -> Cost:
+def dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape, dims: dict[str, Any]) -> Cost:
     """FLOPs (and the matmul shape) of a dot or GEMM custom-call through cost/op.py ``dot_general``."""
     if lhs is None or rhs is None:
         raise ParseError(f"{instr.opcode} {shown(instr.name)}: operand shapes unknown", line=instr.line)
@@ -92,7 +97,7 @@ def dot_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Sha
         ) from None
 
 
-def conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict:
+def conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Shape) -> dict[tuple[str, str], float]:
     """FLOPs of a convolution from dim_labels and window through cost/op.py ``convolution``."""
     labels, window = instr.dim_labels, instr.window or {}
     if labels is None or lhs is None or rhs is None:
@@ -161,7 +166,7 @@ def attention_flops(instr: Instruction, target: str, shapes: list[Shape]) -> tup
     return flops, f"fused attention {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {'' if causal else 'not '}causal"
 
 
-def config_count(instr: Instruction, config: dict, key: str) -> int:
+def config_count(instr: Instruction, config: dict[str, Any], key: str) -> int:
     """A non-negative integer field of a backend_config (an int or a string of ASCII digits); 0 when absent."""
     value = config.get(key, 0)
     text = str(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else ""

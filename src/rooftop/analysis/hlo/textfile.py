@@ -36,7 +36,7 @@ def open_text(path: str | Path, source: str) -> io.BufferedReader:
         os.close(fd)
         raise ParseError("a pipe that no process writes to: nothing to read", source=source)
     os.set_blocking(fd, True)
-    return io.BufferedReader(Prefixed(fd, first or b""))  # type: ignore[arg-type]
+    return io.BufferedReader(Prefixed(fd, first or b""))
 
 
 class Prefixed(io.RawIOBase):

@@ -25,18 +25,18 @@ from rooftop.analysis.compare import (
     ProfileReport,
     assemble_parts,
     category_of,
-    device_intervals,
     judge,
     memory_of,
 )
 from rooftop.analysis.gcpause import paused_gc
-from rooftop.analysis.intervals import Runs, device_step_sums, step_table
+from rooftop.analysis.intervals import Runs, device_intervals, device_step_sums, step_table
 from rooftop.analysis.torch.capture import Capture, replay_executions
 from rooftop.analysis.torch.engine_ops import collective_kind, family_category
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
 from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
-from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
+from rooftop.analysis.torch.op import TorchOp
+from rooftop.analysis.torch.ops import nccl_comm, op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
 from rooftop.analysis.torch.unlaunched import attribute
 from rooftop.analysis.trace.events import EventTable, Trace
@@ -103,12 +103,12 @@ class _Nccl:
         words = f"{kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec}), the trace's world"
         return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
 
-    def key(self, args: Any) -> tuple:
+    def key(self, args: Any) -> tuple[Any, ...]:
         size = args.get("Group size", self.world)
         values = (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
         return (*map(_hashable, values), _hashable(size))
 
-    def price(self, key: tuple, args: Any, kernel: str) -> tuple[str, str | None, Priced]:
+    def price(self, key: tuple[Any, ...], args: Any, kernel: str) -> tuple[str, str | None, Priced]:
         """(row name, opcode, Priced) of the NCCL kernels of ``key``; ``kernel`` names those without args."""
         coll, n_in, n_out, dtype, size = key
         nelems = n_out if coll and "gather" in str(coll) else n_in
@@ -162,7 +162,7 @@ def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str,
 
 
 def _priced_once(
-    prices: dict[tuple, tuple[str, Priced]], nccl: _Nccl, op: TorchOp, lengths: SeqStats | None
+    prices: dict[tuple[Any, ...], tuple[str, Priced]], nccl: _Nccl, op: TorchOp, lengths: SeqStats | None
 ) -> tuple[str, Priced]:
     """The op's label and price, priced once per distinct (name, dims, types, concrete values, lengths)."""
     shapes = (op.name, op.dims, op.types, op.concrete, lengths)
@@ -222,7 +222,7 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
     return assemble_parts(trace.source, chip.name, ops, table, memory_of(trace), (), notes)
 
 
-def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Capture | None) -> list[str]:
+def _replay_notes(groups: dict[tuple[Any, ...], _Group], unexplained: int, capture: Capture | None) -> list[str]:
     """What the report says of graph replays: how many kernels the capture attributed, how many are left and
     their share of the kernel time, and how to get a capture when there is none."""
 
@@ -249,7 +249,7 @@ def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Captur
 
 def _kernel_groups(
     trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions, capture: Capture | None = None
-) -> tuple[dict[tuple, _Group], int, int]:
+) -> tuple[dict[tuple[Any, ...], _Group], int, int]:
     """The kernels grouped into report rows: per NCCL call signature and per reason for kernels no op
     explains (each kernel one execution), then per priced (aten op, shapes, dtypes) (each op's kernels on
     one device one execution; a kernel without a launch attributed by its name (:func:`by_kernel_name`)
@@ -260,8 +260,8 @@ def _kernel_groups(
     name, name_values = column_codes(ev, "name")
     name = name[kernels]
     is_nccl = np.array(["nccl" in n.lower() for n in name_values], bool)[name]
-    groups: dict[tuple, _Group] = {}
-    replays: dict[tuple, _Group] = {}  # joined to the others at the end: the row codes below count those
+    groups: dict[tuple[Any, ...], _Group] = {}
+    replays: dict[tuple[Any, ...], _Group] = {}  # joined to the others at the end: the row codes below count those
     replayed = ~is_nccl & (op_row < 0) & (launched.why == REASONS.index(GRAPH_REPLAY))
     if capture is not None and replayed.any():
         at = np.flatnonzero(replayed)
@@ -294,7 +294,12 @@ def _kernel_groups(
 
 
 def _replays(
-    ev: EventTable, nccl: _Nccl, rows: np.ndarray, graph: np.ndarray, capture: Capture, groups: dict[tuple, _Group]
+    ev: EventTable,
+    nccl: _Nccl,
+    rows: np.ndarray,
+    graph: np.ndarray,
+    capture: Capture,
+    groups: dict[tuple[Any, ...], _Group],
 ) -> np.ndarray:
     """Report rows for the replayed kernels the capture trace attributes to ops (one execution per graph
     launch and captured op), priced from the captured op's shapes and the lengths of the step annotation
@@ -305,9 +310,9 @@ def _replays(
     launch_at = floats(ev.column("start_s"))[graph[hit]]
     step, stats = annotated_at(ev, launch_at)
     kernel_step = dict(zip(rows[hit].tolist(), step.tolist(), strict=True))
-    prices: dict[tuple, tuple[str, Priced]] = {}
+    prices: dict[tuple[Any, ...], tuple[str, Priced]] = {}
     member: list[int] = []
-    index: dict[tuple, int] = {}
+    index: dict[tuple[Any, ...], int] = {}
     for c, row in zip(captured, runs.row.tolist(), strict=True):
         op = TorchOp.from_args(c.op, c.args)
         lengths = stats[kernel_step[row]] if kernel_step.get(row, -1) >= 0 and is_attention(op.name) else None
@@ -358,13 +363,13 @@ def _call_args(args: Any, kernels: np.ndarray, ops: np.ndarray) -> list[Any]:
 
 def _alone_groups(
     ev: EventTable, nccl: _Nccl, rows: np.ndarray, name: np.ndarray, is_nccl: np.ndarray, why: np.ndarray,
-    groups: dict[tuple, _Group], ops: np.ndarray,
+    groups: dict[tuple[Any, ...], _Group], ops: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (its args,
     or its launching op's: :func:`_call_args`; read once per distinct args), another by (name, why no op).
     The rows are made, and NCCL calls priced, in the order of their first kernel."""
     names, args = ev.column("name"), ev.column("args")
-    index: dict[tuple, int] = {}
+    index: dict[tuple[Any, ...], int] = {}
     first: dict[int, Any] = {}  # the args of the first kernel of each NCCL key
     key_of = np.empty(len(rows), np.int32)
     calls = np.flatnonzero(is_nccl)
@@ -402,7 +407,7 @@ def _alone_groups(
 
 
 def _op_runs(
-    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple, _Group],
+    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple[Any, ...], _Group],
     run_of: np.ndarray | None = None,
 ) -> tuple[Executions, np.ndarray]:  # fmt: skip
     """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
@@ -434,7 +439,7 @@ def _op_runs(
     key = (name[ops].astype(np.int64) * (int(ids.max()) + 1) + ids) * (len(stats) + 1) + step + 1
     sig, at = first_codes(key)
     del name, ids, key
-    prices: dict[tuple, tuple[str, Priced]] = {}
+    prices: dict[tuple[Any, ...], tuple[str, Priced]] = {}
     index = {key: k for k, key in enumerate(groups)}
     made = []
     nested = NestedOps(ev)

@@ -69,7 +69,8 @@ def gathered(column: Sequence[Any], rows: np.ndarray) -> list[Any]:
     """The values of ``column`` at ``rows``: through :func:`objects` for many rows, a look-up each for a few."""
     if len(rows) * 8 < len(column):
         return list(map(column.__getitem__, rows.tolist()))
-    return objects(column)[rows].tolist()
+    values: list[Any] = objects(column)[rows].tolist()
+    return values
 
 
 def launching_ops(trace: Trace, of: str = "kernel") -> Launches:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rooftop.analysis.torch.engine_ops import ENGINE_OPS, family_of
-from rooftop.analysis.torch.op import TORCH_DTYPES
+from rooftop.dtypes import TORCH_DTYPES
 from rooftop.analysis.trace.events import EventTable
 from rooftop.analysis.trace.ops import column_codes, floats
 

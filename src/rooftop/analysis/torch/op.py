@@ -78,7 +78,8 @@ class TorchOp:
     def tensor(self, i: int) -> tuple[int, ...] | None:
         """The shape of argument ``i`` when it is a tensor of a known dtype."""
         if i < len(self.dims) and self.types[i] in TORCH_DTYPES:
-            return self.dims[i]
+            shape: tuple[int, ...] = self.dims[i]
+            return shape
         return None
 
     def need(self, *idx: int) -> list[tuple[int, ...]]:

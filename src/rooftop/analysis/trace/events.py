@@ -114,7 +114,7 @@ class EventArgs(Mapping[str, Any]):
     def __iter__(self) -> Iterator[str]:
         yield from self.shared
         if self.key.__class__ is str:
-            yield self.key  # type: ignore[misc]
+            yield self.key
         else:
             yield from self.key
 
@@ -162,7 +162,7 @@ class MemorySample(NamedTuple):
 def _column(name: str, values: Sequence[Any]) -> Sequence[Any]:
     """A column as stored: times as an ``array('d')`` (when every value is a number), the others as tuples."""
     if name in FLOAT_COLUMNS:
-        if values.__class__ is array and values.typecode == "d":  # type: ignore[attr-defined]
+        if values.__class__ is array and values.typecode == "d":
             return values
         try:
             return array("d", values)
@@ -488,7 +488,9 @@ def _windows(c: dict[str, Any], marks: list[int]) -> tuple[list[Any], list[float
     return numbers, [start[i] for i in order], [start[i] + c["duration_s"][i] for i in order]
 
 
-def _place_rows(c: dict[str, Any], numbers: list[Any], lo: list[float], hi: list[float], launch: dict) -> None:
+def _place_rows(
+    c: dict[str, Any], numbers: list[Any], lo: list[float], hi: list[float], launch: dict[str, Any]
+) -> None:
     """RowBuilder._assign_steps a row at a time: ``bisect_right`` where the columns use searchsorted."""
     start, step_col, kind_col, corr_col = c["start_s"], c["step"], c["kind"], c["correlation"]
     for i, step in enumerate(step_col):

@@ -373,7 +373,8 @@ def _chains(link: np.ndarray) -> list[int]:
         return []
     heads = np.ones(len(linked), bool)
     heads[1:] = np.diff(linked) > 1
-    return linked[heads].tolist()
+    firsts: list[int] = linked[heads].tolist()
+    return firsts
 
 
 def group_ops(trace: Trace, kinds: Sequence[str] = ("op", "kernel")) -> list[OpGroup]:
@@ -383,12 +384,14 @@ def group_ops(trace: Trace, kinds: Sequence[str] = ("op", "kernel")) -> list[OpG
         return _summarise(executions(trace, kinds, by_time=False))
 
 
-def op_groups(execs: Executions, module_of: Callable[[Any], Any] | None = None) -> list[tuple[tuple, np.ndarray]]:
+def op_groups(
+    execs: Executions, module_of: Callable[[Any], Any] | None = None
+) -> list[tuple[tuple[Any, ...], np.ndarray]]:
     """The executions of each op, (module, instruction, name), the ops in order of first appearance;
     ``module_of`` maps module names (JAX's ``jit_f(12)`` to ``jit_f``) before they are compared."""
     ops, op = execs.ops, execs.op
     if module_of is not None:
-        merged: dict[tuple, int] = {}
+        merged: dict[tuple[Any, ...], int] = {}
         remap = np.array([merged.setdefault((module_of(m), i, n), len(merged)) for m, i, n in ops], np.int64)
         ops, op = list(merged), remap[op] if len(remap) else op
     return [(ops[int(op[m[0]])], m) for m in groups_of(op)]

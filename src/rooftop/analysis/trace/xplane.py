@@ -214,7 +214,7 @@ def _program_names(protos: dict[str, bytes]) -> dict[str, str]:
 class _SpaceReader:
     """Walks one XSpace: device planes first (so host events know whether ops ran on the host)."""
 
-    def __init__(self, prefix: str, programs: dict[str, str], metadata: dict[str, Any], memory: list) -> None:
+    def __init__(self, prefix: str, programs: dict[str, str], metadata: dict[str, Any], memory: list[Any]) -> None:
         self.prefix, self.programs, self.metadata, self.memory = prefix, programs, metadata, memory
         self.rows = RowBuilder()
         self.devices: list[str] = []
@@ -323,7 +323,7 @@ class _ProtoReader(_SpaceReader):
     """The same walk over an XSpace parsed by the protobuf runtime, a plane's lines read by
     :class:`~rooftop.analysis.trace.xspace.PlaneReader` (the events of one kind classified once)."""
 
-    def __init__(self, prefix: str, programs: dict[str, str], metadata: dict[str, Any], memory: list,
+    def __init__(self, prefix: str, programs: dict[str, str], metadata: dict[str, Any], memory: list[Any],
                  program_ids: dict[str, set[str]] | None) -> None:  # fmt: skip
         super().__init__(prefix, programs, metadata, memory)
         self.program_ids = program_ids
@@ -454,8 +454,9 @@ def hlo_proto_to_text(proto: bytes) -> str:
     try:
         message.ParseFromString(proto)
         with _quiet_stderr():  # XLA's C++ checks log to fd 2 before raising; the caller reports one line
-            module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(message.hlo_module)
-        return module.to_string(xla_client.hlo.HloPrintOptions())  # default options print metadata (op_name)
+            module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(message.hlo_module)  # type: ignore[attr-defined]
+        text: str = module.to_string(xla_client.hlo.HloPrintOptions())  # type: ignore[attr-defined]
+        return text  # the default options print metadata (op_name)
     except Exception as exc:
         raise ParseError(f"corrupt HloProto in the profile metadata ({exc})") from exc
 

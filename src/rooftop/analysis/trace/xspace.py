@@ -65,7 +65,7 @@ def messages() -> dict[str, Any]:
     """Message classes for :data:`SCHEMA` (only the fields read here), declared through descriptor_pb2;
     ImportError when the protobuf package is absent."""
     # protobuf ships no type information and its stubs (types-protobuf) are not a dependency
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     fdp = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="rooftop/xplane_subset.proto", package="rooftop.xp", syntax="proto3")

@@ -207,7 +207,8 @@ def capacity(step: StepFn, t: Traffic, max_batch: float) -> float:
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return 2.0 ** (lo / CAPACITY_STEPS)
+    capacity: float = 2.0 ** (lo / CAPACITY_STEPS)
+    return capacity
 
 
 # ---------------------------------------------------------------- one layout, one slice

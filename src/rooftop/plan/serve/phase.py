@@ -46,7 +46,7 @@ from functools import lru_cache
 
 from rooftop.cost.cost import Comm, Cost, CostTree, Gemm
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, collective_term, memory_term, roofline
+from rooftop.cost.roofline import Term, TermKind, collective_term, memory_term, roofline
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -77,7 +77,7 @@ class ChipCost:
         return sum(c.flops for c in self.groups.values())
 
 
-def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, tuple]:
+def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, tuple[tuple[str, float], ...]]:
     """(weight-read factor, rows factor, figures) of a step routing ``tokens`` tokens
     (plan/serve/routing.py): the busiest expert-parallel chip reads busiest_chip_experts /
     (touched / ep) times the mean chip's expert weights and computes busiest_of(ep, T k, 1 / ep) /
@@ -288,7 +288,9 @@ def _collectives(
     return total, latency, count, terms
 
 
-def _group_times(cost: ChipCost, chip: Chip, eff: Efficiency) -> tuple[dict, dict, float, list[Term]]:
+def _group_times(
+    cost: ChipCost, chip: Chip, eff: Efficiency
+) -> tuple[dict[str, float], dict[str, str], float, list[Term]]:
     """Roofline of each op group: (time, bound, summed compute time, terms)."""
     group_s, group_bound, terms, compute_s = {}, {}, [], 0.0
     shape = matmul_shape_factor(cost.gemms, cost.groups["matmul"], chip, eff)
@@ -327,7 +329,7 @@ def _phase_time(
         figures = (("communication_s", coll_s), ("cover", "the step's matmuls"), ("overlap", eff.tp_overlap))
         rule = "min(collectives - their latency, {overlap:g} x the matmul ops' time)"
         terms.append(
-            Term("collectives hidden under the matmuls", -hidden, "hidden", "hidden", (*figures, ("rule", rule)))
+            Term("collectives hidden under the matmuls", -hidden, TermKind.HIDDEN, "hidden", (*figures, ("rule", rule)))
         )
     return PhaseTime(
         phase,
@@ -368,15 +370,17 @@ def _fixed_costs(
     host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
     scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
     terms = [
-        Term("launch", launch_s, "overhead", "launch", launch),
-        Term("scheduling", eff.step_s, "overhead", "per_step", (("step_s", eff.step_s),)),
+        Term("launch", launch_s, TermKind.OVERHEAD, "launch", launch),
+        Term("scheduling", eff.step_s, TermKind.OVERHEAD, "per_step", (("step_s", eff.step_s),)),
     ]
     if eff.step_per_seq_s:  # grows with the batch: sampling, the scheduler's and the attention metadata's work
         per_seq = (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
-        terms.append(Term("per-sequence host work", eff.step_per_seq_s * sequences, "overhead", "per_seq", per_seq))
+        terms.append(
+            Term("per-sequence host work", eff.step_per_seq_s * sequences, TermKind.OVERHEAD, "per_seq", per_seq)
+        )
     if host:
         eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
-        terms.append(Term("host launch", host, "overhead", "eager", eager))
+        terms.append(Term("host launch", host, TermKind.OVERHEAD, "eager", eager))
     return launch_s + host, scheduling_s, terms
 
 

@@ -64,7 +64,7 @@ def matmul_shape_factor(
     if model is None:
         return None
     dtype = next((d for (u, d) in matmuls.flops_by if u == "matrix"), "bf16")
-    peak = chip.flops_rate(dtype, "matrix")[1]  # type: ignore[arg-type]
+    peak = chip.flops_rate(dtype, "matrix")[1]
     matrix = sum(v for (u, _), v in matmuls.flops_by.items() if u == "matrix")
     shaped = sum(f for _, f in gemms)
     if matrix <= 0 or shaped <= 0:
@@ -80,7 +80,7 @@ def shaped_estimate(est: Estimate, shape: float) -> Estimate:
     """``est`` with its matrix compute terms divided by the matmuls' shape efficiency (figure kept)."""
     terms, compute = [], 0.0
     for t in est.terms:
-        if t.kind == "compute" and t.figure("unit") == "matrix":
+        if t.kind == "compute" and t.figure("unit", None) == "matrix":
             figures = (*t.figures, ("shape_efficiency", shape), ("gemm", "the weight matmuls"), ("shape_applied", True))
             t = replace(t, seconds=t.seconds / shape, figures=figures)
         compute += t.seconds if t.kind == "compute" else 0.0

@@ -126,7 +126,8 @@ def _optimizer_params(prof: ModelProfile, rows: np.ndarray, held: np.ndarray) ->
     expert = prof.params_expert * share / (tp * ep)
     expert_fsdp = np.where(in_fsdp, fsdp / ep, fsdp)
     expert_dp = np.where(in_dp, dp / ep, dp)
-    return dense / (fsdp * dp) + expert / (expert_fsdp * expert_dp)
+    params: np.ndarray = dense / (fsdp * dp) + expert / (expert_fsdp * expert_dp)
+    return params
 
 
 def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 
 from rooftop.cost.cost import Comm
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, achievable, collective_term, host_term, memory_term, roofline
+from rooftop.cost.roofline import Term, TermKind, achievable, collective_term, host_term, memory_term, roofline
 from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
@@ -107,7 +107,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
             Term(
                 "compute-bound ops",
                 c_s,
-                "compute",
+                TermKind.COMPUTE,
                 "ops",
                 (
                     ("ops", float(cb.sum())),
@@ -123,7 +123,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
             Term(
                 "memory-bound ops",
                 m_s,
-                "memory",
+                TermKind.MEMORY,
                 "ops",
                 (
                     ("ops", float(mb.sum())),
@@ -137,7 +137,7 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
         )
         if eager.any():
             figures = (("ops", float(eager.sum())), ("bytes", e_b), *terms[1].figures[2:])
-            terms += (Term("unfused elementwise kernels", e_s, "memory", "ops", figures),)
+            terms += (Term("unfused elementwise kernels", e_s, TermKind.MEMORY, "ops", figures),)
         out.append(StepPart(name, c_s + m_s + e_s, _bound(terms, "compute"), terms))
     return out
 
@@ -169,7 +169,7 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
             ("cover", cover),
             ("overlap", getattr(eff, factor) if factor else 1.0),
         )
-        terms.append(Term("hidden behind compute", -hidden, "hidden", "hidden", figures))
+        terms.append(Term("hidden behind compute", -hidden, TermKind.HIDDEN, "hidden", figures))
     parts = tuple(terms)
     return StepPart(name, exposed_s(comm_s, hidden), _bound(parts, "network"), parts)
 
@@ -196,13 +196,13 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
         if setup.stack.p2p_sync_s:  # the framework's host synchronisation per send/receive (framework.py)
             sync = (("count", comm.count), ("seconds_each", setup.stack.p2p_sync_s), ("framework", setup.stack.name))
             pp_terms += (
-                Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, "latency", "sync", sync),
+                Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, TermKind.LATENCY, "sync", sync),
             )
     pp_s = sum(t.seconds for t in pp_terms)
     if par.pp > 1 and setup.stack.p2p_overlap and par.virtual_stages > 1:  # hidden behind the next model chunk
         figures = (("communication_s", pp_s), ("cover", "the next model chunk"), ("overlap", 1.0))
         hidden = pp_s - result.breakdown["pipeline_p2p"]
-        pp_terms += (Term("hidden behind compute", -hidden, "hidden", "hidden", figures),)
+        pp_terms += (Term("hidden behind compute", -hidden, TermKind.HIDDEN, "hidden", figures),)
         pp_s = result.breakdown["pipeline_p2p"]
     out["pipeline_p2p"] = StepPart("pipeline_p2p", pp_s, _bound(pp_terms, "network"), pp_terms)
     bubble = result.breakdown["pipeline_bubble"]
@@ -212,7 +212,7 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
             Term(
                 "pipeline bubble",
                 bubble,
-                "bubble",
+                TermKind.BUBBLE,
                 "bubble",
                 (("pp", par.pp), ("virtual_stages", par.virtual_stages), ("microbatch_s", t_mb)),
             ),

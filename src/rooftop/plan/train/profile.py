@@ -364,7 +364,7 @@ def gemm_shape_efficiency(prof: ModelProfile, par: Parallelism, b: int) -> np.nd
         experts = prof.cfg.moe.n_experts
         m = np.where(prof.expert, m * par.ep / experts, m)
         batch = np.where(prof.expert, batch * experts / par.ep, batch)
-    peak = prof.chip.flops_rate(prof.keys[0][1] if prof.keys else "bf16", "matrix")[1]  # type: ignore[arg-type]
+    peak = prof.chip.flops_rate(prof.keys[0][1] if prof.keys else "bf16", "matrix")[1]
     hbm = prof.chip.hbm_bytes_per_s
 
     rows = ~np.isnan(m)

@@ -24,6 +24,7 @@ are not (groups of unequal layers, interleaving with the head on one chunk) ``mo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -84,10 +85,11 @@ class StepSchedule:
 class _Chunk:
     """One virtual stage's work for one microbatch in one direction: slices relative to its start."""
 
-    slices: list[tuple[str, str, float, float, str, dict]] = field(default_factory=list)  # lane, name, at, dur, part
+    # lane, name, at, dur, part, args
+    slices: list[tuple[str, str, float, float, str, dict[str, Any]]] = field(default_factory=list)
     end: float = 0.0  # when its compute lane is free
 
-    def run(self, name: str, dur: float, part: str, args: dict | None = None) -> None:
+    def run(self, name: str, dur: float, part: str, args: dict[str, Any] | None = None) -> None:
         if dur > 0:
             self.slices.append(("compute", name, self.end, dur, part, args or {}))
             self.end += dur

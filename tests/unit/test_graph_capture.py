@@ -87,3 +87,15 @@ def test_cli_finds_the_capture_beside_the_profile(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out)["priced_fraction"] == 1.0
     code, _, err = run_cli("profile", str(_replay(tmp_path)), "--chip", "h100", "--capture", str(tmp_path / "none"))
     assert code == 2 and "capture trace" in err
+
+
+def test_a_capture_event_time_too_large_for_a_float_is_no_time(tmp_path: Path) -> None:
+    """Was: an internal OverflowError (``float(10**400)``) on a capture event whose ``ts`` is an integer
+    of 401 digits, as JSON allows; such an event is skipped like one with no time."""
+    written = _capture(tmp_path)
+    text = written.read_text().replace('"ts": 10.0', '"ts": 1' + "0" * 400, 1)
+    assert "0" * 400 in text
+    written.write_text(text)
+    code, out, err = run_cli("profile", str(_replay(tmp_path)), "--chip", "h100", "--capture", str(written), "--json")
+    assert code == 0, err
+    assert json.loads(out)["priced_fraction"] < 1.0  # the norm's op is gone: its kernels are not attributed to it

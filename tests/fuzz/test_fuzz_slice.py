@@ -126,23 +126,23 @@ def test_hf_configs_mutated() -> None:
 def test_capture_traces_mutated() -> None:
     """A graph-replayed PyTorch trace with its engine capture trace (``--capture``, a folder, or found
     beside it), the capture's ops, launches and kernel names spoiled."""
-    run_slice("capture-traces", strategies.cases(capture_case), 12)
+    run_slice("capture-traces", strategies.cases(capture_case), 8)
 
 
 def test_engine_op_signatures_mutated() -> None:
     """LLM-engine custom ops (vLLM, SGLang, FlashInfer, flash-attn) with their Input Dims, types and
     concrete inputs spoiled, or renamed into another family."""
-    run_slice("engine-ops", strategies.cases(engine_case), 16)
+    run_slice("engine-ops", strategies.cases(engine_case), 10)
 
 
 def test_request_traces_mutated() -> None:
     """``serve --percentiles --request-trace`` files with lines, keys and values spoiled."""
-    run_slice("request-traces", strategies.cases(request_case), 8)
+    run_slice("request-traces", strategies.cases(request_case), 6)
 
 
 def test_diff_inputs_mutated() -> None:
     """``rooftop diff`` of two traces or two HLO modules, one side mutated, of the other kind, or missing."""
-    run_slice("diff-inputs", strategies.cases(diff_case), 12)
+    run_slice("diff-inputs", strategies.cases(diff_case), 8)
 
 
 LONG_SLICES = {  # the long run: each target with 8 to 16 times its slice's cases, other ones (another seed)

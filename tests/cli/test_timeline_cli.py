@@ -343,3 +343,19 @@ def test_jax_cpu_profile_timeline_reads_back_alike(tmp_path: Path, worked_profil
     )
     steps = [s["duration_s"] for s in before["steps"]]
     assert len(steps) == 3 and [s["duration_s"] for s in after["steps"]] == pytest.approx(steps, rel=1e-12, abs=NS)
+
+
+def test_programs_of_one_name_stay_apart_without_hlo(tmp_path: Path) -> None:
+    """Two programs of one jitted function (``jit_f(1)``, ``jit_f(2)``: one per shape) in a trace with no HLO
+    to join them: two ops, each with its own runs (was: one op ``jit_f`` of all the runs). One program alone
+    keeps the plain name, as before."""
+    path = tmp_path / "t.json"
+    events = [
+        Event("/device:GPU:0", "XLA Ops", "dot.1", 1e-6 * k, 5e-7, {"hlo_op": "dot.1", "hlo_module": f"jit_f({p})"})
+        for k, p in enumerate((1, 2, 2, 1, 2))
+    ]
+    write_timeline(str(path), events, {"generator": "rooftop test"})
+    ops = {(o["module"], o["name"]): o["count"] for o in _read_back(path)["ops"]}
+    assert ops == {("jit_f(1)", "dot.1"): 2, ("jit_f(2)", "dot.1"): 3}
+    write_timeline(str(path), [e for e in events if e.args["hlo_module"] == "jit_f(2)"], {"generator": "rooftop test"})
+    assert {(o["module"], o["name"]): o["count"] for o in _read_back(path)["ops"]} == {("jit_f", "dot.1"): 3}

@@ -7,7 +7,12 @@ Targets (cases are built by ``tests/fuzz``; case N of a target is the same on ev
 - ``trace``: mutated Kineto/JAX JSON traces and XPlane protobufs through ``rooftop profile``;
 - ``chip``: mutated catalog chip files passed as ``--chip FILE.toml`` / ``--catalog``;
 - ``config``: mutated Hugging Face config.json through ``rooftop model/train/serve``;
-- ``calibrate``: ``rooftop calibrate --quick`` with hostile arguments (each run measures the device).
+- ``calibrate``: ``rooftop calibrate --quick`` with hostile arguments (each run measures the device);
+- ``capture``: a graph-replayed PyTorch trace with its engine capture trace mutated (``profile --capture``);
+- ``engine``: PyTorch traces of LLM-engine custom ops with their signatures (Input Dims, types, concrete
+  inputs) spoiled;
+- ``requests``: ``serve --percentiles --request-trace`` files with lines, keys and values spoiled;
+- ``diff``: ``rooftop diff`` of two traces or two HLO modules, one side mutated or of the other kind.
 
 Each case runs in a worker process (in-process there: ``rooftop.cli.main.main``), under a per-case time
 limit (``--time-limit``, 10 s: a watchdog names the Python frame it interrupts) and an address-space cap;
@@ -19,7 +24,8 @@ findings grouped by kind and place (exception type + innermost rooftop frame), e
 one reproducer, shrunk (``tests.fuzz.reduce``) and saved under ``--save`` (argv.txt and the files).
 
 Usage: ``python benchmarks/fuzz.py [--cli 3000] [--hlo-lines 100000] [--traces 2000] [--chips 300]
-[--configs 300] [--calibrate 10] [--budget 7200] [--time-limit 10] [--save DIR] [--seed 0]``.
+[--configs 300] [--calibrate 10] [--captures 300] [--engine-ops 300] [--request-traces 300]
+[--diffs 300] [--budget 7200] [--time-limit 10] [--save DIR] [--seed 0]``.
 Done when: 0 internal errors, 0 hangs, 0 multi-line errors (the counts printed below).
 """
 
@@ -202,7 +208,8 @@ class Tally:
 
 def run(args: argparse.Namespace) -> int:
     goals = {"cli": args.cli, "hlo": args.hlo_lines, "trace": args.traces, "chip": args.chips,
-             "config": args.configs, "calibrate": args.calibrate}  # fmt: skip
+             "config": args.configs, "calibrate": args.calibrate, "capture": args.captures, "engine": args.engine_ops,
+             "requests": args.request_traces, "diff": args.diffs}  # fmt: skip
     goals = {t: n for t, n in goals.items() if n > 0 and (not args.only or t in args.only)}
     done = Counter[str]()
     next_seed = {t: args.seed for t in goals}
@@ -267,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chips", type=int, default=300, help="chip files (default 300)")
     parser.add_argument("--configs", type=int, default=300, help="config.json files (default 300)")
     parser.add_argument("--calibrate", type=int, default=10, help="calibrate runs, seconds each (default 10)")
+    parser.add_argument("--captures", type=int, default=300, help="capture traces (default 300)")
+    parser.add_argument("--engine-ops", type=int, default=300, help="traces of engine ops (default 300)")
+    parser.add_argument("--request-traces", type=int, default=300, help="request-trace files (default 300)")
+    parser.add_argument("--diffs", type=int, default=300, help="diff pairs (default 300)")
     parser.add_argument("--only", nargs="*", help="run only these targets")
     parser.add_argument("--budget", type=float, default=7200, help="stop after this many seconds (default 7200)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="per-case limit, seconds (default 10)")

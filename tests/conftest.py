@@ -47,6 +47,41 @@ def third_party() -> Path:
     return THIRD_PARTY
 
 
+_WORKED: dict[str, tuple[object, tuple[object, ...]]] = {}
+
+
+def worked_example(kind: str) -> tuple[object, tuple[object, ...]]:
+    """``rooftop.workloads.mock_transformer(kind)`` (on the 8 CPU devices), made once per test session: the
+    same jitted function for every test, so that JAX compiles it once, not once per test."""
+    if kind not in _WORKED:
+        from rooftop.workloads import mock_transformer
+
+        _WORKED[kind] = mock_transformer(kind)
+    return _WORKED[kind]
+
+
+@pytest.fixture(scope="session")
+def worked_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The naive and fixed worked examples, profiled once per session (tests only read them): ``naive`` and
+    ``fixed``, a jax.profiler log directory of 3 annotated steps each, and ``naive.hlo`` / ``fixed.hlo``,
+    the compiled HLO text of each step. Skipped without JAX and 8 devices."""
+    jax = pytest.importorskip("jax")
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices")
+    out: dict[str, Path] = {}
+    for kind in ("naive", "fixed"):
+        folder = tmp_path_factory.mktemp(kind)
+        step, args = worked_example(kind)
+        (folder / "step.hlo.txt").write_text(step.lower(*args).compile().as_text())  # type: ignore[attr-defined]
+        jax.block_until_ready(step(*args))  # type: ignore[operator]
+        with jax.profiler.trace(str(folder / "logdir")):
+            for i in range(3):
+                with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                    jax.block_until_ready(step(*args))  # type: ignore[operator]
+        out[kind], out[kind + ".hlo"] = folder / "logdir", folder / "step.hlo.txt"
+    return out
+
+
 def run_cli(*argv: str) -> tuple[int, str, str]:
     """Run the rooftop CLI in-process; returns (exit code, stdout, stderr)."""
     import contextlib

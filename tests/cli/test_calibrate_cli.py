@@ -127,14 +127,14 @@ def test_one_cpu_device_calibration_prices_an_eight_device_profile(tmp_path: Pat
     """The issue's case: calibrate on one device, profile eight (the mock transformer's all-reduces)."""
     from rooftop.jaxlink import analyze
     from rooftop.jaxlink.calibrate import Calibration, Measurement, chip_toml
-    from rooftop.workloads import make_mesh, mock_transformer
+    from tests.conftest import worked_example
 
     cal = Calibration("cpu", "cpu", 1, "0.10.2", "2026-11-26", matrix={"fp32": Measurement("fp32", 5e10, "m")},
                       vector=Measurement("fp32", 2e10, "v"), hbm=Measurement("hbm", 1e10, "h"),
                       memory_bytes=8e9)  # fmt: skip
     path = tmp_path / "one.toml"
     path.write_text(chip_toml(cal, "one-cpu"))
-    step, args = mock_transformer("naive", mesh=make_mesh(data=4, model=2))
+    step, args = worked_example("naive")  # on 8 devices: the mesh data=4, model=2
     report = analyze(step, *args, chip=load_chip_file(path), steps=1, mesh="data=4,model=2")
     comm = [o for o in report.ops if o.category == "communication"]
     assert comm and all(o.lower_bound_s and o.lower_bound_s > 0 for o in comm)

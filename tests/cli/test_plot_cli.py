@@ -262,9 +262,9 @@ def test_collectives_are_left_off_the_roofline_and_kept_in_the_bars() -> None:
         pytest.skip("needs 8 devices")
     from rooftop.jaxlink import analyze
     from rooftop.report.profile import profile_chart, profile_figure
-    from rooftop.workloads import mock_transformer
+    from tests.conftest import worked_example
 
-    step, args = mock_transformer("naive")
+    step, args = worked_example("naive")
     report = analyze(step, *args, chip="h100", steps=1, mesh="data=4,model=2")
     chip = get_chip("h100")
     chart = profile_chart(report, chip, top=20)

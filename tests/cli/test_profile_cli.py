@@ -11,22 +11,14 @@ jax = pytest.importorskip("jax")
 from rooftop.analysis.compare import category_of  # noqa: E402
 from rooftop.analysis.intervals import _intersection, _merge  # noqa: E402
 from rooftop.jaxlink import analyze  # noqa: E402
-from rooftop.workloads import mock_transformer  # noqa: E402
-from tests.conftest import run_cli  # noqa: E402
+from tests.conftest import run_cli, worked_example  # noqa: E402
 
 needs8 = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")
 
 
 @pytest.fixture(scope="module")
-def naive_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("prof")
-    step, args = mock_transformer("naive")
-    jax.block_until_ready(step(*args))
-    with jax.profiler.trace(str(out)):
-        for i in range(3):
-            with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                jax.block_until_ready(step(*args))
-    return out
+def naive_profile(worked_profiles: dict[str, Path]) -> Path:
+    return worked_profiles["naive"]
 
 
 @needs8
@@ -65,10 +57,8 @@ def test_profile_lists_ops_with_roofline_verdict_and_mesh_axes(naive_profile: Pa
 
 
 @needs8
-def test_profile_table_and_given_hlo(naive_profile: Path, tmp_path: Path) -> None:
-    step, args = mock_transformer("naive")
-    hlo = tmp_path / "m.hlo.txt"
-    hlo.write_text(step.lower(*args).compile().as_text())
+def test_profile_table_and_given_hlo(naive_profile: Path, worked_profiles: dict[str, Path]) -> None:
+    hlo = worked_profiles["naive.hlo"]
     code, out, err = run_cli("profile", str(naive_profile), "--chip", "tpu-v5e", "--hlo", str(hlo), "--top", "5")
     assert code == 0, err
     assert "ranked by time lost vs roofline" in out and "verdict" in out
@@ -84,8 +74,8 @@ def test_truncated_xplane_is_one_line_exit_2(naive_profile: Path, tmp_path: Path
 
 @needs8
 def test_jax_bridge_sees_the_wasted_collectives() -> None:
-    naive = analyze(*_flat(mock_transformer("naive")), chip="h100", steps=2, mesh="data=4,model=2")
-    fixed = analyze(*_flat(mock_transformer("fixed")), chip="h100", steps=2, mesh="data=4,model=2")
+    naive = analyze(*_flat(worked_example("naive")), chip="h100", steps=2, mesh="data=4,model=2")
+    fixed = analyze(*_flat(worked_example("fixed")), chip="h100", steps=2, mesh="data=4,model=2")
 
     def comm_ops(report):
         return sum(1 for o in report.ops if o.category == "communication")
@@ -116,7 +106,7 @@ def test_categories() -> None:
 def test_ops_carry_their_framework_name_phase_and_source() -> None:
     """Each op names the JAX scope path that made it, its pass (jvp: forward, transpose: backward) and the
     file:line; a CPU profile judged against an accelerator says so once."""
-    report = analyze(*_flat(mock_transformer("fixed")), chip="h100", steps=1, mesh="data=4,model=2")
+    report = analyze(*_flat(worked_example("fixed")), chip="h100", steps=1, mesh="data=4,model=2")
     mlp = [o for o in report.ops if o.category == "mlp"]
     assert {o.phase for o in mlp} == {"forward", "backward"}
     assert all("layer" in o.framework_op and "/mlp" in o.framework_op for o in mlp)

@@ -420,7 +420,13 @@ def _json_problem(text: str) -> str:
                 if isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
                     # memory.timeline[].time_s is the trace's own timestamp (docs/json.md), on its clock
                     stamp = k == "time_s" and path.startswith(".memory.timeline")
-                    if (k.endswith("_s") and k != "lost_s" and not stamp) or k in ("flops", "bytes", "count"):
+                    # a diff's deltas (b - a) and what they leave unexplained are signed (docs/json.md)
+                    signed = k.startswith("delta_") or k.endswith("delta_s") or k == "unexplained_s"
+                    if (k.endswith("_s") and k != "lost_s" and not stamp and not signed) or k in (
+                        "flops",
+                        "bytes",
+                        "count",
+                    ):
                         bad.append(f"{path}.{k}={v}")
                 if v is None and k in MEASURED:  # NaN or inf, written as null
                     unknown.append(f"{path}.{k}")

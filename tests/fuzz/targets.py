@@ -8,6 +8,7 @@ from collections.abc import Callable
 from tests.fuzz.cli_cases import cli_case
 from tests.fuzz.file_cases import chip_case, config_case
 from tests.fuzz.hlo_cases import hlo_case
+from tests.fuzz.input_cases import capture_case, diff_case, engine_case, request_case
 from tests.fuzz.oracle import Case
 from tests.fuzz.trace_cases import trace_case
 
@@ -24,6 +25,10 @@ TARGETS: dict[str, Callable[[random.Random], Case]] = {
     "chip": chip_case,
     "config": config_case,
     "calibrate": calibrate_case,
+    "capture": capture_case,
+    "engine": engine_case,
+    "requests": request_case,
+    "diff": diff_case,
 }
 
 

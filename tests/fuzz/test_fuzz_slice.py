@@ -23,6 +23,7 @@ from tests.fuzz import known, strategies
 from tests.fuzz.cli_cases import THIRD_PARTY, cli_case
 from tests.fuzz.file_cases import chip_case, config_case
 from tests.fuzz.hlo_cases import generate_module, hlo_case
+from tests.fuzz.input_cases import capture_case, diff_case, engine_case, request_case
 from tests.fuzz.oracle import Case, run_case, warm_up
 from tests.fuzz.trace_cases import json_trace_case, xplane_case
 
@@ -122,6 +123,28 @@ def test_hf_configs_mutated() -> None:
     run_slice("hf-configs", strategies.cases(config_case), 20)
 
 
+def test_capture_traces_mutated() -> None:
+    """A graph-replayed PyTorch trace with its engine capture trace (``--capture``, a folder, or found
+    beside it), the capture's ops, launches and kernel names spoiled."""
+    run_slice("capture-traces", strategies.cases(capture_case), 8)
+
+
+def test_engine_op_signatures_mutated() -> None:
+    """LLM-engine custom ops (vLLM, SGLang, FlashInfer, flash-attn) with their Input Dims, types and
+    concrete inputs spoiled, or renamed into another family."""
+    run_slice("engine-ops", strategies.cases(engine_case), 10)
+
+
+def test_request_traces_mutated() -> None:
+    """``serve --percentiles --request-trace`` files with lines, keys and values spoiled."""
+    run_slice("request-traces", strategies.cases(request_case), 6)
+
+
+def test_diff_inputs_mutated() -> None:
+    """``rooftop diff`` of two traces or two HLO modules, one side mutated, of the other kind, or missing."""
+    run_slice("diff-inputs", strategies.cases(diff_case), 8)
+
+
 LONG_SLICES = {  # the long run: each target with 8 to 16 times its slice's cases, other ones (another seed)
     "cli-one-value": (lambda: strategies.hostile_command_lines(), 256, False),
     "cli-mutated": (lambda: strategies.cases(cli_case), 256, False),
@@ -131,6 +154,10 @@ LONG_SLICES = {  # the long run: each target with 8 to 16 times its slice's case
     "trace-xplane": (lambda: strategies.cases(xplane_case), 64, True),
     "chip-files": (lambda: strategies.cases(chip_case), 160, False),
     "hf-configs": (lambda: strategies.cases(config_case), 160, False),
+    "capture-traces": (lambda: strategies.cases(capture_case), 160, False),
+    "engine-ops": (lambda: strategies.cases(engine_case), 200, False),
+    "request-traces": (lambda: strategies.cases(request_case), 160, False),
+    "diff-inputs": (lambda: strategies.cases(diff_case), 160, False),
 }
 
 

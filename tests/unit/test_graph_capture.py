@@ -111,3 +111,15 @@ def test_moe_forward_priced_from_the_expert_weights_of_the_ops_nested_in_it(tmp_
     weights = e * (h // 2 * 2 * i + i // 2 * h)  # bytes (uint8)
     assert op.bytes == weights + 2 * (t * h * 2) + t * k * 4  # + hidden in and out (bf16) + the ids (as int32)
     assert op.lower_bound_s is not None and op.category == "mlp"
+
+
+def test_a_capture_event_time_too_large_for_a_float_is_no_time(tmp_path: Path) -> None:
+    """Was: an internal OverflowError (``float(10**400)``) on a capture event whose ``ts`` is an integer
+    of 401 digits, as JSON allows; such an event is skipped like one with no time."""
+    written = _capture(tmp_path)
+    text = written.read_text().replace('"ts": 10.0', '"ts": 1' + "0" * 400, 1)
+    assert "0" * 400 in text
+    written.write_text(text)
+    code, out, err = run_cli("profile", str(_replay(tmp_path)), "--chip", "h100", "--capture", str(written), "--json")
+    assert code == 0, err
+    assert json.loads(out)["priced_fraction"] < 1.0  # the norm's op is gone: its kernels are not attributed to it

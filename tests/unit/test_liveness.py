@@ -66,9 +66,9 @@ def _jax8() -> Any:
 
 def test_worked_example_matches_xla_memory_analysis(tmp_path: Path) -> None:
     _jax8()
-    from rooftop.workloads import mock_transformer
+    from tests.conftest import worked_example
 
-    step, args = mock_transformer("naive")
+    step, args = worked_example("naive")
     compiled = step.lower(*args).compile()
     stats = compiled.memory_analysis()
     text = compiled.as_text()

@@ -253,3 +253,27 @@ def test_every_reader_finds_the_same_cut() -> None:
         assert reader.skip_to(1 << 19) == text.index('{"b"') and reader.peek() == "{"
     assert JsonStream(io.StringIO('[{"a": "}, {"}]'), "t").cut_after(0) == 11  # (in a string)
     assert JsonStream(io.StringIO('[{"a": 1}]'), "t").cut_after(0) is None
+
+
+def test_join_of_several_parts_is_their_rows_in_order_and_empties_them() -> None:
+    """RowBuilder.join takes every part's columns at once (each column made once at its final length): the
+    rows are those of the parts one after another, and each part's columns are left empty."""
+    from array import array
+
+    from rooftop.analysis.trace.events import COLUMNS, RowBuilder, empty_columns
+
+    def part(tag: str, n: int) -> list:
+        cols = empty_columns()
+        for i in range(n):
+            for c, name in enumerate(COLUMNS):
+                cols[c].append(float(i) if isinstance(cols[c], array) else f"{tag}{name}{i}")
+        return cols
+
+    rows = RowBuilder()
+    rows.extend(*part("own", 2))
+    parts = [part("a", 3), part("b", 0), part("c", 1)]
+    rows.join(parts)
+    assert len(rows) == 6
+    names = rows.take()[COLUMNS.index("name")]
+    assert names == ["ownname0", "ownname1", "aname0", "aname1", "aname2", "cname0"]
+    assert all(len(column) == 0 for p in parts for column in p)

@@ -49,6 +49,20 @@ def test_node_limited_factor_by_hand() -> None:
     assert node_limited_factor(4, layout_mesh(setup.topology, inside), cfg) == 1.0  # one node: nothing crosses
 
 
+def test_a_node_limit_that_cannot_bind_changes_nothing() -> None:
+    """Was: --max-nodes-per-token 8 (ep=64 spans 8 nodes, top-8 routing: no token can reach more than 8
+    nodes) cut the expert all-to-all to 5.25 / 8 of its bytes (de-duplicated per node) though nothing is
+    limited. A limit binds only below min(top_k, nodes); tightening it never lengthens the step."""
+    setup, free = _step()
+    mesh = layout_mesh(setup.topology, PAR)
+    assert [node_limited_factor(m, mesh, setup.cfg) for m in (8, 9, 64)] == [1.0, 1.0, 1.0]
+    for m in (8, 9):
+        _, limited = _step(max_nodes_per_token=m)
+        assert limited.step_time_s == free.step_time_s and limited.breakdown == free.breakdown
+    factors = [node_limited_factor(m, mesh, setup.cfg) for m in range(1, 10)]
+    assert factors == sorted(factors) and factors[6] == pytest.approx(8 * (1 - (7 / 8) ** 8) / 8)
+
+
 def test_overlap_and_node_limit_only_ever_shorten_the_step() -> None:
     _, exposed = _step(ep_overlap=0.0)
     _, overlapped = _step()

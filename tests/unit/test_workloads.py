@@ -7,6 +7,7 @@ import pytest
 jax = pytest.importorskip("jax")
 
 from rooftop.workloads import mock_transformer  # noqa: E402
+from tests.conftest import worked_example  # noqa: E402
 
 
 def _collectives(text: str) -> dict[str, int]:
@@ -16,8 +17,8 @@ def _collectives(text: str) -> dict[str, int]:
 
 @pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")
 def test_naive_sharding_wastes_collectives() -> None:
-    naive_step, naive_args = mock_transformer("naive")
-    fixed_step, fixed_args = mock_transformer("fixed")
+    naive_step, naive_args = worked_example("naive")
+    fixed_step, fixed_args = worked_example("fixed")
     naive = _collectives(naive_step.lower(*naive_args).compile().as_text())
     fixed = _collectives(fixed_step.lower(*fixed_args).compile().as_text())
     assert fixed["all-gather"] == 0 and naive["all-gather"] > 0

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -475,8 +475,14 @@ def price_ops(
 ) -> tuple[list[tuple[tuple[Any, ...], np.ndarray]], list[OpPricing]]:
     """The executions of each op (``op_groups``, modules named as the analyses name them) and its pricing."""
     joiner = _Joiner(analyses, op_names, sources)
-    # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f
-    grouped = op_groups(execs, lambda m: m if m in analyses else _base_module(m))
+    # "jit_f(12)" -> "jit_f", unless the profile holds several programs of jit_f and no HLO of that name joins
+    # them (a timeline read back carries no HLO: its five programs of jit_dot stay five)
+    programs = Counter(_base_module(m) for m in {m for m, _, _ in execs.ops if m})
+    grouped = op_groups(
+        execs,
+        lambda m: m if m in analyses or (programs[_base_module(m)] > 1 and _base_module(m) not in analyses)
+        else _base_module(m),
+    )  # fmt: skip
     present = {(m, i) for (m, i, _), _ in grouped}
     return grouped, [price_op(k, joiner, present) for k, _ in grouped]
 

@@ -1,4 +1,5 @@
-"""Pausing the cyclic garbage collector around bulk loading (parsers, trace loaders)."""
+"""Pausing the cyclic garbage collector around bulk loading (parsers, trace loaders), and giving the C heap's
+free memory back to the system after it."""
 
 from __future__ import annotations
 
@@ -34,3 +35,17 @@ def paused_gc() -> Iterator[None]:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``; nothing where the C library
+    has none, as musl). A loader that frees many blocks while the heap above them stays in use (a trace read
+    by several processes: thousands of chunks of rows, each freed as it is copied into the table's columns)
+    leaves that memory free but resident: about 90 MiB of a 1.2M-event Kineto trace read by 8 processes, on
+    which the report built after the load would be resident too."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -9,7 +9,10 @@ threads named after it (read back as kernels), steps on the thread ``Steps`` (``
 carry no ``cat`` (a reader takes an event with one for a PyTorch trace). Times are microseconds from 0, in
 whole nanoseconds (``_ns``: rounded once, so that slices back to back on a track never overlap).
 Predictions that are not device work (``profile --timeline``'s predicted lane) go to a process whose name
-does not start with ``/device:`` (read back as host activity, not ops).
+does not start with ``/device:`` (read back as host activity, not ops). A PyTorch trace's kernels carry
+their report row (the aten op or NCCL call) as ``hlo_op``, and the runs of an op that launched one kernel
+name several times their host span and launches (``/host:CPU``), so that they read back as the same rows
+and runs; programs of one module name stay apart (``jit_dot(21)``, ``jit_dot(34)``).
 
 What is laid out comes from plan/ and analysis/: a training step from plan/train/schedule.py, prefill and
 decode steps from the serving plan's chosen point, an HLO module's instructions one after another (each its
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
 NS_PER_S, NS_PER_US = 1e9, 1000.0
 #: the thread names the trace reader gives a role (analysis/trace/classify.py line_role)
 OPS, STEPS, MODULES = "XLA Ops", "Steps", "XLA Modules"
+#: the process of a PyTorch trace's host activity (read back as host events: not device work)
+HOST = "/host:CPU"
 #: the most decode steps a serving timeline draws (the model prices every one alike)
 MAX_DECODE_STEPS = 2048
 #: the most events an HLO timeline draws one per execution (past it, one per instruction)
@@ -306,6 +311,22 @@ def _lane(ends: list[float], start: float, end: float) -> int:
     return k
 
 
+def _host_runs(
+    ev: Any, launches: Mapping[int, tuple[int, int]], labels: Mapping[int, str], t0: float
+) -> Iterator[Event]:
+    """The host side of the PyTorch op runs that launched one kernel name more than once: each op's span
+    (named as its kernels' ``hlo_op``) and its kernels' launches (their ``correlation_id``), on a host
+    process, so that a reader takes the kernels for one run of the op (analysis/trace/ops.py ``_SameRun``)
+    and not for one run per repeated name."""
+    name, start, dur = ev.column("name"), ev.column("start_s"), ev.column("duration_s")
+    spans: dict[int, str] = {}
+    for kernel, (op, launch) in launches.items():
+        spans.setdefault(op, labels[kernel])
+        yield Event(HOST, "launches", name[launch], start[launch] - t0, dur[launch], {"correlation_id": launch})
+    for op, label in spans.items():
+        yield Event(HOST, "ops", label, start[op] - t0, dur[op], {})
+
+
 def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Iterator[Event], dict[str, Any]]:
     """The trace's ops, kernels, copies, modules and steps as measured (times from the trace's first event), each op
     with its roofline time per execution in ``predicted_s`` (a PyTorch trace's kernels: their aten op's, in
@@ -315,10 +336,11 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
 
     predicted = {(o.module, o.name): o.lower_bound_s for o in report.ops}
     labels: dict[int, str] = {}
+    launches: dict[int, tuple[int, int]] = {}  # kernel row -> (op row, launch row): see host_runs
     if trace.format == "kineto":
         from rooftop.analysis.torch.kineto import kernel_labels
 
-        labels = kernel_labels(trace, chip)
+        labels, launches = kernel_labels(trace, chip)
     ev = trace.events
     t0 = min(ev.column("start_s")) if len(ev) else 0.0
 
@@ -352,15 +374,18 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
                 args["step_num"] = step
             if kind == "memcpy":
                 args["memcpy_details"] = ""
+            if row in launches:
+                args["correlation_id"] = launches[row][1]
             label, lower = lower_of(row, module, inst or name)
-            if label is not None:
-                args["op"] = label
+            if label is not None:  # a PyTorch kernel: its aten op names it, so that it reads back as that op
+                args["op"] = args["hlo_op"] = label
             args["measured_s"] = dur
             if lower is not None:
                 args["predicted_s"] = lower
             track = _lane(measured.setdefault((device, line), []), start, start + dur)
             thread = OPS if kind == "op" else line
             yield Event(device, thread, name, start - t0, dur, args, f"{line} ({track + 1})" if track else line)
+        yield from _host_runs(ev, launches, labels, t0)
         runs = executions(trace)
         lanes: dict[tuple[str, str], list[float]] = {}  # per device and line: where each of its lanes ends
         device_col, line_col, module_col = ev.column("device"), ev.column("line"), ev.column("module")

@@ -12,6 +12,7 @@ Only the capture's launch events and shaped ``cpu_op`` spans are read; nothing i
 from __future__ import annotations
 
 import json
+import math
 import stat
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -114,7 +115,12 @@ def read_capture(path: str | Path) -> Capture:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if value.__class__ in (int, float) else None
+    """A finite time of an event (an int of 400 digits, as JSON allows, or a NaN is no time)."""
+    if value.__class__ is float:
+        return value if math.isfinite(value) else None
+    if value.__class__ is int and abs(value) < 1 << 62:
+        return float(value)
+    return None
 
 
 def _captured(source: str, events: list[dict[str, Any]]) -> Capture:

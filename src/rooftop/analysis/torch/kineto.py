@@ -110,9 +110,7 @@ class _Nccl:
 
     def price(self, key: tuple[Any, ...], args: Any, kernel: str) -> tuple[str, str | None, Priced]:
         """(row name, opcode, Priced) of the NCCL kernels of ``key``; ``kernel`` names those without args."""
-        coll, n_in, n_out, dtype, size = key
-        nelems = n_out if coll and "gather" in str(coll) else n_in
-        name = f"nccl {coll} {nelems} x {dtype} (group of {size})" if coll else kernel
+        coll, size, name = key[0], key[4], _nccl_row(key, kernel)
         if size.__class__ is not int or size < 1:
             return name, None, Priced(None, unknown="the kernel names no Group size and the trace no world size")
         mesh = self.mesh(size)
@@ -126,6 +124,14 @@ class _Nccl:
         words = f"{comm.kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec})"
         opcode = "collective-permute" if comm.kind == "permute" else comm.kind
         return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+
+
+def _nccl_row(key: tuple, kernel: str) -> str:
+    """The report row of an NCCL kernel of call signature ``key`` (``_Nccl.key``): the call, or the kernel's
+    name when its args name no collective."""
+    coll, n_in, n_out, dtype, size = key
+    nelems = n_out if coll and "gather" in str(coll) else n_in
+    return f"nccl {coll} {nelems} x {dtype} (group of {size})" if coll else kernel
 
 
 def _comm_kernels(trace: Trace, launched: Launches) -> frozenset[str]:
@@ -457,20 +463,35 @@ def _op_runs(
     return runs, np.array(made, np.int64)[sig]
 
 
-def kernel_labels(trace: Trace, chip: Chip) -> dict[int, str]:
-    """kernel row -> the report row (``OpReport.name``) of the aten op that launched it, for the kernels
-    priced from their op's shapes (NCCL kernels and kernels no op launched are left out): what a timeline
-    needs to put an op's roofline time beside its kernels."""
+def kernel_labels(trace: Trace, chip: Chip) -> tuple[dict[int, str], dict[int, tuple[int, int]]]:
+    """(kernel row -> its report row (``OpReport.name``): the aten op that launched it for the kernels priced
+    from their op's shapes, the NCCL call for an NCCL kernel (kernels no op launched are left out); kernel row
+    -> (op row, launch row) for the kernels of an op run that launched one kernel name more than once (a
+    ``_foreach_`` op's chunks)): what a timeline needs to put an op's roofline time beside its kernels, and
+    to read back as the same rows and runs."""
     ev = trace.events
     names, args = ev.column("name"), ev.column("args")
     launched = launching_ops(trace)
     labels: dict[int, str] = {}
     out: dict[int, str] = {}
-    for kernel, op in zip(launched.kernels.tolist(), launched.ops.tolist(), strict=True):
-        if op < 0 or "nccl" in names[kernel].lower():
+    nccl = _Nccl(trace, chip, None)
+    seen: dict[tuple[int, str], list[int]] = {}  # (op row, kernel name) -> its kernels
+    for k, (kernel, op) in enumerate(zip(launched.kernels.tolist(), launched.ops.tolist(), strict=True)):
+        if "nccl" in names[kernel].lower():
+            out[kernel] = _nccl_row(nccl.key(args[kernel] or {}), names[kernel])
+            continue
+        if op < 0:
             continue
         label = labels.get(op)
         if label is None:
             label = labels[op] = _price(TorchOp.from_args(names[op], args[op]), chip)[0]
         out[kernel] = label
-    return out
+        seen.setdefault((op, names[kernel]), []).append(k)
+    repeated = {k for ks in seen.values() if len(ks) > 1 for k in ks}
+    ops_of = {int(launched.ops[k]) for k in repeated}
+    runs = {
+        int(kernel): (int(op), int(launch))
+        for kernel, op, launch in zip(launched.kernels, launched.ops, launched.launch, strict=True)
+        if int(op) in ops_of and launch >= 0
+    }
+    return out, runs

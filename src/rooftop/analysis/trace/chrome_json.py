@@ -18,6 +18,7 @@ import os
 import zlib
 from pathlib import Path
 
+from rooftop.analysis.gcpause import release_free_heap
 from rooftop.analysis.trace import chrome_parts
 from rooftop.analysis.trace.chrome_events import EventMapper
 from rooftop.analysis.trace.chrome_read import cut, events, map_events, open_text
@@ -45,4 +46,7 @@ def load_json_trace(path: Path, progress: ProgressFn | None = None) -> Trace:
         raise InvalidConfigError(f"{path}: cannot read ({exc.strerror or cut(exc)})") from exc
     if progress is not None:
         progress(mapper.count, size)
-    return mapper.trace(str(path))
+    trace = mapper.trace(str(path))
+    if parts.merged:  # what taking in the parts' rows and building the table freed (gcpause.py)
+        release_free_heap()
+    return trace

@@ -38,7 +38,7 @@ from typing import Any
 
 from rooftop.analysis.trace.chrome_events import EventMapper
 from rooftop.analysis.trace.chrome_read import events, form, map_events, open_text
-from rooftop.analysis.trace.events import COLUMNS, EventArgs, empty_columns
+from rooftop.analysis.trace.events import COLUMNS, EventArgs
 from rooftop.analysis.trace.jsonstream import JsonStream
 from rooftop.errors import InvalidConfigError
 
@@ -206,7 +206,7 @@ class _Worker:
     def __init__(self, pid: int, fd: int) -> None:
         self.pid, self.fd = pid, fd
         self.buffer = bytearray()
-        self.columns = empty_columns()  # the rows sent so far
+        self.chunks: list[list[Any]] = []  # the rows sent so far, as sent (columns of each chunk: joined once)
         self.launch_s: dict[str, float] = {}  # their events' launches (a correlation id's first)
         self.memory: list[Any] = []
         self.part: dict[str, Any] | None = None
@@ -252,13 +252,12 @@ class _Worker:
         columns = chunk["columns"]
         shared, keys, values = columns[_ARGS]
         columns[_ARGS] = [s if k is None else EventArgs(s, k, v) for s, k, v in zip(shared, keys, values, strict=True)]
-        for column, more in zip(self.columns, columns, strict=True):
-            column.extend(more)
+        self.chunks.append(columns)
         _first_wins(self.launch_s, chunk["launch_s"])
         self.memory.extend(chunk["memory"])
 
     def _failed(self) -> None:
-        self.part, self.done, self.buffer, self.columns, self.launch_s = None, True, bytearray(), [], {}
+        self.part, self.done, self.buffer, self.chunks, self.launch_s = None, True, bytearray(), [], {}
 
     def end(self) -> None:
         """Close the pipe and end the process (it has sent its part, or it is not wanted)."""
@@ -286,8 +285,9 @@ def _state(mapper: EventMapper) -> tuple[Any, ...]:
 def _merge(mapper: EventMapper, chain: list[tuple[_Worker, dict[str, Any]]]) -> None:
     """Add the parts' rows and what their events left to ``mapper``, in order, as one reader would have."""
     rows = mapper.rows
+    rows.join([chunk for worker, _ in chain for chunk in worker.chunks])  # every column made once
     for worker, part in chain:
-        rows.join(worker.columns)
+        worker.chunks = []
         _first_wins(rows.launch_s, worker.launch_s)
         mapper.memory.extend(worker.memory)
         mapper.seen += part["seen"]

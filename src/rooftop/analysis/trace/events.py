@@ -23,6 +23,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar, overload
 
+from rooftop.analysis.gcpause import release_free_heap
 from rooftop.errors import InvalidConfigError
 
 KINDS = ("op", "kernel", "step", "module", "memcpy", "other")
@@ -409,15 +410,31 @@ class RowBuilder:
             column.extend(values)
         self.flushed += len(columns[0])
 
-    def join(self, columns: list[Any]) -> None:
-        """Add rows given as columns (as :meth:`take` returns them) after those so far; each column is made
-        once at its length (a list grown by extending leaves the heap it outgrew behind) and ``columns`` is
-        emptied a column at a time."""
+    def join(self, parts: Sequence[list[Any]]) -> None:
+        """Add rows given as sets of columns (each as :meth:`take` returns them), in order, after those so
+        far. Each column is made once at its final length and each part's column emptied as it is copied:
+        joining the parts one after another (or extending) leaves the heap each outgrown column held behind,
+        free but not given back (90 MiB of a 1.2M-event trace read by 8 processes)."""
         self.flush()
-        self.flushed += len(columns[0])
+        self.flushed += sum(len(part[0]) for part in parts)
         self._appenders_of = None  # the columns are new lists
         for c, column in enumerate(self.columns):
-            self.columns[c], columns[c] = column + columns[c], []
+            if column.__class__ is array:  # 8 bytes a row, grown in place
+                for part in parts:
+                    column.extend(part[c])
+                    part[c] = column[:0]
+                continue
+            merged = [None] * (len(column) + sum(len(part[c]) for part in parts))
+            merged[: len(column)] = column
+            at = len(column)
+            self.columns[c] = column = merged
+            for part in parts:
+                piece, part[c] = part[c], []
+                merged[at : at + len(piece)] = piece
+                at += len(piece)
+                del piece
+            if len(parts) > 1:  # the parts' lists of this column, freed: given back before the next is made
+                release_free_heap()
 
     def build(self, line_names: Mapping[str, str] | None = None) -> EventTable:
         """The table; ``line_names`` renames lines (placeholders for names a trace gives at its end)."""

@@ -262,13 +262,14 @@ def node_limited_factor(max_nodes: int, mesh: Mesh, cfg: TransformerConfig) -> f
     report, section 2.1.2: each token goes to experts on at most M nodes, sent once per node over the
     scale-out fabric and forwarded to its experts there over NVLink): min(M, D) / k, where D = n (1 -
     (1 - 1/n)^k) is the expected number of distinct nodes k uniformly routed experts fall on among the
-    n nodes the ep axis spans. 1 without a limit (``max_nodes`` 0), within one node, or for a dense model."""
+    n nodes the ep axis spans. 1 without a limit (``max_nodes`` 0), within one node, for a dense model, and
+    for a limit that cannot bind (M >= min(k, n): no token's experts fall on more nodes), which leaves the
+    routing and its dispatch as without a limit (the once-per-node dispatch is how a binding limit is met)."""
     if not max_nodes or cfg.moe is None or "ep" not in mesh.shape:
         return 1.0
-    nodes = domains_spanned(mesh.axis("ep"))
-    if nodes <= 1:
+    nodes, k = domains_spanned(mesh.axis("ep")), cfg.moe.top_k
+    if nodes <= 1 or max_nodes >= min(k, nodes):
         return 1.0
-    k = cfg.moe.top_k
     distinct = nodes * (1.0 - (1.0 - 1.0 / nodes) ** k)
     return min(1.0, min(max_nodes, distinct) / k)
 

@@ -105,6 +105,14 @@ def test_fluid_balance_decides_saturation() -> None:
     assert not under.saturated and under.ttft_s is not None and under.ttft_s > under.ttft_idle_s
 
 
+def test_no_capacity_when_the_memory_holds_no_sequence() -> None:
+    # a KV pool of fewer tokens than one request holds: no running sequence, nothing sustained (not a crash)
+    for scheduler in ("chunked", "prefill-first"):
+        t = Traffic(512, 48, requests_per_s=1.0, token_budget=1024, scheduler=scheduler)
+        assert capacity(toy_step, t, 0) == 0.0
+        assert capacity(StepTable(toy_step, 8, 1024), t, 0) == 0.0
+
+
 def test_ttft_grows_with_load_and_idle_ttft_is_the_lower_limit() -> None:
     t = Traffic(512, 48, requests_per_s=1.0, token_budget=1024)
     cap = capacity(toy_step, t, 256)

@@ -86,7 +86,7 @@ def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[
     for req in requests:
         price, source = price_of(req.chip)
         try:
-            goal = serve_goal(req)
+            goal = serve_goal(req, every_layout=False)
         except RooftopError as exc:
             out.append(_missed(req.chip, exc.one_line()))
             continue

@@ -2,22 +2,26 @@
 --max-ttft T --max-step-latency L`` without ``--chips``.
 
 A deployment is ``k`` replicas of one layout (tp, pp, ep, ...: one model copy on tp x pp chips), the
-rate shared evenly. The layouts are those ``rooftop serve`` sweeps on a base slice (plan/serve/sweep:
-one NVLink domain of GPUs, or a TPU slice of 8 chips, grown to the smallest slice the model and one
-sequence fit on); each is priced by continuous batching exactly as ``rooftop serve --chips N --requests-per-s``
+rate shared evenly, on whole nodes or slices: k is one of the valid counts of
+hardware/slices.replica_counts (GPUs: k x tp x pp chips below one NVLink domain, else whole domains;
+TPUs: the replicas on valid slices), so 361 replicas of tp=2 on H100s (722 chips) is not an answer, 364
+(91 nodes) may be. The layouts are those ``rooftop serve`` sweeps on a base slice (plan/serve/sweep: one
+NVLink domain of GPUs, or a TPU slice of 8 chips, grown to the smallest slice the model and one sequence
+fit on); each is priced by continuous batching exactly as ``rooftop serve --chips N --requests-per-s``
 prices it (plan/serve/batching.layout_replica: the step table of the layout, the engine's paged KV pool and
 its admission and preemption, the fluid balance for saturation, the seeded simulation for TPOT and TTFT under
 load, the engine's TTFT stages: ``--engine``) at R / k requests/s per replica.
 
-For each layout the fewest replicas: a first guess k from the fluid balance (the fewest replicas, above
-R / one replica's capacity, whose mean step is within L: plan/serve/batching.Replica.mean_step_s, no
-simulation), then steps of 1, 2, 4 ... away from it (down while k meets TPOT <= L and TTFT <= T, up while
-it misses) to a pair that brackets the answer, then bisection down to the k whose k - 1 misses (more
-replicas never serve a replica more requests, so TTFT and TPOT do not grow with k: the answer is the same
-wherever the search starts; the guess only saves simulations, ~2 per layout instead of ~7). A layout
-whose one-sequence decode step is over L (the step grows with its sequences and prompt tokens) or whose
-idle TTFT is over T meets at no count. The answer is the layout
-with the fewest chips (k x chips per replica), ties to the lower mean request latency.
+For each layout the fewest replicas, the search walking the valid counts only: a first guess k from the
+fluid balance (the fewest replicas, above R / one replica's capacity, whose mean step is within L:
+plan/serve/batching.Replica.mean_step_s, no simulation), corrected once by the simulated TPOT there, then
+steps of 1, 2, 4 ... counts away from it (down while k meets TPOT <= L and TTFT <= T, up while it misses)
+to a pair that brackets the answer, then bisection down to the k whose next smaller valid count misses
+(more replicas never serve a replica more requests, so TTFT and TPOT do not grow with k: the answer is the
+same wherever the search starts; the guess only saves simulations, ~2.5 per layout instead of ~6). A
+layout whose one-sequence decode step is over L (the step grows with its sequences and prompt tokens) or
+whose idle TTFT is over T meets at no count. The answer is the layout with the fewest chips (k x chips per
+replica), ties to the lower mean request latency.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rooftop.errors import InvalidConfigError
-from rooftop.hardware.slices import valid_slices
+from rooftop.hardware.slices import replica_counts, valid_slices
 from rooftop.plan.serve.batching import SteadyState, idle_first_token, layout_replica
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.layout import ServingLayout
@@ -59,8 +63,9 @@ class ReplicaCount:
 
 @dataclass(frozen=True)
 class ServeGoal:
-    """The fewest chips (``best``), the same layout with one replica fewer (``fewer``, missing), and the
-    fewest replicas of every layout that holds the model (``layouts``)."""
+    """The fewest chips (``best``), the same layout at the next smaller valid replica count (``fewer``,
+    missing: one replica fewer, or one node's or slice's replicas fewer where replicas share nodes), and
+    the fewest replicas of every layout that holds the model (``layouts``)."""
 
     chip: str
     requests_per_s: float
@@ -101,15 +106,28 @@ def base_request(req: ServingRequest) -> ServingRequest:
 
 
 class _Counter:
-    """One layout at any replica count, each priced as ``rooftop serve --chips N --fix LAYOUT`` prices it
-    (plan/serve/batching.layout_replica: the same step table, KV pool, slots and engine)."""
+    """One layout at any valid replica count, each priced as ``rooftop serve --chips N --fix LAYOUT`` prices it
+    (plan/serve/batching.layout_replica: the same step table, KV pool, slots and engine). The valid counts
+    (hardware/slices.replica_counts: whole nodes or slices) are numbered j = 1, 2, ... (``count``); the
+    search runs over j, so it never lands between them."""
 
     def __init__(self, req: ServingRequest, layout: ServingLayout, max_batch: int, traffic: Traffic) -> None:
         self.replica = layout_replica(req, layout, max_batch, traffic)
         self.req, self.layout, self.traffic = req, layout, traffic
+        self.free, self.step = replica_counts(req.chip, layout.chips_per_replica)
         self.seen: dict[int, ReplicaCount] = {}
 
-    def at(self, k: int) -> ReplicaCount:
+    def count(self, j: int) -> int:
+        """The j-th valid replica count (j >= 1): 1 to ``free``, then the multiples of ``step``."""
+        return j if j <= self.free else self.step * (j - self.free)
+
+    def index(self, k: int) -> int:
+        """The number of valid counts at or below k replicas."""
+        return k if k <= self.free else self.free + k // self.step
+
+    def at(self, j: int) -> ReplicaCount:
+        """The j-th valid replica count, priced."""
+        k = self.count(j)
         if k not in self.seen:
             s = self.replica.steady_state(self.traffic, k)
             missed = _missed(s, self.req.max_ttft_s, self.req.max_step_latency_s)
@@ -117,32 +135,34 @@ class _Counter:
         return self.seen[k]
 
     def saturating(self) -> int:
-        """Replicas that saturate (this many or fewer): their share of the rate reaches one's capacity."""
+        """Valid counts that saturate (the first this many): their share of the rate reaches one's capacity."""
         cap = self.replica.capacity(self.traffic)
-        return max(0, math.ceil((self.traffic.requests_per_s or 0.0) / cap) - 1) if cap > 0 else MAX_REPLICAS
+        rate = self.traffic.requests_per_s or 0.0
+        return self.index(max(0, math.ceil(rate / cap) - 1)) if cap > 0 else self.index(MAX_REPLICAS)
 
     def least_chips(self) -> int:
         """Chips of the fewest replicas that do not saturate: no count that meets the targets has fewer."""
-        return (self.saturating() + 1) * self.layout.chips_per_replica
+        return self.count(self.saturating() + 1) * self.layout.chips_per_replica
 
     def fewest(self) -> ReplicaCount | None:
         """The fewest replicas meeting the targets (module docstring), or None: an idle replica's first
         token already late, a decode step of one sequence already over the step latency, or no count up
-        to the last of the doubling k0, 2 k0, 4 k0 ... (k0 the count the capacity allows) within MAX_REPLICAS."""
+        to the last of the doubling j0, 2 j0, 4 j0 ... (j0 the first count the capacity allows) within
+        MAX_REPLICAS."""
         ttft, tpot = self.req.max_ttft_s, self.req.max_step_latency_s
         if idle_first_token(self.replica.step, self.traffic, self.replica.engine)[0] > (ttft or math.inf):
             return None  # an idle replica's first token is already late: no count helps
         if tpot is not None and self.replica.step(1.0, 0.0) > tpot:
             return None  # every step decodes one sequence at least, and the step grows with its work
         lo = self.saturating() if self.replica.capacity(self.traffic) > 0 else 0
-        top = max(lo + 1, 1)
-        while 2 * top <= MAX_REPLICAS:
+        top, most = max(lo + 1, 1), self.index(MAX_REPLICAS)
+        while 2 * top <= most:
             top *= 2
         first = self._fluid_guess(lo + 1, top, tpot)
         hi: int | None = None
         lo, hi = (lo, first) if self.at(first).meets else (first, None)
         again = first
-        simulated, fluid = self.at(first).state.tpot_s, self.replica.mean_step_s(self.traffic, first)
+        simulated, fluid = self.at(first).state.tpot_s, self._mean_step(first)
         if tpot is not None and simulated and fluid:  # the guess again, the target scaled by the simulation's TPOT
             again = min(max(lo + 1, self._fluid_guess(lo + 1, top, tpot * fluid / simulated)), hi or top)
         if lo < again:
@@ -154,14 +174,22 @@ class _Counter:
             lo, hi = (lo, mid) if mid >= 1 and self.at(mid).meets else (mid, hi)
         return self.at(hi)
 
+    def fewer(self, best: ReplicaCount) -> ReplicaCount | None:
+        """The next smaller valid count than ``best``'s (None below one replica)."""
+        j = self.index(best.layout.replicas)
+        return self.at(j - 1) if j > 1 else None
+
+    def _mean_step(self, j: int) -> float | None:
+        return self.replica.mean_step_s(self.traffic, self.count(j))
+
     def _fluid_guess(self, lo: int, hi: int, tpot: float | None) -> int:
-        """The fewest replicas in [lo, hi] whose fluid mean step (``Replica.mean_step_s``) is within ``tpot``
+        """The fewest counts in [lo, hi] whose fluid mean step (``Replica.mean_step_s``) is within ``tpot``
         (bisection: the mean step falls with the load); lo without a target, hi when none is within it."""
         if tpot is None:
             return lo
 
-        def ok(k: int) -> bool:
-            tau = self.replica.mean_step_s(self.traffic, k)
+        def ok(j: int) -> bool:
+            tau = self._mean_step(j)
             return tau is not None and tau <= tpot
 
         if ok(lo) or not ok(hi):
@@ -171,21 +199,21 @@ class _Counter:
             lo, hi = (lo, mid) if ok(mid) else (mid, hi)
         return hi
 
-    def _gallop(self, k: int, lo: int, hi: int | None, top: int) -> tuple[int, int | None]:
-        """(a count that misses or ``lo``, a count that meets or None up to ``top``), from k in (lo, hi]:
-        steps of 1, 2, 4 ... down from k while the counts meet, or up while they miss (none past ``hi``)."""
+    def _gallop(self, j: int, lo: int, hi: int | None, top: int) -> tuple[int, int | None]:
+        """(a count that misses or ``lo``, a count that meets or None up to ``top``), from j in (lo, hi]:
+        steps of 1, 2, 4 ... down from j while the counts meet, or up while they miss (none past ``hi``)."""
         step = 1
-        if self.at(k).meets:
-            while k - step > lo and self.at(k - step).meets:
-                k, step = k - step, 2 * step
-            return max(lo, k - step), k
+        if self.at(j).meets:
+            while j - step > lo and self.at(j - step).meets:
+                j, step = j - step, 2 * step
+            return max(lo, j - step), j
         end = hi if hi is not None else top
-        lo = k
+        lo = j
         while lo < end:
-            k = min(lo + step, end)
-            if self.at(k).meets:
-                return lo, k
-            lo, step = k, 2 * step
+            j = min(lo + step, end)
+            if self.at(j).meets:
+                return lo, j
+            lo, step = j, 2 * step
         return lo, None
 
 
@@ -221,6 +249,4 @@ def serve_goal(req: ServingRequest, every_layout: bool = True) -> ServeGoal:
         return (item[0].layout.chips, (s.ttft_s or 0.0) + (req.gen_len - 1) * (s.tpot_s or 0.0), item[1])
 
     best, _, counter = min(found, key=key)
-    k = best.layout.replicas
-    fewer = counter.at(k - 1) if k > 1 else None
-    return dataclasses.replace(goal, best=best, fewer=fewer)
+    return dataclasses.replace(goal, best=best, fewer=counter.fewer(best))

@@ -65,6 +65,19 @@ def test_request_trace_means_and_malformed_line(tmp_path) -> None:  # type: igno
         assert code == 2 and "trace.jsonl:3: " in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_prefix_cache_in_the_simulation_cli() -> None:
+    # under a rate the simulation prefills a hit's other tokens only: TTFT under load and the prompt tokens per
+    # step fall with the hits (each layout's; 1536 of 2048 tokens cached for half the requests: 1280 on average)
+    runs = []
+    for extra in ((), ("--prefix-len", "1536", "--prefix-hit-rate", "0.5")):
+        code, out, err = run_cli(*BASE, "--requests-per-s", "5", *extra, "--json")
+        assert code == 0, err
+        runs.append(json.loads(out)["continuous_batching"]["layouts"][0])
+    plain, cached = runs
+    assert cached["ttft_s"] < plain["ttft_s"] and cached["capacity_requests_per_s"] > plain["capacity_requests_per_s"]
+    assert cached["prefill_tokens_per_step"] < plain["prefill_tokens_per_step"]
+
+
 def test_prefix_cache_cli() -> None:
     code, out, err = run_cli(*BASE, "--prefix-len", "1536", "--prefix-hit-rate", "0.5", "--json")
     assert code == 0, err

@@ -127,7 +127,7 @@ def _fluid_step(step: StepFn, t: Traffic, rate: float, max_batch: float) -> floa
     quadratic between grid crossings (``StepTable.breaks``), whose first root is solved exactly;
     for any other step function the pieces are 64 geometric ones, each root bracketed and bisected.
     A pointwise faster step lowers g everywhere, so the answer never gets worse on a better chip."""
-    p, g, budget = t.prompt_len, t.gen_len, t.token_budget
+    p, g, budget = t.computed_prompt_len, t.gen_len, t.token_budget  # prompt tokens prefilled: less the cache hits
     a, b = rate * (g - 1), rate * p
     if t.scheduler == "chunked":
         hi = min(max_batch / a if a else math.inf, budget / (a + b), MAX_STEP_S)
@@ -247,10 +247,12 @@ class SteadyState:
 
 
 def idle_ttft(step: StepFn, t: Traffic) -> float:
-    """One prompt on an idle replica: its chunks one step after another (chunked), or one step."""
+    """One prompt on an idle replica: its chunks one step after another (chunked), or one step; a prompt
+    that misses the prefix cache (all of it when every request hits: the tokens past the prefix)."""
+    prompt = t.prompt_len - (t.prefix_len if t.prefix_hit_rate >= 1 else 0)
     if t.scheduler == "prefill-first":
-        return step(0.0, t.prompt_len)
-    full, rest = divmod(t.prompt_len, t.token_budget)
+        return step(0.0, prompt)
+    full, rest = divmod(prompt, t.token_budget)
     return full * step(0.0, t.token_budget) + (step(0.0, rest) if rest else 0.0)
 
 

@@ -82,6 +82,8 @@ class ServingRequest:
     static_cache_len: int = 0  # the engine's fixed-shape cache per slot (ServingLayout), 0: paged
     kv_reads_per_query_head: bool = False  # the engine's decode kernel has no GQA path (ServingLayout)
     engine_name: str = "generic"  # the serving engine's KV pool, admission and preemption (plan/serve/paging.py)
+    prefix_len: int = 0  # a request's prompt tokens found in the prefix cache when it hits (plan/serve/prefix.py)
+    prefix_hit_rate: float = 0.0  # share of requests that hit it
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -137,9 +139,8 @@ class ServingRequest:
         """What feeds continuous batching (None: the static batch only)."""
         if self.requests_per_s is None and self.concurrency is None:
             return None
-        return Traffic(
-            self.prompt_len, self.gen_len, self.requests_per_s, self.concurrency, self.scheduler, self.token_budget
-        )
+        return Traffic(self.prompt_len, self.gen_len, self.requests_per_s, self.concurrency, self.scheduler,
+                       self.token_budget, self.prefix_len, self.prefix_hit_rate)  # fmt: skip
 
     @property
     def eff(self) -> Efficiency:

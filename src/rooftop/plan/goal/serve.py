@@ -14,7 +14,7 @@ load, the engine's TTFT stages: ``--engine``) at R / k requests/s per replica.
 
 For each layout the fewest replicas, the search walking the valid counts only: a first guess k from the
 fluid balance (the fewest replicas, above R / one replica's capacity, whose mean step is within L:
-plan/serve/batching.Replica.mean_step_s, no simulation), corrected once by the simulated TPOT there, then
+plan/serve/batching.Replica.mean_step_s, no simulation), corrected once by the TPOT of a short simulation there (GUESS_REQUESTS), then
 steps of 1, 2, 4 ... counts away from it (down while k meets TPOT <= L and TTFT <= T, up while it misses)
 to a pair that brackets the answer, then bisection down to the k whose next smaller valid count misses
 (more replicas never serve a replica more requests, so TTFT and TPOT do not grow with k: the answer is the
@@ -33,12 +33,14 @@ from typing import Literal
 
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.slices import replica_counts, valid_slices
-from rooftop.plan.serve.batching import SteadyState, idle_first_token, layout_replica
+from rooftop.plan.serve.batching import SteadyState, idle_first_token, layout_replica, paging_of
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.scheduler import Traffic
+from rooftop.plan.serve.scheduler import Traffic, simulate
 from rooftop.plan.serve.sweep import ServingRequest, layout_batches
 
+#: requests of the short simulation that corrects the first guess (the figures come from full ones)
+GUESS_REQUESTS = 1500
 #: most replicas a goal considers per layout
 MAX_REPLICAS = 1 << 16
 #: which target a replica count misses first: the engine saturates, the time per output token, the first token
@@ -158,15 +160,12 @@ class _Counter:
         top, most = max(lo + 1, 1), self.index(MAX_REPLICAS)
         while 2 * top <= most:
             top *= 2
-        first = self._fluid_guess(lo + 1, top, tpot)
-        hi: int | None = None
-        lo, hi = (lo, first) if self.at(first).meets else (first, None)
-        again = first
-        simulated, fluid = self.at(first).state.tpot_s, self._mean_step(first)
+        guess = self._fluid_guess(lo + 1, top, tpot)
+        simulated, fluid = self._short_tpot(guess), self._mean_step(guess)
         if tpot is not None and simulated and fluid:  # the guess again, the target scaled by the simulation's TPOT
-            again = min(max(lo + 1, self._fluid_guess(lo + 1, top, tpot * fluid / simulated)), hi or top)
-        if lo < again:
-            lo, hi = self._gallop(again, lo, hi, top)
+            guess = self._fluid_guess(lo + 1, top, tpot * fluid / simulated)
+        hi: int | None = None
+        lo, hi = self._gallop(guess, lo, hi, top)
         if hi is None:
             return None
         while hi - lo > 1:
@@ -178,6 +177,16 @@ class _Counter:
         """The next smaller valid count than ``best``'s (None below one replica)."""
         j = self.index(best.layout.replicas)
         return self.at(j - 1) if j > 1 else None
+
+    def _short_tpot(self, j: int) -> float | None:
+        """TPOT of a short simulation (GUESS_REQUESTS) at the j-th count: what corrects the fluid guess (the
+        answer's counts are priced in full, ``at``); None when saturated."""
+        k, rate = self.count(j), self.traffic.requests_per_s or 0.0
+        if rate / k >= self.replica.capacity(self.traffic):
+            return None
+        paging = paging_of(self.replica.pool, self.replica.host_bytes_per_s)
+        return simulate(self.replica.step, self.traffic, self.replica.slots, rate / k, requests=GUESS_REQUESTS,
+                        paging=paging).tpot_s  # fmt: skip
 
     def _mean_step(self, j: int) -> float | None:
         return self.replica.mean_step_s(self.traffic, self.count(j))

@@ -19,10 +19,9 @@ there (GUESS_REQUESTS), then steps of 1, 2, 4 ... counts away from it (down whil
 TTFT <= T, up while it misses) to a pair that brackets the answer, then bisection down to the k whose next
 smaller valid count misses (more replicas never serve a replica more requests, so TTFT and TPOT do not grow
 with k: the answer is the same wherever the search starts; the guess only saves simulations, ~2.5 per
-layout instead of ~6). A
-layout whose one-sequence decode step is over L (the step grows with its sequences and prompt tokens) or
-whose idle TTFT is over T meets at no count. The answer is the layout with the fewest chips (k x chips per
-replica), ties to the lower mean request latency.
+layout instead of ~6). A layout whose one-sequence decode step is over L (the step grows with its
+sequences and prompt tokens) or whose idle TTFT is over T meets at no count. The answer is the layout with
+the fewest chips (k x chips per replica), ties to the lower mean request latency.
 """
 
 from __future__ import annotations

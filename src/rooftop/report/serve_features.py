@@ -45,7 +45,7 @@ def render_percentiles(console: Console, p: Percentiles) -> None:
         console,
         f"latency percentiles ({p.measured} simulated requests measured, {p.requests} asked for, the first arrivals "
         f"left out as warm-up; Poisson arrivals, seed {p.seed}; without the engine's fixed TTFT stages; 95% "
-        f"confidence within ±{max((max(w) for w in p.half_widths), default=0.0):.1%}):",
+        f"confidence within ±{format_percent(max((max(w) for w in p.half_widths), default=0.0), 1)}):",
     )
     for name, values in (("TTFT", p.ttft_s), ("TPOT", p.tpot_s), ("end-to-end", p.e2e_s)):
         say(console, f"  {name}: " + ", ".join(f"{k} {format_duration(v)}" for k, v in zip(KEYS, values, strict=True)))

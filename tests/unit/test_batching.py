@@ -105,6 +105,14 @@ def test_fluid_balance_decides_saturation() -> None:
     assert not under.saturated and under.ttft_s is not None and under.ttft_s > under.ttft_idle_s
 
 
+def test_no_capacity_when_the_memory_holds_no_sequence() -> None:
+    # a KV pool of fewer tokens than one request holds: no running sequence, nothing sustained (not a crash)
+    for scheduler in ("chunked", "prefill-first"):
+        t = Traffic(512, 48, requests_per_s=1.0, token_budget=1024, scheduler=scheduler)
+        assert capacity(toy_step, t, 0) == 0.0
+        assert capacity(StepTable(toy_step, 8, 1024), t, 0) == 0.0
+
+
 def test_ttft_grows_with_load_and_idle_ttft_is_the_lower_limit() -> None:
     t = Traffic(512, 48, requests_per_s=1.0, token_budget=1024)
     cap = capacity(toy_step, t, 256)
@@ -208,3 +216,27 @@ def test_concurrency_below_the_replicas_serves_only_its_clients() -> None:
     assert spread.requests_per_s == pytest.approx(one.requests_per_s)
     assert one.requests_per_s is not None and one.ttft_s is not None and one.tpot_s is not None
     assert one.requests_per_s == pytest.approx(1 / (one.ttft_s + 47 * one.tpot_s), rel=0.01)
+
+
+def test_prefix_cache_hits_in_the_simulation_by_hand() -> None:
+    """Steps of 10 ms + 10 us per prompt token, one output token (a request ends with its prefill step), one
+    request every ~1000 s (an idle replica): a miss prefills its 1000 tokens, 10 ms + 10 ms = 20 ms; a hit on a
+    600-token prefix only the other 400, 10 ms + 4 ms = 14 ms. Half the requests hit (every other one), so the
+    mean TTFT is (20 + 14) / 2 = 17 ms and the prompt tokens per step (1000 + 400) / 2 = 700."""
+
+    def step(n: float, c: float) -> float:
+        return 0.010 + 10e-6 * c
+
+    plain = Traffic(1000, 1, requests_per_s=1e-3)
+    half = Traffic(1000, 1, requests_per_s=1e-3, prefix_len=600, prefix_hit_rate=0.5)
+    every = Traffic(1000, 1, requests_per_s=1e-3, prefix_len=600, prefix_hit_rate=1.0)
+    assert simulate(step, plain, 8, rate=1e-3, requests=400).ttft_s == pytest.approx(0.020)
+    r = simulate(step, half, 8, rate=1e-3, requests=400)
+    assert r.ttft_s == pytest.approx((0.020 + 0.014) / 2)
+    # the steps between the first and the last measured arrival: 359 of them, one more of one kind (+-300 / 359)
+    assert r.prefill_tokens_per_step == pytest.approx(700, abs=300 / 359 + 1e-9)
+    assert simulate(step, every, 8, rate=1e-3, requests=400).ttft_s == pytest.approx(0.014)
+    assert idle_ttft(step, every) == pytest.approx(0.014) and idle_ttft(step, half) == pytest.approx(0.020)
+    # the fluid balance prefills 1000 - 0.5 x 600 = 700 tokens a request: prefill-first at budget 8192 keeps up
+    # while rate x 700 x step(0, 8192) / 8192 < 1, so its capacity is above the plain one's
+    assert capacity(step, half, 256) > capacity(step, plain, 256)

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from rooftop.hardware.catalog import get_chip, load_chips
-from rooftop.hardware.slices import valid_slices
+from rooftop.hardware.slices import replica_counts, valid_slices
 from rooftop.units import SECONDS_PER_HOUR
 from tests.conftest import run_cli
 
@@ -88,6 +88,31 @@ def test_serve_goal_fewest_chips_and_one_replica_fewer_misses() -> None:
     assert goal["cost_usd_per_hour"] == pytest.approx(goal["chips"] * 2.99)
     per_m = goal["cost_usd_per_hour"] / (goal["tokens_per_s"] * SECONDS_PER_HOUR / 1e6)
     assert goal["usd_per_million_output_tokens"] == pytest.approx(per_m)
+
+
+def test_serve_goal_counts_fill_whole_nodes_and_the_next_valid_count_misses() -> None:
+    # on B200s (8-GPU NVLink domains) past one node the chips fill whole nodes: replicas of tp=4 go 8 / 4 = 2 at a
+    # time, of tp=2 4 at a time; the answer is such a count and the next smaller valid count misses
+    argv = (SERVE_GOAL[0], SERVE_GOAL[1], "--chip", "b200", *SERVE_GOAL[4:])
+    goal = _json(*argv)["goal"]
+    valid = {o.chips for o in valid_slices(get_chip("b200"))}
+    assert goal["met"] and all(x["chips"] in valid for x in goal["layouts"])
+    assert goal["chips"] % 8 == 0 and goal["replica_step"] == 8 // goal["chips_per_replica"] > 1
+    fewer = goal["one_replica_fewer"]
+    assert fewer["replicas"] == goal["replicas"] - goal["replica_step"] and not fewer["meets"]
+    below = _fixed_run(argv, goal, fewer["chips"])  # planned as `rooftop serve --chips N --fix LAYOUT`: misses
+    assert below["saturated"] or below["tpot_s"] > 0.030 or below["ttft_s"] > 2.0
+
+
+def test_replica_counts_fill_nodes_and_slices() -> None:
+    # (free, step): 1..free replicas, then multiples of step
+    h100, gb200 = get_chip("h100"), get_chip("gb200")
+    assert replica_counts(h100, 2) == (3, 4)  # 2, 4, 6 GPUs below a node; then 8 / 2 = 4 replicas per node
+    assert replica_counts(h100, 8) == (0, 1) and replica_counts(h100, 16) == (0, 1)
+    assert replica_counts(h100, 3) == (2, 8)  # 3 and 6 GPUs; then lcm(3, 8) = 24 GPUs = 8 replicas
+    assert replica_counts(gb200, 8) == (8, 9)  # a 72-GPU NVL72 domain holds 9 replicas of 8
+    # TPUs: each replica on its own slice when its chips form one (v5e: 1x2, 2x2, 2x4 ...)
+    assert replica_counts(get_chip("tpu-v5e"), 2) == (0, 1) and replica_counts(get_chip("tpu-v5p"), 8) == (0, 1)
 
 
 def test_serve_goal_runs_the_given_engine() -> None:

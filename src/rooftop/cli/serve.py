@@ -102,7 +102,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--prefix-len",
         metavar="L",
         help="prefix caching: the first L prompt tokens (a shared system prompt) may hit the engine's prefix cache; "
-        "a hit prefills only the other tokens (attending to all), its KV still held",
+        "a hit prefills only the other tokens (attending to all), its KV still held; under --requests-per-s or "
+        "--concurrency the simulation's hits prefill only those tokens, the prefix's blocks held once",
     )
     p.add_argument("--prefix-hit-rate", metavar="H", help="share of requests whose prefix hits the cache (default 1)")
     p.add_argument("--draft", metavar="MODEL", help="speculative decoding with this draft model (with --draft-tokens)")
@@ -230,7 +231,21 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         static_cache_len=_count(getattr(args, "static_cache_len", None), "--static-cache-len") or 0,
         kv_reads_per_query_head=bool(getattr(args, "kv_reads_per_query_head", False)),
         engine_name=getattr(args, "engine", None) or "generic",
+        **_prefix_fields(args, _count(args.prompt_len, "--prompt-len") or DEFAULT_PROMPT_LEN),
     )
+
+
+def _prefix_fields(args: argparse.Namespace, prompt_len: int) -> dict[str, Any]:
+    """``--prefix-len`` and ``--prefix-hit-rate`` (default 1) as the request's fields: the simulation's hits."""
+    length = getattr(args, "prefix_len", None)
+    if length is None:
+        return {}
+    from rooftop.plan.serve.prefix import check_prefix
+
+    rate = getattr(args, "prefix_hit_rate", None)
+    n, hit = count(length, "--prefix-len", MAX_TOKENS), 1.0 if rate is None else float(parse_number(rate))
+    check_prefix(prompt_len, n, hit)
+    return {"prefix_len": n, "prefix_hit_rate": hit}
 
 
 def _write_timeline(path: str, plan: Any) -> None:

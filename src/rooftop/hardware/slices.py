@@ -85,6 +85,25 @@ def valid_slices(chip: Chip) -> tuple[SliceOption, ...]:
     return tuple(sorted(out.values()))
 
 
+def replica_counts(chip: Chip, per_replica: int) -> tuple[int, int]:
+    """(free, step): the counts of independent replicas of ``per_replica`` chips each (a serving deployment)
+    that fill valid slices are 1 to ``free``, then the multiples of ``step``. GPUs: the deployment is one
+    valid slice (``valid_slices``): below one NVLink domain any count of chips, from one domain up whole
+    domains (nodes: replicas fill them), so k x per_replica is a multiple of the domain past ``free``.
+    TPUs: the replicas do not talk to each other, so they sit on separate slices, as many on each as fill
+    the smallest valid single slice whose chips are a multiple of ``per_replica`` (one replica on its own
+    slice when ``per_replica`` chips form one)."""
+    spec = chip.topology
+    if spec.kind == "switched":
+        domain = spec.domain_sizes[0]
+        free = -(-domain // per_replica) - 1
+        return free, math.lcm(per_replica, domain) // per_replica
+    unit = next((o.chips for o in valid_slices(chip) if "*" not in o.spec and o.chips % per_replica == 0), None)
+    if unit is None:
+        raise InvalidConfigError(f"no {chip.name} slice holds a whole number of {per_replica}-chip replicas")
+    return 0, unit // per_replica
+
+
 def nearest_slices(chip: Chip, chips: int, each_side: int = 3) -> list[SliceOption]:
     """The valid slices closest to ``chips`` in count, ``each_side`` below and above."""
     options = valid_slices(chip)

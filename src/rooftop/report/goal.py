@@ -61,14 +61,16 @@ def count_why(r: ReplicaCount, g: ServeGoal) -> str:
 
 
 def serve_goal_reason(g: ServeGoal) -> str:
-    """The goal's answer in a line: the layout found and why one replica fewer misses, or why none meets it."""
+    """The goal's answer in a line: the layout found and why the next smaller valid count misses, or why none
+    meets it."""
     best = g.best
     if best is None:
         return g.reason
-    chips, k = best.layout.chips, best.layout.replicas
+    chips = best.layout.chips
     why = f"{best.layout.label()} on {chips:,} chip{'s' if chips > 1 else ''}: {count_why(best, g)}"
     if g.fewer is not None:
-        why += f"; with {k - 1} replica{'s' if k > 2 else ''}: {count_why(g.fewer, g)}"
+        n = g.fewer.layout.replicas
+        why += f"; with {n} replica{'s' if n > 1 else ''}: {count_why(g.fewer, g)}"
     return why
 
 
@@ -111,6 +113,7 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
         "usd_per_million_output_tokens": per_m,
         "base_topology": g.base_topology,
         "one_replica_fewer": _count_dict(g.fewer, g) if g.fewer is not None else None,
+        "replica_step": b.layout.replicas - g.fewer.layout.replicas if b and g.fewer else None,
         "layouts": [_count_dict(r, g) for r in g.layouts],
     }
     return {"schema_version": 1, "model": req.cfg.name, "chip": req.chip.name, "prompt_len": req.prompt_len,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rooftop.plan.serve.disagg import Disaggregation
-from rooftop.plan.serve.percentiles import QUANTILES, Percentiles
+from rooftop.plan.serve.percentiles import QUANTILES, TARGET_HALF_WIDTH, Percentiles
 from rooftop.plan.serve.prefix import PrefixCache
 from rooftop.plan.serve.speculative import Speculation
 from rooftop.report.serve import disaggregation_dict
@@ -32,14 +32,20 @@ def percentiles_dict(p: Percentiles) -> dict[str, Any]:
         "ttft_s": dict(zip(KEYS, p.ttft_s, strict=True)),
         "tpot_s": dict(zip(KEYS, p.tpot_s, strict=True)),
         "e2e_s": dict(zip(KEYS, p.e2e_s, strict=True)),
+        "half_width": {
+            name: dict(zip(KEYS, w, strict=True))
+            for name, w in zip(("ttft_s", "tpot_s", "e2e_s"), p.half_widths, strict=True)
+        },
+        "target_half_width": TARGET_HALF_WIDTH,
     }
 
 
 def render_percentiles(console: Console, p: Percentiles) -> None:
     say(
         console,
-        f"latency percentiles ({p.measured} of {p.requests} simulated requests, the first arrivals left out as "
-        f"warm-up; Poisson arrivals, seed {p.seed}; without the engine's fixed TTFT stages):",
+        f"latency percentiles ({p.measured} simulated requests measured, {p.requests} asked for, the first arrivals "
+        f"left out as warm-up; Poisson arrivals, seed {p.seed}; without the engine's fixed TTFT stages; 95% "
+        f"confidence within ±{format_percent(max((max(w) for w in p.half_widths), default=0.0), 1)}):",
     )
     for name, values in (("TTFT", p.ttft_s), ("TPOT", p.tpot_s), ("end-to-end", p.e2e_s)):
         say(console, f"  {name}: " + ", ".join(f"{k} {format_duration(v)}" for k, v in zip(KEYS, values, strict=True)))

@@ -10,17 +10,19 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rooftop.errors import RooftopError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology
 from rooftop.plan.compare import Comparison, Entry, price_of
 from rooftop.plan.energy import serving_energy, training_energy
-from rooftop.plan.goal.serve import ServeGoal, serve_goal
-from rooftop.plan.goal.train import SECONDS_PER_DAY, train_goal
-from rooftop.plan.serve.sweep import ServingRequest
-from rooftop.plan.train.step import TrainingSetup
 from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
+
+if TYPE_CHECKING:  # each comparison imports its own planners when it runs: a serving one never loads training's
+    from rooftop.plan.goal.serve import ServeGoal
+    from rooftop.plan.serve.sweep import ServingRequest
+    from rooftop.plan.train.step import TrainingSetup
 
 
 def _missed(chip: Chip, why: str) -> Entry:
@@ -47,6 +49,8 @@ def compare_training_goal(
     fix: Mapping[str, object] | None = None,
 ) -> Comparison:
     """Each chip's smallest slice meeting the goal; ranked by the run's dollars, then chips, then kWh."""
+    from rooftop.plan.goal.train import SECONDS_PER_DAY, train_goal
+
     out = []
     for chip in chips:
         price, source = price_of(chip)
@@ -82,11 +86,13 @@ def _on(base: TrainingSetup, topology: Topology) -> TrainingSetup:
 def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[[ServeGoal], str]) -> Comparison:
     """Each chip's fewest chips serving the rate under the targets; ranked by dollars per hour, then chips,
     then kWh per million output tokens. ``describe`` writes each found goal's note (report/goal.serve_goal_reason)."""
+    from rooftop.plan.goal.serve import serve_goal
+
     out = []
     for req in requests:
         price, source = price_of(req.chip)
         try:
-            goal = serve_goal(req)
+            goal = serve_goal(req, every_layout=False)
         except RooftopError as exc:
             out.append(_missed(req.chip, exc.one_line()))
             continue

@@ -43,7 +43,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rooftop.cost.efficiency import Efficiency
@@ -79,6 +79,7 @@ class StepTable:
         self.cs = [budget * i / 8 for i in range(9)]
         self.price = price
         self.cache: dict[tuple[int, int], float] = {}
+        self.seen: dict[tuple[float, float], float] = {}  # (n, c) -> step: a simulation asks the same steps again
 
     def _at(self, i: int, j: int) -> float:
         if (i, j) not in self.cache:
@@ -86,11 +87,14 @@ class StepTable:
         return self.cache[(i, j)]
 
     def __call__(self, n: float, c: float) -> float:
-        i, fn = _segment(self.ns, n)
-        j, fc = _segment(self.cs, c)
-        lo = self._at(i, j) * (1 - fc) + self._at(i, j + 1) * fc
-        hi = self._at(i + 1, j) * (1 - fc) + self._at(i + 1, j + 1) * fc
-        return lo * (1 - fn) + hi * fn
+        v = self.seen.get((n, c))
+        if v is None:
+            i, fn = _segment(self.ns, n)
+            j, fc = _segment(self.cs, c)
+            lo = self._at(i, j) * (1 - fc) + self._at(i, j + 1) * fc
+            hi = self._at(i + 1, j) * (1 - fc) + self._at(i + 1, j + 1) * fc
+            v = self.seen[(n, c)] = lo * (1 - fn) + hi * fn
+        return v
 
     def breaks(self, a: float, b: float) -> list[float]:
         """The tau at which (a tau, b tau) crosses a grid line: between two, the step is a
@@ -123,7 +127,7 @@ def _fluid_step(step: StepFn, t: Traffic, rate: float, max_batch: float) -> floa
     quadratic between grid crossings (``StepTable.breaks``), whose first root is solved exactly;
     for any other step function the pieces are 64 geometric ones, each root bracketed and bisected.
     A pointwise faster step lowers g everywhere, so the answer never gets worse on a better chip."""
-    p, g, budget = t.prompt_len, t.gen_len, t.token_budget
+    p, g, budget = t.computed_prompt_len, t.gen_len, t.token_budget  # prompt tokens prefilled: less the cache hits
     a, b = rate * (g - 1), rate * p
     if t.scheduler == "chunked":
         hi = min(max_batch / a if a else math.inf, budget / (a + b), MAX_STEP_S)
@@ -139,6 +143,8 @@ def _fluid_step(step: StepFn, t: Traffic, rate: float, max_batch: float) -> floa
         def f(tau: float) -> float:
             return step(a * tau, 0.0) / (1 - u)
 
+    if hi <= 0:  # the memory holds no sequence: nothing keeps up
+        return None
     cuts = step.breaks(a, b) if isinstance(step, StepTable) else [hi * 2.0**-k for k in range(64, 0, -1)]
     edges = [0.0, *(x for x in cuts if 0 < x < hi), hi]
     for lo, up in itertools.pairwise(edges):
@@ -242,11 +248,22 @@ class SteadyState:
 
 
 def idle_ttft(step: StepFn, t: Traffic) -> float:
-    """One prompt on an idle replica: its chunks one step after another (chunked), or one step."""
+    """One prompt on an idle replica: its chunks one step after another (chunked), or one step; a prompt
+    that misses the prefix cache (all of it when every request hits: the tokens past the prefix)."""
+    prompt = t.prompt_len - (t.prefix_len if t.prefix_hit_rate >= 1 else 0)
     if t.scheduler == "prefill-first":
-        return step(0.0, t.prompt_len)
-    full, rest = divmod(t.prompt_len, t.token_budget)
+        return step(0.0, prompt)
+    full, rest = divmod(prompt, t.token_budget)
     return full * step(0.0, t.token_budget) + (step(0.0, rest) if rest else 0.0)
+
+
+def idle_first_token(step: StepFn, t: Traffic, engine: Engine | None) -> tuple[float, tuple[Stage, ...]]:
+    """TTFT on an idle replica (``idle_ttft``), through the engine's stages when one is given."""
+    idle = idle_ttft(step, t)
+    if engine is None:
+        return idle, ()
+    stages = ttft_stages(engine, t.prompt_len, idle, step(1.0, 0.0))
+    return total(stages), stages
 
 
 def fluid_batch(t: Traffic, max_batch: int, pool: KVPool | None) -> float:
@@ -277,15 +294,16 @@ def steady_state(
     pool: KVPool | None = None,
     host_bytes_per_s: float = 0.0,
     engine: Engine | None = None,
+    cap: float | None = None,
 ) -> SteadyState:
     """TPOT, TTFT under load, queueing and throughput of ``replicas`` replicas sharing the traffic
     evenly (module docstring: the fluid balance decides saturation, the simulation the rest); with
     ``pool``, the scheduler admits, grows and preempts against the engine's KV blocks
-    (plan/serve/paging.py) and ``max_batch`` is only the engine's limit on running sequences."""
-    cap = capacity(step, t, fluid_batch(t, max_batch, pool))
-    idle = idle_ttft(step, t)
-    idle_stages = ttft_stages(engine, t.prompt_len, idle, step(1.0, 0.0)) if engine else ()
-    idle = total(idle_stages) if engine else idle
+    (plan/serve/paging.py) and ``max_batch`` is only the engine's limit on running sequences.
+    ``cap``: one replica's ``capacity`` when already known (it does not depend on ``replicas``)."""
+    if cap is None:
+        cap = capacity(step, t, fluid_batch(t, max_batch, pool))
+    idle, idle_stages = idle_first_token(step, t, engine)
     slice_cap = cap * replicas
     paging = paging_of(pool, host_bytes_per_s)
     if pool is not None and pool.blocks < pool.blocks_for(t.prompt_len + t.gen_len):
@@ -372,10 +390,24 @@ class Replica:
     pool: KVPool | None
     host_bytes_per_s: float
     engine: Engine
+    caps: dict[Traffic, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def capacity(self, t: Traffic) -> float:
+        """Requests/s one replica sustains under ``t`` (``capacity``), solved once per traffic."""
+        if t not in self.caps:
+            self.caps[t] = capacity(self.step, t, fluid_batch(t, self.slots, self.pool))
+        return self.caps[t]
+
+    def mean_step_s(self, t: Traffic, replicas: int) -> float | None:
+        """The fluid balance's mean step (``_fluid_step``) with ``t``'s rate shared by ``replicas``; None
+        when saturated. A cheap first guess of the TPOT under that load (the simulation gives the figure)."""
+        assert t.requests_per_s is not None
+        return _fluid_step(self.step, t, t.requests_per_s / replicas, fluid_batch(t, self.slots, self.pool))
 
     def steady_state(self, t: Traffic, replicas: int) -> SteadyState:
         """``t`` shared evenly by ``replicas`` replicas of this one (``steady_state``)."""
-        return steady_state(self.step, t, self.slots, replicas, self.pool, self.host_bytes_per_s, self.engine)
+        return steady_state(self.step, t, self.slots, replicas, self.pool, self.host_bytes_per_s, self.engine,
+                            self.capacity(t))  # fmt: skip
 
 
 def layout_replica(req: ServingRequest, layout: ServingLayout, max_batch: int, t: Traffic) -> Replica:

@@ -48,6 +48,8 @@ class Traffic:
     concurrency: int | None = None
     scheduler: str = "chunked"
     token_budget: int = DEFAULT_TOKEN_BUDGET
+    prefix_len: int = 0  # prompt tokens a request finds in the engine's prefix cache when it hits (serve/prefix.py)
+    prefix_hit_rate: float = 0.0  # share of requests that hit: every 1 / rate-th, evenly (``_Sim._admit``)
 
     def __post_init__(self) -> None:
         if (self.requests_per_s is None) == (self.concurrency is None):
@@ -60,6 +62,11 @@ class Traffic:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise InvalidConfigError(f"{name.replace('_', '-')}={shown(v)} must be a positive integer")
+        if self.prefix_len and not (0 < self.prefix_len < self.prompt_len and 0 <= self.prefix_hit_rate <= 1):
+            raise InvalidConfigError(
+                f"prefix-len={shown(self.prefix_len)} must be below the {self.prompt_len}-token prompt and "
+                f"prefix-hit-rate={shown(self.prefix_hit_rate)} from 0 to 1"
+            )
         if self.scheduler not in SCHEDULERS:
             raise InvalidConfigError(f"scheduler {shown(self.scheduler)} is not one of {', '.join(SCHEDULERS)}")
         if self.scheduler == "chunked" and self.chunks > MAX_CHUNKS:
@@ -67,6 +74,11 @@ class Traffic:
                 f"token-budget={self.token_budget} splits a {self.prompt_len}-token prompt into {self.chunks} steps, "
                 f"more than {MAX_CHUNKS}; use a budget of at least {math.ceil(self.prompt_len / MAX_CHUNKS)}"
             )
+
+    @property
+    def computed_prompt_len(self) -> float:
+        """Prompt tokens a request prefills on average: a hit skips the cached prefix."""
+        return self.prompt_len - self.prefix_hit_rate * self.prefix_len
 
     @property
     def chunks(self) -> int:
@@ -143,6 +155,8 @@ class _Sim:
         self.paging = paging
         self.block = paging.block_tokens if paging else 1
         self.free = paging.blocks if paging else 0
+        if paging and t.prefix_len and t.prefix_hit_rate:  # the cached prefix's blocks, held once, shared by the hits
+            self.free -= self._blocks(t.prefix_len)
         self.residues = [0] * self.block  # decoding sequences by (cached - d0) mod block
         self.waiting: deque[_Request] = deque()
         self.decoding: list[tuple[int, int, int, _Request]] = []  # heap of (finish step, order, epoch, request)
@@ -264,6 +278,9 @@ class _Sim:
         while self.arrivals and self.arrivals[0] <= self.now:
             at = heapq.heappop(self.arrivals)
             p, g = self.lengths.pop() if self.lengths else (self.t.prompt_len, self.t.gen_len)
+            h = self.t.prefix_hit_rate
+            if self.t.prefix_len and math.floor((self.issued + 1) * h) > math.floor(self.issued * h):
+                p = max(1, p - self.t.prefix_len)  # a hit: the prefix's KV is cached (and its blocks shared)
             self.waiting.append(_Request(at, p, g - 1, gen_len=g))
             self.issued += 1
             if self.rate is not None and self.issued < total:

@@ -82,6 +82,8 @@ class ServingRequest:
     static_cache_len: int = 0  # the engine's fixed-shape cache per slot (ServingLayout), 0: paged
     kv_reads_per_query_head: bool = False  # the engine's decode kernel has no GQA path (ServingLayout)
     engine_name: str = "generic"  # the serving engine's KV pool, admission and preemption (plan/serve/paging.py)
+    prefix_len: int = 0  # a request's prompt tokens found in the prefix cache when it hits (plan/serve/prefix.py)
+    prefix_hit_rate: float = 0.0  # share of requests that hit it
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -137,9 +139,8 @@ class ServingRequest:
         """What feeds continuous batching (None: the static batch only)."""
         if self.requests_per_s is None and self.concurrency is None:
             return None
-        return Traffic(
-            self.prompt_len, self.gen_len, self.requests_per_s, self.concurrency, self.scheduler, self.token_budget
-        )
+        return Traffic(self.prompt_len, self.gen_len, self.requests_per_s, self.concurrency, self.scheduler,
+                       self.token_budget, self.prefix_len, self.prefix_hit_rate)  # fmt: skip
 
     @property
     def eff(self) -> Efficiency:
@@ -314,15 +315,34 @@ def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSumm
     return LayoutSummary(layout, fit, cb, weights, "memory_capacity", f"memory capacity: {where}; {cb_txt}")
 
 
-def _sweep_layout(
-    req: ServingRequest, layout: ServingLayout, notes: list[str]
-) -> tuple[list[ServingPoint], LayoutSummary]:
+def _mesh(req: ServingRequest, layout: ServingLayout, notes: list[str]) -> Mesh | None:
+    """The layout's mesh on the request's slice; None (and a note) when the slice cannot hold it."""
     try:
-        mesh = make_mesh(req.topology, layout.mesh_axes())
+        return make_mesh(req.topology, layout.mesh_axes())
     except ShardingError as exc:
         if req.pins:
             raise InvalidConfigError(f"--fix {pinned_text(req.pins)}: layout {layout.label()}: {exc}") from None
         notes.append(f"layout {layout.label()} skipped: {exc}")
+        return None
+
+
+def layout_batches(req: ServingRequest) -> tuple[tuple[ServingLayout, int], ...]:
+    """Each layout ``plan_serving`` sweeps and the sequences per replica its memory holds at full length
+    (its ``LayoutSummary.max_batch``; 0 when the slice cannot hold its mesh), without pricing a step:
+    what the serving goal (plan/goal/serve.py) takes of a plan."""
+    out = []
+    for layout in _candidates(req):
+        held = _mesh(req, layout, []) is not None
+        fit = sl.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff) if held else 0
+        out.append((layout, fit))
+    return tuple(out)
+
+
+def _sweep_layout(
+    req: ServingRequest, layout: ServingLayout, notes: list[str]
+) -> tuple[list[ServingPoint], LayoutSummary]:
+    mesh = _mesh(req, layout, notes)
+    if mesh is None:
         return [], _summary(req, layout, 0)
     fit = sl.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
     summary = dataclasses.replace(_summary(req, layout, fit), scale_out_axes=scale_out_axes(mesh))
@@ -405,6 +425,16 @@ def _dtype_notes(req: ServingRequest) -> list[str]:
     ]
 
 
+def _candidates(req: ServingRequest) -> list[ServingLayout]:
+    layouts = candidate_layouts(req)
+    if not layouts:
+        raise InvalidConfigError(
+            f"no tensor-parallel degree of {plural(req.topology.num_chips, 'chip')} suits {req.cfg.name} "
+            f"(n_heads={req.cfg.n_heads}, n_kv_heads={req.cfg.n_kv_heads})"
+        )
+    return layouts
+
+
 def plan_serving(req: ServingRequest) -> ServingPlan:
     """Sweep every candidate layout and batch, then the frontier and the choice."""
     notes: list[str] = []
@@ -418,13 +448,7 @@ def plan_serving(req: ServingRequest) -> ServingPlan:
     notes += _dtype_notes(req)
     points: list[ServingPoint] = []
     summaries: list[LayoutSummary] = []
-    layouts = candidate_layouts(req)
-    if not layouts:
-        raise InvalidConfigError(
-            f"no tensor-parallel degree of {plural(req.topology.num_chips, 'chip')} suits {req.cfg.name} "
-            f"(n_heads={req.cfg.n_heads}, n_kv_heads={req.cfg.n_kv_heads})"
-        )
-    for layout in layouts:
+    for layout in _candidates(req):
         pts, summary = _sweep_layout(req, layout, notes)
         points += pts
         summaries.append(summary)

@@ -384,11 +384,17 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     b = microbatch_size(ctx.setup.global_batch, base)
     terms = MemoryTerms.of(ctx.setup, base, ctx.profile(ctx.first_remat), b)
     tried, smallest = 0, None
+    checked = ctx.checked
+    activations: dict[str, tuple[float, float]] = {}  # per remat policy: (bytes per token, of them replicated)
     for variant in ctx.variants[base.dp > 1]:
-        ctx.check(base, variant)
+        if variant not in checked:
+            ctx.check(base, variant)
         offload, remat, zero = variant
-        prof = ctx.profile(remat)
-        memory = terms.breakdown(prof.activation_bytes_per_token, zero, offload, replicated_activations(base, prof))
+        per_token = activations.get(remat)
+        if per_token is None:
+            prof = ctx.profile(remat)
+            per_token = activations[remat] = (prof.activation_bytes_per_token, replicated_activations(base, prof))
+        memory = terms.breakdown(per_token[0], zero, offload, per_token[1])
         total = sum(memory.values())
         tried += 1
         if total <= ctx.usable:
@@ -398,6 +404,13 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     assert smallest is not None  # there is always at least one variant
     smallest.tried = tried
     return smallest
+
+
+def _table(rows: list[Row]) -> np.ndarray:
+    """The candidate rows as an int64 array of ROW_FIELDS columns (read as one flat run: np.array reads each
+    tuple on its own, half again as long)."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(ROW_FIELDS) * len(rows))
+    return flat.reshape(len(rows), len(ROW_FIELDS))
 
 
 def search(
@@ -425,9 +438,7 @@ def search(
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
         profiles = [ctx.profile(r) for r in remats]
-        bounds, per_layer = step_lower_bounds(
-            np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
-        )
+        bounds, per_layer = step_lower_bounds(_table(rows), setup.global_batch, profiles, setup.optimizer_s_per_param)
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []

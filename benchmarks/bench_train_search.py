@@ -15,6 +15,16 @@ Measured 2026-11-29 on a shared 2-core machine against the code of 2026-11-22 (8
 9) 2.86 / 3.55 (the code of 2026-11-28 refused it: over 50,000 layouts); 10) 0.05 / 0.16; 11) 0.07 / 0.47.
 Growth from 512 to 65,536 H100 for llama-3-70b: 0.48x at the same batch, 1.46x at one sequence per chip.
 The best layouts differ from the old code's because the step model changed since (plan/train/step.py).
+
+Measured again the same day under heavier load (medians of 3; cases 2, 3 and 6 rerun as single cases
+against the old code swing by 10-20% from run to run at this load): 0) 0.08 / 0.12; 1) 0.08 / 0.12;
+2) 0.08 / 0.10 (0.86x; 0.90x and 0.92x in two other runs); 3) 1.54 / 1.28 (run alone, alternating, 1.35-1.56
+against 1.30-1.89: the same within the noise); 4) 0.18 / 0.30; 5) 0.07 / 0.15; 6) 0.03 / 0.03 (1.04x; 0.99x
+and 1.02x in two other runs); 7) 0.67 / 0.91; 8) 0.45 / 0.72; 9) 2.92 / 4.10; 10) 0.05 / 0.12;
+11) 0.06 / 0.32. Growth from 512 to 65,536 H100: 0.50x at the same batch, 1.30x at one sequence per chip
+(1.51x and 1.54x in the other two runs: 0.05 against 0.07 CPU-s). The same layouts, counts and step times as
+before these changes on every case (distinct keys by np.lexsort, the schedule choices per (replica batch,
+pp), the activation figures per remat policy in the first fit, the rows read as one flat run).
 """
 
 from __future__ import annotations

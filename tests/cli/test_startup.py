@@ -110,3 +110,20 @@ def test_parser_choices_match_the_library() -> None:
     assert tuple(REMAT_POLICIES) == REMAT_CHOICES
     assert search.OBJECTIVES == OBJECTIVES
     assert tuple(LIBRARY_OPTIMIZERS) == OPTIMIZERS
+
+
+def test_the_process_ends_without_freeing_but_flushed_and_atexit_run() -> None:
+    """The command's own process ends at os._exit once its output is written (what it made is not freed
+    object by object): stdout whole, status 0, the atexit handlers run; a call with argv returns."""
+    code = (
+        "import atexit, sys\natexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+        "import rooftop.cli.main as m\n"
+        "assert m.main(['roofline', '--chip', 'h100', '--flops', '1', '--bytes', '1', '--json']) == 0\n"
+        "sys.argv = ['rooftop', 'roofline', '--chip', 'h100', '--flops', '1e12', '--bytes', '1GiB', '--json']\n"
+        "sys.exit(m.main())\nprint('not reached')"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stderr == "atexit ran\n"
+    first, second = done.stdout.split("\n{")
+    assert json.loads(first)["flops"] == 1 and json.loads("{" + second)["flops"] == 1e12

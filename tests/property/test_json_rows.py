@@ -53,3 +53,10 @@ def test_rows_read_as_a_sequence() -> None:
     rows = Rows([1, 2, 3], lambda x: {"x": x, "half": x / 2, "nan": math.nan})
     assert len(rows) == 3 and rows[1] == {"x": 2, "half": 1.0, "nan": rows[1]["nan"]}
     assert [r["x"] for r in rows] == [1, 2, 3] and [r["x"] for r in rows[1:]] == [2, 3]
+
+
+def test_repeated_floats_written_as_the_document() -> None:
+    """A float written before is looked up, not made again: the text stays each value's own (0.0 and -0.0
+    compare equal and are written apart; 1e16 and 1.0000000000000002 are not 1.0)."""
+    values = [0.0, -0.0, 0.0, 1.5, 1.5, -1.5, 1e16, 1.0, 1.0000000000000002, 1.0, -0.0, 2.5e-300]
+    _written_as_the_document([{"v": v, "w": [v, v]} for v in values] + [{"v": v} for v in values], {}, None)

@@ -213,3 +213,26 @@ def test_a_split_matmuls_activation_bytes_follow_its_shape() -> None:
     assert share(col, 32, 8, gemm=up).act == pytest.approx((8192 + 28672 / 32) / (8192 + 28672))
     assert share(row, 32, 8, gemm=down).act == pytest.approx((28672 / 32 + 8192) / (8192 + 28672))
     assert share(col, 32, 8).act == pytest.approx((1 + 1 / 32) / 2)
+
+
+@pytest.mark.parametrize("chip", ["h100", "tpu-v5e"])
+def test_serving_shape_factor_is_each_matmuls_own_efficiency(chip: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan/serve/shapes.matmul_shape_factor works each distinct matmul shape out once (together with the
+    other new ones of the step) and keeps it: the factor is still matrix FLOPs / sum(FLOPs / shape_efficiency)
+    with each matmul's own efficiency, the same to the last bit whether the shapes are new, met before,
+    or the table overflowed and was cleared."""
+    from rooftop.cost.cost import Cost
+    from rooftop.plan.serve import shapes
+
+    ch = get_chip(chip)
+    gemms = ((Gemm(7, 4096, 4096), 2.0e9), (Gemm(300, 14336, 4096, 8.0), 5.0e9), (Gemm(7, 4096, 4096), 1.0e9),
+             (Gemm(33.5, 1024, 4096, 1.0, 4.0), 3.0e9))  # fmt: skip
+    matmuls = Cost({("matrix", "bf16"): 12.0e9})
+    by_hand = 12.0e9 / (sum(f / shape_efficiency(ch, g) for g, f in gemms) + (12.0e9 - 11.0e9))  # type: ignore[operator]
+    monkeypatch.setattr(shapes, "_KNOWN", {})
+    first = shapes.matmul_shape_factor(gemms, matmuls, ch, default_efficiency("serving"))
+    again = shapes.matmul_shape_factor(gemms, matmuls, ch, default_efficiency("serving"))
+    monkeypatch.setattr(shapes, "_KNOWN_MAX", 2)  # every call clears the table and starts over
+    cleared = shapes.matmul_shape_factor(gemms, matmuls, ch, default_efficiency("serving"))
+    assert first == again == cleared == by_hand
+    assert shapes.matmul_shape_factor(gemms, matmuls, ch, IDEAL) is None

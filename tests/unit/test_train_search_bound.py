@@ -5,14 +5,17 @@ order, with the same step times."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rooftop.cost.efficiency import default_efficiency
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.train.bound import step_lower_bounds, variant_bound_s
+from rooftop.plan.train.bound import _unique_rows, step_lower_bounds, variant_bound_s
 from rooftop.plan.train.layout import validate
 from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
@@ -100,3 +103,14 @@ def test_a_space_over_the_cap_is_refused_with_a_hint(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(search_module, "MAX_LAYOUTS", 10)
     with pytest.raises(InvalidConfigError, match="more than 10 layouts to search; pin some degrees"):
         search(_setup("llama-3-70b", "h100", "8x8", 128, 4096))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(*[st.integers(-3, 9)] * 3), min_size=1, max_size=40))
+def test_unique_rows_are_numpys(rows: list[tuple[int, int, int]]) -> None:
+    """bound._unique_rows (by np.lexsort) gives np.unique(axis=0, return_inverse=True)'s rows, order and index."""
+    table = np.array(rows, dtype=np.int64)
+    keys, index = _unique_rows(table)
+    want_keys, want_index = np.unique(table, axis=0, return_inverse=True)
+    assert keys.tolist() == want_keys.tolist() and index.tolist() == want_index.ravel().tolist()
+    assert (keys[index] == table).all()

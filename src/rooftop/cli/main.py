@@ -32,7 +32,7 @@ from rooftop.cli import roofline as roofline_cmd
 from rooftop.cli import serve as serve_cmd
 from rooftop.cli import shard as shard_cmd
 from rooftop.cli import train as train_cmd
-from rooftop.cli.common import Output, emit
+from rooftop.cli.common import Output, _quiet_stdout, emit
 from rooftop.errors import InvalidConfigError, RooftopError, one_line, shown
 
 #: every subcommand module, in the order ``rooftop --help`` lists them
@@ -146,6 +146,23 @@ def _check_values(args: argparse.Namespace) -> None:
             raise InvalidConfigError(f"{shown(value)} contains a NUL character: no file name, name or number holds one")
 
 
+def _exit_unfreed() -> NoReturn:
+    """End the process with status 0 once its output is flushed and the atexit handlers have run, without
+    freeing what the command made: a module of 200,000 instructions (``rooftop hlo``) takes 0.2 CPU-s to
+    free object by object, and the operating system takes the memory back at once."""
+    import atexit
+    import os
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        raise
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -156,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_plot(args)
         out: Output = args.func(args)
         emit(out, args)
+        if argv is None:  # the process's own command line: it ends here
+            _exit_unfreed()
     except RooftopError as err:
         if getattr(args, "debug", False):
             raise

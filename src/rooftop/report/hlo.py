@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rooftop.analysis.hlo.analyze import HloAnalysis, TimedOp
     from rooftop.analysis.hlo.ir import HloModule
     from rooftop.analysis.hlo.shapes import Shape
+    from rooftop.cost.roofline import Estimate
 
 
 _ShapeKeys = tuple[str, str, int, str | None]
@@ -38,33 +39,55 @@ def _shape_fields(shape: Shape) -> _ShapeKeys:
     )
 
 
-def op_dict(t: TimedOp, shapes: dict[int, tuple[Shape, _ShapeKeys]] | None = None) -> dict[str, Any]:
+def _estimate_fields(est: Estimate) -> tuple[float, float, float, float | None, float, float, str]:
+    """(compute, memory, network seconds, shape efficiency, lower bound, upper bound, bound) of ``est``."""
+    return (est.compute_s, est.memory_s, est.network_s, est.shape_efficiency, est.lower_bound_s,
+            est.upper_bound_s, est.bound)  # fmt: skip
+
+
+def op_dict(
+    t: TimedOp,
+    shapes: dict[int, tuple[Shape, _ShapeKeys]] | None = None,
+    estimates: dict[int, tuple[Estimate, tuple[float, float, float, float | None, float, float, str]]] | None = None,
+) -> dict[str, Any]:
     """One instruction of the JSON table: totals over its executions, SI units; FLOPs null when unknown.
-    ``shapes``: the shape keys already worked out, by the shape's id (the parser shares one Shape per text)."""
+    ``shapes``: the shape keys already worked out, by the shape's id (the parser shares one Shape per text);
+    ``estimates``: an Estimate's fields already read, by its id (repeated layers share one Estimate)."""
     op, est, k = t.op, t.estimate, t.op.executions
-    traffic, unknown, uses = op.cost.traffic, bool(op.cost.unknown), op.cost.collectives
-    groups = [[list(g) for g in (u.groups if u.groups is not None else u.pairs or ())] for u in uses]
+    cost = op.cost
+    traffic, unknown, uses = cost.traffic, bool(cost.unknown), cost.collectives
     found = shapes.get(id(op.shape)) if shapes is not None else None
     if found is None:
         found = (op.shape, _shape_fields(op.shape))
         if shapes is not None:
             shapes[id(op.shape)] = found  # the shape kept with its keys: its id stays its own
     text, dtype, space, padded_shape = found[1]
-    return {
+    known = estimates.get(id(est)) if estimates is not None else None
+    if known is None:
+        known = (est, _estimate_fields(est))
+        if estimates is not None:
+            estimates[id(est)] = known  # kept with its fields: its id stays its own
+    compute_s, memory_s, network_s, shape_efficiency, lower_s, upper_s, bound = known[1]
+    row = {
         "name": op.name, "opcode": op.opcode, "computation": op.computation, "shape": text,
-        "dtype": dtype, "executions": k, "flops": None if unknown else op.cost.flops * k,
-        "transcendentals": op.cost.transcendentals * k, "bytes": traffic.logical_bytes * k,
+        "dtype": dtype, "executions": k, "flops": None if unknown else cost.flops * k,
+        "transcendentals": cost.transcendentals * k, "bytes": traffic.logical_bytes * k,
         "padded_bytes": traffic.padded_bytes * k, "hbm_bytes": traffic.hbm_bytes * k,
         "memory_space": space, "padded_shape": padded_shape,
-        "compute_s": None if unknown else est.compute_s, "memory_s": est.memory_s, "comm_s": est.network_s,
-        "shape_efficiency": est.shape_efficiency, "mxu_utilization": t.mxu_utilization,
-        "lower_bound_s": est.lower_bound_s, "upper_bound_s": est.upper_bound_s, "bound": est.bound,
-        "replica_groups": (groups[0] if len(groups) == 1 else groups) if uses else None,
-        "mesh_axes": list(dict.fromkeys(a for m in t.matches for a in m.axes or ())) if uses else None,
-        "collective": "; ".join(m.describe(u.opcode) for m, u in zip(t.matches, uses, strict=True)) or None,
-        "comm_bytes": sum(u.bytes for u in uses) * k, "flops_unknown": op.cost.unknown or None,
-        "note": op.cost.note or None, "line": op.line,
+        "compute_s": None if unknown else compute_s, "memory_s": memory_s, "comm_s": network_s,
+        "shape_efficiency": shape_efficiency,
+        "mxu_utilization": t.matrix_s * k / lower_s if t.matrix_s and lower_s > 0 else None,
+        "lower_bound_s": lower_s, "upper_bound_s": upper_s, "bound": bound,
+        "replica_groups": None, "mesh_axes": None, "collective": None, "comm_bytes": 0 * k,
+        "flops_unknown": cost.unknown or None, "note": cost.note or None, "line": op.line,
     }  # fmt: skip
+    if uses:
+        groups = [[list(g) for g in (u.groups if u.groups is not None else u.pairs or ())] for u in uses]
+        row["replica_groups"] = groups[0] if len(groups) == 1 else groups
+        row["mesh_axes"] = list(dict.fromkeys(a for m in t.matches for a in m.axes or ()))
+        row["collective"] = "; ".join(m.describe(u.opcode) for m, u in zip(t.matches, uses, strict=True)) or None
+        row["comm_bytes"] = sum(u.bytes for u in uses) * k
+    return row
 
 
 #: the instruction table collapses a tuple shape longer than a quarter of its width (never less than
@@ -120,7 +143,7 @@ def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
         "totals": analysis.totals(),
         "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],
         "top": [ops[i].op.name for i in order[:top]],
-        "instructions": Rows(ops, functools.partial(op_dict, shapes={})),
+        "instructions": Rows(ops, functools.partial(op_dict, shapes={}, estimates={})),
         "notes": list(analysis.notes),
     }
 

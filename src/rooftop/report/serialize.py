@@ -117,11 +117,17 @@ def _value(v: Any, newline: str) -> str:
     return _nested(v, newline)  # bools, non-finite floats, huge ints, empty lists, dicts, numpy values
 
 
+#: the most float texts one table keeps for reuse
+_FLOAT_TEXTS = 1 << 16
+
+
 def _write_rows(rows: Rows, out: IO[str]) -> None:
     """A list of flat dicts at depth 1, as the indenting encoder writes it (each value by :func:`_value`,
     the common scalars inline; each key's text, comma and indent made once per run of rows with the same
-    keys)."""
+    keys; the text of a float written before, as repeated layers repeat values, looked up instead of
+    made again: float.__repr__ is the dearest step)."""
     float_repr, int_repr, escape = float.__repr__, int.__repr__, encode_basestring_ascii
+    floats: dict[float, str] = {}  # the text of each nonzero float written, up to _FLOAT_TEXTS of them
     names: tuple[Any, ...] = ()
     prefixes: list[str] = []
     sep = "["
@@ -142,7 +148,12 @@ def _write_rows(rows: Rows, out: IO[str]) -> None:
             elif v is None:
                 parts.append("null")
             elif cls is float and v - v == 0.0:  # finite
-                parts.append(float_repr(v))
+                text = floats.get(v) if v else None  # 0.0 == -0.0: zeros are never looked up
+                if text is None:
+                    text = float_repr(v)
+                    if v and len(floats) < _FLOAT_TEXTS:
+                        floats[v] = text
+                parts.append(text)
             elif cls is int and v.bit_length() <= 1000:
                 parts.append(int_repr(v))
             else:

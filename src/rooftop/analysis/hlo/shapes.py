@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -80,8 +80,16 @@ class Shape:
     tuple_shapes: tuple[Shape, ...] | None = None
     dynamic_dims: tuple[int, ...] = ()
 
+    #: the element counts, worked out once (a module's instructions share one Shape per text and read them
+    #: many times): num_elements and padded_elements, set by __post_init__
+    _elements: int = field(default=0, init=False, repr=False, compare=False)
+    _padded: int = field(default=0, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.tuple_shapes is not None:
+            leaves = self.leaves()
+            object.__setattr__(self, "_elements", sum(leaf._elements for leaf in leaves))
+            object.__setattr__(self, "_padded", sum(leaf._padded for leaf in leaves))
             return
         if self.dtype not in ELEMENT_BYTES:
             raise InvalidConfigError(f"unknown HLO element type {shown(self.dtype)}; known: {', '.join(ELEMENT_BYTES)}")
@@ -93,11 +101,15 @@ class Shape:
                     f"layout minor_to_major {shown(self.layout.minor_to_major)} is not a permutation of the "
                     f"{len(self.dims)} dims of {self.dtype}{shown(list(self.dims))}"
                 )
-        if self.num_elements > MAX_INT or (self.layout is not None and self.padded_elements > MAX_INT):
+        elements = math.prod(max(d, 0) for d in self.dims)
+        padded = self._padded_count() if self.layout is not None else elements
+        if elements > MAX_INT or padded > MAX_INT:
             raise InvalidConfigError(
                 f"shape {shown(str(self))} holds more than 2**63 - 1 elements (with tile padding), XLA's limit "
                 "for one array; dims multiply to the element count"
             )
+        object.__setattr__(self, "_elements", elements)
+        object.__setattr__(self, "_padded", padded)
 
     @property
     def is_tuple(self) -> bool:
@@ -115,9 +127,7 @@ class Shape:
     @property
     def num_elements(self) -> int:
         """Product of the dims (unbounded ``?`` dims count as 0); tuples: the sum over their leaves."""
-        if self.tuple_shapes is not None:
-            return sum(leaf.num_elements for leaf in self.leaves())
-        return math.prod(max(d, 0) for d in self.dims)
+        return self._elements
 
     @property
     def logical_bytes(self) -> float:
@@ -143,8 +153,10 @@ class Shape:
     def padded_elements(self) -> int:
         """Elements in memory with tile padding. A tile of higher rank than the array treats the missing
         major dims as size 1, padded up to the tile (``f32[]{:T(128)}`` holds 128 elements)."""
-        if self.tuple_shapes is not None:
-            return sum(leaf.padded_elements for leaf in self.leaves())
+        return self._padded
+
+    def _padded_count(self) -> int:
+        """padded_elements of an array shape, worked out."""
         count = math.prod(max(d, 0) for d in self.padded_dims)
         if self.layout is not None and self.layout.tiles and count:
             tile = self.layout.tiles[0]

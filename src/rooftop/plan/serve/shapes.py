@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from rooftop.cost.cost import Cost, Gemm, OpTag
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.gemm import shape_efficiency_array, tile_model
+from rooftop.cost.gemm import TileModel, shape_efficiency_array, tile_model
 from rooftop.cost.roofline import Estimate
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import TransformerConfig
@@ -69,11 +71,36 @@ def matmul_shape_factor(
     shaped = sum(f for _, f in gemms)
     if matrix <= 0 or shaped <= 0:
         return None
+    known = _efficiencies(model, [g for g, _ in gemms], peak, chip.hbm_bytes_per_s)
     slow = 0.0
     for g, f in gemms:
-        se = float(shape_efficiency_array(model, g.m, g.n, g.k, g.batch, g.out_bytes, peak, chip.hbm_bytes_per_s))
-        slow += f / se
+        slow += f / known[g]
     return matrix / (slow + max(0.0, matrix - shaped))
+
+
+#: shape efficiencies found so far, by (tile model, matrix peak, HBM bytes/s), then by matmul: a serving plan
+#: prices the same few matmul shapes at many steps (the fluid balance's and the request simulation's
+#: batches), so each distinct shape is worked out once (exactly: a table, not buckets), at most _KNOWN_MAX
+_KNOWN: dict[tuple[TileModel, float, float], dict[Gemm, float]] = {}
+_KNOWN_MAX = 1 << 16
+
+
+def _efficiencies(model: TileModel, gemms: list[Gemm], peak: float, hbm_bytes_per_s: float) -> dict[Gemm, float]:
+    """The shape efficiency of each of ``gemms`` (cost/gemm.shape_efficiency_array), the ones not met before
+    worked out together, one call per output element size."""
+    known = _KNOWN.setdefault((model, peak, hbm_bytes_per_s), {})
+    missing = [g for g in dict.fromkeys(gemms) if g not in known]
+    if not missing:
+        return known
+    if len(known) + len(missing) > _KNOWN_MAX:
+        known.clear()
+        missing = list(dict.fromkeys(gemms))
+    for out_bytes in dict.fromkeys(g.out_bytes for g in missing):
+        group = [g for g in missing if g.out_bytes == out_bytes]
+        m, n, k, batch = (np.array([getattr(g, a) for g in group], dtype=float) for a in ("m", "n", "k", "batch"))
+        values = shape_efficiency_array(model, m, n, k, batch, out_bytes, peak, hbm_bytes_per_s)
+        known.update(zip(group, map(float, values), strict=True))
+    return known
 
 
 def shaped_estimate(est: Estimate, shape: float) -> Estimate:

@@ -77,6 +77,19 @@ def _exact_passes(prof: ModelProfile, keys: np.ndarray) -> tuple[np.ndarray, np.
     return layer, out
 
 
+def _unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct rows of an integer table in lexicographic order, the index of each row's among them): what
+    ``np.unique(table, axis=0, return_inverse=True)`` gives, by np.lexsort (np.unique sorts the rows as
+    structured values, several times slower: a tenth of a small search's time)."""
+    order = np.lexsort(table.T[::-1])
+    ordered = table[order]
+    first = np.ones(len(table), dtype=bool)
+    first[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    inverse = np.empty(len(table), dtype=np.intp)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], inverse
+
+
 def step_lower_bounds(
     rows: np.ndarray, global_batch: int, profiles: Sequence[ModelProfile], optimizer_s_per_param: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -87,11 +100,10 @@ def step_lower_bounds(
     dp, fsdp, tp, pp, ep, cp, m, v, balanced = (rows[:, i] for i in range(9))
     per_replica = -(-global_batch // (dp * fsdp))  # layout.replica_batch
     b = -(-per_replica // m)  # layout.microbatch_size
-    keys, key_of = np.unique(np.stack([tp, cp, ep, b], axis=1), axis=0, return_inverse=True)
-    key_of = key_of.ravel()
+    keys, key_of = _unique_rows(np.stack([tp, cp, ep, b], axis=1))
     balanced_v = np.where(balanced.astype(bool) & (pp > 1), v, 0)
-    pairs, pair_of = np.unique(np.stack([pp, balanced_v]), axis=1, return_inverse=True)
-    pair_of = pair_of.ravel()
+    pair_rows, pair_of = _unique_rows(np.stack([pp, balanced_v], axis=1))
+    pairs = pair_rows.T
     per_step = m + (pp - 1) / v
     out = np.full(len(rows), np.inf)
     layers = np.full(len(rows), np.inf)

@@ -201,6 +201,7 @@ def _rows(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Row]:
     cfg, chips, batch = setup.cfg, setup.chips, setup.global_batch
     longest = 32 if setup.seq_len >= 16384 else 2 if setup.seq_len >= 4096 else 1  # chunks of >= 2K tokens
     cps = [c for c in (1, 2, 4, 8, 16, 32) if c <= longest and setup.seq_len % (2 * c) == 0]
+    combos: dict[tuple[int, int], list[tuple[int, int, bool]]] = {}  # _schedules by (replica batch, pp)
     for tp in _pick(_tp_options(setup, chips), fix, "tp"):
         for cp in _pick([c for c in cps if (chips // tp) % c == 0], fix, "cp"):
             rest = chips // (tp * cp)
@@ -213,17 +214,36 @@ def _rows(setup: TrainingSetup, fix: dict[str, object]) -> Iterator[Row]:
                     dp = data // fsdp
                     if "dp" in fix and fix["dp"] != dp:
                         continue
-                    yield from _inner(setup, fix, dp, fsdp, tp, pp, cp)
+                    yield from _inner(setup, fix, dp, fsdp, tp, pp, cp, combos)
 
 
 def _inner(
-    setup: TrainingSetup, fix: dict[str, object], dp: int, fsdp: int, tp: int, pp: int, cp: int
+    setup: TrainingSetup,
+    fix: dict[str, object],
+    dp: int,
+    fsdp: int,
+    tp: int,
+    pp: int,
+    cp: int,
+    combos: dict[tuple[int, int], list[tuple[int, int, bool]]],
 ) -> Iterator[Row]:
     cfg = setup.cfg
     eps = [1]
     if cfg.moe is not None:
         eps = [e for e in divisors(math.gcd(cfg.moe.n_experts, dp * fsdp)) if fsdp % e == 0 or dp % e == 0]
     per_replica = -(-setup.global_batch // (dp * fsdp))  # layout.replica_batch
+    found = combos.get((per_replica, pp))
+    if found is None:
+        found = combos[(per_replica, pp)] = _schedules(setup, fix, per_replica, pp)
+    for ep in _pick(eps, fix, "ep"):
+        for m, v, balanced in found:
+            yield (dp, fsdp, tp, pp, ep, cp, m, v, balanced)
+
+
+def _schedules(setup: TrainingSetup, fix: dict[str, object], per_replica: int, pp: int) -> list[tuple[int, int, bool]]:
+    """(microbatches, virtual stages, pipeline balance) of the candidates of a replica of ``per_replica``
+    sequences on ``pp`` stages: the same for every layout of a search that has those two (``_rows`` keeps them)."""
+    cfg = setup.cfg
     mbs: Sequence[int] = _microbatch_options(per_replica, pp)
     balance = bool(fix.get("pipeline_balance", True))
     vs: Sequence[int] = _interleave_options(cfg.n_layers, pp, balance)
@@ -238,12 +258,7 @@ def _inner(
         vs = [chunks] if chunks == 1 or (pp > 1 and 1 < chunks and fits) else []
     # pinned on, it stays on (validate names a v it cannot split); else where it splits evenly
     balanced = {v: balance and pp > 1 and ("pipeline_balance" in fix or balance_fits(cfg.n_layers, pp, v)) for v in vs}
-    for ep in _pick(eps, fix, "ep"):
-        for m in mbs:
-            for v in vs:
-                if v > 1 and m % pp:
-                    continue
-                yield (dp, fsdp, tp, pp, ep, cp, m, v, balanced[v])
+    return [(m, v, balanced[v]) for m in mbs for v in vs if not (v > 1 and m % pp)]
 
 
 Variant = tuple[str, str, int]  # (offload, remat, zero_stage)
@@ -368,11 +383,16 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     b = microbatch_size(ctx.setup.global_batch, base)
     terms = MemoryTerms.of(ctx.setup, base, ctx.profile(ctx.first_remat), b)
     tried, smallest = 0, None
+    checked = ctx.checked
+    activations: dict[str, float] = {}  # per remat policy: activation bytes per token a TP rank keeps
     for variant in ctx.variants[base.dp > 1]:
-        ctx.check(base, variant)
+        if variant not in checked:
+            ctx.check(base, variant)
         offload, remat, zero = variant
-        prof = ctx.profile(remat)
-        memory = terms.breakdown(activations_per_chip(base, prof), zero, offload)
+        per_token = activations.get(remat)
+        if per_token is None:
+            per_token = activations[remat] = activations_per_chip(base, ctx.profile(remat))
+        memory = terms.breakdown(per_token, zero, offload)
         total = sum(memory.values())
         tried += 1
         if total <= ctx.usable:
@@ -382,6 +402,13 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     assert smallest is not None  # there is always at least one variant
     smallest.tried = tried
     return smallest
+
+
+def _table(rows: list[Row]) -> np.ndarray:
+    """The candidate rows as an int64 array of ROW_FIELDS columns (read as one flat run: np.array reads each
+    tuple on its own, half again as long)."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(ROW_FIELDS) * len(rows))
+    return flat.reshape(len(rows), len(ROW_FIELDS))
 
 
 def search(
@@ -409,9 +436,7 @@ def search(
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
         profiles = [ctx.profile(r) for r in remats]
-        bounds, per_layer = step_lower_bounds(
-            np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
-        )
+        bounds, per_layer = step_lower_bounds(_table(rows), setup.global_batch, profiles, setup.optimizer_s_per_param)
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []

@@ -64,6 +64,9 @@ class OptionError(Phrased, InvalidConfigError):
 class ReasonCode(Enum):
     """What a note on a result says; its figures are listed next to each code."""
 
+    #: an error's message, kept as data in a result (figures: parts, the error's text and options)
+    REFUSED = "refused"
+
     #: the mesh was inferred from the replica groups (figures: mesh, how)
     MESH_INFERRED = "mesh-inferred"
     #: the topology is the chip's default for the device count (figures: topology, devices, chip)
@@ -102,3 +105,8 @@ class Reason:
 
 #: a note on a result: a Reason, or (not yet converted) a sentence
 Note = str | Reason
+
+
+def refusal(err: RooftopError) -> Note:
+    """An error kept in a result (a row that could not be planned): its options stay data when it has any."""
+    return Reason.of(ReasonCode.REFUSED, parts=err.parts) if isinstance(err, Phrased) else err.one_line()

@@ -1,16 +1,11 @@
-"""The command line's spelling of what library code names as data: an :class:`~rooftop.reasons.Option`
-is a keyword of the Python API, and the flag of the same name (argparse's rule: ``batch_tokens`` is
-``--batch-tokens``) is how the CLI says it."""
+"""The command line's spelling of errors that name options as data (``rooftop.reasons.Phrased``): each
+option as its flag (``report.reasons.flag``), the message on one line."""
 
 from __future__ import annotations
 
 from rooftop.errors import RooftopError, one_line, visible
-from rooftop.reasons import Option, Phrased
-
-
-def flag(option: Option) -> str:
-    """``Option("batch_tokens")`` -> ``"--batch-tokens"``."""
-    return "--" + option.name.replace("_", "-")
+from rooftop.reasons import Phrased
+from rooftop.report.reasons import flag
 
 
 def error_line(err: RooftopError) -> str:

@@ -9,9 +9,11 @@ from rooftop.cost.groups import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.topology import Mesh, domains_spanned
+from rooftop.plan.fix import FIX
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, stage_split, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
+from rooftop.reasons import Option, Part
 from rooftop.units import format_bytes, format_duration, format_rate, plural
 
 
@@ -203,28 +205,28 @@ def _cross_domain_tp(setup: TrainingSetup, best: StepResult, inside_best: StepRe
     return [line]
 
 
-def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: int) -> str:
-    """Why the search found no valid layout at all (as opposed to none that fits in memory)."""
+def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: int) -> tuple[Part, ...]:
+    """Why the search found no valid layout at all (as opposed to none that fits in memory): the parts of
+    an :class:`~rooftop.reasons.OptionError` (the pins are the ``fix`` option's, a topology ``topology``'s)."""
     degrees = {k: int(v) for k, v in fix.items() if k in ("dp", "fsdp", "tp", "pp", "cp") and isinstance(v, int)}
     pinned = ",".join(f"{k}={v}" for k, v in fix.items())
     where = plural(setup.chips, f"{setup.chip.name} chip")
     product = 1
     for v in degrees.values():
         product *= max(v, 1)
+    with_pins: tuple[Part, ...] = (" with ", FIX, f" {pinned}") if pinned else ()
     if any(v < 1 for v in degrees.values()):
-        return f"--fix {pinned}: every degree must be >= 1"
+        return FIX, f" {pinned}: every degree must be >= 1"
     if setup.chips % product:
-        return f"--fix {pinned}: the pinned degrees multiply to {product}, which does not divide the {where}"
+        return FIX, f" {pinned}: the pinned degrees multiply to {product}, which does not divide the {where}"
     rest = setup.chips // product
     free = {"dp": rest} if "dp" not in degrees and "fsdp" not in degrees else {}
     try:
         par = Parallelism(**{**degrees, **free, **{k: v for k, v in fix.items() if k not in degrees}})  # type: ignore[arg-type]
         validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
     except InvalidConfigError as exc:
-        return f"no valid layout{f' with --fix {pinned}' if pinned else ''} for {setup.cfg.name} on {where}: {exc}"
+        return "no valid layout", *with_pins, f" for {setup.cfg.name} on {where}: {exc}"
     if unlayable:
-        return (
-            f"no layout{f' with --fix {pinned}' if pinned else ''} can be laid on topology {setup.topology.spec} "
-            f"({unlayable} tried); try another --topology or other degrees"
-        )
-    return f"no valid layout{f' with --fix {pinned}' if pinned else ''} for {setup.cfg.name} on {where}"
+        tried = f" can be laid on topology {setup.topology.spec} ({unlayable} tried); try another "
+        return "no layout", *with_pins, tried, Option("topology"), " or other degrees"
+    return "no valid layout", *with_pins, f" for {setup.cfg.name} on {where}"

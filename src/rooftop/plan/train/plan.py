@@ -14,6 +14,7 @@ from rooftop.plan.train.breakdown import StepPart, breakdown_of
 from rooftop.plan.train.explain import explain, no_layout_reason, tp_domains
 from rooftop.plan.train.search import SearchResult, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
+from rooftop.reasons import OptionError
 from rooftop.units import SECONDS_PER_HOUR
 
 
@@ -82,7 +83,7 @@ def plan_training(
         setup = replace(setup, framework=replace(setup.stack, grad_clip=bool(pinned.pop("grad_clip"))))
     result = search(setup, pinned, objective, top, progress)
     if not result.ranked and result.best_unfit is None:
-        raise InvalidConfigError(no_layout_reason(setup, pinned, result.unlayable))
+        raise OptionError(*no_layout_reason(setup, pinned, result.unlayable))
     ranked = result.ranked or [result.best_unfit]  # type: ignore[list-item]  # checked just above
     best = ranked[0]
     parts = [breakdown_of(setup, r.parallelism) for r in ranked]

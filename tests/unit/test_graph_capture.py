@@ -12,6 +12,8 @@ from rooftop.analysis.profile import profile_report
 from rooftop.analysis.torch.capture import capture_files, read_capture
 from rooftop.analysis.torch.families import ACT_AND_MUL_FLOPS, RMS_FLOPS
 from rooftop.hardware.catalog import get_chip
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import sentence
 from tests.conftest import run_cli
 from tests.unit.test_torch_ops import cpu_op, kernel
 
@@ -78,7 +80,9 @@ def test_replayed_kernels_priced_from_the_captured_ops(tmp_path: Path) -> None:
 def test_without_capture_the_replayed_share_and_the_way_to_get_one_are_said(tmp_path: Path) -> None:
     report = profile_report(_replay(tmp_path), H100)
     assert report.priced_fraction() == 0.0
-    assert any("no capture trace beside the profile" in n and "--capture" in n for n in report.notes)
+    (why,) = [n for n in report.notes if isinstance(n, Reason)]  # the way to get one, as data
+    assert why == Reason.of(ReasonCode.GRAPH_REPLAY_NO_CAPTURE, left=4, unexplained=4)
+    assert "no capture trace beside the profile" in sentence(why) and "--capture" in sentence(why)
 
 
 def test_cli_finds_the_capture_beside_the_profile(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from rooftop.analysis.torch.kineto import launching_ops
 from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.trace.load import load_trace
 from rooftop.hardware.catalog import get_chip
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import sentence
 
 H100 = get_chip("h100")
 US = 1e-6
@@ -166,7 +168,8 @@ def test_nccl_kernels_are_collectives(tmp_path: Path) -> None:
     assert ops[f"nccl allreduce {small} x BFloat16 (group of 8)"].verdict == "latency-bound collective"
     broadcast = ops["nccl broadcast 100 x BFloat16 (group of 8)"]
     assert (broadcast.verdict, broadcast.why) == ("unknown cost", "no collective rule for NCCL broadcast")
-    assert any("topology" in n and "8 h100" in n for n in report.notes)
+    default = Reason.of(ReasonCode.NCCL_TOPOLOGY_DEFAULT, ranks=8, topology="1x8", chip="h100")  # said as data
+    assert default in report.notes and "(give --topology)" in sentence(default)
 
 
 # ------------------------------------------------------------------------------------------ cost rules

@@ -28,6 +28,7 @@ from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.errors import ParseError
 from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 def _op_names(module: HloModule) -> dict[str, str]:
@@ -68,18 +69,18 @@ def _busiest_modules(trace: Trace) -> list[str]:
     return [m for m, _ in busy.most_common()]
 
 
-def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, HloModule], list[str]]:
+def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, HloModule], list[Note]]:
     """module name -> parsed HLO: every module whose HloProto the XPlane carries, and the
     ``hlo`` file (which wins, and comes first) for the module of its name, else the busiest one.
     Notes say which modules have no HLO."""
-    notes: list[str] = []
+    notes: list[Note] = []
     names = _busiest_modules(trace)
     found: dict[str, HloModule] = {}
     given = parse_hlo_file(hlo) if hlo is not None else None
     if given is not None:
         target = given.name if any(n.split("(")[0] == given.name for n in names) else (names[0] if names else None)
         if target and target.split("(")[0] != given.name:
-            notes.append(f"--hlo module {given.name!r} joined with the profile's busiest module {target!r}")
+            notes.append(Reason.of(ReasonCode.HLO_JOINED_BUSIEST, given=given.name, target=target))
         found[(target or given.name).split("(")[0]] = given
     programs = Counter(name.split("(")[0] for name in names)
     for name in names:
@@ -95,7 +96,7 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
             notes.append(f"HLO of {base!r} in the profile is unusable: {exc}")
             continue
         if text is None:
-            notes.append(f"no HLO for module {base!r} in the profile (give --hlo to price its ops)")
+            notes.append(Reason.of(ReasonCode.HLO_MISSING, module=base))
             continue
         try:
             found[base] = parse_hlo(text, f"{trace.source}:{base}")
@@ -219,7 +220,7 @@ def _priced_report(
     if trace.format == "kineto":
         report = kineto_report(trace, chip, topology, capture)
         if hlo is not None or mesh is not None:
-            extra = ("--hlo and --mesh are not used for a PyTorch trace (it is priced from its aten ops)",)
+            extra: tuple[Note, ...] = (Reason.of(ReasonCode.HLO_MESH_UNUSED),)
             report = ProfileReport(report.source, report.chip, report.ops, report.steps, report.categories,
                                    report.sharding, report.memory, extra + report.notes)  # fmt: skip
         return report
@@ -241,7 +242,7 @@ class Joined:
     analyses: dict[str, HloAnalysis]
     op_names: dict[str, dict[str, str]]
     sources: dict[str, dict[str, str]]
-    notes: list[str]
+    notes: list[Note]
 
 
 def join_hlo(trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None) -> Joined:

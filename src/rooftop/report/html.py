@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.files import check_output_path, replacing
+from rooftop.report.reasons import note_texts
 from rooftop.units import format_bytes, format_duration, format_percent, plural
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
     ]
     body.append(sortable(["part", "measured", "roofline"], cat_rows))
     body += [f'<p class="note">sharding: {esc(line)}</p>' for line in report.sharding]
-    body += [f'<p class="note">note: {esc(note)}</p>' for note in report.notes]
+    body += [f'<p class="note">note: {esc(note)}</p>' for note in note_texts(report.notes)]
     body += extra  # more sections (report/hosts.py: the views across hosts)
     return page(f"rooftop profile: {report.source} on {chip.name}", body)
 

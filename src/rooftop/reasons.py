@@ -85,6 +85,25 @@ class ReasonCode(Enum):
     HLO_MESH_UNUSED = "hlo-mesh-unused"
     #: collectives on the target chip timed on its default topology (figures: chip, topology, source_chip)
     TARGET_TOPOLOGY_DEFAULT = "target-topology-default"
+    #: how much of a profile is explained: shares in [0, 1] or None (figures: priced, unpriced,
+    #: graph_replayed, idle)
+    COVERAGE = "coverage"
+    #: the profile's device matched a catalog chip, and it is the chip priced on (figures: seen, chip)
+    DEVICE_FROM_PROFILE = "device-from-profile"
+    #: the profile's device matched a catalog chip, but another was asked for (figures: seen, matched, chip)
+    DEVICE_WHAT_IF = "device-what-if"
+    #: the profile's device matches no catalog chip (figures: seen, chip)
+    DEVICE_UNMATCHED = "device-unmatched"
+    #: a profile that ran on the CPU judged against an accelerator's roofline (figures: chip)
+    CPU_PROFILE = "cpu-profile"
+    #: a collective's replica groups read from the event text, not the HloProto (figures: module,
+    #: instruction, groups)
+    GROUPS_FROM_EVENTS = "groups-from-events"
+    #: a collective that names no replica groups: all devices taken as one (figures: module, instruction, devices)
+    GROUPS_ALL_DEVICES = "groups-all-devices"
+    #: a module's HLO in the profile could not be taken, read or priced (figures: module, stage, error;
+    #: stage one of "unusable", "unreadable", "unpriced")
+    HLO_FAILED = "hlo-failed"
 
 
 @dataclass(frozen=True)

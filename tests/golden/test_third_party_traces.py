@@ -23,6 +23,7 @@ from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import detect_steps, group_ops
 from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_texts
 
 
 def _same_program(ours: str | None, derived: str) -> bool:
@@ -190,7 +191,7 @@ def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:  # type: ignore[
     (psum,) = (o for o in v6e.ops if o.name == "all-reduce")
     assert psum.count == 12 and psum.mesh_axes == ("axis_0",)
     assert psum.collective == "all-reduce over axis_0 (groups of 2, stride 4)"  # [4,2]<=[2,4]T(1,0): 8 devices
-    assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in v6e.notes)
+    assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in note_texts(v6e.notes))
 
 
 def test_v6e_memory_peak_with_and_without_the_stack(v6e) -> None:  # type: ignore[no-untyped-def]

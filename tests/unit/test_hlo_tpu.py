@@ -20,6 +20,7 @@ from rooftop.analysis.hlo.targets import rule_of
 from rooftop.cost.op import fused_attention_flops
 from rooftop.errors import ParseError
 from rooftop.hardware.catalog import get_chip
+from rooftop.report.reasons import note_texts
 from tests.conftest import run_cli
 
 BF16 = "{2,1,0:T(8,128)(2,1)}"
@@ -579,7 +580,7 @@ def test_an_op_in_megacore_fusion_runs_on_one_core(chip: str, ratio: float) -> N
     assert one.ops[0].op.cost.one_core and not both.ops[0].op.cost.one_core
     assert one.ops[0].estimate.lower_bound_s == pytest.approx(ratio * both.ops[0].estimate.lower_bound_s)
     assert both.ops[0].estimate.memory_s == pytest.approx(2 * 4096 * 4096 * 2 / get_chip(chip).hbm_bytes_per_s)
-    assert any("named *in_megacore* run on one of the" in n for n in one.notes) == (ratio == 2.0)
+    assert any("named *in_megacore* run on one of the" in n for n in note_texts(one.notes)) == (ratio == 2.0)
 
 
 @pytest.mark.parametrize("name", ["fusion.10.in_megacore_fusion.2", "all-gather-matmul.in_megacore.1"])

@@ -16,7 +16,7 @@ from rooftop.analysis.torch.ops import TorchOp, nccl_comm, op_cost
 from rooftop.analysis.trace.load import load_trace
 from rooftop.hardware.catalog import get_chip
 from rooftop.reasons import Reason, ReasonCode
-from rooftop.report.reasons import sentence
+from rooftop.report.reasons import note_texts, sentence
 
 H100 = get_chip("h100")
 US = 1e-6
@@ -77,7 +77,7 @@ def test_mm_kernel_priced_from_its_launching_op(tmp_path: Path, efficiency: floa
     assert op.flops == MM_FLOPS and op.bytes == MM_BYTES
     assert op.lower_bound_s == pytest.approx(MM_LOWER_S)
     assert op.efficiency == pytest.approx(efficiency)
-    assert report.chip == "h100" and any("1 of 1 kernels priced" in n for n in report.notes)
+    assert report.chip == "h100" and any("1 of 1 kernels priced" in n for n in note_texts(report.notes))
 
 
 def test_one_op_launching_two_kernels_is_one_execution(tmp_path: Path) -> None:
@@ -285,7 +285,7 @@ def h100_torch() -> ProfileReport:
 
 def test_real_h100_trace_prices_every_kernel(h100_torch: ProfileReport) -> None:
     """Was 665 of 820: cuDNN attention forward/backward and the fused RMSNorm backward had no rule."""
-    assert any("820 of 820 kernels priced" in n for n in h100_torch.notes)
+    assert any("820 of 820 kernels priced" in n for n in note_texts(h100_torch.notes))
     assert all(o.lower_bound_s for o in h100_torch.ops)
 
 
@@ -350,7 +350,7 @@ def test_kernel_without_launch_is_one_more_execution_of_the_one_op_that_launches
         kernel("gemm_any", 80.0, 1.0, 9),
     ]  # fmt: skip
     report = profile_report(write(tmp_path, events), H100)
-    assert any(n.startswith("1 kernels without a launch in the trace") for n in report.notes)
+    assert any(n.startswith("1 kernels without a launch in the trace") for n in note_texts(report.notes))
     ops = by_name(report)
     mm = ops[MM]
     assert (mm.count, mm.flops, mm.measured_s) == (2, MM_FLOPS, pytest.approx((3.0 + 4.0) / 2 * US))
@@ -376,4 +376,4 @@ def test_kernels_without_launch_replaying_a_launched_run_take_its_ops(tmp_path: 
     counts = {o.name: o.count for o in report.ops}
     assert counts == {MM: 4, "aten::mm [32,128]x[128,256] fp32": 4, "aten::add [64,256]x[64,256] fp32": 8}
     assert report.priced_fraction() == 1.0
-    assert any(n.startswith("8 kernels without a launch in the trace") for n in report.notes)
+    assert any(n.startswith("8 kernels without a launch in the trace") for n in note_texts(report.notes))

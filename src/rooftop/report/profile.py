@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
 from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table, words
@@ -90,7 +91,8 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     rows = []
     ops, ranking = ranked_ops(report)
     notes = note_texts(report.notes)
-    opening = [n for n in notes[:1] if n.startswith("coverage: ")]  # the report opens with its coverage
+    covered = report.notes[:1] and isinstance(report.notes[0], Reason) and report.notes[0].code is ReasonCode.COVERAGE
+    opening = notes[:1] if covered else []  # the report opens with its coverage
     for line in opening:
         say(console, line)
     for o in ops[: max(top, 1)]:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
+from rooftop.units import format_percent
 
 
 def flag(option: Option) -> str:
@@ -56,6 +57,41 @@ _SENTENCES: dict[ReasonCode, Callable[[Reason], str]] = {
         f"(--topology {r.figure('topology')} is {r.figure('source_chip')}'s)"
     ),
 }
+
+
+def _pct(x: object) -> str:
+    return "-" if x is None else format_percent(float(x), 1)  # type: ignore[arg-type]  # a share or None
+
+
+def _coverage(r: Reason) -> str:
+    return (
+        f"coverage: {_pct(r.figure('priced'))} of the op time priced, {_pct(r.figure('unpriced'))} not (ranked by "
+        f"time below); graph-replayed {_pct(r.figure('graph_replayed'))}; device idle {_pct(r.figure('idle'))} of "
+        "the steps' time"
+    )
+
+
+_HLO_FAILED = {"unusable": "in the profile is unusable", "unreadable": "could not be read",
+               "unpriced": "in the profile could not be priced"}  # fmt: skip
+
+_SENTENCES.update({
+    ReasonCode.COVERAGE: _coverage,
+    ReasonCode.DEVICE_FROM_PROFILE: lambda r: f"device from the profile: {r.figure('seen')!r} is catalog chip "
+    f"{r.figure('chip')}",
+    ReasonCode.DEVICE_WHAT_IF: lambda r: f"recorded on {r.figure('seen')!r} (catalog {r.figure('matched')}); priced "
+    f"on {r.figure('chip')} as asked: the verdicts are a what-if for {r.figure('chip')}, not how well the ops ran",
+    ReasonCode.DEVICE_UNMATCHED: lambda r: f"recorded on {r.figure('seen')!r}, which no catalog chip matches; priced "
+    f"on {r.figure('chip')} as asked",
+    ReasonCode.CPU_PROFILE: lambda r: f"this profile ran on the CPU and is judged against {r.figure('chip')}'s "
+    "roofline: efficiencies say how far the CPU is from that chip, not how well the ops run (`rooftop calibrate` "
+    "makes a chip file of this CPU)",
+    ReasonCode.GROUPS_FROM_EVENTS: lambda r: f"{r.figure('module')}: replica groups of {r.figure('instruction')} read "
+    f"from the profile's event text ({r.figure('groups')}): the HloProto had none",
+    ReasonCode.GROUPS_ALL_DEVICES: lambda r: f"{r.figure('module')}: {r.figure('instruction')} names no replica "
+    f"groups: all {r.figure('devices')} devices of the profile taken as one group",
+    ReasonCode.HLO_FAILED: lambda r: f"HLO of {r.figure('module')!r} {_HLO_FAILED[str(r.figure('stage'))]}: "
+    f"{r.figure('error')}",
+})  # fmt: skip
 
 
 def sentence(reason: Reason) -> str:

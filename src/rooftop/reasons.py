@@ -75,6 +75,18 @@ class ReasonCode(Enum):
     NCCL_TOPOLOGY_DEFAULT = "nccl-topology-default"
     #: graph-replayed kernels with no op shapes and no capture trace (figures: left, unexplained)
     GRAPH_REPLAY_NO_CAPTURE = "graph-replay-no-capture"
+    #: graph-replayed kernels with no op shapes that the capture trace has no op for (figures: left, unexplained)
+    GRAPH_REPLAY_UNMATCHED = "graph-replay-unmatched"
+    #: graph-replayed kernels attributed from a capture trace (figures: kernels, capture, launches)
+    GRAPH_REPLAY_ATTRIBUTED = "graph-replay-attributed"
+    #: the share of the kernel time replayed from graphs (figures: share)
+    GRAPH_REPLAY_SHARE = "graph-replay-share"
+    #: a PyTorch trace's kernels priced from their launching op or NCCL args (figures: priced, kernels, unexplained)
+    KERNELS_PRICED = "kernels-priced"
+    #: kernels without a launch priced as the ops they replay (figures: kernels)
+    KERNELS_WITHOUT_LAUNCH = "kernels-without-launch"
+    #: no cpu_op of a PyTorch trace carries its input shapes (no figures)
+    NO_INPUT_DIMS = "no-input-dims"
     #: the given HLO module joined with the profile's busiest one (figures: given, target)
     HLO_JOINED_BUSIEST = "hlo-joined-busiest"
     #: a module of the profile carries no HLO (figures: module)

@@ -89,6 +89,19 @@ _SENTENCES.update({
     f"from the profile's event text ({r.figure('groups')}): the HloProto had none",
     ReasonCode.GROUPS_ALL_DEVICES: lambda r: f"{r.figure('module')}: {r.figure('instruction')} names no replica "
     f"groups: all {r.figure('devices')} devices of the profile taken as one group",
+    ReasonCode.GRAPH_REPLAY_UNMATCHED: lambda r: f"{r.figure('left')} of the {r.figure('unexplained')} were "
+    "replayed from CUDA/HIP graphs with no op shapes: the capture trace has no op for them",
+    ReasonCode.GRAPH_REPLAY_ATTRIBUTED: lambda r: f"{r.figure('kernels')} graph-replayed kernels attributed to their "
+    f"ops from the capture trace {r.figure('capture')} ({r.figure('launches')} captured launches)",
+    ReasonCode.GRAPH_REPLAY_SHARE: lambda r: f"graph-replayed share of the kernel time: {_pct(r.figure('share'))}",
+    ReasonCode.KERNELS_PRICED: lambda r: f"PyTorch trace: {r.figure('priced')} of {r.figure('kernels')} kernels "
+    "priced from the aten op that launched them (its Input Dims) or from their NCCL args; "
+    f"{r.figure('unexplained')} launched by no op with Input Dims",
+    ReasonCode.KERNELS_WITHOUT_LAUNCH: lambda r: f"{r.figure('kernels')} kernels without a launch in the trace "
+    "(recorded before its host activity) priced as the ops they replay: a run of kernel names launched in that "
+    "order on their stream, or a name one op signature alone launches",
+    ReasonCode.NO_INPUT_DIMS: lambda r: "no cpu_op carries Input Dims: record with "
+    "torch.profiler.profile(record_shapes=True)",
     ReasonCode.HLO_FAILED: lambda r: f"HLO of {r.figure('module')!r} {_HLO_FAILED[str(r.figure('stage'))]}: "
     f"{r.figure('error')}",
 })  # fmt: skip

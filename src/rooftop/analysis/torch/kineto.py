@@ -47,7 +47,7 @@ from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.reasons import Note, Reason, ReasonCode
-from rooftop.units import format_bytes, format_percent
+from rooftop.units import format_bytes
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 
@@ -204,18 +204,15 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
         assert g.runs is not None
         ops.append(judge(g.label, None, g.opcode, category, g.runs, g.priced, intervals[0]))
     n_priced = sum(g.runs.events() for g in groups.values() if g.runs and g.priced.estimate and not g.priced.unknown)
-    notes = [
-        f"PyTorch trace: {n_priced} of {len(launched)} kernels priced from the aten op that launched them (its Input "
-        f"Dims) or from their NCCL args; {unexplained} launched by no op with Input Dims",
+    notes: list[Note] = [
+        Reason.of(ReasonCode.KERNELS_PRICED, priced=n_priced, kernels=len(launched), unexplained=unexplained),
         *nccl.notes,
     ]
     if by_name:
-        notes.append(f"{by_name} kernels without a launch in the trace (recorded before its host activity) priced "
-                     "as the ops they replay: a run of kernel names launched in that order on their stream, or a "
-                     "name one op signature alone launches")  # fmt: skip
+        notes.append(Reason.of(ReasonCode.KERNELS_WITHOUT_LAUNCH, kernels=by_name))
     notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
-        notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
+        notes.append(Reason.of(ReasonCode.NO_INPUT_DIMS))
     steps, how = kineto_steps(trace, execs)
     if how:
         notes.append(how)
@@ -236,15 +233,13 @@ def _replay_notes(groups: dict[tuple, _Group], unexplained: int, capture: Captur
     share = busy(lambda k: k[0] == "replay" or (k[0] == "kernel" and k[2] == GRAPH_REPLAY)) / total
     notes: list[Note] = []
     if capture is not None and done:
-        notes.append(f"{done} graph-replayed kernels attributed to their ops from the capture trace {capture.source} "
-                     f"({capture.launches} captured launches)")  # fmt: skip
-    if left and capture is not None:
-        notes.append(f"{left} of the {unexplained} were replayed from CUDA/HIP graphs with no op shapes: "
-                     "the capture trace has no op for them")  # fmt: skip
-    elif left:
-        notes.append(Reason.of(ReasonCode.GRAPH_REPLAY_NO_CAPTURE, left=left, unexplained=unexplained))
+        notes.append(Reason.of(ReasonCode.GRAPH_REPLAY_ATTRIBUTED, kernels=done, capture=capture.source,
+                               launches=capture.launches))  # fmt: skip
+    if left:
+        code = ReasonCode.GRAPH_REPLAY_UNMATCHED if capture is not None else ReasonCode.GRAPH_REPLAY_NO_CAPTURE
+        notes.append(Reason.of(code, left=left, unexplained=unexplained))
     if share:
-        notes.append(f"graph-replayed share of the kernel time: {format_percent(share, 1)}")
+        notes.append(Reason.of(ReasonCode.GRAPH_REPLAY_SHARE, share=share))
     return notes
 
 

@@ -11,6 +11,7 @@ jax = pytest.importorskip("jax")
 from rooftop.analysis.compare import category_of  # noqa: E402
 from rooftop.analysis.intervals import _intersection, _merge  # noqa: E402
 from rooftop.jaxlink import analyze  # noqa: E402
+from rooftop.report.reasons import note_texts  # noqa: E402
 from tests.conftest import run_cli, worked_example  # noqa: E402
 
 needs8 = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 devices")
@@ -112,5 +113,5 @@ def test_ops_carry_their_framework_name_phase_and_source() -> None:
     assert all("layer" in o.framework_op and "/mlp" in o.framework_op for o in mlp)
     assert all(o.source.rsplit(":", 1)[0].endswith("workloads.py") for o in mlp)
     assert any(o.phase == "" and "optimizer" in o.framework_op for o in report.ops)
-    cpu = [n for n in report.notes if "ran on the CPU and is judged against h100" in n]
+    cpu = [n for n in note_texts(report.notes) if "ran on the CPU and is judged against h100" in n]
     assert len(cpu) == 1

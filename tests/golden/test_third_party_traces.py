@@ -22,6 +22,8 @@ from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import detect_steps, group_ops
 from rooftop.analysis.trace.xplane import hlo_text
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_texts
 
 
 def _same_program(ours: str | None, derived: str) -> bool:
@@ -189,7 +191,7 @@ def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:
     (psum,) = (o for o in v6e.ops if o.name == "all-reduce")
     assert psum.count == 12 and psum.mesh_axes == ("axis_0",)
     assert psum.collective == "all-reduce over axis_0 (groups of 2, stride 4)"  # [4,2]<=[2,4]T(1,0): 8 devices
-    assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in v6e.notes)
+    assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in note_texts(v6e.notes))
 
 
 def test_v6e_memory_peak_with_and_without_the_stack(v6e) -> None:
@@ -239,7 +241,7 @@ def test_vllm_graph_replay_says_why_it_is_unpriced(third_party: Path) -> None:
 
     report = profile_report(third_party / "chrome_trace/tracelens_vllm_decode_full_mi300x.json.gz", get_chip("h100"))
     assert report.priced_fraction() < 0.1
-    assert any("421 of the 421 were replayed from CUDA/HIP graphs" in n for n in report.notes)
+    assert Reason.of(ReasonCode.GRAPH_REPLAY_NO_CAPTURE, left=421, unexplained=421) in report.notes
     unknown = [o for o in report.ops if o.verdict == "unknown cost"]
     graph = [o for o in unknown if "no cost rule" not in o.why]  # aten::index, run eagerly, has no rule
     assert sum(o.count for o in graph) == 421 and all("replayed from a CUDA/HIP graph" in o.why for o in graph)

@@ -10,6 +10,8 @@ import pytest
 from rooftop.analysis.device import RecordedDevice, choose_chip, match_chip, recorded_devices
 from rooftop.analysis.trace.events import RowBuilder, Trace
 from rooftop.hardware.catalog import get_chip, load_chips
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import sentence
 from tests.conftest import run_cli
 
 CHIPS = load_chips()
@@ -45,14 +47,20 @@ def test_xplane_device_plane_stats() -> None:
     trace = _trace(device_properties={"/device:GPU:0": stats, "/device:GPU:1": {"device_vendor": "AMD"}})
     choice = choose_chip(trace, CHIPS, None)
     assert choice.chip == get_chip("mi355x") and not choice.what_if
-    assert choice.note() == "device from the profile: 'AMD, 256 SMs/CUs, 288 GiB' is catalog chip mi355x"
+    said = Reason.of(ReasonCode.DEVICE_FROM_PROFILE, seen="AMD, 256 SMs/CUs, 288 GiB", chip="mi355x")
+    assert choice.note() == said
+    assert sentence(said) == "device from the profile: 'AMD, 256 SMs/CUs, 288 GiB' is catalog chip mi355x"
 
 
 def test_a_differing_chip_is_a_what_if_and_unknown_devices_are_said() -> None:
     trace = _trace(deviceProperties=[{"name": "AMD Instinct MI300X", "totalGlobalMem": 1, "numSms": 304}])
     choice = choose_chip(trace, CHIPS, get_chip("h100"))
     assert choice.what_if and choice.chip == get_chip("h100")
-    assert "recorded on 'AMD Instinct MI300X' (catalog mi300x); priced on h100" in str(choice.note())
+    note = choice.note()
+    assert note is not None and note == Reason.of(
+        ReasonCode.DEVICE_WHAT_IF, seen="AMD Instinct MI300X", matched="mi300x", chip="h100"
+    )
+    assert "recorded on 'AMD Instinct MI300X' (catalog mi300x); priced on h100" in sentence(note)
     odd = choose_chip(_trace(deviceProperties=[{"name": "NVIDIA A100-PG509-200", "numSms": 108}]), CHIPS, None)
     assert odd.chip is None and odd.recorded is not None and odd.recorded.name == "NVIDIA A100-PG509-200"
     assert choose_chip(_trace(), CHIPS, None).recorded is None

@@ -10,6 +10,7 @@ import pytest
 
 from rooftop.analysis.profile import profile_report
 from rooftop.hardware.catalog import get_chip
+from rooftop.report.reasons import note_texts
 from tests.unit.test_torch_ops import US, cpu_op, kernel, launch
 
 H100 = get_chip("h100")
@@ -84,7 +85,7 @@ def test_kineto_steps_from_engine_annotations_nested_ones_one_step(tmp_path: Pat
     assert [s.index for s in report.steps] == [0, 1]
     assert report.steps[0].duration_s == pytest.approx(1000e-6) and report.steps[0].busy_s == pytest.approx(50e-6)
     assert report.steps[1].duration_s == pytest.approx(150e-6)  # to the end of the last kernel
-    assert any("2 step(s) from the engine's step annotations" in n for n in report.notes)
+    assert any("2 step(s) from the engine's step annotations" in n for n in note_texts(report.notes))
 
 
 def test_nccl_kernel_without_args_takes_its_call_from_record_param_comms(tmp_path: Path) -> None:

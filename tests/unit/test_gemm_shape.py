@@ -228,7 +228,7 @@ def test_serving_shape_factor_is_each_matmuls_own_efficiency(chip: str, monkeypa
     gemms = ((Gemm(7, 4096, 4096), 2.0e9), (Gemm(300, 14336, 4096, 8.0), 5.0e9), (Gemm(7, 4096, 4096), 1.0e9),
              (Gemm(33.5, 1024, 4096, 1.0, 4.0), 3.0e9))  # fmt: skip
     matmuls = Cost({("matrix", "bf16"): 12.0e9})
-    by_hand = 12.0e9 / (sum(f / shape_efficiency(ch, g) for g, f in gemms) + (12.0e9 - 11.0e9))  # type: ignore[operator]
+    by_hand = 12.0e9 / (sum(f / shape_efficiency(ch, g) for g, f in gemms) + (12.0e9 - 11.0e9))
     monkeypatch.setattr(shapes, "_KNOWN", {})
     first = shapes.matmul_shape_factor(gemms, matmuls, ch, default_efficiency("serving"))
     again = shapes.matmul_shape_factor(gemms, matmuls, ch, default_efficiency("serving"))

@@ -22,6 +22,7 @@ from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, natural_ke
 from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import detect_steps, op_executions
 from rooftop.errors import InvalidConfigError, ParseError, RooftopError
+from rooftop.report.reasons import note_texts
 from tests.conftest import quick_and_long, run_cli
 
 
@@ -639,5 +640,5 @@ def test_an_embedded_module_that_cannot_be_priced_does_not_hide_the_others(third
     path = tmp_path / "te.xplane.pb"
     path.write_bytes(data.replace(good, bad, 1))
     report = profile_report(path, get_chip("h100"))
-    assert any("could not be priced" in n and "q_max_seqlen" in n for n in report.notes)
+    assert any("could not be priced" in n and "q_max_seqlen" in n for n in note_texts(report.notes))
     assert report.ops and all(o.verdict == "unknown cost" for o in report.ops if o.module == "jit_loss_fn")

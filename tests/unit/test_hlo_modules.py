@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from rooftop.analysis.trace.hlo_modules import file_name, hlo_protos, module_key
+from rooftop.cli.flags import error_line
+from rooftop.errors import RooftopError
 from tests.conftest import run_cli
 
 
@@ -20,8 +22,9 @@ def test_module_key_and_file_names() -> None:
         module_key(protos, "jit_g", "p")
     with pytest.raises(Exception, match="unknown HLO module 'jit_h'"):
         module_key(protos, "jit_h", "p")
-    with pytest.raises(Exception, match="holds 3 HLO modules: give --module"):
+    with pytest.raises(RooftopError, match="holds 3 HLO modules: give module NAME") as several:
         module_key(protos, None, "p")
+    assert error_line(several.value) == "p holds 3 HLO modules: give --module NAME, one of " + ", ".join(protos)
     assert module_key({"jit_f(1)": b""}, None, "p") == "jit_f(1)"
     assert file_name("jit_f(12)") == "jit_f.12.hlo.txt" and file_name("../a b") == "_a_b.hlo.txt"
 

@@ -20,6 +20,7 @@ from rooftop.analysis.hlo.targets import rule_of
 from rooftop.cost.op import fused_attention_flops
 from rooftop.errors import ParseError
 from rooftop.hardware.catalog import get_chip
+from rooftop.report.reasons import note_texts
 from tests.conftest import run_cli
 
 BF16 = "{2,1,0:T(8,128)(2,1)}"
@@ -100,7 +101,7 @@ def test_chain_timed_once_on_its_mesh_axis_and_noted() -> None:
     assert any(
         "async chain 4: all-gather priced once, on its start async-collective-start.4; 2 instructions of the chain "
         "hold it and are priced for their own work" in n
-        for n in analysis.notes
+        for n in note_texts(analysis.notes)
     )
     assert analysis.totals()["flops_unknown_instructions"] == 0
 
@@ -175,7 +176,7 @@ def test_chain_out_of_schedule_order_is_priced_on_its_start_through_fusion_roots
     assert timed["fusion.9"].network_s == pytest.approx(
         analyze(parse_hlo(chain_module()), get_chip("tpu-v5p"), "data=4", "4").collectives_by_axis()["data"]["comm_s"]
     )
-    assert any("async chain 7: all-gather priced once, on its start fusion.9" in n for n in analysis.notes)
+    assert any("async chain 7: all-gather priced once, on its start fusion.9" in n for n in note_texts(analysis.notes))
 
 
 # --- custom-call targets --------------------------------------------------------------------------------
@@ -579,7 +580,7 @@ def test_an_op_in_megacore_fusion_runs_on_one_core(chip: str, ratio: float) -> N
     assert one.ops[0].op.cost.one_core and not both.ops[0].op.cost.one_core
     assert one.ops[0].estimate.lower_bound_s == pytest.approx(ratio * both.ops[0].estimate.lower_bound_s)
     assert both.ops[0].estimate.memory_s == pytest.approx(2 * 4096 * 4096 * 2 / get_chip(chip).hbm_bytes_per_s)
-    assert any("named *in_megacore* run on one of the" in n for n in one.notes) == (ratio == 2.0)
+    assert any("named *in_megacore* run on one of the" in n for n in note_texts(one.notes)) == (ratio == 2.0)
 
 
 @pytest.mark.parametrize("name", ["fusion.10.in_megacore_fusion.2", "all-gather-matmul.in_megacore.1"])

@@ -215,7 +215,9 @@ def test_cluster_without_the_dask_extra_says_how_to_install_it(tmp_path: Path, m
     for i in range(2):
         (tmp_path / f"host{i}.xplane.pb").write_bytes(b"x")
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)  # import distributed -> ImportError
-    with pytest.raises(InvalidConfigError, match=re.escape(DASK_EXTRA)):
+    from rooftop.reasons import said
+
+    with pytest.raises(InvalidConfigError, match=re.escape(said(DASK_EXTRA))):
         many_host_report([tmp_path], get_chip("h100"), cluster="tcp://127.0.0.1:1")
 
 

@@ -14,6 +14,7 @@ import math
 
 import pytest
 
+from rooftop.cli.flags import error_line
 from rooftop.cost.efficiency import IDEAL
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
@@ -225,10 +226,14 @@ def test_without_a_batch_and_on_one_chip() -> None:
 def test_batch_rounds_to_whole_sequences_and_bad_batches_are_refused() -> None:
     assert whole_sequences(4_000_000, 4096) == 977  # as rooftop train rounds 4M tokens of 4096
     assert whole_sequences(None, None) is None
-    with pytest.raises(InvalidConfigError, match="needs both --batch-tokens and --seq-len"):
-        whole_sequences(4096, None)
-    with pytest.raises(InvalidConfigError, match="less than one sequence"):
+    with pytest.raises(InvalidConfigError, match="needs both batch_tokens and seq_len") as both:
+        whole_sequences(4096, None)  # the library names its parameters; the CLI spells them as its flags
+    assert error_line(both.value).startswith("a batch needs both --batch-tokens and --seq-len (or neither")
+    with pytest.raises(InvalidConfigError, match="less than one sequence") as short:
         whole_sequences(1000, 4096)
+    assert error_line(short.value) == (
+        "--batch-tokens 1,000 is less than one sequence of --seq-len 4,096: the batch cannot be divided into sequences"
+    )
 
 
 def test_every_limit_has_a_formula_and_a_source() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rooftop.cli.flags import error_line
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.fix import PinSpec, parse_pins, pinned_text
 
@@ -34,4 +35,6 @@ def test_parse_pins_reads_counts_flags_words_and_aliases() -> None:
 def test_parse_pins_errors_are_one_line(text: str, message: str) -> None:
     with pytest.raises(InvalidConfigError) as err:
         parse_pins(text, SPEC)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    said = error_line(err.value)  # as the CLI prints it: the option spelled as its flag
+    assert message in said and "\n" not in str(err.value)
+    assert message.replace("--fix", "fix") in str(err.value)  # the library names the parameter

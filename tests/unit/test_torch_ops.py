@@ -16,6 +16,8 @@ from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.torch.ops import nccl_comm, op_cost
 from rooftop.analysis.trace.load import load_trace
 from rooftop.hardware.catalog import get_chip
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_texts, sentence
 
 H100 = get_chip("h100")
 US = 1e-6
@@ -76,7 +78,7 @@ def test_mm_kernel_priced_from_its_launching_op(tmp_path: Path, efficiency: floa
     assert op.flops == MM_FLOPS and op.bytes == MM_BYTES
     assert op.lower_bound_s == pytest.approx(MM_LOWER_S)
     assert op.efficiency == pytest.approx(efficiency)
-    assert report.chip == "h100" and any("1 of 1 kernels priced" in n for n in report.notes)
+    assert report.chip == "h100" and any("1 of 1 kernels priced" in n for n in note_texts(report.notes))
 
 
 def test_one_op_launching_two_kernels_is_one_execution(tmp_path: Path) -> None:
@@ -167,7 +169,8 @@ def test_nccl_kernels_are_collectives(tmp_path: Path) -> None:
     assert ops[f"nccl allreduce {small} x BFloat16 (group of 8)"].verdict == "latency-bound collective"
     broadcast = ops["nccl broadcast 100 x BFloat16 (group of 8)"]
     assert (broadcast.verdict, broadcast.why) == ("unknown cost", "no collective rule for NCCL broadcast")
-    assert any("topology" in n and "8 h100" in n for n in report.notes)
+    default = Reason.of(ReasonCode.NCCL_TOPOLOGY_DEFAULT, ranks=8, topology="1x8", chip="h100")  # said as data
+    assert default in report.notes and "(give --topology)" in sentence(default)
 
 
 # ------------------------------------------------------------------------------------------ cost rules
@@ -283,7 +286,7 @@ def h100_torch() -> ProfileReport:
 
 def test_real_h100_trace_prices_every_kernel(h100_torch: ProfileReport) -> None:
     """Was 665 of 820: cuDNN attention forward/backward and the fused RMSNorm backward had no rule."""
-    assert any("820 of 820 kernels priced" in n for n in h100_torch.notes)
+    assert any("820 of 820 kernels priced" in n for n in note_texts(h100_torch.notes))
     assert all(o.lower_bound_s for o in h100_torch.ops)
 
 
@@ -348,7 +351,7 @@ def test_kernel_without_launch_is_one_more_execution_of_the_one_op_that_launches
         kernel("gemm_any", 80.0, 1.0, 9),
     ]  # fmt: skip
     report = profile_report(write(tmp_path, events), H100)
-    assert any(n.startswith("1 kernels without a launch in the trace") for n in report.notes)
+    assert any(n.startswith("1 kernels without a launch in the trace") for n in note_texts(report.notes))
     ops = by_name(report)
     mm = ops[MM]
     assert (mm.count, mm.flops) == (2, MM_FLOPS) and mm.measured_s == pytest.approx((3.0 + 4.0) / 2 * US)
@@ -374,4 +377,4 @@ def test_kernels_without_launch_replaying_a_launched_run_take_its_ops(tmp_path: 
     counts = {o.name: o.count for o in report.ops}
     assert counts == {MM: 4, "aten::mm [32,128]x[128,256] fp32": 4, "aten::add [64,256]x[64,256] fp32": 8}
     assert report.priced_fraction() == 1.0
-    assert any(n.startswith("8 kernels without a launch in the trace") for n in report.notes)
+    assert any(n.startswith("8 kernels without a launch in the trace") for n in note_texts(report.notes))

@@ -12,6 +12,7 @@ from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.plan.train.plan import plan_training, totals_for
 from rooftop.plan.train.step import TrainingSetup
+from rooftop.report.train_explain import explanation_lines
 
 H100 = get_chip("h100")
 
@@ -162,7 +163,10 @@ def test_tp_across_nvlink_domains_is_explained_against_the_best_tp_inside_one() 
         get_model("gpt-3-175b"), chip, parse_topology(chip, "512x8"), 1536, 2048, default_efficiency("training")
     )
     crossing = plan_training(setup, {"tp": 16})
-    text = " ".join(crossing.explanation)
+    x = crossing.explanation.cross_domain  # the crossing as data: 2 domains of 8, at the fabric's rate
+    assert x is not None and (x.tp, x.spanned, x.inside, x.switched) == (16, 2, 8, True)
+    assert (x.dcn_bytes_per_s, x.fast_bytes_per_s) == (chip.dcn_bytes_per_s, chip.ici_bytes_per_s)
+    text = " ".join(explanation_lines(crossing.explanation))
     assert "tp=16 spans 2 NVLink domains of 8" in text
     assert "25 GB/s per chip (against 300 GB/s over NVLink)" in text
     best = plan_training(setup).ranked[0]
@@ -218,7 +222,7 @@ def test_the_planner_balances_llama3_and_interleaves_it_8_ways() -> None:
     best = plan.ranked[0]
     assert (best.parallelism.virtual_stages, best.parallelism.pipeline_balance) == (8, True)
     assert "Balanced split (pipeline_balance): the last stage holds 7 layers and the output head" in " ".join(
-        plan.explanation
+        explanation_lines(plan.explanation)
     )
     with pytest.raises(InvalidConfigError, match="pipeline_balance with virtual_stages=3 needs n_layers"):  # pinned
         plan_training(setup, {"dp": 128, "tp": 8, "pp": 16, "virtual_stages": 3, "pipeline_balance": True}, top=1)

@@ -26,10 +26,14 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from rooftop.errors import InvalidConfigError, RooftopError, shown
+from rooftop.errors import RooftopError, shown
+from rooftop.reasons import Option, OptionError, Phrased
 from rooftop.units import is_ascii_int
 
-DASK_EXTRA = "--cluster needs the dask extra: pip install 'rooftop[dask]'"
+#: the parameters that name the Dask cluster's address and the local worker processes
+CLUSTER = Option("cluster")
+WORKERS = Option("workers")
+DASK_EXTRA = (CLUSTER, " needs the dask extra: pip install 'rooftop[dask]'")
 #: seconds to connect to the scheduler and finish its handshake
 CONNECT_TIMEOUT_S = 20.0
 #: seconds a cluster may have no worker at all before the run stops
@@ -38,7 +42,7 @@ NO_WORKERS_S = 60.0
 POLL_S = 2.0
 
 
-class ClusterError(RooftopError):
+class ClusterError(Phrased):
     """The workers could not reduce the hosts: the cluster is unreachable, not a Dask scheduler, without
     workers, or its workers died."""
 
@@ -52,13 +56,14 @@ def check_address(address: str) -> str:
     if scheme != "tcp":
         why = {"tls": "it needs certificates rooftop does not take", "ucx": "it needs the UCX bindings"}
         raise ClusterError(
-            f"--cluster {shown(address)}: only tcp:// scheduler addresses are read"
+            CLUSTER,
+            f" {shown(address)}: only tcp:// scheduler addresses are read"
             + (f" ({why[scheme]})" if scheme in why else "")
-            + "; e.g. tcp://10.0.0.5:8786"
+            + "; e.g. tcp://10.0.0.5:8786",
         )
     host, colon, port = rest.rpartition(":")
     if not colon or not host.strip("[]") or not is_ascii_int(port) or not 0 < int(port) < 65536:
-        raise ClusterError(f"--cluster {shown(address)}: expected tcp://HOST:PORT with a port in 1-65535")
+        raise ClusterError(CLUSTER, f" {shown(address)}: expected tcp://HOST:PORT with a port in 1-65535")
     return f"tcp://{rest}"
 
 
@@ -66,7 +71,7 @@ def _client_class() -> type:
     try:
         from distributed import Client
     except ImportError as exc:
-        raise InvalidConfigError(DASK_EXTRA) from exc
+        raise OptionError(*DASK_EXTRA) from exc
 
     class _Client(Client):
         def __del__(self) -> None:
@@ -93,14 +98,15 @@ def connect(address: str) -> Any:
     thread.join(CONNECT_TIMEOUT_S + 5)
     if thread.is_alive():
         raise ClusterError(
-            f"--cluster {shown(address)}: no Dask scheduler answered within {CONNECT_TIMEOUT_S:g} s (a server "
-            "that accepts and does not reply: is this the scheduler's address and port?)"
+            CLUSTER,
+            f" {shown(address)}: no Dask scheduler answered within {CONNECT_TIMEOUT_S:g} s (a server "
+            "that accepts and does not reply: is this the scheduler's address and port?)",
         )
     if "error" in box:
         exc = box["error"]
         raise ClusterError(
-            f"--cluster {shown(address)}: cannot reach a Dask scheduler there ({type(exc).__name__}: "
-            f"{shown(str(exc), 160)})"
+            CLUSTER,
+            f" {shown(address)}: cannot reach a Dask scheduler there ({type(exc).__name__}: {shown(str(exc), 160)})",
         ) from None
     return box["client"]
 
@@ -126,8 +132,9 @@ def dask_parts(
                     idle_since = now
                 elif now - idle_since > NO_WORKERS_S:
                     raise ClusterError(
-                        f"--cluster {shown(address)}: the cluster has had no worker for {NO_WORKERS_S:g} s with "
-                        f"{len(pending)} of {len(files)} hosts left (were its workers stopped?)"
+                        CLUSTER,
+                        f" {shown(address)}: the cluster has had no worker for {NO_WORKERS_S:g} s with "
+                        f"{len(pending)} of {len(files)} hosts left (were its workers stopped?)",
                     )
             else:
                 time.sleep(0.02)
@@ -141,7 +148,7 @@ def _workers(client: Any, address: str) -> int:
     try:
         return len(client.scheduler_info().get("workers", {}))
     except Exception as exc:  # the scheduler went away: CommClosedError, OSError
-        raise ClusterError(f"--cluster {shown(address)}: lost the scheduler ({type(exc).__name__})") from None
+        raise ClusterError(CLUSTER, f" {shown(address)}: lost the scheduler ({type(exc).__name__})") from None
 
 
 def result(fut: Any, path: Path, address: str) -> Any:
@@ -157,7 +164,7 @@ def result(fut: Any, path: Path, address: str) -> Any:
             why = "the workers reducing it kept dying (out of memory, or killed)"
         else:
             why = f"a worker failed: {type(exc).__name__}: {shown(str(exc), 160)}"
-        raise ClusterError(f"--cluster {shown(address)}: host {shown(path.name)}: {why}") from None
+        raise ClusterError(CLUSTER, f" {shown(address)}: host {shown(path.name)}: {why}") from None
 
 
 def local_parts(
@@ -177,7 +184,9 @@ def local_parts(
             except BrokenProcessPool:
                 name = files[futures[fut]].name
                 raise ClusterError(
-                    f"--workers: a worker process died while reducing the hosts (at {shown(name)}: killed, or "
-                    "out of memory); rerun, or with fewer --workers"
+                    WORKERS,
+                    f": a worker process died while reducing the hosts (at {shown(name)}: killed, or "
+                    "out of memory); rerun, or with fewer ",
+                    WORKERS,
                 ) from None
             yield futures[fut], part

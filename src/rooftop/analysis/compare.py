@@ -60,6 +60,7 @@ from rooftop.analysis.trace.events import MemorySample, Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.roofline import Bound, Estimate
 from rooftop.display import Displayed
+from rooftop.reasons import Note, Reason, ReasonCode
 from rooftop.units import format_percent
 
 
@@ -130,7 +131,7 @@ class ProfileReport(Displayed):
     categories: Mapping[str, Mapping[str, float]]
     sharding: tuple[str, ...]
     memory: Mapping[str, object]
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())
     #: the device the profile recorded and the catalog chip it is (analysis/device.py), for one profile
     device: Mapping[str, object] | None = None
 
@@ -487,7 +488,7 @@ def price_ops(
     return grouped, [price_op(k, joiner, present) for k, _ in grouped]
 
 
-def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[str], list[str]]:
+def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[str], list[Note]]:
     """The sharding lines and the notes the HLO analyses give."""
     sharding = []
     for a in analyses.values():
@@ -496,8 +497,7 @@ def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[str], list
         sharding += sorted(seen)
     notes = [n for a in analyses.values() for n in a.notes]
     if not analyses:
-        notes.append("no HLO available: ops have measured times only (give --hlo, or profile with JAX so the "
-                     "XPlane carries each module's HLO)")  # fmt: skip
+        notes.append(Reason.of(ReasonCode.NO_HLO))
     return sharding, notes
 
 
@@ -507,7 +507,7 @@ def assemble(
     ops: Iterable[OpReport],
     chip: str,
     sharding: Iterable[str] = (),
-    notes: Iterable[str] = (),
+    notes: Iterable[Note] = (),
     *,
     intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None,
 ) -> ProfileReport:
@@ -525,7 +525,7 @@ def assemble_parts(
     steps: Iterable[StepReport],
     memory: Mapping[str, object],
     sharding: Iterable[str] = (),
-    notes: Iterable[str] = (),
+    notes: Iterable[Note] = (),
 ) -> ProfileReport:
     """The report of judged ``ops`` ranked by time lost, then name (ties in their order), with their
     categories, and the steps and memory given."""

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from rooftop.analysis.compare import OpReport, ProfileReport
-from rooftop.units import format_percent
+from rooftop.reasons import Reason, ReasonCode
 
 #: the start of the reason an op has no cost because it was replayed from a graph (analysis/torch/launches.py)
 _REPLAYED_WHY = "replayed from a CUDA/HIP graph"
@@ -25,15 +25,10 @@ class Coverage:
     graph_replayed: float | None
     idle: float | None
 
-    def line(self) -> str:
-        """One line for the top of a report."""
-
-        def pct(x: float | None) -> str:
-            return "-" if x is None else format_percent(x, 1)
-
-        return (f"coverage: {pct(self.priced)} of the op time priced, {pct(self.unpriced)} not (ranked by time "
-                f"below); graph-replayed {pct(self.graph_replayed)}; device idle {pct(self.idle)} of the steps' "
-                "time")  # fmt: skip
+    def reason(self) -> Reason:
+        """The note a report opens with (report/reasons.py writes it)."""
+        return Reason.of(ReasonCode.COVERAGE, priced=self.priced, unpriced=self.unpriced,
+                         graph_replayed=self.graph_replayed, idle=self.idle)  # fmt: skip
 
     def payload(self) -> dict[str, float | None]:
         return {"priced_fraction": self.priced, "unpriced_fraction": self.unpriced,

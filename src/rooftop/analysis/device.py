@@ -15,6 +15,7 @@ from typing import Any
 
 from rooftop.analysis.trace.events import Trace
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Reason, ReasonCode
 
 #: how far a device's reported memory may sit from a chip file's HBM capacity and still match (the
 #: driver reserves a little; a 40 GB and an 80 GB part of the same SM count stay apart)
@@ -114,18 +115,17 @@ class DeviceChoice:
         """Priced on a chip other than the one recorded (known only when the recorded one matched)."""
         return self.chip is not None and self.matched is not None and self.chip.name != self.matched.name
 
-    def note(self) -> str | None:
-        """One line on where the chip came from, or on the difference between the chip and the profile."""
+    def note(self) -> Reason | None:
+        """Where the chip came from, or the difference between the chip and the profile (report/ writes it)."""
         if self.recorded is None or self.chip is None:
             return None
-        seen = self.recorded.describe()
+        seen, chip = self.recorded.describe(), self.chip.name
         if self.what_if:
             assert self.matched is not None
-            return (f"recorded on {seen!r} (catalog {self.matched.name}); priced on {self.chip.name} as asked: the "
-                    f"verdicts are a what-if for {self.chip.name}, not how well the ops ran")  # fmt: skip
+            return Reason.of(ReasonCode.DEVICE_WHAT_IF, seen=seen, matched=self.matched.name, chip=chip)
         if self.matched is None:
-            return f"recorded on {seen!r}, which no catalog chip matches; priced on {self.chip.name} as asked"
-        return f"device from the profile: {seen!r} is catalog chip {self.chip.name}"
+            return Reason.of(ReasonCode.DEVICE_UNMATCHED, seen=seen, chip=chip)
+        return Reason.of(ReasonCode.DEVICE_FROM_PROFILE, seen=seen, chip=chip)
 
     def payload(self) -> dict[str, Any]:
         return {

@@ -46,6 +46,7 @@ from rooftop.analysis.trace.load import load_trace
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Note
 
 #: rows named as the step delta's largest contributors
 CONTRIBUTORS = 10
@@ -80,7 +81,7 @@ class Side:
     step_s: float
     step_basis: str
     ops: tuple[SideOp, ...]
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     def roofline_s(self) -> float:
         return sum(o.roofline_s or 0.0 for o in self.ops)

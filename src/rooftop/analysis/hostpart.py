@@ -14,6 +14,7 @@ from rooftop.analysis.compare import OpPricing
 from rooftop.analysis.device import RecordedDevice
 from rooftop.analysis.trace.events import MemorySample
 from rooftop.analysis.trace.ops import Step, StepMark
+from rooftop.reasons import Note
 
 NS_PER_S = 1e9  # a profile's start time (its Task Environment) is in nanoseconds
 
@@ -54,7 +55,7 @@ class HostPart:
     modules: list[tuple[str, str, float, float]]
     memory: tuple[MemorySample, ...]
     sharding: list[str]
-    notes: list[str]
+    notes: list[Note]
     clock_ns: int | None  # the profile's start on the host's clock (Task Environment profile_start_time)
     steps: list[Step]  # the host's own steps
     collectives: dict[tuple[Any, ...], dict[str, CollectiveRuns]]

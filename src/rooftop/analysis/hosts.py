@@ -64,6 +64,7 @@ from rooftop.analysis.trace.xplane import load_xplanes
 from rooftop.errors import InvalidConfigError, RooftopError
 from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Option, OptionError
 
 HostProgress = Callable[[int, int, str, int], None]
 """``progress(hosts_done, hosts, host, events)``: called as each host's aggregates arrive"""
@@ -253,7 +254,7 @@ def many_host_report(
     ``cluster``. Equal to :func:`~rooftop.analysis.profile.profile_report` of one process on the same files."""
     files = host_files(paths)
     if workers is not None and workers < 1:
-        raise InvalidConfigError(f"--workers {workers}: give 1 or more")
+        raise OptionError(Option("workers"), f" {workers}: give 1 or more")
     n = len(files)
     with tempfile.TemporaryDirectory(prefix="rooftop-hosts-") as spill:
         parts: list[HostPart | None] = [None] * n

@@ -8,12 +8,14 @@ from pathlib import Path
 from rooftop.analysis.hlo.liveness import MemoryPeak, memory_peak
 from rooftop.analysis.profile import modules_of
 from rooftop.analysis.trace.events import Trace
-from rooftop.errors import InvalidConfigError
+from rooftop.reasons import Option, OptionError
 
 
 def profile_peak(trace: Trace, hlo: str | Path | None = None) -> MemoryPeak:
     """The peak of the module the profile spent most time in (``hlo`` when given), from its HLO."""
     modules, _ = modules_of(trace, hlo)
     if not modules:
-        raise InvalidConfigError(f"{trace.source}: no module with HLO in the profile for --memory (give --hlo)")
+        raise OptionError(
+            f"{trace.source}: no module with HLO in the profile for ", Option("memory"), " (give ", Option("hlo"), ")"
+        )
     return memory_peak(next(iter(modules.values())))

@@ -28,6 +28,7 @@ from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.errors import ParseError
 from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 def _op_names(module: HloModule) -> dict[str, str]:
@@ -47,15 +48,13 @@ def _sources(module: HloModule) -> dict[str, str]:
     return out
 
 
-def _cpu_on_accelerator(trace: Trace, chip: Chip) -> str | None:
+def _cpu_on_accelerator(trace: Trace, chip: Chip) -> Reason | None:
     """A note when a profile that ran on the CPU is judged against an accelerator's roofline."""
     devices = [d for d in trace.devices if "/device:" in d]
     on_cpu = bool(devices) and all("/device:CPU" in d for d in devices)
     if not on_cpu or chip.kind not in ("gpu", "tpu"):
         return None
-    return (f"this profile ran on the CPU and is judged against {chip.name}'s roofline: efficiencies say how far "
-            "the CPU is from that chip, not how well the ops run (`rooftop calibrate` makes a chip file of this "
-            "CPU)")  # fmt: skip
+    return Reason.of(ReasonCode.CPU_PROFILE, chip=chip.name)
 
 
 def _busiest_modules(trace: Trace) -> list[str]:
@@ -68,18 +67,18 @@ def _busiest_modules(trace: Trace) -> list[str]:
     return [m for m, _ in busy.most_common()]
 
 
-def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, HloModule], list[str]]:
+def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, HloModule], list[Note]]:
     """module name -> parsed HLO: every module whose HloProto the XPlane carries, and the
     ``hlo`` file (which wins, and comes first) for the module of its name, else the busiest one.
     Notes say which modules have no HLO."""
-    notes: list[str] = []
+    notes: list[Note] = []
     names = _busiest_modules(trace)
     found: dict[str, HloModule] = {}
     given = parse_hlo_file(hlo) if hlo is not None else None
     if given is not None:
         target = given.name if any(n.split("(")[0] == given.name for n in names) else (names[0] if names else None)
         if target and target.split("(")[0] != given.name:
-            notes.append(f"--hlo module {given.name!r} joined with the profile's busiest module {target!r}")
+            notes.append(Reason.of(ReasonCode.HLO_JOINED_BUSIEST, given=given.name, target=target))
         found[(target or given.name).split("(")[0]] = given
     programs = Counter(name.split("(")[0] for name in names)
     for name in names:
@@ -92,15 +91,15 @@ def modules_of(trace: Trace, hlo: str | Path | None = None) -> tuple[dict[str, H
             several = sum(k.rsplit("(", 1)[0] == name for k in trace.hlo_protos) > 1
             text = hlo_text(trace, name, _program_of(trace, name) if several else None) if trace.hlo_protos else None
         except ParseError as exc:  # one corrupt module does not hide the others
-            notes.append(f"HLO of {base!r} in the profile is unusable: {exc}")
+            notes.append(Reason.of(ReasonCode.HLO_FAILED, module=base, stage="unusable", error=str(exc)))
             continue
         if text is None:
-            notes.append(f"no HLO for module {base!r} in the profile (give --hlo to price its ops)")
+            notes.append(Reason.of(ReasonCode.HLO_MISSING, module=base))
             continue
         try:
             found[base] = parse_hlo(text, f"{trace.source}:{base}")
         except ParseError as exc:
-            notes.append(f"HLO of {base!r} could not be read: {exc}")
+            notes.append(Reason.of(ReasonCode.HLO_FAILED, module=base, stage="unreadable", error=str(exc)))
     return found, notes
 
 
@@ -121,7 +120,7 @@ def _program_of(trace: Trace, module: str) -> str | None:
 _GROUPED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast")
 
 
-def _groups_from_events(trace: Trace, modules: dict[str, HloModule]) -> list[str]:
+def _groups_from_events(trace: Trace, modules: dict[str, HloModule]) -> list[Note]:
     """Collectives whose HloProto lost its replica groups (``replica_groups={}`` when jaxlib re-prints a TPU
     profile's proto) take them from the op event's HLO text (xprof's ``long_name``); with no text, the
     profile's devices form one group. Modules are updated in place of the dict; notes say which was used."""
@@ -132,7 +131,7 @@ def _groups_from_events(trace: Trace, modules: dict[str, HloModule]) -> list[str
         if kind == "op" and inst is not None and module and args and "replica_groups=" in str(args.get("long_name")):
             texts.setdefault((module.split("(")[0], inst), str(args["long_name"]))
     devices = len({d for d in trace.devices if "/device:" in d and "CPU" not in d}) or len(trace.devices)
-    notes = []
+    notes: list[Note] = []
     for name, module in modules.items():
         fixed: dict[str, Instruction] = {}
         for comp in module.computations.values():
@@ -144,12 +143,12 @@ def _groups_from_events(trace: Trace, modules: dict[str, HloModule]) -> list[str
                 value = next((p.strip()[len("replica_groups="):] for p in split_top(text or "")
                               if p.strip().startswith("replica_groups=")), None)  # fmt: skip
                 if value is not None and value != "{}":
-                    notes.append(f"{name}: replica groups of {instr.name} read from the profile's event text "
-                                 f"({value}): the HloProto had none")  # fmt: skip
+                    notes.append(Reason.of(ReasonCode.GROUPS_FROM_EVENTS, module=name, instruction=instr.name,
+                                           groups=value))  # fmt: skip
                 elif devices > 1:
                     value = "{{" + ",".join(map(str, range(devices))) + "}}"
-                    notes.append(f"{name}: {instr.name} names no replica groups: all {devices} devices of the "
-                                 "profile taken as one group")  # fmt: skip
+                    notes.append(Reason.of(ReasonCode.GROUPS_ALL_DEVICES, module=name, instruction=instr.name,
+                                           devices=devices))  # fmt: skip
                 else:
                     continue
                 fixed[instr.name] = dataclasses.replace(instr, attributes={**instr.attributes, "replica_groups": value})
@@ -208,7 +207,7 @@ def opening(report: ProfileReport, choice: DeviceChoice) -> ProfileReport:
     """``report`` opening with its coverage (priced, graph-replayed and idle shares) and, when the profile
     records its device, where the chip came from or how it differs from the device (a what-if)."""
     said = choice.note()
-    notes = (coverage(report).line(), *([said] if said else []), *report.notes)
+    notes = (coverage(report).reason(), *([said] if said else []), *report.notes)
     return dataclasses.replace(report, notes=notes, device=choice.payload())
 
 
@@ -219,7 +218,7 @@ def _priced_report(
     if trace.format == "kineto":
         report = kineto_report(trace, chip, topology, capture)
         if hlo is not None or mesh is not None:
-            extra = ("--hlo and --mesh are not used for a PyTorch trace (it is priced from its aten ops)",)
+            extra: tuple[Note, ...] = (Reason.of(ReasonCode.HLO_MESH_UNUSED),)
             report = ProfileReport(report.source, report.chip, report.ops, report.steps, report.categories,
                                    report.sharding, report.memory, extra + report.notes)  # fmt: skip
         return report
@@ -241,7 +240,7 @@ class Joined:
     analyses: dict[str, HloAnalysis]
     op_names: dict[str, dict[str, str]]
     sources: dict[str, dict[str, str]]
-    notes: list[str]
+    notes: list[Note]
 
 
 def join_hlo(trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None, topology: str | None) -> Joined:
@@ -258,7 +257,7 @@ def join_hlo(trace: Trace, chip: Chip, hlo: str | Path | None, mesh: str | None,
         except ParseError as exc:  # a module of the profile that cannot be priced does not hide the others
             if name == given:
                 raise
-            notes.append(f"HLO of {name!r} in the profile could not be priced: {exc.one_line()}")
+            notes.append(Reason.of(ReasonCode.HLO_FAILED, module=name, stage="unpriced", error=exc.one_line()))
     cpu = _cpu_on_accelerator(trace, chip)
     if cpu is not None:
         notes.append(cpu)

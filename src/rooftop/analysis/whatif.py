@@ -34,6 +34,7 @@ from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class WhatIf:
     step_basis: str
     measured_step_s: float
     ops: tuple[ProjectedOp, ...]
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     @property
     def ops_measured_s(self) -> float:
@@ -117,7 +118,7 @@ def project_op(x: OpReport, y: OpReport | None) -> tuple[float, str, float | Non
     return ry / eff, "efficiency", eff
 
 
-def project(x: ProfileReport, y: ProfileReport, notes: tuple[str, ...] = ()) -> WhatIf:
+def project(x: ProfileReport, y: ProfileReport, notes: tuple[Note, ...] = ()) -> WhatIf:
     """The ops of ``x`` (a profile priced on the chip it ran on) projected with ``y`` (the same trace priced
     on the other chip)."""
     if x.source != y.source:
@@ -157,5 +158,6 @@ def what_if(
     trace = source if isinstance(source, Trace) else load_trace(source)
     x = profile_report(trace, chip_x, hlo, mesh, topology)
     y = profile_report(trace, chip_y, hlo, mesh, None)
-    notes = [f"collectives on {chip_y.name} timed on its default topology (--topology {topology} is {chip_x.name}'s)"]
-    return x, project(x, y, tuple(notes) if topology is not None else ())
+    why = ReasonCode.TARGET_TOPOLOGY_DEFAULT
+    default = Reason.of(why, chip=chip_y.name, topology=topology, source_chip=chip_x.name)
+    return x, project(x, y, (default,) if topology is not None else ())

@@ -33,6 +33,7 @@ from rooftop.cli import serve as serve_cmd
 from rooftop.cli import shard as shard_cmd
 from rooftop.cli import train as train_cmd
 from rooftop.cli.common import Output, _quiet_stdout, emit
+from rooftop.cli.flags import error_line
 from rooftop.errors import InvalidConfigError, RooftopError, one_line, shown
 
 #: every subcommand module, in the order ``rooftop --help`` lists them
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RooftopError as err:
         if getattr(args, "debug", False):
             raise
-        print(f"rooftop {args.command}: error: {err.one_line()}", file=sys.stderr)
+        print(f"rooftop {args.command}: error: {error_line(err)}", file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:  # the reader of stdout went away (`| head`): 128 + SIGPIPE, as a shell reports it
         return 141

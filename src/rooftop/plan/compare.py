@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rooftop.display import Displayed
 from rooftop.errors import RooftopError
 from rooftop.plan.energy import serving_energy, training_energy
+from rooftop.reasons import Note, refusal
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -43,7 +44,7 @@ class Entry:
     usd_per_million_output_tokens: float | None  # serving, with a price
     price_usd_per_chip_hour: float | None
     price_source: str
-    note: str = ""
+    note: Note = ""
     kwh: float | None = None  # training with --tokens: the run's energy at board power (plan/energy.py)
     kwh_per_million_tokens: float | None = None  # per trained token, or per output token when serving
     usd_per_hour: float | None = None  # the slice's price per hour (chips x price per chip-hour)
@@ -69,7 +70,7 @@ def _per_hour(price: float | None, chips: int) -> float | None:
     return price * chips if price is not None else None
 
 
-def _failed(chip: Chip, topology: str, chips: int, why: str) -> Entry:
+def _failed(chip: Chip, topology: str, chips: int, why: Note) -> Entry:
     price, source = price_of(chip)
     return Entry(chip.name, topology, chips, None, None, None, None, None, None, False, None, None, None, None,
                  price, source, why)  # fmt: skip
@@ -87,7 +88,7 @@ def compare_training(
         try:
             plan = plan_training(setup, fix, "time", 1, tokens)
         except RooftopError as exc:  # no valid layout on this slice: said in its row, the others still planned
-            out.append(_failed(setup.chip, setup.topology.spec, setup.chips, exc.one_line()))
+            out.append(_failed(setup.chip, setup.topology.spec, setup.chips, refusal(exc)))
             continue
         best, totals = plan.ranked[0], plan.totals
         note = "" if best.fits else "fits nowhere: the smallest layout is shown"
@@ -113,7 +114,7 @@ def compare_serving(requests: Sequence[ServingRequest]) -> Comparison:
         try:
             plan = plan_serving(req)
         except RooftopError as exc:
-            out.append(_failed(req.chip, req.topology.spec, chips, exc.one_line()))
+            out.append(_failed(req.chip, req.topology.spec, chips, refusal(exc)))
             continue
         if plan.chosen is None:
             out.append(_failed(req.chip, req.topology.spec, chips, plan.chosen_reason or "no point meets the targets"))

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import MAX_CHIPS
+from rooftop.reasons import Option, OptionError
 from rooftop.units import parse_int
+
+#: the parameter pins are given by
+FIX = Option("fix")
 
 #: spellings of an on/off pin
 FLAG_WORDS = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
@@ -33,7 +37,7 @@ class PinSpec:
     aliases: Mapping[str, str] = field(default_factory=dict)
     lowest: int = 1
     example: str = "tp=8"
-    option: str = "--fix"
+    option: Option = FIX
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -48,17 +52,16 @@ def parse_pins(text: str | None, spec: PinSpec) -> dict[str, object]:
     opt = spec.option
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         if "=" not in part:
-            raise InvalidConfigError(f"cannot read {opt} {shown(part)}: expected NAME=VALUE, e.g. {spec.example}")
+            raise OptionError("cannot read ", opt, f" {shown(part)}: expected NAME=VALUE, e.g. {spec.example}")
         k, v = (s.strip() for s in part.split("=", 1))
         name = spec.aliases.get(k, k)
         if name not in spec.names:
             valid = ", ".join(spec.names)
             aliases = ", ".join(f"{a} = {n}" for a, n in spec.aliases.items())
-            raise InvalidConfigError(
-                f"{opt} cannot pin {shown(k)} (valid: {valid}{f'; aliases: {aliases}' if aliases else ''})"
-            )
+            also = f"; aliases: {aliases}" if aliases else ""
+            raise OptionError(opt, f" cannot pin {shown(k)} (valid: {valid}{also})")
         if name in out:
-            raise InvalidConfigError(f"{opt} pins {shown(name)} twice")
+            raise OptionError(opt, f" pins {shown(name)} twice")
         out[name] = _value(name, k, v, spec)
     return out
 
@@ -67,10 +70,13 @@ def _value(name: str, key: str, value: str, spec: PinSpec) -> object:
     if name in spec.flags:
         flag = FLAG_WORDS.get(value.lower())
         if flag is None:
-            raise InvalidConfigError(f"{spec.option} {key}={shown(value)}: expected 0 or 1 (also true/false, on/off)")
+            raise OptionError(spec.option, f" {key}={shown(value)}: expected 0 or 1 (also true/false, on/off)")
         return flag
     if name in spec.counts:  # ASCII digits ("²" passes str.isdigit()), at most the chips of any topology
-        return parse_int(value, f"{spec.option} {key}", spec.lowest, MAX_CHIPS)
+        try:
+            return parse_int(value, key, spec.lowest, MAX_CHIPS)
+        except InvalidConfigError as exc:  # "tp 'x' is not an integer ...", said of the option
+            raise OptionError(spec.option, f" {exc}") from None
     return value
 
 

@@ -74,6 +74,7 @@ from rooftop.plan.serve.layout import ServingLayout, weights_per_chip_bytes
 from rooftop.plan.train.explain import CriticalTokens, dp_critical_tokens, fsdp_critical_tokens
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import TrainingSetup, layout_mesh
+from rooftop.reasons import Option, OptionError
 from rooftop.units import divisors
 
 
@@ -452,19 +453,25 @@ def _memory_limits(lim: JobLimits) -> list[Limit]:
     ]
 
 
+#: the parameters a batch is given by
+BATCH_TOKENS, SEQ_LEN = Option("batch_tokens"), Option("seq_len")
+
+
 def whole_sequences(batch_tokens: int | None, seq_len: int | None) -> int | None:
     """Sequences of ``seq_len`` tokens in a batch of ``batch_tokens``, rounded to the nearest whole
     one as ``rooftop train`` rounds it (4M tokens of 4096 are 977 sequences); None without a batch."""
     if (batch_tokens is None) != (seq_len is None):
-        raise InvalidConfigError(
-            "a batch needs both --batch-tokens and --seq-len (or neither, for the thresholds alone)"
+        raise OptionError(
+            "a batch needs both ", BATCH_TOKENS, " and ", SEQ_LEN, " (or neither, for the thresholds alone)"
         )
     if batch_tokens is None or seq_len is None:
         return None
     if seq_len < 1 or batch_tokens < seq_len:
-        raise InvalidConfigError(
-            f"--batch-tokens {batch_tokens:,} is less than one sequence of --seq-len {seq_len:,}: "
-            "the batch cannot be divided into sequences"
+        raise OptionError(
+            BATCH_TOKENS,
+            f" {batch_tokens:,} is less than one sequence of ",
+            SEQ_LEN,
+            f" {seq_len:,}: the batch cannot be divided into sequences",
         )
     return round(batch_tokens / seq_len)
 

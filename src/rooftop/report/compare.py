@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.reasons import note_text
 from rooftop.report.table import say, table
 from rooftop.units import format_duration, format_percent, format_plain
 
@@ -21,7 +22,7 @@ def compare_payload(result: Comparison) -> dict[str, Any]:
         "job": result.job,
         "model": result.model,
         "settings": dict(result.settings),
-        "entries": [dataclasses.asdict(e) for e in result.entries],
+        "entries": [{**dataclasses.asdict(e), "note": note_text(e.note)} for e in result.entries],
     }
 
 
@@ -32,7 +33,7 @@ def _money(value: float | None, digits: int = 3) -> str:
 def _row(e: Entry, job: str) -> tuple[str, ...]:
     where = f"{e.chip} {e.topology}"
     if e.step_time_s is None:
-        return (where, "-", "-", "-", "-", "-", "-", e.note)
+        return (where, "-", "-", "-", "-", "-", "-", note_text(e.note))
     price = f"{_money(e.price_usd_per_chip_hour)}/h" if e.price_usd_per_chip_hour is not None else "no price"
     per_chip = format_plain(e.tokens_per_s_per_chip or 0.0)
     if job == "train":
@@ -47,7 +48,7 @@ def _row(e: Entry, job: str) -> tuple[str, ...]:
         e.layout or "-",
         *first,
         _energy(e, job),
-        f"{price}; {e.note}" if e.note and job == "train" else price,
+        f"{price}; {note_text(e.note)}" if e.note and job == "train" else price,
     )
 
 
@@ -74,7 +75,7 @@ def render_compare(console: Console, result: Comparison) -> None:
         title = f"{result.model}: each chip's smallest slice meeting the goal, ranked by {result.settings['rank_by']}"
     console.print(table(title, headers, rows))
     for e in result.entries if ranked else ():
-        say(console, f"{e.chip}: {e.note}")
+        say(console, f"{e.chip}: {note_text(e.note)}")
     sources = {e.chip: e.price_source for e in result.entries}
     for chip, source in sources.items():
         say(console, f"price of {chip}: {source}")

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
+from rooftop.report.reasons import note_texts
 from rooftop.report.serialize import Rows
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_duration, format_number, format_percent, format_plain, plural
@@ -144,7 +145,7 @@ def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
         "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],
         "top": [ops[i].op.name for i in order[:top]],
         "instructions": Rows(ops, functools.partial(op_dict, shapes={}, estimates={})),
-        "notes": list(analysis.notes),
+        "notes": note_texts(analysis.notes),
     }
 
 

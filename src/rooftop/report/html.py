@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.files import check_output_path, replacing
+from rooftop.report.reasons import note_texts
+from rooftop.report.train_explain import explanation_lines
 from rooftop.units import format_bytes, format_duration, format_percent, plural
 
 if TYPE_CHECKING:
@@ -265,7 +267,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
     ]
     body.append(sortable(["part", "measured", "roofline"], cat_rows))
     body += [f'<p class="note">sharding: {esc(line)}</p>' for line in report.sharding]
-    body += [f'<p class="note">note: {esc(note)}</p>' for note in report.notes]
+    body += [f'<p class="note">note: {esc(note)}</p>' for note in note_texts(report.notes)]
     body += extra  # more sections (report/hosts.py: the views across hosts)
     return page(f"rooftop profile: {report.source} on {chip.name}", body)
 
@@ -345,5 +347,5 @@ def train_html(plan: TrainingPlan) -> str:
     body.append("<h2>memory per chip</h2>")
     mem = [[(k.replace("_", " "), k), (format_bytes(v), v)] for k, v in best.memory.items() if v > 0]
     body.append(sortable(["part", "bytes"], mem))
-    body += [f"<p>{esc(line)}</p>" for line in plan.explanation]
+    body += [f"<p>{esc(line)}</p>" for line in explanation_lines(plan.explanation)]
     return page(f"rooftop train: {title}", body)

@@ -7,7 +7,9 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
+from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
@@ -33,7 +35,7 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "categories": {k: dict(v) for k, v in report.categories.items()},
         "sharding": list(report.sharding),
         "memory": dict(report.memory),
-        "notes": list(report.notes),
+        "notes": note_texts(report.notes),
         "coverage": coverage(report).payload(),
         **({"device": dict(report.device)} if report.device is not None else {}),
     }
@@ -88,7 +90,9 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
     steps, parts, overlap, memory and notes."""
     rows = []
     ops, ranking = ranked_ops(report)
-    opening = [n for n in report.notes[:1] if n.startswith("coverage: ")]  # the report opens with its coverage
+    notes = note_texts(report.notes)
+    covered = report.notes[:1] and isinstance(report.notes[0], Reason) and report.notes[0].code is ReasonCode.COVERAGE
+    opening = notes[:1] if covered else []  # the report opens with its coverage
     for line in opening:
         say(console, line)
     for o in ops[: max(top, 1)]:
@@ -158,7 +162,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         say(console, f"peak memory {format_bytes(peak)}{extra}")
     for line in report.sharding:
         say(console, f"sharding: {line}")
-    for note in report.notes[len(opening) :]:
+    for note in notes[len(opening) :]:
         say(console, f"note: {note}", style="dim")
 
 

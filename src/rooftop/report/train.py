@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rooftop.report.formulas import term_dict, term_formula
 from rooftop.report.jaxspec import train_jax_dict
 from rooftop.report.table import say, table, words
+from rooftop.report.train_explain import explanation_lines
 from rooftop.units import format_bytes, format_duration, format_number, format_percent, plural
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def train_payload(plan: TrainingPlan) -> dict[str, Any]:
         "evaluated": result.evaluated,
         "timed": result.timed,
         "unlayable": result.unlayable,
-        "explanation": plan.explanation,
+        "explanation": explanation_lines(plan.explanation),
         **totals_dict(plan.totals),
         "jax": train_jax_dict(ranked[0].parallelism),
     }
@@ -146,7 +147,7 @@ def render_train(console: Console, plan: TrainingPlan) -> None:
             [(words(k), format_bytes(v)) for k, v in best.memory.items() if v > 0],
         )
     )
-    for line in plan.explanation:
+    for line in explanation_lines(plan.explanation):
         say(console, line)
     if totals.tokens is not None and totals.train_time_s is not None and totals.chip_hours is not None:
         cost = totals.cost_usd

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table, words
 from rooftop.units import format_duration, format_percent
 
@@ -28,7 +29,7 @@ def whatif_payload(w: WhatIf) -> dict[str, Any]:
         "ops_projected_s": w.ops_projected_s,
         "by_method": w.by_method(),
         "ops": [dataclasses.asdict(o) for o in w.ops],
-        "notes": list(w.notes),
+        "notes": note_texts(w.notes),
     }
 
 
@@ -60,5 +61,5 @@ def render_whatif(console: Console, w: WhatIf, top: int) -> None:
     by = w.by_method()
     say(console, f"projected by efficiency carried over {_t(by['efficiency'])}, at the roofline (faster than it on "
                  f"{w.chip_x}) {_t(by['roofline'])}, kept as measured (no roofline) {_t(by['measured'])}")  # fmt: skip
-    for note in w.notes:
+    for note in note_texts(w.notes):
         say(console, f"note: {note}", style="dim")

@@ -27,6 +27,7 @@ from rooftop.cost.roofline import Estimate, host_term, matrix_seconds, roofline
 from rooftop.display import Displayed
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class HloAnalysis(Displayed):
     mesh: LogicalMesh
     topology: Topology
     ops: tuple[TimedOp, ...]
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
 
     def top(self, n: int) -> list[TimedOp]:
         """The ``n`` instructions with the largest predicted time (lower bound)."""
@@ -119,18 +120,21 @@ def analyze(
     axes (devices numbered row-major); without it the mesh is inferred from the replica groups. The
     topology defaults to ``topology_for_chips`` of the device count. Both defaults are noted."""
     counts = count_module(module)
-    notes, uses = list(counts.notes), [u for op in counts.ops for u in op.cost.collectives]
+    notes: list[Note] = list(counts.notes)
+    uses = [u for op in counts.ops for u in op.cost.collectives]
     if mesh is not None:
         logical = given_mesh(mesh, counts.num_devices)
     else:
         groups = [u.groups for u in uses if u.groups is not None]
         logical = infer_mesh(groups, counts.num_devices or 1, [u.raw for u in uses])
         if uses:
-            notes.append(f"mesh {logical.spec()} {logical.how} (give --mesh to name the axes)")
+            notes.append(Reason.of(ReasonCode.MESH_INFERRED, mesh=logical.spec(), how=logical.how))
     if topology is None:
         topo = topology_for_chips(chip, logical.num_devices)
         if uses:
-            notes.append(f"topology {topo.spec}: the default for {logical.num_devices} {chip.name} (give --topology)")
+            notes.append(
+                Reason.of(ReasonCode.TOPOLOGY_DEFAULT, topology=topo.spec, devices=logical.num_devices, chip=chip.name)
+            )
     else:
         topo = parse_topology(chip, topology) if isinstance(topology, str) else topology
     hardware = make_mesh(topo, logical.shape()) if uses and logical.shape() else None

@@ -46,7 +46,8 @@ from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
-from rooftop.units import format_bytes, format_percent
+from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.units import format_bytes
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 
@@ -69,7 +70,7 @@ class _Nccl:
         info = trace.metadata.get("distributedInfo") or {}
         self.world = info.get("world_size") if isinstance(info, dict) else None
         self.meshes: dict[int, Mesh | str] = {}
-        self.notes: list[str] = []
+        self.notes: list[Note] = []
 
     def mesh(self, n: int) -> Mesh | str:
         if n not in self.meshes:
@@ -77,8 +78,8 @@ class _Nccl:
                 topo = parse_topology(self.chip, self.topology) if self.topology else None
                 if topo is None or topo.num_chips != n:
                     topo = topology_for_chips(self.chip, n)
-                    self.notes.append(f"NCCL collectives over {n} ranks timed on topology {topo.spec}, the default "
-                                      f"for {n} {self.chip.name} (give --topology)")  # fmt: skip
+                    self.notes.append(Reason.of(ReasonCode.NCCL_TOPOLOGY_DEFAULT, ranks=n, topology=topo.spec,
+                                                chip=self.chip.name))  # fmt: skip
                 self.meshes[n] = make_mesh(topo)
             except (InvalidConfigError, ShardingError) as exc:
                 self.meshes[n] = f"no topology of {n} {self.chip.name}: {exc}"
@@ -126,7 +127,7 @@ class _Nccl:
         return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
 
 
-def _nccl_row(key: tuple, kernel: str) -> str:
+def _nccl_row(key: tuple[Any, ...], kernel: str) -> str:
     """The report row of an NCCL kernel of call signature ``key`` (``_Nccl.key``): the call, or the kernel's
     name when its args name no collective."""
     coll, n_in, n_out, dtype, size = key
@@ -209,18 +210,15 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
         assert g.runs is not None
         ops.append(judge(g.label, None, g.opcode, category, g.runs, g.priced, intervals[0]))
     n_priced = sum(g.runs.events() for g in groups.values() if g.runs and g.priced.estimate and not g.priced.unknown)
-    notes = [
-        f"PyTorch trace: {n_priced} of {len(launched)} kernels priced from the aten op that launched them (its Input "
-        f"Dims) or from their NCCL args; {unexplained} launched by no op with Input Dims",
+    notes: list[Note] = [
+        Reason.of(ReasonCode.KERNELS_PRICED, priced=n_priced, kernels=len(launched), unexplained=unexplained),
         *nccl.notes,
     ]
     if by_name:
-        notes.append(f"{by_name} kernels without a launch in the trace (recorded before its host activity) priced "
-                     "as the ops they replay: a run of kernel names launched in that order on their stream, or a "
-                     "name one op signature alone launches")  # fmt: skip
+        notes.append(Reason.of(ReasonCode.KERNELS_WITHOUT_LAUNCH, kernels=by_name))
     notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
-        notes.append("no cpu_op carries Input Dims: record with torch.profiler.profile(record_shapes=True)")
+        notes.append(Reason.of(ReasonCode.NO_INPUT_DIMS))
     steps, how = kineto_steps(trace, execs)
     if how:
         notes.append(how)
@@ -228,7 +226,7 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
     return assemble_parts(trace.source, chip.name, ops, table, memory_of(trace), (), notes)
 
 
-def _replay_notes(groups: dict[tuple[Any, ...], _Group], unexplained: int, capture: Capture | None) -> list[str]:
+def _replay_notes(groups: dict[tuple[Any, ...], _Group], unexplained: int, capture: Capture | None) -> list[Note]:
     """What the report says of graph replays: how many kernels the capture attributed, how many are left and
     their share of the kernel time, and how to get a capture when there is none."""
 
@@ -239,17 +237,15 @@ def _replay_notes(groups: dict[tuple[Any, ...], _Group], unexplained: int, captu
     done = sum(g.runs.events() for key, g in groups.items() if key[0] == "replay" and g.runs is not None)
     total = busy(lambda k: True) or 1.0
     share = busy(lambda k: k[0] == "replay" or (k[0] == "kernel" and k[2] == GRAPH_REPLAY)) / total
-    notes = []
+    notes: list[Note] = []
     if capture is not None and done:
-        notes.append(f"{done} graph-replayed kernels attributed to their ops from the capture trace {capture.source} "
-                     f"({capture.launches} captured launches)")  # fmt: skip
+        notes.append(Reason.of(ReasonCode.GRAPH_REPLAY_ATTRIBUTED, kernels=done, capture=capture.source,
+                               launches=capture.launches))  # fmt: skip
     if left:
-        how = ("the capture trace has no op for them" if capture is not None else "no capture trace beside the "
-               "profile: record one (vLLM and SGLang can profile CUDA-graph capture into capture_traces/) and give "
-               "it with --capture, or profile in eager mode (vLLM enforce_eager=True)")  # fmt: skip
-        notes.append(f"{left} of the {unexplained} were replayed from CUDA/HIP graphs with no op shapes: {how}")
+        code = ReasonCode.GRAPH_REPLAY_UNMATCHED if capture is not None else ReasonCode.GRAPH_REPLAY_NO_CAPTURE
+        notes.append(Reason.of(code, left=left, unexplained=unexplained))
     if share:
-        notes.append(f"graph-replayed share of the kernel time: {format_percent(share, 1)}")
+        notes.append(Reason.of(ReasonCode.GRAPH_REPLAY_SHARE, share=share))
     return notes
 
 

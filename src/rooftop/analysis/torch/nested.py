@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from rooftop.analysis.torch.engine_ops import ENGINE_OPS, family_of
-from rooftop.dtypes import TORCH_DTYPES
 from rooftop.analysis.trace.events import EventTable
 from rooftop.analysis.trace.ops import column_codes, floats
+from rooftop.dtypes import TORCH_DTYPES
 
 
 def spans_inside(spans: Sequence[tuple[float, float, str, Mapping[str, Any]]], ends: np.ndarray, f: int) -> list[Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rooftop.analysis.trace.files import read_regular, stat_mode
 from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.reasons import Option, OptionError
 
 #: the largest XPlane read (a protobuf message holds at most 2 GiB)
 MAX_XPLANE_BYTES = 2**31 - 1
@@ -72,8 +73,8 @@ def module_key(protos: dict[str, bytes], name: str | None, source: str) -> str:
     if name is None:
         if len(protos) == 1:
             return next(iter(protos))
-        raise InvalidConfigError(
-            f"{source} holds {len(protos)} HLO modules: give --module NAME, one of {', '.join(protos)}"
+        raise OptionError(
+            f"{source} holds {len(protos)} HLO modules: give ", Option("module"), f" NAME, one of {', '.join(protos)}"
         )
     if name in protos:
         return name

@@ -9,10 +9,12 @@ from rooftop.cost.groups import mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.topology import Mesh, domains_spanned
+from rooftop.plan.fix import FIX
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import Parallelism, stage_split, validate
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh, profile_for
-from rooftop.units import format_bytes, format_duration, format_rate, plural
+from rooftop.reasons import Option, Part
+from rooftop.units import plural
 
 
 def critical_tokens_per_chip(setup: TrainingSetup) -> tuple[float, int, str]:
@@ -90,81 +92,83 @@ def _try(setup: TrainingSetup, par: Parallelism) -> StepResult | None:
         return None
 
 
+@dataclass(frozen=True)
+class CrossDomainTp:
+    """The best layout's tensor parallelism spans ``spanned`` fast domains (NVLink domains when
+    ``switched``, else TPU slices) of ``inside`` chips each: its per-layer collectives cross the
+    scale-out network at ``dcn_bytes_per_s`` per chip against ``fast_bytes_per_s`` inside a domain.
+    ``inside_best``: the best layout with tp inside one domain (searched by the planner), if any."""
+
+    tp: int
+    spanned: int
+    inside: int
+    switched: bool
+    dcn_bytes_per_s: float
+    fast_bytes_per_s: float
+    inside_best: StepResult | None
+
+
+@dataclass(frozen=True)
+class StageSplit:
+    """How the layers fall on the pipeline stages (layout.stage_split): balanced or even, the layers
+    of the last stage and of the fullest one, and the output head's weight in layers."""
+
+    balanced: bool
+    last_layers: int
+    most_layers: int
+    head_layers: float
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why the best layout wins, as data (report/train_explain.py writes it in words).
+
+    ``tokens_per_chip`` against ``critical_tokens``, the batch per chip pure FSDP needs to hide its
+    weight traffic (over ``critical_links``); ``fsdp_alone`` pure FSDP over every chip (None: not a
+    valid layout) when the batch feeds a replica per chip (``batch_feeds_every_chip``); ``top_parts``
+    the largest parts of the step; ``without_remat`` the same layout without remat (when it has remat);
+    ``cross_domain`` and ``split`` when tp spans fast domains and when the layout pipelines."""
+
+    chips: int
+    chip: str
+    global_batch: int
+    best: StepResult
+    ideal: StepResult
+    tokens_per_chip: float
+    critical_tokens: float
+    critical_links: str
+    batch_feeds_every_chip: bool
+    fsdp_alone: StepResult | None
+    top_parts: tuple[tuple[str, float], ...]
+    without_remat: StepResult | None
+    cross_domain: CrossDomainTp | None
+    split: StageSplit | None
+
+
 def explain(
     setup: TrainingSetup, best: StepResult, ideal: StepResult, inside_best: StepResult | None = None
-) -> list[str]:
+) -> Explanation:
+    """The figures that say why ``best`` wins (``ideal``: the same layout at ideal efficiency)."""
     par = best.parallelism
-    if not best.fits:
-        return [
-            f"Nothing fits: the smallest layout, {par.label()}, needs {format_bytes(best.memory_per_chip_bytes)} per "
-            f"chip, more than the {format_bytes(best.usable_hbm_bytes)} usable; it does not fit (its step would take "
-            f"{format_duration(best.step_time_s)}). Add chips, or allow offload/remat if pinned."
-        ]
-    lines = [
-        f"Best layout: {par.label()}: step {format_duration(best.step_time_s)}, MFU {best.mfu:.1%} "
-        f"(ideal efficiency: {format_duration(ideal.step_time_s)}, MFU {ideal.mfu:.1%}), {best.bound}-bound."
-    ]
-    per_chip = setup.tokens_per_step / setup.chips
-    crit, _axes, links = critical_tokens_per_chip(setup)
-    verdict = "below" if per_chip < crit else "above"
-    lines.append(
-        f"{per_chip:,.0f} tokens per chip per step is {verdict} the ~{crit:,.0f} tokens per chip that pure FSDP "
-        f"needs to hide its weight traffic (its gathers and reduce-scatters priced as the step prices them, over "
-        f"{links} on {setup.chip.name})."
-    )
-    data = min(setup.chips, setup.global_batch)
-    if setup.chips % data == 0 and setup.chips == data:
-        pure = _try(setup, Parallelism(fsdp=setup.chips, remat=par.remat))
-        if pure is None:
-            lines.append(f"FSDP over all {plural(setup.chips, 'chip')} is not a valid layout for this model and batch.")
-        elif not pure.fits:
-            lines.append(
-                f"FSDP over all {plural(setup.chips, 'chip')} would need {format_bytes(pure.memory_per_chip_bytes)} "
-                f"per chip (> {format_bytes(pure.usable_hbm_bytes)} usable)."
-            )
-        else:
-            lines.append(
-                f"FSDP over all {plural(setup.chips, 'chip')}: step {format_duration(pure.step_time_s)} "
-                f"(MFU {pure.mfu:.1%}), of which {format_duration(pure.breakdown['fsdp'])} exposed FSDP "
-                "communication."
-            )
-    else:
-        lines.append(
-            f"The batch of {plural(setup.global_batch, 'sequence')} cannot feed {setup.chips} data-parallel replicas, "
-            "so some chips must split the model (tensor, pipeline or context parallelism)."
-        )
+    fits = best.fits
+    crit, _axes, links = critical_tokens_per_chip(setup) if fits else (0.0, 0, "")
+    feeds = setup.chips <= setup.global_batch  # a data-parallel replica per chip
+    alone = _try(setup, Parallelism(fsdp=setup.chips, remat=par.remat)) if fits and feeds else None
     big = sorted(((v, k) for k, v in best.breakdown.items() if v > 0), reverse=True)[:3]
-    lines.append("Step time goes to " + ", ".join(f"{k.replace('_', ' ')} {format_duration(v)}" for v, k in big) + ".")
-    if par.remat != "none":
-        lighter = _try(setup, replace(par, remat="none"))
-        if lighter is not None and not lighter.fits:
-            lines.append(
-                f"remat={par.remat}: without remat the activations would need "
-                f"{format_bytes(lighter.memory_per_chip_bytes)} per chip "
-                f"(> {format_bytes(lighter.usable_hbm_bytes)} usable)."
-            )
-    lines += _cross_domain_tp(setup, best, inside_best)
-    if par.pp > 1:
-        lines.append(
-            f"Pipeline of {par.pp} stages x {par.virtual_stages} virtual with {par.microbatches} microbatches: "
-            f"bubble {format_duration(best.breakdown['pipeline_bubble'])} "
-            f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work). "
-            + _split_words(setup, par)
-        )
-    return lines
+    lighter = _try(setup, replace(par, remat="none")) if fits and par.remat != "none" else None
+    return Explanation(
+        setup.chips, setup.chip.name, setup.global_batch, best, ideal, setup.tokens_per_step / setup.chips, crit,
+        links, feeds, alone, tuple((k, v) for v, k in big), lighter,
+        _cross_domain_tp(setup, best, inside_best) if fits else None,
+        _split(setup, par) if fits and par.pp > 1 else None,
+    )  # fmt: skip
 
 
-def _split_words(setup: TrainingSetup, par: Parallelism) -> str:
-    """How the layers fall on the stages (layout.stage_split), in words."""
+def _split(setup: TrainingSetup, par: Parallelism) -> StageSplit:
+    """How the layers fall on the stages (layout.stage_split)."""
     prof = profile_for(setup, par.remat)
     split = stage_split(setup.cfg.n_layers, par, prof.head_layers)
-    head = f"the output head and loss (worth {prof.head_layers:.2f} of a layer)"
-    if par.pipeline_balance:
-        return (
-            f"Balanced split (pipeline_balance): the last stage holds {plural(split.last, 'layer')} and {head}, "
-            f"the others up to {split.most}."
-        )
-    return f"Even split: up to {plural(split.most, 'layer')} a stage, the last one with {head} on top."
+    return StageSplit(par.pipeline_balance, split.last, split.most, prof.head_layers)
 
 
 def tp_domains(setup: TrainingSetup, par: Parallelism) -> int:
@@ -172,59 +176,42 @@ def tp_domains(setup: TrainingSetup, par: Parallelism) -> int:
     return domains_spanned(layout_mesh(setup.topology, par).axis("tp")) if par.tp > 1 else 1
 
 
-def _cross_domain_tp(setup: TrainingSetup, best: StepResult, inside_best: StepResult | None) -> list[str]:
-    """When the best layout's tensor parallelism spans fast domains (NVLink domains, TPU slices): what of its
-    traffic crosses the scale-out network, how much of the step is exposed tensor-parallel time, and the best
-    layout with tp inside one domain (``inside_best``, searched by the planner), for comparison."""
+def _cross_domain_tp(setup: TrainingSetup, best: StepResult, inside_best: StepResult | None) -> CrossDomainTp | None:
+    """When the best layout's tensor parallelism spans fast domains (NVLink domains, TPU slices): the rates
+    its traffic crosses at and the best layout with tp inside one domain (``inside_best``), for comparison."""
     par = best.parallelism
     spanned = tp_domains(setup, par)
     if spanned <= 1:
-        return []
-    chip, inside = setup.chip, par.tp // spanned
+        return None
+    chip = setup.chip
     switched = chip.topology.kind == "switched"
-    what, fast = ("NVLink domains", "NVLink") if switched else ("slices", "ICI")
-    line = (
-        f"tp={par.tp} spans {spanned} {what} of {inside}: its per-layer all-gathers and reduce-scatters cross the "
-        f"{'scale-out fabric' if switched else 'data-center network'} at {format_rate(chip.dcn_bytes_per_s)} per chip "
-        f"(against {format_rate(chip.ici_bytes_per_s)} over {fast}); exposed tensor-parallel time "
-        f"{format_duration(best.breakdown['tensor_parallel'])} of the {format_duration(best.step_time_s)} step."
+    return CrossDomainTp(
+        par.tp, spanned, par.tp // spanned, switched, chip.dcn_bytes_per_s, chip.ici_bytes_per_s, inside_best
     )
-    if inside_best is not None:
-        alt = inside_best
-        parts = ", ".join(
-            f"{k.replace('_', ' ')} {format_duration(alt.breakdown[k])}"
-            for k in ("tensor_parallel", "fsdp", "pipeline_bubble", "data_parallel")
-            if alt.breakdown[k] > 0
-        )
-        line += (
-            f" The best layout with tp inside one, {alt.parallelism.label()}: step {format_duration(alt.step_time_s)} "
-            f"({alt.step_time_s / best.step_time_s - 1:+.1%}; {parts})."
-        )
-    return [line]
 
 
-def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: int) -> str:
-    """Why the search found no valid layout at all (as opposed to none that fits in memory)."""
+def no_layout_reason(setup: TrainingSetup, fix: dict[str, object], unlayable: int) -> tuple[Part, ...]:
+    """Why the search found no valid layout at all (as opposed to none that fits in memory): the parts of
+    an :class:`~rooftop.reasons.OptionError` (the pins are the ``fix`` option's, a topology ``topology``'s)."""
     degrees = {k: int(v) for k, v in fix.items() if k in ("dp", "fsdp", "tp", "pp", "cp") and isinstance(v, int)}
     pinned = ",".join(f"{k}={v}" for k, v in fix.items())
     where = plural(setup.chips, f"{setup.chip.name} chip")
     product = 1
     for v in degrees.values():
         product *= max(v, 1)
+    with_pins: tuple[Part, ...] = (" with ", FIX, f" {pinned}") if pinned else ()
     if any(v < 1 for v in degrees.values()):
-        return f"--fix {pinned}: every degree must be >= 1"
+        return FIX, f" {pinned}: every degree must be >= 1"
     if setup.chips % product:
-        return f"--fix {pinned}: the pinned degrees multiply to {product}, which does not divide the {where}"
+        return FIX, f" {pinned}: the pinned degrees multiply to {product}, which does not divide the {where}"
     rest = setup.chips // product
     free = {"dp": rest} if "dp" not in degrees and "fsdp" not in degrees else {}
     try:
         par = Parallelism(**{**degrees, **free, **{k: v for k, v in fix.items() if k not in degrees}})  # type: ignore[arg-type]
         validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
     except InvalidConfigError as exc:
-        return f"no valid layout{f' with --fix {pinned}' if pinned else ''} for {setup.cfg.name} on {where}: {exc}"
+        return "no valid layout", *with_pins, f" for {setup.cfg.name} on {where}: {exc}"
     if unlayable:
-        return (
-            f"no layout{f' with --fix {pinned}' if pinned else ''} can be laid on topology {setup.topology.spec} "
-            f"({unlayable} tried); try another --topology or other degrees"
-        )
-    return f"no valid layout{f' with --fix {pinned}' if pinned else ''} for {setup.cfg.name} on {where}"
+        tried = f" can be laid on topology {setup.topology.spec} ({unlayable} tried); try another "
+        return "no layout", *with_pins, tried, Option("topology"), " or other degrees"
+    return "no valid layout", *with_pins, f" for {setup.cfg.name} on {where}"

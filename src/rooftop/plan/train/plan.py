@@ -11,9 +11,10 @@ from rooftop.cost.efficiency import IDEAL
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.plan.train.breakdown import StepPart, breakdown_of
-from rooftop.plan.train.explain import explain, no_layout_reason, tp_domains
+from rooftop.plan.train.explain import Explanation, explain, no_layout_reason, tp_domains
 from rooftop.plan.train.search import SearchResult, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
+from rooftop.reasons import OptionError
 from rooftop.units import SECONDS_PER_HOUR
 
 
@@ -40,7 +41,7 @@ class TrainingPlan(Displayed):
     ranked: list[StepResult]
     parts: list[list[StepPart]]
     ideal: StepResult
-    explanation: list[str]
+    explanation: Explanation  # why the best wins, as figures (report/train_explain.py: in words)
     totals: TrainingTotals
 
 
@@ -82,7 +83,7 @@ def plan_training(
         setup = replace(setup, framework=replace(setup.stack, grad_clip=bool(pinned.pop("grad_clip"))))
     result = search(setup, pinned, objective, top, progress)
     if not result.ranked and result.best_unfit is None:
-        raise InvalidConfigError(no_layout_reason(setup, pinned, result.unlayable))
+        raise OptionError(*no_layout_reason(setup, pinned, result.unlayable))
     ranked = result.ranked or [result.best_unfit]  # type: ignore[list-item]  # checked just above
     best = ranked[0]
     parts = [breakdown_of(setup, r.parallelism) for r in ranked]
@@ -93,7 +94,7 @@ def plan_training(
     if spanned > 1 and "tp" not in pinned:  # the best that keeps tp inside one fast domain, to compare
         within = search(setup, {**pinned, "tp": best.parallelism.tp // spanned}, objective, 1)
         inside = within.ranked[0] if within.ranked else None
-    lines = explain(setup, best, ideal, inside)
+    why = explain(setup, best, ideal, inside)
     return TrainingPlan(
-        setup, result, ranked, parts, ideal, lines, totals_for(setup, best, tokens, price_usd_per_chip_hour)
+        setup, result, ranked, parts, ideal, why, totals_for(setup, best, tokens, price_usd_per_chip_hour)
     )

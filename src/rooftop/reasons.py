@@ -1,0 +1,143 @@
+"""Reasons as data: what library code (plan/, analysis/) says about a result or an error without
+writing the command line's words.
+
+- :class:`Option` names a parameter of a library call (``"cluster"``, ``"batch_tokens"``): the library
+  spells it as that name, the command line as its flag (``--cluster``, ``--batch-tokens``), so no
+  flag is written below the CLI.
+- :class:`Phrased` is an error whose message is a sequence of text and :class:`Option` parts:
+  ``str(err)`` is the library's spelling; the CLI re-spells the options (:meth:`Phrased.said`).
+- :class:`Reason` is a note on a result: a :class:`ReasonCode` and the figures it names. ``report/``
+  writes its sentence (``rooftop.report.reasons``); a library user reads ``code`` and ``figures``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from rooftop.errors import InvalidConfigError, RooftopError
+
+
+@dataclass(frozen=True)
+class Option:
+    """A parameter a message names: ``name`` is its keyword in the Python API (and the CLI's dest)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Part = str | Option
+
+
+def said(parts: Iterable[Part], spell: Callable[[Option], str] = str) -> str:
+    """The parts as one text, each option spelled by ``spell`` (default: its name)."""
+    return "".join(p if isinstance(p, str) else spell(p) for p in parts)
+
+
+class Phrased(RooftopError):
+    """An error whose message names options as data: ``parts`` are text and :class:`Option` values."""
+
+    def __init__(self, *parts: Part) -> None:
+        self.parts: tuple[Part, ...] = parts
+        super().__init__(said(parts))
+
+    def __reduce__(self) -> tuple[type[Phrased], tuple[Part, ...]]:
+        """Rebuilt from its parts (an error raised in a worker process keeps its options)."""
+        return (type(self), self.parts)
+
+    @property
+    def options(self) -> tuple[Option, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Option))
+
+    def said(self, spell: Callable[[Option], str]) -> str:
+        """The message with each option spelled by ``spell`` (the CLI passes its flags)."""
+        return said(self.parts, spell)
+
+
+class OptionError(Phrased, InvalidConfigError):
+    """A value, flag or field out of range, naming the options involved as data."""
+
+
+class ReasonCode(Enum):
+    """What a note on a result says; its figures are listed next to each code."""
+
+    #: an error's message, kept as data in a result (figures: parts, the error's text and options)
+    REFUSED = "refused"
+
+    #: the mesh was inferred from the replica groups (figures: mesh, how)
+    MESH_INFERRED = "mesh-inferred"
+    #: the topology is the chip's default for the device count (figures: topology, devices, chip)
+    TOPOLOGY_DEFAULT = "topology-default"
+    #: NCCL collectives timed on a default topology (figures: ranks, topology, chip)
+    NCCL_TOPOLOGY_DEFAULT = "nccl-topology-default"
+    #: graph-replayed kernels with no op shapes and no capture trace (figures: left, unexplained)
+    GRAPH_REPLAY_NO_CAPTURE = "graph-replay-no-capture"
+    #: graph-replayed kernels with no op shapes that the capture trace has no op for (figures: left, unexplained)
+    GRAPH_REPLAY_UNMATCHED = "graph-replay-unmatched"
+    #: graph-replayed kernels attributed from a capture trace (figures: kernels, capture, launches)
+    GRAPH_REPLAY_ATTRIBUTED = "graph-replay-attributed"
+    #: the share of the kernel time replayed from graphs (figures: share)
+    GRAPH_REPLAY_SHARE = "graph-replay-share"
+    #: a PyTorch trace's kernels priced from their launching op or NCCL args (figures: priced, kernels, unexplained)
+    KERNELS_PRICED = "kernels-priced"
+    #: kernels without a launch priced as the ops they replay (figures: kernels)
+    KERNELS_WITHOUT_LAUNCH = "kernels-without-launch"
+    #: no cpu_op of a PyTorch trace carries its input shapes (no figures)
+    NO_INPUT_DIMS = "no-input-dims"
+    #: the given HLO module joined with the profile's busiest one (figures: given, target)
+    HLO_JOINED_BUSIEST = "hlo-joined-busiest"
+    #: a module of the profile carries no HLO (figures: module)
+    HLO_MISSING = "hlo-missing"
+    #: no HLO at all: ops have measured times only (no figures)
+    NO_HLO = "no-hlo"
+    #: HLO and mesh given for a PyTorch trace, which does not use them (no figures)
+    HLO_MESH_UNUSED = "hlo-mesh-unused"
+    #: collectives on the target chip timed on its default topology (figures: chip, topology, source_chip)
+    TARGET_TOPOLOGY_DEFAULT = "target-topology-default"
+    #: how much of a profile is explained: shares in [0, 1] or None (figures: priced, unpriced,
+    #: graph_replayed, idle)
+    COVERAGE = "coverage"
+    #: the profile's device matched a catalog chip, and it is the chip priced on (figures: seen, chip)
+    DEVICE_FROM_PROFILE = "device-from-profile"
+    #: the profile's device matched a catalog chip, but another was asked for (figures: seen, matched, chip)
+    DEVICE_WHAT_IF = "device-what-if"
+    #: the profile's device matches no catalog chip (figures: seen, chip)
+    DEVICE_UNMATCHED = "device-unmatched"
+    #: a profile that ran on the CPU judged against an accelerator's roofline (figures: chip)
+    CPU_PROFILE = "cpu-profile"
+    #: a collective's replica groups read from the event text, not the HloProto (figures: module,
+    #: instruction, groups)
+    GROUPS_FROM_EVENTS = "groups-from-events"
+    #: a collective that names no replica groups: all devices taken as one (figures: module, instruction, devices)
+    GROUPS_ALL_DEVICES = "groups-all-devices"
+    #: a module's HLO in the profile could not be taken, read or priced (figures: module, stage, error;
+    #: stage one of "unusable", "unreadable", "unpriced")
+    HLO_FAILED = "hlo-failed"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """A note on a result, as data: ``code`` and the figures it names (a sorted tuple of pairs, so a
+    Reason is hashable and notes can be deduplicated). ``report.reasons.sentence`` writes its words."""
+
+    code: ReasonCode
+    figures: tuple[tuple[str, object], ...] = ()
+
+    @classmethod
+    def of(cls, code: ReasonCode, **figures: object) -> Reason:
+        return cls(code, tuple(sorted(figures.items())))
+
+    def figure(self, name: str) -> object:
+        return dict(self.figures)[name]
+
+
+#: a note on a result: a Reason, or (not yet converted) a sentence
+Note = str | Reason
+
+
+def refusal(err: RooftopError) -> Note:
+    """An error kept in a result (a row that could not be planned): its options stay data when it has any."""
+    return Reason.of(ReasonCode.REFUSED, parts=err.parts) if isinstance(err, Phrased) else err.one_line()

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from rooftop.cost.roofline import host_term
-from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
+from rooftop.model.memory import TrainingBytes, TrainingPrecision, training_bytes_per_param
 from rooftop.plan.train.layout import Parallelism, stage_split
 from rooftop.plan.train.profile import ModelProfile, held_params
 from rooftop.sharding.tensor import tensor_ways
@@ -96,7 +96,7 @@ def offload_s(setup: TrainingSetup, par: Parallelism, opt_params: float, params_
 
 
 @lru_cache(maxsize=16)
-def _state_bytes(precision: TrainingPrecision) -> dict[str, float]:
+def _state_bytes(precision: TrainingPrecision) -> TrainingBytes:
     return training_bytes_per_param(precision)
 
 
@@ -130,7 +130,7 @@ class MemoryTerms:
     """memory_per_chip's figures for one layout before its remat policy, ZeRO stage and offload
     are chosen: the search derives every variant of a layout from one of these."""
 
-    state: dict[str, float]  # bytes per parameter: weights, grads, master, optimizer
+    state: TrainingBytes  # bytes per parameter
     held: float  # parameters one chip holds (over tp x pp x fsdp; experts over ep)
     working: float  # of them, the weights it holds in the compute dtype (the stage's whole when not resharded)
     held_over_dp: float  # the same also sharded over dp (ZeRO-1/2 state)

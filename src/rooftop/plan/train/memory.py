@@ -78,13 +78,11 @@ def offload_transfers(
     out = [
         (
             "optimizer state and master weights, to the host and back",
-            2 * opt_params * (state["master"] + state["optimizer"]),
+            2 * opt_params * (state.master + state.optimizer),
         )
     ]
     if par.offload == "params":
-        out.append(
-            ("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state["weights"])
-        )
+        out.append(("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state.weights))
     return out
 
 
@@ -154,7 +152,7 @@ class MemoryTerms:
             layers = held_params(prof, par.tp)
             experts = (g.expert_params / (par.tp * par.ep) for g in prof.groups)
             biggest = max(h + e for h, e in zip(layers.layers, experts, strict=True))
-            buffers = 2 * max(biggest, layers.edge) * state["weights"]
+            buffers = 2 * max(biggest, layers.edge) * state.weights
         held = shards.params(prof, par)
         return MemoryTerms(
             state,
@@ -178,12 +176,12 @@ class MemoryTerms:
         opt_params = self.held_over_dp if zero_stage >= 1 else self.held
         act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
-            "weights": 0.0 if offload == "params" else self.working * state["weights"],
+            "weights": 0.0 if offload == "params" else self.working * state.weights,
             # kept gathered (fsdp_reshard off) over several microbatches: the stage's gradients accumulate whole
             # until the last microbatch's reduce-scatter (with one, each layer's are reduce-scattered as they come)
             "gradients": (self.working if self.grads_whole else self.held_over_dp if zero_stage >= 2 else self.held)
-            * state["grads"],
-            "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
+            * state.grads,
+            "optimizer": 0.0 if offload != "none" else opt_params * (state.master + state.optimizer),
             "activations": act * self.in_flight,
             "logits": self.logits,
             "buffers": self.buffers,

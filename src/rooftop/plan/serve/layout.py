@@ -144,9 +144,9 @@ def _divides(what: str, degree: int, of: str, value: int) -> None:
 
 
 def check_tp(cfg: TransformerConfig, tp: int) -> None:
-    """tp divides the query heads, and the KV heads divide over tp (model/config.kv_heads_fit)."""
-    _divides("tp", tp, "n_heads", cfg.n_heads)
-    cfg.check_kv_heads(tp)
+    """Every head-sharded block splits over tp (model/heads.py: query and KV heads, gated DeltaNet's and
+    Mamba-2's heads)."""
+    cfg.check_heads(tp)
 
 
 def check_pp(cfg: TransformerConfig, pp: int) -> None:

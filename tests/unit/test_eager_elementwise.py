@@ -15,6 +15,7 @@ from rooftop.model.workload import Workload
 from rooftop.plan.train.breakdown import breakdown_of
 from rooftop.plan.train.framework import get_framework
 from rooftop.plan.train.layout import Parallelism
+from rooftop.plan.train.parts import StepPartName
 from rooftop.plan.train.step import TrainingSetup, evaluate, layout_mesh
 
 #: Llama 3 8B: d_model 4096, 32 query heads and 8 KV heads of 128, SwiGLU hidden 14336, bf16 (2 bytes)
@@ -64,7 +65,12 @@ def test_step_prices_the_eager_traffic_as_a_term() -> None:
     # 16 sequences over 8 chips in 2 microbatches: 1 sequence of 4096 tokens per microbatch, 32 layers
     forward = 2 * 32 * 4096 * LLAMA_8B_EXTRA_PER_TOKEN / (chip.hbm_bytes_per_s * eff.hbm)
     (fused_step, eager_step), (_, eager_parts) = steps, parts
-    for name, times in (("compute_forward", 1), ("compute_backward", 2), ("compute_recompute", 1)):
+    phases: tuple[tuple[StepPartName, int], ...] = (
+        ("compute_forward", 1),
+        ("compute_backward", 2),
+        ("compute_recompute", 1),
+    )
+    for name, times in phases:
         added = eager_step.breakdown[name] - fused_step.breakdown[name]
         assert added == pytest.approx(times * forward, rel=1e-6)
         term = next(t for t in eager_parts[name].terms if t.name == "unfused elementwise kernels")

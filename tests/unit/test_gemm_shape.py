@@ -205,11 +205,11 @@ def test_a_split_matmuls_activation_bytes_follow_its_shape() -> None:
     """An MLP up projection (k = D = 8192 in, n = F = 28672 out) at tp=32 reads its input whole and writes
     1/32 of its output: (8192 + 28672/32) / (8192 + 28672); the down projection the reverse; without a shape
     the old average (1 + 1/32) / 2."""
-    from rooftop.cost.cost import OpTag
+    from rooftop.cost.cost import OpTag, Split
     from rooftop.sharding.tensor import share
 
     up, down = Gemm(128, 28672, 8192), Gemm(128, 8192, 28672)
-    col, row = OpTag("matmul", "tensor"), OpTag("matmul", "tensor", row_parallel=True)
+    col, row = OpTag("matmul", Split.TENSOR), OpTag("matmul", Split.TENSOR, row_parallel=True)
     assert share(col, 32, 8, gemm=up).act == pytest.approx((8192 + 28672 / 32) / (8192 + 28672))
     assert share(row, 32, 8, gemm=down).act == pytest.approx((28672 / 32 + 8192) / (8192 + 28672))
     assert share(col, 32, 8).act == pytest.approx((1 + 1 / 32) / 2)

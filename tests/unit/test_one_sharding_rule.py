@@ -9,7 +9,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from rooftop.cost.cost import OpTag
+from rooftop.cost.cost import OpTag, Split
 from rooftop.cost.efficiency import IDEAL
 from rooftop.hardware.catalog import get_chip
 from rooftop.model.activations import activation_tensors, kept_split
@@ -102,11 +102,11 @@ def test_kept_activations_by_hand_on_llama_3_8b() -> None:
     whole without sequence parallelism."""
     prof = _profile("llama-3-8b")
     by_split = dict(prof.activation_bytes_by_split)
-    assert by_split["kv_heads"] == 32 * 2 * 1024 * 2
-    assert by_split["tokens"] == 32 * 4 * 4096 * 2
-    rest = prof.activation_bytes_per_token - by_split["kv_heads"] - by_split["tokens"]
+    assert by_split[Split.KV_HEADS] == 32 * 2 * 1024 * 2
+    assert by_split[Split.TOKENS] == 32 * 4 * 4096 * 2
+    rest = prof.activation_bytes_per_token - by_split[Split.KV_HEADS] - by_split[Split.TOKENS]
     got = activations_per_chip(Parallelism(tp=16, sequence_parallel=False), prof)
-    assert got == pytest.approx(by_split["kv_heads"] / 8 + by_split["tokens"] + rest / 16)
+    assert got == pytest.approx(by_split[Split.KV_HEADS] / 8 + by_split[Split.TOKENS] + rest / 16)
     got_sp = activations_per_chip(Parallelism(tp=16, sequence_parallel=True), prof)
-    assert got_sp == pytest.approx(by_split["kv_heads"] / 8 + (by_split["tokens"] + rest) / 16)
+    assert got_sp == pytest.approx(by_split[Split.KV_HEADS] / 8 + (by_split[Split.TOKENS] + rest) / 16)
     assert np.isclose(sum(by_split.values()), prof.activation_bytes_per_token)

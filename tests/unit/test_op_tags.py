@@ -3,9 +3,11 @@ tagged op divides over a tensor-parallel group (sharding/tensor.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from rooftop.cost.cost import OP_SPLITS, Cost, OpTag
+from rooftop.cost.cost import OP_SPLITS, Cost, OpTag, Split
 from rooftop.cost.op import Operand, explicit, matmul
 from rooftop.errors import InvalidConfigError
 from rooftop.model.catalog import get_model, load_models
@@ -112,9 +114,13 @@ def test_train_leaves_give_each_op_its_phase_and_layer_group() -> None:
 
 def test_a_bad_tag_is_refused() -> None:
     with pytest.raises(InvalidConfigError, match="unknown op split"):
-        OpTag("matmul", "diagonal")
+        OpTag("matmul", "diagonal")  # type: ignore[arg-type]  # a spelling from outside the type checker
     with pytest.raises(InvalidConfigError, match="unknown op category"):
-        OpTag("conv", "tensor")
+        OpTag("conv", Split.TENSOR)
+    # a spelled split becomes its member: the same value, printed and compared as before
+    spelled = OpTag("matmul", "kv_heads")  # type: ignore[arg-type]
+    assert spelled.split is Split.KV_HEADS and spelled == OpTag("matmul", Split.KV_HEADS)
+    assert f"{Split.KV_HEADS}" == "kv_heads" and json.dumps(Split.KV_HEADS) == '"kv_heads"'
 
 
 # ---------------------------------------------------------------- one rule for how a tagged op divides
@@ -122,7 +128,7 @@ def test_a_bad_tag_is_refused() -> None:
 
 @pytest.mark.parametrize("split", OP_SPLITS)
 @pytest.mark.parametrize("sp", [False, True])
-def test_sharding_never_increases_a_chips_share(split: str, sp: bool) -> None:
+def test_sharding_never_increases_a_chips_share(split: Split, sp: bool) -> None:
     tag = OpTag("matmul", split)
     prev = share(tag, 1, 8, sp)
     assert (prev.flops, prev.weights, prev.kv, prev.act) == (1.0, 1.0, 1.0, 1.0)
@@ -136,9 +142,9 @@ def test_sharding_never_increases_a_chips_share(split: str, sp: bool) -> None:
 def test_kv_heads_replicate_past_the_kv_head_count() -> None:
     assert [kv_shards(tp, 8) for tp in (1, 4, 8, 16, 64)] == [1, 4, 8, 8, 8]
     assert kv_shards(16, None) == 1  # MLA's latent cache has no heads to split
-    assert share(OpTag("matmul", "kv_heads"), 16, 8).weights == 1 / 8
-    assert share(OpTag("attention", "attention"), 16, 8).kv == 1 / 8
-    assert share(OpTag("attention", "attention"), 16, 8).flops == 1 / 16
-    assert share(OpTag("matmul", "tensor"), 4, 8).act == (1 + 1 / 4) / 2
-    assert share(OpTag("elementwise", "tokens"), 4, 8, sequence_parallel=True).act == 1 / 4
-    assert share(OpTag("elementwise", "tokens"), 4, 8).act == 1.0
+    assert share(OpTag("matmul", Split.KV_HEADS), 16, 8).weights == 1 / 8
+    assert share(OpTag("attention", Split.ATTENTION), 16, 8).kv == 1 / 8
+    assert share(OpTag("attention", Split.ATTENTION), 16, 8).flops == 1 / 16
+    assert share(OpTag("matmul", Split.TENSOR), 4, 8).act == (1 + 1 / 4) / 2
+    assert share(OpTag("elementwise", Split.TOKENS), 4, 8, sequence_parallel=True).act == 1 / 4
+    assert share(OpTag("elementwise", Split.TOKENS), 4, 8).act == 1.0

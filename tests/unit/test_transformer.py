@@ -258,10 +258,13 @@ def test_activations_match_korthikanti_without_dropout() -> None:
 
 
 def test_training_bytes_per_param() -> None:
-    assert mem.training_bytes_per_param() == {"weights": 2, "grads": 2, "master": 4, "optimizer": 8, "total": 16}
+    per_param = mem.training_bytes_per_param()
+    assert per_param.as_dict() == {"weights": 2, "grads": 2, "master": 4, "optimizer": 8}
+    assert per_param.total == 2 + 2 + 4 + 8
     p = mem.TrainingPrecision(params="fp32", grads="fp32", master=None, optimizer="sgd")
-    assert mem.training_bytes_per_param(p)["total"] == 4 + 4
+    assert mem.training_bytes_per_param(p).total == 4 + 4
     got = mem.training_memory_bytes(SMALL, batch=2, seq_len=64, remat="full")
     assert got["activations"] == 2 * 64 * 4 * 2 * 256
     assert got["logits"] == 2 * 64 * 1000 * 4
     assert got["weights"] == 2 * tf.params_total(SMALL)
+    assert got.total == sum(got.as_dict().values())

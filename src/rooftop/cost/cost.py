@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -196,13 +197,28 @@ def total(costs: Iterable[Cost]) -> Cost:
 #: what an op does (OpTag.category): a weight matmul, the attention core over the cached keys and
 #: values, an elementwise or reduction op, a write of new keys and values to the cache, a table lookup
 OP_CATEGORIES = ("matmul", "attention", "elementwise", "io", "lookup")
+
+
 #: how an op divides over a tensor-parallel group of tp chips (OpTag.split; sharding/tensor.py):
 #: "tensor" Megatron column/row-parallel weight matmul (FLOPs and weights / tp); "kv_heads" the k and v
 #: projections (/ the chips the KV heads spread over); "heads" per-head elementwise work (/ tp);
 #: "attention" the attention core and the cache (FLOPs / tp over query heads, cache over KV heads);
 #: "vocab" a vocabulary-parallel table (weights / tp); "tokens" replicated, or split over tokens under
 #: sequence parallelism; "replicated" the same on every chip of the group
-OP_SPLITS = ("tensor", "kv_heads", "heads", "attention", "vocab", "tokens", "replicated")
+class Split(StrEnum):
+    """How an op divides over a tensor-parallel group (see OP_SPLITS). A str: JSON and comparisons see the
+    value."""
+
+    TENSOR = "tensor"
+    KV_HEADS = "kv_heads"
+    HEADS = "heads"
+    ATTENTION = "attention"
+    VOCAB = "vocab"
+    TOKENS = "tokens"
+    REPLICATED = "replicated"
+
+
+OP_SPLITS: tuple[Split, ...] = tuple(Split)
 
 
 @dataclass(frozen=True)
@@ -217,7 +233,7 @@ class OpTag:
     separate kernels (model/eager.py)."""
 
     category: str
-    split: str
+    split: Split
     expert: bool = False
     flash_recompute: bool = False
     row_parallel: bool = False
@@ -227,8 +243,10 @@ class OpTag:
     def __post_init__(self) -> None:
         if self.category not in OP_CATEGORIES:
             raise InvalidConfigError(f"unknown op category {self.category!r} (valid: {', '.join(OP_CATEGORIES)})")
-        if self.split not in OP_SPLITS:
-            raise InvalidConfigError(f"unknown op split {self.split!r} (valid: {', '.join(OP_SPLITS)})")
+        if not isinstance(self.split, Split):  # a spelling from outside the type checker: its member, or the error
+            if self.split not in OP_SPLITS:
+                raise InvalidConfigError(f"unknown op split {str(self.split)!r} (valid: {', '.join(OP_SPLITS)})")
+            object.__setattr__(self, "split", Split(self.split))
 
 
 @dataclass(frozen=True)

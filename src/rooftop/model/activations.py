@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rooftop.cost.cost import Split
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import UnknownNameError
 from rooftop.model.config import TransformerConfig
@@ -301,18 +302,18 @@ SEQUENCE_REGION = frozenset({"input", "attention/norm", "attention/o", "attentio
 #: the sequence regions ("tokens": whole on every rank unless sequence parallelism splits them), the k and v
 #: projections' outputs over the KV heads, and the replicated ops' outputs (MLA's down-projections and their
 #: norms, the MoE router: the same on every rank) as their ops' tags (model/tags.py); the rest over the group
-KEPT_SPLITS: dict[str, str] = {
-    **dict.fromkeys(SEQUENCE_REGION, "tokens"),
-    **dict.fromkeys(("attention/k", "attention/v"), "kv_heads"),
+KEPT_SPLITS: dict[str, Split] = {
+    **dict.fromkeys(SEQUENCE_REGION, Split.TOKENS),
+    **dict.fromkeys(("attention/k", "attention/v"), Split.KV_HEADS),
     **dict.fromkeys(
-        ("attention/q_a", "attention/q_a_norm", "attention/kv_a", "attention/kv_a_norm", "moe/router"), "replicated"
+        ("attention/q_a", "attention/q_a_norm", "attention/kv_a", "attention/kv_a_norm", "moe/router"), Split.REPLICATED
     ),
 }
 
 
-def kept_split(name: str) -> str:
+def kept_split(name: str) -> Split:
     """The split of the kept tensor ``name`` (KEPT_SPLITS; "heads", divided over the whole group, otherwise)."""
-    return KEPT_SPLITS.get(name, "heads")
+    return KEPT_SPLITS.get(name, Split.HEADS)
 
 
 def activation_bytes_by_split(
@@ -322,11 +323,11 @@ def activation_bytes_by_split(
     dtype: str = "bf16",
     flash: bool = False,
     matmul_dtype: str | None = None,
-) -> dict[str, float]:
+) -> dict[Split, float]:
     """``activation_bytes_per_token`` by the kept tensors' splits (``kept_split``): what a planner divides
     over a tensor-parallel group by the one rule (sharding/tensor.tensor_ways)."""
     names = {t.name for g in layer_groups(cfg) for t in activation_tensors(cfg, seq_len, g, flash)}
-    by: dict[str, set[str]] = {}
+    by: dict[Split, set[str]] = {}
     for name in names:
         by.setdefault(kept_split(name), set()).add(name)
     return {

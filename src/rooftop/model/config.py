@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.model.heads import HeadCount, head_counts, heads_error
 from rooftop.units import divisors
 
 
@@ -488,14 +490,22 @@ class TransformerConfig:
         k = self.tp_kv_heads
         return k is None or k % tp == 0 or tp % k == 0
 
-    def check_kv_heads(self, tp: int) -> None:
-        """Raise InvalidConfigError when the KV heads do not divide over ``tp`` chips (``kv_heads_fit``),
-        listing the tp that divide the query heads and fit."""
-        if not self.kv_heads_fit(tp):
-            valid = ", ".join(str(d) for d in divisors(self.n_heads) if self.kv_heads_fit(d))
-            raise InvalidConfigError(
-                f"tp={tp} neither divides nor is a multiple of n_kv_heads={self.n_kv_heads}; valid: {valid}"
-            )
+    @cached_property
+    def tp_heads(self) -> tuple[HeadCount, ...]:
+        """Every count a tensor-parallel group splits, block by block (model/heads.py)."""
+        return head_counts(self)
+
+    def heads_fit(self, tp: int) -> bool:
+        """Whether every head-sharded block (attention's query and KV heads, gated DeltaNet's key and value
+        heads, Mamba-2's heads and groups) splits over a TP group of ``tp`` chips (model/heads.py)."""
+        return all(h.fits(tp) for h in self.tp_heads)
+
+    def check_heads(self, tp: int) -> None:
+        """Raise InvalidConfigError naming the first block whose heads do not split over ``tp`` chips and the
+        tp degrees that fit every block (``heads_fit``): the one check training and serving call."""
+        why = heads_error(self.tp_heads, tp)
+        if why is not None:
+            raise InvalidConfigError(why)
 
     @property
     def tp_kv_heads(self) -> int | None:

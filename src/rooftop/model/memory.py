@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from rooftop.cost.cost import Cost, OpTag
 from rooftop.dtypes import canonical_dtype, dtype_bytes
@@ -32,6 +33,7 @@ from rooftop.model.activations import activation_bytes_per_token, logits_bytes_p
 from rooftop.model.config import TransformerConfig
 from rooftop.model.layers import layer_groups
 from rooftop.model.tags import OP_TAGS
+from rooftop.parts import Parts
 
 # ---------------------------------------------------------------- weights
 
@@ -467,18 +469,33 @@ class TrainingPrecision:
             raise UnknownNameError("optimizer", self.optimizer, OPTIMIZERS)
 
 
-def training_bytes_per_param(precision: TrainingPrecision | None = None) -> dict[str, float]:
+TrainingPartName = Literal["weights", "grads", "master", "optimizer"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingBytes(Parts[TrainingPartName]):
+    """The training state by part (per parameter, or of a model: ``scaled``): weights, gradients, the fp32
+    master copy (0 without one) and the optimizer's moments; ``total`` their sum."""
+
+    weights: float
+    grads: float
+    master: float
+    optimizer: float
+
+    def scaled(self, n: float) -> TrainingBytes:
+        return TrainingBytes(n * self.weights, n * self.grads, n * self.master, n * self.optimizer)
+
+
+def training_bytes_per_param(precision: TrainingPrecision | None = None) -> TrainingBytes:
     """Bytes per parameter of weights, gradients, master copy and optimizer state, and their
     total (default: bf16 weights and grads, fp32 master, fp32 Adam moments = 2+2+4+8 = 16)."""
     p = precision or TrainingPrecision()
-    out = {
-        "weights": dtype_bytes(p.params),
-        "grads": dtype_bytes(p.grads),
-        "master": dtype_bytes(p.master) if p.master else 0.0,
-        "optimizer": OPTIMIZERS[p.optimizer].states_per_param * dtype_bytes(p.optimizer_state),
-    }
-    out["total"] = sum(out.values())
-    return out
+    return TrainingBytes(
+        weights=dtype_bytes(p.params),
+        grads=dtype_bytes(p.grads),
+        master=dtype_bytes(p.master) if p.master else 0.0,
+        optimizer=OPTIMIZERS[p.optimizer].states_per_param * dtype_bytes(p.optimizer_state),
+    )
 
 
 def optimizer_update_cost(precision: TrainingPrecision | None = None) -> Cost:
@@ -489,17 +506,32 @@ def optimizer_update_cost(precision: TrainingPrecision | None = None) -> Cost:
     (4 + 8 + 2) written = 28 bytes."""
     p = precision or TrainingPrecision()
     b = training_bytes_per_param(p)
-    updated = b["master"] or b["weights"]
-    written = updated + b["optimizer"] + (b["weights"] if b["master"] else 0.0)
+    updated = b.master or b.weights
+    written = updated + b.optimizer + (b.weights if b.master else 0.0)
     flops = OPTIMIZERS[p.optimizer].flops_per_param
     key = ("vector", canonical_dtype(p.optimizer_state))
-    return Cost.typed({key: flops}, {"optimizer": b["grads"] + updated + b["optimizer"] + written})
+    return Cost.typed({key: flops}, {"optimizer": b.grads + updated + b.optimizer + written})
 
 
-def training_state_bytes(cfg: TransformerConfig, precision: TrainingPrecision | None = None) -> dict[str, float]:
+def training_state_bytes(cfg: TransformerConfig, precision: TrainingPrecision | None = None) -> TrainingBytes:
     """Unsharded training state of the whole model: params_total x each per-parameter figure."""
-    n = params_total(cfg)
-    return {k: n * v for k, v in training_bytes_per_param(precision).items()}
+    return training_bytes_per_param(precision).scaled(params_total(cfg))
+
+
+TrainingMemoryName = Literal["weights", "grads", "master", "optimizer", "activations", "logits"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingMemory(Parts[TrainingMemoryName]):
+    """Unsharded training memory by part: the training state (TrainingBytes' parts), the activations the
+    backward pass keeps and the fp32 logits; ``total`` their sum."""
+
+    weights: float
+    grads: float
+    master: float
+    optimizer: float
+    activations: float
+    logits: float
 
 
 def training_memory_bytes(
@@ -509,13 +541,17 @@ def training_memory_bytes(
     remat: str = "none",
     precision: TrainingPrecision | None = None,
     activation_dtype: str = "bf16",
-) -> dict[str, float]:
+) -> TrainingMemory:
     """Unsharded training memory: the training state plus the activations of ``batch``
     sequences of ``seq_len`` (layers under ``remat``, plus fp32 logits). Planners divide
     each term by how it is sharded."""
-    out = {k: v for k, v in training_state_bytes(cfg, precision).items() if k != "total"}
+    state = training_state_bytes(cfg, precision)
     tokens = batch * seq_len
-    out["activations"] = tokens * activation_bytes_per_token(cfg, seq_len, remat, activation_dtype)
-    out["logits"] = tokens * logits_bytes_per_token(cfg)
-    out["total"] = sum(out.values())
-    return out
+    return TrainingMemory(
+        state.weights,
+        state.grads,
+        state.master,
+        state.optimizer,
+        tokens * activation_bytes_per_token(cfg, seq_len, remat, activation_dtype),
+        tokens * logits_bytes_per_token(cfg),
+    )

@@ -441,7 +441,7 @@ def _chips_for(name: str, rule: str, nbytes: float, lim: JobLimits, figs: tuple[
 def _memory_limits(lim: JobLimits) -> list[Limit]:
     cfg, setup = lim.setup.cfg, lim.setup
     params = params_total(cfg)
-    state = training_state_bytes(cfg, setup.precision)["total"]
+    state = training_state_bytes(cfg, setup.precision).total
     weights = weights_per_chip_bytes(cfg, ServingLayout(), lim.weight_dtype)
     return [
         _chips_for(

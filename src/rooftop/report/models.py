@@ -51,6 +51,7 @@ def model_summary(
     causal = attention == "causal"
     tree = tf.param_tree(cfg)
     per_param = mem.training_bytes_per_param()
+    state = mem.training_state_bytes(cfg)
     return {
         "seq_len": seq_len,
         "batch": batch,
@@ -74,9 +75,9 @@ def model_summary(
         "activation_bytes_per_token": act.activation_bytes_by_policy(cfg, seq_len),
         "activation_bytes_per_token_flash": act.activation_bytes_by_policy(cfg, seq_len, flash=True),
         "logits_bytes_per_token": act.logits_bytes_per_token(cfg),
-        "training_bytes_per_param": per_param["total"],
-        "training_bytes_per_param_breakdown": per_param,
-        "training_state_bytes": mem.training_state_bytes(cfg),
+        "training_bytes_per_param": per_param.total,
+        "training_bytes_per_param_breakdown": {**per_param.as_dict(), "total": per_param.total},
+        "training_state_bytes": {**state.as_dict(), "total": state.total},
         **_book_flops(cfg, seq_len, remat, causal),
         "layer_groups": [
             {"name": g.name, "count": g.count, "moe": g.moe, "window": g.window, "mixer": g.mixer, "mlp": g.mlp}

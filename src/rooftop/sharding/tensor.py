@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftop.cost.cost import Gemm, OpTag
+from rooftop.cost.cost import Gemm, OpTag, Split
 
 
 @dataclass(frozen=True)
@@ -57,28 +57,28 @@ def share(
     """One chip's fractions of an op tagged ``tag`` in a TP group of ``tp`` chips (module docstring); a
     matmul's ``gemm`` shape makes its activation share exact (``matmul_activations``)."""
     split = tag.split
-    if split == "tensor":
+    if split == Split.TENSOR:
         return Share(1 / tp, 1 / tp, 1.0, matmul_activations(tp, tag.row_parallel, gemm))
-    if split == "kv_heads":
+    if split == Split.KV_HEADS:
         s = kv_shards(tp, kv_heads)
         return Share(1 / s, 1 / s, 1.0, matmul_activations(s, False, gemm))
-    if split == "attention":
+    if split == Split.ATTENTION:
         return Share(1 / tp, 1.0, 1 / kv_shards(tp, kv_heads), 1 / tp)
-    if split == "heads" or (split == "tokens" and sequence_parallel):
+    if split == Split.HEADS or (split == Split.TOKENS and sequence_parallel):
         return Share(1 / tp, 1.0, 1.0, 1 / tp)
-    if split == "vocab":
+    if split == Split.VOCAB:
         return Share(1.0, 1 / tp, 1.0, 1.0)
     return Share()  # "replicated", and "tokens" without sequence parallelism
 
 
-def tensor_ways(split: str, tp: int, kv_heads: int | None, sequence_parallel: bool = False) -> int:
+def tensor_ways(split: Split, tp: int, kv_heads: int | None, sequence_parallel: bool = False) -> int:
     """The ways one tensor (a kept activation, a weight) of an op tagged ``split`` divides over a TP group of
     ``tp`` chips: the k and v outputs over the KV heads (``kv_shards``), the sequence regions (norms,
     residual) over tp only under sequence parallelism, replicated and vocabulary tables' lookups whole,
     the rest (heads, a split matmul's sharded side) over tp; the same cases as ``share``'s."""
-    if split == "kv_heads":
+    if split == Split.KV_HEADS:
         return kv_shards(tp, kv_heads)
-    if split in ("replicated", "vocab") or (split == "tokens" and not sequence_parallel):
+    if split in (Split.REPLICATED, Split.VOCAB) or (split == Split.TOKENS and not sequence_parallel):
         return 1
     return tp
 

@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rooftop.cost.cost import Gemm, OpTag
+from rooftop.cost.cost import Gemm, OpTag, Split
 from rooftop.cost.efficiency import Efficiency
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
@@ -144,9 +144,9 @@ def _divides(what: str, degree: int, of: str, value: int) -> None:
 
 
 def check_tp(cfg: TransformerConfig, tp: int) -> None:
-    """tp divides the query heads, and the KV heads divide over tp (model/config.kv_heads_fit)."""
-    _divides("tp", tp, "n_heads", cfg.n_heads)
-    cfg.check_kv_heads(tp)
+    """Every head-sharded block splits over tp (model/heads.py: query and KV heads, gated DeltaNet's and
+    Mamba-2's heads)."""
+    cfg.check_heads(tp)
 
 
 def check_pp(cfg: TransformerConfig, pp: int) -> None:
@@ -276,7 +276,7 @@ def layout_share(
         s, f = share(tag, cfg, layout.attention_tp, sequence_parallel, gemm), busiest or 1 / layout.attn_dp
         return tensor.Share(s.flops * f, s.weights, s.kv * f, s.act * f)
     s = share(tag, cfg, layout.tp, sequence_parallel, gemm)
-    if layout.kv_batch > 1 and tag.split == "attention":
+    if layout.kv_batch > 1 and tag.split == Split.ATTENTION:
         return dataclasses.replace(s, kv=s.kv * (busiest or 1 / layout.kv_batch))
     return s
 

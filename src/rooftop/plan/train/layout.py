@@ -138,8 +138,7 @@ def validate(par: Parallelism, cfg: TransformerConfig, chips: int, global_batch:
             f"dp*fsdp*tp*pp*cp = {par.dp}*{par.fsdp}*{par.tp}*{par.pp}*{par.cp} = {par.chips}, "
             f"not the {plural(chips, 'chip')}"
         )
-    _check_div("tp", par.tp, "n_heads", cfg.n_heads)
-    cfg.check_kv_heads(par.tp)
+    cfg.check_heads(par.tp)
     stages, room = par.pp * par.virtual_stages, max_chunks(cfg.n_layers, par.pp, par.pipeline_balance)
     if stages > room:  # uneven stages are allowed: stage_split says which sets the pace
         raise InvalidConfigError(

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from rooftop.cost.roofline import host_term
-from rooftop.model.memory import TrainingPrecision, training_bytes_per_param
+from rooftop.model.memory import TrainingBytes, TrainingPrecision, training_bytes_per_param
 from rooftop.plan.train.layout import Parallelism, stage_split
 from rooftop.plan.train.profile import ModelProfile, held_params
 from rooftop.sharding.tensor import tensor_ways
@@ -78,13 +78,11 @@ def offload_transfers(
     out = [
         (
             "optimizer state and master weights, to the host and back",
-            2 * opt_params * (state["master"] + state["optimizer"]),
+            2 * opt_params * (state.master + state.optimizer),
         )
     ]
     if par.offload == "params":
-        out.append(
-            ("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state["weights"])
-        )
+        out.append(("weights streamed in per microbatch, forward and backward", 2 * m * params_shard * state.weights))
     return out
 
 
@@ -96,7 +94,7 @@ def offload_s(setup: TrainingSetup, par: Parallelism, opt_params: float, params_
 
 
 @lru_cache(maxsize=16)
-def _state_bytes(precision: TrainingPrecision) -> dict[str, float]:
+def _state_bytes(precision: TrainingPrecision) -> TrainingBytes:
     return training_bytes_per_param(precision)
 
 
@@ -130,7 +128,7 @@ class MemoryTerms:
     """memory_per_chip's figures for one layout before its remat policy, ZeRO stage and offload
     are chosen: the search derives every variant of a layout from one of these."""
 
-    state: dict[str, float]  # bytes per parameter: weights, grads, master, optimizer
+    state: TrainingBytes  # bytes per parameter
     held: float  # parameters one chip holds (over tp x pp x fsdp; experts over ep)
     working: float  # of them, the weights it holds in the compute dtype (the stage's whole when not resharded)
     held_over_dp: float  # the same also sharded over dp (ZeRO-1/2 state)
@@ -154,7 +152,7 @@ class MemoryTerms:
             layers = held_params(prof, par.tp)
             experts = (g.expert_params / (par.tp * par.ep) for g in prof.groups)
             biggest = max(h + e for h, e in zip(layers.layers, experts, strict=True))
-            buffers = 2 * max(biggest, layers.edge) * state["weights"]
+            buffers = 2 * max(biggest, layers.edge) * state.weights
         held = shards.params(prof, par)
         return MemoryTerms(
             state,
@@ -178,12 +176,12 @@ class MemoryTerms:
         opt_params = self.held_over_dp if zero_stage >= 1 else self.held
         act = act_bytes_per_token / self.n_layers * self.stage_layers * self.tokens_chip
         return {
-            "weights": 0.0 if offload == "params" else self.working * state["weights"],
+            "weights": 0.0 if offload == "params" else self.working * state.weights,
             # kept gathered (fsdp_reshard off) over several microbatches: the stage's gradients accumulate whole
             # until the last microbatch's reduce-scatter (with one, each layer's are reduce-scattered as they come)
             "gradients": (self.working if self.grads_whole else self.held_over_dp if zero_stage >= 2 else self.held)
-            * state["grads"],
-            "optimizer": 0.0 if offload != "none" else opt_params * (state["master"] + state["optimizer"]),
+            * state.grads,
+            "optimizer": 0.0 if offload != "none" else opt_params * (state.master + state.optimizer),
             "activations": act * self.in_flight,
             "logits": self.logits,
             "buffers": self.buffers,

@@ -16,7 +16,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from rooftop.cost.cost import Cost, FlopsKey, Gemm, OpTag
+from rooftop.cost.cost import Cost, FlopsKey, Gemm, OpTag, Split
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.gemm import TileModel, shape_efficiency_array, tile_model
 from rooftop.cost.roofline import RooflineTable, flops_table, roofline_table
@@ -159,7 +159,7 @@ class ModelProfile:
     shapes: tuple[Gemm | None, ...] = ()  # per op: its matmul shape, None where it is not one
     edge_params_by_tag: tuple[tuple[OpTag | None, float], ...] = ()  # edge_params by tag
     # the activation bytes per token (activation_bytes_per_token) of each kept tensor's split (activations.py)
-    activation_bytes_by_split: tuple[tuple[str, float], ...] = ()
+    activation_bytes_by_split: tuple[tuple[Split, float], ...] = ()
 
 
 @lru_cache(maxsize=64)
@@ -337,9 +337,9 @@ def _gemm_row(cost: Cost, tag: OpTag | None) -> tuple[float, ...]:
     if g is None or tag is None or tag.category != "matmul":
         return (np.nan,) * 6
     split = "none"
-    if tag.split == "tensor":
+    if tag.split == Split.TENSOR:
         split = "k" if tag.row_parallel else "n"
-    elif tag.split == "kv_heads":
+    elif tag.split == Split.KV_HEADS:
         split = "kv_heads"
     return (g.m, g.n, g.k, g.batch, g.out_bytes, GEMM_SPLITS[split])
 

@@ -1,7 +1,7 @@
 """Search every valid training layout, drop those that do not fit, rank the rest.
 
-Enumeration (deterministic, in a fixed order): tensor degree tp (divides the chips and
-n_heads; n_kv_heads divides it or it divides n_kv_heads), context degree cp (2 from 4K-token
+Enumeration (deterministic, in a fixed order): tensor degree tp (divides the chips, and every
+head-sharded block splits over it: model/heads.py), context degree cp (2 from 4K-token
 sequences, up to 32 from 16K, or as pinned), pipeline degree pp (at least two layers
 per stage), the rest split between fsdp and dp (dp x fsdp may not exceed the batch in
 sequences), expert degree ep for MoE models (divides n_experts and the data axes),
@@ -161,9 +161,7 @@ def _tp_options(setup: TrainingSetup, chips: int) -> list[int]:
     cfg = setup.cfg
     out = []
     for tp in divisors(chips):
-        if tp > 64 or cfg.n_heads % tp:
-            continue
-        if not cfg.kv_heads_fit(tp):
+        if tp > 64 or not cfg.heads_fit(tp):  # every head-sharded block splits over it (model/heads.py)
             continue
         out.append(tp)
     return out

@@ -65,13 +65,16 @@ from rooftop.plan.train.comm import CommPricer, Ledger, dp_exposed, layer_comm
 from rooftop.plan.train.framework import Framework, default_framework
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, memory_per_chip, offload_s
+from rooftop.plan.train.parts import MemoryParts, StepBreakdown, StepPartName
 from rooftop.plan.train.profile import ModelProfile, OpSums, model_profile, op_sums, stage_pace
 
 #: the compute parts of a step (one per phase) and its communication parts hidden per layer
-COMPUTE_PARTS = ("compute_forward", "compute_backward", "compute_recompute")
-COMM_PARTS = ("tensor_parallel", "context_parallel", "fsdp", "expert_parallel")
-#: every part of a step, in the order they are reported
-PARTS = (*COMPUTE_PARTS, *COMM_PARTS, "pipeline_p2p", "pipeline_bubble", "data_parallel", "optimizer", "offload")
+COMPUTE_PARTS: tuple[StepPartName, ...] = ("compute_forward", "compute_backward", "compute_recompute")
+COMM_PARTS: tuple[StepPartName, ...] = ("tensor_parallel", "context_parallel", "fsdp", "expert_parallel")
+#: every part of a step, in the order they are reported (the fields of parts.StepBreakdown)
+PARTS: tuple[StepPartName, ...] = (
+    *COMPUTE_PARTS, *COMM_PARTS, "pipeline_p2p", "pipeline_bubble", "data_parallel", "optimizer", "offload"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -80,8 +83,8 @@ class StepResult(Displayed):
 
     parallelism: Parallelism
     step_time_s: float
-    breakdown: dict[str, float]
-    memory: dict[str, float]
+    breakdown: StepBreakdown
+    memory: MemoryParts
     hbm_bytes: float
     usable_hbm_bytes: float
     tokens_per_step: float
@@ -95,11 +98,12 @@ class StepResult(Displayed):
     @property
     def compute_s(self) -> float:
         """The compute parts of the step (forward, backward and recompute ops)."""
-        return sum(self.breakdown[k] for k in COMPUTE_PARTS)
+        b = self.breakdown
+        return b.compute_forward + b.compute_backward + b.compute_recompute
 
     @property
     def memory_per_chip_bytes(self) -> float:
-        return sum(self.memory.values())
+        return self.memory.total
 
     @property
     def fits(self) -> bool:
@@ -321,15 +325,16 @@ def step_result(
     parts: StepParts,
     memory: dict[str, float] | None = None,
 ) -> StepResult:
-    """The step of ``par`` from its parts (and memory per chip, found here when not given)."""
+    """The step of ``par`` from its parts (and memory per chip, found here when not given): the typed parts
+    (parts.py) built from the plain figures the search ranks by."""
     br = step_breakdown_s(setup, par, pricer, parts)
     if memory is None:
         memory = memory_per_chip(setup, par, prof, microbatch_size(setup.global_batch, par))
     return StepResult(
         par,
         sum(br.values()),
-        br,
-        memory,
+        StepBreakdown(**br),
+        MemoryParts(**memory),
         setup.chip.hbm_capacity_bytes,
         setup.chip.hbm_capacity_bytes * setup.efficiency.usable_hbm_fraction,
         setup.tokens_per_step,

@@ -9,10 +9,11 @@ from rooftop.units import format_bytes, format_duration, format_rate, plural
 
 if TYPE_CHECKING:
     from rooftop.plan.train.explain import CrossDomainTp, Explanation, StageSplit
+    from rooftop.plan.train.parts import StepPartName
     from rooftop.plan.train.step import StepResult
 
 #: the parts of the step a layout with tp inside one domain is compared on
-_COMPARED = ("tensor_parallel", "fsdp", "pipeline_bubble", "data_parallel")
+_COMPARED: tuple[StepPartName, ...] = ("tensor_parallel", "fsdp", "pipeline_bubble", "data_parallel")
 
 
 def explanation_lines(ex: Explanation) -> list[str]:

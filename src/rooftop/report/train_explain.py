@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rooftop.units import format_bytes, format_duration, format_rate, plural
+from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
 if TYPE_CHECKING:
     from rooftop.plan.train.explain import CrossDomainTp, Explanation, StageSplit
@@ -27,8 +27,9 @@ def explanation_lines(ex: Explanation) -> list[str]:
             f"{format_duration(best.step_time_s)}). Add chips, or allow offload/remat if pinned."
         ]
     lines = [
-        f"Best layout: {par.label()}: step {format_duration(best.step_time_s)}, MFU {best.mfu:.1%} "
-        f"(ideal efficiency: {format_duration(ex.ideal.step_time_s)}, MFU {ex.ideal.mfu:.1%}), {best.bound}-bound.",
+        f"Best layout: {par.label()}: step {format_duration(best.step_time_s)}, MFU {format_percent(best.mfu, 1)} "
+        f"(ideal efficiency: {format_duration(ex.ideal.step_time_s)}, MFU {format_percent(ex.ideal.mfu, 1)}), "
+        f"{best.bound}-bound.",
         f"{ex.tokens_per_chip:,.0f} tokens per chip per step is "
         f"{'below' if ex.tokens_per_chip < ex.critical_tokens else 'above'} the ~{ex.critical_tokens:,.0f} tokens "
         "per chip that pure FSDP needs to hide its weight traffic (its gathers and reduce-scatters priced as the "
@@ -49,7 +50,7 @@ def explanation_lines(ex: Explanation) -> list[str]:
         lines.append(
             f"Pipeline of {par.pp} stages x {par.virtual_stages} virtual with {par.microbatches} microbatches: "
             f"bubble {format_duration(best.breakdown['pipeline_bubble'])} "
-            f"((p-1)/(v m) = {(par.pp - 1) / (par.virtual_stages * par.microbatches):.1%} of the work). "
+            f"((p-1)/(v m) = {format_percent((par.pp - 1) / (par.virtual_stages * par.microbatches), 1)} of the work). "
             + _split_words(ex.split)
         )
     return lines
@@ -72,7 +73,8 @@ def _fsdp_alone(ex: Explanation) -> str:
         )
     return (
         f"FSDP over all {chips}: step {format_duration(pure.step_time_s)} "
-        f"(MFU {pure.mfu:.1%}), of which {format_duration(pure.breakdown['fsdp'])} exposed FSDP communication."
+        f"(MFU {format_percent(pure.mfu, 1)}), of which {format_duration(pure.breakdown['fsdp'])} "
+        "exposed FSDP communication."
     )
 
 
@@ -100,6 +102,11 @@ def _cross_domain(x: CrossDomainTp, best: StepResult) -> str:
                           if alt.breakdown[k] > 0)  # fmt: skip
         line += (
             f" The best layout with tp inside one, {alt.parallelism.label()}: step {format_duration(alt.step_time_s)} "
-            f"({alt.step_time_s / best.step_time_s - 1:+.1%}; {parts})."
+            f"({_signed_percent(alt.step_time_s / best.step_time_s - 1)}; {parts})."
         )
     return line
+
+
+def _signed_percent(fraction: float) -> str:
+    """A change as a signed percentage with one decimal ("+3.2%", "-0.5%")."""
+    return ("+" if fraction >= 0 else "") + format_percent(fraction, 1)

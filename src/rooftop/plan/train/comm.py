@@ -329,7 +329,7 @@ def _fsdp_layer(
     return ag, rs
 
 
-def _dp_comms(
+def dp_comms(
     setup: TrainingSetup, par: Parallelism, prof: ModelProfile, shards: Shards
 ) -> list[tuple[tuple[str, ...], float]]:
     """The gradient all-reduces of one step: (axes, bytes per chip)."""
@@ -354,7 +354,7 @@ def dp_exposed(
     """The gradient all-reduce over dp (and cp) left after hiding behind ``dp_overlap`` of the last
     microbatch's backward compute that the layers' own communication left free."""
     dp_t = 0.0
-    for axes, nbytes in _dp_comms(setup, par, prof, shards):
+    for axes, nbytes in dp_comms(setup, par, prof, shards):
         dp_t += pricer.time("all-reduce", axes, nbytes)
         if ledger is not None:
             ledger.comm("data_parallel", "all-reduce", axes, nbytes, 1.0)

@@ -40,7 +40,14 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.train.bound import pipeline_bound_s, step_lower_bounds, tp_bound_s, variant_bound_s
+from rooftop.plan.train.bound import (
+    dp_bound_s,
+    fsdp_bound_s,
+    pipeline_bound_s,
+    step_lower_bounds,
+    tp_bound_s,
+    variant_bound_s,
+)
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
@@ -384,6 +391,20 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
     return smallest
 
 
+def _comm_bounds(
+    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], tuple[float, float]]
+) -> tuple[float, float]:
+    """(per layer and microbatch, per step): the least the layout's tensor-parallel and FSDP collectives and its
+    data-parallel reduction add (bound.py), memoized per mesh and what else they depend on."""
+    key = (id(pricer), base.microbatches, base.fsdp_reshard, base.virtual_stages, base.pipeline_balance)
+    found = memo.get(key)
+    if found is None:
+        setup, prof = ctx.setup, ctx.profile(ctx.first_remat)
+        per = tp_bound_s(setup, base, pricer) + fsdp_bound_s(setup, base, pricer, prof)
+        found = memo[key] = (per, dp_bound_s(setup, base, pricer, prof))
+    return found
+
+
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -413,6 +434,7 @@ def search(
             np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
         )
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
+    memo: dict[tuple[object, ...], tuple[float, float]] = {}
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
@@ -433,7 +455,8 @@ def search(
             unlayable += 1
             continue
         if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
-            more = per_layer[index] * tp_bound_s(setup, base, pricer) + pipeline_bound_s(setup, base, pricer)
+            per, dp_s = _comm_bounds(ctx, base, pricer, memo)
+            more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
             if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1
                 continue

@@ -392,17 +392,24 @@ def _first_fit(ctx: _Context, base: Parallelism) -> _Fit:
 
 
 def _comm_bounds(
-    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], tuple[float, float]]
+    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], float]
 ) -> tuple[float, float]:
     """(per layer and microbatch, per step): the least the layout's tensor-parallel and FSDP collectives and its
-    data-parallel reduction add (bound.py), memoized per mesh and what else they depend on."""
-    key = (id(pricer), base.microbatches, base.fsdp_reshard, base.virtual_stages, base.pipeline_balance)
-    found = memo.get(key)
-    if found is None:
-        setup, prof = ctx.setup, ctx.profile(ctx.first_remat)
-        per = tp_bound_s(setup, base, pricer) + fsdp_bound_s(setup, base, pricer, prof)
-        found = memo[key] = (per, dp_bound_s(setup, base, pricer, prof))
-    return found
+    data-parallel reduction add (bound.py), each memoized per mesh and what else it depends on (the microbatch
+    size; whether FSDP reshards, its traffic spread over the microbatches when not; the pipeline's split)."""
+    setup, pid = ctx.setup, id(pricer)
+    b = microbatch_size(setup.global_batch, base)
+    tp_key, fsdp_key = (pid, "tp", b), (pid, "fsdp", base.fsdp_reshard)
+    dp_key = (pid, "dp", base.virtual_stages, base.pipeline_balance)
+    if tp_key not in memo:
+        memo[tp_key] = tp_bound_s(setup, base, pricer)
+    spread = 1.0 if base.fsdp_reshard else float(base.microbatches)  # kept gathered: once over the microbatches
+    if fsdp_key not in memo:
+        memo[fsdp_key] = fsdp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat)) * spread
+    if dp_key not in memo:
+        memo[dp_key] = dp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat))
+    fsdp = memo[fsdp_key] / spread
+    return memo[tp_key] + fsdp, memo[dp_key]
 
 
 def search(
@@ -434,7 +441,7 @@ def search(
             np.array(rows, dtype=np.int64), setup.global_batch, profiles, setup.optimizer_s_per_param
         )
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
-    memo: dict[tuple[object, ...], tuple[float, float]] = {}
+    memo: dict[tuple[object, ...], float] = {}
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)

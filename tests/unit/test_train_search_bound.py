@@ -68,6 +68,8 @@ def test_search_ranks_as_the_straightforward_search(
         ("mixtral-8x7b", "tpu-v5e", "4x8", 64, 4096),
         # parallel layers (one tensor-parallel pair a layer) and a GPU stack that hides pipeline sends
         ("palm-540b", "h100", "64x8", 256, 2048),
+        # FSDP and data-parallel layouts on NCCL, whose hidden collectives take compute (bound.fsdp_bound_s, dp_bound_s)
+        ("llama-3-8b", "h100", "4x8", 64, 4096),
     ],
 )
 def test_the_bound_is_below_every_priced_step(model: str, chip: str, topo: str, batch: int, seq: int) -> None:

@@ -135,6 +135,13 @@ def _sync(t: Term) -> str:
     )
 
 
+def _contention(t: Term) -> str:
+    return (
+        f"{format_duration(t.figure('hidden_s'))} of collectives hidden behind compute x {t.figure('overlap_cost'):g} "
+        f"s of compute lost per hidden second ({t.figure('framework')}: its collectives run on the compute's SMs)"
+    )
+
+
 _RULES: dict[str, Callable[[Term], str]] = {
     "flops": _flops,
     "hbm": _hbm,
@@ -148,6 +155,7 @@ _RULES: dict[str, Callable[[Term], str]] = {
     "eager": _eager,
     "host": _host,
     "sync": _sync,
+    "contention": _contention,
 }
 
 

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rooftop.cost.roofline import hbm_rate, roofline_table
-from rooftop.plan.train.comm import CommPricer, tp_pairs_per_layer
+from rooftop.plan.train.comm import CommPricer, dp_comms, tp_pairs_per_layer
 from rooftop.plan.train.layout import Parallelism, _stage_split, microbatch_size
 from rooftop.plan.train.memory import Shards
-from rooftop.plan.train.profile import ModelProfile, op_sums, stage_pace
+from rooftop.plan.train.profile import ModelProfile, held_params, op_sums, stage_pace
 
 if TYPE_CHECKING:
     from rooftop.plan.train.step import TrainingSetup
@@ -154,6 +154,35 @@ def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> fl
     return 2 * tp_pairs_per_layer(setup.cfg) * pair
 
 
+def fsdp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+    """The least a layer's FSDP traffic adds to one microbatch on a stack whose hidden collectives take compute
+    (``Framework.overlap_cost`` k, at most 1): each second of it is either exposed (a second) or hidden (k
+    seconds, comm.overlap_contention), so at least k x its gathers and reduce-scatter, with the stack's launch
+    cost each (comm.layer_comm), the least over the layer groups (a routed-expert layer's experts only add); 0
+    without fsdp or without that cost."""
+    k = min(1.0, setup.stack.overlap_cost)
+    if par.fsdp == 1 or not k:
+        return 0.0
+    (_, w_bytes, g_bytes), axes = setup.element_bytes, Shards.of(par).dense_fsdp_axes
+    held, launch = held_params(prof, par.tp), setup.stack.launch_s
+    least = min(
+        (pricer.time("all-gather", axes, h * w_bytes) + launch) * (1 + par.fsdp_reshard)
+        + pricer.time("reduce-scatter", axes, h * g_bytes)
+        + launch
+        for h in held.layers
+    )
+    return k * least * (1.0 if par.fsdp_reshard else 1.0 / par.microbatches)
+
+
+def dp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+    """The least the data-parallel gradient reduction adds to a step on a stack whose hidden collectives take
+    compute: k (at most 1) x its all-reduces (comm.dp_exposed: each second exposed or hidden at k)."""
+    k = min(1.0, setup.stack.overlap_cost)
+    if not k:
+        return 0.0
+    return k * sum(pricer.time("all-reduce", axes, n) for axes, n in dp_comms(setup, par, prof, Shards.of(par)))
+
+
 def pipeline_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
     """The pipeline's sends of a layout's step, whatever its variant (step.step_breakdown_s: 2 v per
     microbatch, none hidden, over the m microbatches and the bubble); 0 where the stack hides each send behind
@@ -176,7 +205,8 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     layers, outside = sums.passes
     per_mb = layers * layer_scale + outside * head
     tp_one = tp_bound_s(setup, par, pricer) / 2
-    per_mb += prof.n_layers * layer_scale * (3 if par.remat == "full" else 2) * tp_one
+    per_mb += prof.n_layers * layer_scale * ((3 if par.remat == "full" else 2) * tp_one)
+    per_mb += prof.n_layers * layer_scale * fsdp_bound_s(setup, par, pricer, prof)
     shards = Shards.of(par)
     if par.fsdp > 1:  # the embedding and head's FSDP traffic: no layer compute to hide it (comm.layer_comm)
         _, w_bytes, g_bytes = setup.element_bytes
@@ -187,7 +217,7 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
         per_mb += (edge_ag * (1 + par.fsdp_reshard) + edge_rs) * once
     opt = shards.params(prof, par, over_dp=par.zero_stage >= 1) * setup.optimizer_s_per_param
     steps = par.microbatches + (par.pp - 1) / par.virtual_stages
-    return per_mb * steps + pipeline_bound_s(setup, par, pricer) + opt
+    return per_mb * steps + pipeline_bound_s(setup, par, pricer) + dp_bound_s(setup, par, pricer, prof) + opt
 
 
 def _tokens_chip(setup: TrainingSetup, par: Parallelism) -> float:

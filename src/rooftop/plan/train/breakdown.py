@@ -10,7 +10,8 @@ second hidden behind compute, and each part becomes a ``StepPart``:
   elementwise ops run eagerly, a third for the eager kernels' traffic beyond the fused ops' (model/eager.py);
 - tensor_parallel, context_parallel, fsdp, expert_parallel, data_parallel, pipeline_p2p: one term per
   collective (cost/collectives.py through cost/roofline.collective_term, count = calls per step) and a
-  negative "hidden" term for what compute hid;
+  negative "hidden" term for what compute hid, and a "contention" term for the compute the hidden collectives
+  slowed (``Framework.overlap_cost`` seconds per hidden second);
 - pipeline_bubble: (p - 1) / v microbatch times; optimizer: the update's roofline (model/memory);
   offload: bytes over the host link.
 
@@ -27,7 +28,7 @@ import numpy as np
 from rooftop.cost.cost import Comm
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import Term, TermKind, achievable, collective_term, host_term, memory_term, roofline
-from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s
+from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s, overlap_contention
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import Shards, offload_transfers
 from rooftop.plan.train.profile import ModelProfile, gemm_shape_efficiency, op_roofline, op_sums, stage_pace
@@ -40,6 +41,7 @@ from rooftop.plan.train.step import (
     _pp_boundary_bytes,
     layout_mesh,
     optimizer_cost,
+    p2p_per_microbatch,
     profile_for,
     step_parts,
     step_result,
@@ -170,8 +172,18 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
             ("overlap", getattr(eff, factor) if factor else 1.0),
         )
         terms.append(Term("hidden behind compute", -hidden, TermKind.HIDDEN, "hidden", figures))
-    parts = tuple(terms)
-    return StepPart(name, exposed_s(comm_s, hidden), _bound(parts, "network"), parts)
+    slow = _contention(setup, ledger.contended.get(name, 0.0) * scale)
+    parts = tuple(terms) + slow
+    return StepPart(name, exposed_s(comm_s, hidden) + sum(t.seconds for t in slow), _bound(parts, "network"), parts)
+
+
+def _contention(setup: TrainingSetup, hidden_s: float) -> tuple[Term, ...]:
+    """The compute lost to ``hidden_s`` seconds of collectives hidden behind it (comm.overlap_contention)."""
+    seconds = overlap_contention(setup, hidden_s)
+    if not seconds:
+        return ()
+    figures = (("hidden_s", hidden_s), ("overlap_cost", setup.stack.overlap_cost), ("framework", setup.stack.name))
+    return (Term("compute slowed by the hidden collectives", seconds, TermKind.OVERHEAD, "contention", figures),)
 
 
 def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> tuple[StepResult, list[StepPart]]:
@@ -199,10 +211,10 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
                 Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, TermKind.LATENCY, "sync", sync),
             )
     pp_s = sum(t.seconds for t in pp_terms)
-    if par.pp > 1 and setup.stack.p2p_overlap and par.virtual_stages > 1:  # hidden behind the next model chunk
+    _, hidden = p2p_per_microbatch(setup, par, pricer, parts)
+    if hidden:  # hidden behind the next model chunk
         figures = (("communication_s", pp_s), ("cover", "the next model chunk"), ("overlap", 1.0))
-        hidden = pp_s - result.breakdown["pipeline_p2p"]
-        pp_terms += (Term("hidden behind compute", -hidden, TermKind.HIDDEN, "hidden", figures),)
+        pp_terms += (Term("hidden behind compute", -hidden * m, TermKind.HIDDEN, "hidden", figures),)
         pp_s = result.breakdown["pipeline_p2p"]
     out["pipeline_p2p"] = StepPart("pipeline_p2p", pp_s, _bound(pp_terms, "network"), pp_terms)
     bubble = result.breakdown["pipeline_bubble"]

@@ -85,6 +85,9 @@ class Ledger:
     layers: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
     edge_fsdp: tuple[float, float] = (0.0, 0.0)  # the embedding and head's FSDP traffic forward, backward (s)
     fsdp_copy_bytes: float = 0.0  # HBM bytes of the stack's copies out of the gather buffer (per microbatch)
+    #: per part, the seconds hidden behind compute that slow it (``overlap_contention``; per microbatch for the
+    #: layers' parts, per step for data_parallel)
+    contended: dict[str, float] = field(default_factory=dict)
 
     def comm(self, part: str, kind: str, axes: tuple[str, ...], nbytes: float, calls: float) -> None:
         if nbytes > 0 and calls > 0:
@@ -108,6 +111,15 @@ def _hide(
     avail -= h_tp
     h_fsdp = min(fsdp, fsdp_overlap * avail)
     return avail - h_fsdp, h_ring, h_tp, h_fsdp
+
+
+def overlap_contention(setup: TrainingSetup, hidden_s: float) -> float:
+    """Compute seconds lost to ``hidden_s`` seconds of collectives hidden behind it: the stack's library runs its
+    collectives as kernels on the compute units and HBM the overlapped compute uses (NCCL: a thread block per
+    channel), so the compute runs slower while they do; ``Framework.overlap_cost`` seconds per hidden second. The
+    gather family and all-to-alls only: NCCL runs a point-to-point send/receive (the pipeline's) on a few channels
+    per peer (NCCL_NCHANNELS_PER_NET_PEER, 2 by default), not on every channel as a collective."""
+    return setup.stack.overlap_cost * hidden_s
 
 
 def exposed_s(total_s: float, hidden_s: float) -> float:
@@ -163,6 +175,7 @@ def layer_comm(
         kv = tokens_chip * 2 * cfg.n_kv_heads * cfg.head_dim * a_bytes / min(par.tp, cfg.n_kv_heads)
         ring = (par.cp - 1) * pricer.time("permute", ("cp",), kv)
     uncovered = fill = 0.0
+    hid_tp = hid_cp = hid_fsdp = hid_ep = 0.0  # seconds hidden behind compute per microbatch
     routed_factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg) if par.ep > 1 else 1.0
     # FSDP traffic per microbatch: resharded, every microbatch gathers each layer (twice) and reduce-scatters
     # its gradients; not resharded, each layer is gathered once per step (first microbatch's forward) and kept,
@@ -186,6 +199,9 @@ def layer_comm(
         e_cp += n * exposed_s(3 * ring, f_ring + b_ring)
         e_tp += n * exposed_s(tp_one + tp_b, f_tp + b_tp)
         e_fsdp += n * once * exposed_s(ag + b_ag + rs, f_fsdp + b_fsdp)
+        hid_tp += n * (f_tp + b_tp)
+        hid_cp += n * (f_ring + b_ring)
+        hid_fsdp += n * once * (f_fsdp + b_fsdp)
         if not fill and par.fsdp > 1:  # the pass's first gather and its last reduce-scatter: no compute before or after
             fill = (min(f_fsdp, ag) + min(b_fsdp, rs)) * once
         routed = to_experts = a2a = h_f = h_b = 0.0
@@ -202,6 +218,7 @@ def layer_comm(
             h_b = min((1 + recompute) * a2a, eff.ep_overlap * min(left, max(0.0, dense_b / c - b_ring)))
             left -= h_b
             e_ep += n * exposed_s((2 + recompute) * a2a, h_f + h_b)
+            hid_ep += n * (h_f + h_b)
         uncovered += n * left
         if ledger is not None:
             ledger.hide("expert_parallel", n * (h_f + h_b))
@@ -221,6 +238,14 @@ def layer_comm(
             ledger.comm("expert_parallel", "all-to-all", ("ep",), to_experts, n * (2 + recompute))
             ledger.comm("expert_parallel", "all-to-all", ("ep",), routed, n * (2 + recompute))
     e_fsdp += fill
+    if setup.stack.overlap_cost:  # the compute the hidden collectives took (overlap_contention)
+        hid_fsdp -= fill
+        e_tp, e_cp = e_tp + overlap_contention(setup, hid_tp), e_cp + overlap_contention(setup, hid_cp)
+        e_fsdp, e_ep = e_fsdp + overlap_contention(setup, hid_fsdp), e_ep + overlap_contention(setup, hid_ep)
+        if ledger is not None:
+            parts = ("tensor_parallel", "context_parallel", "fsdp", "expert_parallel")
+            hid = zip(parts, (hid_tp, hid_cp, hid_fsdp, hid_ep), strict=True)
+            ledger.contended.update({part: h for part, h in hid if h})
     if ledger is not None:
         ledger.hide("fsdp", -fill)
     if par.fsdp > 1:  # the embedding and head: gathered forward and backward, gradients reduce-scattered; at the
@@ -304,7 +329,7 @@ def _fsdp_layer(
     return ag, rs
 
 
-def _dp_comms(
+def dp_comms(
     setup: TrainingSetup, par: Parallelism, prof: ModelProfile, shards: Shards
 ) -> list[tuple[tuple[str, ...], float]]:
     """The gradient all-reduces of one step: (axes, bytes per chip)."""
@@ -329,11 +354,14 @@ def dp_exposed(
     """The gradient all-reduce over dp (and cp) left after hiding behind ``dp_overlap`` of the last
     microbatch's backward compute that the layers' own communication left free."""
     dp_t = 0.0
-    for axes, nbytes in _dp_comms(setup, par, prof, shards):
+    for axes, nbytes in dp_comms(setup, par, prof, shards):
         dp_t += pricer.time("all-reduce", axes, nbytes)
         if ledger is not None:
             ledger.comm("data_parallel", "all-reduce", axes, nbytes, 1.0)
     hidden = min(dp_t, setup.efficiency.dp_overlap * uncovered)
+    slow = overlap_contention(setup, hidden)
     if ledger is not None and hidden:
         ledger.hide("data_parallel", hidden)
-    return exposed_s(dp_t, hidden)
+        if slow:
+            ledger.contended["data_parallel"] = hidden
+    return exposed_s(dp_t, hidden) + slow

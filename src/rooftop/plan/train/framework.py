@@ -28,6 +28,9 @@ A ``Framework`` says, for the training step (plan/train/step.py and comm.py):
 - ``loss_fp32``: the logits are cast to fp32 before a separate cross-entropy kernel (model/transformer._loss_upcast);
 - ``foreach_optimizer``: Adam runs as PyTorch's foreach AdamW, one kernel per operation over all tensors
   (plan/train/step.foreach_adam_extra_bytes), not one fused pass;
+- ``overlap_cost``: seconds of compute lost per second of a collective hidden behind it: its library runs
+  collectives as kernels on the same streaming multiprocessors and HBM as the compute (NCCL: a thread block
+  per channel), so the compute it overlaps runs slower (its own term of each communication part);
 - ``fused_elementwise``: the default for the job's ``--fix compile``: whether norms, rotary embedding and
   the gated activation run as fused kernels (a compiler, or the stack's hand-fused kernels) or eagerly, one
   kernel per PyTorch op (model/eager.py; the extra traffic is its own term of the compute parts).
@@ -79,11 +82,12 @@ class Framework:
     expand_kv: bool = False  # grouped K, V copied out to every query head before the attention kernel
     loss_fp32: bool = False  # the logits cast to fp32 before a separate cross-entropy kernel
     foreach_optimizer: bool = False  # Adam as PyTorch's foreach AdamW (one kernel per operation)
+    overlap_cost: float = 0.0  # compute seconds lost per second of collective hidden behind it (its library's)
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __hash__(self) -> int:  # the mappings are read-only views; the name and figures identify it
         figures = (self.launch_s, self.prefetch, self.dp_overlap, self.p2p_sync_s, self.p2p_overlap)
-        kernels = (self.gather_copy, self.expand_kv, self.loss_fp32, self.foreach_optimizer)
+        kernels = (self.gather_copy, self.expand_kv, self.loss_fp32, self.foreach_optimizer, self.overlap_cost)
         return hash((self.name, self.algorithm, *figures, *kernels))
 
     def attention_cap(self, chip: Chip) -> float:
@@ -153,6 +157,7 @@ def get_framework(name: str) -> Framework:
         bool(_value(table, "expand_kv", where)) if "expand_kv" in table else False,
         bool(_value(table, "loss_fp32", where)) if "loss_fp32" in table else False,
         bool(_value(table, "foreach_optimizer", where)) if "foreach_optimizer" in table else False,
+        float(_value(lib, "overlap_cost", lib_where)) if "overlap_cost" in lib else 0.0,
         MappingProxyType({k: str(v["source"]) for k, v in table.items() if isinstance(v, Mapping)}),
     )
 

@@ -40,7 +40,14 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.train.bound import pipeline_bound_s, step_lower_bounds, tp_bound_s, variant_bound_s
+from rooftop.plan.train.bound import (
+    dp_bound_s,
+    fsdp_bound_s,
+    pipeline_bound_s,
+    step_lower_bounds,
+    tp_bound_s,
+    variant_bound_s,
+)
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
@@ -409,6 +416,27 @@ def _table(rows: list[Row]) -> np.ndarray:
     return flat.reshape(len(rows), len(ROW_FIELDS))
 
 
+def _comm_bounds(
+    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], float]
+) -> tuple[float, float]:
+    """(per layer and microbatch, per step): the least the layout's tensor-parallel and FSDP collectives and its
+    data-parallel reduction add (bound.py), each memoized per mesh and what else it depends on (the microbatch
+    size; whether FSDP reshards, its traffic spread over the microbatches when not; the pipeline's split)."""
+    setup, pid = ctx.setup, id(pricer)
+    b = microbatch_size(setup.global_batch, base)
+    tp_key, fsdp_key = (pid, "tp", b), (pid, "fsdp", base.fsdp_reshard)
+    dp_key = (pid, "dp", base.virtual_stages, base.pipeline_balance)
+    if tp_key not in memo:
+        memo[tp_key] = tp_bound_s(setup, base, pricer)
+    spread = 1.0 if base.fsdp_reshard else float(base.microbatches)  # kept gathered: once over the microbatches
+    if fsdp_key not in memo:
+        memo[fsdp_key] = fsdp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat)) * spread
+    if dp_key not in memo:
+        memo[dp_key] = dp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat))
+    fsdp = memo[fsdp_key] / spread
+    return memo[tp_key] + fsdp, memo[dp_key]
+
+
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -436,6 +464,7 @@ def search(
         profiles = [ctx.profile(r) for r in remats]
         bounds, per_layer = step_lower_bounds(_table(rows), setup.global_batch, profiles, setup.optimizer_s_per_param)
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
+    memo: dict[tuple[object, ...], float] = {}
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
@@ -456,7 +485,8 @@ def search(
             unlayable += 1
             continue
         if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
-            more = per_layer[index] * tp_bound_s(setup, base, pricer) + pipeline_bound_s(setup, base, pricer)
+            per, dp_s = _comm_bounds(ctx, base, pricer, memo)
+            more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
             if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1
                 continue

@@ -291,14 +291,7 @@ def step_breakdown_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer,
     """The step's seconds by part (PARTS) from its parts: per microbatch x microbatches, the bubble, per step;
     the step time is the sum of the values in this order (a search ranks by it before building the result)."""
     mb = parts.per_microbatch
-    pp_mb = 0.0
-    if par.pp > 1:  # a send/receive forward and backward per virtual stage, each with the stack's host sync
-        send = pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts)) + setup.stack.p2p_sync_s
-        pp_mb = 2 * par.virtual_stages * send
-        if setup.stack.p2p_overlap and par.virtual_stages > 1:  # each hides behind one chunk's forward or backward
-            v = par.virtual_stages
-            fwd, bwd = mb["compute_forward"] / v, (mb["compute_backward"] + mb["compute_recompute"]) / v
-            pp_mb = v * (max(0.0, send - fwd) + max(0.0, send - bwd))
+    pp_mb = p2p_per_microbatch(setup, par, pricer, parts)[0]  # no contention: NCCL runs p2p on few channels
     t_mb = sum(mb.values()) + pp_mb
     m = par.microbatches
     return {
@@ -315,6 +308,23 @@ def step_breakdown_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer,
         "optimizer": parts.optimizer,
         "offload": parts.offload,
     }
+
+
+def p2p_per_microbatch(
+    setup: TrainingSetup, par: Parallelism, pricer: CommPricer, parts: StepParts
+) -> tuple[float, float]:
+    """(exposed, hidden) seconds of one microbatch's pipeline sends/receives: one forward and one backward per
+    virtual stage, each with the stack's host sync; under the stack's ``p2p_overlap`` and an interleaved
+    schedule each hides behind one model chunk's forward or backward, the excess exposed."""
+    if par.pp <= 1:
+        return 0.0, 0.0
+    send = pricer.time("permute", ("pp",), _pp_boundary_bytes(setup, par, parts)) + setup.stack.p2p_sync_s
+    v, mb = par.virtual_stages, parts.per_microbatch
+    if not (setup.stack.p2p_overlap and v > 1):
+        return 2 * v * send, 0.0
+    fwd, bwd = mb["compute_forward"] / v, (mb["compute_backward"] + mb["compute_recompute"]) / v
+    exposed = v * (max(0.0, send - fwd) + max(0.0, send - bwd))
+    return exposed, 2 * v * send - exposed
 
 
 def step_result(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 def _xla_flags() -> str:
@@ -47,10 +48,10 @@ def third_party() -> Path:
     return THIRD_PARTY
 
 
-_WORKED: dict[str, tuple[object, tuple[object, ...]]] = {}
+_WORKED: dict[str, tuple[Any, tuple[Any, ...]]] = {}
 
 
-def worked_example(kind: str) -> tuple[object, tuple[object, ...]]:
+def worked_example(kind: str) -> tuple[Any, tuple[Any, ...]]:
     """``rooftop.workloads.mock_transformer(kind)`` (on the 8 CPU devices), made once per test session: the
     same jitted function for every test, so that JAX compiles it once, not once per test."""
     if kind not in _WORKED:
@@ -72,12 +73,12 @@ def worked_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     for kind in ("naive", "fixed"):
         folder = tmp_path_factory.mktemp(kind)
         step, args = worked_example(kind)
-        (folder / "step.hlo.txt").write_text(step.lower(*args).compile().as_text())  # type: ignore[attr-defined]
-        jax.block_until_ready(step(*args))  # type: ignore[operator]
+        (folder / "step.hlo.txt").write_text(step.lower(*args).compile().as_text())
+        jax.block_until_ready(step(*args))
         with jax.profiler.trace(str(folder / "logdir")):
             for i in range(3):
                 with jax.profiler.StepTraceAnnotation("step", step_num=i):
-                    jax.block_until_ready(step(*args))  # type: ignore[operator]
+                    jax.block_until_ready(step(*args))
         out[kind], out[kind + ".hlo"] = folder / "logdir", folder / "step.hlo.txt"
     return out
 

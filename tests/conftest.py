@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
+
+# pytest keeps each test module's assertion-rewritten code, and Python each imported module's bytecode, in
+# __pycache__ (git-ignored); PYTHONDONTWRITEBYTECODE, set in some shells and containers, turns both off and
+# makes every run compile the ~500 modules of the package and the tests again (about 25 CPU-s of the suite,
+# measured on a 2-core machine). The suite keeps them whatever the shell says (set here, before any test
+# module is collected; the first run after a change compiles what changed, as without the variable).
+sys.dont_write_bytecode = False
 
 
 def _xla_flags() -> str:
@@ -48,7 +56,7 @@ def third_party() -> Path:
     return THIRD_PARTY
 
 
-_WORKED: dict[str, tuple[object, tuple[object, ...]]] = {}
+_WORKED: dict[str, tuple[Any, tuple[Any, ...]]] = {}
 
 
 def worked_example(kind: str) -> tuple[Any, tuple[Any, ...]]:

@@ -237,14 +237,20 @@ def test_profile_timeline_keeps_every_measured_duration(tmp_path: Path) -> None:
     # was: each of the 820 kernels read back as a run of itself, grouped by kernel name; now the aten ops'
     # rows come back, each with its runs (a _foreach_ op's 10 kernels of one name one run, not 10: the host
     # span and launches written beside them say so) and its measured time per run
-    assert kernels == 820 and sum(o["count"] for o in back["ops"]) == 700
-    # (the trace's copies and fills are ops priced from their bytes; a timeline read back as Chrome JSON
-    # carries no size for them, so they are left out on both sides, as in the third-party read-back below)
-    rows = [o for o in json.loads(out)["ops"] if o["opcode"] != "copy"]
+    assert kernels == 820 and sum(o["count"] for o in back["ops"] if o["opcode"] != "copy") == 700
+    # and each of the 330 copies and fills (325 memsets, 5 device-to-device copies) an execution of its row
+    copies_run = sum(len(v) for (_, kind), v in before.items() if kind == "memcpy")
+    assert copies_run == 330 and sum(o["count"] for o in back["ops"] if o["opcode"] == "copy") == copies_run
+    # the trace's copies and fills too: ops priced from their bytes, which the timeline carries (was: left out)
+    rows = json.loads(out)["ops"]
+    assert any(o["opcode"] == "copy" for o in rows)
     assert {o["name"]: o["count"] for o in back["ops"]} == {o["name"]: o["count"] for o in rows}
     assert {o["name"]: o["measured_s"] for o in back["ops"]} == pytest.approx(
         {o["name"]: o["measured_s"] for o in rows}, rel=1e-9, abs=NS
     )
+    copies = {o["name"]: o["lower_bound_s"] for o in rows if o["opcode"] == "copy"}
+    assert copies and all(copies.values())  # each priced from its bytes (its name gives them), read back alike
+    assert {o["name"]: o["lower_bound_s"] for o in back["ops"] if o["opcode"] == "copy"} == pytest.approx(copies)
     assert next(o["count"] for o in rows if o["name"].startswith("aten::_foreach_add_")) == 5  # one per step
     assert len(back["steps"]) == 5
 
@@ -293,10 +299,9 @@ def test_third_party_profile_timeline_reads_back_alike(tmp_path: Path, name: str
     code, out, err = run_cli("profile", str(path), "--chip", chip, "--json")
     assert code == 0, err
     after = json.loads(out)
-    for d in (before, after):  # (a PyTorch trace's copies are ops priced from their bytes; the timeline's are not)
-        d["ops"] = ops = [o for o in d["ops"] if o["opcode"] != "copy" or jax]
-        d["runs"] = sum(o["count"] for o in ops)
-        d["total_s"] = sum(o["total_s"] for o in ops)
+    for d in (before, after):  # every row, copies included (was: a PyTorch trace's copies left out)
+        d["runs"] = sum(o["count"] for o in d["ops"])
+        d["total_s"] = sum(o["total_s"] for o in d["ops"])
     assert after["runs"] == before["runs"] and after["total_s"] == pytest.approx(
         before["total_s"], rel=1e-12, abs=before["runs"] * NS
     )

@@ -59,17 +59,24 @@ def _priced(name: str, size: int | None, chip: Chip) -> Priced:
     return Priced(roofline(explicit(0.0, 2.0 * size, "bf16", "vector"), chip), 0.0, 2.0 * size)
 
 
+def copy_sizes(trace: Trace, rows: list[int]) -> list[int | None]:
+    """The bytes of each copy or fill at ``rows`` of the trace (None where the trace gives no size): its
+    ``memcpy_details`` size or ``bytes``; a Kineto copy without either, the largest tensor of its op."""
+    args = trace.events.column("args")
+    sizes = [_size(args[r]) for r in rows]
+    if trace.format == "kineto" and None in sizes:
+        sized = _sizes_from_ops(trace)
+        sizes = [sized.get(r) if size is None else size for size, r in zip(sizes, rows, strict=True)]
+    return sizes
+
+
 def copy_reports(trace: Trace, chip: Chip, compute: Mapping[str, Merged]) -> list[OpReport]:
     """One report row per (copy name, size): its executions (each copy event one) against its roofline."""
     execs = executions(trace, ("memcpy",), by_time=False)
     if not len(execs):
         return []
-    names, args = trace.events.column("name"), trace.events.column("args")
-    keys = [(names[r], _size(args[r])) for r in execs.row.tolist()]
-    if trace.format == "kineto" and any(size is None for _, size in keys):
-        sized = _sizes_from_ops(trace)
-        keys = [(n, sized.get(r) if size is None else size) for (n, size), r in zip(keys, execs.row.tolist(),
-                                                                                     strict=True)]  # fmt: skip
+    names, rows = trace.events.column("name"), execs.row.tolist()
+    keys = [(names[r], size) for r, size in zip(rows, copy_sizes(trace, rows), strict=True)]
     index: dict[tuple[str, int | None], int] = {}
     code = np.array([index.setdefault(k, len(index)) for k in keys], np.int64)
     out = []
@@ -99,11 +106,10 @@ def _sizes_from_ops(trace: Trace) -> dict[int, int]:
 
 
 def with_copies(report: ProfileReport, trace: Trace, chip: Chip) -> ProfileReport:
-    """``report`` with the memory copies and fills of an XPlane or a PyTorch (Kineto) trace as ops (unchanged
-    when it has none). A Kineto trace's ops are joined with the kernels they launched only, so a copy or a
-    fill (``gpu_memcpy`` / ``gpu_memset``, sized by their ``bytes``) is counted once, here."""
-    if trace.format not in ("xplane", "kineto"):  # a Chrome JSON trace: its copies are not sized
-        return report
+    """``report`` with the memory copies and fills of a trace as ops (unchanged when it has none). A Kineto
+    trace's ops are joined with the kernels they launched only, so a copy or a fill (``gpu_memcpy`` /
+    ``gpu_memset``, sized by their ``bytes``) is counted once, here; a Chrome JSON trace's copies are sized
+    as an XPlane's, by their ``memcpy_details`` (a ``--timeline`` writes each copy's size there)."""
     kind, kinds = column_codes(trace.events, "kind")
     if "memcpy" not in kinds or not np.any(kind == kinds.index("memcpy")):
         return report

@@ -12,7 +12,8 @@ Predictions that are not device work (``profile --timeline``'s predicted lane) g
 does not start with ``/device:`` (read back as host activity, not ops). A PyTorch trace's kernels carry
 their report row (the aten op or NCCL call) as ``hlo_op``, and the runs of an op that launched one kernel
 name several times their host span and launches (``/host:CPU``), so that they read back as the same rows
-and runs; programs of one module name stay apart (``jit_dot(21)``, ``jit_dot(34)``).
+and runs; programs of one module name stay apart (``jit_dot(21)``, ``jit_dot(34)``); a copy or fill
+carries its size (``memcpy_details`` ``size:N``), so that it reads back priced from its bytes.
 
 What is laid out comes from plan/ and analysis/: a training step from plan/train/schedule.py, prefill and
 decode steps from the serving plan's chosen point, an HLO module's instructions one after another (each its
@@ -332,6 +333,7 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
     with its roofline time per execution in ``predicted_s`` (a PyTorch trace's kernels: their aten op's, in
     ``op``); a process ``predicted <device>`` (not read back as device work) holds each execution's roofline
     time from where the execution starts."""
+    from rooftop.analysis.copies import copy_sizes
     from rooftop.analysis.trace.ops import executions
 
     predicted = {(o.module, o.name): o.lower_bound_s for o in report.ops}
@@ -343,6 +345,9 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
         labels, launches = kernel_labels(trace, chip)
     ev = trace.events
     t0 = min(ev.column("start_s")) if len(ev) else 0.0
+    copies = [row for row, kind in enumerate(ev.column("kind")) if kind == "memcpy"]
+    # each copy's size, as the report priced it (read back, its roofline is the same)
+    copy_bytes = dict(zip(copies, copy_sizes(trace, copies), strict=True))
 
     def lower_of(row: int, module: str | None, op: str) -> tuple[str | None, float | None]:
         label = labels.get(row)
@@ -373,7 +378,8 @@ def profile_events(trace: Trace, report: ProfileReport, chip: Chip) -> tuple[Ite
             if step is not None:
                 args["step_num"] = step
             if kind == "memcpy":
-                args["memcpy_details"] = ""
+                size = copy_bytes[row]
+                args["memcpy_details"] = "" if size is None else f"size:{size}"
             if row in launches:
                 args["correlation_id"] = launches[row][1]
             label, lower = lower_of(row, module, inst or name)

@@ -34,11 +34,13 @@ def busiest_of(draws: int, trials: int, p: float) -> int:
     if p >= 1:
         return trials
     lo = max(0, math.floor(trials * p) - 1)
-    logs = []
+    logs: list[float] = []
+    peak = -math.inf  # the largest term so far (a running maximum: the loop stays linear in its length)
+    head, log_p, log_q = math.lgamma(trials + 1), math.log(p), math.log1p(-p)
     for i in range(lo, trials + 1):
-        logs.append(math.lgamma(trials + 1) - math.lgamma(i + 1) - math.lgamma(trials - i + 1)
-                    + i * math.log(p) + (trials - i) * math.log1p(-p))  # fmt: skip
-        if i > trials * p and logs[-1] < max(logs) - 41.5:  # e^-41.5 ~ 1e-18
+        logs.append(head - math.lgamma(i + 1) - math.lgamma(trials - i + 1) + i * log_p + (trials - i) * log_q)
+        peak = max(peak, logs[-1])
+        if i > trials * p and logs[-1] < peak - 41.5:  # e^-41.5 ~ 1e-18
             break
     pmf = [math.exp(v) for v in logs]
     tail = 0.0

@@ -18,6 +18,8 @@ cost they are visited from the lowest bound on their step time (plan/train/bound
 alone, found for every row at once) and the search stops once a bound exceeds the top-th step found; a layout
 whose bound, tightened once its mesh is known (tensor-parallel collectives and pipeline sends, never hidden at
 the default overlaps) and again once its variant is (its ops exactly, remat included), exceeds it is skipped.
+Once a row of a mesh is priced, the mesh's floor (``_comm_floor``: its FSDP traffic and the data-parallel
+reduction of the fewest layers any of its rows' stages hold) skips its later rows before anything is built.
 No skipped layout can rank: the search returns what pricing every layout would.
 A layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms) without building
 them; layouts that differ only in virtual stages and split their layers alike share the variant found and all
@@ -43,6 +45,7 @@ from rooftop.model.activations import REMAT_POLICIES
 from rooftop.plan.train.bound import (
     dp_bound_s,
     fsdp_bound_s,
+    least_held_layers,
     pipeline_bound_s,
     step_lower_bounds,
     tp_bound_s,
@@ -437,6 +440,18 @@ def _comm_bounds(
     return memo[tp_key] + fsdp, memo[dp_key]
 
 
+def _comm_floor(
+    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], float], held_layers: int
+) -> tuple[float, float]:
+    """(per layer and microbatch, per step): what _comm_bounds gives at the least for every row of the layout's
+    mesh (its first six columns): the FSDP traffic when it reshards (per microbatch; kept gathered, it is spread
+    over the microbatches: 0 here) and the data-parallel reduction of a stage of ``held_layers``, the fewest
+    any of the mesh's rows hold (bound.least_held_layers). The tensor-parallel collectives and the pipeline's
+    sends, which depend on the microbatches, are left out (both at least 0)."""
+    fsdp = memo[(id(pricer), "fsdp", True)] if base.fsdp_reshard else 0.0
+    return fsdp, dp_bound_s(ctx.setup, base, pricer, ctx.profile(ctx.first_remat), held_layers)
+
+
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -459,10 +474,17 @@ def search(
         )
     top = max(top, 1)
     bounds = per_layer = None
+    mesh_of: list[int] = []
+    fewest: list[int] = []
+    floors: list[tuple[float, float] | None] = []
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
         profiles = [ctx.profile(r) for r in remats]
-        bounds, per_layer = step_lower_bounds(_table(rows), setup.global_batch, profiles, setup.optimizer_s_per_param)
+        table = _table(rows)
+        bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
+        meshes, least_held = least_held_layers(table, ctx.profile(ctx.first_remat))
+        mesh_of, fewest = meshes.tolist(), least_held.tolist()
+        floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
     memo: dict[tuple[object, ...], float] = {}
     template = _template(ctx.fix)
@@ -480,12 +502,19 @@ def search(
             validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
             continue
+        if bounds is not None and per_layer is not None and len(kth) == top:  # its mesh's floor, once priced
+            known = floors[mesh_of[index]]
+            if known is not None and (bounds[index] + per_layer[index] * known[0] + known[1]) * (1 - 1e-9) > -kth[0]:
+                skipped += 1
+                continue
         pricer = ctx.pricer(base, rows[index][:6])
         if pricer is None:
             unlayable += 1
             continue
         if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
             per, dp_s = _comm_bounds(ctx, base, pricer, memo)
+            if floors[mesh_of[index]] is None:
+                floors[mesh_of[index]] = _comm_floor(ctx, base, pricer, memo, fewest[mesh_of[index]])
             more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
             if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1

@@ -24,7 +24,7 @@ from rooftop.plan.train.bound import (
     variant_bound_s,
 )
 from rooftop.plan.train.layout import stage_split, validate
-from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, _rows, _table, search
+from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, _par, _rows, _table, _template, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
 
 
@@ -110,8 +110,11 @@ def test_the_mesh_floor_is_below_every_priced_step(model: str, chip: str, topo: 
     ctx = _Context(setup, {})
     prof = ctx.profile(ctx.first_remat)
     table = _table(list(_rows(setup, {})))
-    mesh_of, fewest = least_held_layers(table, prof)
+    mesh_of, fewest, holds = least_held_layers(table, prof)
     where = {tuple(row): mesh_of[i] for i, row in enumerate(table.tolist())}
+    assert [
+        stage_split(prof.n_layers, _par(tuple(row), _template({})), prof.head_layers).held for row in table.tolist()
+    ] == holds.tolist()
     rows = np.array([[getattr(r.parallelism, f) for f in ROW_FIELDS] for r in result.ranked], dtype=np.int64)
     profiles = [ctx.profile(r) for r in ("none", "selective", "dots", "full")]
     bounds, per_layer = step_lower_bounds(rows, setup.global_batch, profiles)

@@ -188,17 +188,18 @@ def dp_bound_s(
     return k * sum(pricer.time("all-reduce", axes, n) for axes, n in comms)
 
 
-def least_held_layers(rows: np.ndarray, prof: ModelProfile) -> tuple[np.ndarray, np.ndarray]:
+def least_held_layers(rows: np.ndarray, prof: ModelProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the index of each candidate row's mesh, its first six columns; per mesh, the fewest layers the fullest
-    stage holds over the mesh's rows, layout.stage_split under ``prof``): what bounds the data-parallel
-    reduction of every row of a mesh at once (dp_bound_s with ``held_layers``)."""
+    stage holds over the mesh's rows; per row, the layers its fullest stage holds: layout.stage_split under
+    ``prof``): what bounds the data-parallel reduction of every row of a mesh at once (dp_bound_s with
+    ``held_layers``)."""
     meshes, mesh_of = _unique_rows(rows[:, :6])
     pp, v, balanced = rows[:, 3], rows[:, 7], rows[:, 8]
     pairs, pair_of = _unique_rows(np.stack([pp, np.where(balanced.astype(bool) & (pp > 1), v, 0)], axis=1))
     held = np.array([_stage_split(prof.n_layers, p, bv, prof.head_layers).held for p, bv in pairs.tolist()])
     least = np.full(len(meshes), np.iinfo(np.int64).max)
     np.minimum.at(least, mesh_of, held[pair_of])
-    return mesh_of, least
+    return mesh_of, least, held[pair_of]
 
 
 def pipeline_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:

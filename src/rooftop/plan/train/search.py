@@ -441,15 +441,22 @@ def _comm_bounds(
 
 
 def _comm_floor(
-    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], float], held_layers: int
+    ctx: _Context,
+    base: Parallelism,
+    pricer: CommPricer,
+    memo: dict[tuple[object, ...], float],
+    held_layers: int,
+    dp_s: float,
+    own: bool,
 ) -> tuple[float, float]:
     """(per layer and microbatch, per step): what _comm_bounds gives at the least for every row of the layout's
     mesh (its first six columns): the FSDP traffic when it reshards (per microbatch; kept gathered, it is spread
     over the microbatches: 0 here) and the data-parallel reduction of a stage of ``held_layers``, the fewest
     any of the mesh's rows hold (bound.least_held_layers). The tensor-parallel collectives and the pipeline's
-    sends, which depend on the microbatches, are left out (both at least 0)."""
+    sends, which depend on the microbatches, are left out (both at least 0). ``dp_s``: the layout's own
+    reduction (_comm_bounds), that of ``held_layers`` when it holds that many (``own``)."""
     fsdp = memo[(id(pricer), "fsdp", True)] if base.fsdp_reshard else 0.0
-    return fsdp, dp_bound_s(ctx.setup, base, pricer, ctx.profile(ctx.first_remat), held_layers)
+    return fsdp, dp_s if own else dp_bound_s(ctx.setup, base, pricer, ctx.profile(ctx.first_remat), held_layers)
 
 
 def search(
@@ -476,14 +483,14 @@ def search(
     bounds = per_layer = None
     mesh_of: list[int] = []
     fewest: list[int] = []
+    holds: list[int] = []
     floors: list[tuple[float, float] | None] = []
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
         profiles = [ctx.profile(r) for r in remats]
         table = _table(rows)
         bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
-        meshes, least_held = least_held_layers(table, ctx.profile(ctx.first_remat))
-        mesh_of, fewest = meshes.tolist(), least_held.tolist()
+        mesh_of, fewest, holds = (a.tolist() for a in least_held_layers(table, ctx.profile(ctx.first_remat)))
         floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
     order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
     memo: dict[tuple[object, ...], float] = {}
@@ -513,8 +520,9 @@ def search(
             continue
         if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
             per, dp_s = _comm_bounds(ctx, base, pricer, memo)
-            if floors[mesh_of[index]] is None:
-                floors[mesh_of[index]] = _comm_floor(ctx, base, pricer, memo, fewest[mesh_of[index]])
+            if floors[mesh_of[index]] is None:  # the row's own reduction when it holds the fewest layers
+                least = fewest[mesh_of[index]]
+                floors[mesh_of[index]] = _comm_floor(ctx, base, pricer, memo, least, dp_s, holds[index] == least)
             more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
             if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1

@@ -459,6 +459,35 @@ def _comm_floor(
     return fsdp, dp_s if own else dp_bound_s(ctx.setup, base, pricer, ctx.profile(ctx.first_remat), held_layers)
 
 
+#: candidate rows checked against their meshes' floors at once (_visits)
+_CHUNK = 128
+
+
+def _visits(
+    order: np.ndarray,
+    bounds: np.ndarray,
+    per_layer: np.ndarray,
+    mesh_of: np.ndarray,
+    floor: np.ndarray,
+    kth: list[float],
+    top: int,
+) -> Iterator[int]:
+    """The rows in ``order`` (by their bound, lowest first) that may rank, a chunk at a time: once ``top``
+    steps are found (``kth``, as the search keeps them), a row whose bound plus its mesh's floor (``floor``:
+    per mesh, per layer and microbatch and per step, 0 until a row of it is priced: _comm_floor) exceeds the
+    top-th step found is dropped, in arrays; it stops where the bounds alone exceed it. The floors and the
+    top-th step found only rise and fall, so the search would skip each dropped row."""
+    for start in range(0, len(order), _CHUNK):
+        chunk = order[start : start + _CHUNK]
+        if len(kth) == top:
+            if bounds[chunk[0]] * (1 - 1e-9) > -kth[0]:
+                return
+            mesh = mesh_of[chunk]
+            reach = (bounds[chunk] + per_layer[chunk] * floor[mesh, 0] + floor[mesh, 1]) * (1 - 1e-9)
+            chunk = chunk[reach <= -kth[0]]
+        yield from chunk.tolist()
+
+
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -492,11 +521,14 @@ def search(
         bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
         mesh_of, fewest, holds = (a.tolist() for a in least_held_layers(table, ctx.profile(ctx.first_remat)))
         floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
-    order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
+    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
+    floor = np.zeros((len(fewest), 2))  # floors as an array, 0 where not yet known (_visits)
+    order: Iterator[int] | range = range(len(rows))
+    if bounds is not None and per_layer is not None:
+        order = _visits(np.argsort(bounds, kind="stable"), bounds, per_layer, np.array(mesh_of), floor, kth, top)
     memo: dict[tuple[object, ...], float] = {}
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
-    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
     best_unfit: tuple[float, int, StepResult] | None = None
     evaluated = unlayable = timed = visited = skipped = 0
     chips = setup.chips
@@ -523,6 +555,7 @@ def search(
             if floors[mesh_of[index]] is None:  # the row's own reduction when it holds the fewest layers
                 least = fewest[mesh_of[index]]
                 floors[mesh_of[index]] = _comm_floor(ctx, base, pricer, memo, least, dp_s, holds[index] == least)
+                floor[mesh_of[index]] = floors[mesh_of[index]]
             more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
             if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1

@@ -21,7 +21,10 @@ with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` th
 with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
 (``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
 the search adds them, and the pipeline's sends, once it has the layout's mesh (``tp_bound_s``,
-``pipeline_bound_s``).
+``pipeline_bound_s``). On a stack whose hidden collectives take compute, the FSDP traffic and the data-parallel
+reduction add at least that compute (``fsdp_bound_s``, ``dp_bound_s``); the reduction's bytes grow with the
+layers a stage holds, so priced once for the fewest layers any row of a mesh holds (``least_held_layers``) it
+bounds every row of that mesh.
 """
 
 from __future__ import annotations

@@ -15,9 +15,16 @@ from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.train.bound import _unique_rows, step_lower_bounds, variant_bound_s
-from rooftop.plan.train.layout import validate
-from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, search
+from rooftop.plan.train.bound import (
+    _unique_rows,
+    dp_bound_s,
+    fsdp_bound_s,
+    least_held_layers,
+    step_lower_bounds,
+    variant_bound_s,
+)
+from rooftop.plan.train.layout import stage_split, validate
+from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, _par, _rows, _table, _template, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
 
 
@@ -88,6 +95,40 @@ def test_the_bound_is_below_every_priced_step(model: str, chip: str, topo: str, 
         par = r.parallelism
         pricer = setup.pricer(layout_mesh(setup.topology, par))
         assert 0 < variant_bound_s(setup, par, pricer, ctx.profile(par.remat)) <= r.step_time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    ("model", "chip", "topo", "batch", "seq"),
+    [("llama-3-8b", "h100", "4x8", 64, 4096), ("mixtral-8x7b", "tpu-v5e", "4x8", 64, 4096)],
+)
+def test_the_mesh_floor_is_below_every_priced_step(model: str, chip: str, topo: str, batch: int, seq: int) -> None:
+    """What the search skips a mesh's later rows by (search._comm_floor): the rows' compute bound, plus per layer
+    the FSDP traffic and once the data-parallel reduction of a stage of the fewest layers any row of the mesh
+    holds (bound.least_held_layers), is at most each priced step; and that reduction at most the layout's own."""
+    setup = _setup(model, chip, topo, batch, seq)
+    result = search(setup, {}, top=10_000)
+    ctx = _Context(setup, {})
+    prof = ctx.profile(ctx.first_remat)
+    table = _table(list(_rows(setup, {})))
+    mesh_of, fewest, holds = least_held_layers(table, prof)
+    where = {tuple(row): mesh_of[i] for i, row in enumerate(table.tolist())}
+    assert [
+        stage_split(prof.n_layers, _par(tuple(row), _template({})), prof.head_layers).held for row in table.tolist()
+    ] == holds.tolist()
+    rows = np.array([[getattr(r.parallelism, f) for f in ROW_FIELDS] for r in result.ranked], dtype=np.int64)
+    profiles = [ctx.profile(r) for r in ("none", "selective", "dots", "full")]
+    bounds, per_layer = step_lower_bounds(rows, setup.global_batch, profiles)
+    floored = 0
+    for r, bound, layers, row in zip(result.ranked, bounds, per_layer, rows.tolist(), strict=True):
+        par, held = r.parallelism, int(fewest[where[tuple(row)]])
+        pricer = setup.pricer(layout_mesh(setup.topology, par))
+        assert held <= stage_split(prof.n_layers, par, prof.head_layers).held
+        dp_least = dp_bound_s(setup, par, pricer, prof, held)
+        assert dp_least <= dp_bound_s(setup, par, pricer, prof) * (1 + 1e-12)
+        fsdp = fsdp_bound_s(setup, par, pricer, prof) if par.fsdp_reshard else 0.0
+        assert bound + layers * fsdp + dp_least <= r.step_time_s * (1 + 1e-12)
+        floored += dp_least > 0
+    assert len(result.ranked) > 50 and (floored > 0) == (setup.stack.overlap_cost > 0)
 
 
 def test_the_search_skips_layouts_by_the_bound_and_keeps_the_fastest() -> None:

@@ -21,7 +21,10 @@ with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` th
 with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
 (``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
 the search adds them, and the pipeline's sends, once it has the layout's mesh (``tp_bound_s``,
-``pipeline_bound_s``).
+``pipeline_bound_s``). On a stack whose hidden collectives take compute, the FSDP traffic and the data-parallel
+reduction add at least that compute (``fsdp_bound_s``, ``dp_bound_s``); the reduction's bytes grow with the
+layers a stage holds, so priced once for the fewest layers any row of a mesh holds (``least_held_layers``) it
+bounds every row of that mesh.
 """
 
 from __future__ import annotations
@@ -174,13 +177,32 @@ def fsdp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, pro
     return k * least * (1.0 if par.fsdp_reshard else 1.0 / par.microbatches)
 
 
-def dp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+def dp_bound_s(
+    setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile, held_layers: int | None = None
+) -> float:
     """The least the data-parallel gradient reduction adds to a step on a stack whose hidden collectives take
-    compute: k (at most 1) x its all-reduces (comm.dp_exposed: each second exposed or hidden at k)."""
+    compute: k (at most 1) x its all-reduces (comm.dp_exposed: each second exposed or hidden at k). With
+    ``held_layers``, those of a stage holding that many layers: at most the layout's own when it holds at least
+    as many (the bytes grow with the layers, a collective's time with its bytes)."""
     k = min(1.0, setup.stack.overlap_cost)
     if not k:
         return 0.0
-    return k * sum(pricer.time("all-reduce", axes, n) for axes, n in dp_comms(setup, par, prof, Shards.of(par)))
+    comms = dp_comms(setup, par, prof, Shards.of(par), held_layers)
+    return k * sum(pricer.time("all-reduce", axes, n) for axes, n in comms)
+
+
+def least_held_layers(rows: np.ndarray, prof: ModelProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the index of each candidate row's mesh, its first six columns; per mesh, the fewest layers the fullest
+    stage holds over the mesh's rows; per row, the layers its fullest stage holds: layout.stage_split under
+    ``prof``): what bounds the data-parallel reduction of every row of a mesh at once (dp_bound_s with
+    ``held_layers``)."""
+    meshes, mesh_of = _unique_rows(rows[:, :6])
+    pp, v, balanced = rows[:, 3], rows[:, 7], rows[:, 8]
+    pairs, pair_of = _unique_rows(np.stack([pp, np.where(balanced.astype(bool) & (pp > 1), v, 0)], axis=1))
+    held = np.array([_stage_split(prof.n_layers, p, bv, prof.head_layers).held for p, bv in pairs.tolist()])
+    least = np.full(len(meshes), np.iinfo(np.int64).max)
+    np.minimum.at(least, mesh_of, held[pair_of])
+    return mesh_of, least, held[pair_of]
 
 
 def pipeline_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:

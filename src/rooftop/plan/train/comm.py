@@ -330,11 +330,12 @@ def _fsdp_layer(
 
 
 def dp_comms(
-    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, shards: Shards
+    setup: TrainingSetup, par: Parallelism, prof: ModelProfile, shards: Shards, held_layers: int | None = None
 ) -> list[tuple[tuple[str, ...], float]]:
-    """The gradient all-reduces of one step: (axes, bytes per chip)."""
+    """The gradient all-reduces of one step: (axes, bytes per chip); ``held_layers``: the layers of the fullest
+    stage, when not the layout's own (memory.params_per_chip)."""
     g_bytes = setup.element_bytes[2]
-    dense_chip, expert_chip = params_per_chip(prof, par)
+    dense_chip, expert_chip = params_per_chip(prof, par, held_layers)
     # context-parallel ranks hold the same weights and compute partial gradients: reduce over cp too
     out = [((*shards.dense_dp_axes, "cp"), dense_chip / shards.dense_fsdp * g_bytes)]
     if shards.expert_dp > 1 or par.cp > 1:

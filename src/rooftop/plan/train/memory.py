@@ -56,13 +56,14 @@ class Shards:
         )
 
 
-def params_per_chip(prof: ModelProfile, par: Parallelism) -> tuple[float, float]:
+def params_per_chip(prof: ModelProfile, par: Parallelism, held_layers: int | None = None) -> tuple[float, float]:
     """(dense, routed-expert) parameters per chip of the fullest pipeline stage, before
-    FSDP/ZeRO sharding: the most layers a stage holds (layout.stage_split) plus the embedding and head (the first
-    and last stages hold them; counting both is the conservative choice), over tp as each weight's tag says
-    (profile.held_params: the k and v projections over the KV heads, norms and routers whole); routed
-    experts over tp x ep."""
-    share = stage_split(prof.n_layers, par, prof.head_layers).held / prof.n_layers
+    FSDP/ZeRO sharding: the most layers a stage holds (layout.stage_split; ``held_layers`` when given) plus the
+    embedding and head (the first and last stages hold them; counting both is the conservative choice), over tp
+    as each weight's tag says (profile.held_params: the k and v projections over the KV heads, norms and routers
+    whole); routed experts over tp x ep."""
+    held_layers = stage_split(prof.n_layers, par, prof.head_layers).held if held_layers is None else held_layers
+    share = held_layers / prof.n_layers
     held = held_params(prof, par.tp)
     return held.dense * share + held.edge, prof.params_expert * share / (par.tp * par.ep)
 

@@ -18,6 +18,8 @@ cost they are visited from the lowest bound on their step time (plan/train/bound
 alone, found for every row at once) and the search stops once a bound exceeds the top-th step found; a layout
 whose bound, tightened once its mesh is known (tensor-parallel collectives and pipeline sends, never hidden at
 the default overlaps) and again once its variant is (its ops exactly, remat included), exceeds it is skipped.
+Once a row of a mesh is priced, the mesh's floor (``_comm_floor``: its FSDP traffic and the data-parallel
+reduction of the fewest layers any of its rows' stages hold) skips its later rows before anything is built.
 No skipped layout can rank: the search returns what pricing every layout would.
 A layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms) without building
 them; layouts that differ only in virtual stages and split their layers alike share the variant found and all
@@ -43,6 +45,7 @@ from rooftop.model.activations import REMAT_POLICIES
 from rooftop.plan.train.bound import (
     dp_bound_s,
     fsdp_bound_s,
+    least_held_layers,
     pipeline_bound_s,
     step_lower_bounds,
     tp_bound_s,
@@ -437,6 +440,54 @@ def _comm_bounds(
     return memo[tp_key] + fsdp, memo[dp_key]
 
 
+def _comm_floor(
+    ctx: _Context,
+    base: Parallelism,
+    pricer: CommPricer,
+    memo: dict[tuple[object, ...], float],
+    held_layers: int,
+    dp_s: float,
+    own: bool,
+) -> tuple[float, float]:
+    """(per layer and microbatch, per step): what _comm_bounds gives at the least for every row of the layout's
+    mesh (its first six columns): the FSDP traffic when it reshards (per microbatch; kept gathered, it is spread
+    over the microbatches: 0 here) and the data-parallel reduction of a stage of ``held_layers``, the fewest
+    any of the mesh's rows hold (bound.least_held_layers). The tensor-parallel collectives and the pipeline's
+    sends, which depend on the microbatches, are left out (both at least 0). ``dp_s``: the layout's own
+    reduction (_comm_bounds), that of ``held_layers`` when it holds that many (``own``)."""
+    fsdp = memo[(id(pricer), "fsdp", True)] if base.fsdp_reshard else 0.0
+    return fsdp, dp_s if own else dp_bound_s(ctx.setup, base, pricer, ctx.profile(ctx.first_remat), held_layers)
+
+
+#: candidate rows checked against their meshes' floors at once (_visits)
+_CHUNK = 128
+
+
+def _visits(
+    order: np.ndarray,
+    bounds: np.ndarray,
+    per_layer: np.ndarray,
+    mesh_of: np.ndarray,
+    floor: np.ndarray,
+    kth: list[float],
+    top: int,
+) -> Iterator[int]:
+    """The rows in ``order`` (by their bound, lowest first) that may rank, a chunk at a time: once ``top``
+    steps are found (``kth``, as the search keeps them), a row whose bound plus its mesh's floor (``floor``:
+    per mesh, per layer and microbatch and per step, 0 until a row of it is priced: _comm_floor) exceeds the
+    top-th step found is dropped, in arrays; it stops where the bounds alone exceed it. The floors and the
+    top-th step found only rise and fall, so the search would skip each dropped row."""
+    for start in range(0, len(order), _CHUNK):
+        chunk = order[start : start + _CHUNK]
+        if len(kth) == top:
+            if bounds[chunk[0]] * (1 - 1e-9) > -kth[0]:
+                return
+            mesh = mesh_of[chunk]
+            reach = (bounds[chunk] + per_layer[chunk] * floor[mesh, 0] + floor[mesh, 1]) * (1 - 1e-9)
+            chunk = chunk[reach <= -kth[0]]
+        yield from chunk.tolist()
+
+
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -459,15 +510,25 @@ def search(
         )
     top = max(top, 1)
     bounds = per_layer = None
+    mesh_of: list[int] = []
+    fewest: list[int] = []
+    holds: list[int] = []
+    floors: list[tuple[float, float] | None] = []
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
         profiles = [ctx.profile(r) for r in remats]
-        bounds, per_layer = step_lower_bounds(_table(rows), setup.global_batch, profiles, setup.optimizer_s_per_param)
-    order = range(len(rows)) if bounds is None else np.argsort(bounds, kind="stable").tolist()
+        table = _table(rows)
+        bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
+        mesh_of, fewest, holds = (a.tolist() for a in least_held_layers(table, ctx.profile(ctx.first_remat)))
+        floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
+    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
+    floor = np.zeros((len(fewest), 2))  # floors as an array, 0 where not yet known (_visits)
+    order: Iterator[int] | range = range(len(rows))
+    if bounds is not None and per_layer is not None:
+        order = _visits(np.argsort(bounds, kind="stable"), bounds, per_layer, np.array(mesh_of), floor, kth, top)
     memo: dict[tuple[object, ...], float] = {}
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
-    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
     best_unfit: tuple[float, int, StepResult] | None = None
     evaluated = unlayable = timed = visited = skipped = 0
     chips = setup.chips
@@ -480,12 +541,21 @@ def search(
             validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
             continue
+        if bounds is not None and per_layer is not None and len(kth) == top:  # its mesh's floor, once priced
+            known = floors[mesh_of[index]]
+            if known is not None and (bounds[index] + per_layer[index] * known[0] + known[1]) * (1 - 1e-9) > -kth[0]:
+                skipped += 1
+                continue
         pricer = ctx.pricer(base, rows[index][:6])
         if pricer is None:
             unlayable += 1
             continue
         if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
             per, dp_s = _comm_bounds(ctx, base, pricer, memo)
+            if floors[mesh_of[index]] is None:  # the row's own reduction when it holds the fewest layers
+                least = fewest[mesh_of[index]]
+                floors[mesh_of[index]] = _comm_floor(ctx, base, pricer, memo, least, dp_s, holds[index] == least)
+                floor[mesh_of[index]] = floors[mesh_of[index]]
             more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
             if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
                 skipped += 1

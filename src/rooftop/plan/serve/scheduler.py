@@ -188,7 +188,11 @@ class _Sim:
         if k == 1:
             return self.residues[-d % b]
         full, rest = divmod(k, b)
-        return full * self.live + sum(self.residues[(-(d + j)) % b] for j in range(rest))
+        top = -d % b  # step j takes the residue (top - j) mod b: a window of rest residues ending at top, wrapping
+        lo = top - rest + 1
+        res = self.residues
+        part = sum(res[lo : top + 1]) if lo >= 0 else sum(res[: top + 1]) + sum(res[lo + b :])
+        return full * self.live + part
 
     def _steps_within(self, kmax: int) -> int:
         """Most decode steps (<= kmax) whose growth the free blocks hold."""

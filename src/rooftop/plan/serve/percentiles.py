@@ -152,7 +152,11 @@ def spread(n: int, ratio: float) -> tuple[int, int]:
 
 def nearest_rank(values: list[float], q: float) -> float:
     """The ceil(q N)-th smallest of ``values`` (nearest-rank percentile; q in (0, 1])."""
-    ordered = sorted(values)
+    return _ranked(sorted(values), q)
+
+
+def _ranked(ordered: list[float], q: float) -> float:
+    """``nearest_rank`` of values already in ascending order."""
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
@@ -225,13 +229,14 @@ def latency_percentiles(
     while True:
         done = simulate_requests(replica.step, t, replica.slots, rate, n, seed, paging, lengths, range_ratio)
         series = _latencies(done)
-        widths = tuple(tuple(half_width(v, q) for q in QUANTILES) for v in series)
+        ordered = [sorted(v) for v in series]
+        widths = tuple(_half_widths(v, o, QUANTILES) for v, o in zip(series, ordered, strict=True))
         worst = max(max(w) for w in widths)
         most = min(MAX_GROWTH * requests, MAX_REQUESTS)
         if worst <= TARGET_HALF_WIDTH or n >= most or n > requests:
             break  # as sure as asked, or grown once: ``half_widths`` says how sure
         n = min(math.ceil(n * max(4.0, 1.5 * (worst / TARGET_HALF_WIDTH) ** 2)), most)
-    ttft, tpot, e2e = (tuple(nearest_rank(v, q) for q in QUANTILES) for v in series)
+    ttft, tpot, e2e = (tuple(_ranked(o, q) for q in QUANTILES) for o in ordered)
     return Percentiles(requests, len(done), seed, ttft, tpot, e2e, widths)
 
 
@@ -249,9 +254,21 @@ def half_width(values: list[float], q: float) -> float:
     runs of consecutive requests, t(0.975, BATCHES - 1) x their standard deviation / sqrt(BATCHES). Batches,
     not requests, because neighbours share their queue: their latencies are not independent. 0 with fewer
     than one request per batch or a quantile of 0."""
+    return _half_widths(values, sorted(values), (q,))[0]
+
+
+def _half_widths(values: list[float], ordered: list[float], qs: tuple[float, ...]) -> tuple[float, ...]:
+    """``half_width`` of each q of ``qs``, ``ordered`` being ``values`` sorted: each batch sorted once."""
     size = len(values) // BATCHES
-    whole = nearest_rank(values, q)
-    if size < 1 or whole <= 0:
-        return 0.0
-    batch = [nearest_rank(values[i * size : (i + 1) * size], q) for i in range(BATCHES)]
-    return T_975 * statistics.stdev(batch) / math.sqrt(BATCHES) / whole
+    if size < 1:
+        return tuple(0.0 for _ in qs)
+    batches = [sorted(values[i * size : (i + 1) * size]) for i in range(BATCHES)]
+    out = []
+    for q in qs:
+        whole = _ranked(ordered, q)
+        if whole <= 0:
+            out.append(0.0)
+            continue
+        batch = [_ranked(b, q) for b in batches]
+        out.append(T_975 * statistics.stdev(batch) / math.sqrt(BATCHES) / whole)
+    return tuple(out)

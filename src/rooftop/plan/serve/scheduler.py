@@ -7,7 +7,9 @@ of milliseconds."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
 import random
 from collections import deque
@@ -188,7 +190,11 @@ class _Sim:
         if k == 1:
             return self.residues[-d % b]
         full, rest = divmod(k, b)
-        return full * self.live + sum(self.residues[(-(d + j)) % b] for j in range(rest))
+        top = -d % b  # step j takes the residue (top - j) mod b: a window of rest residues ending at top, wrapping
+        lo = top - rest + 1
+        res = self.residues
+        part = sum(res[lo : top + 1]) if lo >= 0 else sum(res[: top + 1]) + sum(res[lo + b :])
+        return full * self.live + part
 
     def _steps_within(self, kmax: int) -> int:
         """Most decode steps (<= kmax) whose growth the free blocks hold."""
@@ -197,12 +203,11 @@ class _Sim:
         b, d = self.block, self.dsteps
         k = min(kmax // b, self.free // self.live) * b
         used = k // b * self.live
-        while k < kmax:
-            used += self.residues[(-(d + k)) % b]
-            if used > self.free:
-                break
-            k += 1
-        return k
+        # fewer than b steps more (b more steps take another block per sequence): step k + j takes the
+        # residue (top - j) mod b; the steps taken are those whose running total stays within the free blocks
+        top, res = -(d + k) % b, self.residues
+        grown = list(itertools.accumulate((res[top::-1] + res[:top:-1])[: kmax - k]))
+        return k + bisect.bisect_right(grown, self.free - used)
 
     def _length(self, r: _Request) -> int:
         return r.cached + self.dsteps - r.d0
@@ -273,6 +278,11 @@ class _Sim:
     # ------------------------------------------------ arrivals, prefill, decode
 
     def _admit(self, rng: random.Random, total: int) -> None:
+        if self.arrivals:
+            if self.arrivals[0] > self.now:
+                return  # nothing arrived yet (most steps)
+        elif self.rate is None or self.issued >= total:
+            return
         if self.rate is not None and not self.arrivals and self.issued < total:
             self.arrivals = [self.now + self._gap(rng)]
         while self.arrivals and self.arrivals[0] <= self.now:
@@ -308,12 +318,13 @@ class _Sim:
             heapq.heappush(self.arrivals, self.now)
 
     def _retire(self) -> None:
-        while self.decoding:
-            finish, _, epoch, r = self.decoding[0]
+        heap, dsteps = self.decoding, self.dsteps
+        while heap:
+            finish, _, epoch, r = heap[0]
             stale = not r.decoding or epoch != r.epoch
-            if not stale and finish > self.dsteps:
+            if not stale and finish > dsteps:
                 break
-            heapq.heappop(self.decoding)
+            heapq.heappop(heap)
             if not stale:
                 self._stop_decoding(r)
                 self._complete(r)
@@ -380,12 +391,11 @@ class _Sim:
         rng = random.Random(seed)
         if self.clients is not None:
             self._seed_clients()
-        while len(self.done) < total:
-            self._admit(rng, total)
-            if self.t.scheduler == "chunked":
-                self._chunked_step()
-            else:
-                self._prefill_first_step()
+        done, admit = self.done, self._admit
+        step = self._chunked_step if self.t.scheduler == "chunked" else self._prefill_first_step
+        while len(done) < total:
+            admit(rng, total)
+            step()
 
     def _seed_clients(self) -> None:
         """Start a closed loop in its mixed steady state: client i's first request already decoding,
@@ -415,7 +425,7 @@ class _Sim:
 
     def _chunked_step(self) -> None:
         self.held = False
-        if self.live:
+        if self.live and self.paging is not None:
             self._grow()
         n = self.live
         c = self._take(self.t.token_budget - n, whole=False) if self.waiting and not self.held else 0.0

@@ -215,7 +215,7 @@ def capture_case(rng: random.Random) -> Case:
             ev = rng.choice(capture)
             if ev.get("cat") == "cpu_op" and rng.random() < 0.5:
                 what.append("capture " + _spoil_engine_op(rng, ev))
-            elif ev.get("cat") == "cuda_runtime" and rng.random() < 0.6:
+            elif ev.get("cat") == "cuda_runtime" and isinstance(ev.get("args"), dict) and rng.random() < 0.6:
                 ev["args"]["kernel"] = rng.choice([json_value(rng), "fill_kernel", "generic_kernel", ""])
                 what.append(f"capture launch kernel = {ev['args']['kernel']!r:.40}")
             else:

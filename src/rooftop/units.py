@@ -251,6 +251,11 @@ def format_percent(fraction: float, decimals: int = 0) -> str:
     return f"{fraction:.{decimals}%}"
 
 
+def format_signed_percent(fraction: float, decimals: int = 1) -> str:
+    """A change as a signed percentage ("+3.2%", "-0.5%"; no sign on zero), through format_percent."""
+    return ("+" if fraction > 0 else "") + format_percent(fraction, decimals)
+
+
 def plural(count: float, noun: str, plural_form: str | None = None) -> str:
     """``count`` and ``noun``, the noun in the plural unless the count is one: "1 chip", "16 chips";
     ``plural_form`` for an irregular plural."""

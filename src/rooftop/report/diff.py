@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.table import say, table
-from rooftop.units import format_duration, format_percent, plural
+from rooftop.units import format_duration, format_percent, format_signed_percent, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,10 +61,6 @@ def _signed(value: float | None) -> str:
     return ("+" if value > 0 else "-") + format_duration(abs(value))
 
 
-def _signed_percent(fraction: float) -> str:
-    return ("+" if fraction > 0 else "") + format_percent(fraction, 1)
-
-
 #: the widest shape a table cell shows (--json and --html have them whole)
 _SHAPE_CHARS = 28
 
@@ -98,7 +94,8 @@ def summary_lines(diff: ProfileDiff) -> list[str]:
     c = diff.counts()
     lines = [
         f"{what.get(a.step_basis, a.step_basis)}: A {_t(a.step_s)}, B {_t(b.step_s)}, delta "
-        f"{_signed(diff.step_delta_s)}" + (f" ({_signed_percent(diff.step_delta_s / a.step_s)})" if a.step_s else ""),
+        f"{_signed(diff.step_delta_s)}"
+        + (f" ({format_signed_percent(diff.step_delta_s / a.step_s)})" if a.step_s else ""),
         f"roofline per step and device: A {_t(a.roofline_s())}, B {_t(b.roofline_s())}, delta "
         f"{_signed(diff.roofline_delta_s)}",
         f"{plural(c['removed'], 'op')} removed, {c['added']} added, {c['changed']} changed, {c['same']} the same",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
+from rooftop.units import format_bytes, format_duration, format_percent, format_rate, format_signed_percent, plural
 
 if TYPE_CHECKING:
     from rooftop.plan.train.explain import CrossDomainTp, Explanation, StageSplit
@@ -102,11 +102,6 @@ def _cross_domain(x: CrossDomainTp, best: StepResult) -> str:
                           if alt.breakdown[k] > 0)  # fmt: skip
         line += (
             f" The best layout with tp inside one, {alt.parallelism.label()}: step {format_duration(alt.step_time_s)} "
-            f"({_signed_percent(alt.step_time_s / best.step_time_s - 1)}; {parts})."
+            f"({format_signed_percent(alt.step_time_s / best.step_time_s - 1)}; {parts})."
         )
     return line
-
-
-def _signed_percent(fraction: float) -> str:
-    """A change as a signed percentage with one decimal ("+3.2%", "-0.5%")."""
-    return ("+" if fraction >= 0 else "") + format_percent(fraction, 1)

@@ -27,15 +27,17 @@ from rooftop.analysis.device import choose_chip
 from rooftop.analysis.profile import profile_report
 from rooftop.analysis.torch.capture import capture_files, read_capture
 from rooftop.analysis.trace.load import load_trace
+from rooftop.analysis.trace.ops import column_codes
 from rooftop.hardware.catalog import get_chip, load_chips
 
 
-def engine_of(report: Any) -> str:
-    """The engine whose ops the profile shows (by their namespaces), else the framework."""
-    names = " ".join(o.opcode or o.name for o in report.ops)
-    for engine, words in (("vLLM", ("vllm::", "_C::", "_C_cache_ops::", "_moe_C::")), ("SGLang", ("sgl_kernel::",
-                          "sglang::")), ("TensorRT-LLM", ("trtllm::",)), ("TransformerEngine", ("te_fused",)),
-                          ("xDiT/diffusers", ("xfuser",))):  # fmt: skip
+def engine_of(report: Any, trace: Any) -> str:
+    """The engine whose ops, annotations or Python frames the profile names (SGLang first: on ROCm it runs
+    some of vLLM's ops), else the framework."""
+    names = " ".join([*(o.opcode or o.name for o in report.ops), *column_codes(trace.events, "name")[1]])
+    for engine, words in (("SGLang", ("sgl_kernel::", "sglang::", "sglang_profiler::", "sglang/srt/")),
+                          ("vLLM", ("vllm::", "_C::", "_C_cache_ops::", "_moe_C::")), ("TensorRT-LLM", ("trtllm::",)),
+                          ("TransformerEngine", ("te_fused",)), ("xDiT/diffusers", ("xfuser",))):  # fmt: skip
         if any(w in names for w in words):
             return engine
     return "JAX/XLA" if report.ops and report.ops[0].module else "PyTorch"
@@ -51,7 +53,7 @@ def measure(path: str, fallback: str) -> dict[str, Any]:
     report = profile_report(trace, chip, capture=capture)
     cov = coverage(report)
     return {
-        "trace": Path(path).name, "engine": engine_of(report), "chip": chip.name,
+        "trace": Path(path).name, "engine": engine_of(report, trace), "chip": chip.name,
         "device": choice.recorded.describe() if choice.recorded else None, "chip_from_profile": choice.chip is not None,
         "capture": Path(files[0]).name if files else None, **cov.payload(),
         "op_time_s": sum(o.total_s for o in report.ops), "seconds": time.perf_counter() - started,

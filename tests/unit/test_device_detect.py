@@ -24,7 +24,8 @@ def _trace(**metadata: object) -> Trace:
 @pytest.mark.parametrize(
     ("name", "chip"),
     [("AMD Instinct MI300X", "mi300x"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A100-SXM4-80GB", "a100"),
-     ("NVIDIA B200", "b200"), ("TPU v6 Lite", "tpu-v6e"), ("NVIDIA H20", "h20"), ("AMD Instinct MI355X", "mi355x")],
+     ("NVIDIA B200", "b200"), ("TPU v6 Lite", "tpu-v6e"), ("NVIDIA H20", "h20"), ("AMD Instinct MI355X", "mi355x"),
+     ("NVIDIA B300 SXM6 AC", "b300")],
 )  # fmt: skip
 def test_matched_by_name_with_or_without_the_vendor_word(name: str, chip: str) -> None:
     found = match_chip(RecordedDevice(name), CHIPS)

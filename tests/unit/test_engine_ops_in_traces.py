@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,44 @@ def test_nccl_kernel_without_args_takes_its_call_from_record_param_comms(tmp_pat
                                                  "communication")  # fmt: skip
     assert op.bytes == nbytes and op.lower_bound_s == pytest.approx(lower)
     assert op.efficiency == pytest.approx(0.5)
+
+
+def _collective_program(calls: list[int], lost: int, world: int = 8) -> list[dict]:
+    """RCCL's ncclDevKernel_Generic on stream 7: ``lost`` kernels recorded before the host activity (no
+    launch, no args), then one launched all-reduce of n bf16 per entry of ``calls``, its call in its args."""
+    name = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+    events = [kernel(name, 1.0 + 2 * i, 1.0, 900 + i) for i in range(lost)]
+    for i, n in enumerate(calls):
+        ts = 100.0 + 50 * i
+        call: dict[str, Any] = {"Collective name": "allreduce", "dtype": "BFloat16", "Group size": world,
+                                "In msg nelems": n, "Out msg nelems": n}  # fmt: skip
+        events += [cpu_op("record_param_comms", ts, 5.0), launch(ts + 1.0, i + 1),
+                   kernel(name, ts + 10.0, 1.0, i + 1, **call)]  # fmt: skip
+    return events
+
+
+def test_collectives_without_launch_continue_their_streams_program_backwards(tmp_path: Path) -> None:
+    """Launched all-reduces of 2**20 then 2**22 bf16, twice (period 2); the 3 kernels recorded before them
+    continue that program backwards: the last one before is a 2**22 call (one period back from the 4th),
+    then 2**20, then 2**22. Each all-reduce of V bytes over 8 H100s: 2 (8 - 1) / 8 x V / (18 x 25 GB/s)."""
+    a, b = 1 << 20, 1 << 22
+    report = profile_report(_write(tmp_path, _collective_program([a, b, a, b], lost=3)), H100)
+    ops = {o.name: o for o in report.ops}
+    small, big = ops[f"nccl allreduce {a} x BFloat16 (group of 8)"], ops[f"nccl allreduce {b} x BFloat16 (group of 8)"]
+    assert (small.count, big.count) == (3, 4) and len(report.ops) == 2
+    assert (small.bytes, big.bytes) == (2 * a, 2 * b)
+    assert big.lower_bound_s == pytest.approx(2 * 7 / 8 * 2 * b / (18 * 25e9))
+    assert report.priced_fraction() == 1.0
+    assert any(n.startswith("3 kernels without a launch in the trace") for n in note_texts(report.notes))
+
+
+def test_collectives_without_launch_stay_unknown_when_their_stream_repeats_no_program(tmp_path: Path) -> None:
+    """Three launched all-reduces of three sizes repeat no period (a period is seen twice at least): the 2
+    kernels before them keep their kernel name and no price."""
+    report = profile_report(_write(tmp_path, _collective_program([1 << 20, 1 << 21, 1 << 22], lost=2)), H100)
+    lost = {o.name: o for o in report.ops}["ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"]
+    assert lost.count == 2 and lost.verdict == "unknown cost"
+    assert report.priced_fraction() == pytest.approx(3 / 5)
 
 
 def test_eager_moe_forward_takes_its_experts_from_the_ops_nested_in_it(tmp_path: Path) -> None:

@@ -99,7 +99,8 @@ _SENTENCES.update({
     f"{r.figure('unexplained')} launched by no op with Input Dims",
     ReasonCode.KERNELS_WITHOUT_LAUNCH: lambda r: f"{r.figure('kernels')} kernels without a launch in the trace "
     "(recorded before its host activity) priced as the ops they replay: a run of kernel names launched in that "
-    "order on their stream, or a name one op signature alone launches",
+    "order on their stream, or a name one op signature alone launches, or (a collective) the call its stream's "
+    "repeating collectives make at that place",
     ReasonCode.NO_INPUT_DIMS: lambda r: "no cpu_op carries Input Dims: record with "
     "torch.profiler.profile(record_shapes=True)",
     ReasonCode.HLO_FAILED: lambda r: f"HLO of {r.figure('module')!r} {_HLO_FAILED[str(r.figure('stage'))]}: "

@@ -38,7 +38,7 @@ from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
 from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.torch.ops import nccl_comm, op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
-from rooftop.analysis.torch.unlaunched import attribute
+from rooftop.analysis.torch.unlaunched import attribute, continued_calls
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
 from rooftop.cost.cost import Comm, Cost
@@ -71,6 +71,7 @@ class _Nccl:
         self.world = info.get("world_size") if isinstance(info, dict) else None
         self.meshes: dict[int, Mesh | str] = {}
         self.notes: list[Note] = []
+        self.continued = 0  # kernels without a launch that took their call from their stream's launched ones
 
     def mesh(self, n: int) -> Mesh | str:
         if n not in self.meshes:
@@ -214,8 +215,8 @@ def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capt
         Reason.of(ReasonCode.KERNELS_PRICED, priced=n_priced, kernels=len(launched), unexplained=unexplained),
         *nccl.notes,
     ]
-    if by_name:
-        notes.append(Reason.of(ReasonCode.KERNELS_WITHOUT_LAUNCH, kernels=by_name))
+    if by_name + nccl.continued:
+        notes.append(Reason.of(ReasonCode.KERNELS_WITHOUT_LAUNCH, kernels=by_name + nccl.continued))
     notes += _replay_notes(groups, unexplained, capture)
     if not launched.shapes:
         notes.append(Reason.of(ReasonCode.NO_INPUT_DIMS))
@@ -377,6 +378,7 @@ def _alone_groups(
     calls = np.flatnonzero(is_nccl)
     if len(calls):  # read once per (kernel name, common part of the args), in order of first appearance
         of_calls = _call_args(args, rows[calls], ops[calls])  # each one's common part (getattr(a, "shared", a))
+        of_calls, nccl.continued = continued_calls(ev, rows[calls], of_calls, why[calls], name[calls], nccl.key)
         common, _ = first_codes(np.fromiter(map(id, map(getattr, of_calls, itertools.repeat("shared"), of_calls)),
                                             np.int64, len(calls)))  # fmt: skip
         code, at = first_codes(name[calls].astype(np.int64) * (int(common.max()) + 1) + common)

@@ -11,11 +11,20 @@ launch, hence their op and shapes, is lost. Such kernels are attributed to ops b
   launched by ops of one signature (name, Input Dims, types and concrete values), each of which launched
   that kernel alone, the kernel is one more execution of that op.
 
-Others (a GEMM kernel reused across shapes, out of any replayed run) are left unattributed."""
+Others (a GEMM kernel reused across shapes, out of any replayed run) are left unattributed.
+
+A collective kernel without a launch whose args name no collective (RCCL's ``ncclDevKernel_Generic``: its
+call is on the op that launched it) takes its call from its stream's launched collectives
+(:func:`continued_calls`): when their calls, in order, repeat with a period p (the shortest, seen at least
+twice), a step's communication program, the kernels recorded before the first of them continue that program
+backwards: the j-th before it makes the call p - j mod p places into the launched ones, as long as their
+names agree."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +38,8 @@ NO_LAUNCH = 1
 MIN_RUN = 8
 #: suffixes that match nowhere before a stream's search stops (each costs a scan of the stream's names)
 MAX_MISSES = 256
+#: the longest period of a stream's collective calls looked for (each candidate costs a pass over them)
+MAX_PERIOD = 1024
 
 
 def attribute(ev: EventTable, kernels: np.ndarray, ops: np.ndarray, why: np.ndarray, name: np.ndarray,
@@ -131,3 +142,58 @@ def by_kernel_name(ev: EventTable, kernels: np.ndarray, ops: np.ndarray, why: np
     hit = lost[np.isin(name[lost], good)]
     out[hit] = [rep[int(n)] for n in name[hit].tolist()]
     return out
+
+
+def continued_calls(ev: EventTable, rows: np.ndarray, calls: list[Any], why: np.ndarray, name: np.ndarray,
+                    key: Callable[[Any], Hashable]) -> tuple[list[Any], int]:  # fmt: skip
+    """The calls of collective kernels (rows ``rows``, their args naming the call or not ``calls``, ``why``
+    they have no op, ``name`` their name codes; ``key`` a call's signature), with those of kernels without a
+    launch whose args name no collective taken from their stream's launched ones (module docstring); and how
+    many were."""
+    lost = np.fromiter((w == NO_LAUNCH and "Collective name" not in c
+                        for w, c in zip(why.tolist(), calls, strict=True)), bool, len(calls))  # fmt: skip
+    if not lost.any():
+        return calls, 0
+    device, _ = column_codes(ev, "device")
+    line, lines = column_codes(ev, "line")
+    stream = device[rows].astype(np.int64) * len(lines) + line[rows]
+    start = floats(ev.column("start_s"))[rows]
+    codes: dict[tuple[int, Hashable], int] = {}
+    sig = np.array([codes.setdefault((n, key(c)), len(codes)) for n, c in zip(name.tolist(), calls, strict=True)],
+                   np.int64)  # fmt: skip
+    twin = by_period(stream, start, lost, sig, name)
+    out = list(calls)
+    for i in np.flatnonzero(twin >= 0).tolist():
+        out[i] = calls[int(twin[i])]
+    return out, int(np.count_nonzero(twin >= 0))
+
+
+def by_period(stream: np.ndarray, start: np.ndarray, lost: np.ndarray, sig: np.ndarray,
+              name: np.ndarray) -> np.ndarray:  # fmt: skip
+    """For each kernel (``stream`` its stream code, ``start`` its start, ``lost`` whether its call is unknown,
+    ``sig`` its call's code where known, ``name`` its name code): the index of the launched kernel whose call
+    a lost one repeats, by the period of its stream's known calls (module docstring), or -1."""
+    out = np.full(len(stream), -1, np.int64)
+    for s in np.unique(stream[lost]).tolist():
+        mine = np.flatnonzero(stream == s)
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        known = mine[~lost[mine]]
+        p = _period(sig[known])
+        if p is None:
+            continue
+        before = mine[lost[mine] & (start[mine] < start[known[0]])]
+        for j, k in enumerate(before[::-1].tolist(), 1):
+            twin = int(known[-j % p])
+            if name[k] != name[twin]:
+                break
+            out[k] = twin
+    return out
+
+
+def _period(sig: np.ndarray) -> int | None:
+    """The shortest p (at most :data:`MAX_PERIOD`) with ``sig[i] == sig[i + p]`` for every i, ``sig`` holding
+    at least two periods; None when there is none."""
+    for p in np.flatnonzero(sig[1 : min(len(sig) // 2, MAX_PERIOD) + 1] == sig[0]).tolist():
+        if np.array_equal(sig[p + 1 :], sig[: -p - 1]):
+            return p + 1
+    return None

@@ -24,7 +24,8 @@ positions, as in ATen's native_functions.yaml):
   element (the model/ constants for softmax, norms and activations; 1 for arithmetic), bytes = the
   tensors read + the output written, each at its own shape and dtype (cost/op.py ``elementwise`` with
   broadcasting); ``_foreach_*`` ops over their TensorLists;
-- reductions (:data:`REDUCTIONS`): cost/op.py ``reduction``, the output from the reduced ``dim``.
+- reductions (:data:`REDUCTIONS`): cost/op.py ``reduction``, the output from the reduced ``dim``;
+- gathers and their gradients (embedding, index_select, gather, nll_loss): :mod:`rooftop.analysis.torch.gathers`.
 
 Any other op: no Cost, and the reason names it. int64 tensors are counted as int32 (rooftop has no
 64-bit integer type), as analysis/hlo/count.py does.
@@ -47,6 +48,7 @@ from typing import Any
 from rooftop.analysis.torch.custom import CUSTOM
 from rooftop.analysis.torch.engine_ops import engine_price
 from rooftop.analysis.torch.families import SeqStats
+from rooftop.analysis.torch.gathers import GATHERS
 from rooftop.analysis.torch.op import (
     NCCL_KINDS,
     Price,
@@ -302,6 +304,7 @@ RULES: dict[str, Rule] = {
     "aten::_efficient_attention_backward": partial(_attention, spec=Attn(1, "bshd", 14, mask=True, backward=True)),
     **{name: partial(vector_price, spec=spec) for name, spec in VECTOR.items()},
     **{name: partial(_reduce, dim=dim) for name, dim in REDUCTIONS.items()},
+    **GATHERS,
 }
 # fmt: on
 

@@ -42,7 +42,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.config import TransformerConfig
-from rooftop.model.memory import params_total
+from rooftop.model.params import params_total
 from rooftop.plan.limits import job_limits
 from rooftop.plan.train.framework import get_framework
 from rooftop.plan.train.layout import Parallelism

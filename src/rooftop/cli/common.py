@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: largest size of one tensor dim read from a flag (XLA's dims are int64)
 MAX_DIM = 1 << 62
-#: largest token count (sequence, prompt, generated tokens, batch) read from a flag: model.config.MAX_TOKENS
+#: largest token count (sequence, prompt, generated tokens, batch) read from a flag: model.limits.MAX_TOKENS
 MAX_TOKENS = 1 << 40
 
 

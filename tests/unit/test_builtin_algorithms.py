@@ -127,7 +127,7 @@ TOPOLOGIES = (
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.sampled_from(TOPOLOGIES),
     st.integers(1, 15),

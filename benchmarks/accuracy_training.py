@@ -64,7 +64,8 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
-from rooftop.model.memory import TrainingPrecision, params_total
+from rooftop.model.memory import TrainingPrecision
+from rooftop.model.params import params_total
 from rooftop.model.workload import Dtypes
 from rooftop.plan.train.framework import Framework, default_framework, get_framework
 from rooftop.plan.train.layout import Parallelism, validate

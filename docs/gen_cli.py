@@ -27,7 +27,7 @@ def limits() -> str:
     from rooftop.cli.train import MAX_SEQUENCES, MAX_TOP
     from rooftop.hardware.chip import MAX_CHIPS, MAX_TORUS_DIMS
     from rooftop.hardware.topology import MAX_MESH_AXES
-    from rooftop.model.config import MAX_EXPERTS, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH
+    from rooftop.model.limits import MAX_EXPERTS, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH
     from rooftop.plan.train.search import MAX_LAYOUTS
     from rooftop.units import MAX_QUANTITY
 

@@ -71,7 +71,7 @@ VALID: dict[str, tuple[str, ...]] = {
     "weight_dtype": ("bf16", "fp8", "int4"),
     "chips_list": ("h100:16,tpu-v5e:4x4", "h100:8", "b200:8,h200:8,a100:16", "tpu-v5p:4x4x4,h100:64"),
     "remat": ("none", "selective", "dots", "full"),
-    "algorithm": ("hierarchical", "in-network", "ring"),
+    "algorithm": ("hierarchical", "in-network", "ring", "bidirectional-ring", "tree"),
 }
 #: kinds whose values are paths (made by :func:`path_value`)
 PATH_KINDS = ("plot", "hlo_file", "trace", "config", "catalog", "out", "timeline", "html")
@@ -143,13 +143,14 @@ OPTIONAL: dict[str, list[tuple[str, str]]] = {
     "train": [("--tokens", "tokens"), ("--fix", "fix"), ("--objective", "objective"), ("--top", "top"),
               ("--optimizer", "optimizer"), ("--efficiency", "efficiency"), ("--price-per-chip-hour", "price"),
               ("--plot", "plot"), ("--compute-dtype", "dtype"), ("--max-nodes-per-token", "count"),
-              ("--timeline", "timeline"), ("--html", "html")],
+              ("--timeline", "timeline"), ("--html", "html"), ("--algorithm", "algorithm")],
     "limits": [("--batch-tokens", "tokens"), ("--seq-len", "seq"), ("--optimizer", "optimizer"),
                ("--weight-dtype", "weight_dtype"), ("--efficiency", "efficiency"), ("--catalog", "catalog"),
                ("--algorithm", "algorithm")],
     "serve": [("--batch", "count"), ("--max-step-latency", "duration"), ("--max-ttft", "duration"),
               ("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--activation-dtype", "kv_dtype"),
               ("--requests-per-s", "rate"), ("--price-per-chip-hour", "price"), ("--efficiency", "efficiency"),
+              ("--algorithm", "algorithm"),
               ("--ideal", ""), ("--plot", "plot"), ("--concurrency", "count"), ("--scheduler", "scheduler"),
               ("--token-budget", "count"), ("--timeline", "timeline")],
     "compare": [("--tokens", "tokens"), ("--fix", "fix"), ("--max-step-latency", "duration"),

@@ -2,14 +2,15 @@
 priced by the training step and the limits, and every algorithm's closed form (collective_rate) is the
 time collective_time gives at any size.
 
-The tree all-reduce added here is a pipelined binary tree: a reduce up the tree, then a broadcast down
-it, each ceil(log2 n) sequential steps (Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective
-Communication Operations in MPICH", section 4: binary-tree reduce and broadcast, log p steps each); so
-2 ceil(log2 n) steps of latency, each priced here at the network step latency. Pipelined in chunks, each
-chip receives the whole V going up and again going down: 2 V over its slowest link. NCCL's tuner prices
-its tree all-reduce the same way in bandwidth (src/graph/tuning.cc: the tree's algorithm bandwidth is half
-its bus bandwidth, time = latency + V / algorithm bandwidth) with latency 2 x (steps inside a node + log2
-nodes network steps). Its steps' latency adds to the bandwidth term, as the ring's does.
+The tree all-reduce added here ("binary-tree", registered by this file only; the built-in ``tree`` is NCCL's
+double binary tree, tests/unit/test_builtin_algorithms.py) is a pipelined binary tree: a reduce up the tree,
+then a broadcast down it, each ceil(log2 n) sequential steps (Thakur, Rabenseifner & Gropp 2005, "Optimization
+of Collective Communication Operations in MPICH", section 4: binary-tree reduce and broadcast, log p steps
+each); so 2 ceil(log2 n) steps of latency, each priced here at the network step latency. Pipelined in chunks,
+each chip receives the whole V going up and again going down: 2 V over its slowest link. NCCL's tuner prices
+its tree all-reduce the same way in bandwidth (src/graph/tuning.cc: the tree's algorithm bandwidth is half its
+bus bandwidth, time = latency + V / algorithm bandwidth) with latency 2 x (steps inside a node + log2 nodes
+network steps). Its steps' latency adds to the bandwidth term, as the ring's does.
 
 Figures (catalog/chips/h100.toml): NVLink 18 x 2.5e10 = 4.5e11 B/s per GPU, one 5e10 B/s NIC per GPU;
 NCCL's ring figures (catalog/frameworks/training.toml): 8.4 us base, 3.4 us per step inside a node,
@@ -41,7 +42,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology
 from rooftop.model.config import TransformerConfig
-from rooftop.model.memory import params_total
+from rooftop.model.params import params_total
 from rooftop.plan.limits import job_limits
 from rooftop.plan.train.framework import get_framework
 from rooftop.plan.train.layout import Parallelism
@@ -66,11 +67,11 @@ def _tree(kind: str, groups: tuple[Group, ...], algo: Algorithm) -> Schedule:
 
 @pytest.fixture
 def tree() -> Iterator[Algorithm]:
-    register_algorithm(AlgorithmRule("tree", frozenset({"all-reduce"}), _tree, source="test: pipelined binary tree"))
+    register_algorithm(AlgorithmRule("binary-tree", frozenset({"all-reduce"}), _tree, source="test: binary tree"))
     try:
-        yield Algorithm("tree", BASE, INTRA, INTER)
+        yield Algorithm("binary-tree", BASE, INTRA, INTER)
     finally:
-        del ALGORITHM_RULES["tree"]
+        del ALGORITHM_RULES["binary-tree"]
 
 
 RING = Algorithm("ring", BASE, INTRA, INTER)
@@ -91,7 +92,7 @@ def test_a_registered_tree_is_priced_by_collective_time(tree: Algorithm) -> None
     mesh = make_mesh(parse_topology(H100, "64x8"), "dp=512")
     v = 4e6
     ct = collective_time(Comm("all-reduce", ("dp",), v), mesh, algorithm=tree)
-    assert ct.algorithm == "tree" and ct.additive and ct.hops == 18
+    assert ct.algorithm == "binary-tree" and ct.additive and ct.hops == 18
     assert ct.time_s == pytest.approx(_tree_all_reduce_s(v))
     ring = collective_time(Comm("all-reduce", ("dp",), v), mesh, algorithm=RING)
     assert ring.time_s == pytest.approx(_ring_all_reduce_s(v))
@@ -100,7 +101,7 @@ def test_a_registered_tree_is_priced_by_collective_time(tree: Algorithm) -> None
     # the kinds it does not run keep the staged rules
     ag = collective_time(Comm("all-gather", ("dp",), v), mesh, algorithm=tree)
     assert ag.algorithm == "hierarchical" and ag.time_s == collective_time(Comm("all-gather", ("dp",), v), mesh).time_s
-    assert "tree" in algorithm_names()
+    assert "binary-tree" in algorithm_names()
 
 
 def test_the_training_step_prices_a_new_algorithm_without_a_change_to_the_planner(tree: Algorithm) -> None:
@@ -115,8 +116,8 @@ def test_the_training_step_prices_a_new_algorithm_without_a_change_to_the_planne
         setup = TrainingSetup(SMALL, H100, topo, 512, 1024, IDEAL.replace(dp_overlap=0.0), framework=stack)
         got[algo.name] = evaluate(setup, par, setup.pricer(layout_mesh(topo, par))).breakdown["data_parallel"]
     assert got["ring"] == pytest.approx(_ring_all_reduce_s(v))
-    assert got["tree"] == pytest.approx(_tree_all_reduce_s(v))
-    assert got["tree"] < got["ring"] / 5
+    assert got["binary-tree"] == pytest.approx(_tree_all_reduce_s(v))
+    assert got["binary-tree"] < got["ring"] / 5
 
 
 def test_the_limits_price_a_new_algorithm_at_the_layers_message_size(tree: Algorithm) -> None:
@@ -131,9 +132,9 @@ def test_the_limits_price_a_new_algorithm_at_the_layers_message_size(tree: Algor
         got[algo.name] = lim.limit("dp_critical_tokens_per_chip", "fabric+nvlink")
         assert got[algo.name].figure("layer_params") == layer
     assert got["ring"].figure("comm_s") == pytest.approx(_ring_all_reduce_s(2 * layer))
-    assert got["tree"].figure("comm_s") == pytest.approx(_tree_all_reduce_s(2 * layer))
-    assert got["tree"].value == pytest.approx(_tree_all_reduce_s(2 * layer) * c / (4 * layer))
-    assert got["tree"].value < got["ring"].value / 5
+    assert got["binary-tree"].figure("comm_s") == pytest.approx(_tree_all_reduce_s(2 * layer))
+    assert got["binary-tree"].value == pytest.approx(_tree_all_reduce_s(2 * layer) * c / (4 * layer))
+    assert got["binary-tree"].value < got["ring"].value / 5
 
 
 @pytest.mark.parametrize("kind", ["all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute"])
@@ -164,5 +165,5 @@ def test_in_network_is_the_sharp_flag_and_names_are_checked() -> None:
         register_algorithm(AlgorithmRule("ring", frozenset({"all-reduce"}), _tree))
     with pytest.raises(InvalidConfigError, match="kinds"):
         AlgorithmRule("odd", frozenset({"all-to-all"}), _tree)
-    with pytest.raises(InvalidConfigError, match="valid: hierarchical, in-network, ring"):
+    with pytest.raises(InvalidConfigError, match="valid: hierarchical, in-network, ring, bidirectional-ring, tree"):
         Algorithm("butterfly")

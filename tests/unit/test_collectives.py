@@ -226,4 +226,4 @@ def test_nccl_ring_over_nodes_adds_its_steps_latency_to_the_bandwidth_term() -> 
     assert ct.time_s > staged.time_s  # the ring's latency: 2.4 ms against a few hops
     assert "ring steps" in collective_formula(ct)
     with pytest.raises(InvalidConfigError, match="algorithm"):
-        Algorithm("tree")
+        Algorithm("butterfly")

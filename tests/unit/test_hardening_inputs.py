@@ -378,8 +378,10 @@ def test_model_toml_published_value_is_checked(tmp_path: Path) -> None:
 
 
 def test_layer_groups_are_counted_in_closed_form() -> None:
-    from rooftop.model.config import MAX_LAYERS, MoEConfig, TransformerConfig
+    from rooftop.model.blocks import MoEConfig
+    from rooftop.model.config import TransformerConfig
     from rooftop.model.layers import layer_groups
+    from rooftop.model.limits import MAX_LAYERS
 
     cfg = TransformerConfig(
         "big",

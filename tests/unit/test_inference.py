@@ -185,7 +185,7 @@ def test_mla_latent_cache_is_replicated_over_tp() -> None:
 
 
 def test_weights_per_chip_tp8() -> None:
-    from rooftop.model.memory import params_total
+    from rooftop.model.params import params_total
 
     norms = 80 * 2 * 8192 + 8192  # two RMSNorms per layer and the final one stay whole on each chip
     expected = ((params_total(L70) - norms) / 8 + norms) * 2
@@ -217,7 +217,7 @@ def test_prefill_is_compute_bound_and_dominated_by_2n_flops() -> None:
     layout = ServingLayout(tp=8)
     p = inf.prefill(L70, H100, mesh_for(H100, "8", layout), layout, 1, 2048, BF16, IDEAL)
     assert p.group_bound["matmul"] == "compute"
-    from rooftop.model.memory import params_matmul_active
+    from rooftop.model.params import params_matmul_active
 
     # 2N per prompt token (the unembedding only for the last token), plus attention
     assert p.flops > 2 * (params_matmul_active(L70) - 128256 * 8192) * 2048 / 8

@@ -20,7 +20,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.memory import params_total
+from rooftop.model.params import params_total
 from rooftop.plan.limits import JobLimits, fsdp_tp_split, job_limits, whole_sequences
 from rooftop.report.limits import formulas, limits_payload
 

@@ -13,12 +13,8 @@ from rooftop.model.catalog import get_model
 from rooftop.model.config import TransformerConfig
 from rooftop.model.hf import config_from_hf, load_hf_config
 from rooftop.model.layers import layer_groups
-from rooftop.model.memory import (
-    kv_cache_bytes,
-    kv_cache_bytes_per_token,
-    param_tree,
-    state_bytes_per_sequence,
-)
+from rooftop.model.memory import kv_cache_bytes, kv_cache_bytes_per_token, state_bytes_per_sequence
+from rooftop.model.params import param_tree
 from rooftop.model.transformer import layer_costs
 from rooftop.model.workload import Dtypes, Workload
 from tests.conftest import run_cli

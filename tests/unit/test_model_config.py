@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from rooftop.errors import InvalidConfigError, UnknownNameError
+from rooftop.model.blocks import MoEConfig
 from rooftop.model.catalog import config_from_dict, config_to_dict, get_entry, get_model, load_models
-from rooftop.model.config import MoEConfig, TransformerConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.hf import config_from_hf, load_hf_config
 from rooftop.model.workload import Workload
 
@@ -200,7 +201,7 @@ def test_model_named_after_folder_of_config_json(tmp_path: Path) -> None:
 def test_hf_architectures_match_their_published_parameter_counts(file: str, published: float, total: int) -> None:
     """Qwen3, Qwen3-MoE, GPT-2, GPT-J, gpt-oss and Gemma-3 from their config.json (was: refused by
     architectures[0])."""
-    from rooftop.model.memory import params_total
+    from rooftop.model.params import params_total
 
     cfg = load_hf_config(HF / file)
     assert params_total(cfg) == total

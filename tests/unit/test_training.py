@@ -12,7 +12,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.model.memory import param_tree
+from rooftop.model.params import param_tree
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.framework import get_framework
 from rooftop.plan.train.layout import Parallelism, validate

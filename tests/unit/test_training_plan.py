@@ -240,7 +240,7 @@ def test_fsdp_without_resharding_gathers_once_and_holds_the_weights() -> None:
     for the whole step and its gradients accumulate whole. Llama 3 8B on one node, fsdp=8, 2 microbatches: 32
     layer gathers and 32 reduce-scatters per step instead of 32 x 2 x 2 and 32 x 2, and the weights and the
     gradients whole in HBM: 8 times the shard."""
-    from rooftop.model.memory import params_total
+    from rooftop.model.params import params_total
 
     setup = TrainingSetup(get_model("llama-3-8b"), H100, parse_topology(H100, "1x8"), 16, 4096,
                           default_efficiency("training"))  # fmt: skip

@@ -7,7 +7,8 @@ import pytest
 from rooftop.model import activations, per_token
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
-from rooftop.model.config import MLAConfig, MoEConfig, TransformerConfig
+from rooftop.model.blocks import MLAConfig, MoEConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.workload import Workload
 
 # D=256, N=8 heads of H=32, K=2 KV heads, F=688 SwiGLU, V=1000, L=4, untied.

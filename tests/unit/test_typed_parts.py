@@ -14,6 +14,7 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model import memory as mem
 from rooftop.model.catalog import get_model
+from rooftop.model.params import params_total
 from rooftop.plan.train.layout import Parallelism, microbatch_size
 from rooftop.plan.train.memory import memory_per_chip
 from rooftop.plan.train.parts import MemoryPartName, MemoryParts, StepBreakdown, StepPartName
@@ -57,7 +58,7 @@ def test_step_parts_in_order_and_adding_up() -> None:
 
 def test_training_state_scaled() -> None:
     cfg = get_model("llama-3-8b")
-    n = mem.params_total(cfg)
+    n = params_total(cfg)
     state = mem.training_state_bytes(cfg)
     assert state == mem.TrainingBytes(2 * n, 2 * n, 4 * n, 8 * n)
     assert state.total == (2 + 2 + 4 + 8) * n

@@ -13,7 +13,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import MAX_DIM, Output, add_common, chip_from_args, count
+from rooftop.cli.common import ALGORITHMS_HELP, MAX_DIM, Output, add_common, chip_from_args, count
 from rooftop.cost.cost import COLLECTIVE_KINDS
 from rooftop.errors import InvalidConfigError, ParseError, shown
 
@@ -41,9 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     how.add_argument(
         "--algorithm",
         metavar="NAME",
-        help="how the library runs all-gather / reduce-scatter / all-reduce: hierarchical (default: staged over "
-        "the link levels), in-network (as --sharp), ring (one flat ring, NCCL's step latencies), or any "
-        "algorithm registered in cost/algorithms.py",
+        help=f"how the library runs all-gather / reduce-scatter / all-reduce: {ALGORITHMS_HELP} (default: "
+        "hierarchical; in-network is --sharp)",
     )
     p.set_defaults(func=run)
 

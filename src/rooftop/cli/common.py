@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: largest size of one tensor dim read from a flag (XLA's dims are int64)
 MAX_DIM = 1 << 62
-#: largest token count (sequence, prompt, generated tokens, batch) read from a flag: model.config.MAX_TOKENS
+#: largest token count (sequence, prompt, generated tokens, batch) read from a flag: model.limits.MAX_TOKENS
 MAX_TOKENS = 1 << 40
 
 
@@ -86,6 +86,39 @@ def add_price(p: argparse.ArgumentParser) -> None:
         metavar="CHIP=USD,...",
         help="override the catalog's on-demand price per chip-hour, e.g. h100=2.10,tpu-v5p=3.5 (names or aliases)",
     )
+
+
+#: the collective algorithms built in (cost/algorithms.py), for the --algorithm flags' help
+ALGORITHMS_HELP = (
+    "hierarchical (staged over the link levels), in-network (the switches sum the all-reduce), ring (one flat "
+    "ring running one way, NCCL's step latencies), bidirectional-ring (the ring with halves sent both ways), "
+    "tree (all-reduce up and down NCCL's double binary tree), or any algorithm registered in cost/algorithms.py; "
+    "latency figures from catalog/frameworks/training.toml"
+)
+
+
+#: the default of ``--algorithm`` in train and serve (and compare, which shares their flags)
+JOB_DEFAULT = "training: the framework's library's, ring for NCCL and hierarchical for XLA; serving: hierarchical"
+
+
+def add_algorithm(p: argparse.ArgumentParser, default: str) -> None:
+    """``--algorithm NAME``: how the collective library runs the gather family (``algorithm_from``)."""
+    p.add_argument(
+        "--algorithm",
+        metavar="NAME",
+        help=f"how all-gather, reduce-scatter and all-reduce run: {ALGORITHMS_HELP} (default: {default})",
+    )
+
+
+def algorithm_from(args: argparse.Namespace) -> Any:
+    """The ``Algorithm`` of ``--algorithm`` with its catalog latency figures (None when absent or
+    hierarchical, the staged rules); an unknown name is one line naming the choices."""
+    name = getattr(args, "algorithm", None)
+    if name is None or name == "hierarchical":
+        return None
+    from rooftop.plan.train.framework import catalog_algorithm
+
+    return catalog_algorithm(name)
 
 
 def prices_from(text: str, catalog: str | None = None) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from rooftop.cli.common import MAX_TOKENS, Output, add_common, chip_from_args, count
+from rooftop.cli.common import MAX_TOKENS, Output, add_algorithm, add_common, chip_from_args, count
 from rooftop.cli.serve import WEIGHT_DTYPES
 from rooftop.cli.train import MAX_CHIPS, MAX_SEQUENCES, OPTIMIZERS
 
@@ -38,12 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--efficiency", help="efficiency factors over the ideal 1, e.g. matrix=0.7,network=0.9,memory_reserve=0.1"
     )
-    p.add_argument(
-        "--algorithm",
-        metavar="NAME",
-        help="how the collectives run, as in `rooftop collective`: hierarchical (default), in-network, ring "
-        "(NCCL's step latencies), or any algorithm registered in cost/algorithms.py",
-    )
+    add_algorithm(p, "hierarchical")
     p.set_defaults(func=run)
 
 

@@ -7,7 +7,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import MAX_TOKENS, Output, add_common, add_price, chip_from_args, count
+from rooftop.cli.common import (
+    JOB_DEFAULT,
+    MAX_TOKENS,
+    Output,
+    add_algorithm,
+    add_common,
+    add_price,
+    algorithm_from,
+    chip_from_args,
+    count,
+)
 from rooftop.cli.emit import SERVE_KINDS, add_emit, serve_choice, serve_text, with_emit
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.units import parse_duration, parse_number
@@ -150,6 +160,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the engine's decode attention has no GQA path: it reads each KV head once per query head "
         "(e.g. TensorRT-LLM's masked multi-head attention without XQA)",
     )
+    add_algorithm(p, JOB_DEFAULT)
     p.add_argument("--price-per-chip-hour", metavar="USD", help="override the catalog price per chip-hour")
     add_price(p)
     add_emit(p, SERVE_KINDS)
@@ -231,6 +242,7 @@ def request_from_args(args: argparse.Namespace) -> ServingRequest:
         static_cache_len=_count(getattr(args, "static_cache_len", None), "--static-cache-len") or 0,
         kv_reads_per_query_head=bool(getattr(args, "kv_reads_per_query_head", False)),
         engine_name=getattr(args, "engine", None) or "generic",
+        algorithm=algorithm_from(args),
         **_prefix_fields(args, _count(args.prompt_len, "--prompt-len") or DEFAULT_PROMPT_LEN),
     )
 

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rooftop.cli.common import MAX_TOKENS, Output, add_common, add_price, chip_from_args, count, int_type
+from rooftop.cli.common import (
+    JOB_DEFAULT,
+    MAX_TOKENS,
+    Output,
+    add_algorithm,
+    add_common,
+    add_price,
+    algorithm_from,
+    chip_from_args,
+    count,
+    int_type,
+)
 from rooftop.cli.emit import TRAIN_KINDS, add_emit, train_text, with_emit
 from rooftop.cli.goal import add_goal, train_goal_output
 from rooftop.errors import InvalidConfigError, shown
@@ -83,6 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "megatron, megatron-2021, pytorch-fsdp1, pytorch-fsdp2, deepspeed, xla; default megatron on GPUs, xla on "
         "TPUs",
     )
+    add_algorithm(p, JOB_DEFAULT)
     p.add_argument("--efficiency", help="override efficiency factors, e.g. matrix=0.7,network=0.9 (see docs)")
     p.add_argument("--price-per-chip-hour", help="USD per chip-hour (default: the catalog's list price)")
     add_price(p)
@@ -131,6 +144,8 @@ def setup_from_args(args: argparse.Namespace, topology: Topology | None = None) 
 
     name = getattr(args, "framework", None)  # rooftop compare builds these arguments without it
     stack = get_framework(name) if name else default_framework(chip)
+    if getattr(args, "algorithm", None):  # the stack's collectives run by another algorithm
+        stack = dataclasses.replace(stack, algorithm=algorithm_from(args))
     eff = stack.efficiency(default_efficiency("training"))  # the framework's overlap rules, then the user's
     if args.efficiency:
         eff = parse_efficiency(args.efficiency, eff)

@@ -19,10 +19,15 @@ Built in (module docstring of cost/collectives.py for the derivations):
   bandwidth term the max over levels, latency the hops of every group, max(bandwidth, latency);
 - ``in-network``: the staged rules with the all-reduce summed by the switches (NVLink SHARP,
   InfiniBand SHARP), V / B per switched level in 2 steps; the same as ``collective_time(sharp=True)``;
-- ``ring``: one flat ring over all N chips of every level (NCCL's ring), its steps' latency added to
-  the bandwidth term (``ring_schedule``).
+- ``ring``: one flat ring over all N chips of every level (NCCL's ring), running one way, its steps'
+  latency added to the bandwidth term (``ring_schedule``);
+- ``bidirectional-ring``: the same ring with V split in halves sent round both ways, so a wrapped ICI
+  ring's two links both carry data (``bidirectional_ring_schedule``);
+- ``tree``: the all-reduce as a reduce up and a broadcast down NCCL's double binary tree
+  (``tree_schedule``); all-gather and reduce-scatter keep the staged rules.
+Their latency figures are data (catalog/frameworks/training.toml: a library's, or ``[algorithms]``).
 
-To add one (a tree, a bidirectional ring, a hierarchical variant): write a function
+To add one (a hierarchical variant, a butterfly): write a function
 ``(kind, groups, algorithm) -> Schedule`` and register an ``AlgorithmRule`` with the kinds it runs
 (the others keep the staged rules); a library's entry in catalog/frameworks/training.toml can then
 name it, with its latency figures. all-to-all and permute are priced by their own rules whatever
@@ -143,29 +148,97 @@ def levels(groups: tuple[Group, ...]) -> list[list[Group]]:
     return sorted(kinds.values(), key=lambda gs: sum(g.inbound_bytes_per_s for g in gs))
 
 
-def ring_schedule(kind: str, groups: tuple[Group, ...], algo: Algorithm) -> Schedule:
-    """One flat ring over every group (cost/collectives.py, "Algorithm"): every chip receives N - 1
-    shards of V / N (twice for an all-reduce); a level is entered through the links of the chips of
-    the faster levels below it, and the slowest entry sets the term. Latency: NCCL's tuning model,
-    base + (steps - X) x intra-domain step + X x inter-node step, X the steps that cross the scale-out
-    fabric or DCN (chips of those levels - 1, twice for an all-reduce)."""
-    n_total = math.prod(g.size for g in groups)
-    factor = 2.0 if kind == "all-reduce" else 1.0
+def _entry(groups: tuple[Group, ...], rate: Callable[[Group], float]) -> tuple[list[Group], float]:
+    """The level a flat schedule enters slowest and that entry's bytes/s: a level is entered through
+    the links of the chips of the faster levels below it (one channel per NIC on a rail-optimised GPU
+    node, so a node's m GPUs bring m x B), ``rate`` being what one chip receives from one group."""
     below, worst = 1, None
     for level in reversed(levels(groups)):  # fastest level first: the chips below a level feed its links
-        inbound = sum(g.inbound_bytes_per_s for g in level) * below
+        inbound = sum(rate(g) for g in level) * below
         if worst is None or inbound < worst[1]:
             worst = (level, inbound)
         below *= math.prod(g.size for g in level)
     assert worst is not None
-    outer = math.prod(g.size for g in groups if g.link in ("fabric", "dcn"))
-    steps = int(factor) * (n_total - 1)
-    inter = int(factor) * (outer - 1)
-    latency = algo.base_s + (steps - inter) * algo.intra_step_s + inter * algo.inter_step_s
-    names = tuple(g.name for g in worst[0])
+    return worst
+
+
+def _one_way(g: Group) -> float:
+    """Bytes/s a chip receives from ``g`` when every ring runs one way: one link of an ICI ring or line
+    (its predecessor's), its port on a switch (which sends and receives at once)."""
+    return g.link_bytes_per_s
+
+
+def _both_ways(g: Group) -> float:
+    """Bytes/s a chip receives from ``g`` when rings run both ways: both links of a wrapped ICI ring; a
+    line's links and a switch port already carry a one-way ring's traffic in both directions, so the
+    same as one way there (cost/groups.py: inbound)."""
+    return g.inbound_bytes_per_s
+
+
+def _ring_latency(kind: str, groups: tuple[Group, ...], algo: Algorithm) -> tuple[int, float]:
+    """(steps, seconds) of a flat ring: NCCL's tuning model, base + (steps - X) x intra-domain step +
+    X x inter-node step, X the steps that cross the scale-out fabric or DCN (chips of those levels - 1,
+    twice for an all-reduce)."""
+    factor = 2 if kind == "all-reduce" else 1
+    n_total = math.prod(g.size for g in groups)
+    steps = factor * (n_total - 1)
+    inter = factor * (_outer(groups) - 1)
+    return steps, algo.base_s + (steps - inter) * algo.intra_step_s + inter * algo.inter_step_s
+
+
+def _outer(groups: tuple[Group, ...]) -> int:
+    """Chips of the scale-out levels (fabric, dcn): NCCL's nodes."""
+    return math.prod(g.size for g in groups if g.link in ("fabric", "dcn"))
+
+
+def _flat_ring(
+    kind: str, groups: tuple[Group, ...], algo: Algorithm, rule: str, rate: Callable[[Group], float]
+) -> Schedule:
+    n_total = math.prod(g.size for g in groups)
+    level, inbound = _entry(groups, rate)
+    steps, latency = _ring_latency(kind, groups, algo)
+    factor = 2.0 if kind == "all-reduce" else 1.0
+    names = tuple(g.name for g in level)
     return Schedule(
-        "ring", names, worst[0][0].link, n_total, float(n_total - 1), 1 / n_total, worst[1], factor, steps, latency
+        rule, names, level[0].link, n_total, float(n_total - 1), 1 / n_total, inbound, factor, steps, latency
     )
+
+
+def ring_schedule(kind: str, groups: tuple[Group, ...], algo: Algorithm) -> Schedule:
+    """One flat ring over every group, running one way (cost/collectives.py, "Algorithm"): every chip
+    receives N - 1 shards of V / N (twice for an all-reduce) from its predecessor, over one link of an
+    ICI ring or its switch port; the slowest level's entry sets the term (``_entry``). Latency: NCCL's
+    tuning model (``_ring_latency``)."""
+    return _flat_ring(kind, groups, algo, "ring", _one_way)
+
+
+def bidirectional_ring_schedule(kind: str, groups: tuple[Group, ...], algo: Algorithm) -> Schedule:
+    """The ring with V split in two halves sent round in opposite directions: each step a chip sends
+    and receives S / 2 each way instead of S one way, so a wrapped ICI ring's two links both carry
+    data and its term halves (How to Scale Your Model, Part 3: on a bidirectional ring the shards flow
+    both ways, (n-1)/n x V / (2W)); on switched links and lines, whose links a one-way ring already
+    uses both ways, it equals the ring. The halves step together: the ring's N - 1 steps (twice for
+    an all-reduce) and their latency."""
+    return _flat_ring(kind, groups, algo, "bidirectional-ring", _both_ways)
+
+
+def tree_schedule(kind: str, groups: tuple[Group, ...], algo: Algorithm) -> Schedule:
+    """All-reduce as a reduce up a tree and a broadcast down it, pipelined in chunks (NCCL's tree:
+    a double binary tree over the nodes, Sanders, Speck & Traeff 2009, "Two-tree algorithms for full
+    bandwidth broadcast, reduction and scan", Parallel Computing 35(12); a chain through each node's
+    chips). Bandwidth: with the two complementary trees each carrying half of V, every chip receives
+    V going up and V coming down, 2 V through the slowest level's entry (``_entry``), as NCCL's tuner
+    prices it (src/graph/tuning.cc: the tree's algorithm bandwidth is half its bus bandwidth, time =
+    latency + V / algorithm bandwidth). Latency, NCCL's model: base + 2 x ((chips per node - 1) x
+    intra-domain step + floor(log2 nodes) x inter-node step), nodes = chips of the fabric / DCN levels."""
+    n_total = math.prod(g.size for g in groups)
+    nodes = _outer(groups)
+    inner, depth = n_total // nodes, nodes.bit_length() - 1
+    level, inbound = _entry(groups, _both_ways)
+    steps = 2 * ((inner - 1) + depth)
+    latency = algo.base_s + 2 * ((inner - 1) * algo.intra_step_s + depth * algo.inter_step_s)
+    names = tuple(g.name for g in level)
+    return Schedule("tree", names, level[0].link, n_total, 1.0, 1.0, inbound, 2.0, steps, latency)
 
 
 register_algorithm(
@@ -181,4 +254,20 @@ register_algorithm(
 )
 register_algorithm(
     AlgorithmRule("ring", GATHER_KINDS, ring_schedule, source="NCCL ring; NCCL src/graph/tuning.cc latency model")
+)
+register_algorithm(
+    AlgorithmRule(
+        "bidirectional-ring",
+        GATHER_KINDS,
+        bidirectional_ring_schedule,
+        source="How to Scale Your Model, Part 3 (bidirectional ring); NCCL src/graph/tuning.cc ring latency model",
+    )
+)
+register_algorithm(
+    AlgorithmRule(
+        "tree",
+        frozenset({"all-reduce"}),
+        tree_schedule,
+        source="Sanders, Speck & Traeff 2009 (double binary tree); NCCL src/graph/tuning.cc tree model",
+    )
 )

@@ -79,7 +79,15 @@ extrapolates from a probe.
   (src/graph/tuning.cc): base + (N - 1 - X) x intra-domain step + X x inter-node step, X = the ring's
   steps that cross the scale-out fabric (chips of the outer levels - 1), all-reduce twice; and, as
   NCCL's tuner prices it, time = latency + bandwidth (alpha-beta), not the max: each of the ring's
-  N - 1 steps waits for its slowest hop before the next one starts.
+  N - 1 steps waits for its slowest hop before the next one starts. The ring runs one way: a chip
+  receives from its predecessor only, over one link of a wrapped ICI dim (W, not the 2W of both
+  neighbours) or its switch port.
+- ``bidirectional-ring``: V in two halves sent round the ring in opposite directions; a wrapped ICI
+  dim's chips receive over both links (2W), switch ports and lines as the ring (their links already
+  carry a one-way ring both ways); the ring's steps and latency.
+- ``tree`` (all-reduce only; NCCL's double binary tree, Sanders, Speck & Traeff 2009): a reduce up
+  and a broadcast down, 2 V through the slowest level's entry, latency base + 2 x ((chips per node - 1)
+  x intra-domain step + floor(log2 nodes) x inter-node step) (NCCL src/graph/tuning.cc), added.
 all-to-all and permute are priced as above whatever the algorithm.
 
 Network efficiency (the fraction of link bandwidth real collectives reach) divides the

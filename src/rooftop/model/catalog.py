@@ -26,7 +26,8 @@ from typing import Any
 
 from rooftop.catalog.io import builtin_tomls, is_directory, read_toml_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
-from rooftop.model.config import LinearAttentionConfig, MLAConfig, MoEConfig, SSMConfig, TransformerConfig
+from rooftop.model.blocks import LinearAttentionConfig, MLAConfig, MoEConfig, SSMConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.hf import load_hf_config
 from rooftop.units import MAX_QUANTITY
 

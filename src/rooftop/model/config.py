@@ -14,9 +14,10 @@ One dataclass covers today's dense and mixture-of-experts decoders:
 - norms: RMSNorm or LayerNorm (with or without bias), 1 (parallel layers), 2 (pre-norm)
   or 4 (Gemma 2's pre- and post-norms) per layer; tied or separate unembedding.
 
-Runs of identical layers are model/layers.py; what the ops are priced for (``Workload``, ``Dtypes``) is
-model/workload.py. Catalog tables, Hugging Face ``config.json`` files and ``--dims`` are read by
-model/catalog.py.
+The block kinds' sub-configs (``MoEConfig``, ``MLAConfig``, ``LinearAttentionConfig``, ``SSMConfig``) are
+model/blocks.py, the bounds every size is checked against model/limits.py. Runs of identical layers are
+model/layers.py; what the ops are priced for (``Workload``, ``Dtypes``) is model/workload.py. Catalog
+tables, Hugging Face ``config.json`` files and ``--dims`` are read by model/catalog.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from rooftop.errors import InvalidConfigError, UnknownNameError, shown
+from rooftop.model.blocks import LinearAttentionConfig, MLAConfig, MoEConfig, SSMConfig
 from rooftop.model.heads import HeadCount, head_counts, heads_error
+from rooftop.model.limits import MAX_PATTERN, MAX_TOKENS, check_positive, flags
 from rooftop.units import divisors
 
 
@@ -79,215 +82,6 @@ ATTENTION_MIXERS = ("global", "local", "chunked", "hybrid")
 #: the feed-forward block of a layer (``ffn_pattern`` entries): "dense" MLP of ``d_ff``, "moe" the
 #: ``MoEConfig`` experts, "none" no feed-forward (a mixer-only layer, as Nemotron-H's)
 FFN_KINDS = ("dense", "moe", "none")
-
-
-#: largest value of each size a model may have: far above every published model, and small
-#: enough that every count stays an exact float and every loop or divisor list stays short
-MAX_LAYERS = 1 << 20
-#: most entries of an attention pattern (Gemma repeats 2 or 6; a per-layer list has n_layers): every
-#: per-layer question is answered from the pattern, so its length is what the work grows with
-MAX_PATTERN = 4096
-MAX_HEADS = 1 << 20
-MAX_WIDTH = 1 << 28  # d_model, d_ff, head_dim, expert widths, MLA ranks
-MAX_VOCAB = 1 << 32
-MAX_TOKENS = 1 << 40  # max_seq_len, sliding_window, a workload's batch and lengths
-MAX_EXPERTS = 1 << 20
-_LIMITS = {
-    "n_layers": MAX_LAYERS,
-    "n_heads": MAX_HEADS,
-    "n_kv_heads": MAX_HEADS,
-    "vocab_size": MAX_VOCAB,
-    "max_seq_len": MAX_TOKENS,
-    "batch": MAX_TOKENS,
-    "seq_len": MAX_TOKENS,
-    "kv_len": MAX_TOKENS,
-    "n_experts": MAX_EXPERTS,
-    "top_k": MAX_EXPERTS,
-}
-
-
-def check_positive(owner: str, **values: int) -> None:
-    """Each value a whole number in [1, its limit] (``_LIMITS``, else MAX_WIDTH)."""
-    for key, value in values.items():
-        hi = _LIMITS.get(key, MAX_WIDTH)
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= hi:
-            raise InvalidConfigError(f"{owner}: {key}={shown(value)} must be a whole number in [1, {hi:,}]")
-
-
-def _flags(owner: str, obj: object, names: tuple[str, ...]) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not isinstance(value, bool):
-            raise InvalidConfigError(f"{owner}: {name}={shown(value)} must be true or false")
-
-
-@dataclass(frozen=True)
-class MoEConfig:
-    """Mixture of experts in the MLP: ``n_experts`` routed experts of hidden width
-    ``d_ff_expert``, ``top_k`` per token, ``n_shared_experts`` always active (DeepSeekMoE),
-    the first ``first_dense_layers`` layers with a dense MLP of the model's ``d_ff``; shared
-    experts of width ``d_ff_shared`` (0: ``d_ff_expert``), scaled by a sigmoid gate of one weight
-    vector when ``shared_gate`` (Qwen2-MoE, Qwen3-Next)."""
-
-    n_experts: int
-    top_k: int
-    d_ff_expert: int
-    n_shared_experts: int = 0
-    first_dense_layers: int = 0
-    router_bias: bool = False
-    d_ff_shared: int = 0
-    shared_gate: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.d_ff_shared:
-            object.__setattr__(self, "d_ff_shared", self.d_ff_expert)
-        check_positive(
-            "moe",
-            n_experts=self.n_experts,
-            top_k=self.top_k,
-            d_ff_expert=self.d_ff_expert,
-            d_ff_shared=self.d_ff_shared,
-        )
-        if self.top_k > self.n_experts:
-            raise InvalidConfigError(f"moe: top_k={self.top_k} exceeds n_experts={self.n_experts}")
-        for name, hi in (("n_shared_experts", MAX_EXPERTS), ("first_dense_layers", MAX_LAYERS)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= hi:
-                raise InvalidConfigError(f"moe: {name}={shown(value)} must be a whole number in [0, {hi:,}]")
-        _flags("moe", self, ("router_bias", "shared_gate"))
-
-    def touched(self, tokens: float) -> float:
-        """Expected distinct routed experts that ``tokens`` tokens touch under uniform routing, each
-        token picking ``top_k`` of the ``n_experts``: E (1 - (1 - k/E)^tokens)."""
-        untouched: float = (1.0 - self.top_k / self.n_experts) ** tokens
-        return self.n_experts * (1.0 - untouched)
-
-
-@dataclass(frozen=True)
-class MLAConfig:
-    """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024, section 2.1): queries
-    through a ``q_lora_rank`` bottleneck (0: a plain projection), keys and values from a
-    ``kv_lora_rank`` latent plus one shared rotary key of ``qk_rope_head_dim``; the cache
-    holds only that latent and rotary key per token per layer."""
-
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    q_lora_rank: int = 0
-
-    def __post_init__(self) -> None:
-        check_positive(
-            "mla",
-            kv_lora_rank=self.kv_lora_rank,
-            qk_nope_head_dim=self.qk_nope_head_dim,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            v_head_dim=self.v_head_dim,
-        )
-        q = self.q_lora_rank
-        if not isinstance(q, int) or isinstance(q, bool) or not 0 <= q <= MAX_WIDTH:
-            raise InvalidConfigError(
-                f"mla: q_lora_rank={shown(q)} must be a whole number in [0, {MAX_WIDTH:,}] (0: no query compression)"
-            )
-
-
-@dataclass(frozen=True)
-class LinearAttentionConfig:
-    """Gated DeltaNet linear attention (Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks";
-    Qwen3-Next's ``linear_attention`` layers): ``n_key_heads`` query/key heads of ``key_head_dim``,
-    ``n_value_heads`` value heads of ``value_head_dim``, a depthwise causal convolution of
-    ``conv_kernel`` taps over q, k and v. Each value head keeps a ``key_head_dim x value_head_dim``
-    state, so a sequence's state does not grow with its length."""
-
-    n_key_heads: int
-    n_value_heads: int
-    key_head_dim: int
-    value_head_dim: int
-    conv_kernel: int = 4
-
-    def __post_init__(self) -> None:
-        check_positive(
-            "linear",
-            n_key_heads=self.n_key_heads,
-            n_value_heads=self.n_value_heads,
-            key_head_dim=self.key_head_dim,
-            value_head_dim=self.value_head_dim,
-            conv_kernel=self.conv_kernel,
-        )
-
-    @property
-    def key_dim(self) -> int:
-        return self.n_key_heads * self.key_head_dim
-
-    @property
-    def value_dim(self) -> int:
-        return self.n_value_heads * self.value_head_dim
-
-    @property
-    def conv_dim(self) -> int:
-        """Channels of the convolution: q, k and v."""
-        return 2 * self.key_dim + self.value_dim
-
-    @property
-    def state_elements(self) -> int:
-        """Recurrent state of one sequence: a dk x dv matrix per value head."""
-        return self.n_value_heads * self.key_head_dim * self.value_head_dim
-
-
-SSM_VERSIONS = (1, 2)
-
-
-@dataclass(frozen=True)
-class SSMConfig:
-    """A selective state-space layer. ``version`` 1: Mamba (Gu & Dao 2023; Jamba's layers): ``d_inner``
-    channels each with a ``d_state`` state, input-dependent dt through a ``dt_rank`` bottleneck.
-    ``version`` 2: Mamba-2 (Dao & Gu 2024, SSD; Nemotron-H): ``n_heads`` heads of ``d_inner / n_heads``
-    channels sharing a scalar decay, B and C of ``d_state`` in ``n_groups`` groups, a gated RMSNorm
-    before the output projection. Both convolve their input causally over ``conv_kernel`` taps. The
-    state of a sequence (``state_elements``, plus ``conv_kernel - 1`` inputs per conv channel) does
-    not grow with its length."""
-
-    d_inner: int
-    d_state: int
-    version: int = 2
-    n_heads: int = 1
-    n_groups: int = 1
-    conv_kernel: int = 4
-    dt_rank: int = 0
-    conv_bias: bool = True
-    proj_bias: bool = False
-    bc_norms: bool = False  # Jamba: RMSNorms over dt, B and C
-    gated_norm: bool = True  # Mamba-2's gated RMSNorm before out_proj (Falcon-H1's mamba_rms_norm: the gate alone)
-
-    def __post_init__(self) -> None:
-        check_positive(
-            "ssm",
-            d_inner=self.d_inner,
-            d_state=self.d_state,
-            n_heads=self.n_heads,
-            n_groups=self.n_groups,
-            conv_kernel=self.conv_kernel,
-        )
-        if self.version not in SSM_VERSIONS:
-            raise InvalidConfigError(f"ssm: version={shown(self.version)} must be 1 (Mamba) or 2 (Mamba-2)")
-        if self.version == 1:
-            check_positive("ssm", dt_rank=self.dt_rank)
-        elif self.d_inner % self.n_heads or self.n_heads % self.n_groups:
-            raise InvalidConfigError(
-                f"ssm: n_heads={self.n_heads} must divide d_inner={self.d_inner} and be a multiple of"
-                f" n_groups={self.n_groups}"
-            )
-        _flags("ssm", self, ("conv_bias", "proj_bias", "bc_norms", "gated_norm"))
-
-    @property
-    def conv_dim(self) -> int:
-        """Channels of the convolution: x (Mamba), or x, B and C (Mamba-2)."""
-        return self.d_inner + (2 * self.n_groups * self.d_state if self.version == 2 else 0)
-
-    @property
-    def state_elements(self) -> int:
-        """SSM state of one sequence: d_state per channel."""
-        return self.d_inner * self.d_state
 
 
 def _whole(value: object) -> bool:
@@ -404,7 +198,7 @@ class TransformerConfig:
                 f"{owner}: n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads};"
                 f" valid: {', '.join(map(str, valid))}"
             )
-        _flags(owner, self, _FLAGS)
+        flags(owner, self, _FLAGS)
         for kind, value, choices in (
             ("mlp activation", self.mlp, MLP_KINDS),
             ("norm", self.norm, NORM_KINDS),

@@ -14,7 +14,8 @@ from typing import Any
 
 from rooftop.catalog.io import is_directory, read_text_file
 from rooftop.errors import InvalidConfigError, UnknownNameError, one_line, path_text, shown
-from rooftop.model.config import MAX_PATTERN, MLAConfig, MoEConfig, TransformerConfig
+from rooftop.model.blocks import MLAConfig, MoEConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.hf_layers import (
     HFReader,
     falcon_h1,
@@ -26,6 +27,7 @@ from rooftop.model.hf_layers import (
     qwen3_next,
     sparse_ffns,
 )
+from rooftop.model.limits import MAX_PATTERN
 
 #: hidden_act of a gated MLP -> our kind (Llama/Mistral/Qwen2 "silu"; Gemma "gelu_pytorch_tanh").
 _GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}

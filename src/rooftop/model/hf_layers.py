@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rooftop.errors import InvalidConfigError, shown
-from rooftop.model.config import MAX_PATTERN, LinearAttentionConfig, MoEConfig, SSMConfig
+from rooftop.model.blocks import LinearAttentionConfig, MoEConfig, SSMConfig
+from rooftop.model.limits import MAX_PATTERN
 
 
 class HFReader:

@@ -54,15 +54,16 @@ from rooftop.cost.cost import Cost, CostTree
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
-from rooftop.model.config import MLAConfig, TransformerConfig
+from rooftop.model.blocks import MLAConfig
+from rooftop.model.config import TransformerConfig
 from rooftop.model.eager import kv_expand_bytes, loss_upcast_bytes, unfused_act, unfused_norm, unfused_rope
 from rooftop.model.layers import LayerGroup, layer_groups
-from rooftop.model.memory import (  # the weights' shapes and the parameter tree live with what is stored
+from rooftop.model.memory import kv_cache_elements_per_token
+from rooftop.model.params import (
     ParamTree,
     Part,
     attention_parts,
     dim_sizes,
-    kv_cache_elements_per_token,
     mixer_block,
     mlp_parts,
     param_tree,

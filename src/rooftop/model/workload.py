@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rooftop.dtypes import canonical_dtype
 from rooftop.errors import InvalidConfigError, UnknownNameError
-from rooftop.model.config import check_positive
+from rooftop.model.limits import check_positive
 
 PHASES = ("train", "prefill", "decode")
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from rooftop.dtypes import compute_dtype, dtype_bytes
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import TransformerConfig
-from rooftop.model.memory import kv_cache_bytes, params_active, params_total
+from rooftop.model.memory import kv_cache_bytes
+from rooftop.model.params import params_active, params_total
 
 
 @dataclass(frozen=True)

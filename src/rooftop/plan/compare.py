@@ -14,6 +14,7 @@ from rooftop.display import Displayed
 from rooftop.errors import RooftopError
 from rooftop.plan.energy import serving_energy, training_energy
 from rooftop.reasons import Note, refusal
+from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -64,6 +65,18 @@ def price_of(chip: Chip) -> tuple[float | None, str]:
     if chip.price_usd_per_hour is None:
         return None, NO_PRICE
     return chip.price_usd_per_hour, figure.source if figure is not None else "the chip file"
+
+
+def serving_cost(
+    price: float | None, chips: int | None, tokens_per_s: float | None
+) -> tuple[float | None, float | None]:
+    """(dollars per hour, dollars per million tokens) of ``chips`` at ``price`` per chip-hour producing
+    ``tokens_per_s``: price x chips, and that hour's dollars over the hour's tokens, x 1e6. None without a
+    price (or chips); the second also None without tokens. The serving goal's figure, in its JSON and in
+    ``rooftop compare``."""
+    usd_h = price * chips if chips is not None and price is not None else None
+    per_m = usd_h / SECONDS_PER_HOUR / tokens_per_s * TOKENS_PER_MILLION if usd_h is not None and tokens_per_s else None
+    return usd_h, per_m
 
 
 def _per_hour(price: float | None, chips: int) -> float | None:

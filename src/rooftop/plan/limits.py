@@ -69,7 +69,8 @@ from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import TransformerConfig
-from rooftop.model.memory import TrainingPrecision, params_total, training_state_bytes
+from rooftop.model.memory import TrainingPrecision, training_state_bytes
+from rooftop.model.params import params_total
 from rooftop.plan.serve.layout import ServingLayout, weights_per_chip_bytes
 from rooftop.plan.train.explain import CriticalTokens, dp_critical_tokens, fsdp_critical_tokens
 from rooftop.plan.train.layout import Parallelism, validate

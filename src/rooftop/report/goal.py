@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from rooftop.plan.compare import serving_cost
 from rooftop.plan.energy import serving_energy
 from rooftop.report.energy import energy_dict, render_energy
 from rooftop.report.serve import stage_dict
-from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,8 +88,7 @@ def serve_goal_payload(req: ServingRequest, g: ServeGoal) -> dict[str, Any]:
     chips = b.layout.chips if b is not None else None
     tokens = s.tokens_per_s if s is not None else None
     price = req.price
-    usd_h = chips * price if chips is not None and price is not None else None
-    per_m = usd_h / SECONDS_PER_HOUR / tokens * TOKENS_PER_MILLION if usd_h is not None and tokens else None
+    usd_h, per_m = serving_cost(price, chips, tokens)
     energy = serving_energy(req.chip, chips or 0, tokens)
     goal = {
         "requests_per_s": g.requests_per_s,

@@ -146,6 +146,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "static_cache_len": req.static_cache_len,
         "kv_reads_per_query_head": req.kv_reads_per_query_head,
         "engine": req.engine_name,
+        "algorithm": req.algorithm.name if req.algorithm is not None else "hierarchical",
         "dtypes": {
             "weights": dt.weights,
             "kv_cache": dt.kv_cache,

@@ -97,6 +97,7 @@ def train_payload(plan: TrainingPlan) -> dict[str, Any]:
         "max_nodes_per_token": setup.max_nodes_per_token or None,
         "dropout": setup.dropout,
         "framework": setup.stack.name,
+        "algorithm": setup.stack.algorithm.name if setup.stack.algorithm is not None else "hierarchical",
         "best": {**step_dict(ranked[0], parts[0]), "ideal": {"step_time_s": ideal.step_time_s, "mfu": ideal.mfu}},
         "candidates": [step_dict(r, p) for r, p in zip(ranked, parts, strict=True)],
         "evaluated": result.evaluated,

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 from rooftop.errors import RooftopError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology
-from rooftop.plan.compare import Comparison, Entry, price_of
+from rooftop.plan.compare import Comparison, Entry, price_of, serving_cost
 from rooftop.plan.energy import serving_energy, training_energy
-from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 if TYPE_CHECKING:  # each comparison imports its own planners when it runs: a serving one never loads training's
     from rooftop.plan.goal.serve import ServeGoal
@@ -101,8 +100,7 @@ def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[
             continue
         b, s = goal.best, goal.best.state
         chips, tokens = b.layout.chips, s.tokens_per_s
-        usd_h = req.price * chips if req.price is not None else None
-        per_m = usd_h / SECONDS_PER_HOUR / tokens * TOKENS_PER_MILLION if usd_h is not None and tokens else None
+        usd_h, per_m = serving_cost(req.price, chips, tokens)
         energy = serving_energy(req.chip, chips, tokens)
         out.append(Entry(req.chip.name, f"{b.layout.replicas} x {b.layout.chips_per_replica}", chips,
                          b.layout.label(), s.tpot_s, None, s.ttft_s, tokens, tokens / chips if tokens else None,

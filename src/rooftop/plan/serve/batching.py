@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.efficiency import Efficiency
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh
@@ -354,13 +355,14 @@ def layout_step(
     eff: Efficiency,
     t: Traffic,
     max_batch: int,
+    algorithm: Algorithm | None = None,
 ) -> StepTable:
     """The StepTable of ``layout``: plan/serve/phase.mixed_step at the mean decode context
     prompt_len + gen_len / 2 (as the static batch's step)."""
     context = t.prompt_len + (t.gen_len + 1) // 2
 
     def price(n: int, c: float) -> float:
-        return mixed_step(cfg, chip, mesh, layout, n, context, c, t.prompt_len, dtypes, eff).time_s
+        return mixed_step(cfg, chip, mesh, layout, n, context, c, t.prompt_len, dtypes, eff, algorithm).time_s
 
     return StepTable(price, max_batch, max(t.token_budget, t.prompt_len), layout.pp)
 
@@ -427,7 +429,7 @@ def layout_replica(req: ServingRequest, layout: ServingLayout, max_batch: int, t
     else:  # a fixed-shape slot per sequence
         slots = min(max_batch, req.batch_cap)
     grid = slots if pool is None else max(1, min(slots, pool.tokens // t.prompt_len))
-    step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, grid)
+    step = layout_step(req.cfg, req.chip, mesh, layout, req.dtypes, req.eff, t, grid, req.algorithm)
     return Replica(step, slots, pool, req.chip.host_bytes_per_s, req.kv_engine)
 
 

@@ -37,7 +37,8 @@ from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.model.config import TransformerConfig
-from rooftop.model.memory import kv_cache_bytes, param_tree
+from rooftop.model.memory import kv_cache_bytes
+from rooftop.model.params import param_tree
 from rooftop.model.workload import Dtypes
 from rooftop.plan.fix import PinSpec, parse_pins, pinned_text
 from rooftop.sharding import tensor

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.cost import Comm, Cost, CostTree, Gemm
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.roofline import Term, TermKind, collective_term, memory_term, roofline
@@ -268,9 +269,10 @@ def _collectives(
     dtypes: Dtypes,
     eff: Efficiency,
     hops: int,
+    algorithm: Algorithm | None = None,
 ) -> tuple[float, float, float, list[Term]]:
     """(time, latency part, count, terms) of the TP group's collectives (``tp_comms``) and the
-    pipeline sends of one pass."""
+    pipeline sends of one pass, run by ``algorithm`` (cost/algorithms.py; None: hierarchical)."""
     items = tp_comms(cfg, layout, tokens, dtypes)
     if layout.pp > 1 and hops:
         act = tokens * cfg.d_model * dtype_bytes(dtypes.activations)
@@ -278,7 +280,7 @@ def _collectives(
     total = latency = count = 0.0
     terms = []
     for comm, n in items:
-        term = collective_term(comm.scaled(n), mesh, chip, eff, f"collective {comm.kind} {comm.label}")
+        term = collective_term(comm.scaled(n), mesh, chip, eff, f"collective {comm.kind} {comm.label}", algorithm)
         ct = term.collective
         assert ct is not None
         total += term.seconds
@@ -319,9 +321,10 @@ def _phase_time(
     dtypes: Dtypes,
     eff: Efficiency,
     hops: int,
+    algorithm: Algorithm | None = None,
 ) -> PhaseTime:
     group_s, group_bound, compute_s, terms = _group_times(cost, chip, eff)
-    coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops)
+    coll_s, coll_lat, count, coll_terms = _collectives(cfg, chip, mesh, layout, tokens, dtypes, eff, hops, algorithm)
     hidden = min(coll_s - coll_lat, eff.tp_overlap * group_s["matmul"])
     launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s - hidden)
     terms += coll_terms + fixed
@@ -403,14 +406,18 @@ def decode_step(
     context_len: int,
     dtypes: Dtypes,
     eff: Efficiency,
+    algorithm: Algorithm | None = None,
 ) -> PhaseTime:
     """One decode step of ``batch`` sequences (per replica) attending to ``context_len`` keys; with
-    pp stages, a round of pp microbatches of batch / pp (module docstring)."""
+    pp stages, a round of pp microbatches of batch / pp (module docstring). ``algorithm``: how the
+    collective library runs the TP group's collectives (default hierarchical), here and below."""
     if batch % layout.pp:
         raise InvalidConfigError(f"batch {batch} does not split into pp={layout.pp} microbatches")
     micro = batch // layout.pp
     cost = chip_cost(cfg, Workload("decode", micro, 1, context_len), dtypes, layout)
-    return _phase_time("decode", cost, cfg, chip, mesh, layout, batch, micro, context_len, dtypes, eff, layout.pp)
+    return _phase_time(
+        "decode", cost, cfg, chip, mesh, layout, batch, micro, context_len, dtypes, eff, layout.pp, algorithm
+    )
 
 
 def prefill(
@@ -423,6 +430,7 @@ def prefill(
     dtypes: Dtypes,
     eff: Efficiency,
     cached_len: int = 0,
+    algorithm: Algorithm | None = None,
 ) -> PhaseTime:
     """Prefill of ``batch`` prompts of ``prompt_len`` tokens on one replica, stages in sequence:
     the time to first token of the batch (quadratic attention included, causal pairs only). With
@@ -431,7 +439,7 @@ def prefill(
     new = prompt_len - cached_len
     cost = chip_cost(cfg, Workload("prefill", batch, new, prompt_len), dtypes, layout)
     return _phase_time("prefill", cost, cfg, chip, mesh, layout, batch, batch * new, prompt_len, dtypes, eff,
-                       layout.pp - 1)  # fmt: skip
+                       layout.pp - 1, algorithm)  # fmt: skip
 
 
 # ---------------------------------------------------------------- the mixed step of continuous batching
@@ -448,6 +456,7 @@ def mixed_step(
     prompt_len: int,
     dtypes: Dtypes,
     eff: Efficiency,
+    algorithm: Algorithm | None = None,
 ) -> PhaseTime:
     """One step of continuous batching: a decode of ``batch`` running sequences at ``context_len``
     plus ``prefill_tokens`` prompt tokens (chunks of prompts of ``prompt_len``), weights read once.
@@ -488,4 +497,6 @@ def mixed_step(
     )
     tokens = micro + max(1, round(prefill_tokens / pp)) if prefill_tokens else micro
     sequences = batch + math.ceil(prefill_tokens / prompt_len)
-    return _phase_time("mixed", cost, cfg, chip, mesh, layout, sequences, tokens, context_len, dtypes, eff, pp)
+    return _phase_time(
+        "mixed", cost, cfg, chip, mesh, layout, sequences, tokens, context_len, dtypes, eff, pp, algorithm
+    )

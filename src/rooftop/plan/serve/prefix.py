@@ -60,4 +60,5 @@ def prefix_cache(req: ServingRequest, layout: ServingLayout, prefix_len: int, hi
     check_prefix(req.prompt_len, prefix_len, hit_rate)
     mesh = make_mesh(req.topology, layout.mesh_axes())
     args = (req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
-    return PrefixCache(prefix_len, hit_rate, prefill(*args), prefill(*args, cached_len=prefix_len))
+    miss, hit = prefill(*args, algorithm=req.algorithm), prefill(*args, prefix_len, req.algorithm)
+    return PrefixCache(prefix_len, hit_rate, miss, hit)

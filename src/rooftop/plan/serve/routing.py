@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from rooftop.model.config import MoEConfig
+from rooftop.model.blocks import MoEConfig
 
 
 @lru_cache(maxsize=4096)

@@ -97,8 +97,9 @@ def speculation(
         raise InvalidConfigError(f"accept-rate={shown(accept_rate)} must be between 0 and 1")
     mesh = make_mesh(req.topology, layout.mesh_axes())
     ctx = req.decode_context_len
-    plain = decode_step(req.cfg, req.chip, mesh, layout, batch, ctx, req.dtypes, req.eff)
-    verify = prefill(req.cfg, req.chip, mesh, layout, batch, ctx + k, req.dtypes, req.eff, cached_len=ctx - 1)
+    algo = req.algorithm
+    plain = decode_step(req.cfg, req.chip, mesh, layout, batch, ctx, req.dtypes, req.eff, algo)
+    verify = prefill(req.cfg, req.chip, mesh, layout, batch, ctx + k, req.dtypes, req.eff, ctx - 1, algo)
     small = draft if draft is not None else mtp_module(req.cfg)
-    step = decode_step(small, req.chip, mesh, layout, batch, ctx, req.dtypes, req.eff)
+    step = decode_step(small, req.chip, mesh, layout, batch, ctx, req.dtypes, req.eff, algo)
     return Speculation("draft" if draft is not None else "mtp", k, accept_rate, plain, verify, step)

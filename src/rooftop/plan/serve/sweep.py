@@ -31,6 +31,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.efficiency import Efficiency, default_efficiency
 from rooftop.display import Displayed
 from rooftop.dtypes import compute_dtype
@@ -84,6 +85,9 @@ class ServingRequest:
     engine_name: str = "generic"  # the serving engine's KV pool, admission and preemption (plan/serve/paging.py)
     prefix_len: int = 0  # a request's prompt tokens found in the prefix cache when it hits (plan/serve/prefix.py)
     prefix_hit_rate: float = 0.0  # share of requests that hit it
+    algorithm: Algorithm | None = (
+        None  # how the collective library runs the TP group's collectives (None: hierarchical)
+    )
 
     def __post_init__(self) -> None:
         for name in ("prompt_len", "gen_len", "batch_cap"):
@@ -232,8 +236,8 @@ def _reason(p: PhaseTime, mem: ChipMemory, fits: bool) -> str:
 def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch: int, ttft: PhaseTime) -> ServingPoint:
     """One (layout, batch per replica) point; ``ttft`` is the layout's one-prompt prefill."""
     cfg, chip, dt, eff = req.cfg, req.chip, req.dtypes, req.eff
-    step = inf.decode_step(cfg, chip, mesh, layout, batch, req.decode_context_len, dt, eff)
-    pre = inf.prefill(cfg, chip, mesh, layout, batch, req.prompt_len, dt, eff)
+    step = inf.decode_step(cfg, chip, mesh, layout, batch, req.decode_context_len, dt, eff, req.algorithm)
+    pre = inf.prefill(cfg, chip, mesh, layout, batch, req.prompt_len, dt, eff, algorithm=req.algorithm)
     prefill_batch_s = pre.time_s / layout.pp  # stages pipeline over the batch's prompts
     mem = sl.chip_memory(cfg, chip, layout, batch, req.max_context_len, dt, eff)
     replica_time = req.gen_len * step.time_s + prefill_batch_s
@@ -346,7 +350,7 @@ def _sweep_layout(
         return [], _summary(req, layout, 0)
     fit = sl.max_batch(req.cfg, req.chip, layout, req.max_context_len, req.dtypes, req.eff)
     summary = dataclasses.replace(_summary(req, layout, fit), scale_out_axes=scale_out_axes(mesh))
-    ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff)
+    ttft = inf.prefill(req.cfg, req.chip, mesh, layout, 1, req.prompt_len, req.dtypes, req.eff, algorithm=req.algorithm)
     points = [evaluate_point(req, layout, mesh, b, ttft) for b in _batches(req, layout, fit)]
     last = max((i for i, p in enumerate(points) if p.fits), default=None)
     if last is not None and req.batch is None:

@@ -169,13 +169,21 @@ def default_framework(chip: Chip) -> Framework:
     return get_framework(name)
 
 
+def _algorithm(name: str, table: Mapping[str, Any], where: str) -> Algorithm:
+    figures = (_value(table, f, where) for f in ("base_s", "intra_step_s", "inter_step_s"))
+    return Algorithm(name, *(float(x) for x in figures))
+
+
 def catalog_algorithm(name: str) -> Algorithm:
     """The collective algorithm ``name`` (cost/algorithms.py) with the latency figures of the first library
-    of catalog/frameworks/training.toml that runs it (``ring``: NCCL's); without one, no figures of its own
-    (the staged rules take each group's hop latency). An unknown name raises with the choices."""
+    of catalog/frameworks/training.toml that runs it (``ring``: NCCL's), else of its ``[algorithms.NAME]``
+    table (``tree``, ``bidirectional-ring``); without one, no figures of its own (the staged rules take
+    each group's hop latency). An unknown name raises with the choices."""
     for lib_name, lib in _data()["libraries"].items():
         where = f"{WHERE} [libraries.{lib_name}]"
         if str(_value(lib, "algorithm", where)) == name and "base_s" in lib:
-            figures = (_value(lib, f, where) for f in ("base_s", "intra_step_s", "inter_step_s"))
-            return Algorithm(name, *(float(x) for x in figures))
+            return _algorithm(name, lib, where)
+    table = _data().get("algorithms", {}).get(name)
+    if table is not None:
+        return _algorithm(name, table, f"{WHERE} [algorithms.{name}]")
     return Algorithm(name)

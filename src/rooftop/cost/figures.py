@@ -222,6 +222,14 @@ F = TypeVar(
 )
 
 
+def with_routing(figures: Figures, routing: RoutingFigures | None) -> Figures:
+    """``figures`` with a routed step's ``routing`` figures kept on them when they are a flops or hbm
+    term's (a matmul group's), else unchanged."""
+    if routing is None or not isinstance(figures, FlopsFigures | HbmFigures):
+        return figures
+    return figures._replace(routing=routing)
+
+
 def recorded(figures: Figures) -> tuple[tuple[str, Any], ...]:
     """The (name, value) pairs of the figures a Term recorded, nested ones (routing) flattened and the
     figures it did not record (None) left out: for ``Term.figure`` and for people reading a Term."""

@@ -48,14 +48,12 @@ from rooftop.cost.cost import Comm, Cost, CostTree, Gemm
 from rooftop.cost.efficiency import Efficiency
 from rooftop.cost.figures import (
     EagerFigures,
-    Figures,
-    FlopsFigures,
-    HbmFigures,
     HiddenFigures,
     LaunchFigures,
     PerSeqFigures,
     PerStepFigures,
     RoutingFigures,
+    with_routing,
 )
 from rooftop.cost.roofline import Term, TermKind, collective_term, hbm_rate, roofline
 from rooftop.dtypes import dtype_bytes
@@ -312,16 +310,9 @@ def _group_times(
         routed = cost.routing if g == "matmul" else None
         # built directly (a Term's every field), not by dataclasses.replace: half the time in the sweep's loops
         terms += [
-            Term(f"{g}: {t.name}", t.seconds, t.kind, _routed(t.figures, routed), t.collective) for t in est.terms
+            Term(f"{g}: {t.name}", t.seconds, t.kind, with_routing(t.figures, routed), t.collective) for t in est.terms
         ]
     return group_s, group_bound, compute_s, terms
-
-
-def _routed(figures: Figures, routed: RoutingFigures | None) -> Figures:
-    """A matmul group's flops or hbm figures with the step's routing figures kept on them."""
-    if routed is None or not isinstance(figures, FlopsFigures | HbmFigures):
-        return figures
-    return figures._replace(routing=routed)
 
 
 def _phase_time(

@@ -9,6 +9,8 @@ import json
 import pytest
 
 from rooftop.cost.efficiency import default_efficiency
+from rooftop.cost.figures import ContentionFigures
+from rooftop.cost.roofline import figures_of
 from rooftop.errors import UnknownNameError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
@@ -172,5 +174,5 @@ def test_hidden_nccl_collectives_take_compute() -> None:
     }
     parts = {p.name: p for p in step_breakdown(setup, par, pricer)[1]}
     (term,) = (t for t in parts["fsdp"].terms if t.rule == "contention")
-    assert term.seconds == pytest.approx(0.5 * hidden * 2) and term.figure("overlap_cost") == 0.5
+    assert term.seconds == pytest.approx(0.5 * hidden * 2) and figures_of(term, ContentionFigures).overlap_cost == 0.5
     assert get_framework("pytorch-fsdp1").overlap_cost == 0.6 and get_framework("xla").overlap_cost == 0.0

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from rooftop.cost.cost import Gemm
 from rooftop.cost.efficiency import IDEAL, Efficiency, default_efficiency
+from rooftop.cost.figures import FlopsFigures
 from rooftop.cost.gemm import shape_efficiency, shape_efficiency_array, tile_model
 from rooftop.cost.op import Operand, matmul
-from rooftop.cost.roofline import roofline
+from rooftop.cost.roofline import figures_of, roofline
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 
@@ -103,7 +104,8 @@ def test_roofline_divides_the_matmul_term_only_when_switched_on() -> None:
     assert se is not None and se < 1
     assert shaped.compute_s == pytest.approx(plain.compute_s / se)
     term = next(t for t in shaped.terms if t.kind == "compute")
-    assert term.figure("shape_efficiency") == se and term.figure("gemm") == "2048x768 @ 768x3072"
+    figures = figures_of(term, FlopsFigures)
+    assert figures.shape_efficiency == se and figures.gemm == "2048x768 @ 768x3072" and figures.shape_applied
 
 
 def test_switch_is_zero_or_one() -> None:

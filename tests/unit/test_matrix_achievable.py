@@ -7,7 +7,8 @@ import pytest
 
 from rooftop.cost.cost import Cost
 from rooftop.cost.efficiency import IDEAL, default_efficiency
-from rooftop.cost.roofline import compute_terms, flop_rate
+from rooftop.cost.figures import FlopsFigures
+from rooftop.cost.roofline import compute_terms, figures_of, flop_rate
 from rooftop.hardware.catalog import get_chip
 from rooftop.report.formulas import term_formula as formula
 
@@ -41,11 +42,12 @@ def test_the_switch_caps_the_matrix_rate_and_nothing_else(chip) -> None:
 def test_the_term_says_which_ceiling_it_used() -> None:
     cost = Cost({("matrix", "bf16"): 2e15}, 0.0)
     (term,) = compute_terms(cost, H100, IDEAL.replace(matrix=0.87, matrix_achievable=1))
-    assert term.figure("achievable_fraction") == H100.achievable_fraction("bf16")
+    assert figures_of(term, FlopsFigures).achievable_fraction == H100.achievable_fraction("bf16")
     assert term.seconds == pytest.approx(2e15 / (9.895e14 * 0.87 * 0.803), rel=1e-12)
     assert "x 0.803" in formula(term) and "measured share of bf16 peak on h100" in formula(term)
     (plain,) = compute_terms(cost, H100, IDEAL)
-    assert plain.figure("achievable_fraction", None) is None and plain.seconds == pytest.approx(2e15 / 9.895e14)
+    assert figures_of(plain, FlopsFigures).achievable_fraction is None  # recorded only when it is not 1
+    assert plain.seconds == pytest.approx(2e15 / 9.895e14)
 
 
 def test_both_planners_use_it() -> None:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from rooftop.cost.efficiency import IDEAL, default_efficiency
+from rooftop.cost.figures import HiddenFigures
+from rooftop.cost.roofline import figures_of
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import make_mesh, parse_topology, topology_for_chips
@@ -234,7 +236,7 @@ def test_tp_overlap_hides_the_collectives_bandwidth_time_under_the_matmuls(batch
         assert step.collective_exposed_s >= step.collective_latency_s - 1e-15
         assert step.time_s <= base.time_s  # more overlap is never slower
         hidden = [t for t in step.terms if t.kind == "hidden"]  # traced as a negative term when there is any
-        assert [(t.seconds, t.figure("overlap")) for t in hidden] == (
+        assert [(t.seconds, figures_of(t, HiddenFigures).overlap) for t in hidden] == (
             [(-step.collective_hidden_s, f)] if step.collective_hidden_s > 0 else []
         )
     # the matmuls are the ceiling: at batch 148 the all-reduces' bandwidth time is larger than them

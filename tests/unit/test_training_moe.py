@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rooftop.cost.efficiency import default_efficiency
+from rooftop.cost.figures import CollectiveFigures
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
@@ -124,7 +125,7 @@ def test_fp8_moves_the_tokens_to_the_experts_in_fp8_and_back_in_bf16() -> None:
         setup, _ = _step(dtypes=dtypes)
         _, parts = step_breakdown(setup, PAR, CommPricer(layout_mesh(setup.topology, PAR), H100, 0.8))
         (ep,) = (p for p in parts if p.name == "expert_parallel")
-        sizes = {dict(t.figures)["bytes"] for t in ep.terms if t.rule == "collective"}
+        sizes = {t.figures.bytes for t in ep.terms if isinstance(t.figures, CollectiveFigures)}
         assert sizes == {to_experts, 2 * routed}
 
 

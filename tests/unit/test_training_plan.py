@@ -6,6 +6,7 @@ import pytest
 
 import rooftop
 from rooftop.cost.efficiency import default_efficiency
+from rooftop.cost.figures import CollectiveFigures
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
@@ -250,8 +251,8 @@ def test_fsdp_without_resharding_gathers_once_and_holds_the_weights() -> None:
     counts = {}
     for r, plan in plans.items():
         (fsdp,) = (p for p in plan.parts[0] if p.name == "fsdp")
-        figures = [dict(t.figures) for t in fsdp.terms if t.rule == "collective"]
-        counts[r] = {f["kind"]: f["count"] for f in figures if f["bytes"] == layer_bytes}
+        figures = [t.figures for t in fsdp.terms if isinstance(t.figures, CollectiveFigures)]
+        counts[r] = {f.kind: f.calls for f in figures if f.bytes == layer_bytes}
     assert counts[0] == {"all-gather": 32, "reduce-scatter": 32}
     assert counts[1] == {"all-gather": 32 * 2 * 2, "reduce-scatter": 32 * 2}
     kept, resharded = (plans[r].ranked[0] for r in (0, 1))
@@ -273,9 +274,9 @@ def test_llama3_405b_without_resharding_gathers_once_per_step_near_published_mfu
     (fsdp,) = (p for p in plan.parts[0] if p.name == "fsdp")
     counts: dict[str, float] = {}
     for t in fsdp.terms:
-        f = dict(t.figures)
-        if t.rule == "collective" and f["count"] > 1:  # the layers' (the embedding and head's are one each)
-            counts[str(f["kind"])] = counts.get(str(f["kind"]), 0) + f["count"]
+        f = t.figures
+        if isinstance(f, CollectiveFigures) and f.calls > 1:  # the layers' (the embedding and head's are one each)
+            counts[f.kind] = counts.get(f.kind, 0) + f.calls
     assert plan.ranked[0].parallelism.microbatches > 1
     assert counts == {"all-gather": 8, "reduce-scatter": 8}
     assert abs(plan.ranked[0].mfu - 0.43) / 0.43 <= 0.10

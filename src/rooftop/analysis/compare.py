@@ -58,6 +58,7 @@ from rooftop.analysis.intervals import (
 )
 from rooftop.analysis.trace.events import MemorySample, Trace
 from rooftop.analysis.trace.ops import Executions, executions, op_groups
+from rooftop.cost.figures import HostFigures
 from rooftop.cost.roofline import Bound, Estimate
 from rooftop.display import Displayed
 from rooftop.reasons import Note, Reason, ReasonCode
@@ -411,9 +412,9 @@ def _priced(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
     words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
     nbytes = op.cost.traffic.logical_bytes
-    host = next((t for t in timed.estimate.terms if t.kind == "host"), None)
+    host = next((t.figures for t in timed.estimate.terms if isinstance(t.figures, HostFigures)), None)
     if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
-        nbytes = float(dict(host.figures)["bytes"]) / max(op.executions, 1.0)
+        nbytes = host.bytes / max(op.executions, 1.0)
     priced = Priced(timed.estimate, op.cost.flops, nbytes, op.cost.unknown or "", axes, words, op.executions,
                     note=op.cost.note, matrix_s=timed.matrix_s)  # fmt: skip
     return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)

@@ -24,6 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.cost.cost import Comm, Cost, FlopsKey
 from rooftop.cost.efficiency import IDEAL, Efficiency
+from rooftop.cost.figures import (
+    RULES,
+    CollectiveFigures,
+    F,
+    Figures,
+    FlopsFigures,
+    HbmFigures,
+    HostFigures,
+    recorded,
+)
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -37,7 +47,7 @@ if TYPE_CHECKING:
 
 
 class MissingFigureError(LookupError):
-    """A Term read for a figure its rule should have recorded (a bug in the producer or the reader)."""
+    """A Term read for a figure its rule does not record, or for figures of another rule."""
 
 
 #: ``Term.figure``'s default: the figure is required
@@ -70,32 +80,48 @@ class Bound(StrEnum):
 
 @dataclass(frozen=True)
 class Term:
-    """One time term, the rule that gave it and the figures it came from (numbers and names).
+    """One time term, the figures it came from (numbers and names) and, through their type, the rule
+    that gave it.
 
-    ``rule`` names the formula (report/formulas.py writes it out): "flops" (FLOPs / (peak x
-    efficiency)), "hbm" (bytes / (HBM bytes/s x efficiency)), "collective" (count x one
-    collective's time, ``collective`` holds it), and the planners' own ("ops", "hidden",
-    "bubble", "fixed", "host"). ``kind`` is what bounds it (TERM_KINDS)."""
+    ``figures`` is one of cost/figures.py's types, one per rule (report/formulas.py writes each out):
+    ``FlopsFigures`` (FLOPs / (peak x efficiency)), ``HbmFigures`` (bytes / (HBM bytes/s x
+    efficiency)), ``CollectiveFigures`` (calls x one collective's time, ``collective`` holds it),
+    ``HostFigures``, and the planners' own (ops, hidden, bubble, launch, per-step, per-sequence, eager,
+    sync, contention). ``kind`` is what bounds it (TERM_KINDS)."""
 
     name: str
     seconds: float
     kind: TermKind
-    rule: str
-    figures: tuple[tuple[str, Any], ...] = ()
+    figures: Figures
     collective: CollectiveTime | None = field(default=None, compare=False)
 
+    @property
+    def rule(self) -> str:
+        """The formula's name: "flops", "hbm", "collective", "host", "ops", ... (cost/figures.RULES)."""
+        return RULES[type(self.figures)]
+
     def figure(self, key: str, default: Any = REQUIRED) -> Any:
-        """The figure named ``key``. A figure its rule always records is read without a default: when it is
-        missing (a producer renamed it, a reader misspelled it) this raises ``MissingFigureError`` naming the
-        term, its rule and the figures it has, instead of a None printed in the formula. A figure only some
-        terms of the rule carry (a matmul's shape factor) is read with the ``default`` it falls back to."""
-        for k, v in self.figures:
+        """The recorded figure named ``key``, looked up by name (code reads ``figures`` by attribute,
+        which the type checker checks; this is for people exploring a Term). A figure the term did not
+        record returns ``default``, or without one raises ``MissingFigureError`` naming the term, its
+        rule and the figures it has."""
+        pairs = recorded(self.figures)
+        for k, v in pairs:
             if k == key:
                 return v
         if default is REQUIRED:
-            have = ", ".join(k for k, _ in self.figures) or "none"
+            have = ", ".join(k for k, _ in pairs) or "none"
             raise MissingFigureError(f"term {self.name!r} (rule {self.rule!r}) has no figure {key!r}; it has: {have}")
         return default
+
+
+def figures_of(term: Term, kind: type[F]) -> F:
+    """``term``'s figures as the ``kind`` its rule records (typed for the reader), or
+    ``MissingFigureError`` when the term is of another rule."""
+    figures = term.figures
+    if not isinstance(figures, kind):
+        raise MissingFigureError(f"term {term.name!r} (rule {term.rule!r}) has no {kind.__name__}")
+    return figures
 
 
 @dataclass(frozen=True, repr=False)  # the short repr of Displayed
@@ -143,9 +169,8 @@ class Estimate(Displayed):
         """The matmul's shape efficiency on the matrix unit (cost/gemm.py) when the estimate is of one
         matmul on a chip with a shape model, whether or not it divided the compute term."""
         for t in self.terms:
-            value = t.figure("shape_efficiency", None)
-            if value is not None:
-                return float(value)
+            if isinstance(t.figures, FlopsFigures) and t.figures.shape_efficiency is not None:
+                return t.figures.shape_efficiency
         return None
 
 
@@ -183,19 +208,17 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
     terms = []
     for (unit, dtype), flops in sorted(cost.flops_by.items()):
         used, peak, rate = flop_rate(chip, unit, dtype, eff)
-        factor = eff.matrix if unit == "matrix" else eff.vector
-        figures: tuple[tuple[str, Any], ...] = (
-            ("flops", flops),
-            ("chip", chip.name),
-            ("unit", unit),
-            ("dtype", dtype),
-            ("used_dtype", used),
-            ("peak_flops_per_s", peak),
-            ("efficiency", factor),
-        )
         reach = achievable(chip, used, eff) if unit == "matrix" else 1.0
-        if reach != 1:
-            figures += (("achievable_fraction", reach),)
+        figures = FlopsFigures(
+            flops=flops,
+            chip=chip.name,
+            unit=unit,
+            dtype=dtype,
+            used_dtype=used,
+            peak_flops_per_s=peak,
+            efficiency=eff.matrix if unit == "matrix" else eff.vector,
+            achievable_fraction=reach if reach != 1 else None,
+        )
         if unit == "matrix" and cost.gemm is not None:
             from rooftop.cost.gemm import shape_efficiency
 
@@ -203,27 +226,22 @@ def compute_terms(cost: Cost, chip: Chip, eff: Efficiency = IDEAL) -> list[Term]
             if shape is not None:
                 applied = bool(eff.matrix_shape)
                 rate *= shape if applied else 1.0
-                figures += (("shape_efficiency", shape), ("gemm", cost.gemm.label()), ("shape_applied", applied))
-        terms.append(Term(f"compute {unit} {dtype}", flops / rate, TermKind.COMPUTE, "flops", figures))
+                figures = figures._replace(shape_efficiency=shape, gemm=cost.gemm.label(), shape_applied=applied)
+        terms.append(Term(f"compute {unit} {dtype}", flops / rate, TermKind.COMPUTE, figures))
     return terms
 
 
 def memory_term(hbm_bytes: float, chip: Chip, eff: Efficiency = IDEAL, name: str = "memory hbm") -> Term:
-    figures = (
-        ("bytes", hbm_bytes),
-        ("chip", chip.name),
-        ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
-        ("efficiency", eff.hbm),
-    )
-    return Term(name, hbm_bytes / hbm_rate(chip, eff), TermKind.MEMORY, "hbm", figures)
+    figures = HbmFigures(bytes=hbm_bytes, chip=chip.name, hbm_bytes_per_s=chip.hbm_bytes_per_s, efficiency=eff.hbm)
+    return Term(name, hbm_bytes / hbm_rate(chip, eff), TermKind.MEMORY, figures)
 
 
 def host_term(nbytes: float, chip: Chip, name: str = "host link", what: str = "") -> Term:
     """Bytes over the chip's host link (PCIe or the TPU host interface), each way: bytes / host
     bytes/s (infinite when the chip file gives no host link)."""
     host = chip.host_bytes_per_s
-    figures = (("bytes", nbytes), ("chip", chip.name), ("host_bytes_per_s", host), ("what", what))
-    return Term(name, nbytes / host if host > 0 else float("inf"), TermKind.HOST, "host", figures)
+    figures = HostFigures(bytes=nbytes, chip=chip.name, host_bytes_per_s=host, what=what)
+    return Term(name, nbytes / host if host > 0 else float("inf"), TermKind.HOST, figures)
 
 
 def collective_term(
@@ -235,9 +253,9 @@ def collective_term(
 
     ct = collective_time(comm, mesh, chip, network_efficiency=eff.network, algorithm=algorithm)
     kind = TermKind.NETWORK if ct.bound == "bandwidth" else TermKind.LATENCY
-    figures = (("count", comm.count), ("kind", comm.kind), ("axes", ",".join(comm.axes)), ("bytes", comm.bytes))
-    label = name or f"network {comm.kind} {','.join(comm.axes)}"
-    return Term(label, comm.count * ct.time_s, kind, "collective", figures, ct)
+    axes = ",".join(comm.axes)
+    figures = CollectiveFigures(calls=comm.count, kind=comm.kind, axes=axes, bytes=comm.bytes)
+    return Term(name or f"network {comm.kind} {axes}", comm.count * ct.time_s, kind, figures, ct)
 
 
 def roofline(cost: Cost, chip: Chip, mesh: Mesh | None = None, efficiency: Efficiency = IDEAL) -> Estimate:

@@ -129,11 +129,12 @@ def book_collective_dict(ct: CollectiveTime, bc: BookCollective) -> dict[str, An
 def _step_book_s(terms: tuple[Term, ...]) -> float | None:
     """The book's time of one collective step (count x its book figure); None for the matmul."""
     from rooftop.cost.book import book_collective
+    from rooftop.cost.figures import CollectiveFigures
 
-    cts = [(t, t.collective) for t in terms if t.collective is not None]
+    cts = [(t.figures, t.collective) for t in terms if t.collective is not None]
     if not cts:
         return None
-    return sum(float(t.figure("count", 1)) * book_collective(ct).time_s for t, ct in cts)
+    return sum(float(f.calls if isinstance(f, CollectiveFigures) else 1) * book_collective(ct).time_s for f, ct in cts)
 
 
 def book_matmul_dict(t: TimedStrategy) -> dict[str, Any]:

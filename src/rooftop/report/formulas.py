@@ -8,9 +8,24 @@ written once whichever command prints it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
+from rooftop.cost.figures import (
+    BubbleFigures,
+    CollectiveFigures,
+    ContentionFigures,
+    EagerFigures,
+    FlopsFigures,
+    HbmFigures,
+    HiddenFigures,
+    HostFigures,
+    LaunchFigures,
+    OpsComputeFigures,
+    OpsMemoryFigures,
+    PerSeqFigures,
+    PerStepFigures,
+    SyncFigures,
+)
 from rooftop.units import format_bytes, format_duration, format_number, format_plain, format_rate, plural
 
 if TYPE_CHECKING:  # types only: a command that prints one roofline loads no collective model
@@ -24,18 +39,18 @@ def _eff(factor: float) -> str:
     return f" x {factor:g}" if factor != 1 else ""
 
 
-def _flops(t: Term) -> str:
-    used, dtype = t.figure("used_dtype"), t.figure("dtype")
+def _flops(f: FlopsFigures) -> str:
+    used, dtype = f.used_dtype, f.dtype
     note = f" ({dtype} runs at {used} peak)" if used != dtype else ""
-    shape = t.figure("shape_efficiency") if t.figure("shape_applied", False) else None
-    reach = t.figure("achievable_fraction", 1.0)
+    shape = f.shape_efficiency if f.shape_applied else None
+    reach = f.achievable_fraction if f.achievable_fraction is not None else 1.0
     if reach != 1:
-        note += f"; x {reach:g}, the largest matmuls' measured share of {used} peak on {t.figure('chip')}"
+        note += f"; x {reach:g}, the largest matmuls' measured share of {used} peak on {f.chip}"
     if shape is not None:
-        note += f"; x {shape:.3g} for the shape {t.figure('gemm')} on the matrix unit (tiles, waves)"
+        note += f"; x {shape:.3g} for the shape {f.gemm} on the matrix unit (tiles, waves)"
     return (
-        f"{format_number(t.figure('flops'), 'FLOP')} / ({t.figure('chip')} {t.figure('unit')} {used} "
-        f"{format_rate(t.figure('peak_flops_per_s'), 'FLOP/s')}{_eff(t.figure('efficiency'))}{_eff(reach)}"
+        f"{format_number(f.flops, 'FLOP')} / ({f.chip} {f.unit} {used} "
+        f"{format_rate(f.peak_flops_per_s, 'FLOP/s')}{_eff(f.efficiency)}{_eff(reach)}"
         f"{_eff(shape) if shape is not None else ''}){note}"
     )
 
@@ -44,41 +59,42 @@ def _shapes(factor: float | None) -> str:
     return f" x {factor:.3g} for the matmuls' shapes" if factor is not None and factor != 1 else ""
 
 
-def _hbm(t: Term) -> str:
-    return (
-        f"{format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM {format_rate(t.figure('hbm_bytes_per_s'))}"
-        f"{_eff(t.figure('efficiency'))})"
-    )
+def _hbm(f: HbmFigures) -> str:
+    return f"{format_bytes(f.bytes)} / ({f.chip} HBM {format_rate(f.hbm_bytes_per_s)}{_eff(f.efficiency)})"
 
 
-def _collective(t: Term) -> str:
+def _collective(t: Term, f: CollectiveFigures) -> str:
     ct = t.collective
     assert ct is not None  # rule "collective" always holds it
-    count = t.figure("count", 1.0)
     text = collective_formula(ct)
-    return text if count == 1 else f"{format_plain(count)} x ({text})"
+    return text if f.calls == 1 else f"{format_plain(f.calls)} x ({text})"
 
 
-def _ops(t: Term) -> str:
-    """Sum over ops of max(compute, memory), the ops split by which term is the larger."""
-    n = t.figure("ops")
-    if t.kind == "compute":
-        return (
-            f"{plural(n, 'compute-bound op')}: {format_number(t.figure('flops'), 'FLOP')} at "
-            f"{format_rate(t.figure('flops_per_s'), 'FLOP/s')} ({t.figure('chip')} peak{_eff(t.figure('efficiency'))}"
-            f"{_eff(t.figure('achievable_fraction', 1.0))}{_shapes(t.figure('shape_efficiency', None))}"
-            f"{t.figure('per', '')})"
-        )
+def _per(microbatches: int | None) -> str:
+    return "" if microbatches is None else f", over {plural(microbatches, 'microbatch', 'microbatches')}"
+
+
+def _ops_compute(f: OpsComputeFigures) -> str:
+    """Sum over the compute-bound ops of their FLOPs at the rate they reach."""
     return (
-        f"{plural(n, 'memory-bound op')}: {format_bytes(t.figure('bytes'))} / ({t.figure('chip')} HBM "
-        f"{format_rate(t.figure('hbm_bytes_per_s'))}{_eff(t.figure('efficiency'))}){t.figure('per', '')}"
+        f"{plural(f.ops, 'compute-bound op')}: {format_number(f.flops, 'FLOP')} at "
+        f"{format_rate(f.flops_per_s, 'FLOP/s')} ({f.chip} peak{_eff(f.efficiency)}"
+        f"{_eff(f.achievable_fraction)}{_shapes(f.shape_efficiency)}{_per(f.microbatches)})"
     )
 
 
-def _hidden(t: Term) -> str:
+def _ops_memory(f: OpsMemoryFigures) -> str:
+    """Sum over the memory-bound ops of their bytes at the HBM rate."""
     return (
-        f"{format_duration(-t.seconds)} of the {format_duration(t.figure('communication_s'))} hidden behind "
-        f"{t.figure('cover')} ({t.figure('rule', _LAYER_HIDING).format(overlap=t.figure('overlap'))})"
+        f"{plural(f.ops, 'memory-bound op')}: {format_bytes(f.bytes)} / ({f.chip} HBM "
+        f"{format_rate(f.hbm_bytes_per_s)}{_eff(f.efficiency)}){_per(f.microbatches)}"
+    )
+
+
+def _hidden(t: Term, f: HiddenFigures) -> str:
+    return (
+        f"{format_duration(-t.seconds)} of the {format_duration(f.communication_s)} hidden behind "
+        f"{f.cover} ({(f.rule or _LAYER_HIDING).format(overlap=f.overlap)})"
     )
 
 
@@ -86,83 +102,81 @@ def _hidden(t: Term) -> str:
 _LAYER_HIDING = "per layer: min(communication, {overlap:g} x compute not yet covering other communication)"
 
 
-def _bubble(t: Term) -> str:
+def _bubble(f: BubbleFigures) -> str:
+    return f"(p-1)/v x microbatch time = ({f.pp:g}-1)/{f.virtual_stages:g} x {format_duration(f.microbatch_s)}"
+
+
+def _launch(f: LaunchFigures) -> str:
+    return f"{plural(f.layers, 'layer')} x {plural(f.kernels_per_layer, 'kernel')} x {format_duration(f.kernel_s)}"
+
+
+def _per_step(f: PerStepFigures) -> str:
+    return f"{format_duration(f.step_s)} per step (runtime, scheduling, sampling, host sync)"
+
+
+def _per_seq(f: PerSeqFigures) -> str:
     return (
-        f"(p-1)/v x microbatch time = ({t.figure('pp'):g}-1)/{t.figure('virtual_stages'):g} x "
-        f"{format_duration(t.figure('microbatch_s'))}"
-    )
-
-
-def _launch(t: Term) -> str:
-    return (
-        f"{plural(t.figure('layers'), 'layer')} x {plural(t.figure('kernels_per_layer'), 'kernel')} x "
-        f"{format_duration(t.figure('kernel_s'))}"
-    )
-
-
-def _per_step(t: Term) -> str:
-    text = f"{format_duration(t.figure('step_s'))} per step"
-    if t.figure("step_per_seq_s", 0.0):
-        text += f" + {plural(t.figure('sequences'), 'sequence')} x {format_duration(t.figure('step_per_seq_s'))}"
-    return text + " (runtime, scheduling, sampling, host sync)"
-
-
-def _per_seq(t: Term) -> str:
-    return (
-        f"{plural(t.figure('sequences'), 'sequence')} x {format_duration(t.figure('step_per_seq_s'))} "
+        f"{plural(f.sequences, 'sequence')} x {format_duration(f.step_per_seq_s)} "
         "(sampling, scheduling and attention metadata per running sequence)"
     )
 
 
-def _eager(t: Term) -> str:
+def _eager(f: EagerFigures) -> str:
     return (
-        f"{plural(t.figure('kernels'), 'kernel')} x {format_duration(t.figure('kernel_eager_s'))} issued by the host "
-        f"(no CUDA graph above {t.figure('graph_max_batch'):g} tokens) beyond the device's time of the step"
+        f"{plural(f.kernels, 'kernel')} x {format_duration(f.kernel_eager_s)} issued by the host "
+        f"(no CUDA graph above {f.graph_max_batch:g} tokens) beyond the device's time of the step"
     )
 
 
-def _host(t: Term) -> str:
+def _host(f: HostFigures) -> str:
+    return f"{format_bytes(f.bytes)} over the host link / {format_rate(f.host_bytes_per_s)} ({f.what})"
+
+
+def _sync(f: SyncFigures) -> str:
+    return f"{f.calls:g} sends/receives x {format_duration(f.seconds_each)} host synchronisation each ({f.framework})"
+
+
+def _contention(f: ContentionFigures) -> str:
     return (
-        f"{format_bytes(t.figure('bytes'))} over the host link / {format_rate(t.figure('host_bytes_per_s'))} "
-        f"({t.figure('what', '')})"
+        f"{format_duration(f.hidden_s)} of collectives hidden behind compute x {f.overlap_cost:g} "
+        f"s of compute lost per hidden second ({f.framework}: its collectives run on the compute's SMs)"
     )
-
-
-def _sync(t: Term) -> str:
-    return (
-        f"{t.figure('count'):g} sends/receives x {format_duration(t.figure('seconds_each'))} host synchronisation "
-        f"each ({t.figure('framework')})"
-    )
-
-
-def _contention(t: Term) -> str:
-    return (
-        f"{format_duration(t.figure('hidden_s'))} of collectives hidden behind compute x {t.figure('overlap_cost'):g} "
-        f"s of compute lost per hidden second ({t.figure('framework')}: its collectives run on the compute's SMs)"
-    )
-
-
-_RULES: dict[str, Callable[[Term], str]] = {
-    "flops": _flops,
-    "hbm": _hbm,
-    "collective": _collective,
-    "ops": _ops,
-    "hidden": _hidden,
-    "bubble": _bubble,
-    "launch": _launch,
-    "per_step": _per_step,
-    "per_seq": _per_seq,
-    "eager": _eager,
-    "host": _host,
-    "sync": _sync,
-    "contention": _contention,
-}
 
 
 def term_formula(t: Term) -> str:
-    """The formula of one Term, from its rule and figures."""
-    rule = _RULES.get(t.rule)
-    return rule(t) if rule else f"{format_duration(t.seconds)}"
+    """The formula of one Term, from its figures (their type is its rule: cost/figures.py). A figures
+    type without a case here fails the type check (``assert_never``)."""
+    match t.figures:
+        case FlopsFigures() as f:
+            return _flops(f)
+        case HbmFigures() as f:
+            return _hbm(f)
+        case CollectiveFigures() as f:
+            return _collective(t, f)
+        case OpsComputeFigures() as f:
+            return _ops_compute(f)
+        case OpsMemoryFigures() as f:
+            return _ops_memory(f)
+        case HiddenFigures() as f:
+            return _hidden(t, f)
+        case BubbleFigures() as f:
+            return _bubble(f)
+        case LaunchFigures() as f:
+            return _launch(f)
+        case PerStepFigures() as f:
+            return _per_step(f)
+        case PerSeqFigures() as f:
+            return _per_seq(f)
+        case EagerFigures() as f:
+            return _eager(f)
+        case HostFigures() as f:
+            return _host(f)
+        case SyncFigures() as f:
+            return _sync(f)
+        case ContentionFigures() as f:
+            return _contention(f)
+        case _ as f:
+            assert_never(f)
 
 
 def term_dict(t: Term) -> dict[str, object]:

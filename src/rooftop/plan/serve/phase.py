@@ -47,7 +47,16 @@ from functools import lru_cache
 from rooftop.cost.algorithms import Algorithm
 from rooftop.cost.cost import Comm, Cost, CostTree, Gemm
 from rooftop.cost.efficiency import Efficiency
-from rooftop.cost.roofline import Term, TermKind, collective_term, memory_term, roofline
+from rooftop.cost.figures import (
+    EagerFigures,
+    HiddenFigures,
+    LaunchFigures,
+    PerSeqFigures,
+    PerStepFigures,
+    RoutingFigures,
+    with_routing,
+)
+from rooftop.cost.roofline import Term, TermKind, collective_term, hbm_rate, roofline
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
@@ -71,14 +80,14 @@ class ChipCost:
     kv_cache_bytes: float
     other_bytes: float
     gemms: tuple[tuple[Gemm, float], ...] = ()
-    routing: tuple[tuple[str, float], ...] = ()  # the routed experts' busiest expert and chip (_routing)
+    routing: RoutingFigures | None = None  # the routed experts' busiest expert and chip (_routing)
 
     @property
     def flops(self) -> float:
         return sum(c.flops for c in self.groups.values())
 
 
-def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, tuple[tuple[str, float], ...]]:
+def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, float, RoutingFigures | None]:
     """(weight-read factor, rows factor, figures) of a step routing ``tokens`` tokens
     (plan/serve/routing.py): the busiest expert-parallel chip reads busiest_chip_experts /
     (touched / ep) times the mean chip's expert weights and computes busiest_of(ep, T k, 1 / ep) /
@@ -88,22 +97,19 @@ def _routing(cfg: TransformerConfig, ep: int, tokens: float) -> tuple[float, flo
     of its own while its rows fit the tiles the others use."""
     moe = cfg.moe
     if moe is None or tokens <= 0:
-        return 1.0, 1.0, ()
+        return 1.0, 1.0, None
     touched, mean = moe.touched(tokens), routing.mean_rows(moe, tokens)
     top = max(mean, routing.busiest_rows(moe, tokens))
     reads = rows = 1.0
-    figures: tuple[tuple[str, float], ...] = (
-        ("routed_tokens", tokens),
-        ("experts_touched", touched),
-        ("expert_mean_rows", mean),
-        ("expert_busiest_rows", top),
+    figures = RoutingFigures(
+        routed_tokens=tokens, experts_touched=touched, expert_mean_rows=mean, expert_busiest_rows=top
     )
     if ep > 1:
         chip_experts = routing.busiest_chip_experts(moe, tokens, ep)
         reads = chip_experts / (touched / ep)
         assignments = tokens * moe.top_k
         rows = max(1.0, routing.busiest_of(ep, round(assignments), 1 / ep) / (assignments / ep))
-        figures += (("ep", ep), ("busiest_chip_experts", chip_experts), ("busiest_chip_rows_factor", rows))
+        figures = figures._replace(ep=ep, busiest_chip_experts=chip_experts, busiest_chip_rows_factor=rows)
     return reads, rows, figures
 
 
@@ -303,8 +309,11 @@ def _group_times(
         group_s[g] = est.lower_bound_s
         group_bound[g] = "compute" if est.compute_s >= est.memory_s else "memory"
         compute_s += est.compute_s
-        more = cost.routing if g == "matmul" else ()
-        terms += [replace(t, name=f"{g}: {t.name}", figures=(*t.figures, *more)) for t in est.terms]
+        routed = cost.routing if g == "matmul" else None
+        # built directly (a Term's every field), not by dataclasses.replace: half the time in the sweep's loops
+        terms += [
+            Term(f"{g}: {t.name}", t.seconds, t.kind, with_routing(t.figures, routed), t.collective) for t in est.terms
+        ]
     return group_s, group_bound, compute_s, terms
 
 
@@ -329,11 +338,10 @@ def _phase_time(
     launch_s, scheduling_s, fixed = _fixed_costs(cfg, eff, batch, tokens, sum(group_s.values()) + coll_s - hidden)
     terms += coll_terms + fixed
     if hidden > 0:
-        figures = (("communication_s", coll_s), ("cover", "the step's matmuls"), ("overlap", eff.tp_overlap))
         rule = "min(collectives - their latency, {overlap:g} x the matmul ops' time)"
-        terms.append(
-            Term("collectives hidden under the matmuls", -hidden, TermKind.HIDDEN, "hidden", (*figures, ("rule", rule)))
-        )
+        figures = HiddenFigures(communication_s=coll_s, cover="the step's matmuls", overlap=eff.tp_overlap, rule=rule)
+        terms.append(Term("collectives hidden under the matmuls", -hidden, TermKind.HIDDEN, figures))
+    hbm = hbm_rate(chip, eff)  # memory_term's seconds, without its figures
     return PhaseTime(
         phase,
         batch,
@@ -343,9 +351,9 @@ def _phase_time(
         cost.kv_cache_bytes,
         cost.other_bytes,
         cost.flops,
-        memory_term(cost.weights_bytes, chip, eff).seconds,
-        memory_term(cost.kv_cache_bytes, chip, eff).seconds,
-        memory_term(cost.other_bytes, chip, eff).seconds,
+        cost.weights_bytes / hbm,
+        cost.kv_cache_bytes / hbm,
+        cost.other_bytes / hbm,
         compute_s,
         group_s,
         group_bound,
@@ -354,7 +362,7 @@ def _phase_time(
         count,
         launch_s,
         scheduling_s,
-        memory_term(cost.weights_bytes + cost.kv_cache_bytes, chip).seconds,  # at the peak: the floor
+        (cost.weights_bytes + cost.kv_cache_bytes) / hbm_rate(chip),  # at the peak: the floor
         tuple(terms),
         hidden,
     )
@@ -369,21 +377,19 @@ def _fixed_costs(
     host work."""
     kernels = cfg.n_layers * eff.kernels_per_layer
     launch_s = kernels * eff.kernel_s
-    launch = (("layers", cfg.n_layers), ("kernels_per_layer", eff.kernels_per_layer), ("kernel_s", eff.kernel_s))
+    launch = LaunchFigures(layers=cfg.n_layers, kernels_per_layer=eff.kernels_per_layer, kernel_s=eff.kernel_s)
     host = host_launch_s(kernels, tokens, device_s + launch_s, eff)
     scheduling_s = eff.step_s + eff.step_per_seq_s * sequences
     terms = [
-        Term("launch", launch_s, TermKind.OVERHEAD, "launch", launch),
-        Term("scheduling", eff.step_s, TermKind.OVERHEAD, "per_step", (("step_s", eff.step_s),)),
+        Term("launch", launch_s, TermKind.OVERHEAD, launch),
+        Term("scheduling", eff.step_s, TermKind.OVERHEAD, PerStepFigures(step_s=eff.step_s)),
     ]
     if eff.step_per_seq_s:  # grows with the batch: sampling, the scheduler's and the attention metadata's work
-        per_seq = (("step_per_seq_s", eff.step_per_seq_s), ("sequences", sequences))
-        terms.append(
-            Term("per-sequence host work", eff.step_per_seq_s * sequences, TermKind.OVERHEAD, "per_seq", per_seq)
-        )
+        per_seq = PerSeqFigures(step_per_seq_s=eff.step_per_seq_s, sequences=sequences)
+        terms.append(Term("per-sequence host work", eff.step_per_seq_s * sequences, TermKind.OVERHEAD, per_seq))
     if host:
-        eager = (("kernels", kernels), ("kernel_eager_s", eff.kernel_eager_s), ("graph_max_batch", eff.graph_max_batch))
-        terms.append(Term("host launch", host, TermKind.OVERHEAD, "eager", eager))
+        eager = EagerFigures(kernels=kernels, kernel_eager_s=eff.kernel_eager_s, graph_max_batch=eff.graph_max_batch)
+        terms.append(Term("host launch", host, TermKind.OVERHEAD, eager))
     return launch_s + host, scheduling_s, terms
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from rooftop.cost.cost import Cost, Gemm, OpTag
 from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.figures import FlopsFigures
 from rooftop.cost.gemm import TileModel, shape_efficiency_array, tile_model
 from rooftop.cost.roofline import Estimate
 from rooftop.hardware.chip import Chip
@@ -107,8 +108,8 @@ def shaped_estimate(est: Estimate, shape: float) -> Estimate:
     """``est`` with its matrix compute terms divided by the matmuls' shape efficiency (figure kept)."""
     terms, compute = [], 0.0
     for t in est.terms:
-        if t.kind == "compute" and t.figure("unit", None) == "matrix":
-            figures = (*t.figures, ("shape_efficiency", shape), ("gemm", "the weight matmuls"), ("shape_applied", True))
+        if isinstance(t.figures, FlopsFigures) and t.figures.unit == "matrix":
+            figures = t.figures._replace(shape_efficiency=shape, gemm="the weight matmuls", shape_applied=True)
             t = replace(t, seconds=t.seconds / shape, figures=figures)
         compute += t.seconds if t.kind == "compute" else 0.0
         terms.append(t)

@@ -27,6 +27,14 @@ import numpy as np
 
 from rooftop.cost.cost import Comm
 from rooftop.cost.efficiency import Efficiency
+from rooftop.cost.figures import (
+    BubbleFigures,
+    ContentionFigures,
+    HiddenFigures,
+    OpsComputeFigures,
+    OpsMemoryFigures,
+    SyncFigures,
+)
 from rooftop.cost.roofline import Term, TermKind, achievable, collective_term, host_term, memory_term, roofline
 from rooftop.plan.train.comm import CommPricer, Ledger, exposed_s, overlap_contention
 from rooftop.plan.train.layout import Parallelism, microbatch_size
@@ -46,7 +54,6 @@ from rooftop.plan.train.step import (
     step_parts,
     step_result,
 )
-from rooftop.units import plural
 
 #: what hides each communication part (for the "hidden" term)
 COVER = {
@@ -105,50 +112,40 @@ def _compute_parts(setup: TrainingSetup, par: Parallelism, prof: ModelProfile) -
         m_b = float(np.sum(nbytes[mb] * weight[mb]))
         e_s = float(np.sum(table.memory_s[eager] * weight[eager]))
         e_b = float(np.sum(nbytes[eager] * weight[eager]))
+        mem = OpsMemoryFigures(
+            ops=float(mb.sum()),
+            bytes=m_b,
+            chip=chip.name,
+            hbm_bytes_per_s=chip.hbm_bytes_per_s,
+            efficiency=eff.hbm,
+            microbatches=par.microbatches,
+        )
+        compute = OpsComputeFigures(
+            ops=float(cb.sum()),
+            flops=c_fl,
+            flops_per_s=c_fl / c_s if c_s else 0.0,
+            chip=chip.name,
+            efficiency=eff.matrix,
+            achievable_fraction=_achievable(prof, eff),
+            microbatches=par.microbatches,
+            shape_efficiency=_shape_figure(shape, cb, total_flops * weight),
+        )
         terms: tuple[Term, ...] = (
-            Term(
-                "compute-bound ops",
-                c_s,
-                TermKind.COMPUTE,
-                "ops",
-                (
-                    ("ops", float(cb.sum())),
-                    ("flops", c_fl),
-                    ("flops_per_s", c_fl / c_s if c_s else 0.0),
-                    ("chip", chip.name),
-                    ("efficiency", eff.matrix),
-                    ("achievable_fraction", _achievable(prof, eff)),
-                    ("per", f", over {plural(par.microbatches, 'microbatch', 'microbatches')}"),
-                    *_shape_figure(shape, cb, total_flops * weight),
-                ),
-            ),
-            Term(
-                "memory-bound ops",
-                m_s,
-                TermKind.MEMORY,
-                "ops",
-                (
-                    ("ops", float(mb.sum())),
-                    ("bytes", m_b),
-                    ("chip", chip.name),
-                    ("hbm_bytes_per_s", chip.hbm_bytes_per_s),
-                    ("efficiency", eff.hbm),
-                    ("per", f", over {plural(par.microbatches, 'microbatch', 'microbatches')}"),
-                ),
-            ),
+            Term("compute-bound ops", c_s, TermKind.COMPUTE, compute),
+            Term("memory-bound ops", m_s, TermKind.MEMORY, mem),
         )
         if eager.any():
-            figures = (("ops", float(eager.sum())), ("bytes", e_b), *terms[1].figures[2:])
-            terms += (Term("unfused elementwise kernels", e_s, TermKind.MEMORY, "ops", figures),)
+            figures = mem._replace(ops=float(eager.sum()), bytes=e_b)
+            terms += (Term("unfused elementwise kernels", e_s, TermKind.MEMORY, figures),)
         out.append(StepPart(name, c_s + m_s + e_s, _bound(terms, "compute"), terms))
     return out
 
 
-def _shape_figure(shape: np.ndarray | None, sel: np.ndarray, flops: np.ndarray) -> tuple[tuple[str, float], ...]:
+def _shape_figure(shape: np.ndarray | None, sel: np.ndarray, flops: np.ndarray) -> float | None:
     """The matmuls' shape efficiency of the selected ops, FLOP-weighted as their time adds (harmonic)."""
     if shape is None or not sel.any() or not flops[sel].sum():
-        return ()
-    return (("shape_efficiency", float(flops[sel].sum() / (flops[sel] / shape[sel]).sum())),)
+        return None
+    return float(flops[sel].sum() / (flops[sel] / shape[sel]).sum())
 
 
 def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pricer: CommPricer) -> StepPart:
@@ -166,12 +163,8 @@ def _comm_part(name: str, ledger: Ledger, scale: float, setup: TrainingSetup, pr
     comm_s = sum(t.seconds for t in terms)
     if hidden:
         cover, factor = COVER[name]
-        figures = (
-            ("communication_s", comm_s),
-            ("cover", cover),
-            ("overlap", getattr(eff, factor) if factor else 1.0),
-        )
-        terms.append(Term("hidden behind compute", -hidden, TermKind.HIDDEN, "hidden", figures))
+        figures = HiddenFigures(communication_s=comm_s, cover=cover, overlap=getattr(eff, factor) if factor else 1.0)
+        terms.append(Term("hidden behind compute", -hidden, TermKind.HIDDEN, figures))
     slow = _contention(setup, ledger.contended.get(name, 0.0) * scale)
     parts = tuple(terms) + slow
     return StepPart(name, exposed_s(comm_s, hidden) + sum(t.seconds for t in slow), _bound(parts, "network"), parts)
@@ -182,8 +175,8 @@ def _contention(setup: TrainingSetup, hidden_s: float) -> tuple[Term, ...]:
     seconds = overlap_contention(setup, hidden_s)
     if not seconds:
         return ()
-    figures = (("hidden_s", hidden_s), ("overlap_cost", setup.stack.overlap_cost), ("framework", setup.stack.name))
-    return (Term("compute slowed by the hidden collectives", seconds, TermKind.OVERHEAD, "contention", figures),)
+    figures = ContentionFigures(hidden_s=hidden_s, overlap_cost=setup.stack.overlap_cost, framework=setup.stack.name)
+    return (Term("compute slowed by the hidden collectives", seconds, TermKind.OVERHEAD, figures),)
 
 
 def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> tuple[StepResult, list[StepPart]]:
@@ -206,15 +199,15 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
         comm = Comm("permute", ("pp",), _pp_boundary_bytes(setup, par, parts), 2 * par.virtual_stages * m)
         pp_terms = (collective_term(comm, pricer.mesh, setup.chip, setup.efficiency, "permute over pp"),)
         if setup.stack.p2p_sync_s:  # the framework's host synchronisation per send/receive (framework.py)
-            sync = (("count", comm.count), ("seconds_each", setup.stack.p2p_sync_s), ("framework", setup.stack.name))
+            sync = SyncFigures(calls=comm.count, seconds_each=setup.stack.p2p_sync_s, framework=setup.stack.name)
             pp_terms += (
-                Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, TermKind.LATENCY, "sync", sync),
+                Term("host sync per send/receive", comm.count * setup.stack.p2p_sync_s, TermKind.LATENCY, sync),
             )
     pp_s = sum(t.seconds for t in pp_terms)
     _, hidden = p2p_per_microbatch(setup, par, pricer, parts)
     if hidden:  # hidden behind the next model chunk
-        figures = (("communication_s", pp_s), ("cover", "the next model chunk"), ("overlap", 1.0))
-        pp_terms += (Term("hidden behind compute", -hidden * m, TermKind.HIDDEN, "hidden", figures),)
+        figures = HiddenFigures(communication_s=pp_s, cover="the next model chunk", overlap=1.0)
+        pp_terms += (Term("hidden behind compute", -hidden * m, TermKind.HIDDEN, figures),)
         pp_s = result.breakdown["pipeline_p2p"]
     out["pipeline_p2p"] = StepPart("pipeline_p2p", pp_s, _bound(pp_terms, "network"), pp_terms)
     bubble = result.breakdown["pipeline_bubble"]
@@ -225,8 +218,7 @@ def step_breakdown(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -
                 "pipeline bubble",
                 bubble,
                 TermKind.BUBBLE,
-                "bubble",
-                (("pp", par.pp), ("virtual_stages", par.virtual_stages), ("microbatch_s", t_mb)),
+                BubbleFigures(pp=par.pp, virtual_stages=par.virtual_stages, microbatch_s=t_mb),
             ),
         )
         if par.pp > 1

@@ -197,3 +197,28 @@ def test_flashinfer_append_paged_kv_cache_into_fp8() -> None:
     op = _op("flashinfer::append_paged_kv_cache", ([t, hk, d], BF16), ([t, hk, d], BF16), ([t], I32), ([t], I32),
              cache, cache, ([20], I32), ([3], I32), ([2], I32), INT)  # fmt: skip
     assert _fb(op) == (0.0, 2 * t * hk * d * 2 + 2 * t * hk * d * 1)
+
+
+def test_rocm_skinny_gemm_either_operand_order() -> None:
+    # wvSplitK(in_a [N, K] (the weight), in_b [M, K], in_bias?, CuCount)
+    m, k, n = 4, 4096, 6144
+    op = _op("_rocm_C::wvSplitK", ([n, k], BF16), ([m, k], BF16), NONE, INT)
+    assert _fb(op) == (2 * m * n * k, (n * k + m * k + m * n) * 2)
+
+
+def test_trtllm_fp4_moe_counts_packed_activations_and_weights() -> None:
+    t, h, i, e, k = 4, 2048, 768, 64, 4
+    args: list[Arg] = [INT, ([t, e], BF16), NONE, NONE, NONE, ([t, h // 2], U8), ([t, h // 16], FP8),
+                       ([e, 2 * i, h // 2], U8), ([e, 2 * i, h // 16], FP8), *[NONE] * 5, ([e, h, i // 2], U8),
+                       ([e, h, i // 16], FP8), *[NONE] * 5, INT, INT]  # fmt: skip
+    op = _op("flashinfer::trtllm_fp4_block_scale_moe", *args, concrete={21: str(e), 22: str(k)})
+    flops, moved = _fb(op)
+    assert flops == 2 * 3 * t * k * h * i
+    # weights of min(E, T k) = 16 experts; activations counted at a byte a value (module docstring)
+    assert moved == (e * 2 * i * h // 2 + e * h * i // 2) * 16 / e + 2 * t * h + t * k * 4
+
+
+def test_merge_and_top_k_ops_move_their_tensors_once() -> None:
+    op = _op("_C::merge_attn_states", ([8, 32, 128], BF16), ([32, 8], F32), ([8, 32, 128], BF16), ([32, 8], F32),
+             ([8, 32, 128], BF16), ([32, 8], F32))  # fmt: skip
+    assert _fb(op) == (0.0, 3 * (8 * 32 * 128 * 2 + 32 * 8 * 4))

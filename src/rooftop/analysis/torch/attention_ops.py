@@ -51,7 +51,7 @@ class Attn:
     FlashInfer's mask-mode int, 1 = causal) argument; ``layout``: FlashInfer's TensorLayout argument (0 NHD,
     1 HND); ``kv_heads``: an int argument giving H_k; ``cache_kv_axis``: the
     axis of a paged cache holding H_k (vLLM's [pages, H_k, D/x, page, x] key cache: 1); ``decode``: one
-    query per sequence; ``backward``: the backward pass."""
+    query per sequence unless offsets say otherwise; ``backward``: the backward pass."""
 
     q: int
     k: int
@@ -93,6 +93,10 @@ ATTENTION_OPS: dict[str, AttnOp] = {
     "_C::paged_attention_v2": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, paged=True, decode=True),
                                      _VLLM + ": paged_attention_v2(out!, exp_sums!, max_logits!, tmp_out!, query, "
                                      "key_cache, value_cache, num_kv_heads, ...)"),
+    "_rocm_C::paged_attention": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cu_q=11, paged=True, decode=True),
+                                       "vLLM csrc/rocm/torch_bindings.cpp @ 001cd451: paged_attention(out!, exp_sums, "
+                                       "max_logits, tmp_out, query, key_cache, value_cache, num_kv_heads, scale, "
+                                       "block_tables, seq_lens, query_start_loc?, ...)"),
     "aiter::paged_attention_rocm": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, paged=True, decode=True),
                                           _AITER + "/attention.py: paged_attention_rocm(out, exp_sums, max_logits, "
                                           "tmp_out, query, key_cache, value_cache, num_kv_heads, ...)"),
@@ -103,9 +107,6 @@ ATTENTION_OPS: dict[str, AttnOp] = {
     "sgl_kernel::cutlass_mla_decode": AttnOp(Attn(q=1, q_pe=2, k=3, out=0, paged=True, decode=True),
                                              _SGL + ": cutlass_mla_decode(out!, q_nope, q_pe, kv_c_and_k_pe_cache, "
                                              "seq_lens, page_table, workspace!, sm_scale, num_kv_splits)"),
-    "aiter::mla_decode_stage1_asm_fwd": AttnOp(Attn(q=0, k=1, out=16, cu_q=2, pages=4, paged=True),
-                                               _AITER + "/attention.py: mla_decode_stage1_asm_fwd(Q, KV, qo_indptr, "
-                                               "kv_indptr, kv_page_indices, kv_last_page_lens, ..., output)"),
     # vLLM's flash-attention builds: packed [T, H, D] queries, a paged [P, page, Hk, D] cache or packed keys
     "_vllm_fa2_C::varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, out=3, cu_q=4, cu_k=5, table=8, causal=15),
                                       _VFA + ": varlen_fwd(q!, k, v, out!?, cu_seqlens_q, cu_seqlens_k, seqused_k, "
@@ -202,7 +203,7 @@ def _keys(op: TorchOp, spec: Attn, q: tuple[int, int], stats: SeqStats | None, c
         return _Keys(pairs, float(stats.sk), f"{stats.requests} requests, {stats.sq} queries over {stats.sk} keys "
                      "(step annotation)")  # fmt: skip
     offsets = _count(op, spec.cu_q) or _count(op, spec.cu_k)
-    seqs = tokens if spec.decode else (offsets - 1 if offsets else q[1])
+    seqs = offsets - 1 if offsets else tokens if spec.decode else q[1]
     if not seqs or seqs < 1:
         return "the number of sequences is in no argument's shape"
     k = op.need(spec.k)[0]

@@ -149,6 +149,25 @@ ENGINE_OPS: dict[str, EngineOp] = {
         "cache_write", Roles(named={"k": 0, "v": 1, "cache": 4}),
         "FlashInfer page.py: append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, "
         "ckv_cache!, kpe_cache!, kv_indices, kv_indptr, kv_last_page_len)"),
+    # vLLM ROCm skinny GEMMs (csrc/rocm/torch_bindings.cpp @ 001cd451): a weight and activations sharing K, in
+    # either order (the GEMM rule matches the contracting dim)
+    **{f"_rocm_C::{n}": EngineOp("gemm", Roles(reads=extra, named={"a": 1, "b": 0}),
+                                 f"vLLM csrc/rocm/torch_bindings.cpp: {n}(in_a, in_b, {args})")
+       for n, extra, args in (("LLMM1", (), "rows_per_block"), ("wvSplitK", (2,), "in_bias?, CuCount"),
+                              ("wvSplitKrc", (2,), "in_bias?, CuCount"),
+                              ("wvSplitKQ", (2, 4, 5), "in_bias?, out_c!, scale_a, scale_b, CuCount"))},
+    "aiter::fused_moe_": EngineOp("moe", Roles(named={"hidden": 0, "w1": 1, "w2": 2, "topk_ids": 4}),
+                                  _AITER + " fused_moe.py: fused_moe_(hidden_states, w1, w2, topk_weight, topk_ids, "
+                                  "expert_mask?, ...)"),
+    # memory-bound: merging partial attention results, top-k and sampling over the logits (tensors moved once)
+    "_C::merge_attn_states": EngineOp("memory", Roles(), _VLLM + ": merge_attn_states(output!, output_lse!?, "
+                                      "prefix_output, prefix_lse, suffix_output, suffix_lse, ...)"),
+    "sgl_kernel::merge_state_v2": EngineOp("memory", Roles(), _SGL + ": merge_state_v2(v_a, s_a, v_b, s_b, "
+                                           "v_merged!, s_merged!)"),
+    **{f"_C::{n}": EngineOp("memory", Roles(), _VLLM + f": {n}(logits, ...)")
+       for n in ("top_k_per_row_prefill", "top_k_per_row_decode", "persistent_topk", "apply_repetition_penalties_")},
+    **{f"flashinfer::{n}": EngineOp("memory", Roles(), f"FlashInfer sampling.py: {n}(...)")
+       for n in ("top_k_renorm_probs", "top_k_mask_logits", "softmax")},
     "sgl_kernel::moe_fused_gate": EngineOp("memory", Roles(), _SGL + ": moe_fused_gate(input, bias, ...)"),
 }
 # fmt: on

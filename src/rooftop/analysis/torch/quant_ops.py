@@ -16,7 +16,8 @@ the weight as stored (packed) and its scales/zeros once, and writes [M, N] (bf16
 
 A fused MoE whose top-k is an integer argument (it routes from the logits itself) is priced as the fused-MoE
 family (:func:`rooftop.analysis.torch.families.moe`) with that top-k: its [T, k] routed ids are counted as
-read in int32, standing for the router logits it reads.
+read in int32, standing for the router logits it reads; fp4 activations (a byte holding two values) are
+read as H bytes a token, not H / 2 (the weights, read once per reached expert, dominate).
 
 Sources (argument order of each schema; studied, not copied): vLLM ``csrc/torch_bindings.cpp`` @ 00256d59
 (``gptq_gemm``, ``awq_gemm``, ``marlin_gemm``, ``dsv3_fused_a_gemm``); SGLang ``sgl-kernel/csrc/
@@ -96,6 +97,19 @@ QUANT_OPS: dict[str, QuantOp] = {
     "sgl_kernel::fp8_blockwise_scaled_grouped_mm": QuantOp(
         Mm(6, 7, (8, 9), grouped=True), _SGL + ": fp8_blockwise_scaled_grouped_mm(output, a_ptrs, b_ptrs, out_ptrs, "
         "a_scales_ptrs, b_scales_ptrs, a, b, scales_a, scales_b, ...)"),
+    "flashinfer::trtllm_bf16_moe": QuantOp(
+        Moe(hidden=5, w1=6, w2=7, top_k=10), "FlashInfer fused_moe/core.py: trtllm_bf16_moe(routing_input_mode, "
+        "routing_logits?, routing_bias?, topk_ids?, expert_weights?, hidden_states, gemm1_weights, gemm2_weights, "
+        "gemm1_lora_delta?, num_experts, top_k, ...)"),
+    "flashinfer::trtllm_fp8_per_tensor_scale_moe": QuantOp(
+        Moe(hidden=2, w1=3, w2=6, top_k=9), "FlashInfer fused_moe/core.py: trtllm_fp8_per_tensor_scale_moe("
+        "routing_logits, routing_bias?, hidden_states, gemm1_weights, output1_scales_scalar, "
+        "output1_scales_gate_scalar, gemm2_weights, output2_scales_scalar, num_experts, top_k, ...)"),
+    "flashinfer::trtllm_fp4_block_scale_moe": QuantOp(
+        Moe(hidden=5, w1=7, w2=14, top_k=22), "FlashInfer fused_moe/core.py: trtllm_fp4_block_scale_moe("
+        "routing_input_mode, routing_logits?, topk_ids?, topk_weights?, routing_bias?, hidden_states, "
+        "hidden_states_scale?, gemm1_weights, gemm1_weights_scale, gemm1_bias?, ..., gemm2_weights (14), ..., "
+        "num_experts, top_k (22), ...)"),
     "flashinfer::trtllm_fp8_block_scale_moe": QuantOp(
         Moe(hidden=5, w1=7, w2=13, top_k=17), "FlashInfer fused_moe/core.py: trtllm_fp8_block_scale_moe("
         "routing_input_mode, routing_logits?, topk_ids?, expert_weights?, routing_bias?, hidden_states, "
@@ -158,7 +172,10 @@ def routed_moe(op: TorchOp, spec: Moe) -> Price:
     if not top_k or hidden is None:
         return Price(None, f"{op.name}: a fused MoE whose top-k or activations are not recorded")
     tokens = math.prod(hidden[:-1])
-    with_ids = TorchOp(op.name, (*op.dims, (tokens, top_k[0])), (*op.types, "int"),
+    dims = list(op.dims)
+    if op.dtype(spec.hidden) == "int8" and op.dtype(spec.w1) == "int8":  # fp4 activations too: two a byte
+        dims[spec.hidden] = (*hidden[:-1], 2 * hidden[-1])
+    with_ids = TorchOp(op.name, (*dims, (tokens, top_k[0])), (*op.types, "int"),
                        (*op.concrete, *[""] * max(0, len(op.dims) + 1 - len(op.concrete))))  # fmt: skip
     roles = Roles(named={"hidden": spec.hidden, "w1": spec.w1, "w2": spec.w2, "topk_ids": len(op.dims)})
     return moe(with_ids, roles)

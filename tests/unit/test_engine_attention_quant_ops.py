@@ -77,6 +77,8 @@ def test_vllm_paged_attention_v2_takes_the_step_lengths() -> None:
     flops, moved = _fb(op, stats)
     assert flops == 2 * 32 * 4000 * 256
     assert moved == 4 * 32 * 128 * 2 + 4000 * 8 * 256 * 2 + 4 * 32 * 128 * 2
+    unrecorded = TorchOp(op.name, op.dims, op.types)  # no Concrete Inputs: H_k from the cache's axis 1
+    assert _fb(unrecorded, stats) == (flops, moved)
 
 
 def test_mla_decode_reads_its_latent_cache_once() -> None:

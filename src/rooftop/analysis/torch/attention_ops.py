@@ -87,17 +87,19 @@ _FI = "FlashInfer"
 #: op name -> (which argument is what, source of the schema)
 ATTENTION_OPS: dict[str, AttnOp] = {
     # paged_attention_v1(out!, query [B, H, D], key_cache [P, Hk, D/x, page, x], value_cache, num_kv_heads, ...)
-    "_C::paged_attention_v1": AttnOp(Attn(q=1, k=2, v=3, out=0, kv_heads=4, paged=True, decode=True),
+    "_C::paged_attention_v1": AttnOp(Attn(q=1, k=2, v=3, out=0, kv_heads=4, cache_kv_axis=1, paged=True, decode=True),
                                      _VLLM + ": paged_attention_v1(out!, query, key_cache, value_cache, num_kv_heads, "
                                      "scale, block_tables, seq_lens, ...)"),
-    "_C::paged_attention_v2": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, paged=True, decode=True),
+    "_C::paged_attention_v2": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cache_kv_axis=1, paged=True, decode=True),
                                      _VLLM + ": paged_attention_v2(out!, exp_sums!, max_logits!, tmp_out!, query, "
                                      "key_cache, value_cache, num_kv_heads, ...)"),
-    "_rocm_C::paged_attention": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cu_q=11, paged=True, decode=True),
+    "_rocm_C::paged_attention": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cache_kv_axis=1, cu_q=11, paged=True,
+                                            decode=True),
                                        "vLLM csrc/rocm/torch_bindings.cpp @ 001cd451: paged_attention(out!, exp_sums, "
                                        "max_logits, tmp_out, query, key_cache, value_cache, num_kv_heads, scale, "
                                        "block_tables, seq_lens, query_start_loc?, ...)"),
-    "aiter::paged_attention_rocm": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, paged=True, decode=True),
+    "aiter::paged_attention_rocm": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cache_kv_axis=1, paged=True,
+                                               decode=True),
                                           _AITER + "/attention.py: paged_attention_rocm(out, exp_sums, max_logits, "
                                           "tmp_out, query, key_cache, value_cache, num_kv_heads, ...)"),
     # MLA decode: q_nope [B, H, L], q_pe [B, H, R], latent cache [P, page, L + R] read once as keys and values

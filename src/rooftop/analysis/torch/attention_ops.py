@@ -176,8 +176,9 @@ def _count(op: TorchOp, i: int | None) -> int | None:
 
 
 def _int(op: TorchOp, i: int | None) -> int | None:
+    """A non-negative integer argument (a count, a layout code), or None when absent or negative."""
     values = op.ints(i, 1) if i is not None else None
-    return values[0] if values else None
+    return values[0] if values and values[0] >= 0 else None
 
 
 class _Keys(NamedTuple):

@@ -125,6 +125,8 @@ def _n_of(op: TorchOp, spec: Mm, k: int) -> int:
     """N of the GEMM (module docstring)."""
     given = op.ints(spec.n, 1) if spec.n is not None else None
     if given:
+        if given[0] < 1:
+            raise InvalidConfigError(f"size_n {given[0]} is not a count")
         return given[0]
     a, b = op.need(spec.a, spec.b)
     if spec.grouped or spec.fp4:
@@ -169,7 +171,7 @@ def routed_moe(op: TorchOp, spec: Moe) -> Price:
     """The fused-MoE family's price with the op's top-k argument standing for routed ids [T, k] (int32)."""
     top_k = op.ints(spec.top_k, 1)
     hidden = op.tensor(spec.hidden)
-    if not top_k or hidden is None:
+    if not top_k or top_k[0] < 1 or hidden is None:
         return Price(None, f"{op.name}: a fused MoE whose top-k or activations are not recorded")
     tokens = math.prod(hidden[:-1])
     dims = list(op.dims)

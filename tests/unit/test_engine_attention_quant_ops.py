@@ -224,3 +224,41 @@ def test_merge_and_top_k_ops_move_their_tensors_once() -> None:
     op = _op("_C::merge_attn_states", ([8, 32, 128], BF16), ([32, 8], F32), ([8, 32, 128], BF16), ([32, 8], F32),
              ([8, 32, 128], BF16), ([32, 8], F32))  # fmt: skip
     assert _fb(op) == (0.0, 3 * (8 * 32 * 128 * 2 + 32 * 8 * 4))
+
+
+def test_sliding_window_caps_the_keys_a_query_sees() -> None:
+    # FlashInfer decode with window_left = 63: each of the 4 queries sees at most 64 of its 145 keys
+    op = _decode_run([100, 16, 8, 128], "0")
+    windowed = TorchOp(op.name, op.dims, op.types, tuple("63" if i == 12 else c for i, c in enumerate(op.concrete)))
+    flops, moved = _fb(windowed)
+    assert flops == 2 * 32 * (4 * 64) * 256
+    assert moved == 4 * 32 * 128 * 2 + (4 * 64) * 8 * 256 * 2 + 4 * 32 * 128 * 2
+    # flash-attn dense, causal, window_size_left = 127: S(512) with each query seeing min(j, 128) keys
+    x = ([1, 512, 8, 64], BF16)
+    dense = _op("flash_attn::_flash_attn_forward", x, x, x, ([], "Double"), ([], "Double"), ([], "Bool"), INT, INT,
+                concrete={5: "True", 6: "127", 7: "0"})  # fmt: skip
+    assert _fb(dense)[0] == 2 * 8 * (128 * 129 / 2 + (512 - 128) * 128) * 128
+
+
+def test_sliding_window_with_the_step_annotation_is_capped() -> None:
+    # vllm-flash-attention varlen_fwd over a paged cache, 4 decodes of 1000 keys, window_size_left = 127
+    q, cache = ([4, 32, 128], BF16), ([100, 16, 8, 128], BF16)
+    args = [
+        q,
+        cache,
+        cache,
+        q,
+        ([5], I32),
+        ([5], I32),
+        ([4], I32),
+        NONE,
+        ([4, 64], I32),
+        *[NONE] * 6,
+        ([], "Bool"),
+        INT,
+    ]
+    op = _op("_vllm_fa2_C::varlen_fwd", *args, concrete={15: "True", 16: "127"})
+    stats = seq_stats("execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk4000sqsq4sqsk4000)")
+    flops, moved = _fb(op, stats)
+    assert flops == 2 * 32 * min(4000, 4 * 128) * 256
+    assert moved == 4 * 32 * 128 * 2 + min(4000, 4 * 127 + 4) * 8 * 256 * 2 + 4 * 32 * 128 * 2

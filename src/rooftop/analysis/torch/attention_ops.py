@@ -16,6 +16,10 @@ the keys and values of its KV heads once, and writes its output once. What the s
   :class:`~rooftop.analysis.torch.families.SeqStats`), and the call covers the whole batch (its queries
   number at least the step's): exact pairs.
 
+A left window W (sliding-window attention, as the op records it) caps the keys a query sees
+(cost/op.py ``attended_pairs``); with only the annotation's sums, the pairs are capped at sq x W and the
+keys read at requests x (W - 1) + sq (bounds of the windowed work, not its exact value).
+
 Sequences within a call are taken as equal in length when only sums are known: a sum of squares is least
 when its parts are equal, so the pairs (and the roofline) stay a lower bound. Keys only known as values in
 a tensor (``seq_lens``) and no annotation: no price, and the reason says so.
@@ -35,7 +39,7 @@ from typing import NamedTuple
 
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
-from rooftop.cost.op import ATTENTION_BACKWARD_FACTOR, attended_pairs, explicit, fused_attention_flops
+from rooftop.cost.op import ATTENTION_BACKWARD_FACTOR, attended_pairs, explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 
@@ -48,7 +52,8 @@ class Attn:
     ``q_pe``: the rotary part of an MLA query (D_qk = its width + q's); ``out``: the output (its last dim
     is D_v); ``cu_q`` / ``cu_k``: cumulative offsets [B + 1]; ``pages``: the page indices a call uses;
     ``table``: a block table argument (when given, k and v are a paged cache); ``causal``: a bool (or
-    FlashInfer's mask-mode int, 1 = causal) argument; ``layout``: FlashInfer's TensorLayout argument (0 NHD,
+    FlashInfer's mask-mode int, 1 = causal) argument; ``window``: the left window (keys before the query a
+    query sees; -1: all); ``layout``: FlashInfer's TensorLayout argument (0 NHD,
     1 HND); ``kv_heads``: an int argument giving H_k; ``cache_kv_axis``: the
     axis of a paged cache holding H_k (vLLM's [pages, H_k, D/x, page, x] key cache: 1); ``decode``: one
     query per sequence unless offsets say otherwise; ``backward``: the backward pass."""
@@ -62,6 +67,7 @@ class Attn:
     cu_k: int | None = None
     pages: int | None = None
     causal: int | None = None
+    window: int | None = None
     layout: int | None = None
     kv_heads: int | None = None
     cache_kv_axis: int | None = None
@@ -110,30 +116,33 @@ ATTENTION_OPS: dict[str, AttnOp] = {
                                              _SGL + ": cutlass_mla_decode(out!, q_nope, q_pe, kv_c_and_k_pe_cache, "
                                              "seq_lens, page_table, workspace!, sm_scale, num_kv_splits)"),
     # vLLM's flash-attention builds: packed [T, H, D] queries, a paged [P, page, Hk, D] cache or packed keys
-    "_vllm_fa2_C::varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, out=3, cu_q=4, cu_k=5, table=8, causal=15),
+    "_vllm_fa2_C::varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, out=3, cu_q=4, cu_k=5, table=8, causal=15, window=16),
                                       _VFA + ": varlen_fwd(q!, k, v, out!?, cu_seqlens_q, cu_seqlens_k, seqused_k, "
                                       "leftpad_k, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k, p_dropout, "
                                       "softmax_scale, zero_tensors, is_causal, ...)"),
-    **{n: AttnOp(Attn(q=0, k=1, v=2, out=6, cu_q=7, cu_k=8, table=14, causal=24),
+    **{n: AttnOp(Attn(q=0, k=1, v=2, out=6, cu_q=7, cu_k=8, table=14, causal=24, window=25),
                  src + ": fwd(q, k, v, k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, ..., page_table (14), "
                  "..., softmax_scale, is_causal (24), ...)")
        for n, src in (("_vllm_fa3_C::fwd", _VFA), ("flash_attn_3::_flash_attn_forward", "flash-attn hopper/"
                                                                                          "flash_attn_interface.py"))},
+    "flash_attn::_flash_attn_forward": AttnOp(
+        Attn(q=0, k=1, v=2, causal=5, window=6),
+        _FA + ": _flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, window_size_left, ...)"),
     "flash_attn::_flash_attn_varlen_forward": AttnOp(
-        Attn(q=0, k=1, v=2, cu_q=3, cu_k=4, table=15, causal=9),
+        Attn(q=0, k=1, v=2, cu_q=3, cu_k=4, table=15, causal=9, window=10),
         _FA + ": _flash_attn_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, "
         "dropout_p, softmax_scale, causal, ...)"),
     "flash_attn::_flash_attn_backward": AttnOp(
-        Attn(q=1, k=2, v=3, causal=11, backward=True),
+        Attn(q=1, k=2, v=3, causal=11, window=12, backward=True),
         _FA + ": _flash_attn_backward(dout, q, k, v, out, softmax_lse, dq!, dk!, dv!, dropout_p, softmax_scale, "
         "causal, ...)"),
     "flash_attn::_flash_attn_varlen_backward": AttnOp(
-        Attn(q=1, k=2, v=3, cu_q=9, cu_k=10, causal=15, backward=True),
+        Attn(q=1, k=2, v=3, cu_q=9, cu_k=10, causal=15, window=16, backward=True),
         _FA + ": _flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, dq!, dk!, dv!, cu_seqlens_q, "
         "cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, ...)"),
-    "aiter::mha_fwd": AttnOp(Attn(q=0, k=1, v=2, causal=5), _AITER + "/mha.py: mha_fwd(q, k, v, dropout_p, "
+    "aiter::mha_fwd": AttnOp(Attn(q=0, k=1, v=2, causal=5, window=6), _AITER + "/mha.py: mha_fwd(q, k, v, dropout_p, "
                              "softmax_scale, is_causal, ...)"),
-    "aiter::mha_varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, cu_q=3, cu_k=4, table=19, causal=12),
+    "aiter::mha_varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, cu_q=3, cu_k=4, table=19, causal=12, window=13),
                                     _AITER + "/mha.py: mha_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, "
                                     "max_seqlen_q, max_seqlen_k, min_seqlen_q, dropout_p, softmax_scale, "
                                     "logits_soft_cap, zero_tensors, is_causal, ...)"),
@@ -145,16 +154,16 @@ ATTENTION_OPS: dict[str, AttnOp] = {
 #: ``batch_prefill_with_kv_cache`` (flashinfer/jit/attention/modules.py): (prefix, suffix) -> arguments
 _FLASHINFER: tuple[tuple[str, str, AttnOp], ...] = (
     ("flashinfer::batch_decode_with_kv_cache", "_run", AttnOp(
-        Attn(q=3, k=4, v=5, out=9, cu_k=6, pages=7, layout=11, paged=True, decode=True),
+        Attn(q=3, k=4, v=5, out=9, cu_k=6, pages=7, layout=11, window=12, paged=True, decode=True),
         _FI + " decode.py: {uri}_run(float_workspace, int_workspace, plan_info, q, paged_k_cache, paged_v_cache, "
         "paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, o, maybe_lse, kv_layout_code, ...)")),
     ("flashinfer::batch_prefill_with_kv_cache", "_paged_run", AttnOp(
-        Attn(q=3, k=4, v=5, out=10, cu_q=6, cu_k=7, pages=8, causal=12, layout=13, paged=True),
+        Attn(q=3, k=4, v=5, out=10, cu_q=6, cu_k=7, pages=8, causal=12, layout=13, window=14, paged=True),
         _FI + " prefill.py: {uri}_paged_run(float_workspace, int_workspace, plan_info, q, paged_k_cache, "
         "paged_v_cache, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, o, maybe_lse, "
         "mask_mode, layout, ...)")),
     ("flashinfer::batch_prefill_with_kv_cache", "_ragged_run", AttnOp(
-        Attn(q=3, k=4, v=5, out=8, cu_q=6, cu_k=7, causal=10, layout=11),
+        Attn(q=3, k=4, v=5, out=8, cu_q=6, cu_k=7, causal=10, layout=11, window=12),
         _FI + " prefill.py: {uri}_ragged_run(float_workspace, int_workspace, plan_info, q, k, v, qo_indptr, "
         "kv_indptr, o, maybe_lse, mask_mode, layout, ...)")),
 )  # fmt: skip
@@ -181,6 +190,12 @@ def _int(op: TorchOp, i: int | None) -> int | None:
     return values[0] if values and values[0] >= 0 else None
 
 
+def _window(op: TorchOp, spec: Attn) -> int:
+    """Keys a query sees at most (its left window and itself; 0: all)."""
+    left = _int(op, spec.window)
+    return left + 1 if left is not None else 0
+
+
 class _Keys(NamedTuple):
     pairs: float  # attended (query, key) pairs summed over the sequences (per query head)
     keys: float  # keys read (summed over the sequences)
@@ -200,11 +215,17 @@ def _cache_axes(op: TorchOp, spec: Attn, cache: tuple[int, ...]) -> tuple[int, i
 def _keys(op: TorchOp, spec: Attn, q: tuple[int, int], stats: SeqStats | None, causal: bool) -> _Keys | str:
     """The pairs and keys of a packed or paged call of ``q`` = (queries, sequences if the query's shape
     says so, else 0), or why they are not known."""
-    tokens = q[0]
+    tokens, window = q[0], _window(op, spec)
     if stats is not None and tokens >= stats.sq:  # the call covers the whole annotated batch
         pairs = stats.causal_pairs() if causal or spec.decode else float(stats.sqsk)
-        return _Keys(pairs, float(stats.sk), f"{stats.requests} requests, {stats.sq} queries over {stats.sk} keys "
-                     "(step annotation)")  # fmt: skip
+        keys, how = float(stats.sk), f"{stats.requests} requests, {stats.sq} queries over {stats.sk} keys"
+        if window:  # each query sees at most W keys, each request reads at most its last W - 1 + sq keys
+            pairs, keys = (
+                min(pairs, float(stats.sq * window)),
+                min(keys, float(stats.requests * (window - 1) + stats.sq)),
+            )
+            how += f", window {window} (at most sq x W pairs)"
+        return _Keys(pairs, keys, how + " (step annotation)")
     offsets = _count(op, spec.cu_q) or _count(op, spec.cu_k)
     seqs = offsets - 1 if offsets else tokens if spec.decode else q[1]
     if not seqs or seqs < 1:
@@ -220,7 +241,9 @@ def _keys(op: TorchOp, spec: Attn, q: tuple[int, int], stats: SeqStats | None, c
     else:
         return "its keys' lengths are values in a tensor (seq_lens), not shapes, and no step annotation gives them"
     q_len, kv_len = tokens // seqs, max(int(keys) // seqs, tokens // seqs)
-    pairs = seqs * attended_pairs(q_len, kv_len, 0, causal)
+    pairs = seqs * attended_pairs(q_len, kv_len, window, causal)
+    if window:
+        keys, how = min(keys, float(seqs * (q_len + window - 1))), how + f", window {window}"
     return _Keys(pairs, keys, how + " (equal lengths assumed: a lower bound)")
 
 
@@ -232,12 +255,13 @@ def _dense(op: TorchOp, spec: Attn, causal: bool) -> Price:
     """[B, S, H, D] queries, keys and values: the lengths are the shapes."""
     (b, sq, h, dqk), k = op.need(spec.q, spec.k)
     v = op.tensor(spec.v) if spec.v is not None else None
-    dv, dt = (v[-1] if v else dqk), op.dtype(spec.q)
-    flops = fused_attention_flops(b, h, sq, k[1], dqk, dv, causal, spec.backward)
+    dv, dt, window = (v[-1] if v else dqk), op.dtype(spec.q), _window(op, spec)
+    pairs = b * attended_pairs(sq, k[1], window, causal)
+    flops = 2.0 * h * pairs * (dqk + dv) * (ATTENTION_BACKWARD_FACTOR if spec.backward else 1.0)
     moved = op.nbytes(spec.q) + sum(op.nbytes(i) for i in (spec.k, spec.v) if i is not None and op.tensor(i))
     moved = (moved + b * sq * h * dv * dtype_bytes(dt)) * (2 if spec.backward else 1)  # and their gradients
     what = (f"attention{' backward' if spec.backward else ''} B={b} S_q={sq} S_k={k[1]} H={h} D_qk={dqk} D_v={dv}, "
-            f"{'causal' if causal else 'not causal'}")  # fmt: skip
+            f"{'causal' if causal else 'not causal'}" + (f", window {window}" if window else ""))  # fmt: skip
     return Price(explicit(flops, moved, dt, "matrix"), what, "causal" if causal else "")
 
 

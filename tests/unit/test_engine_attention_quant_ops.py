@@ -262,3 +262,14 @@ def test_sliding_window_with_the_step_annotation_is_capped() -> None:
     flops, moved = _fb(op, stats)
     assert flops == 2 * 32 * min(4000, 4 * 128) * 256
     assert moved == 4 * 32 * 128 * 2 + min(4000, 4 * 127 + 4) * 8 * 256 * 2 + 4 * 32 * 128 * 2
+
+
+def test_vllm_cutlass_moe_mm_weights_in_either_layout() -> None:
+    # cutlass_moe_mm(out!, a [M, K] fp8 (rows permuted by expert), b [E, K, N] (a transposed view), a_scales,
+    #                b_scales, expert_offsets, problem_sizes, ...)
+    rows, k, n, e = 64, 2048, 1536, 8
+    op = _op("_C::cutlass_moe_mm", ([rows, n], BF16), ([rows, k], FP8), ([e, k, n], FP8), ([rows, 1], F32),
+             ([e, 1, n], F32), ([e], I32), ([e, 3], I32))  # fmt: skip
+    flops, moved = _fb(op)
+    assert flops == 2 * rows * n * k
+    assert moved == rows * k + e * k * n + (rows * 4 + e * n * 4) + rows * n * 2  # min(E, M) = E: all experts read

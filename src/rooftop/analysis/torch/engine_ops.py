@@ -136,7 +136,10 @@ ENGINE_OPS: dict[str, EngineOp] = {
                        "out_dtype, bias)"))},
     **{n: EngineOp("gemm", Roles(named={"a": 1, "b": 2}), src + f": {n.split('::')[1]}(output!, mat_a, mat_b)")
        for n, src in (("_C::dsv3_fused_a_gemm", _VLLM), ("sgl_kernel::dsv3_fused_a_gemm", _SGL),
-                      ("sgl_kernel::dsv3_router_gemm", _SGL))},
+                      ("sgl_kernel::dsv3_router_gemm", _SGL), ("_C::fp32_router_gemm", _VLLM))},
+    "_C::cutlass_scaled_mm_azp": EngineOp("gemm", Roles(reads=(3, 4, 5), named={"a": 1, "b": 2}),
+                                          _VLLM + ": cutlass_scaled_mm_azp(out!, a, b, a_scales, b_scales, azp_adj, "
+                                          "azp?, bias?)"),
     "flashinfer::cutlass_fused_moe": EngineOp(
         "moe", Roles(named={"hidden": 1, "w1": 4, "w2": 6, "topk_ids": 2}),
         "FlashInfer fused_moe/core.py: cutlass_fused_moe(output!, input, token_selected_experts, "

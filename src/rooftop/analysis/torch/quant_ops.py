@@ -20,7 +20,8 @@ read in int32, standing for the router logits it reads; fp4 activations (a byte 
 read as H bytes a token, not H / 2 (the weights, read once per reached expert, dominate).
 
 Sources (argument order of each schema; studied, not copied): vLLM ``csrc/torch_bindings.cpp`` @ 00256d59
-(``gptq_gemm``, ``awq_gemm``, ``marlin_gemm``, ``dsv3_fused_a_gemm``); SGLang ``sgl-kernel/csrc/
+(``gptq_gemm``, ``awq_gemm``, ``marlin_gemm``, ``dsv3_fused_a_gemm``) and ``csrc/libtorch_stable/
+torch_bindings.cpp`` @ 0135b6c0 (the CUTLASS fp4 and grouped GEMMs); SGLang ``sgl-kernel/csrc/
 common_extension.cc`` @ 0063ef14; AITER ``aiter/ops/gemm_op_a4w4.py`` @ e4048607; FlashInfer
 ``flashinfer/fused_moe/core.py`` @ fb28d724."""
 
@@ -70,6 +71,7 @@ class QuantOp(NamedTuple):
 
 _VLLM = "vLLM csrc/torch_bindings.cpp"
 _SGL = "SGLang sgl-kernel common_extension.cc"
+_VLLM_STABLE = "vLLM csrc/libtorch_stable/torch_bindings.cpp @ 0135b6c0 (namespace _C)"
 
 # fmt: off
 #: op name -> (which argument is what, source of the schema)
@@ -90,6 +92,15 @@ QUANT_OPS: dict[str, QuantOp] = {
                                                  "a, b, block_scale_a, block_scale_b, alpha)"),
     "aiter::gemm_a4w4": QuantOp(Mm(0, 1, (2, 3), fp4=True), "AITER aiter/ops/gemm_op_a4w4.py: gemm_a4w4(A [M, K/2], "
                                 "B [N, K/2], A_scale, B_scale, bias, ...)"),
+    **{f"_C::{n}": QuantOp(spec, _VLLM_STABLE + f": {n}(out!, a, b, {rest})")
+       for n, spec, rest in (
+           ("cutlass_scaled_fp4_mm", Mm(1, 2, (3, 4), fp4=True), "block_scale_a, block_scale_b, alpha"),
+           ("cutlass_fp4_group_mm", Mm(1, 2, (3, 4), fp4=True, grouped=True),
+            "a_blockscale, b_blockscales, alphas, problem_sizes, expert_offsets, sf_offsets"),
+           ("cutlass_mxfp4_group_mm", Mm(1, 2, (3, 4), fp4=True, grouped=True),
+            "a_blockscale, b_blockscales, problem_sizes, expert_offsets, sf_offsets"),
+           ("cutlass_moe_mm", Mm(1, 2, (3, 4), grouped=True), "a_scales, b_scales, expert_offsets, problem_sizes, "
+            "a_strides, b_strides, c_strides, per_act_token, per_out_ch"))},
     "sgl_kernel::cutlass_fp4_group_mm": QuantOp(Mm(1, 2, (3, 4), fp4=True, grouped=True),
                                                 _SGL + ": cutlass_fp4_group_mm(output!, a, b, a_blockscale, "
                                                 "b_blockscale, alphas, ab_strides, c_strides, problem_sizes, "

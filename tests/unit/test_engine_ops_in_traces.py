@@ -163,3 +163,21 @@ def test_eager_moe_forward_takes_its_experts_from_the_ops_nested_in_it(tmp_path:
     op = ops["vllm::moe_forward"]
     assert op.flops == 2 * t * k * (2 * i * h + h * i)
     assert op.bytes == 2 * e * (2 * i * h + h * i) + 2 * (2 * t * h) + 4 * t * k  # weights, hidden in + out, ids
+
+
+def test_backend_attention_op_nested_in_vllms_layer_takes_the_step_lengths(tmp_path: Path) -> None:
+    """vLLM's attention layer calls its backend's op (here vllm-flash-attention's ``fwd``), which launches the
+    kernel: the innermost op carries the kernel and is priced from the step annotation it ran in."""
+    q, cache = [32, 64, 64], [100, 16, 8, 64]
+    name = "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk32000sqsq32sqsk32000)"
+    fa3_dims = [q, cache, cache, [], [], [], q, [33], [33]]
+    fa3_types = [BF16, BF16, BF16, "", "", "", BF16, "int", "int"]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 1, "ts": 0.0, "dur": 900.0},
+        cpu_op("vllm::unified_attention_with_output", 10.0, 40.0, [q, q, q, q, []], [BF16] * 4 + ["str"]),
+        cpu_op("_vllm_fa3_C::fwd", 15.0, 20.0, fa3_dims, fa3_types, ext=1),
+        launch(20.0, 1), kernel("flash_fwd_splitkv_kernel", 60.0, 50.0, 1),
+    ]  # fmt: skip
+    (op,) = profile_report(_write(tmp_path, events), H100).ops
+    assert op.flops == 2 * 64 * 32_000 * (64 + 64) and op.category == "attention"
+    assert op.bytes == 32 * 64 * 64 * 2 + 32_000 * 8 * 128 * 2 + 32 * 64 * 64 * 2

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from rooftop.analysis.torch.attention_ops import attention_op, varlen_attention
 from rooftop.analysis.torch.families import RULES, Roles, SeqStats, attention
 from rooftop.analysis.torch.op import Price, TorchOp
+from rooftop.analysis.torch.quant_ops import QUANT_OPS, quant_family, quant_price
 from rooftop.errors import InvalidConfigError
 
 
@@ -121,6 +123,55 @@ ENGINE_OPS: dict[str, EngineOp] = {
     "_moe_C::topk_softmax": EngineOp("memory", Roles(), "vLLM csrc/moe/torch_bindings.cpp: topk_softmax(...)"),
     "_moe_C::moe_sum": EngineOp("memory", Roles(), "vLLM csrc/moe/torch_bindings.cpp: moe_sum(input, output!)"),
     "sgl_kernel::topk_softmax": EngineOp("memory", Roles(), _SGL + ": topk_softmax(...)"),
+    # added from the 2026-11-29 audit (benchmarks/results/engine-op-audit-2026-11-29): schemas read at the
+    # commits named there
+    **{n: EngineOp("gemm", Roles(reads=(2, 3), named={"a": 0, "b": 1}), src)
+       for n, src in (("aiter::gemm_a8w8", _AITER + "/gemm_op_a8w8.py: gemm_a8w8(XQ, WQ [N, K], x_scale, w_scale, "
+                       "bias, dtype, splitK)"),
+                      ("aiter::gemm_a8w8_blockscale", _AITER + "/gemm_op_a8w8.py: gemm_a8w8_blockscale(XQ, WQ, "
+                       "x_scale, w_scale, dtype, ...)"),
+                      ("sgl_kernel::fp8_blockwise_scaled_mm", _SGL + ": fp8_blockwise_scaled_mm(mat_a, mat_b, "
+                       "scales_a, scales_b, out_dtype)"),
+                      ("sgl_kernel::int8_scaled_mm", _SGL + ": int8_scaled_mm(mat_a, mat_b, scales_a, scales_b, "
+                       "out_dtype, bias)"))},
+    **{n: EngineOp("gemm", Roles(named={"a": 1, "b": 2}), src + f": {n.split('::')[1]}(output!, mat_a, mat_b)")
+       for n, src in (("_C::dsv3_fused_a_gemm", _VLLM), ("sgl_kernel::dsv3_fused_a_gemm", _SGL),
+                      ("sgl_kernel::dsv3_router_gemm", _SGL), ("_C::fp32_router_gemm", _VLLM))},
+    "_C::cutlass_scaled_mm_azp": EngineOp("gemm", Roles(reads=(3, 4, 5), named={"a": 1, "b": 2}),
+                                          _VLLM + ": cutlass_scaled_mm_azp(out!, a, b, a_scales, b_scales, azp_adj, "
+                                          "azp?, bias?)"),
+    "flashinfer::cutlass_fused_moe": EngineOp(
+        "moe", Roles(named={"hidden": 1, "w1": 4, "w2": 6, "topk_ids": 2}),
+        "FlashInfer fused_moe/core.py: cutlass_fused_moe(output!, input, token_selected_experts, "
+        "token_final_scales, fc1_expert_weights, fc1_expert_biases, fc2_expert_weights, ...)"),
+    "flashinfer::append_paged_kv_cache": EngineOp(
+        "cache_write", Roles(named={"k": 0, "v": 1, "cache": 4}),
+        "FlashInfer page.py: append_paged_kv_cache(append_key, append_value, batch_indices, positions, "
+        "paged_k_cache!, paged_v_cache!, kv_indices, kv_indptr, kv_last_page_len, layout)"),
+    "flashinfer::append_paged_mla_kv_cache": EngineOp(
+        "cache_write", Roles(named={"k": 0, "v": 1, "cache": 4}),
+        "FlashInfer page.py: append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, "
+        "ckv_cache!, kpe_cache!, kv_indices, kv_indptr, kv_last_page_len)"),
+    # vLLM ROCm skinny GEMMs (csrc/rocm/torch_bindings.cpp @ 001cd451): a weight and activations sharing K, in
+    # either order (the GEMM rule matches the contracting dim)
+    **{f"_rocm_C::{n}": EngineOp("gemm", Roles(reads=extra, named={"a": 1, "b": 0}),
+                                 f"vLLM csrc/rocm/torch_bindings.cpp: {n}(in_a, in_b, {args})")
+       for n, extra, args in (("LLMM1", (), "rows_per_block"), ("wvSplitK", (2,), "in_bias?, CuCount"),
+                              ("wvSplitKrc", (2,), "in_bias?, CuCount"),
+                              ("wvSplitKQ", (2, 4, 5), "in_bias?, out_c!, scale_a, scale_b, CuCount"))},
+    "aiter::fused_moe_": EngineOp("moe", Roles(named={"hidden": 0, "w1": 1, "w2": 2, "topk_ids": 4}),
+                                  _AITER + " fused_moe.py: fused_moe_(hidden_states, w1, w2, topk_weight, topk_ids, "
+                                  "expert_mask?, ...)"),
+    # memory-bound: merging partial attention results, top-k and sampling over the logits (tensors moved once)
+    "_C::merge_attn_states": EngineOp("memory", Roles(), _VLLM + ": merge_attn_states(output!, output_lse!?, "
+                                      "prefix_output, prefix_lse, suffix_output, suffix_lse, ...)"),
+    "sgl_kernel::merge_state_v2": EngineOp("memory", Roles(), _SGL + ": merge_state_v2(v_a, s_a, v_b, s_b, "
+                                           "v_merged!, s_merged!)"),
+    **{f"_C::{n}": EngineOp("memory", Roles(), _VLLM + f": {n}(logits, ...)")
+       for n in ("top_k_per_row_prefill", "top_k_per_row_decode", "persistent_topk", "apply_repetition_penalties_")},
+    **{f"flashinfer::{n}": EngineOp("memory", Roles(), f"FlashInfer sampling.py: {n}(...)")
+       for n in ("top_k_renorm_probs", "top_k_mask_logits", "softmax")},
+    "sgl_kernel::moe_fused_gate": EngineOp("memory", Roles(), _SGL + ": moe_fused_gate(input, bias, ...)"),
 }
 # fmt: on
 
@@ -173,13 +224,22 @@ def family_of(name: str) -> str | None:
 FAMILY_CATEGORY = {"attention": "attention", "moe": "mlp", "activation": "mlp"}
 
 
+def op_family(name: str) -> str | None:
+    """The family of an engine op: by its schema (the attention table of
+    :mod:`rooftop.analysis.torch.attention_ops`, :data:`ENGINE_OPS`), else by its name's words."""
+    if attention_op(name) is not None:
+        return "attention"
+    if name in QUANT_OPS:
+        return quant_family(QUANT_OPS[name])
+    entry = ENGINE_OPS.get(name)
+    return entry.family if entry is not None else family_of(name)
+
+
 def family_category(name: str) -> str | None:
     """The report category an engine op's family gives it ("communication" for any collective), or None."""
     if collective_kind(name):
         return "communication"
-    entry = ENGINE_OPS.get(name)
-    family = entry.family if entry is not None else family_of(name)
-    return FAMILY_CATEGORY.get(family or "")
+    return FAMILY_CATEGORY.get(op_family(name) or "")
 
 
 def generic_roles(op: TorchOp, family: str) -> Roles:
@@ -218,6 +278,18 @@ def generic_roles(op: TorchOp, family: str) -> Roles:
 def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
     """The Price of an engine op by its family (None when neither the table nor its name gives one);
     ``stats``: the lengths of the step it ran in, for attention over a paged cache."""
+    attn = attention_op(op.name)
+    if attn is not None:  # attention read by its schema
+        try:
+            return varlen_attention(op, attn.spec, stats)
+        except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
+            return Price(None, f"{op.name} (attention): {exc}")
+    quant = QUANT_OPS.get(op.name)
+    if quant is not None:  # packed, fp4 and grouped GEMMs, MoE routed inside the op
+        try:
+            return quant_price(op, quant)
+        except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
+            return Price(None, f"{op.name} ({quant_family(quant)}): {exc}")
     entry = ENGINE_OPS.get(op.name)
     family = entry.family if entry is not None else family_of(op.name)
     if family is None:

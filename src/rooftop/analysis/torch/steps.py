@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from rooftop.analysis.torch.engine_ops import ENGINE_OPS, family_of
+from rooftop.analysis.torch.engine_ops import op_family
 from rooftop.analysis.torch.families import SeqStats, seq_stats
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, Step, column_codes, floats, step_marks, steps_of
@@ -97,5 +97,4 @@ def annotated_at(ev: EventTable, times: np.ndarray) -> tuple[np.ndarray, list[Se
 
 
 def is_attention(name: str) -> bool:
-    entry = ENGINE_OPS.get(name)
-    return (entry.family if entry is not None else family_of(name)) == "attention"
+    return op_family(name) == "attention"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
-from rooftop.report.reasons import note_texts
+from rooftop.report.reasons import note_texts, why_text
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
@@ -27,7 +27,7 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
     return {
         "source": report.source,
         "chip": chip.name if chip is not None else report.chip,
-        "ops": [dataclasses.asdict(o) for o in report.ops],
+        "ops": [op_payload(o) for o in report.ops],
         "steps": [dataclasses.asdict(s) for s in report.steps],
         "overlap": report.overlap(),
         "mxu_utilization": report.mxu_utilization(),
@@ -39,6 +39,13 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "coverage": coverage(report).payload(),
         **({"device": dict(report.device)} if report.device is not None else {}),
     }
+
+
+def op_payload(op: OpReport) -> dict[str, Any]:
+    """One op of ``--json``: its fields (as ``dataclasses.asdict``, none nested) with its "why" written out."""
+    row = {f.name: getattr(op, f.name) for f in dataclasses.fields(op)}
+    row["why"] = why_text(op.why)
+    return row
 
 
 _ORIGIN_CHARS = 60  # the widest "from" cell: the scope path is cut from the front, the innermost kept

@@ -34,6 +34,7 @@ def test_a_slow_op_says_how_far_from_its_roofline_as_figures() -> None:
     reaches, shape = op.why
     assert isinstance(reaches, Reason) and reaches.code is ReasonCode.OP_BELOW_ROOFLINE
     assert reaches.figure("share") == pytest.approx(1 / 4) and reaches.figure("bound") == Bound.COMPUTE
+    assert reaches == Reason.of(ReasonCode.OP_BELOW_ROOFLINE, bound=Bound.COMPUTE, share=reaches.figure("share"))
     assert shape == Reason.of(ReasonCode.OP_SHAPE_QUANTIZED, share=priced.estimate.shape_efficiency)
     text = why_text(op.why)
     used = f"{priced.estimate.shape_efficiency:.0%}"  # cost/gemm.py's figure for this shape (38%)

@@ -263,8 +263,8 @@ class _Joiner:
 
 def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[Verdict, Note]:
     if eff > FASTER_THAN_ROOFLINE:
-        return Verdict.FASTER_THAN_ROOFLINE, Reason.of(ReasonCode.OP_FASTER_THAN_ROOFLINE, share=1 / eff,
-                                                       bound=est.bound)  # fmt: skip
+        return Verdict.FASTER_THAN_ROOFLINE, _reason(ReasonCode.OP_FASTER_THAN_ROOFLINE, ("bound", est.bound),
+                                                     ("share", 1 / eff))  # fmt: skip
     if is_collective(opcode):
         latency = any(t.collective is not None and t.collective.bound == "latency" for t in est.terms)
         if latency and eff < NEAR_ROOFLINE:
@@ -272,13 +272,18 @@ def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | N
         if eff >= NEAR_ROOFLINE:
             return Verdict.NEAR_ROOFLINE, ""
         if exposed_fraction is not None and exposed_fraction < EXPOSED:
-            return Verdict.EXPOSED_COMMUNICATION, Reason.of(ReasonCode.OP_EXPOSED, share=exposed_fraction)
+            return Verdict.EXPOSED_COMMUNICATION, _reason(ReasonCode.OP_EXPOSED, ("share", exposed_fraction))
         return Verdict.SLOW_HIDDEN_COMMUNICATION, _SLOW_HIDDEN
     if eff >= NEAR_ROOFLINE:
         return Verdict.NEAR_ROOFLINE, ""
     slow = {Bound.COMPUTE: Verdict.COMPUTE_SLOW, Bound.MEMORY: Verdict.MEMORY_SLOW}
-    return slow.get(est.bound, Verdict.EXPOSED_COMMUNICATION), Reason.of(ReasonCode.OP_BELOW_ROOFLINE, share=eff,
-                                                                         bound=est.bound)  # fmt: skip
+    below = _reason(ReasonCode.OP_BELOW_ROOFLINE, ("bound", est.bound), ("share", eff))
+    return slow.get(est.bound, Verdict.EXPOSED_COMMUNICATION), below
+
+
+def _reason(code: ReasonCode, *figures: tuple[str, object]) -> Reason:
+    """``Reason.of(code, **figures)`` for figures given in name order (an op's why is made for every op)."""
+    return Reason(code, figures)
 
 
 # the reasons without figures, made once (one per op otherwise)
@@ -343,7 +348,7 @@ def judge(
         if priced.note and lower_s:
             why += priced.note
         if shape is not None and bound == "compute" and shape < SHAPE_NOTED:
-            why = (*(why or ("",)), Reason.of(ReasonCode.OP_SHAPE_QUANTIZED, share=shape))
+            why = (*(why or ("",)), _reason(ReasonCode.OP_SHAPE_QUANTIZED, ("share", shape)))
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
         mxu = priced.matrix_s * count / total if priced.matrix_s and total > 0 else None
@@ -362,7 +367,7 @@ def judge(
         exposed = execs.exposed if isinstance(execs, Measured) else comm_overlap(execs, compute)
     if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
         return report(lower, eff, 0.0, est.bound, Verdict.OVERLAPPED_TRANSFER,
-                      Reason.of(ReasonCode.OP_OVERLAPPED_WAIT, share=1 / eff))  # fmt: skip
+                      _reason(ReasonCode.OP_OVERLAPPED_WAIT, ("share", 1 / eff)))  # fmt: skip
     verdict, why = _verdict(est, opcode or "", eff, exposed)
     return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
 

@@ -267,6 +267,14 @@ class ReasonCode(Enum):
     #: an update not in place: a loop-carried buffer not aliased (figures: element, of the while tuple)
     NOT_IN_PLACE = "not-in-place"
 
+    # --- where a module's mesh came from (LogicalMesh.how) and a profile's sharding line ---
+    #: a mesh read from the mesh[...] form of the replica groups (no figures)
+    MESH_FROM_TEXT = "mesh-from-text"
+    #: a mesh inferred from the replica groups (figures: collectives; distinct patterns, None when one)
+    MESH_FROM_GROUPS = "mesh-from-groups"
+    #: a module's mesh in a profile's sharding lines (figures: module, mesh, how: "given" or a Reason)
+    SHARDING_MESH = "sharding-mesh"
+
 
 @dataclass(frozen=True)
 class Reason:

@@ -132,7 +132,7 @@ class ProfileReport(Displayed):
     ops: tuple[OpReport, ...]
     steps: tuple[StepReport, ...]
     categories: Mapping[str, Mapping[str, float]]
-    sharding: tuple[str, ...]
+    sharding: tuple[Note, ...]  # each module's mesh (a Reason) and its collectives in words
     memory: Mapping[str, object]
     notes: tuple[Note, ...] = field(default=())
     #: the device the profile recorded and the catalog chip it is (analysis/device.py), for one profile
@@ -495,11 +495,12 @@ def price_ops(
     return grouped, [price_op(k, joiner, present) for k, _ in grouped]
 
 
-def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[str], list[Note]]:
-    """The sharding lines and the notes the HLO analyses give."""
-    sharding = []
+def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[Note], list[Note]]:
+    """The sharding lines (each module's mesh, then its collectives in words) and the notes the HLO
+    analyses give."""
+    sharding: list[Note] = []
     for a in analyses.values():
-        sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
+        sharding.append(Reason.of(ReasonCode.SHARDING_MESH, module=a.module, mesh=a.mesh.spec(), how=a.mesh.how))
         seen = {m.describe(t.op.opcode) for t in a.ops for m in t.matches}
         sharding += sorted(seen)
     notes = [n for a in analyses.values() for n in a.notes]
@@ -513,7 +514,7 @@ def assemble(
     execs: Executions,
     ops: Iterable[OpReport],
     chip: str,
-    sharding: Iterable[str] = (),
+    sharding: Iterable[Note] = (),
     notes: Iterable[Note] = (),
     *,
     intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None,
@@ -531,7 +532,7 @@ def assemble_parts(
     ops: Iterable[OpReport],
     steps: Iterable[StepReport],
     memory: Mapping[str, object],
-    sharding: Iterable[str] = (),
+    sharding: Iterable[Note] = (),
     notes: Iterable[Note] = (),
 ) -> ProfileReport:
     """The report of judged ``ops`` ranked by time lost, then name (ties in their order), with their

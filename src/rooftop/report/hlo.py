@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
-from rooftop.report.reasons import note_texts, why_text
+from rooftop.report.reasons import note_text, note_texts, why_text
 from rooftop.report.serialize import Rows
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_duration, format_number, format_percent, format_plain, plural
@@ -139,7 +139,11 @@ def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
     return {
         "module": analysis.module,
         "chip": analysis.chip.name,
-        "mesh": {"axes": dict(analysis.mesh.axes), "inferred": analysis.mesh.inferred, "how": analysis.mesh.how},
+        "mesh": {
+            "axes": dict(analysis.mesh.axes),
+            "inferred": analysis.mesh.inferred,
+            "how": note_text(analysis.mesh.how),
+        },
         "topology": analysis.topology.spec,
         "totals": analysis.totals(),
         "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],

@@ -33,7 +33,7 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "mxu_utilization": report.mxu_utilization(),
         "priced_fraction": report.priced_fraction(),
         "categories": {k: dict(v) for k, v in report.categories.items()},
-        "sharding": list(report.sharding),
+        "sharding": note_texts(report.sharding),
         "memory": dict(report.memory),
         "notes": note_texts(report.notes),
         "coverage": coverage(report).payload(),
@@ -167,7 +167,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)
         extra = f" ({format_bytes(reserved)} with the runtime's reserved stack)" if reserved > peak else ""
         say(console, f"peak memory {format_bytes(peak)}{extra}")
-    for line in report.sharding:
+    for line in note_texts(report.sharding):
         say(console, f"sharding: {line}")
     for note in notes[len(opening) :]:
         say(console, f"note: {note}", style="dim")

@@ -26,7 +26,9 @@ def _refused(r: Reason) -> str:
 #: each code's sentence from its figures (``f`` reads one figure by name)
 _SENTENCES: dict[ReasonCode, Callable[[Reason], str]] = {
     ReasonCode.REFUSED: _refused,
-    ReasonCode.MESH_INFERRED: lambda r: f"mesh {r.figure('mesh')} {r.figure('how')} (give --mesh to name the axes)",
+    ReasonCode.MESH_INFERRED: lambda r: (
+        f"mesh {r.figure('mesh')} {note_text(r.figure('how'))} (give --mesh to name the axes)"  # type: ignore[arg-type]
+    ),
     ReasonCode.TOPOLOGY_DEFAULT: lambda r: (
         f"topology {r.figure('topology')}: the default for {r.figure('devices')} {r.figure('chip')} (give --topology)"
     ),
@@ -312,6 +314,16 @@ _SENTENCES.update({
     "the buffer)",
     ReasonCode.NOT_IN_PLACE: lambda r: f"not in place: the loop-carried buffer (while tuple element "
     f"{r.figure('element')}) is not aliased to the output, so the whole buffer is read and written",
+})  # fmt: skip
+
+
+# where a module's mesh came from (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.MESH_FROM_TEXT: lambda r: "inferred from the mesh[...] replica-group form in the text",
+    ReasonCode.MESH_FROM_GROUPS: lambda r: f"inferred from the replica groups of {r.figure('collectives')} "
+    "collective(s)" + ("" if r.figure("distinct") is None else f", {r.figure('distinct')} distinct"),
+    ReasonCode.SHARDING_MESH: lambda r: f"{r.figure('module')}: mesh {r.figure('mesh')} "
+    f"({note_text(r.figure('how'))})",  # type: ignore[arg-type]
 })  # fmt: skip
 
 

@@ -274,6 +274,8 @@ class ReasonCode(Enum):
     MESH_FROM_GROUPS = "mesh-from-groups"
     #: a module's mesh in a profile's sharding lines (figures: module, mesh, how: "given" or a Reason)
     SHARDING_MESH = "sharding-mesh"
+    #: a Pallas kernel's block mask read from a constant (figures: mask, dtype, dims, live, blocks)
+    BLOCK_MASK = "block-mask"
 
 
 @dataclass(frozen=True)

@@ -291,7 +291,7 @@ _SENTENCES.update({
 def _pallas_attention(r: Reason) -> str:
     f = _figures(r)
     if f["blocks"] is not None:
-        pairs = f"{format_percent(f['blocks'], 1)} of the (query, key) blocks: {f['read']}"
+        pairs = f"{format_percent(f['blocks'], 1)} of the (query, key) blocks: {note_text(f['read'])}"
     elif f["causal"]:
         share = "none" if f["share"] is None else f"{format_percent(f['share'], 1)} of Sq x Sk"
         pairs = f"causal pairs ({share})"
@@ -322,6 +322,9 @@ _SENTENCES.update({
     ReasonCode.MESH_FROM_TEXT: lambda r: "inferred from the mesh[...] replica-group form in the text",
     ReasonCode.MESH_FROM_GROUPS: lambda r: f"inferred from the replica groups of {r.figure('collectives')} "
     "collective(s)" + ("" if r.figure("distinct") is None else f", {r.figure('distinct')} distinct"),
+    ReasonCode.BLOCK_MASK: lambda r: "block mask {mask} ({dtype}[{shape}]): {live} of {blocks} blocks live".format(
+        shape=",".join(map(str, r.figure("dims"))), **_figures(r)  # type: ignore[call-overload]  # a tuple of sizes
+    ),
     ReasonCode.SHARDING_MESH: lambda r: f"{r.figure('module')}: mesh {r.figure('mesh')} "
     f"({note_text(r.figure('how'))})",  # type: ignore[arg-type]
 })  # fmt: skip

@@ -166,7 +166,7 @@ def _phase(shapes: list[Shape], result: Shape, tensors: list[Shape]) -> tuple[st
 
 def _block_mask(
     instr: Instruction, constant: Callable[[str], Instruction | None], sq: int, sk: int, config: dict[str, Any]
-) -> tuple[float, str] | None:
+) -> tuple[float, Note] | None:
     """(live fraction, what was read) from a block-sparse mask operand: an 8-bit integer or pred constant
     of rank >= 2 whose last two dims are the kernel's query and key blocks (Sq / block_q by Sk / block_kv
     when the config gives the block sizes); live blocks are the nonzero entries (splash attention's block
@@ -186,11 +186,9 @@ def _block_mask(
         if not fits or len(values) != node.shape.num_elements or not values:
             continue
         live = sum(1 for v in values if v not in ("0", "false"))
-        return live / len(
-            values
-        ), f"block mask {node.name} ({node.shape.dtype}[{','.join(map(str, node.shape.dims))}]): " + (
-            f"{live} of {len(values)} blocks live"
-        )
+        read = Reason.of(ReasonCode.BLOCK_MASK, mask=node.name, dtype=node.shape.dtype, dims=tuple(node.shape.dims),
+                         live=live, blocks=len(values))  # fmt: skip
+        return live / len(values), read
     return None
 
 
@@ -210,7 +208,7 @@ def pallas_flops(
         sk, dv = _dims(k, config.get("k_layout"))[2], _dims(v, config.get("v_layout"))[3]
         phase, matmuls = _phase(shapes, instr.shape, tensors)
         mask = _block_mask(instr, constant, sq, sk, config)
-        pairs: dict[str, object] = {"blocks": None, "read": "", "causal": False, "share": None}
+        pairs: dict[str, object] = {"blocks": None, "read": None, "causal": False, "share": None}
         if mask is not None:
             pairs["blocks"], pairs["read"] = mask
             flops = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False) * mask[0]

@@ -117,6 +117,166 @@ class ReasonCode(Enum):
     #: stage one of "unusable", "unreadable", "unpriced")
     HLO_FAILED = "hlo-failed"
 
+    # --- an op's "why" (OpReport.why) and the notes of analysis/ (appended here: t27a) ---
+    #: an op faster than its roofline allows (figures: share, of the roofline time it ran in; bound)
+    OP_FASTER_THAN_ROOFLINE = "op-faster-than-roofline"
+    #: a slow collective whose estimate is latency-bound (no figures)
+    OP_LATENCY_BOUND = "op-latency-bound"
+    #: a slow collective mostly not overlapped by compute (figures: share, of it overlapped)
+    OP_EXPOSED = "op-exposed"
+    #: a slow collective overlapped by compute (no figures)
+    OP_SLOW_HIDDEN = "op-slow-hidden"
+    #: an op below its roofline (figures: share, the efficiency; bound)
+    OP_BELOW_ROOFLINE = "op-below-roofline"
+    #: the done of an async pair that waited less than its transfer (figures: share, of the transfer's time)
+    OP_OVERLAPPED_WAIT = "op-overlapped-wait"
+    #: an op the roofline prices at zero (no figures)
+    OP_BOOKKEEPING = "op-bookkeeping"
+    #: a compute-bound matmul whose shape fills the matrix unit badly (figures: share, of the unit used)
+    OP_SHAPE_QUANTIZED = "op-shape-quantized"
+    #: a trace event that names no HLO instruction (no figures)
+    OP_NO_INSTRUCTION = "op-no-instruction"
+    #: an op of a module without HLO (figures: module)
+    OP_NO_MODULE_HLO = "op-no-module-hlo"
+    #: an op whose instruction is not a top-level one of its module (figures: instruction, module)
+    OP_NOT_TOP_LEVEL = "op-not-top-level"
+    #: the start of an async pair, priced on its done (figures: done)
+    OP_PRICED_ON_DONE = "op-priced-on-done"
+    #: a kernel whose launch is not in the trace (no figures)
+    KERNEL_NO_LAUNCH = "kernel-no-launch"
+    #: a kernel replayed from a CUDA/HIP graph (no figures)
+    KERNEL_GRAPH_REPLAYED = "kernel-graph-replayed"
+    #: a kernel launched by no cpu_op with Input Dims (no figures)
+    KERNEL_NO_INPUT_DIMS = "kernel-no-input-dims"
+    #: a collective op whose group the trace does not give (figures: op, kind)
+    COLLECTIVE_NO_WORLD = "collective-no-world"
+    #: an NCCL kernel whose group size is unknown (no figures)
+    NCCL_NO_GROUP_SIZE = "nccl-no-group-size"
+    #: a memcpy the trace gives no size for (figures: name)
+    COPY_NO_SIZE = "copy-no-size"
+    #: a while loop of unknown trip count, its body counted once (figures: instruction)
+    WHILE_TRIPS_UNKNOWN = "while-trips-unknown"
+    #: a conditional priced by its costliest branch (figures: instruction, branches)
+    CONDITIONAL_COSTLIEST = "conditional-costliest"
+    #: instructions of a megacore chip that run on one core (figures: instructions, cores, chip)
+    MEGACORE_ONE_CORE = "megacore-one-core"
+    #: a module that is not scheduled: its text order is the run order (no figures)
+    MEMORY_NOT_SCHEDULED = "memory-not-scheduled"
+    #: called computations whose temporaries the memory peak leaves out (figures: calls)
+    MEMORY_BODIES_NOT_COUNTED = "memory-bodies-not-counted"
+    #: a trace with no kernel on a device stream (no figures)
+    IDLE_NO_KERNELS = "idle-no-kernels"
+    #: kernels whose launch is not in the trace (figures: missing, kernels)
+    IDLE_NO_LAUNCHES = "idle-no-launches"
+    #: a trace with no engine step annotation (no figures)
+    PHASES_NO_ANNOTATION = "phases-no-annotation"
+    #: hosts whose profiles do not say when they started (no figures)
+    HOSTS_CLOCKS_ASSUMED = "hosts-clocks-assumed"
+    #: two runs priced on different chips (figures: a, b)
+    DIFF_CHIPS = "diff-chips"
+    #: two runs whose step times are measured differently (figures: a, b)
+    DIFF_STEP_BASES = "diff-step-bases"
+    #: a PyTorch trace's steps from its engine's annotations (figures: steps)
+    STEPS_FROM_ENGINE = "steps-from-engine"
+    #: a PyTorch trace with no step marker: one step (no figures)
+    STEPS_ONE_SPAN = "steps-one-span"
+    #: kernels of a command buffer lined up with the schedule (figures: module, kernels, buffer, aligned,
+    #: replays, unpriced; unpriced None when every replay lined up)
+    COMMAND_BUFFER = "command-buffer"
+    #: kernels without an hlo_op given the fusion they name (figures: module, given, kernels)
+    KERNELS_NAMED_FUSION = "kernels-named-fusion"
+    #: kernels without an hlo_op that name no instruction (figures: module, kernels, example)
+    KERNELS_NO_INSTRUCTION = "kernels-no-instruction"
+    #: the collective of an async chain priced once (figures: chain, opcode, at, on_start: whether ``at`` is
+    #: the chain's start, others: the other instructions of the chain that hold it)
+    CHAIN_PRICED_ONCE = "chain-priced-once"
+
+    # --- what a PyTorch op was priced as, or why not (analysis/torch: Price.what); shapes are tuples of sizes ---
+    #: a norm (figures: add, a residual add with it; shape)
+    TORCH_NORM = "torch-norm"
+    #: a gated activation (figures: shape, of the output)
+    TORCH_GATED_ACTIVATION = "torch-gated-activation"
+    #: a rotary embedding in place (figures: shapes, of the tensors rotated)
+    TORCH_ROTARY = "torch-rotary"
+    #: a quantization (figures: shape, of the input)
+    TORCH_QUANTIZE = "torch-quantize"
+    #: a KV cache write (figures: shapes, of the new keys and values)
+    TORCH_CACHE_WRITE = "torch-cache-write"
+    #: attention over 4-D q/k/v (figures: b, sq, sk, h, causal)
+    TORCH_ATTENTION = "torch-attention"
+    #: packed attention over a paged cache with no lengths (figures: op, shape)
+    TORCH_PAGED_NO_LENGTHS = "torch-paged-no-lengths"
+    #: packed attention priced from the step's annotation (figures: requests, sq, sk, pairs, heads, dqk, dv,
+    #: kv_heads)
+    TORCH_PAGED_ATTENTION = "torch-paged-attention"
+    #: a GEMM (figures: m, n, k, fp4: weights packed two a byte)
+    TORCH_GEMM = "torch-gemm"
+    #: a fused MoE whose weights or routing are not among its args (figures: op)
+    TORCH_MOE_NO_ARGS = "torch-moe-no-args"
+    #: a fused MoE (figures: tokens, top_k, experts, hidden, inter, reached: experts whose weights are read)
+    TORCH_MOE = "torch-moe"
+    #: an op that moves its tensors once (figures: tensors)
+    TORCH_MEMORY_BOUND = "torch-memory-bound"
+    #: an engine's rotary embedding with a cos/sin cache (figures: q, k, tokens)
+    TORCH_ROTARY_CACHE = "torch-rotary-cache"
+    #: an engine's KV cache store (figures: k, v)
+    TORCH_CACHE_STORE = "torch-cache-store"
+    #: a batch prefill attention (figures: sequences, q_len, kv_len, heads, kv_heads, pairs, causal)
+    TORCH_BATCH_PREFILL = "torch-batch-prefill"
+    #: a matmul (figures: dims, (name, size) pairs; bias)
+    TORCH_MATMUL = "torch-matmul"
+    #: a transposed convolution, not modelled (figures: op)
+    TORCH_TRANSPOSED_CONV = "torch-transposed-conv"
+    #: a convolution whose stride, padding, dilation or groups are not recorded (figures: op)
+    TORCH_CONV_PARAMS_MISSING = "torch-conv-params-missing"
+    #: a convolution (figures: rank, groups)
+    TORCH_CONV = "torch-conv"
+    #: a convolution's backward (figures: grads, forwards it costs)
+    TORCH_CONV_BACKWARD = "torch-conv-backward"
+    #: a variable-length attention, not modelled (figures: op, shape)
+    TORCH_VARLEN_ATTENTION = "torch-varlen-attention"
+    #: a fused attention (figures: backward, b, h, pairs, dqk, dv, causal: None when not recorded)
+    TORCH_FUSED_ATTENTION = "torch-fused-attention"
+    #: a reduction (figures: elements, out)
+    TORCH_REDUCTION = "torch-reduction"
+    #: a vector op (figures: flops, per element; elements, reads, writes)
+    TORCH_VECTOR = "torch-vector"
+    #: an op no rule prices (figures: op)
+    TORCH_NO_RULE = "torch-no-rule"
+    #: an engine op priced by its family, not in the table (figures: what, its price's note; family, op)
+    TORCH_BY_FAMILY = "torch-by-family"
+    #: an NCCL kernel whose args name no collective (no figures)
+    NCCL_NO_COLLECTIVE = "nccl-no-collective"
+    #: an NCCL collective without a rule (figures: collective)
+    NCCL_NO_RULE = "nccl-no-rule"
+    #: an NCCL kernel whose count or dtype is missing (figures: collective, key, count, dtype: as shown)
+    NCCL_ARGS = "nccl-args"
+
+    # --- what an HLO cost rule read (InstructionCost.note) ---
+    #: a fused attention custom-call (figures: backward, b, h, sq, sk, dqk, dv, causal)
+    HLO_FUSED_ATTENTION = "hlo-fused-attention"
+    #: a Pallas attention kernel (figures: kernel, matmuls, phase, b, h, sq, sk, dqk, dv; blocks, the share of
+    #: (query, key) blocks a mask keeps, and read, how it was read, or None; causal and share, of Sq x Sk)
+    PALLAS_ATTENTION = "pallas-attention"
+    #: a Pallas kernel's FLOPs from its cost_estimate (figures: kernel)
+    PALLAS_COST_ESTIMATE = "pallas-cost-estimate"
+    #: an update in place: the output aliased to an operand (figures: operand)
+    IN_PLACE_ALIASED = "in-place-aliased"
+    #: an update in place on the copy XLA inserted (figures: copy)
+    IN_PLACE_ON_COPY = "in-place-on-copy"
+    #: an update not in place: a loop-carried buffer not aliased (figures: element, of the while tuple)
+    NOT_IN_PLACE = "not-in-place"
+
+    # --- where a module's mesh came from (LogicalMesh.how) and a profile's sharding line ---
+    #: a mesh read from the mesh[...] form of the replica groups (no figures)
+    MESH_FROM_TEXT = "mesh-from-text"
+    #: a mesh inferred from the replica groups (figures: collectives; distinct patterns, None when one)
+    MESH_FROM_GROUPS = "mesh-from-groups"
+    #: a module's mesh in a profile's sharding lines (figures: module, mesh, how: "given" or a Reason)
+    SHARDING_MESH = "sharding-mesh"
+    #: a Pallas kernel's block mask read from a constant (figures: mask, dtype, dims, live, blocks)
+    BLOCK_MASK = "block-mask"
+
 
 @dataclass(frozen=True)
 class Reason:

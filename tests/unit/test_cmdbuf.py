@@ -15,7 +15,8 @@ import pytest
 from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.analysis.trace.cmdbuf import align, attribute_command_buffers, kernel_name
 from rooftop.analysis.trace.events import COLUMNS, EventTable, OpEvent, Trace
-from rooftop.report.reasons import note_texts
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_text, note_texts
 
 H100 = Path(__file__).parents[1] / "fixtures" / "h100"
 
@@ -131,7 +132,10 @@ def test_attribution_rewrites_aligned_replays_and_names_the_rest() -> None:
         "fusion.1", "custom-call.7", "fusion.2",  # lined up with the schedule
         "fusion.1", "command_buffer_1",  # by name only; the cuBLAS kernel stays unpriced
     ]  # fmt: skip
-    (note,) = notes
+    (reason,) = notes
+    assert reason == Reason.of(ReasonCode.COMMAND_BUFFER, module="jit_step", kernels=5, buffer="command_buffer_1",
+                               aligned=1, replays=2, unpriced=1)  # fmt: skip
+    note = note_text(reason)
     assert "5 kernels ran inside a CUDA graph (command_buffer_1)" in note
     assert "1 of 2 replays were lined up" in note
     assert "1 library kernels stay unpriced" in note and "--xla_gpu_enable_command_buffer=" in note

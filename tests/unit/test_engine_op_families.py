@@ -9,6 +9,7 @@ from rooftop.analysis.torch.engine_ops import collective_kind, family_of
 from rooftop.analysis.torch.families import ACT_AND_MUL_FLOPS, RMS_FLOPS, seq_stats
 from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.torch.ops import op_cost
+from rooftop.report.reasons import note_text
 
 BF16, F32, I64, U8 = "c10::BFloat16", "float", "long int", "unsigned char"
 
@@ -41,7 +42,7 @@ def test_vllm_rms_norm_out_of_place() -> None:
 def test_unknown_norm_name_priced_by_its_family_with_a_note() -> None:
     op = _op("newlib::fused_rmsnorm_v9", ([4, 256], BF16), ([256], BF16))
     price = op_cost(op)
-    assert price.cost is not None and "priced by its family, norm" in price.what
+    assert price.cost is not None and "priced by its family, norm" in note_text(price.what)
     assert price.cost.hbm_bytes == 4 * 256 * 2 + 256 * 2 and price.cost.flops == RMS_FLOPS * 4 * 256
 
 
@@ -80,7 +81,7 @@ def test_reshape_and_cache_flash_into_an_fp8_cache() -> None:
 def test_paged_attention_needs_the_step_lengths() -> None:
     q, kv = ([32, 64, 64], BF16), ([32, 8, 64], BF16)
     op = _op("vllm::unified_attention_with_output", q, kv, kv, q, ([], "str"))
-    assert op_cost(op).cost is None and "no step annotation" in op_cost(op).what
+    assert op_cost(op).cost is None and "no step annotation" in note_text(op_cost(op).what)
     # 2 prefills of 100 and 300 new tokens over 100 and 500 keys, and 4 decodes over 1000 keys each
     stats = seq_stats("execute_404_context_2(sq400sk600sqsq100000sqsk160000)_generation_4(sq4sk4000sqsq4sqsk4000)")
     assert stats is not None and stats.requests == 6 and stats.sq == 404
@@ -151,7 +152,7 @@ def test_other_engines_ops_of_known_families_are_priced_by_family() -> None:
     t, h = 16, 4096
     op = _op("trtllm::fp8_quantize_1x128", ([t, h], BF16))
     price = op_cost(op)
-    assert price.cost is not None and "priced by its family, quantize" in price.what
+    assert price.cost is not None and "priced by its family, quantize" in note_text(price.what)
     assert (price.cost.flops, price.cost.hbm_bytes) == (2 * t * h, t * h * 2)
     # a 4-D attention of another library: priced from q/k/v as flash-attn's (not causal: no flag read)
     b, s, heads, d = 1, 256, 4, 64

@@ -11,7 +11,7 @@ import pytest
 
 from rooftop.analysis.profile import profile_report
 from rooftop.hardware.catalog import get_chip
-from rooftop.report.reasons import note_texts
+from rooftop.report.reasons import note_texts, why_text
 from tests.unit.test_torch_ops import US, cpu_op, kernel, launch
 
 H100 = get_chip("h100")
@@ -50,7 +50,7 @@ def test_symm_mem_all_reduce_without_a_world_says_why(tmp_path: Path) -> None:
         launch(15.0, 7), kernel("multimem_all_reduce_kernel", 40.0, 5.0, 7),
     ], world=None)  # fmt: skip
     (op,) = profile_report(path, H100).ops
-    assert op.lower_bound_s is None and "no distributedInfo world_size" in op.why
+    assert op.lower_bound_s is None and "no distributedInfo world_size" in why_text(op.why)
 
 
 def test_paged_attention_priced_from_each_steps_annotation(tmp_path: Path) -> None:

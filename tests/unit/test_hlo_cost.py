@@ -14,6 +14,8 @@ from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.cost.op import ConvDim, convolution_flops, dot_general
 from rooftop.errors import InvalidConfigError, ParseError
 from rooftop.hardware.catalog import get_chip
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_texts, why_text
 
 SUM = "%sum (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n"
 
@@ -241,7 +243,7 @@ ENTRY %main {{
     assert by_name["y"].executions == trips
     assert by_name["lt"].executions == (trips + 1 if config else 1)  # the condition runs once more
     assert sum(op.cost.transcendentals * op.executions for op in counts.ops) == trips * 32 * 64
-    assert any("trip count unknown" in n for n in counts.notes) == (not config)
+    assert (Reason.of(ReasonCode.WHILE_TRIPS_UNKNOWN, instruction="w") in counts.notes) == (not config)
 
 
 # --- custom-calls --------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def test_transformer_engine_attention_causal_forward_and_backward() -> None:
     pairs = 2048 * 2049 // 2  # causal: query i sees i + 1 keys
     assert got["f"].cost.flops == 2 * 2 * 16 * pairs * (128 + 128)
     assert got["b"].cost.flops == 2.5 * 2 * 2 * 16 * pairs * (128 + 128)
-    assert "causal" in got["f"].cost.note and "not causal" not in got["f"].cost.note
+    assert "causal" in why_text(got["f"].cost.note) and "not causal" not in why_text(got["f"].cost.note)
 
 
 def test_unknown_custom_call_is_reported_not_zero() -> None:
@@ -338,7 +340,7 @@ def test_cudnn_fmha_from_q_k_v_shapes(mask: str, pairs: int) -> None:
         f'  ROOT %fmha = (bf16[2,128,4,64]{{3,2,1,0}}, u8[0]{{0}}) custom-call(%q, %k, %v), custom_call_target="__cudnn$fmhaSoftmax", backend_config={{"cudnn_fmha_backend_config":{{"mask_type":"{mask}"}}}}'
     )["fmha"]
     assert got.cost.flops == 2 * 2 * 4 * pairs * (64 + 64)  # = 4 B H Sq Sk D without a mask
-    assert ("not causal" in got.cost.note) == (mask == "NO_MASK")
+    assert ("not causal" in why_text(got.cost.note)) == (mask == "NO_MASK")
 
 
 def test_conditional_counts_the_costliest_branch() -> None:
@@ -356,7 +358,8 @@ def test_conditional_counts_the_costliest_branch() -> None:
     text = f"HloModule m\n\n{extra}\nENTRY %main {{\n  %p = pred[] parameter(0)\n  %x = f32[8]{{0}} parameter(1)\n  ROOT %c = f32[8]{{0}} conditional(%p, %x, %x), true_computation=%small, false_computation=%big\n}}\n"
     counts = count_module(parse_hlo(text))
     assert {op.name for op in counts.ops} == {"m", "e"}
-    assert any("costliest of 2 branches" in n for n in counts.notes)
+    assert Reason.of(ReasonCode.CONDITIONAL_COSTLIEST, instruction="c", branches=2) in counts.notes
+    assert "conditional c: the costliest of 2 branches counted" in note_texts(counts.notes)
 
 
 def test_irregular_groups_are_not_timed_and_say_so() -> None:

@@ -18,6 +18,7 @@ from rooftop.analysis.hlo.mesh import (
 )
 from rooftop.analysis.hlo.parse import parse_instruction
 from rooftop.errors import InvalidConfigError, ShardingError
+from rooftop.report.reasons import note_text
 
 DATA_MODEL = given_mesh("data=4,model=2")  # device d = (d // 2, d % 2), as jax.sharding.Mesh numbers it
 
@@ -88,7 +89,7 @@ def test_infer_mesh_from_model_and_data_groups() -> None:
     data = [[0, 2, 4, 6], [1, 3, 5, 7]]  # cuts at 2 and 8
     mesh = infer_mesh([model, data], 8)
     assert mesh.sizes == (4, 2)
-    assert mesh.inferred and "inferred" in mesh.how
+    assert mesh.inferred and "inferred" in note_text(mesh.how)
     assert match_groups(model, mesh).axes == (mesh.names[1],)
     assert match_groups(data, mesh).axes == (mesh.names[0],)
 

@@ -10,6 +10,7 @@ import pytest
 
 from rooftop.analysis.hlo.liveness import memory_peak
 from rooftop.analysis.hlo.parse import parse_hlo
+from rooftop.reasons import Reason, ReasonCode
 from tests.conftest import run_cli
 
 HLO = "\n".join(
@@ -53,7 +54,7 @@ def test_peak_by_hand() -> None:
 
 def test_unscheduled_module_is_noted() -> None:
     peak = memory_peak(parse_hlo(HLO.replace(", is_scheduled=true", "")))
-    assert not peak.scheduled and "not scheduled" in peak.notes[0]
+    assert not peak.scheduled and peak.notes[0] == Reason.of(ReasonCode.MEMORY_NOT_SCHEDULED)
 
 
 def _jax8() -> Any:

@@ -20,7 +20,6 @@ BELOW_CLI = ("plan", "analysis")
 
 #: file -> flags its string literals still name (being converted; the count may only go down)
 ALLOWED = {
-    "analysis/compare.py": 1,  # an op's "why" (OpReport.why, a JSON string) names --hlo
     "plan/goal/serve.py": 3,
     "plan/goal/train.py": 5,
     "plan/serve/candidates.py": 1,

@@ -62,7 +62,9 @@ from rooftop.cost.figures import HostFigures
 from rooftop.cost.roofline import Bound, Estimate
 from rooftop.display import Displayed
 from rooftop.reasons import Note, Reason, ReasonCode
-from rooftop.units import format_percent
+
+#: an op's "why": notes joined by "; " when written (an empty text where a part starts with none)
+Why = tuple[Note, ...]
 
 
 class Verdict(StrEnum):
@@ -111,7 +113,8 @@ class OpReport:
     lost_s: float
     bound: str | None
     verdict: Verdict
-    why: str
+    #: why the verdict, as data: parts whose sentences report/ joins with "; " (report.reasons.why_text)
+    why: Why
     flops: float | None
     bytes: float | None
     mesh_axes: tuple[str, ...] | None  # the mesh axes a collective runs over (None: not a collective)
@@ -130,7 +133,7 @@ class ProfileReport(Displayed):
     ops: tuple[OpReport, ...]
     steps: tuple[StepReport, ...]
     categories: Mapping[str, Mapping[str, float]]
-    sharding: tuple[str, ...]
+    sharding: tuple[Note, ...]  # each module's mesh (a Reason) and its collectives in words
     memory: Mapping[str, object]
     notes: tuple[Note, ...] = field(default=())
     #: the device the profile recorded and the catalog chip it is (analysis/device.py), for one profile
@@ -235,19 +238,19 @@ class _Joiner:
         self.sources = sources or {}
         self.by_name = {m: {t.op.name: t for t in a.ops} for m, a in analyses.items()}
 
-    def find(self, module: str | None, instruction: str | None) -> tuple[TimedOp | None, str]:
+    def find(self, module: str | None, instruction: str | None) -> tuple[TimedOp | None, Note]:
         if instruction is None:
-            return None, "the trace event names no HLO instruction"
+            return None, Reason.of(ReasonCode.OP_NO_INSTRUCTION)
         mod = module if module in self.by_name else _base_module(module)  # "jit_dot(21)": one of several programs
         if mod not in self.by_name:
             if len(self.by_name) == 1 and module is None:
                 mod = next(iter(self.by_name))
             else:
-                return None, f"no HLO for module {mod!r} (the profile holds none; give --hlo)"
+                return None, Reason.of(ReasonCode.OP_NO_MODULE_HLO, module=mod)
         table = self.by_name[mod]
         timed = table.get(instruction) or table.get(_instruction_key(instruction))
         if timed is None:
-            return None, f"instruction {instruction!r} is not a top-level instruction of {mod}'s HLO"
+            return None, Reason.of(ReasonCode.OP_NOT_TOP_LEVEL, instruction=instruction, module=mod)
         return timed, ""
 
     def scope(self, module: str | None, instruction: str) -> str:
@@ -259,31 +262,35 @@ class _Joiner:
         return found.get(instruction, "")
 
 
-def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[Verdict, str]:
+def _verdict(est: Estimate, opcode: str, eff: float, exposed_fraction: float | None) -> tuple[Verdict, Note]:
     if eff > FASTER_THAN_ROOFLINE:
-        return Verdict.FASTER_THAN_ROOFLINE, (
-            f"ran in {format_percent(1 / eff)} of its {est.bound} roofline time, which no op can: the chip's "
-            "figures (datasheet or calibrated) or the op's FLOP/byte count are off (operands served from a cache, an "
-            "assumed dtype, work the cost rule counts twice)"
-        )
+        return Verdict.FASTER_THAN_ROOFLINE, _reason(ReasonCode.OP_FASTER_THAN_ROOFLINE, ("bound", est.bound),
+                                                     ("share", 1 / eff))  # fmt: skip
     if is_collective(opcode):
         latency = any(t.collective is not None and t.collective.bound == "latency" for t in est.terms)
         if latency and eff < NEAR_ROOFLINE:
-            return Verdict.LATENCY_BOUND_COLLECTIVE, "small message: hop latency dominates its bandwidth time"
+            return Verdict.LATENCY_BOUND_COLLECTIVE, _LATENCY_BOUND
         if eff >= NEAR_ROOFLINE:
             return Verdict.NEAR_ROOFLINE, ""
         if exposed_fraction is not None and exposed_fraction < EXPOSED:
-            return (
-                Verdict.EXPOSED_COMMUNICATION,
-                f"only {format_percent(exposed_fraction)} of it overlaps compute on its device",
-            )
-        return Verdict.SLOW_HIDDEN_COMMUNICATION, "overlapped by compute but far from its bandwidth time"
+            return Verdict.EXPOSED_COMMUNICATION, _reason(ReasonCode.OP_EXPOSED, ("share", exposed_fraction))
+        return Verdict.SLOW_HIDDEN_COMMUNICATION, _SLOW_HIDDEN
     if eff >= NEAR_ROOFLINE:
         return Verdict.NEAR_ROOFLINE, ""
     slow = {Bound.COMPUTE: Verdict.COMPUTE_SLOW, Bound.MEMORY: Verdict.MEMORY_SLOW}
-    return slow.get(est.bound, Verdict.EXPOSED_COMMUNICATION), (
-        f"reaches {format_percent(eff)} of its {est.bound} roofline"
-    )
+    below = _reason(ReasonCode.OP_BELOW_ROOFLINE, ("bound", est.bound), ("share", eff))
+    return slow.get(est.bound, Verdict.EXPOSED_COMMUNICATION), below
+
+
+def _reason(code: ReasonCode, *figures: tuple[str, object]) -> Reason:
+    """``Reason.of(code, **figures)`` for figures given in name order (an op's why is made for every op)."""
+    return Reason(code, figures)
+
+
+# the reasons without figures, made once (one per op otherwise)
+_LATENCY_BOUND = Reason(ReasonCode.OP_LATENCY_BOUND)
+_SLOW_HIDDEN = Reason(ReasonCode.OP_SLOW_HIDDEN)
+_BOOKKEEPING = Reason(ReasonCode.OP_BOOKKEEPING)
 
 
 @dataclass(frozen=True)
@@ -295,12 +302,12 @@ class Priced:
     estimate: Estimate | None
     flops: float | None = None
     bytes: float | None = None
-    unknown: str = ""
+    unknown: Note = ""
     mesh_axes: tuple[str, ...] | None = None
     collective: str | None = None
     executions: float = 1.0
-    elsewhere: str = ""  # why this op's work is priced on another op (the start of an async pair)
-    note: str = ""  # what the cost rule read (a kernel's phase and mask, an update in place or not)
+    elsewhere: Note = ""  # why this op's work is priced on another op (the start of an async pair)
+    note: Why = ()  # what the cost rule read (a kernel's phase and mask, an update in place or not)
     matrix_s: float = 0.0  # one execution's matrix FLOPs at the chip's matrix peak (cost/roofline.py)
 
 
@@ -335,13 +342,14 @@ def judge(
     lower = est.lower_bound_s / max(priced.executions, 1.0) if est is not None else None
 
     def report(
-        lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: Verdict, why: str
+        lower_s: float | None, eff: float | None, lost: float, bound: str | None, verdict: Verdict, first: Note
     ) -> OpReport:
         shape = est.shape_efficiency if est is not None else None
+        why: Why = (first,) if first else ()
         if priced.note and lower_s:
-            why = f"{why}; {priced.note}" if why else priced.note
+            why += priced.note
         if shape is not None and bound == "compute" and shape < SHAPE_NOTED:
-            why += f"; its shape uses {format_percent(shape)} of the matrix unit (tile and wave quantization)"
+            why = (*(why or ("",)), _reason(ReasonCode.OP_SHAPE_QUANTIZED, ("share", shape)))
         measured = (count, devices, total / count, total, lower_s, eff, lost, bound, verdict, why)
         counts = (priced.flops, priced.bytes, priced.mesh_axes, priced.collective)
         mxu = priced.matrix_s * count / total if priced.matrix_s and total > 0 else None
@@ -353,15 +361,14 @@ def judge(
     if est is None or lower is None or priced.unknown:
         return report(lower, None, 0.0, est.bound if est is not None else None, Verdict.UNKNOWN_COST, priced.unknown)
     if lower <= 0:
-        return report(0.0, None, total, None, Verdict.NO_MODELLED_COST, "bookkeeping op the roofline prices at zero")
+        return report(0.0, None, total, None, Verdict.NO_MODELLED_COST, _BOOKKEEPING)
     eff = lower / (total / count) if total else 1.0
     exposed = None
     if opcode and is_collective(opcode):
         exposed = execs.exposed if isinstance(execs, Measured) else comm_overlap(execs, compute)
     if eff > FASTER_THAN_ROOFLINE and ASYNC_DONE.search(name):
-        return report(lower, eff, 0.0, est.bound, Verdict.OVERLAPPED_TRANSFER, (
-            f"waited {format_percent(1 / eff)} of its transfer's roofline time: the transfer ran while other ops "
-            "did, and only the wait at its done is measured"))  # fmt: skip
+        return report(lower, eff, 0.0, est.bound, Verdict.OVERLAPPED_TRANSFER,
+                      _reason(ReasonCode.OP_OVERLAPPED_WAIT, ("share", 1 / eff)))  # fmt: skip
     verdict, why = _verdict(est, opcode or "", eff, exposed)
     return report(lower, eff, max(0.0, total - lower * count), est.bound, verdict, why)
 
@@ -407,7 +414,7 @@ def _priced(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]
     op = timed.op
     done = _done_of(instruction or "")
     if done and (module, done) in present and op.opcode == "copy":  # a DMA timed in halves: the done waits
-        priced = Priced(timed.estimate, elsewhere=f"its work is priced on {done}, the half that waits for it")
+        priced = Priced(timed.estimate, elsewhere=Reason.of(ReasonCode.OP_PRICED_ON_DONE, done=done))
         return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
     words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
@@ -489,11 +496,12 @@ def price_ops(
     return grouped, [price_op(k, joiner, present) for k, _ in grouped]
 
 
-def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[str], list[Note]]:
-    """The sharding lines and the notes the HLO analyses give."""
-    sharding = []
+def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[Note], list[Note]]:
+    """The sharding lines (each module's mesh, then its collectives in words) and the notes the HLO
+    analyses give."""
+    sharding: list[Note] = []
     for a in analyses.values():
-        sharding.append(f"{a.module}: mesh {a.mesh.spec()} ({a.mesh.how})")
+        sharding.append(Reason.of(ReasonCode.SHARDING_MESH, module=a.module, mesh=a.mesh.spec(), how=a.mesh.how))
         seen = {m.describe(t.op.opcode) for t in a.ops for m in t.matches}
         sharding += sorted(seen)
     notes = [n for a in analyses.values() for n in a.notes]
@@ -507,7 +515,7 @@ def assemble(
     execs: Executions,
     ops: Iterable[OpReport],
     chip: str,
-    sharding: Iterable[str] = (),
+    sharding: Iterable[Note] = (),
     notes: Iterable[Note] = (),
     *,
     intervals: tuple[DeviceIntervals, DeviceIntervals] | None = None,
@@ -525,7 +533,7 @@ def assemble_parts(
     ops: Iterable[OpReport],
     steps: Iterable[StepReport],
     memory: Mapping[str, object],
-    sharding: Iterable[str] = (),
+    sharding: Iterable[Note] = (),
     notes: Iterable[Note] = (),
 ) -> ProfileReport:
     """The report of judged ``ops`` ranked by time lost, then name (ties in their order), with their

@@ -26,6 +26,7 @@ from rooftop.analysis.trace.ops import column_codes, executions
 from rooftop.cost.op import explicit
 from rooftop.cost.roofline import host_term, roofline
 from rooftop.hardware.chip import Chip
+from rooftop.reasons import Reason, ReasonCode
 
 _SIZE = re.compile(r"\bsize:([0-9]{1,19})\b")
 #: copy directions by words of the event's name
@@ -46,7 +47,7 @@ def _priced(name: str, size: int | None, chip: Chip) -> Priced:
     or from the host: its bytes over the host link (the chip file's host bandwidth; HBM prices them when
     the file gives none)."""
     if size is None:
-        return Priced(None, unknown=f"{name}: the trace gives no size for this copy")
+        return Priced(None, unknown=Reason.of(ReasonCode.COPY_NO_SIZE, name=name))
     low = name.lower().replace(" ", "").replace("_", "")
     if "memset" in low:
         return Priced(roofline(explicit(0.0, float(size), "bf16", "vector"), chip), 0.0, float(size))

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from rooftop.analysis.compare import OpReport, ProfileReport
 from rooftop.reasons import Reason, ReasonCode
 
-#: the start of the reason an op has no cost because it was replayed from a graph (analysis/torch/launches.py)
-_REPLAYED_WHY = "replayed from a CUDA/HIP graph"
 #: the suffix of a report row of replayed kernels attributed from a capture trace (analysis/torch/kineto.py)
 _REPLAYED_ROW = "(graph replay)"
 
@@ -37,7 +35,10 @@ class Coverage:
 
 def replayed(op: OpReport) -> bool:
     """Whether the op's time was replayed from a CUDA/HIP graph (attributed from a capture or not)."""
-    return op.name.endswith(_REPLAYED_ROW) or (op.why or "").startswith(_REPLAYED_WHY)
+    first = op.why[0] if op.why else None  # the reason an op has no cost (analysis/torch/launches.py)
+    return op.name.endswith(_REPLAYED_ROW) or (
+        isinstance(first, Reason) and first.code is ReasonCode.KERNEL_GRAPH_REPLAYED
+    )
 
 
 def coverage(report: ProfileReport) -> Coverage:

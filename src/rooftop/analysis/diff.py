@@ -46,7 +46,7 @@ from rooftop.analysis.trace.load import load_trace
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
-from rooftop.reasons import Note
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: rows named as the step delta's largest contributors
 CONTRIBUTORS = 10
@@ -131,7 +131,7 @@ class ProfileDiff(Displayed):
     b: Side
     rows: tuple[DiffRow, ...]
     contributors: tuple[DiffRow, ...]
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())
 
     @property
     def kind(self) -> str:
@@ -336,11 +336,11 @@ def diff_sides(a: Side, b: Side, contributors: int = CONTRIBUTORS) -> ProfileDif
         )
     kind = a.kind
     rows = sorted(match_ops(a.ops, b.ops), key=lambda r: (-abs(r.delta_s(kind)), r.module, r.name))
-    notes = []
+    notes: list[Note] = []
     if a.chip != b.chip:
-        notes.append(f"A is priced on {a.chip} and B on {b.chip}: the roofline delta includes the change of chip")
+        notes.append(Reason.of(ReasonCode.DIFF_CHIPS, a=a.chip, b=b.chip))
     if kind == "profile" and a.step_basis != b.step_basis:
-        notes.append(f"A's step time is its {a.step_basis} and B's its {b.step_basis}: the step delta mixes them")
+        notes.append(Reason.of(ReasonCode.DIFF_STEP_BASES, a=a.step_basis, b=b.step_basis))
     top = tuple(r for r in rows if r.delta_s(kind) != 0.0)[:contributors]
     return ProfileDiff(a, b, tuple(rows), top, tuple(notes))
 

@@ -54,7 +54,7 @@ class HostPart:
     marks: list[StepMark]
     modules: list[tuple[str, str, float, float]]
     memory: tuple[MemorySample, ...]
-    sharding: list[str]
+    sharding: list[Note]
     notes: list[Note]
     clock_ns: int | None  # the profile's start on the host's clock (Task Environment profile_start_time)
     steps: list[Step]  # the host's own steps

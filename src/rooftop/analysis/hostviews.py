@@ -28,6 +28,7 @@ import numpy as np
 from rooftop.analysis.exact import total
 from rooftop.analysis.hostpart import HostPart, clock_offsets
 from rooftop.analysis.trace.events import natural_key
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class HostViews:
     collectives: tuple[CollectiveWait, ...]
     spread: tuple[OpSpread, ...]
     stragglers: tuple[Straggler, ...]
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
 
 
 def _median(values: Sequence[float]) -> float:
@@ -90,8 +91,7 @@ def _median(values: Sequence[float]) -> float:
 
 def host_views(parts: Sequence[HostPart]) -> HostViews:
     offsets, aligned = clock_offsets(parts)
-    notes = [] if aligned else ["a host's profile does not say when it started: the hosts' clocks are taken as "
-                                "aligned for the skews and waits"]  # fmt: skip
+    notes: list[Note] = [] if aligned else [Reason.of(ReasonCode.HOSTS_CLOCKS_ASSUMED)]
     late: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     collectives = _collective_waits(parts, offsets, late)
     steps = _host_steps(parts, late)

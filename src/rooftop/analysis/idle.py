@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rooftop.analysis.trace.events import Trace
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: the gap under which a kernel launched before the previous one ended is a launch delay (HTA's default
 #: consecutive_kernel_delay: 30 trace units, i.e. us in a Kineto trace)
@@ -130,7 +131,7 @@ class IdleReport:
     devices: tuple[DeviceIdle, ...]
     launches: LaunchStats
     paths: tuple[CriticalPath, ...]
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())
 
     def stream_totals(self, steps: Sequence[int | None] | None = None) -> dict[tuple[str, str], dict[str, float]]:
         """(device, stream) -> cause -> idle seconds summed over ``steps`` (every step when None)."""
@@ -350,13 +351,12 @@ def step_windows(trace: Trace) -> dict[int, tuple[float, float]]:
 def idle_report(trace: Trace, launch_gap_s: float = LAUNCH_GAP_S) -> IdleReport:
     """The idle views of a trace with device streams (module docstring)."""
     kernels = kernels_of(trace)
-    notes = []
+    notes: list[Note] = []
     if not kernels:
-        notes.append("no kernels on device streams in this trace: nothing to break down")
+        notes.append(Reason.of(ReasonCode.IDLE_NO_KERNELS))
     missing = sum(1 for k in kernels if k.launch_s is None)
     if missing:
-        notes.append(f"{missing} of {len(kernels)} kernels have no launch in the trace (record CPU activities): "
-                     "their gaps count as other")  # fmt: skip
+        notes.append(Reason.of(ReasonCode.IDLE_NO_LAUNCHES, missing=missing, kernels=len(kernels)))
     return IdleReport(trace.source, launch_gap_s, tuple(stream_idle(kernels, launch_gap_s)),
                       tuple(device_idle(kernels, step_windows(trace), launch_gap_s)), launch_stats(kernels),
                       tuple(critical_path(kernels, launch_gap_s)) if kernels else (), tuple(notes))  # fmt: skip

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from rooftop.analysis.idle import kernels_of
 from rooftop.analysis.trace.events import Trace
+from rooftop.reasons import Note, Reason, ReasonCode
 
 PHASES = ("prefill", "decode", "mixed")
 _SGLANG = re.compile(r"\bstep\[(?P<mode>[A-Z_]+)(?:\s+bs=(?P<bs>[0-9]+))?(?:\s+toks=(?P<toks>[0-9]+))?")
@@ -72,7 +73,7 @@ class PhaseReport:
     phases: tuple[PhaseTotals, ...]
     unassigned_kernels: int
     unassigned_s: float
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())
 
 
 def annotation_phase(name: str) -> tuple[str, int | None, int | None] | None:
@@ -151,6 +152,5 @@ def phase_report(trace: Trace) -> PhaseReport:
         toks = [a.tokens for a in mine]
         totals.append(PhaseTotals(phase, len(mine), _total(req), _total(toks), len(ks), sum(e - s for s, e in ks),
                                   max(e for _, e in ks) - min(s for s, _ in ks)))  # fmt: skip
-    notes = [] if annotations else ["no engine step annotation (step[EXTEND ...], execute_..._context_..., prefill/"
-                                    "decode) in this trace: no phases"]  # fmt: skip
+    notes: list[Note] = [] if annotations else [Reason.of(ReasonCode.PHASES_NO_ANNOTATION)]
     return PhaseReport(trace.source, tuple(annotations), tuple(totals), loose, loose_s, tuple(notes))

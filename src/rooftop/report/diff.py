@@ -6,6 +6,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table
 from rooftop.units import format_duration, format_percent, format_signed_percent, plural
 
@@ -45,7 +46,7 @@ def diff_payload(diff: ProfileDiff) -> dict[str, Any]:
             for r in diff.contributors
         ],
         "rows": [dataclasses.asdict(r) | {"name": r.name} for r in diff.rows],
-        "notes": list(diff.notes),
+        "notes": note_texts(diff.notes),
     }
 
 
@@ -130,7 +131,7 @@ def render_diff(console: Console, diff: ProfileDiff, top: int) -> None:
                         rows))  # fmt: skip
     for line in summary_lines(diff):
         say(console, line)
-    for note in diff.notes:
+    for note in note_texts(diff.notes):
         say(console, f"note: {note}", style="dim")
 
 
@@ -155,5 +156,5 @@ def diff_html(diff: ProfileDiff) -> str:
     columns = ["op", "status", "matched by", "opcode", "shape", "A", "B", "delta", "roofline A", "roofline B",
                "delta roofline"]  # fmt: skip
     body += ["<h2>ops (per step and device; click a header to sort)</h2>", sortable(columns, rows, names=1)]
-    body += [f'<p class="note">note: {esc(n)}</p>' for n in diff.notes]
+    body += [f'<p class="note">note: {esc(n)}</p>' for n in note_texts(diff.notes)]
     return page(title, body)

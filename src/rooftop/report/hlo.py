@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
-from rooftop.report.reasons import note_texts
+from rooftop.report.reasons import note_text, note_texts, why_text
 from rooftop.report.serialize import Rows
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_duration, format_number, format_percent, format_plain, plural
@@ -80,7 +80,7 @@ def op_dict(
         "mxu_utilization": t.matrix_s * k / lower_s if t.matrix_s and lower_s > 0 else None,
         "lower_bound_s": lower_s, "upper_bound_s": upper_s, "bound": bound,
         "replica_groups": None, "mesh_axes": None, "collective": None, "comm_bytes": 0 * k,
-        "flops_unknown": cost.unknown or None, "note": cost.note or None, "line": op.line,
+        "flops_unknown": cost.unknown or None, "note": why_text(cost.note) or None, "line": op.line,
     }  # fmt: skip
     if uses:
         groups = [[list(g) for g in (u.groups if u.groups is not None else u.pairs or ())] for u in uses]
@@ -139,7 +139,11 @@ def hlo_payload(analysis: HloAnalysis, top: int) -> dict[str, Any]:
     return {
         "module": analysis.module,
         "chip": analysis.chip.name,
-        "mesh": {"axes": dict(analysis.mesh.axes), "inferred": analysis.mesh.inferred, "how": analysis.mesh.how},
+        "mesh": {
+            "axes": dict(analysis.mesh.axes),
+            "inferred": analysis.mesh.inferred,
+            "how": note_text(analysis.mesh.how),
+        },
         "topology": analysis.topology.spec,
         "totals": analysis.totals(),
         "collectives_by_axis": [{"axes": k, **v} for k, v in analysis.collectives_by_axis().items()],

@@ -7,6 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.profile import profile_payload, render_profile
+from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table
 from rooftop.units import format_duration
 
@@ -30,7 +31,7 @@ def hosts_payload(merge: Merge, chip: Chip) -> dict[str, Any]:
             "collectives": [dataclasses.asdict(c) for c in views.collectives],
             "op_spread": [dataclasses.asdict(o) for o in views.spread],
             "stragglers": [dataclasses.asdict(s) for s in views.stragglers],
-            "notes": list(views.notes),
+            "notes": note_texts(views.notes),
         },
     }
 
@@ -63,7 +64,7 @@ def render_hosts(console: Console, merge: Merge, chip: Chip, top: int) -> None:
     console.print(table("stragglers (summed lateness at collectives)", head, rows))
     engine = "a Dask cluster" if merge.engine == "dask" else f"{merge.workers} local process(es)"
     say(console, f"{len(merge.hosts)} hosts, each reduced on {engine} and merged", style="dim")
-    for note in views.notes:
+    for note in note_texts(views.notes):
         say(console, f"note: {note}", style="dim")
 
 
@@ -92,5 +93,5 @@ def hosts_html(merge: Merge, chip: Chip, top: int) -> str:
     body.append(sortable(["rank", "host", "late", "steps as straggler", "step time"], [
         [(n, n), (s.host, s.host), d(s.late_s), (s.straggler_steps, s.straggler_steps), d(s.step_time_s)]
         for n, s in enumerate(views.stragglers[:shown], 1)]))  # fmt: skip
-    body += [f'<p class="note">note: {esc(note)}</p>' for note in views.notes]
+    body += [f'<p class="note">note: {esc(note)}</p>' for note in note_texts(views.notes)]
     return profile_html(merge.report, chip, top, body)

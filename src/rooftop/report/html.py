@@ -266,7 +266,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
         [(k.replace("_", " "), k), _d(v["measured_s"]), _d(v["lower_bound_s"])] for k, v in report.categories.items()
     ]
     body.append(sortable(["part", "measured", "roofline"], cat_rows))
-    body += [f'<p class="note">sharding: {esc(line)}</p>' for line in report.sharding]
+    body += [f'<p class="note">sharding: {esc(line)}</p>' for line in note_texts(report.sharding)]
     body += [f'<p class="note">note: {esc(note)}</p>' for note in note_texts(report.notes)]
     body += extra  # more sections (report/hosts.py: the views across hosts)
     return page(f"rooftop profile: {report.source} on {chip.name}", body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table
 from rooftop.units import format_duration, format_percent
 
@@ -28,7 +29,7 @@ def idle_payload(idle: IdleReport, phases: PhaseReport) -> dict[str, Any]:
         "phase_annotations": len(phases.annotations),
         "unphased_kernels": phases.unassigned_kernels,
         "unphased_kernel_s": phases.unassigned_s,
-        "notes": [*idle.notes, *phases.notes],
+        "notes": note_texts((*idle.notes, *phases.notes)),
     }
 
 
@@ -73,5 +74,5 @@ def render_idle(console: Console, idle: IdleReport, phases: PhaseReport) -> None
             [(p.phase, p.steps, "-" if p.requests is None else p.requests, "-" if p.tokens is None else p.tokens,
               p.kernels, _t(p.kernel_s), _t(p.span_s)) for p in phases.phases],
         ))  # fmt: skip
-    for note in (*idle.notes, *phases.notes):
+    for note in note_texts((*idle.notes, *phases.notes)):
         say(console, f"note: {note}", style="dim")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from rooftop.report.reasons import note_texts
 from rooftop.report.table import say, table
 from rooftop.units import format_bytes
 
@@ -26,7 +27,7 @@ def peak_payload(peak: MemoryPeak, measured: float | None = None) -> dict[str, A
         "by_kind": dict(peak.by_kind),
         "buffers": [dataclasses.asdict(b) for b in peak.buffers],
         "measured_peak_bytes": measured,
-        "notes": list(peak.notes),
+        "notes": note_texts(peak.notes),
     }
 
 
@@ -45,5 +46,5 @@ def render_peak(console: Console, peak: MemoryPeak, top: int, measured: float | 
     say(console, "by kind: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in peak.by_kind.items()))
     if measured is not None:
         say(console, f"the profile's measured peak: {format_bytes(measured)} (its memory timeline)")
-    for note in peak.notes:
+    for note in note_texts(peak.notes):
         say(console, f"note: {note}", style="dim")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
-from rooftop.report.reasons import note_texts
+from rooftop.report.reasons import note_texts, why_text
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
@@ -27,18 +27,25 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
     return {
         "source": report.source,
         "chip": chip.name if chip is not None else report.chip,
-        "ops": [dataclasses.asdict(o) for o in report.ops],
+        "ops": [op_payload(o) for o in report.ops],
         "steps": [dataclasses.asdict(s) for s in report.steps],
         "overlap": report.overlap(),
         "mxu_utilization": report.mxu_utilization(),
         "priced_fraction": report.priced_fraction(),
         "categories": {k: dict(v) for k, v in report.categories.items()},
-        "sharding": list(report.sharding),
+        "sharding": note_texts(report.sharding),
         "memory": dict(report.memory),
         "notes": note_texts(report.notes),
         "coverage": coverage(report).payload(),
         **({"device": dict(report.device)} if report.device is not None else {}),
     }
+
+
+def op_payload(op: OpReport) -> dict[str, Any]:
+    """One op of ``--json``: its fields (as ``dataclasses.asdict``, none nested) with its "why" written out."""
+    row = {f.name: getattr(op, f.name) for f in dataclasses.fields(op)}
+    row["why"] = why_text(op.why)
+    return row
 
 
 _ORIGIN_CHARS = 60  # the widest "from" cell: the scope path is cut from the front, the innermost kept
@@ -160,7 +167,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)
         extra = f" ({format_bytes(reserved)} with the runtime's reserved stack)" if reserved > peak else ""
         say(console, f"peak memory {format_bytes(peak)}{extra}")
-    for line in report.sharding:
+    for line in note_texts(report.sharding):
         say(console, f"sharding: {line}")
     for note in notes[len(opening) :]:
         say(console, f"note: {note}", style="dim")

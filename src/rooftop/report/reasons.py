@@ -6,6 +6,7 @@ notes through :func:`note_text`, so the sentence of a code is written once, here
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
@@ -25,7 +26,9 @@ def _refused(r: Reason) -> str:
 #: each code's sentence from its figures (``f`` reads one figure by name)
 _SENTENCES: dict[ReasonCode, Callable[[Reason], str]] = {
     ReasonCode.REFUSED: _refused,
-    ReasonCode.MESH_INFERRED: lambda r: f"mesh {r.figure('mesh')} {r.figure('how')} (give --mesh to name the axes)",
+    ReasonCode.MESH_INFERRED: lambda r: (
+        f"mesh {r.figure('mesh')} {note_text(r.figure('how'))} (give --mesh to name the axes)"  # type: ignore[arg-type]
+    ),
     ReasonCode.TOPOLOGY_DEFAULT: lambda r: (
         f"topology {r.figure('topology')}: the default for {r.figure('devices')} {r.figure('chip')} (give --topology)"
     ),
@@ -108,6 +111,226 @@ _SENTENCES.update({
 })  # fmt: skip
 
 
+def _command_buffer(r: Reason) -> str:
+    f = dict(r.figures)
+    text = (
+        f"{f['module']}: {f['kernels']} kernels ran inside a CUDA graph ({f['buffer']}) that names no "
+        f"instruction; {f['aligned']} of {f['replays']} replays were lined up with the module's schedule"
+    )
+    if f["unpriced"] is not None:
+        text += (
+            f"; in the others, kernels named after a fusion were attached to it by name and {f['unpriced']} "
+            "library kernels stay unpriced (profile with XLA_FLAGS=--xla_gpu_enable_command_buffer= to see "
+            "every op)"
+        )
+    return text
+
+
+def _where(r: Reason) -> str:
+    module = r.figure("module")
+    return f"{module}: " if module else ""
+
+
+# an op's "why" and the notes of analysis/ (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.OP_FASTER_THAN_ROOFLINE: lambda r: f"ran in {format_percent(r.figure('share'))} of its "  # type: ignore[arg-type]
+    f"{r.figure('bound')} roofline time, which no op can: the chip's figures (datasheet or calibrated) or the op's "
+    "FLOP/byte count are off (operands served from a cache, an assumed dtype, work the cost rule counts twice)",
+    ReasonCode.OP_LATENCY_BOUND: lambda r: "small message: hop latency dominates its bandwidth time",
+    ReasonCode.OP_EXPOSED: lambda r: f"only {format_percent(r.figure('share'))} of it overlaps compute on its "  # type: ignore[arg-type]
+    "device",
+    ReasonCode.OP_SLOW_HIDDEN: lambda r: "overlapped by compute but far from its bandwidth time",
+    ReasonCode.OP_BELOW_ROOFLINE: lambda r: f"reaches {format_percent(r.figure('share'))} of its "  # type: ignore[arg-type]
+    f"{r.figure('bound')} roofline",
+    ReasonCode.OP_OVERLAPPED_WAIT: lambda r: f"waited {format_percent(r.figure('share'))} of its transfer's "  # type: ignore[arg-type]
+    "roofline time: the transfer ran while other ops did, and only the wait at its done is measured",
+    ReasonCode.OP_BOOKKEEPING: lambda r: "bookkeeping op the roofline prices at zero",
+    ReasonCode.OP_SHAPE_QUANTIZED: lambda r: f"its shape uses {format_percent(r.figure('share'))} of the matrix "  # type: ignore[arg-type]
+    "unit (tile and wave quantization)",
+    ReasonCode.OP_NO_INSTRUCTION: lambda r: "the trace event names no HLO instruction",
+    ReasonCode.OP_NO_MODULE_HLO: lambda r: f"no HLO for module {r.figure('module')!r} (the profile holds none; "
+    "give --hlo)",
+    ReasonCode.OP_NOT_TOP_LEVEL: lambda r: f"instruction {r.figure('instruction')!r} is not a top-level "
+    f"instruction of {r.figure('module')}'s HLO",
+    ReasonCode.OP_PRICED_ON_DONE: lambda r: f"its work is priced on {r.figure('done')}, the half that waits for it",
+    ReasonCode.KERNEL_NO_LAUNCH: lambda r: "its launch (the runtime event of its correlation id) is not in the "
+    "trace (record CPU activities too)",
+    ReasonCode.KERNEL_GRAPH_REPLAYED: lambda r: "replayed from a CUDA/HIP graph (cudaGraphLaunch): a replay "
+    "records no op shapes (profile the engine in eager mode, e.g. vLLM's enforce_eager=True, to price it)",
+    ReasonCode.KERNEL_NO_INPUT_DIMS: lambda r: "no cpu_op with Input Dims encloses its launch (record the profile "
+    "with record_shapes=True)",
+    ReasonCode.COLLECTIVE_NO_WORLD: lambda r: f"{r.figure('op')}: a {r.figure('kind')} whose group the trace does "
+    "not give (no distributedInfo world_size)",
+    ReasonCode.NCCL_NO_GROUP_SIZE: lambda r: "the kernel names no Group size and the trace no world size",
+    ReasonCode.COPY_NO_SIZE: lambda r: f"{r.figure('name')}: the trace gives no size for this copy",
+    ReasonCode.WHILE_TRIPS_UNKNOWN: lambda r: f"while {r.figure('instruction')}: trip count unknown, body counted "
+    "once",
+    ReasonCode.CONDITIONAL_COSTLIEST: lambda r: f"conditional {r.figure('instruction')}: the costliest of "
+    f"{r.figure('branches')} branches counted",
+    ReasonCode.MEGACORE_ONE_CORE: lambda r: f"{r.figure('instructions')} instruction"
+    f"{'s' if r.figure('instructions') != 1 else ''} named *in_megacore* run on one of the {r.figure('cores')} "
+    f"TensorCores of a {r.figure('chip')}: timed at 1/{r.figure('cores')} of its peaks, HBM bandwidth and link "
+    "bandwidth",
+    ReasonCode.MEMORY_NOT_SCHEDULED: lambda r: "the module is not scheduled (is_scheduled=true): its text order "
+    "taken as the run order; give the module after optimizations (compiled.as_text())",
+    ReasonCode.MEMORY_BODIES_NOT_COUNTED: lambda r: f"{r.figure('calls')} while/conditional/call instruction(s): "
+    "the temporaries of their bodies are not counted",
+    ReasonCode.IDLE_NO_KERNELS: lambda r: "no kernels on device streams in this trace: nothing to break down",
+    ReasonCode.IDLE_NO_LAUNCHES: lambda r: f"{r.figure('missing')} of {r.figure('kernels')} kernels have no launch "
+    "in the trace (record CPU activities): their gaps count as other",
+    ReasonCode.PHASES_NO_ANNOTATION: lambda r: "no engine step annotation (step[EXTEND ...], "
+    "execute_..._context_..., prefill/decode) in this trace: no phases",
+    ReasonCode.HOSTS_CLOCKS_ASSUMED: lambda r: "a host's profile does not say when it started: the hosts' clocks "
+    "are taken as aligned for the skews and waits",
+    ReasonCode.DIFF_CHIPS: lambda r: f"A is priced on {r.figure('a')} and B on {r.figure('b')}: the roofline delta "
+    "includes the change of chip",
+    ReasonCode.DIFF_STEP_BASES: lambda r: f"A's step time is its {r.figure('a')} and B's its {r.figure('b')}: the "
+    "step delta mixes them",
+    ReasonCode.STEPS_FROM_ENGINE: lambda r: f"{r.figure('steps')} step(s) from the engine's step annotations (no "
+    "ProfilerStep markers): each from its annotation to the next, device idle included",
+    ReasonCode.STEPS_ONE_SPAN: lambda r: "no step markers or engine step annotations: the trace's device span is "
+    "one step",
+    ReasonCode.COMMAND_BUFFER: _command_buffer,
+    ReasonCode.KERNELS_NAMED_FUSION: lambda r: f"{_where(r)}{r.figure('given')} of {r.figure('kernels')} kernels "
+    "without an hlo_op were given the fusion their name names",
+    ReasonCode.KERNELS_NO_INSTRUCTION: lambda r: f"{_where(r)}{r.figure('kernels')} kernels carry no hlo_op and name "
+    f"no instruction of a module with HLO (e.g. {r.figure('example')!r}, a runtime copy or a library kernel): "
+    "listed by kernel name, unpriced",
+})  # fmt: skip
+
+
+def _chain(r: Reason) -> str:
+    f: dict[str, Any] = dict(r.figures)
+    at, more = f["at"], f["others"]
+    where = f"on its start {at}" if f["on_start"] else f"at {at}, the first that holds it (no start)"
+    held = (f"; {more} instruction{'s' if more > 1 else ''} of the chain hold{'' if more > 1 else 's'} it and "
+            f"{'are' if more > 1 else 'is'} priced for their own work") if more else ""  # fmt: skip
+    return f"async chain {f['chain']}: {f['opcode']} priced once, {where}{held}"
+
+
+_SENTENCES[ReasonCode.CHAIN_PRICED_ONCE] = _chain
+
+
+def _shape(dims: object) -> str:
+    return "[" + ",".join(map(str, dims)) + "]"  # type: ignore[call-overload]  # a tuple of sizes (torch/op.py fmt_shape)
+
+
+def _shapes(r: Reason) -> str:
+    return " and ".join(_shape(d) for d in r.figure("shapes"))  # type: ignore[attr-defined]  # tuple of shapes
+
+
+def _causal(r: Reason) -> str:
+    return "causal" if r.figure("causal") else "not causal"
+
+
+def _fused_attention(r: Reason) -> str:
+    f: dict[str, Any] = dict(r.figures)
+    return (f"fused attention {'backward (2.5x forward)' if f['backward'] else 'forward'}: 2 x B={f['b']} x "
+            f"H={f['h']} x pairs={f['pairs']:g} x (D_qk={f['dqk']} + D_v={f['dv']}), {_causal(r)}"
+            + (" (is_causal not recorded: priced not causal)" if f["causal"] is None else ""))  # fmt: skip
+
+
+def _figures(r: Reason) -> dict[str, Any]:
+    return dict(r.figures)
+
+
+# what a PyTorch op was priced as, or why not (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.TORCH_NORM: lambda r: f"{'residual add and ' if r.figure('add') else ''}norm of "
+    f"{_shape(r.figure('shape'))}: each tensor moved once",
+    ReasonCode.TORCH_GATED_ACTIVATION: lambda r: f"gated activation: {_shape(r.figure('shape'))} written, its two "
+    "halves read",
+    ReasonCode.TORCH_ROTARY: lambda r: f"rotary embedding in place: {_shapes(r)} read and written",
+    ReasonCode.TORCH_QUANTIZE: lambda r: f"quantization of {_shape(r.figure('shape'))}",
+    ReasonCode.TORCH_CACHE_WRITE: lambda r: f"KV cache write: {_shapes(r)} read and written",
+    ReasonCode.TORCH_ATTENTION: lambda r: "attention B={b} S_q={sq} S_k={sk} H={h}, ".format(**_figures(r))
+    + _causal(r),
+    ReasonCode.TORCH_PAGED_NO_LENGTHS: lambda r: f"{r.figure('op')}: packed attention {_shape(r.figure('shape'))} "
+    "over a paged KV cache: the keys' lengths are not in its args and no step annotation gives them",
+    ReasonCode.TORCH_PAGED_ATTENTION: lambda r: "paged attention: {requests} requests, {sq} queries over {sk} keys "
+    "(step annotation), {pairs:g} causal pairs x H={heads} x (D_qk={dqk} + D_v={dv}), KV heads {kv_heads}"
+    .format(**_figures(r)),
+    ReasonCode.TORCH_GEMM: lambda r: "GEMM: 2 x M={m} x N={n} x K={k}".format(**_figures(r))
+    + (" (weights fp4, two a byte)" if r.figure("fp4") else ""),
+    ReasonCode.TORCH_MOE_NO_ARGS: lambda r: f"{r.figure('op')}: a fused MoE whose expert weights or routing are not "
+    "among its args",
+    ReasonCode.TORCH_MOE: lambda r: "fused MoE: T={tokens} tokens x top-{top_k} of E={experts} experts, H={hidden}, "
+    "I={inter}: 2 x T x k x (one expert's weights) FLOPs; min(E, T k) = {reached} experts' weights read"
+    .format(**_figures(r)),
+    ReasonCode.TORCH_MEMORY_BOUND: lambda r: f"memory-bound: {r.figure('tensors')} tensor arguments moved once",
+    ReasonCode.TORCH_ROTARY_CACHE: lambda r: "rotary embedding in place: q {q} and k {k} read and written, {tokens} "
+    "cache rows read".format(**_figures(r)),
+    ReasonCode.TORCH_CACHE_STORE: lambda r: "KV cache store: k {k} and v {v} read and written".format(**_figures(r)),
+    ReasonCode.TORCH_BATCH_PREFILL: lambda r: "batch prefill attention: {sequences} sequences of {q_len} queries over "
+    "{kv_len} keys (equal lengths assumed: a lower bound), H={heads}, KV heads {kv_heads}, pairs={pairs:g} per "
+    "sequence and head, ".format(**_figures(r)) + _causal(r),
+    ReasonCode.TORCH_MATMUL: lambda r: "matmul: 2 x " + " x ".join(f"{d}={n}" for d, n in r.figure("dims"))  # type: ignore[attr-defined]
+    + (" + bias" if r.figure("bias") else ""),
+    ReasonCode.TORCH_TRANSPOSED_CONV: lambda r: f"{r.figure('op')}: transposed convolution is not modelled",
+    ReasonCode.TORCH_CONV_PARAMS_MISSING: lambda r: f"{r.figure('op')}: stride/padding/dilation/groups not recorded "
+    "(needs Concrete Inputs)",
+    ReasonCode.TORCH_CONV: lambda r: f"convolution {r.figure('rank')}-D, groups {r.figure('groups')}",
+    ReasonCode.TORCH_CONV_BACKWARD: lambda r: f"convolution backward: {r.figure('grads')} x forward (grad input, "
+    "grad weight)",
+    ReasonCode.TORCH_VARLEN_ATTENTION: lambda r: f"{r.figure('op')}: variable-length (packed) attention "
+    f"{_shape(r.figure('shape'))} is not modelled",
+    ReasonCode.TORCH_FUSED_ATTENTION: _fused_attention,
+    ReasonCode.TORCH_REDUCTION: lambda r: "reduction of {elements} to {out:g}".format(**_figures(r)),
+    ReasonCode.TORCH_VECTOR: lambda r: "vector op: {flops:g} FLOP x {elements:g} elements; {reads} read + {writes} "
+    "written".format(**_figures(r)),
+    ReasonCode.TORCH_NO_RULE: lambda r: f"no cost rule for {r.figure('op')}",
+    ReasonCode.TORCH_BY_FAMILY: lambda r: f"{note_text(r.figure('what'))} (priced by its family, "  # type: ignore[arg-type]
+    f"{r.figure('family')}: {r.figure('op')} is not in the table of engine ops)",
+    ReasonCode.NCCL_NO_COLLECTIVE: lambda r: "the NCCL kernel's args name no collective (PyTorch >= 2.3 records "
+    "Collective name)",
+    ReasonCode.NCCL_NO_RULE: lambda r: f"no collective rule for NCCL {r.figure('collective')}",
+    ReasonCode.NCCL_ARGS: lambda r: "NCCL {collective}: its args lack {key!r} as a count in [0, 2**63 - 1] or a known "
+    "dtype (got {count}, dtype {dtype})".format(**_figures(r)),
+})  # fmt: skip
+
+
+def _pallas_attention(r: Reason) -> str:
+    f = _figures(r)
+    if f["blocks"] is not None:
+        pairs = f"{format_percent(f['blocks'], 1)} of the (query, key) blocks: {note_text(f['read'])}"
+    elif f["causal"]:
+        share = "none" if f["share"] is None else f"{format_percent(f['share'], 1)} of Sq x Sk"
+        pairs = f"causal pairs ({share})"
+    else:
+        pairs = "every (query, key) pair (no block mask read)"
+    return ("Pallas kernel {kernel}: {matmuls} attention matmuls ({phase}, from its operands and results), B={b} H={h} "
+            "Sq={sq} Sk={sk} D={dqk}/{dv}, ".format(**f) + pairs)  # fmt: skip
+
+
+# what an HLO cost rule read (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.HLO_FUSED_ATTENTION: lambda r: "fused attention {}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, "
+    .format("backward (2.5x forward)" if r.figure("backward") else "forward", **_figures(r))
+    + ("" if r.figure("causal") else "not ") + "causal",
+    ReasonCode.PALLAS_ATTENTION: _pallas_attention,
+    ReasonCode.PALLAS_COST_ESTIMATE: lambda r: f"Pallas kernel {r.figure('kernel')}: FLOPs from its cost_estimate",
+    ReasonCode.IN_PLACE_ALIASED: lambda r: f"in place: the output is aliased to operand {r.figure('operand')} (the "
+    "update's tiles written)",
+    ReasonCode.IN_PLACE_ON_COPY: lambda r: f"in place on {r.figure('copy')}, the copy XLA inserted (the copy moves "
+    "the buffer)",
+    ReasonCode.NOT_IN_PLACE: lambda r: f"not in place: the loop-carried buffer (while tuple element "
+    f"{r.figure('element')}) is not aliased to the output, so the whole buffer is read and written",
+})  # fmt: skip
+
+
+# where a module's mesh came from (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.MESH_FROM_TEXT: lambda r: "inferred from the mesh[...] replica-group form in the text",
+    ReasonCode.MESH_FROM_GROUPS: lambda r: f"inferred from the replica groups of {r.figure('collectives')} "
+    "collective(s)" + ("" if r.figure("distinct") is None else f", {r.figure('distinct')} distinct"),
+    ReasonCode.BLOCK_MASK: lambda r: "block mask {mask} ({dtype}[{shape}]): {live} of {blocks} blocks live".format(
+        shape=",".join(map(str, r.figure("dims"))), **_figures(r)  # type: ignore[call-overload]  # a tuple of sizes
+    ),
+    ReasonCode.SHARDING_MESH: lambda r: f"{r.figure('module')}: mesh {r.figure('mesh')} "
+    f"({note_text(r.figure('how'))})",  # type: ignore[arg-type]
+})  # fmt: skip
+
+
 def sentence(reason: Reason) -> str:
     """The sentence a report prints for ``reason``."""
     return _SENTENCES[reason.code](reason)
@@ -120,3 +343,8 @@ def note_text(note: Note) -> str:
 
 def note_texts(notes: Iterable[Note]) -> list[str]:
     return [note_text(n) for n in notes]
+
+
+def why_text(parts: Iterable[Note]) -> str:
+    """An op's "why" (``OpReport.why``, its parts) as one text: the parts' sentences joined by "; "."""
+    return "; ".join(note_text(p) for p in parts)

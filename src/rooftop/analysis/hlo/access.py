@@ -51,6 +51,7 @@ from rooftop.analysis.hlo.rules import drop_workspace
 from rooftop.analysis.hlo.shapes import Shape, int_list
 from rooftop.analysis.hlo.targets import moves_nothing
 from rooftop.errors import ParseError, shown
+from rooftop.reasons import Note
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Traffic:
     logical_bytes: float = 0.0
     padded_bytes: float = 0.0
     by_space: tuple[tuple[int, float], ...] = ()
-    why: str = ""  # whether an update was done in place, when the module says (:mod:`.inplace`)
+    why: tuple[Note, ...] = ()  # whether an update was done in place, when the module says (:mod:`.inplace`)
 
     @property
     def hbm_bytes(self) -> float:
@@ -268,17 +269,18 @@ class Bytes:
             writes[k] = (leaf, access.writes.get(k, 1.0))
         shapes = instr.operand_shapes
         traffic = self.traffic([*((s, reads.get(i, 1.0)) for i, s in enumerate(shapes)), *writes.values()])
-        whys, copied = [], False
+        whys: list[Note] = []
+        copied = False
         for k, param in access.in_place.items() if leaves else ():
             in_place, why = self.in_place.decide(instr, comp, k, param)
             whys.append(why)
             if not in_place:  # the whole buffer read and the whole output written (timed bytes only)
                 reads[param], writes[k], copied = 1.0, (leaves[k], 1.0), True
-        why = "; ".join(dict.fromkeys(w for w in whys if w))
+        said = tuple(dict.fromkeys(w for w in whys if w))
         if not copied:
-            return dataclasses.replace(traffic, why=why) if why else traffic
+            return dataclasses.replace(traffic, why=said) if said else traffic
         copy = self.traffic([*((s, reads.get(i, 1.0)) for i, s in enumerate(shapes)), *writes.values()])
-        return Traffic(traffic.logical_bytes, copy.padded_bytes, copy.by_space, why)
+        return Traffic(traffic.logical_bytes, copy.padded_bytes, copy.by_space, said)
 
     def starts(self, comp: Computation, instr: Instruction, first: int) -> tuple[int | None, ...] | None:
         """Constant start indices of a dynamic-slice / -update-slice (operands from ``first``), None each

@@ -141,11 +141,8 @@ def analyze(
     one_core = chip.one_core()
     single = sum(1 for op in counts.ops if op.cost.one_core) if chip.megacore else 0
     if single:
-        notes.append(
-            f"{single} instruction{'s' if single > 1 else ''} named *in_megacore* run on one of the "
-            f"{chip.cores_per_device} TensorCores of a {chip.name}: timed at 1/{chip.cores_per_device} of its peaks, "
-            "HBM bandwidth and link bandwidth"
-        )
+        notes.append(Reason.of(ReasonCode.MEGACORE_ONE_CORE, instructions=single, cores=chip.cores_per_device,
+                               chip=chip.name))  # fmt: skip
     estimates: dict[tuple[Any, ...], tuple[Estimate, float]] = {}
     places: dict[CollectiveUse, tuple[Comm | None, GroupMatch]] = {}
     timed = []

@@ -29,6 +29,7 @@ from typing import Any
 from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.analysis.hlo.mesh import CollectiveUse
 from rooftop.analysis.hlo.rules import cut
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: the custom-call targets that open and close a TPU async collective chain
 ASYNC_TARGETS = {"AsyncCollectiveStart": "start", "AsyncCollectiveDone": "done"}
@@ -82,7 +83,7 @@ def chain_id(module: HloModule, instr: Instruction) -> str:
 
 def priced_once(
     module: HloModule, items: Iterable[tuple[Instruction, tuple[CollectiveUse, ...]]]
-) -> tuple[dict[int, tuple[CollectiveUse, ...]], list[str]]:
+) -> tuple[dict[int, tuple[CollectiveUse, ...]], list[Note]]:
     """For one computation's (instruction, collectives) in text order: the collectives each instruction
     keeps where the chain rule moves or drops some (by ``id(instruction)``), and a note per chain."""
     listed = list(items)
@@ -120,10 +121,7 @@ def priced_once(
                   key[0] in starts]  # fmt: skip
 
 
-def _note(key: tuple[Any, ...], at: Instruction, holders: int, on_start: bool) -> str:
+def _note(key: tuple[Any, ...], at: Instruction, holders: int, on_start: bool) -> Note:
     chain, _, opcode = key[:3]
-    where = f"on its start {cut(at.name)}" if on_start else f"at {cut(at.name)}, the first that holds it (no start)"
-    more = holders if on_start else holders - 1
-    held = (f"; {more} instruction{'s' if more > 1 else ''} of the chain hold{'' if more > 1 else 's'} it and "
-            f"{'are' if more > 1 else 'is'} priced for their own work") if more else ""  # fmt: skip
-    return f"async chain {cut(chain, 20)}: {opcode} priced once, {where}{held}"
+    return Reason.of(ReasonCode.CHAIN_PRICED_ONCE, chain=cut(chain, 20), opcode=opcode, at=cut(at.name),
+                     on_start=on_start, others=holders if on_start else holders - 1)  # fmt: skip

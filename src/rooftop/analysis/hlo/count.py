@@ -70,6 +70,7 @@ from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.analysis.hlo.targets import pallas_flops, rule_of
 from rooftop.cost.cost import Cost
 from rooftop.errors import InvalidConfigError, ParseError, shown
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: nesting of fused / applied computations inside one another, and executions of one instruction.
 _MAX_NESTING = 64
@@ -90,7 +91,8 @@ class InstructionCost:
     traffic: Traffic
     collectives: tuple[CollectiveUse, ...] = ()
     unknown: str = ""
-    note: str = ""
+    #: what the cost rule read (a kernel's phase and mask, an update in place or not), as data
+    note: tuple[Note, ...] = ()
     one_core: bool = False
 
 
@@ -123,7 +125,7 @@ class HloCounts:
     module: str
     ops: tuple[HloOp, ...]
     num_devices: int | None
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
 
 class _Counter:
@@ -136,7 +138,7 @@ class _Counter:
         self.chain_cache: dict[str, dict[int, tuple[CollectiveUse, ...]]] = {}
         self.dot_cache: dict[tuple[Any, ...], Cost] = {}
         self.dims_cache: dict[tuple[Any, ...], dict[str, tuple[int, ...]]] = {}
-        self.notes: list[str] = []
+        self.notes: list[Note] = []
         self.nesting = 0
         self.edges_cache: dict[str, list[tuple[Instruction, Computation, float]]] = {}
         self.weight_cache: dict[str, tuple[float, float]] = {}
@@ -303,7 +305,7 @@ class _Counter:
         cost = Cost(flops.by, traffic.hbm_bytes, gemm=flops.gemms[0] if len(flops.gemms) == 1 else None)
         return InstructionCost(
             cost, cost.flops - flops.transcendentals, flops.transcendentals, traffic, tuple(flops.collectives),
-            "; ".join(flops.unknown), "; ".join(dict.fromkeys([*flops.notes, *filter(None, [traffic.why])])),
+            "; ".join(flops.unknown), tuple(dict.fromkeys([*flops.notes, *traffic.why])),
             ONE_CORE_MARK in instr.name,
         )  # fmt: skip
 
@@ -326,7 +328,7 @@ class _Counter:
             if op == "while":
                 trips = instr.trip_count
                 if trips is None:
-                    self.notes.append(f"while {cut(instr.name)}: trip count unknown, body counted once")
+                    self.notes.append(Reason.of(ReasonCode.WHILE_TRIPS_UNKNOWN, instruction=cut(instr.name)))
                 n = float(1 if trips is None else trips)
                 out.append((instr, self.callee(instr, "condition"), 1.0 if trips is None else n + 1))
                 out.append((instr, self.callee(instr, "body"), n))
@@ -358,7 +360,8 @@ class _Counter:
         if not comps:
             raise ParseError(f"conditional {shown(instr.name)} names no branch computations", line=instr.line)
         if len(comps) > 1:
-            self.notes.append(f"conditional {cut(instr.name)}: the costliest of {len(comps)} branches counted")
+            self.notes.append(Reason.of(ReasonCode.CONDITIONAL_COSTLIEST, instruction=cut(instr.name),
+                                        branches=len(comps)))  # fmt: skip
         return max(comps, key=self.weight)
 
     def weight(self, comp: Computation) -> tuple[float, float]:
@@ -500,5 +503,5 @@ def count_module(module: HloModule) -> HloCounts:
             raise
         message = str(exc).removeprefix(f"line {exc.line}: ")
         raise ParseError(message, source=module.source, line=exc.line) from None
-    notes = [*counter.notes, *(f"FLOPs unknown: {op.cost.unknown}" for op in ops if op.cost.unknown)]
+    notes: list[Note] = [*counter.notes, *(f"FLOPs unknown: {op.cost.unknown}" for op in ops if op.cost.unknown)]
     return HloCounts(module.name, ops, num_devices(module, ops), tuple(dict.fromkeys(notes)))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.rules import cut
+from rooftop.reasons import Note, Reason, ReasonCode
 
 _ALIASING = "output_to_operand_aliasing"
 
@@ -54,23 +55,20 @@ class InPlace:
             )
         return self._marks
 
-    def decide(self, instr: Instruction, comp: Computation, leaf: int, param: int) -> tuple[bool, str]:
+    def decide(self, instr: Instruction, comp: Computation, leaf: int, param: int) -> tuple[bool, Note]:
         """(in place, why) for output ``leaf`` of fusion ``instr`` built on its operand ``param``."""
         key = (leaf,) if instr.shape.is_tuple else ()
         if instr.output_operand_aliasing.get(key) == (param, ()):
-            return True, f"in place: the output is aliased to operand {param} (the update's tiles written)"
+            return True, Reason.of(ReasonCode.IN_PLACE_ALIASED, operand=param)
         if param >= len(instr.operands):
             return True, ""
         source = _through(comp, comp.by_name.get(instr.operands[param]), ("bitcast",))
         if source is not None and source.opcode == "copy":
-            return True, f"in place on {cut(source.name)}, the copy XLA inserted (the copy moves the buffer)"
+            return True, Reason.of(ReasonCode.IN_PLACE_ON_COPY, copy=cut(source.name))
         index = self.carried(comp, instr, source)
         if index is None or not self.marks_aliasing():
             return True, ""
-        return False, (
-            f"not in place: the loop-carried buffer (while tuple element {index}) is not aliased to the output, so "
-            "the whole buffer is read and written"
-        )
+        return False, Reason.of(ReasonCode.NOT_IN_PLACE, element=index)
 
     def carried(self, comp: Computation, instr: Instruction, source: Instruction | None) -> int | None:
         """The tuple index when ``source`` is an element of a while body's parameter that ``instr``'s output

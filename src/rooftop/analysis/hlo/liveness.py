@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.display import Displayed
 from rooftop.errors import ParseError
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: instructions that make no buffer of their own: their result is (part of) an operand's
 ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple"})
@@ -71,7 +72,7 @@ class MemoryPeak(Displayed):
     buffers: tuple[Buffer, ...]
     by_kind: dict[str, float]
     scheduled: bool
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())
 
 
 def _leaf_key(instr: Instruction) -> list[tuple[str, tuple[int, ...]]]:
@@ -166,10 +167,9 @@ def memory_peak(module: HloModule) -> MemoryPeak:
     for b in at_peak:
         by_kind[b.kind] += b.bytes
     scheduled = module.attributes.get("is_scheduled", "").strip() == "true"
-    notes = [] if scheduled else ["the module is not scheduled (is_scheduled=true): its text order taken as the run "
-                                  "order; give the module after optimizations (compiled.as_text())"]  # fmt: skip
+    notes: list[Note] = [] if scheduled else [Reason.of(ReasonCode.MEMORY_NOT_SCHEDULED)]
     called = sum(1 for i in instrs if i.opcode in ("while", "conditional", "call"))
     if called:
-        notes.append(f"{called} while/conditional/call instruction(s): the temporaries of their bodies are not counted")
+        notes.append(Reason.of(ReasonCode.MEMORY_BODIES_NOT_COUNTED, calls=called))
     return MemoryPeak(module.name, max(peak, 0.0), at, instrs[at].name if instrs else "", tuple(at_peak),
                       {k: by_kind[k] for k in KINDS if k in by_kind}, scheduled, tuple(notes))  # fmt: skip

@@ -34,6 +34,7 @@ from rooftop.analysis.hlo.ir import Instruction
 from rooftop.cost.cost import Comm
 from rooftop.errors import ParseError, ShardingError, shown
 from rooftop.hardware.topology import parse_mesh_spec
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: HLO collective opcode -> the Comm kind (cost/cost.py) that prices it.
 COLLECTIVE_KIND = {
@@ -52,11 +53,12 @@ _SIZE_RE = re.compile(r"[0-9]{1,7}")
 
 @dataclass(frozen=True)
 class LogicalMesh:
-    """Named axes, outermost first, devices numbered row-major; ``how`` says where the mesh came from."""
+    """Named axes, outermost first, devices numbered row-major; ``how`` says where the mesh came from
+    ("given", or a Reason)."""
 
     axes: tuple[tuple[str, int], ...]
     inferred: bool = False
-    how: str = "given"
+    how: Note = "given"
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -218,7 +220,7 @@ def _hint(texts: Iterable[str], num_devices: int) -> LogicalMesh | None:
     if len(found) != 1:
         return None
     axes = tuple(a for a in found.pop() if a[1] > 1)
-    mesh = LogicalMesh(axes, True, "inferred from the mesh[...] replica-group form in the text")
+    mesh = LogicalMesh(axes, True, Reason(ReasonCode.MESH_FROM_TEXT))
     return mesh if mesh.num_devices == num_devices else None
 
 
@@ -242,8 +244,8 @@ def infer_mesh(
             chain.append(cut)
     sizes = [b // a for a, b in itertools.pairwise(chain)][::-1]  # outermost first
     axes = tuple((f"axis_{i}", s) for i, s in enumerate(sizes))
-    distinct = f", {len(patterns)} distinct" if len(patterns) > 1 else ""
-    how = f"inferred from the replica groups of {len(group_sets)} collective(s){distinct}"
+    how = Reason.of(ReasonCode.MESH_FROM_GROUPS, collectives=len(group_sets),
+                    distinct=len(patterns) if len(patterns) > 1 else None)  # fmt: skip
     return LogicalMesh(axes or (("axis_0", num_devices),), True, how)
 
 

@@ -15,6 +15,7 @@ from rooftop.cost.cost import Cost, Gemm
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.dtypes import hlo_dtype
 from rooftop.errors import InvalidConfigError, ParseError, shown
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 def _words(text: str) -> frozenset[str]:
@@ -140,7 +141,7 @@ def conv_flops(instr: Instruction, lhs: Shape | None, rhs: Shape | None, out: Sh
     return dict(cost.flops_by)
 
 
-def attention_flops(instr: Instruction, target: str, shapes: list[Shape]) -> tuple[float, str]:
+def attention_flops(instr: Instruction, target: str, shapes: list[Shape]) -> tuple[float, Note]:
     """Fused attention FLOPs (module docstring). TransformerEngine states B, H, Sq, Sk, D and the mask in
     backend_config (NVTE mask types 2-5 are causal); a cuDNN fmha call is read from Q, K, V (operands
     0-2) laid out [B, S, H, D], with the mask from cudnn_fmha_backend_config."""
@@ -162,8 +163,8 @@ def attention_flops(instr: Instruction, target: str, shapes: list[Shape]) -> tup
         causal = "CAUSAL" in str(fmha.get("mask_type", "") if isinstance(fmha, dict) else "").upper()
     backward = "backward" in target.lower()
     flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, backward)
-    what = "backward (2.5x forward)" if backward else "forward"
-    return flops, f"fused attention {what}, B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {'' if causal else 'not '}causal"
+    return flops, Reason.of(ReasonCode.HLO_FUSED_ATTENTION, backward=backward, b=b, h=h, sq=sq, sk=sk, dqk=dqk, dv=dv,
+                            causal=causal)  # fmt: skip
 
 
 def config_count(instr: Instruction, config: dict[str, Any], key: str) -> int:
@@ -188,7 +189,7 @@ class FlopTally:
     transcendentals: float = 0.0
     collectives: list[CollectiveUse] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     gemms: list[Gemm] = field(default_factory=list)  # the matmuls run once per execution (shape model)
 
     def add(self, unit: str, hlo_type: str, flops: float) -> None:

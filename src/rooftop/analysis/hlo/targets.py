@@ -41,7 +41,7 @@ from rooftop.analysis.hlo.ir import Instruction, unquote
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.cost.op import fused_attention_flops
 from rooftop.dtypes import hlo_dtype
-from rooftop.units import format_percent
+from rooftop.reasons import Note, Reason, ReasonCode
 
 
 def _words(rule: str, text: str) -> dict[str, str]:
@@ -166,7 +166,7 @@ def _phase(shapes: list[Shape], result: Shape, tensors: list[Shape]) -> tuple[st
 
 def _block_mask(
     instr: Instruction, constant: Callable[[str], Instruction | None], sq: int, sk: int, config: dict[str, Any]
-) -> tuple[float, str] | None:
+) -> tuple[float, Note] | None:
     """(live fraction, what was read) from a block-sparse mask operand: an 8-bit integer or pred constant
     of rank >= 2 whose last two dims are the kernel's query and key blocks (Sq / block_q by Sk / block_kv
     when the config gives the block sizes); live blocks are the nonzero entries (splash attention's block
@@ -186,17 +186,15 @@ def _block_mask(
         if not fits or len(values) != node.shape.num_elements or not values:
             continue
         live = sum(1 for v in values if v not in ("0", "false"))
-        return live / len(
-            values
-        ), f"block mask {node.name} ({node.shape.dtype}[{','.join(map(str, node.shape.dims))}]): " + (
-            f"{live} of {len(values)} blocks live"
-        )
+        read = Reason.of(ReasonCode.BLOCK_MASK, mask=node.name, dtype=node.shape.dtype, dims=tuple(node.shape.dims),
+                         live=live, blocks=len(values))  # fmt: skip
+        return live / len(values), read
     return None
 
 
 def pallas_flops(
     instr: Instruction, shapes: list[Shape], constant: Callable[[str], Instruction | None] = lambda _: None
-) -> tuple[dict[tuple[str, str], float], float, str] | None:
+) -> tuple[dict[tuple[str, str], float], float, Note] | None:
     """(FLOPs by (unit, rooftop dtype), transcendentals, note) of a Pallas TPU kernel (module docstring);
     None when neither its name nor a cost_estimate prices it. ``constant``: the constant instruction an
     operand name stands for (a block mask), None for any other."""
@@ -210,24 +208,23 @@ def pallas_flops(
         sk, dv = _dims(k, config.get("k_layout"))[2], _dims(v, config.get("v_layout"))[3]
         phase, matmuls = _phase(shapes, instr.shape, tensors)
         mask = _block_mask(instr, constant, sq, sk, config)
+        pairs: dict[str, object] = {"blocks": None, "read": None, "causal": False, "share": None}
         if mask is not None:
-            fraction, read = mask
-            flops = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False) * fraction
-            pairs = f"{format_percent(fraction, 1)} of the (query, key) blocks: {read}"
+            pairs["blocks"], pairs["read"] = mask
+            flops = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False) * mask[0]
         else:
             causal = _causal(config, names)
             flops = fused_attention_flops(b, h, sq, sk, dqk, dv, causal, False)
             dense = fused_attention_flops(b, h, sq, sk, dqk, dv, False, False)
-            share = f"{format_percent(flops / dense, 1)} of Sq x Sk" if dense else "none"
-            pairs = f"causal pairs ({share})" if causal else "every (query, key) pair (no block mask read)"
+            pairs["causal"], pairs["share"] = causal, flops / dense if dense else None
         flops *= matmuls / 2
-        note = (f"Pallas kernel {name}: {matmuls} attention matmuls ({phase}, from its operands and results), "
-                f"B={b} H={h} Sq={sq} Sk={sk} D={dqk}/{dv}, {pairs}")  # fmt: skip
+        note = Reason.of(ReasonCode.PALLAS_ATTENTION, kernel=name, matmuls=matmuls, phase=phase, b=b, h=h, sq=sq,
+                         sk=sk, dqk=dqk, dv=dv, **pairs)  # fmt: skip
         return {("matrix", hlo_dtype(q.dtype)): flops}, 0.0, note
     estimate = config.get("cost_estimate")
     if isinstance(estimate, dict) and (flops_est := _count(estimate.get("flops"))) is not None:
         trans = _count(estimate.get("transcendentals")) or 0.0
         dtype = hlo_dtype(tensors[0].dtype if tensors else "f32")
         by = {("matrix", dtype): flops_est} | ({("vector", "fp32"): trans} if trans else {})
-        return by, trans, f"Pallas kernel {names[0]}: FLOPs from its cost_estimate"
+        return by, trans, Reason.of(ReasonCode.PALLAS_COST_ESTIMATE, kernel=names[0])
     return None

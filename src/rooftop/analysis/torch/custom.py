@@ -27,6 +27,7 @@ from rooftop.analysis.torch.op import Price, TorchOp, Vec, vector_price
 from rooftop.cost.op import attended_pairs, explicit, fused_attention_flops
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
+from rooftop.reasons import Reason, ReasonCode
 
 Rule = Callable[[TorchOp], Price]
 _RMS = NORM_KINDS["rmsnorm"].flops_per_element
@@ -44,14 +45,14 @@ def _rotary(op: TorchOp) -> Price:
     moved = 2 * (op.nbytes(1) + op.nbytes(2)) + op.nbytes(0) + tokens * cache[-1] * dtype_bytes(op.dtype(4))
     elements = float(op.elements(1) + op.elements(2))
     cost = explicit(ROTARY_FLOPS_PER_ELEMENT * elements, moved, op.dtype(1), "vector")
-    return Price(cost, f"rotary embedding in place: q {q} and k {k} read and written, {tokens} cache rows read")
+    return Price(cost, Reason.of(ReasonCode.TORCH_ROTARY_CACHE, q=q, k=k, tokens=tokens))
 
 
 def _store_cache(op: TorchOp) -> Price:
     """(k [T, Hk*D], v [T, Hk*D], k_cache, v_cache, loc [T], ...): T rows written into each cache."""
     k, v = op.need(0, 1)
     moved = 2 * (op.nbytes(0) + op.nbytes(1)) + op.nbytes(4)
-    return Price(explicit(0.0, moved, op.dtype(0), "vector"), f"KV cache store: k {k} and v {v} read and written")
+    return Price(explicit(0.0, moved, op.dtype(0), "vector"), Reason.of(ReasonCode.TORCH_CACHE_STORE, k=k, v=v))
 
 
 def _batch_prefill(op: TorchOp) -> Price:
@@ -70,9 +71,8 @@ def _batch_prefill(op: TorchOp) -> Price:
     kv_read = float(kv_tokens * kv_heads * (d_qk + d_v)) * dtype_bytes(op.dtype(1))
     moved = op.nbytes(0) + kv_read + float(tokens * heads * d_v) * dtype_bytes(dt)
     pairs = attended_pairs(q_len, kv_len, 0, bool(causal))
-    what = (f"batch prefill attention: {sequences} sequences of {q_len} queries over {kv_len} keys (equal lengths "
-            f"assumed: a lower bound), H={heads}, KV heads {kv_heads}, pairs={pairs:g} per sequence and head, "
-            f"{'causal' if causal else 'not causal'}")  # fmt: skip
+    what = Reason.of(ReasonCode.TORCH_BATCH_PREFILL, sequences=sequences, q_len=q_len, kv_len=kv_len, heads=heads,
+                     kv_heads=kv_heads, pairs=pairs, causal=bool(causal))  # fmt: skip
     return Price(explicit(flops, moved, dt, "matrix"), what, "causal" if causal else "")
 
 

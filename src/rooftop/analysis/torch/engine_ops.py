@@ -24,6 +24,7 @@ from rooftop.analysis.torch.families import RULES, Roles, SeqStats, attention
 from rooftop.analysis.torch.op import Price, TorchOp
 from rooftop.analysis.torch.quant_ops import QUANT_OPS, quant_family, quant_price
 from rooftop.errors import InvalidConfigError
+from rooftop.reasons import Reason, ReasonCode
 
 
 class EngineOp(NamedTuple):
@@ -300,6 +301,6 @@ def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
     except (InvalidConfigError, IndexError, KeyError, ValueError, ZeroDivisionError) as exc:
         return Price(None, f"{op.name} ({family}): {exc}")
     if entry is None and price.cost is not None:
-        price = Price(price.cost, f"{price.what} (priced by its family, {family}: {op.name} is not in the table of "
-                      "engine ops)", price.tag)  # fmt: skip
+        what = Reason.of(ReasonCode.TORCH_BY_FAMILY, what=price.what, family=family, op=op.name)
+        price = Price(price.cost, what, price.tag)
     return price

@@ -25,6 +25,7 @@ from rooftop.cost.op import explicit, fused_attention_flops
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
+from rooftop.reasons import Reason, ReasonCode
 
 #: FLOPs per element: RMSNorm (model/config.py), SwiGLU's activation and product, rotation, quantization
 RMS_FLOPS = NORM_KINDS["rmsnorm"].flops_per_element
@@ -94,7 +95,7 @@ def norm(op: TorchOp, roles: Roles) -> Price:
     """RMS/layer norm (with a residual add when ``roles.add``): per element of the largest activation."""
     x = _largest(op, roles.reads)
     flops = (RMS_FLOPS + (1 if roles.add else 0)) * op.elements(x)
-    what = f"{'residual add and ' if roles.add else ''}norm of {fmt_shape(op.dims[x])}: each tensor moved once"
+    what = Reason.of(ReasonCode.TORCH_NORM, add=roles.add, shape=op.dims[x])
     return Price(explicit(flops, _moved(op, roles), op.dtype(x), "vector"), what)
 
 
@@ -105,7 +106,7 @@ def activation(op: TorchOp, roles: Roles) -> Price:
     if out is None:
         raise InvalidConfigError("no tensor argument of a known dtype")
     flops = ACT_AND_MUL_FLOPS * op.elements(out)
-    what = f"gated activation: {fmt_shape(op.dims[out])} written, its two halves read"
+    what = Reason.of(ReasonCode.TORCH_GATED_ACTIVATION, shape=op.dims[out])
     return Price(explicit(flops, _moved(op, roles), op.dtype(out), "vector"), what)
 
 
@@ -119,15 +120,16 @@ def rotary(op: TorchOp, roles: Roles) -> Price:
     row = op.dims[cache][-1] * dtype_bytes(op.dtype(cache)) if cache is not None and op.tensor(cache) else 0
     moved = 2 * _bytes(op, rotated) + op.nbytes(pos) + tokens * row
     flops = ROTARY_FLOPS * sum(op.elements(i) for i in rotated)
-    shapes = " and ".join(fmt_shape(op.dims[i]) for i in rotated)
-    return Price(explicit(flops, moved, op.dtype(q), "vector"), f"rotary embedding in place: {shapes} read and written")
+    shapes = tuple(op.dims[i] for i in rotated)
+    return Price(explicit(flops, moved, op.dtype(q), "vector"), Reason.of(ReasonCode.TORCH_ROTARY, shapes=shapes))
 
 
 def quantize(op: TorchOp, roles: Roles) -> Price:
     """Quantization (fp8/fp4/int8): the input read, the quantized output and its scales written."""
     x = _largest(op, roles.reads)
     flops = QUANT_FLOPS * op.elements(x)
-    return Price(explicit(flops, _moved(op, roles), op.dtype(x), "vector"), f"quantization of {fmt_shape(op.dims[x])}")
+    return Price(explicit(flops, _moved(op, roles), op.dtype(x), "vector"),
+                 Reason.of(ReasonCode.TORCH_QUANTIZE, shape=op.dims[x]))  # fmt: skip
 
 
 def cache_write(op: TorchOp, roles: Roles) -> Price:
@@ -140,8 +142,9 @@ def cache_write(op: TorchOp, roles: Roles) -> Price:
     width = dtype_bytes(op.dtype(cache)) if cache is not None and op.tensor(cache) is not None else None
     written = sum(op.elements(i) * (width or dtype_bytes(op.dtype(i))) for i in new)
     moved = _bytes(op, new) + written + (op.nbytes(slots) if slots is not None and op.tensor(slots) else 0.0)
-    shapes = " and ".join(fmt_shape(op.dims[i]) for i in new)
-    return Price(explicit(0.0, moved, op.dtype(new[0]), "vector"), f"KV cache write: {shapes} read and written")
+    shapes = tuple(op.dims[i] for i in new)
+    what = Reason.of(ReasonCode.TORCH_CACHE_WRITE, shapes=shapes)
+    return Price(explicit(0.0, moved, op.dtype(new[0]), "vector"), what)
 
 
 def _heads(shape: tuple[int, ...], d: int | None = None) -> tuple[int, int]:
@@ -168,19 +171,18 @@ def attention(op: TorchOp, roles: Roles, stats: SeqStats | None) -> Price:
         b, sq, h, dqk = qs
         flops = fused_attention_flops(b, h, sq, ks[1], dqk, vs[3], bool(causal))
         moved = op.nbytes(q) + _bytes(op, tuple(i for i in (k, v) if i is not None)) + op.elements(q) * dtype_bytes(dt)
-        return Price(explicit(flops, moved, dt, "matrix"), f"attention B={b} S_q={sq} S_k={ks[1]} H={h}, "
-                     f"{'causal' if causal else 'not causal'}", "causal" if causal else "")  # fmt: skip
+        what = Reason.of(ReasonCode.TORCH_ATTENTION, b=b, sq=sq, sk=ks[1], h=h, causal=bool(causal))
+        return Price(explicit(flops, moved, dt, "matrix"), what, "causal" if causal else "")
     if stats is None:
-        return Price(None, f"{op.name}: packed attention {fmt_shape(qs)} over a paged KV cache: the keys' lengths are "
-                     "not in its args and no step annotation gives them")  # fmt: skip
+        return Price(None, Reason.of(ReasonCode.TORCH_PAGED_NO_LENGTHS, op=op.name, shape=qs))
     heads, dqk = _heads(qs)
     kv_heads, dv = _heads(vs) if len(vs) >= 3 else (heads, dqk)
     pairs = stats.causal_pairs()
     flops = fused_attention_flops(1, heads, 1, int(pairs), dqk, dv, False)
     kv_read = float(stats.sk) * kv_heads * (dqk + dv) * dtype_bytes(op.dtype(k) if k is not None else dt)
     moved = op.nbytes(q) + kv_read + op.elements(q) / dqk * dv * dtype_bytes(dt)
-    what = (f"paged attention: {stats.requests} requests, {stats.sq} queries over {stats.sk} keys (step annotation), "
-            f"{pairs:g} causal pairs x H={heads} x (D_qk={dqk} + D_v={dv}), KV heads {kv_heads}")  # fmt: skip
+    what = Reason.of(ReasonCode.TORCH_PAGED_ATTENTION, requests=stats.requests, sq=stats.sq, sk=stats.sk, pairs=pairs,
+                     heads=heads, dqk=dqk, dv=dv, kv_heads=kv_heads)  # fmt: skip
     return Price(explicit(flops, moved, dt, "matrix"), what, "annotated lengths")
 
 
@@ -201,7 +203,7 @@ def gemm(op: TorchOp, roles: Roles) -> Price:
     out_bytes = float(m * n) * dtype_bytes(op.dtype(a) if op.dtype(a) not in ("fp8", "int8") else "bf16")
     moved = op.nbytes(a) + op.nbytes(b) + out_bytes + _bytes(op, roles.reads)
     dt = "fp4" if packed == 2 else op.dtype(b) if op.dtype(b) in ("fp8", "int8") else op.dtype(a)
-    what = f"GEMM: 2 x M={m} x N={n} x K={k}" + (" (weights fp4, two a byte)" if packed == 2 else "")
+    what = Reason.of(ReasonCode.TORCH_GEMM, m=m, n=n, k=k, fp4=packed == 2)
     return Price(explicit(2.0 * m * n * k, moved, dt, "matrix"), what)
 
 
@@ -212,7 +214,7 @@ def moe(op: TorchOp, roles: Roles) -> Price:
     are packed two a byte: an int8 w13 with no dim H but one H / 2."""
     idx = [roles.named.get(n) for n in ("hidden", "w1", "w2", "topk_ids")]
     if any(i is None or op.tensor(i) is None for i in idx):
-        return Price(None, f"{op.name}: a fused MoE whose expert weights or routing are not among its args")
+        return Price(None, Reason.of(ReasonCode.TORCH_MOE_NO_ARGS, op=op.name))
     h, w1, w2, ids = (int(i) for i in idx if i is not None)
     x, g, d, t = (op.dims[i] for i in (h, w1, w2, ids))
     tokens, hidden, experts, top_k = math.prod(x[:-1]), x[-1], g[0], t[-1]
@@ -225,8 +227,8 @@ def moe(op: TorchOp, roles: Roles) -> Price:
     reached = min(experts, tokens * top_k)  # experts whose weights are read (uniform routing)
     moved = (op.nbytes(w1) + op.nbytes(w2)) * reached / experts + 2 * op.nbytes(h) + op.nbytes(ids)
     dt = "fp4" if packed == 2 else op.dtype(w1) if op.dtype(w1) in ("fp8", "int8") else op.dtype(h)
-    what = (f"fused MoE: T={tokens} tokens x top-{top_k} of E={experts} experts, H={hidden}, I={inter}: "
-            f"2 x T x k x (one expert's weights) FLOPs; min(E, T k) = {reached} experts' weights read")  # fmt: skip
+    what = Reason.of(ReasonCode.TORCH_MOE, tokens=tokens, top_k=top_k, experts=experts, hidden=hidden, inter=inter,
+                     reached=reached)  # fmt: skip
     return Price(explicit(flops, moved, dt, "matrix"), what)
 
 
@@ -234,7 +236,7 @@ def memory_bound(op: TorchOp, roles: Roles) -> Price:
     """Routing, sorting, top-k, sampling: every tensor argument moved once, no FLOPs counted."""
     idx = roles.reads or op.reads()
     return Price(explicit(0.0, _bytes(op, idx), op.dtype(idx[0]) if idx else "bf16", "vector"),
-                 f"memory-bound: {len(idx)} tensor arguments moved once")  # fmt: skip
+                 Reason.of(ReasonCode.TORCH_MEMORY_BOUND, tensors=len(idx)))  # fmt: skip
 
 
 #: family -> rule (attention and collectives have their own entry points)

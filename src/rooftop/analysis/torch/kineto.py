@@ -91,8 +91,7 @@ class _Nccl:
         kind = collective_kind(op.name) or "all-reduce"
         size = self.world
         if size.__class__ is not int or size < 1:
-            return op.label(), Priced(None, unknown=f"{op.name}: a {kind} whose group the trace does not give "
-                                      "(no distributedInfo world_size)")  # fmt: skip
+            return op.label(), Priced(None, unknown=Reason.of(ReasonCode.COLLECTIVE_NO_WORLD, op=op.name, kind=kind))
         mesh = self.mesh(size)
         if isinstance(mesh, str):
             return op.label(), Priced(None, unknown=mesh)
@@ -114,7 +113,7 @@ class _Nccl:
         """(row name, opcode, Priced) of the NCCL kernels of ``key``; ``kernel`` names those without args."""
         coll, size, name = key[0], key[4], _nccl_row(key, kernel)
         if size.__class__ is not int or size < 1:
-            return name, None, Priced(None, unknown="the kernel names no Group size and the trace no world size")
+            return name, None, Priced(None, unknown=_NO_GROUP_SIZE)
         mesh = self.mesh(size)
         if isinstance(mesh, str):
             return name, None, Priced(None, unknown=mesh)
@@ -126,6 +125,9 @@ class _Nccl:
         words = f"{comm.kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec})"
         opcode = "collective-permute" if comm.kind == "permute" else comm.kind
         return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+
+
+_NO_GROUP_SIZE = Reason(ReasonCode.NCCL_NO_GROUP_SIZE)
 
 
 def _nccl_row(key: tuple[Any, ...], kernel: str) -> str:

@@ -18,22 +18,22 @@ import numpy as np
 
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import column_codes, first_codes, floats
+from rooftop.reasons import Note, Reason, ReasonCode
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 #: why a kernel replayed from a CUDA/HIP graph (launched by cudaGraphLaunch / hipGraphLaunch) has no op
-GRAPH_REPLAY = ("replayed from a CUDA/HIP graph (cudaGraphLaunch): a replay records no op shapes (profile the "
-                "engine in eager mode, e.g. vLLM's enforce_eager=True, to price it)")  # fmt: skip
-#: why a kernel has no op: one text for all such kernels, so that they group by kernel name (a
+GRAPH_REPLAY = Reason(ReasonCode.KERNEL_GRAPH_REPLAYED)
+#: why a kernel has no op: one reason for all such kernels, so that they group by kernel name (a
 #: correlation id in it made one report row per kernel: 1.2M rows for a trace of tiny kernels)
-_NO_LAUNCH = "its launch (the runtime event of its correlation id) is not in the trace (record CPU activities too)"
-_NO_OP = "no cpu_op with Input Dims encloses its launch (record the profile with record_shapes=True)"
+_NO_LAUNCH = Reason(ReasonCode.KERNEL_NO_LAUNCH)
+_NO_OP = Reason(ReasonCode.KERNEL_NO_INPUT_DIMS)
 #: why a kernel has no op, by index (:attr:`Launches.why`)
-REASONS = ("", _NO_LAUNCH, GRAPH_REPLAY, _NO_OP)
+REASONS: tuple[Note, ...] = ("", _NO_LAUNCH, GRAPH_REPLAY, _NO_OP)
 #: steps from one span to the previous one that ends later before a thread is swept instead (a deep nest)
 _MAX_HOPS = 64
 
 
-class Launches(Mapping[int, tuple[int | None, str]]):
+class Launches(Mapping[int, tuple[int | None, Note]]):
     """kernel row -> (row of the op that launched it, or None, and why not), as columns: ``kernels`` (rows,
     ascending), ``ops`` (-1 for none) and ``why`` (an index into :data:`REASONS`); ``shapes``: whether any
     cpu_op of the trace carries Input Dims."""
@@ -45,7 +45,7 @@ class Launches(Mapping[int, tuple[int | None, str]]):
         #: the row of each kernel's launch event (-1: none): a graph replay's kernels share their graph launch
         self.launch = launch if launch is not None else np.full(len(kernels), -1, np.int64)
 
-    def __getitem__(self, row: int) -> tuple[int | None, str]:
+    def __getitem__(self, row: int) -> tuple[int | None, Note]:
         k = int(np.searchsorted(self.kernels, row))
         if k == len(self.kernels) or self.kernels[k] != row:
             raise KeyError(row)

@@ -16,6 +16,7 @@ from rooftop.cost.cost import Cost
 from rooftop.cost.op import explicit
 from rooftop.dtypes import TORCH_DTYPES, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: the largest size, element count, stride or padding read from a trace (PyTorch sizes are int64).
 MAX_INT = 2**63 - 1
@@ -40,7 +41,7 @@ class Price(NamedTuple):
     not), and a short tag that tells otherwise identical shapes apart ("causal", "stride 2")."""
 
     cost: Cost | None
-    what: str
+    what: Note
     tag: str = ""
 
 
@@ -204,5 +205,6 @@ def vector_price(op: TorchOp, spec: Vec) -> Price:
         shaped = [i for i in reads if op.dims[i] != ()] or list(reads)
         dt = compute_dtype(*(op.dtype(i) for i in shaped))
     nbytes = sum(op.nbytes(i) for i in reads) + spec.outputs * elements * dtype_bytes(dt)
-    what = f"vector op: {spec.flops:g} FLOP x {elements:g} elements; {len(reads)} read + {spec.outputs} written"
+    what = Reason.of(ReasonCode.TORCH_VECTOR, flops=spec.flops, elements=elements, reads=len(reads),
+                     writes=spec.outputs)  # fmt: skip
     return Price(explicit(elements * spec.flops, nbytes, dt, "vector"), what)

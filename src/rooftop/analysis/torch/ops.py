@@ -73,6 +73,7 @@ from rooftop.dtypes import NCCL_DTYPES, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
 from rooftop.model.transformer import SOFTMAX_FLOPS_PER_ELEMENT
+from rooftop.reasons import Note, Reason, ReasonCode
 
 # ---------------------------------------------------------------------------------------------- matmuls
 
@@ -105,8 +106,8 @@ def _matmul(op: TorchOp, a: int, b: int, bias: int | None = None, weight_nk: boo
     rhs = Operand(("B", "K", "N") if bw else ("K", "N"), db)
     out = Operand(("B", "M", "N") if bw else ("M", "N"), compute_dtype(da, db))
     cost = matmul(lhs, rhs, out, sizes) + _bias(op, bias, out.elements(sizes), out.dtype)
-    dims = " x ".join(f"{d}={sizes[d]}" for d in dict.fromkeys(lhs.dims + rhs.dims))
-    return Price(cost, f"matmul: 2 x {dims}" + (" + bias" if bias is not None and op.tensor(bias) else ""))
+    dims = tuple((d, sizes[d]) for d in dict.fromkeys(lhs.dims + rhs.dims))
+    return Price(cost, Reason.of(ReasonCode.TORCH_MATMUL, dims=dims, bias=bool(bias is not None and op.tensor(bias))))
 
 
 # ------------------------------------------------------------------------------------------ convolutions
@@ -132,12 +133,12 @@ def _conv(op: TorchOp, spec: Conv) -> Price:
     if n < 1 or len(x) not in (n + 1, n + 2):
         raise InvalidConfigError(f"input {fmt_shape(x)} and weight {fmt_shape(w)} are not a convolution")
     if spec.transposed is not None and op.flag(spec.transposed):
-        return Price(None, f"{op.name}: transposed convolution is not modelled")
+        return Price(None, Reason.of(ReasonCode.TORCH_TRANSPOSED_CONV, op=op.name))
     stride, dilation, groups = op.ints(spec.stride, n), op.ints(spec.dilation, n), op.ints(spec.groups, 1)
     pad_text = op.text(spec.padding)
     padding = op.ints(spec.padding, n) if pad_text not in ("same", "valid") else None
     if stride is None or dilation is None or groups is None or (padding is None and pad_text not in ("same", "valid")):
-        return Price(None, f"{op.name}: stride/padding/dilation/groups not recorded (needs Concrete Inputs)")
+        return Price(None, Reason.of(ReasonCode.TORCH_CONV_PARAMS_MISSING, op=op.name))
     given = f"stride {shown(stride)}, padding {shown(padding)}, dilation {shown(dilation)}, groups {shown(groups)}"
     if len(stride) != n or len(dilation) != n or (padding is not None and len(padding) != n) or len(groups) != 1:
         raise InvalidConfigError(f"{given}: expected {n} strides, paddings and dilations and one group count")
@@ -156,11 +157,12 @@ def _conv(op: TorchOp, spec: Conv) -> Price:
     out_elements = float(batch) * w[0] * math.prod(float(d.output) for d in dims)
     tag = "stride " + "x".join(map(str, stride)) if any(v != 1 for v in stride) else ""
     if not spec.grad:
-        return Price(fwd + _bias(op, spec.bias, out_elements, dt), f"convolution {len(dims)}-D, groups {g}", tag)
+        return Price(fwd + _bias(op, spec.bias, out_elements, dt),
+                     Reason.of(ReasonCode.TORCH_CONV, rank=len(dims), groups=g), tag)  # fmt: skip
     mask = re.findall(r"True|False", op.text(spec.groups + 1) or "[True, True, True]")
     grads = sum(m == "True" for m in mask[:2])
     bias = reduction(out_elements, w[0], dt) if len(mask) > 2 and mask[2] == "True" else Cost()
-    return Price(fwd * grads + bias, f"convolution backward: {grads} x forward (grad input, grad weight)", tag)
+    return Price(fwd * grads + bias, Reason.of(ReasonCode.TORCH_CONV_BACKWARD, grads=grads), tag)
 
 
 # ------------------------------------------------------------------------------------------- attention
@@ -182,7 +184,7 @@ class Attn:
 def _attention(op: TorchOp, spec: Attn) -> Price:
     q, k, v = op.need(spec.q, spec.q + 1, spec.q + 2)
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
-        return Price(None, f"{op.name}: variable-length (packed) attention {fmt_shape(q)} is not modelled")
+        return Price(None, Reason.of(ReasonCode.TORCH_VARLEN_ATTENTION, op=op.name, shape=q))
     if spec.layout == "bhsd":
         (b, h, sq, dqk), sk = q, k[2]
     else:
@@ -202,9 +204,8 @@ def _attention(op: TorchOp, spec: Attn) -> Price:
     else:  # the output, Q's shape with D_v
         written = float(b * h * sq * dv) * dtype_bytes(dt)
     tag = {True: "causal", False: "", None: "causal unknown"}[causal]
-    what = (f"fused attention {'backward (2.5x forward)' if spec.backward else 'forward'}: 2 x B={b} x H={h} x "
-            f"pairs={pairs:g} x (D_qk={dqk} + D_v={dv}), {'causal' if causal else 'not causal'}"
-            + (" (is_causal not recorded: priced not causal)" if causal is None else ""))  # fmt: skip
+    what = Reason.of(ReasonCode.TORCH_FUSED_ATTENTION, backward=spec.backward, b=b, h=h, pairs=pairs, dqk=dqk, dv=dv,
+                     causal=causal)  # fmt: skip
     return Price(explicit(flops, read + written, dt, "matrix"), what, tag)
 
 
@@ -219,7 +220,8 @@ def _reduce(op: TorchOp, dim: int) -> Price:
     axes = op.ints(dim, 1) if given and op.text(dim) not in (None, "[]") else None
     kept = [s for i, s in enumerate(x) if axes is not None and i not in {a % max(len(x), 1) for a in axes}]
     out = float(math.prod(kept))
-    return Price(reduction(float(math.prod(x)), out, op.dtype(0)), f"reduction of {math.prod(x)} to {out:g}")
+    what = Reason.of(ReasonCode.TORCH_REDUCTION, elements=math.prod(x), out=out)
+    return Price(reduction(float(math.prod(x)), out, op.dtype(0)), what)
 
 
 _LN, _RMS = NORM_KINDS["layernorm"].flops_per_element, NORM_KINDS["rmsnorm"].flops_per_element
@@ -321,27 +323,25 @@ def op_cost(op: TorchOp, stats: SeqStats | None = None) -> Price:
         rule = CUSTOM.get(op.name)  # serving engines' custom ops
     if rule is None:
         engine = engine_price(op, stats)  # engine ops by family
-        return engine if engine is not None else Price(None, f"no cost rule for {op.name}")
+        return engine if engine is not None else Price(None, Reason.of(ReasonCode.TORCH_NO_RULE, op=op.name))
     try:
         return rule(op)
     except (InvalidConfigError, IndexError, ValueError) as exc:
         return Price(None, f"{op.name} {op.label()[len(op.name) + 1 :]}: {exc}")
 
 
-def nccl_comm(args: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[Comm | None, str]:
+def nccl_comm(args: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[Comm | None, Note]:
     """The Comm an NCCL kernel ran, over mesh ``axes``, from its args; or None and why."""
     name = str(args.get("Collective name", ""))
     kind = NCCL_KINDS.get(name)
     if not name:
-        return None, "the NCCL kernel's args name no collective (PyTorch >= 2.3 records Collective name)"
+        return None, Reason(ReasonCode.NCCL_NO_COLLECTIVE)
     if kind is None:
-        return None, f"no collective rule for NCCL {name}"
+        return None, Reason.of(ReasonCode.NCCL_NO_RULE, collective=name)
     dtype = NCCL_DTYPES.get(str(args.get("dtype")))
     key = "Out msg nelems" if kind == "all-gather" or name == "recv" else "In msg nelems"
     nelems = size_value(args.get(key))
     if dtype is None or nelems is None:
-        return None, (
-            f"NCCL {shown(name)}: its args lack {key!r} as a count in [0, 2**63 - 1] or a known dtype "
-            f"(got {shown(args.get(key))}, dtype {shown(args.get('dtype'))})"
-        )
+        return None, Reason.of(ReasonCode.NCCL_ARGS, collective=shown(name), key=key, count=shown(args.get(key)),
+                               dtype=shown(args.get("dtype")))  # fmt: skip
     return Comm(kind, axes, float(nelems) * dtype_bytes(dtype), label=f"nccl {name}"), ""

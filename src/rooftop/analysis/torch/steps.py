@@ -21,12 +21,13 @@ from rooftop.analysis.torch.engine_ops import op_family
 from rooftop.analysis.torch.families import SeqStats, seq_stats
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, Step, column_codes, floats, step_marks, steps_of
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: an engine's step annotation: vLLM's (and profilers' that follow it) and SGLang's
 ENGINE_STEP = re.compile(r"^(execute_[0-9]+_context_|step\[)")
 
 
-def kineto_steps(trace: Trace, execs: Executions) -> tuple[list[Step], str]:
+def kineto_steps(trace: Trace, execs: Executions) -> tuple[list[Step], Note]:
     """The steps (module docstring) and, when they are not ProfilerStep markers, a note of how found."""
     marks = step_marks(trace)
     if marks:
@@ -43,10 +44,9 @@ def kineto_steps(trace: Trace, execs: Executions) -> tuple[list[Step], str]:
     if starts:
         ends = [*starts[1:], last]
         steps = [Step(k, lo, max(hi, lo)) for k, (lo, hi) in enumerate(zip(starts, ends, strict=True))]
-        return steps, (f"{len(steps)} step(s) from the engine's step annotations (no ProfilerStep markers): each "
-                       "from its annotation to the next, device idle included")  # fmt: skip
+        return steps, Reason.of(ReasonCode.STEPS_FROM_ENGINE, steps=len(steps))
     first = float(np.min(execs.start_s))
-    return [Step(0, first, last)], "no step markers or engine step annotations: the trace's device span is one step"
+    return [Step(0, first, last)], Reason(ReasonCode.STEPS_ONE_SPAN)
 
 
 def _outermost(starts: list[float], ends: list[float], last: float) -> list[float]:

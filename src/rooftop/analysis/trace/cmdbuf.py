@@ -38,6 +38,7 @@ from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.analysis.trace.events import COLUMNS, EventTable, Trace
 from rooftop.analysis.trace.ops import codes, groups_of
 from rooftop.errors import ParseError
+from rooftop.reasons import Note, Reason, ReasonCode
 
 #: the instruction name the profiler gives kernels replayed from a command buffer
 COMMAND_BUFFER = re.compile(r"^command_buffer(_[0-9]+)?$")
@@ -54,8 +55,6 @@ NO_KERNEL = frozenset(
 )
 #: opcodes whose kernels run as control flow or on other streams: a schedule holding one does not align
 UNALIGNABLE = frozenset({"while", "conditional", "call", "async-start", "async-done", "send", "recv"})
-#: how the profiler flag to turn command buffers off is spelled, for the notes
-NO_CMDBUF_FLAG = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
 
 
 def kernel_name(instruction: str) -> str:
@@ -153,7 +152,7 @@ def _kernels_by_op(ev: EventTable) -> list[np.ndarray]:
     return [rows[m] for m in groups_of(key)]
 
 
-def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) -> tuple[Trace, list[str]]:
+def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) -> tuple[Trace, list[Note]]:
     """``trace`` with the kernels of command-buffer replays given their instructions (see the module
     docstring), kernels that carry their module but no ``hlo_op`` given the fusion their kernel name names,
     and notes saying what was done; the trace itself when there is nothing to attribute."""
@@ -201,14 +200,10 @@ def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) ->
                 new[i] = own
             else:
                 count[3] += 1
-    notes = []
+    notes: list[Note] = []
     for (base, buffer), (kernels, ok, bad, unpriced) in sorted(counts.items()):
-        text = (f"{base}: {kernels} kernels ran inside a CUDA graph ({buffer}) that names no instruction; "
-                f"{ok} of {ok + bad} replays were lined up with the module's schedule")  # fmt: skip
-        if bad:
-            text += (f"; in the others, kernels named after a fusion were attached to it by name and {unpriced} "
-                     f"library kernels stay unpriced (profile with {NO_CMDBUF_FLAG} to see every op)")  # fmt: skip
-        notes.append(text)
+        notes.append(Reason.of(ReasonCode.COMMAND_BUFFER, module=base, kernels=kernels, buffer=buffer, aligned=ok,
+                               replays=ok + bad, unpriced=unpriced if bad else None))  # fmt: skip
     for base, rows in sorted(orphans.items()):
         left = []
         for i in rows:
@@ -220,15 +215,12 @@ def attribute_command_buffers(trace: Trace, modules: Mapping[str, HloModule]) ->
                     new_module[i] = homes[0]
             else:
                 left.append(kname[i])
-        where = f"{base}: " if base else ""
         if len(left) < len(rows):
-            notes.append(f"{where}{len(rows) - len(left)} of {len(rows)} kernels without an hlo_op were given the "
-                         "fusion their name names")  # fmt: skip
+            notes.append(Reason.of(ReasonCode.KERNELS_NAMED_FUSION, module=base, given=len(rows) - len(left),
+                                   kernels=len(rows)))  # fmt: skip
         if left:
             example = Counter(left).most_common(1)[0][0]
-            notes.append(f"{where}{len(left)} kernels carry no hlo_op and name no instruction of a module with HLO "
-                         f"(e.g. {example!r}, a runtime copy or a library kernel): listed by kernel name, "
-                         "unpriced")  # fmt: skip
+            notes.append(Reason.of(ReasonCode.KERNELS_NO_INSTRUCTION, module=base, kernels=len(left), example=example))
     cols = {c: ev.column(c) for c in COLUMNS}
     cols["instruction"] = tuple(new)
     cols["module"] = tuple(new_module)

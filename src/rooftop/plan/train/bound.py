@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rooftop.cost.roofline import hbm_rate, roofline_table
-from rooftop.plan.train.comm import CommPricer, dp_comms, tp_pairs_per_layer
+from rooftop.plan.train.comm import CommPricer, dp_comms, node_limited_factor, tp_pairs_per_layer
 from rooftop.plan.train.layout import Parallelism, _stage_split, microbatch_size
 from rooftop.plan.train.memory import Shards
 from rooftop.plan.train.profile import ModelProfile, held_params, op_sums, stage_pace
@@ -177,6 +177,29 @@ def fsdp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, pro
     return k * least * (1.0 if par.fsdp_reshard else 1.0 / par.microbatches)
 
 
+def ep_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+    """The least a layer's expert all-to-alls add to one microbatch, per layer of the model (the routed-expert
+    layers' share of them; the pacing stage runs the same share of every layer group, profile.stage_pace).
+    comm.layer_comm prices a routed-expert layer's dispatch and combine, a = all-to-all(to the experts) +
+    all-to-all(routed), (2 + recompute) x a per microbatch of which h is hidden, and adds exposed + k x h with k
+    the stack's ``overlap_cost`` (comm.overlap_contention): at least min(1, k) x 2a, and 2a whole when
+    ``ep_overlap`` is 0 (nothing hidden). Exact bytes and the layout's own pricer, so whatever the algorithm.
+    0 without expert parallelism."""
+    cfg = setup.cfg
+    if par.ep == 1 or cfg.moe is None:
+        return 0.0
+    k = 1.0 if setup.efficiency.ep_overlap == 0 else min(1.0, setup.stack.overlap_cost)
+    moe_layers = sum(g.count for g in prof.groups if g.moe)
+    if not k or not moe_layers:
+        return 0.0
+    a_bytes = setup.element_bytes[0]
+    factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg)
+    routed = _tokens_chip(setup, par) * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * factor
+    to_experts = routed * min(1.0, setup.matmul_bytes / a_bytes)
+    a2a = pricer.time("all-to-all", ("ep",), to_experts) + pricer.time("all-to-all", ("ep",), routed)
+    return k * 2 * a2a * moe_layers / prof.n_layers
+
+
 def dp_bound_s(
     setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile, held_layers: int | None = None
 ) -> float:
@@ -229,6 +252,7 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     tp_one = tp_bound_s(setup, par, pricer) / 2
     per_mb += prof.n_layers * layer_scale * ((3 if par.remat == "full" else 2) * tp_one)
     per_mb += prof.n_layers * layer_scale * fsdp_bound_s(setup, par, pricer, prof)
+    per_mb += prof.n_layers * layer_scale * ep_bound_s(setup, par, pricer, prof)
     shards = Shards.of(par)
     if par.fsdp > 1:  # the embedding and head's FSDP traffic: no layer compute to hide it (comm.layer_comm)
         _, w_bytes, g_bytes = setup.element_bytes

@@ -44,6 +44,7 @@ from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
 from rooftop.plan.train.bound import (
     dp_bound_s,
+    ep_bound_s,
     fsdp_bound_s,
     least_held_layers,
     pipeline_bound_s,
@@ -61,6 +62,7 @@ from rooftop.plan.train.layout import (
     validate,
 )
 from rooftop.plan.train.memory import MemoryTerms, activations_per_chip
+from rooftop.plan.train.netbound import network_floor
 from rooftop.plan.train.profile import ModelProfile
 from rooftop.plan.train.step import (
     StepParts,
@@ -429,8 +431,8 @@ def _comm_bounds(
     b = microbatch_size(setup.global_batch, base)
     tp_key, fsdp_key = (pid, "tp", b), (pid, "fsdp", base.fsdp_reshard)
     dp_key = (pid, "dp", base.virtual_stages, base.pipeline_balance)
-    if tp_key not in memo:
-        memo[tp_key] = tp_bound_s(setup, base, pricer)
+    if tp_key not in memo:  # with the expert all-to-alls, which depend on the same (mesh, b)
+        memo[tp_key] = tp_bound_s(setup, base, pricer) + ep_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat))
     spread = 1.0 if base.fsdp_reshard else float(base.microbatches)  # kept gathered: once over the microbatches
     if fsdp_key not in memo:
         memo[fsdp_key] = fsdp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat)) * spread
@@ -466,6 +468,7 @@ _CHUNK = 128
 def _visits(
     order: np.ndarray,
     bounds: np.ndarray,
+    reach: np.ndarray,
     per_layer: np.ndarray,
     mesh_of: np.ndarray,
     floor: np.ndarray,
@@ -480,11 +483,11 @@ def _visits(
     for start in range(0, len(order), _CHUNK):
         chunk = order[start : start + _CHUNK]
         if len(kth) == top:
-            if bounds[chunk[0]] * (1 - 1e-9) > -kth[0]:
+            if reach[chunk[0]] * (1 - 1e-9) > -kth[0]:
                 return
             mesh = mesh_of[chunk]
-            reach = (bounds[chunk] + per_layer[chunk] * floor[mesh, 0] + floor[mesh, 1]) * (1 - 1e-9)
-            chunk = chunk[reach <= -kth[0]]
+            floored = bounds[chunk] + per_layer[chunk] * floor[mesh, 0] + floor[mesh, 1]
+            chunk = chunk[np.maximum(floored, reach[chunk]) * (1 - 1e-9) <= -kth[0]]
         yield from chunk.tolist()
 
 
@@ -509,7 +512,7 @@ def search(
             "degrees with --fix (e.g. --fix tp=8,pp=8)"
         )
     top = max(top, 1)
-    bounds = per_layer = None
+    bounds = per_layer = reach = None
     mesh_of: list[int] = []
     fewest: list[int] = []
     holds: list[int] = []
@@ -519,13 +522,16 @@ def search(
         profiles = [ctx.profile(r) for r in remats]
         table = _table(rows)
         bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
-        mesh_of, fewest, holds = (a.tolist() for a in least_held_layers(table, ctx.profile(ctx.first_remat)))
+        mesh_at, least_at, held_at = least_held_layers(table, ctx.profile(ctx.first_remat))
+        reshard = bool(ctx.fix.get("fsdp_reshard", True))
+        reach = bounds + network_floor(table, setup, ctx.profile(ctx.first_remat), per_layer, held_at, reshard)
+        mesh_of, fewest, holds = mesh_at.tolist(), least_at.tolist(), held_at.tolist()
         floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
     floor = np.zeros((len(fewest), 2))  # floors as an array, 0 where not yet known (_visits)
     order: Iterator[int] | range = range(len(rows))
-    if bounds is not None and per_layer is not None:
-        order = _visits(np.argsort(bounds, kind="stable"), bounds, per_layer, np.array(mesh_of), floor, kth, top)
+    if bounds is not None and per_layer is not None and reach is not None:
+        order = _visits(np.argsort(reach, kind="stable"), bounds, reach, per_layer, np.array(mesh_of), floor, kth, top)
     memo: dict[tuple[object, ...], float] = {}
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
@@ -533,7 +539,7 @@ def search(
     evaluated = unlayable = timed = visited = skipped = 0
     chips = setup.chips
     for index in order:
-        if bounds is not None and len(kth) == top and bounds[index] * (1 - 1e-9) > -kth[0]:
+        if reach is not None and len(kth) == top and reach[index] * (1 - 1e-9) > -kth[0]:
             break  # this bound and every later one exceed the top-th step found
         visited += 1
         base = _par(rows[index], template)

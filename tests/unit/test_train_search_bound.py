@@ -215,13 +215,23 @@ def test_the_least_collective_time_is_below_every_algorithms(chip_name: str, top
     assert tight > 0.3
 
 
-@pytest.mark.parametrize("algorithm", ["hierarchical", "in-network", "ring", None])
+# the stack's own algorithm (NCCL's ring), the others registered, FSDP launch costs, synchronous pipeline sends
+STACKS = [
+    ("megatron", ""),
+    ("megatron", "hierarchical"),
+    ("megatron", "in-network"),
+    ("pytorch-fsdp1", ""),
+    ("megatron-2021", ""),
+]
+
+
+@pytest.mark.parametrize(("framework", "algorithm"), STACKS)
 @pytest.mark.parametrize(
     ("model", "chip", "topo", "batch", "seq"),
     [("llama-3-8b", "h100", "4x8", 64, 4096), ("mixtral-8x7b", "h100", "4x8", 64, 4096)],
 )
 def test_the_network_floor_is_below_each_layouts_priced_bounds(
-    model: str, chip: str, topo: str, batch: int, seq: int, algorithm: str | None
+    model: str, chip: str, topo: str, batch: int, seq: int, framework: str, algorithm: str
 ) -> None:
     """netbound.network_floor of every candidate row, whatever the stack's algorithm, is at most what the search
     adds once the row's mesh is priced: per layer its tensor-parallel, FSDP and expert bounds, its pipeline's
@@ -230,9 +240,11 @@ def test_the_network_floor_is_below_each_layouts_priced_bounds(
 
     from rooftop.cost.algorithms import Algorithm
     from rooftop.plan.train.bound import ep_bound_s, pipeline_bound_s, tp_bound_s
+    from rooftop.plan.train.framework import get_framework
 
     base = _setup(model, chip, topo, batch, seq)
-    stack = replace(base.stack, algorithm=Algorithm(algorithm) if algorithm else None)
+    stack = get_framework(framework)
+    stack = replace(stack, algorithm=Algorithm(algorithm) if algorithm else stack.algorithm)
     setup = replace(base, framework=stack, efficiency=replace(base.efficiency, ep_overlap=0.0))
     ctx = _Context(setup, {})
     prof = ctx.profile(ctx.first_remat)

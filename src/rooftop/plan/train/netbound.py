@@ -36,12 +36,13 @@ the routed bytes), the pipeline's sends (``pipeline_bound_s``) and the data-para
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rooftop.hardware.chip import Chip
-from rooftop.hardware.topology import Topology
+from rooftop.hardware.topology import SCALE_OUT_LINKS, Topology
 from rooftop.plan.train.comm import tp_pairs_per_layer
 from rooftop.plan.train.profile import ModelProfile, held_params
 
@@ -63,6 +64,47 @@ def chip_ingress(chip: Chip, topology: Topology) -> float:
     return total
 
 
+def scale_out_rate(chip: Chip, topology: Topology) -> float:
+    """Bytes/s one chip receives over the scale-out network (its NIC on each fabric or DCN dim); 0 without one."""
+    return chip.dcn_bytes_per_s * sum(d.link in SCALE_OUT_LINKS for d in topology.dims)
+
+
+#: the mesh axes of a layout in the order plan/train/step.layout_mesh lays them, outermost first
+MESH_ORDER = ("dp", "pp", "fsdp", "ep", "cp", "tp")
+
+
+def scale_out_ways(rows: np.ndarray, topology: Topology) -> np.ndarray:
+    """Per candidate row and mesh axis (MESH_ORDER), the chips the axis spans over the scale-out network (the
+    product of its segments on fabric or DCN dims: topology.domains_spanned), as hardware/topology.make_mesh lays
+    the axes of step.layout_mesh: each, outermost first, takes gcd(what it still needs, what is left of a dim)
+    chips from the first dim with any left, then from the dims after it. 1 for a row whose axes cannot be laid
+    (its layout is never priced)."""
+    dp, fsdp, pp, ep, cp, tp = (rows[:, i] for i in (0, 1, 3, 4, 5, 2))
+    in_fsdp = (ep > 1) & (np.mod(fsdp, ep) == 0)
+    sizes = [np.where(in_fsdp | (ep == 1), dp, dp // np.maximum(ep, 1)), pp, np.where(in_fsdp, fsdp // ep, fsdp), ep]
+    sizes += [cp, tp]
+    dims = [d.size for d in topology.dims]
+    out_dim = np.array([d.link in SCALE_OUT_LINKS for d in topology.dims])
+    n, k = len(rows), len(dims)
+    remaining = np.tile(np.array(dims, dtype=np.int64), (n, 1))
+    at = np.arange(n)
+    out = np.ones((n, len(MESH_ORDER)), dtype=np.int64)
+    for a, size in enumerate(sizes):
+        need = size.astype(np.int64)
+        dim = np.zeros(n, dtype=np.int64)
+        for _ in range(k):  # each axis visits a dim at most once
+            for _ in range(k):  # past the dims with nothing left
+                dim += (need > 1) & (dim < k) & (remaining[at, np.minimum(dim, k - 1)] == 1)
+            live = (need > 1) & (dim < k)
+            col = np.minimum(dim, k - 1)
+            take = np.where(live, np.gcd(need, remaining[at, col]), 1)
+            remaining[at, col] //= take
+            out[:, a] *= np.where(out_dim[col], take, 1)
+            need //= take
+            dim += live
+    return out
+
+
 def network_floor(
     rows: np.ndarray,
     setup: TrainingSetup,
@@ -72,66 +114,99 @@ def network_floor(
     fsdp_reshard: bool = True,
 ) -> np.ndarray:
     """Seconds of communication each candidate row (search.ROW_FIELDS) adds to its step at the least, whatever
-    its mesh and the algorithm (module docstring): ``per_layer`` x the per-layer terms (the layers its pacing
-    stage runs per step at the least: bound.step_lower_bounds) plus the pipeline's sends and the data-parallel
-    reduction of a stage of ``held`` layers (the row's fullest stage: bound.least_held_layers);
-    ``fsdp_reshard``: the search's (every row's) choice."""
-    rate = chip_ingress(setup.chip, setup.topology) * setup.efficiency.network
-    if not rate > 0 or not np.isfinite(rate) or not len(rows):
+    the algorithm (module docstring): ``per_layer`` x the per-layer terms (the layers its pacing stage runs per
+    step at the least: bound.step_lower_bounds) plus the pipeline's sends and the data-parallel reduction of a
+    stage of ``held`` layers (the row's fullest stage: bound.least_held_layers); ``fsdp_reshard``: the search's
+    (every row's) choice."""
+    eff = setup.efficiency.network
+    net = _Net(chip_ingress(setup.chip, setup.topology) * eff, scale_out_rate(setup.chip, setup.topology) * eff)
+    if not net.rate > 0 or not np.isfinite(net.rate) or not len(rows):
         return np.zeros(len(rows))
+    if net.out_rate > 0:
+        net.ways = dict(zip(MESH_ORDER, scale_out_ways(rows, setup.topology).T, strict=True))
     tp, pp, ep, cp, m, v = (rows[:, i].astype(float) for i in range(2, 8))
     per_replica = -(-setup.global_batch // (rows[:, 0] * rows[:, 1]))  # layout.replica_batch
     b = (-(-per_replica // rows[:, 6])).astype(float)  # layout.microbatch_size
     act = b * setup.seq_len / cp * setup.cfg.d_model * setup.element_bytes[0]  # a layer's activations, one chip
-    per = _tp_s(setup, tp, act, rate) + _fsdp_s(setup, prof, rows, rate, fsdp_reshard)
-    per = per + _ep_s(setup, prof, tp, ep, act, rate)
+    per = _tp_s(setup, net, tp, act) + _fsdp_s(setup, net, prof, rows, fsdp_reshard)
+    per = per + _ep_s(setup, net, prof, tp, ep, act)
     out: np.ndarray = (
-        per_layer * per + _pipeline_s(setup, pp, v, m, act / tp, rate) + _dp_s(setup, prof, rows, held, rate)
+        per_layer * per + _pipeline_s(setup, net, pp, v, m, act / tp) + _dp_s(setup, net, prof, rows, held)
     )
     return out
 
 
-def least_collective_s(kind: str, n: np.ndarray, nbytes: np.ndarray | float, rate: float) -> np.ndarray:
-    """The least time of a collective ``kind`` of ``nbytes`` per device on ``n`` chips whose ingress is ``rate``
-    bytes/s (network efficiency applied), whatever the algorithm (module docstring): (n - 1) / n x V / rate for
-    the all-gather, reduce-scatter and all-to-all, V / rate for the all-reduce and a permute; 0 on one chip."""
+def least_collective_s(
+    kind: str,
+    n: np.ndarray,
+    nbytes: np.ndarray | float,
+    rate: float,
+    n_out: np.ndarray | int = 1,
+    out_rate: float = 0.0,
+) -> np.ndarray:
+    """The least time of a collective ``kind`` of ``nbytes`` per device on ``n`` chips, whatever the algorithm
+    (module docstring): over the chip's ingress ``rate`` (network efficiency applied), (n - 1) / n x V / rate for
+    the all-gather, reduce-scatter and all-to-all, V / rate for the all-reduce and a permute; and where the chips
+    span ``n_out`` > 1 scale-out domains (``out_rate`` a chip's scale-out ingress), (n_out - 1) / n_out x V /
+    (n / n_out x out_rate), V / out_rate for a permute. 0 on one chip."""
     share = 1.0 if kind in ("all-reduce", "permute") else (n - 1) / n
     out: np.ndarray = np.where(n > 1, share * nbytes / rate, 0.0)
+    if out_rate > 0:
+        cross = 1.0 if kind == "permute" else (n_out - 1) / n_out * n_out / n
+        out = np.maximum(out, np.where(np.asarray(n_out) > 1, cross * nbytes / out_rate, 0.0))
     return out
 
 
-def _gather(n: np.ndarray, nbytes: np.ndarray | float, rate: float) -> np.ndarray:
-    return least_collective_s("all-gather", n, nbytes, rate)
+@dataclass
+class _Net:
+    """The ingress figures of network_floor: all links, the scale-out links, and per mesh axis (MESH_ORDER) the
+    chips each row's axis spans over the scale-out network (empty without one)."""
+
+    rate: float
+    out_rate: float
+    ways: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def out(self, *axes: str) -> np.ndarray | int:
+        """The scale-out domains a collective over ``axes`` spans (1 without a scale-out network)."""
+        if not self.ways:
+            return 1
+        found: np.ndarray = np.prod([self.ways[a] for a in axes], axis=0)
+        return found
+
+    def least(self, kind: str, n: np.ndarray, nbytes: np.ndarray | float, *axes: str) -> np.ndarray:
+        return least_collective_s(kind, n, nbytes, self.rate, self.out(*axes), self.out_rate)
 
 
-def _tp_s(setup: TrainingSetup, tp: np.ndarray, act: np.ndarray, rate: float) -> np.ndarray:
+def _tp_s(setup: TrainingSetup, net: _Net, tp: np.ndarray, act: np.ndarray) -> np.ndarray:
     """bound.tp_bound_s: 2 x pairs x (all-gather + reduce-scatter) of the activations, none hidden."""
     if setup.efficiency.tp_overlap > 0:
         return np.zeros(len(tp))
-    return 2 * tp_pairs_per_layer(setup.cfg) * 2 * _gather(tp, act, rate)
+    return 2 * tp_pairs_per_layer(setup.cfg) * 2 * net.least("all-gather", tp, act, "tp")
 
 
-def _fsdp_s(setup: TrainingSetup, prof: ModelProfile, rows: np.ndarray, rate: float, reshard: bool) -> np.ndarray:
+def _fsdp_s(setup: TrainingSetup, net: _Net, prof: ModelProfile, rows: np.ndarray, reshard: bool) -> np.ndarray:
     """bound.fsdp_bound_s: k x (gathers, twice when resharded, + reduce-scatter, a launch each) of the layer
-    group whose weights a chip gathers fewest of, over fsdp chips (the dense FSDP axes: memory.Shards), once
-    over the microbatches when kept gathered."""
+    group whose weights a chip gathers fewest of, over the dense FSDP axes (fsdp chips, with ep when ep divides
+    fsdp: memory.Shards), once over the microbatches when kept gathered."""
     k = min(1.0, setup.stack.overlap_cost)
     if not k:
         return np.zeros(len(rows))
-    fsdp = rows[:, 1].astype(float)
+    fsdp, ep = rows[:, 1].astype(float), rows[:, 4]
     _, w_bytes, g_bytes = setup.element_bytes
     tps, tp_of = np.unique(rows[:, 2], return_inverse=True)
     least = np.array([min(held_params(prof, int(t)).layers) for t in tps.tolist()])[tp_of.ravel()]
     launch = setup.stack.launch_s
     once = 1.0 if reshard else 1.0 / rows[:, 6]
-    each = (_gather(fsdp, least * w_bytes, rate) + launch) * (1 + reshard)
-    each = each + _gather(fsdp, least * g_bytes, rate) + launch
-    out: np.ndarray = np.where(fsdp > 1, k * each * once, 0.0)
+    in_fsdp = (ep > 1) & (np.mod(rows[:, 1], ep) == 0)
+    n_out = np.where(in_fsdp, net.out("fsdp", "ep"), net.out("fsdp"))
+    gather = least_collective_s("all-gather", fsdp, least * w_bytes, net.rate, n_out, net.out_rate)
+    reduce = least_collective_s("reduce-scatter", fsdp, least * g_bytes, net.rate, n_out, net.out_rate)
+    out: np.ndarray = np.where(fsdp > 1, k * ((gather + launch) * (1 + reshard) + reduce + launch) * once, 0.0)
     return out
 
 
 def _ep_s(
-    setup: TrainingSetup, prof: ModelProfile, tp: np.ndarray, ep: np.ndarray, act: np.ndarray, rate: float
+    setup: TrainingSetup, net: _Net, prof: ModelProfile, tp: np.ndarray, ep: np.ndarray, act: np.ndarray
 ) -> np.ndarray:
     """bound.ep_bound_s: min(1, k) x 2 x (the dispatch and combine all-to-alls) over ep chips, per layer of the
     model; the routed bytes at their least under node-limited routing (comm.node_limited_factor: min(M, D) /
@@ -145,24 +220,25 @@ def _ep_s(
     least = 1.0 if not setup.max_nodes_per_token else min(1.0, 1.0 / cfg.moe.top_k)
     routed = act * cfg.moe.top_k / tp * least
     both = routed * (1 + min(1.0, setup.matmul_bytes / a_bytes))
-    out: np.ndarray = k * 2 * _gather(ep, both, rate) * moe_layers / prof.n_layers
+    out: np.ndarray = k * 2 * net.least("all-to-all", ep, both, "ep") * moe_layers / prof.n_layers
     return out
 
 
 def _pipeline_s(
-    setup: TrainingSetup, pp: np.ndarray, v: np.ndarray, m: np.ndarray, boundary: np.ndarray, rate: float
+    setup: TrainingSetup, net: _Net, pp: np.ndarray, v: np.ndarray, m: np.ndarray, boundary: np.ndarray
 ) -> np.ndarray:
     """bound.pipeline_bound_s: 2 v sends of the boundary activations per microbatch, with the stack's sync, over
     the microbatches and the bubble; 0 where the stack hides them behind a chunk (virtual stages)."""
-    send = least_collective_s("permute", pp, boundary, rate) + setup.stack.p2p_sync_s
+    send = net.least("permute", pp, boundary, "pp") + setup.stack.p2p_sync_s
     hidden = (v > 1) if setup.stack.p2p_overlap else np.zeros(len(pp), dtype=bool)
     out: np.ndarray = np.where((pp > 1) & ~hidden, 2 * v * send * (m + (pp - 1) / v), 0.0)
     return out
 
 
-def _dp_s(setup: TrainingSetup, prof: ModelProfile, rows: np.ndarray, held: np.ndarray, rate: float) -> np.ndarray:
+def _dp_s(setup: TrainingSetup, net: _Net, prof: ModelProfile, rows: np.ndarray, held: np.ndarray) -> np.ndarray:
     """bound.dp_bound_s: k x the gradient all-reduces of a stage of ``held`` layers (comm.dp_comms): the dense
-    gradients over dp x cp chips, the routed experts' over the rest of dp x cp (memory.Shards), V each."""
+    gradients over the dense data axes and cp (dp x cp chips), the routed experts' over the mesh's dp axis and cp
+    (the rest of dp when ep is taken from it: memory.Shards), V each."""
     k = min(1.0, setup.stack.overlap_cost)
     if not k:
         return np.zeros(len(rows))
@@ -179,7 +255,8 @@ def _dp_s(setup: TrainingSetup, prof: ModelProfile, rows: np.ndarray, held: np.n
     expert_fsdp = np.where(in_fsdp, fsdp / ep, fsdp)
     expert_dp = np.where(in_dp, dp / ep, dp)
     expert = prof.params_expert * share / (tp * ep) / expert_fsdp * g_bytes
-    out = least_collective_s("all-reduce", dp * cp, dense, rate)
-    out = out + least_collective_s("all-reduce", expert_dp * cp, expert, rate)
+    dense_out = np.where(in_dp, net.out("dp", "ep", "cp"), net.out("dp", "cp"))
+    out = least_collective_s("all-reduce", dp * cp, dense, net.rate, dense_out, net.out_rate)
+    out = out + net.least("all-reduce", expert_dp * cp, expert, "dp", "cp")
     scaled: np.ndarray = k * out
     return scaled

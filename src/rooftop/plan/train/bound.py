@@ -214,12 +214,20 @@ def dp_bound_s(
     return k * sum(pricer.time("all-reduce", axes, n) for axes, n in comms)
 
 
-def least_held_layers(rows: np.ndarray, prof: ModelProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mesh_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct meshes of the candidate rows, their first six columns dp, fsdp, tp, pp, ep, cp; the index of
+    each row's among them)."""
+    return _unique_rows(rows[:, :6])
+
+
+def least_held_layers(
+    rows: np.ndarray, prof: ModelProfile, found: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the index of each candidate row's mesh, its first six columns; per mesh, the fewest layers the fullest
     stage holds over the mesh's rows; per row, the layers its fullest stage holds: layout.stage_split under
     ``prof``): what bounds the data-parallel reduction of every row of a mesh at once (dp_bound_s with
-    ``held_layers``)."""
-    meshes, mesh_of = _unique_rows(rows[:, :6])
+    ``held_layers``). ``found``: the rows' mesh_rows, when already found."""
+    meshes, mesh_of = mesh_rows(rows) if found is None else found
     pp, v, balanced = rows[:, 3], rows[:, 7], rows[:, 8]
     pairs, pair_of = _unique_rows(np.stack([pp, np.where(balanced.astype(bool) & (pp > 1), v, 0)], axis=1))
     held = np.array([_stage_split(prof.n_layers, p, bv, prof.head_layers).held for p, bv in pairs.tolist()])

@@ -43,6 +43,7 @@ import numpy as np
 
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import SCALE_OUT_LINKS, Topology
+from rooftop.plan.train.bound import mesh_rows
 from rooftop.plan.train.comm import tp_pairs_per_layer
 from rooftop.plan.train.profile import ModelProfile, held_params
 
@@ -74,11 +75,11 @@ MESH_ORDER = ("dp", "pp", "fsdp", "ep", "cp", "tp")
 
 
 def scale_out_ways(rows: np.ndarray, topology: Topology) -> np.ndarray:
-    """Per candidate row and mesh axis (MESH_ORDER), the chips the axis spans over the scale-out network (the
-    product of its segments on fabric or DCN dims: topology.domains_spanned), as hardware/topology.make_mesh lays
-    the axes of step.layout_mesh: each, outermost first, takes gcd(what it still needs, what is left of a dim)
-    chips from the first dim with any left, then from the dims after it. 1 for a row whose axes cannot be laid
-    (its layout is never priced)."""
+    """Per candidate row (its first six columns are read) and mesh axis (MESH_ORDER), the chips the axis spans
+    over the scale-out network (the product of its segments on fabric or DCN dims: topology.domains_spanned), as
+    hardware/topology.make_mesh lays the axes of step.layout_mesh: each, outermost first, takes gcd(what it still
+    needs, what is left of a dim) chips from the first dim with any left, then from the dims after it. A row
+    whose axes cannot be laid gets some figure (its layout is never priced)."""
     dp, fsdp, pp, ep, cp, tp = (rows[:, i] for i in (0, 1, 3, 4, 5, 2))
     in_fsdp = (ep > 1) & (np.mod(fsdp, ep) == 0)
     sizes = [np.where(in_fsdp | (ep == 1), dp, dp // np.maximum(ep, 1)), pp, np.where(in_fsdp, fsdp // ep, fsdp), ep]
@@ -112,18 +113,21 @@ def network_floor(
     per_layer: np.ndarray,
     held: np.ndarray,
     fsdp_reshard: bool = True,
+    meshes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Seconds of communication each candidate row (search.ROW_FIELDS) adds to its step at the least, whatever
     the algorithm (module docstring): ``per_layer`` x the per-layer terms (the layers its pacing stage runs per
     step at the least: bound.step_lower_bounds) plus the pipeline's sends and the data-parallel reduction of a
     stage of ``held`` layers (the row's fullest stage: bound.least_held_layers); ``fsdp_reshard``: the search's
-    (every row's) choice."""
+    (every row's) choice; ``meshes``: the rows' bound.mesh_rows, when already found (the axes are laid once per
+    mesh)."""
     eff = setup.efficiency.network
     net = _Net(chip_ingress(setup.chip, setup.topology) * eff, scale_out_rate(setup.chip, setup.topology) * eff)
     if not net.rate > 0 or not np.isfinite(net.rate) or not len(rows):
         return np.zeros(len(rows))
     if net.out_rate > 0:
-        net.ways = dict(zip(MESH_ORDER, scale_out_ways(rows, setup.topology).T, strict=True))
+        distinct, mesh_of = mesh_rows(rows) if meshes is None else meshes
+        net.ways = dict(zip(MESH_ORDER, scale_out_ways(distinct, setup.topology)[mesh_of].T, strict=True))
     tp, pp, ep, cp, m, v = (rows[:, i].astype(float) for i in range(2, 8))
     per_replica = -(-setup.global_batch // (rows[:, 0] * rows[:, 1]))  # layout.replica_batch
     b = (-(-per_replica // rows[:, 6])).astype(float)  # layout.microbatch_size

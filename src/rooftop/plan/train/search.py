@@ -47,6 +47,7 @@ from rooftop.plan.train.bound import (
     ep_bound_s,
     fsdp_bound_s,
     least_held_layers,
+    mesh_rows,
     pipeline_bound_s,
     step_lower_bounds,
     tp_bound_s,
@@ -522,9 +523,11 @@ def search(
         profiles = [ctx.profile(r) for r in remats]
         table = _table(rows)
         bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
-        mesh_at, least_at, held_at = least_held_layers(table, ctx.profile(ctx.first_remat))
+        meshes = mesh_rows(table)
+        mesh_at, least_at, held_at = least_held_layers(table, ctx.profile(ctx.first_remat), meshes)
         reshard = bool(ctx.fix.get("fsdp_reshard", True))
-        reach = bounds + network_floor(table, setup, ctx.profile(ctx.first_remat), per_layer, held_at, reshard)
+        prof = ctx.profile(ctx.first_remat)
+        reach = bounds + network_floor(table, setup, prof, per_layer, held_at, reshard, meshes)
         mesh_of, fewest, holds = mesh_at.tolist(), least_at.tolist(), held_at.tolist()
         floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)

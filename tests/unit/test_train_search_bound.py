@@ -109,7 +109,7 @@ def test_the_bound_is_below_every_priced_step(model: str, chip: str, topo: str, 
     [("llama-3-8b", "h100", "4x8", 64, 4096), ("mixtral-8x7b", "tpu-v5e", "4x8", 64, 4096)],
 )
 def test_the_mesh_floor_is_below_every_priced_step(model: str, chip: str, topo: str, batch: int, seq: int) -> None:
-    """What the search skips a mesh's later rows by (search._comm_floor): the rows' compute bound, plus per layer
+    """What the search skips a mesh's later rows by (prune.Pruning.comm_floor): the rows' compute bound, plus per layer
     the FSDP traffic and once the data-parallel reduction of a stage of the fewest layers any row of the mesh
     holds (bound.least_held_layers), is at most each priced step; and that reduction at most the layout's own."""
     setup = _setup(model, chip, topo, batch, seq)

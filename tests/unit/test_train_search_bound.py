@@ -240,12 +240,12 @@ def test_the_network_floor_is_below_each_layouts_priced_bounds(
     model: str, chip: str, topo: str, batch: int, seq: int, framework: str, algorithm: str
 ) -> None:
     """netbound.network_floor of every candidate row, whatever the stack's algorithm, is at most what the search
-    adds once the row's mesh is priced: per layer its tensor-parallel, FSDP and expert bounds, its pipeline's
-    sends and its data-parallel reduction (bound.py), each at least as large as its counterpart."""
+    adds once the row's mesh is priced: per layer its tensor-parallel, ring-attention, FSDP and expert bounds, its
+    pipeline's sends and its data-parallel reduction (bound.py), each at least as large as its counterpart."""
     from dataclasses import replace
 
     from rooftop.cost.algorithms import Algorithm
-    from rooftop.plan.train.bound import ep_bound_s, pipeline_bound_s, tp_bound_s
+    from rooftop.plan.train.bound import cp_bound_s, ep_bound_s, pipeline_bound_s, tp_bound_s
     from rooftop.plan.train.framework import get_framework
 
     base = _setup(model, chip, topo, batch, seq)
@@ -268,6 +268,7 @@ def test_the_network_floor_is_below_each_layouts_priced_bounds(
             continue
         per = (
             tp_bound_s(setup, par, pricer)
+            + cp_bound_s(setup, par, pricer)
             + fsdp_bound_s(setup, par, pricer, prof)
             + ep_bound_s(setup, par, pricer, prof)
         )

@@ -157,6 +157,20 @@ def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> fl
     return 2 * tp_pairs_per_layer(setup.cfg) * pair
 
 
+def cp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
+    """The least a layer's ring-attention shifts add to one microbatch on a stack whose hidden collectives take
+    compute: comm.layer_comm sends the K,V chunk cp - 1 times forward and K,V,dK,dV backward (3 (cp - 1) shifts)
+    and adds what is exposed plus k x what the attention core hides (comm.overlap_contention), at least
+    min(1, k) x all of them; 0 without context parallelism or without that cost."""
+    k = min(1.0, setup.stack.overlap_cost)
+    if par.cp == 1 or not k:
+        return 0.0
+    cfg = setup.cfg
+    kv = _tokens_chip(setup, par) * 2 * cfg.n_kv_heads * cfg.head_dim * setup.element_bytes[0]
+    kv /= min(par.tp, cfg.n_kv_heads)
+    return k * 3 * (par.cp - 1) * pricer.time("permute", ("cp",), kv)
+
+
 def fsdp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
     """The least a layer's FSDP traffic adds to one microbatch on a stack whose hidden collectives take compute
     (``Framework.overlap_cost`` k, at most 1): each second of it is either exposed (a second) or hidden (k
@@ -260,7 +274,7 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     tp_one = tp_bound_s(setup, par, pricer) / 2
     per_mb += prof.n_layers * layer_scale * ((3 if par.remat == "full" else 2) * tp_one)
     per_mb += prof.n_layers * layer_scale * fsdp_bound_s(setup, par, pricer, prof)
-    per_mb += prof.n_layers * layer_scale * ep_bound_s(setup, par, pricer, prof)
+    per_mb += prof.n_layers * layer_scale * (ep_bound_s(setup, par, pricer, prof) + cp_bound_s(setup, par, pricer))
     shards = Shards.of(par)
     if par.fsdp > 1:  # the embedding and head's FSDP traffic: no layer compute to hide it (comm.layer_comm)
         _, w_bytes, g_bytes = setup.element_bytes

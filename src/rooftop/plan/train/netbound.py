@@ -27,7 +27,8 @@ bytes per device, whatever the algorithm:
 
 Each term of the layout's communication that plan/train/bound.py bounds with the layout's own pricer is bounded
 here with these figures instead, term for term no larger (the same bytes, the same share never hidden, the
-same launch and sync costs): the tensor-parallel collectives (``tp_bound_s``), the FSDP traffic
+same launch and sync costs): the tensor-parallel collectives (``tp_bound_s``), the ring-attention shifts
+(``cp_bound_s``), the FSDP traffic
 (``fsdp_bound_s``), the expert all-to-alls (``ep_bound_s``, node-limited routing at its least, 1 / top_k of
 the routed bytes), the pipeline's sends (``pipeline_bound_s``) and the data-parallel reduction
 (``dp_bound_s``). Per layer and microbatch terms count the layers the pacing stage runs at the least
@@ -133,7 +134,7 @@ def network_floor(
     b = (-(-per_replica // rows[:, 6])).astype(float)  # layout.microbatch_size
     act = b * setup.seq_len / cp * setup.cfg.d_model * setup.element_bytes[0]  # a layer's activations, one chip
     per = _tp_s(setup, net, tp, act) + _fsdp_s(setup, net, prof, rows, fsdp_reshard)
-    per = per + _ep_s(setup, net, prof, tp, ep, act)
+    per = per + _ep_s(setup, net, prof, tp, ep, act) + _cp_s(setup, net, tp, cp, act)
     out: np.ndarray = (
         per_layer * per + _pipeline_s(setup, net, pp, v, m, act / tp) + _dp_s(setup, net, prof, rows, held)
     )
@@ -225,6 +226,17 @@ def _ep_s(
     routed = act * cfg.moe.top_k / tp * least
     both = routed * (1 + min(1.0, setup.matmul_bytes / a_bytes))
     out: np.ndarray = k * 2 * net.least("all-to-all", ep, both, "ep") * moe_layers / prof.n_layers
+    return out
+
+
+def _cp_s(setup: TrainingSetup, net: _Net, tp: np.ndarray, cp: np.ndarray, act: np.ndarray) -> np.ndarray:
+    """bound.cp_bound_s: min(1, k) x 3 (cp - 1) shifts of the K,V chunk over cp."""
+    k = min(1.0, setup.stack.overlap_cost)
+    if not k:
+        return np.zeros(len(cp))
+    cfg = setup.cfg
+    kv = act / cfg.d_model * 2 * cfg.n_kv_heads * cfg.head_dim / np.minimum(tp, cfg.n_kv_heads)
+    out: np.ndarray = k * 3 * (cp - 1) * net.least("permute", cp, kv, "cp")
     return out
 
 

@@ -4,8 +4,8 @@ and plan/train/netbound.py applied to its rows, in the order it visits them.
 Every row's step is at least its ``reach``: the roofline of its ops alone (bound.step_lower_bounds) plus the
 least its communication takes whatever its mesh (netbound.network_floor). The rows are visited by reach, lowest
 first, and the visit stops at the first whose reach exceeds the top-th fastest fitting step found. Once a row's
-mesh is built, its own collectives are priced (``Pruning.priced_out``: tensor-parallel, FSDP and expert
-collectives per layer, the pipeline's sends, the data-parallel reduction), and the first row priced on a mesh
+mesh is built, its own collectives are priced (``Pruning.priced_out``: tensor-parallel, ring-attention, FSDP and
+expert collectives per layer, the pipeline's sends, the data-parallel reduction), and the first row priced on a mesh
 sets the mesh's floor, which drops its later rows in arrays before anything is built (``Pruning.visits``). Each
 skip compares a lower bound of the row's step with the top-th step found, which only falls: no skipped row
 could rank.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rooftop.plan.train.bound import (
+    cp_bound_s,
     dp_bound_s,
     ep_bound_s,
     fsdp_bound_s,
@@ -138,8 +139,9 @@ class Pruning:
         b = microbatch_size(setup.global_batch, base)
         tp_key, fsdp_key = (pid, "tp", b), (pid, "fsdp", base.fsdp_reshard)
         dp_key = (pid, "dp", base.virtual_stages, base.pipeline_balance)
-        if tp_key not in memo:  # with the expert all-to-alls, which depend on the same (mesh, b)
-            memo[tp_key] = tp_bound_s(setup, base, pricer) + ep_bound_s(setup, base, pricer, self.prof)
+        if tp_key not in memo:  # with the ring-attention shifts and expert all-to-alls: the same (mesh, b)
+            tp = tp_bound_s(setup, base, pricer) + cp_bound_s(setup, base, pricer)
+            memo[tp_key] = tp + ep_bound_s(setup, base, pricer, self.prof)
         spread = 1.0 if base.fsdp_reshard else float(base.microbatches)  # kept gathered: once over the microbatches
         if fsdp_key not in memo:
             memo[fsdp_key] = fsdp_bound_s(setup, base, pricer, self.prof) * spread

@@ -89,21 +89,15 @@ def scale_out_ways(rows: np.ndarray, topology: Topology) -> np.ndarray:
     out_dim = np.array([d.link in SCALE_OUT_LINKS for d in topology.dims])
     n, k = len(rows), len(dims)
     remaining = np.tile(np.array(dims, dtype=np.int64), (n, 1))
-    at = np.arange(n)
     out = np.ones((n, len(MESH_ORDER)), dtype=np.int64)
     for a, size in enumerate(sizes):
         need = size.astype(np.int64)
-        dim = np.zeros(n, dtype=np.int64)
-        for _ in range(k):  # each axis visits a dim at most once
-            for _ in range(k):  # past the dims with nothing left
-                dim += (need > 1) & (dim < k) & (remaining[at, np.minimum(dim, k - 1)] == 1)
-            live = (need > 1) & (dim < k)
-            col = np.minimum(dim, k - 1)
-            take = np.where(live, np.gcd(need, remaining[at, col]), 1)
-            remaining[at, col] //= take
-            out[:, a] *= np.where(out_dim[col], take, 1)
+        for dim in range(k):  # the dims in order: one with nothing left gives gcd 1, as if skipped
+            take = np.gcd(need, remaining[:, dim])
+            remaining[:, dim] //= take
+            if out_dim[dim]:
+                out[:, a] *= take
             need //= take
-            dim += live
     return out
 
 

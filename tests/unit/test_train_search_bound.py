@@ -284,6 +284,7 @@ def test_the_network_floor_is_below_each_layouts_priced_bounds(
         ("llama-3-70b", "h100", "8192x8", 65536),
         ("deepseek-v3", "h100", "256x8", 4096),
         ("mixtral-8x7b", "tpu-v5e", "4*4x8", 256),
+        ("llama-3-8b", "h100", "6x8", 96),  # axes that take part of a dim (dp=4 on 6 nodes: 2 of them, then 2 GPUs)
     ],
 )
 def test_scale_out_ways_are_the_meshes(model: str, chip_name: str, topo: str, batch: int) -> None:

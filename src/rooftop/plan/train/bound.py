@@ -21,8 +21,9 @@ with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` th
 with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
 (``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
 the search adds them, and the pipeline's sends, once it has the layout's mesh (``tp_bound_s``,
-``pipeline_bound_s``). On a stack whose hidden collectives take compute, the FSDP traffic and the data-parallel
-reduction add at least that compute (``fsdp_bound_s``, ``dp_bound_s``); the reduction's bytes grow with the
+``pipeline_bound_s``). On a stack whose hidden collectives take compute, the FSDP traffic, ring attention's
+shifts, the expert all-to-alls (whole when ``ep_overlap`` is 0) and the data-parallel reduction add at least that
+compute (``fsdp_bound_s``, ``cp_bound_s``, ``ep_bound_s``, ``dp_bound_s``); the reduction's bytes grow with the
 layers a stage holds, so priced once for the fewest layers any row of a mesh holds (``least_held_layers``) it
 bounds every row of that mesh.
 """
@@ -265,8 +266,9 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     """A bound on the step of a layout's kept variant ``par`` (its remat policy's profile ``prof``) before its
     communication is priced: its ops' time exactly as the step prices them (profile.op_sums, the pacing stage
     of profile.stage_pace), the tensor-parallel collectives when none is hidden (again for the backward under
-    full remat), the pipeline's sends and the embedding and head's FSDP traffic (never hidden), each per
-    microbatch over the m microbatches and the bubble, and the optimizer update (step.step_parts)."""
+    full remat), the least of the layers' FSDP, ring-attention and expert collectives, the pipeline's sends and
+    the embedding and head's FSDP traffic (never hidden), each per microbatch over the m microbatches and the
+    bubble, and the optimizer update (step.step_parts)."""
     sums = op_sums(prof, par, microbatch_size(setup.global_batch, par))
     layer_scale, head = stage_pace(prof, par, sums)
     layers, outside = sums.passes

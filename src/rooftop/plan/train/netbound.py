@@ -25,14 +25,22 @@ bytes per device, whatever the algorithm:
   groups' inbound: at least (N - 1) / N x V / (R x eff);
 - permute: V over one link of a group: at least V / (R x eff).
 
+Across the scale-out network: where the collective's N chips span n_out > 1 fast domains (NVLink domains, TPU
+slices: ``scale_out_ways`` lays the axes as the search's meshes do), n = N / n_out of them share a domain, and
+every rule enters the scale-out level through at most the NICs of those n chips (B each): the staged rule
+prices that level at least at (n_out - 1) shards of at least V / N over B (its ingress part), a flat ring or a
+tree enters it at most at n x B, the in-network all-reduce moves n_out shards of at least V / N over B, and the
+all-to-all's part on the scale-out group is (n_out - 1) / n_out x V / B. So at least (n_out - 1) / N x V /
+(B x eff), and V / (B x eff) for a permute across domains.
+
 Each term of the layout's communication that plan/train/bound.py bounds with the layout's own pricer is bounded
 here with these figures instead, term for term no larger (the same bytes, the same share never hidden, the
 same launch and sync costs): the tensor-parallel collectives (``tp_bound_s``), the ring-attention shifts
-(``cp_bound_s``), the FSDP traffic
-(``fsdp_bound_s``), the expert all-to-alls (``ep_bound_s``, node-limited routing at its least, 1 / top_k of
-the routed bytes), the pipeline's sends (``pipeline_bound_s``) and the data-parallel reduction
-(``dp_bound_s``). Per layer and microbatch terms count the layers the pacing stage runs at the least
-(bound.step_lower_bounds).
+(``cp_bound_s``), the FSDP traffic (``fsdp_bound_s``), the expert all-to-alls (``ep_bound_s``, node-limited
+routing at its least, 1 / top_k of the routed bytes), the pipeline's sends (``pipeline_bound_s``) and the
+data-parallel reduction (``dp_bound_s``). Per layer and microbatch terms count the layers the pacing stage runs
+at the least (bound.step_lower_bounds). tests/unit/test_train_search_bound.py checks the premise against every
+registered algorithm and each term against its priced counterpart.
 """
 
 from __future__ import annotations

@@ -33,6 +33,17 @@ measured 2026-11-29 under heavy load, medians of 3, new / old: 0) 0.06 / 0.10; 1
 (1.03x); 7) 0.40 / 0.76; 8) 0.32 / 0.61; 9) 2.53 / 2.99; 10) 0.07 / 0.11; 11) 0.12 / 0.32. Growth from 512
 to 65,536 H100: 0.35x at the same batch, 1.78x at one sequence per chip (1.44x and 1.80x in two other runs).
 The same layouts, step times and counts as without the floor on every case.
+
+After the expert all-to-alls and ring attention's shifts joined the bounds once a layout's mesh is known
+(plan/train/bound.py: ep_bound_s, cp_bound_s) and every row's communication is bounded before any mesh is built
+(plan/train/netbound.py: each collective at least the bytes a chip must receive over its whole ingress, and over
+its NIC across the scale-out domains its axes span, whatever the algorithm), measured 2026-11-29 under heavy
+load (load average 6-7 on 2 cores), medians of 3, new / old: 0) 0.04 / 0.12; 1) 0.08 / 0.12; 2) 0.05 / 0.07
+(0.78x in a second run of 5); 3) 0.87 / 1.24; 4) 0.18 / 0.33; 5) 0.08 / 0.14; 6) 0.03 / 0.03 (0.94x; 0.93x
+in a second run of 5); 7) 0.21 / 0.92; 8) 0.24 / 0.72; 9) 0.49 / 3.28; 10) 0.07 / 0.12; 11) 0.08 / 0.34.
+Growth from 512 to 65,536 H100: 0.37x at the same batch, 1.28x at one sequence per chip (1.23x, 1.22x and
+1.19x in three other runs). The same top-5 layouts and step times as before on every case and on nine pinned
+searches; fewer layouts priced (case 3: 1,015 timed against 5,155; case 9: 135 against 9,267).
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ with pp = 1 one stage of all L layers and the ops outside them; ``optimizer`` th
 with ZeRO over dp (the smaller shard of the choices). Where no tensor-parallel collective is hidden
 (``tp_overlap`` 0), each layer's forward and backward all-gathers and reduce-scatters add to every microbatch;
 the search adds them, and the pipeline's sends, once it has the layout's mesh (``tp_bound_s``,
-``pipeline_bound_s``). On a stack whose hidden collectives take compute, the FSDP traffic and the data-parallel
-reduction add at least that compute (``fsdp_bound_s``, ``dp_bound_s``); the reduction's bytes grow with the
+``pipeline_bound_s``). On a stack whose hidden collectives take compute, the FSDP traffic, ring attention's
+shifts, the expert all-to-alls (whole when ``ep_overlap`` is 0) and the data-parallel reduction add at least that
+compute (``fsdp_bound_s``, ``cp_bound_s``, ``ep_bound_s``, ``dp_bound_s``); the reduction's bytes grow with the
 layers a stage holds, so priced once for the fewest layers any row of a mesh holds (``least_held_layers``) it
 bounds every row of that mesh.
 """
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rooftop.cost.roofline import hbm_rate, roofline_table
-from rooftop.plan.train.comm import CommPricer, dp_comms, tp_pairs_per_layer
+from rooftop.plan.train.comm import CommPricer, dp_comms, node_limited_factor, tp_pairs_per_layer
 from rooftop.plan.train.layout import Parallelism, _stage_split, microbatch_size
 from rooftop.plan.train.memory import Shards
 from rooftop.plan.train.profile import ModelProfile, held_params, op_sums, stage_pace
@@ -157,6 +158,20 @@ def tp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> fl
     return 2 * tp_pairs_per_layer(setup.cfg) * pair
 
 
+def cp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer) -> float:
+    """The least a layer's ring-attention shifts add to one microbatch on a stack whose hidden collectives take
+    compute: comm.layer_comm sends the K,V chunk cp - 1 times forward and K,V,dK,dV backward (3 (cp - 1) shifts)
+    and adds what is exposed plus k x what the attention core hides (comm.overlap_contention), at least
+    min(1, k) x all of them; 0 without context parallelism or without that cost."""
+    k = min(1.0, setup.stack.overlap_cost)
+    if par.cp == 1 or not k:
+        return 0.0
+    cfg = setup.cfg
+    kv = _tokens_chip(setup, par) * 2 * cfg.n_kv_heads * cfg.head_dim * setup.element_bytes[0]
+    kv /= min(par.tp, cfg.n_kv_heads)
+    return k * 3 * (par.cp - 1) * pricer.time("permute", ("cp",), kv)
+
+
 def fsdp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
     """The least a layer's FSDP traffic adds to one microbatch on a stack whose hidden collectives take compute
     (``Framework.overlap_cost`` k, at most 1): each second of it is either exposed (a second) or hidden (k
@@ -177,6 +192,29 @@ def fsdp_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, pro
     return k * least * (1.0 if par.fsdp_reshard else 1.0 / par.microbatches)
 
 
+def ep_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile) -> float:
+    """The least a layer's expert all-to-alls add to one microbatch, per layer of the model (the routed-expert
+    layers' share of them; the pacing stage runs the same share of every layer group, profile.stage_pace).
+    comm.layer_comm prices a routed-expert layer's dispatch and combine, a = all-to-all(to the experts) +
+    all-to-all(routed), (2 + recompute) x a per microbatch of which h is hidden, and adds exposed + k x h with k
+    the stack's ``overlap_cost`` (comm.overlap_contention): at least min(1, k) x 2a, and 2a whole when
+    ``ep_overlap`` is 0 (nothing hidden). Exact bytes and the layout's own pricer, so whatever the algorithm.
+    0 without expert parallelism."""
+    cfg = setup.cfg
+    if par.ep == 1 or cfg.moe is None:
+        return 0.0
+    k = 1.0 if setup.efficiency.ep_overlap == 0 else min(1.0, setup.stack.overlap_cost)
+    moe_layers = sum(g.count for g in prof.groups if g.moe)
+    if not k or not moe_layers:
+        return 0.0
+    a_bytes = setup.element_bytes[0]
+    factor = node_limited_factor(setup.max_nodes_per_token, pricer.mesh, cfg)
+    routed = _tokens_chip(setup, par) * cfg.moe.top_k * cfg.d_model * a_bytes / par.tp * factor
+    to_experts = routed * min(1.0, setup.matmul_bytes / a_bytes)
+    a2a = pricer.time("all-to-all", ("ep",), to_experts) + pricer.time("all-to-all", ("ep",), routed)
+    return k * 2 * a2a * moe_layers / prof.n_layers
+
+
 def dp_bound_s(
     setup: TrainingSetup, par: Parallelism, pricer: CommPricer, prof: ModelProfile, held_layers: int | None = None
 ) -> float:
@@ -191,12 +229,20 @@ def dp_bound_s(
     return k * sum(pricer.time("all-reduce", axes, n) for axes, n in comms)
 
 
-def least_held_layers(rows: np.ndarray, prof: ModelProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mesh_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct meshes of the candidate rows, their first six columns dp, fsdp, tp, pp, ep, cp; the index of
+    each row's among them)."""
+    return _unique_rows(rows[:, :6])
+
+
+def least_held_layers(
+    rows: np.ndarray, prof: ModelProfile, found: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the index of each candidate row's mesh, its first six columns; per mesh, the fewest layers the fullest
     stage holds over the mesh's rows; per row, the layers its fullest stage holds: layout.stage_split under
     ``prof``): what bounds the data-parallel reduction of every row of a mesh at once (dp_bound_s with
-    ``held_layers``)."""
-    meshes, mesh_of = _unique_rows(rows[:, :6])
+    ``held_layers``). ``found``: the rows' mesh_rows, when already found."""
+    meshes, mesh_of = mesh_rows(rows) if found is None else found
     pp, v, balanced = rows[:, 3], rows[:, 7], rows[:, 8]
     pairs, pair_of = _unique_rows(np.stack([pp, np.where(balanced.astype(bool) & (pp > 1), v, 0)], axis=1))
     held = np.array([_stage_split(prof.n_layers, p, bv, prof.head_layers).held for p, bv in pairs.tolist()])
@@ -220,8 +266,9 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     """A bound on the step of a layout's kept variant ``par`` (its remat policy's profile ``prof``) before its
     communication is priced: its ops' time exactly as the step prices them (profile.op_sums, the pacing stage
     of profile.stage_pace), the tensor-parallel collectives when none is hidden (again for the backward under
-    full remat), the pipeline's sends and the embedding and head's FSDP traffic (never hidden), each per
-    microbatch over the m microbatches and the bubble, and the optimizer update (step.step_parts)."""
+    full remat), the least of the layers' FSDP, ring-attention and expert collectives, the pipeline's sends and
+    the embedding and head's FSDP traffic (never hidden), each per microbatch over the m microbatches and the
+    bubble, and the optimizer update (step.step_parts)."""
     sums = op_sums(prof, par, microbatch_size(setup.global_batch, par))
     layer_scale, head = stage_pace(prof, par, sums)
     layers, outside = sums.passes
@@ -229,6 +276,7 @@ def variant_bound_s(setup: TrainingSetup, par: Parallelism, pricer: CommPricer, 
     tp_one = tp_bound_s(setup, par, pricer) / 2
     per_mb += prof.n_layers * layer_scale * ((3 if par.remat == "full" else 2) * tp_one)
     per_mb += prof.n_layers * layer_scale * fsdp_bound_s(setup, par, pricer, prof)
+    per_mb += prof.n_layers * layer_scale * (ep_bound_s(setup, par, pricer, prof) + cp_bound_s(setup, par, pricer))
     shards = Shards.of(par)
     if par.fsdp > 1:  # the embedding and head's FSDP traffic: no layer compute to hide it (comm.layer_comm)
         _, w_bytes, g_bytes = setup.element_bytes

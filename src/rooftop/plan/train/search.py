@@ -14,12 +14,14 @@ most memory-saving (full) and the first that fits is kept; ZeRO-1 is used whenev
 fit; offload (optimizer, then parameters) only when nothing fits on HBM.
 
 Speed: candidates are rows of integers (``_rows``), a Parallelism built only for those visited; for time and
-cost they are visited from the lowest bound on their step time (plan/train/bound.py: the roofline of their ops
-alone, found for every row at once) and the search stops once a bound exceeds the top-th step found; a layout
-whose bound, tightened once its mesh is known (tensor-parallel collectives and pipeline sends, never hidden at
-the default overlaps) and again once its variant is (its ops exactly, remat included), exceeds it is skipped.
-Once a row of a mesh is priced, the mesh's floor (``_comm_floor``: its FSDP traffic and the data-parallel
-reduction of the fewest layers any of its rows' stages hold) skips its later rows before anything is built.
+cost they are visited from the lowest bound on their step time (plan/train/prune.py: the roofline of their ops
+alone, plan/train/bound.py, plus the least their communication takes whatever their mesh and the collective
+algorithm, plan/train/netbound.py, found for every row at once) and the search stops once a bound exceeds the
+top-th step found; a layout whose bound, tightened once its mesh is known (its tensor-parallel, FSDP and expert
+collectives, pipeline sends and data-parallel reduction as far as no compute hides them) and again once its
+variant is (its ops exactly, remat included), exceeds it is skipped. Once a row of a mesh is priced, the mesh's
+floor (its FSDP traffic and the data-parallel reduction of the fewest layers any of its rows' stages hold) skips
+its later rows before anything is built.
 No skipped layout can rank: the search returns what pricing every layout would.
 A layout's variants are checked from one memory breakdown (plan/train/memory.MemoryTerms) without building
 them; layouts that differ only in virtual stages and split their layers alike share the variant found and all
@@ -42,15 +44,7 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.train.bound import (
-    dp_bound_s,
-    fsdp_bound_s,
-    least_held_layers,
-    pipeline_bound_s,
-    step_lower_bounds,
-    tp_bound_s,
-    variant_bound_s,
-)
+from rooftop.plan.train.bound import variant_bound_s
 from rooftop.plan.train.comm import CommPricer
 from rooftop.plan.train.layout import (
     Parallelism,
@@ -62,6 +56,7 @@ from rooftop.plan.train.layout import (
 )
 from rooftop.plan.train.memory import MemoryTerms, activations_per_chip
 from rooftop.plan.train.profile import ModelProfile
+from rooftop.plan.train.prune import Pruning
 from rooftop.plan.train.step import (
     StepParts,
     StepResult,
@@ -419,75 +414,6 @@ def _table(rows: list[Row]) -> np.ndarray:
     return flat.reshape(len(rows), len(ROW_FIELDS))
 
 
-def _comm_bounds(
-    ctx: _Context, base: Parallelism, pricer: CommPricer, memo: dict[tuple[object, ...], float]
-) -> tuple[float, float]:
-    """(per layer and microbatch, per step): the least the layout's tensor-parallel and FSDP collectives and its
-    data-parallel reduction add (bound.py), each memoized per mesh and what else it depends on (the microbatch
-    size; whether FSDP reshards, its traffic spread over the microbatches when not; the pipeline's split)."""
-    setup, pid = ctx.setup, id(pricer)
-    b = microbatch_size(setup.global_batch, base)
-    tp_key, fsdp_key = (pid, "tp", b), (pid, "fsdp", base.fsdp_reshard)
-    dp_key = (pid, "dp", base.virtual_stages, base.pipeline_balance)
-    if tp_key not in memo:
-        memo[tp_key] = tp_bound_s(setup, base, pricer)
-    spread = 1.0 if base.fsdp_reshard else float(base.microbatches)  # kept gathered: once over the microbatches
-    if fsdp_key not in memo:
-        memo[fsdp_key] = fsdp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat)) * spread
-    if dp_key not in memo:
-        memo[dp_key] = dp_bound_s(setup, base, pricer, ctx.profile(ctx.first_remat))
-    fsdp = memo[fsdp_key] / spread
-    return memo[tp_key] + fsdp, memo[dp_key]
-
-
-def _comm_floor(
-    ctx: _Context,
-    base: Parallelism,
-    pricer: CommPricer,
-    memo: dict[tuple[object, ...], float],
-    held_layers: int,
-    dp_s: float,
-    own: bool,
-) -> tuple[float, float]:
-    """(per layer and microbatch, per step): what _comm_bounds gives at the least for every row of the layout's
-    mesh (its first six columns): the FSDP traffic when it reshards (per microbatch; kept gathered, it is spread
-    over the microbatches: 0 here) and the data-parallel reduction of a stage of ``held_layers``, the fewest
-    any of the mesh's rows hold (bound.least_held_layers). The tensor-parallel collectives and the pipeline's
-    sends, which depend on the microbatches, are left out (both at least 0). ``dp_s``: the layout's own
-    reduction (_comm_bounds), that of ``held_layers`` when it holds that many (``own``)."""
-    fsdp = memo[(id(pricer), "fsdp", True)] if base.fsdp_reshard else 0.0
-    return fsdp, dp_s if own else dp_bound_s(ctx.setup, base, pricer, ctx.profile(ctx.first_remat), held_layers)
-
-
-#: candidate rows checked against their meshes' floors at once (_visits)
-_CHUNK = 128
-
-
-def _visits(
-    order: np.ndarray,
-    bounds: np.ndarray,
-    per_layer: np.ndarray,
-    mesh_of: np.ndarray,
-    floor: np.ndarray,
-    kth: list[float],
-    top: int,
-) -> Iterator[int]:
-    """The rows in ``order`` (by their bound, lowest first) that may rank, a chunk at a time: once ``top``
-    steps are found (``kth``, as the search keeps them), a row whose bound plus its mesh's floor (``floor``:
-    per mesh, per layer and microbatch and per step, 0 until a row of it is priced: _comm_floor) exceeds the
-    top-th step found is dropped, in arrays; it stops where the bounds alone exceed it. The floors and the
-    top-th step found only rise and fall, so the search would skip each dropped row."""
-    for start in range(0, len(order), _CHUNK):
-        chunk = order[start : start + _CHUNK]
-        if len(kth) == top:
-            if bounds[chunk[0]] * (1 - 1e-9) > -kth[0]:
-                return
-            mesh = mesh_of[chunk]
-            reach = (bounds[chunk] + per_layer[chunk] * floor[mesh, 0] + floor[mesh, 1]) * (1 - 1e-9)
-            chunk = chunk[reach <= -kth[0]]
-        yield from chunk.tolist()
-
-
 def search(
     setup: TrainingSetup,
     fix: dict[str, object] | None = None,
@@ -509,31 +435,22 @@ def search(
             "degrees with --fix (e.g. --fix tp=8,pp=8)"
         )
     top = max(top, 1)
-    bounds = per_layer = None
-    mesh_of: list[int] = []
-    fewest: list[int] = []
-    holds: list[int] = []
-    floors: list[tuple[float, float] | None] = []
+    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
+    pruning = None
+    order: Iterator[int] | range = range(len(rows))
     if objective != "memory" and rows:
         remats = sorted({remat for variants in ctx.variants.values() for _, remat, _ in variants})
-        profiles = [ctx.profile(r) for r in remats]
-        table = _table(rows)
-        bounds, per_layer = step_lower_bounds(table, setup.global_batch, profiles, setup.optimizer_s_per_param)
-        mesh_of, fewest, holds = (a.tolist() for a in least_held_layers(table, ctx.profile(ctx.first_remat)))
-        floors = [None] * len(fewest)  # per mesh: its floor (_comm_floor) once a row of it is priced
-    kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)
-    floor = np.zeros((len(fewest), 2))  # floors as an array, 0 where not yet known (_visits)
-    order: Iterator[int] | range = range(len(rows))
-    if bounds is not None and per_layer is not None:
-        order = _visits(np.argsort(bounds, kind="stable"), bounds, per_layer, np.array(mesh_of), floor, kth, top)
-    memo: dict[tuple[object, ...], float] = {}
+        reshard = bool(ctx.fix.get("fsdp_reshard", True))
+        first = ctx.profile(ctx.first_remat)
+        pruning = Pruning.of(setup, _table(rows), [ctx.profile(r) for r in remats], first, reshard, kth, top)
+        order = pruning.visits()
     template = _template(ctx.fix)
     fitting: list[tuple[tuple[float, ...], int, Parallelism, CommPricer, _Fit]] = []
     best_unfit: tuple[float, int, StepResult] | None = None
     evaluated = unlayable = timed = visited = skipped = 0
     chips = setup.chips
     for index in order:
-        if bounds is not None and len(kth) == top and bounds[index] * (1 - 1e-9) > -kth[0]:
+        if pruning is not None and pruning.beyond(index):
             break  # this bound and every later one exceed the top-th step found
         visited += 1
         base = _par(rows[index], template)
@@ -541,28 +458,19 @@ def search(
             validate(base, setup.cfg, chips, setup.global_batch, setup.seq_len)
         except InvalidConfigError:
             continue
-        if bounds is not None and per_layer is not None and len(kth) == top:  # its mesh's floor, once priced
-            known = floors[mesh_of[index]]
-            if known is not None and (bounds[index] + per_layer[index] * known[0] + known[1]) * (1 - 1e-9) > -kth[0]:
-                skipped += 1
-                continue
+        if pruning is not None and pruning.floored_out(index):  # its mesh's floor, once priced
+            skipped += 1
+            continue
         pricer = ctx.pricer(base, rows[index][:6])
         if pricer is None:
             unlayable += 1
             continue
-        if per_layer is not None and len(kth) == top:  # with its mesh: the collectives no compute hides
-            per, dp_s = _comm_bounds(ctx, base, pricer, memo)
-            if floors[mesh_of[index]] is None:  # the row's own reduction when it holds the fewest layers
-                least = fewest[mesh_of[index]]
-                floors[mesh_of[index]] = _comm_floor(ctx, base, pricer, memo, least, dp_s, holds[index] == least)
-                floor[mesh_of[index]] = floors[mesh_of[index]]
-            more = per_layer[index] * per + pipeline_bound_s(setup, base, pricer) + dp_s
-            if (bounds[index] + more) * (1 - 1e-9) > -kth[0]:  # type: ignore[index]
-                skipped += 1
-                continue
+        if pruning is not None and pruning.priced_out(index, base, pricer):  # the collectives no compute hides
+            skipped += 1
+            continue
         fit = ctx.fit(base, pricer)
         evaluated += fit.tried
-        if fit.fits and per_layer is not None and len(kth) == top and ctx.bound(base, pricer, fit) > -kth[0]:
+        if fit.fits and pruning is not None and pruning.full() and ctx.bound(base, pricer, fit) > -kth[0]:
             skipped += 1  # its variant's ops, TP collectives and sends alone exceed the top-th step
             continue
         if fit.fits:

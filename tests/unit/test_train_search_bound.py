@@ -226,6 +226,8 @@ STACKS = [
     ("megatron", ""),
     ("megatron", "hierarchical"),
     ("megatron", "in-network"),
+    ("megatron", "tree"),
+    ("megatron", "bidirectional-ring"),
     ("pytorch-fsdp1", ""),
     ("megatron-2021", ""),
 ]

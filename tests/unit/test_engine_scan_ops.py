@@ -119,6 +119,13 @@ def test_gated_deltanet_channels_that_do_not_fit_say_why() -> None:
     assert price.cost is None and "not 2 H_k d_k" in price.what
 
 
+def test_mamba2_mixer_op_is_a_scan_that_says_why_it_is_not_priced() -> None:
+    op = _op("vllm::mamba_mixer2", ([8, 4 * 64 + 2 * 128 + 4], BF16), ([8, 64], BF16), ([], "str"))
+    price = op_cost(op)
+    assert price.cost is None and "state size N" in price.what
+    assert op_family(op.name) == "scan" and family_category(op.name) == "attention"
+
+
 def test_triton_kernels_attributed_to_the_enclosing_gdn_op(tmp_path: Path) -> None:
     """fla's Triton kernels have no torch op: each launch inside vllm::gdn_attention_core is that op's, and the
     op is priced once with the step annotation's sequences (a decode step: 8 requests, one token each)."""

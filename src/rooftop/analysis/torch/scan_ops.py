@@ -99,8 +99,15 @@ class DeltaNet:
     out: int
 
 
+@dataclass(frozen=True)
+class Opaque:
+    """A block op whose shapes do not give its sizes: its family (for its category) and why it has no price."""
+
+    why: str
+
+
 class ScanOp(NamedTuple):
-    spec: Conv1d | Scan | DeltaNet
+    spec: Conv1d | Scan | DeltaNet | Opaque
     source: str
 
 
@@ -141,6 +148,17 @@ SCAN_OPS: dict[str, ScanOp] = {
         DeltaNet(qkv=0, beta=1, gate=2, out=3),
         "vLLM model_executor/layers/mamba/gdn_linear_attn.py @ 0218d050: gdn_attention_core(mixed_qkv, b, a, "
         "core_attn_out!, layer_name) (direct_register_custom_op)"),
+    # block ops whose args hold the projections, not the heads and state sizes: their Triton kernels (SSD's
+    # _chunk_scan_fwd_kernel, _chunk_state_fwd_kernel, _state_passing_fwd_kernel, _bmm_chunk_fwd_kernel,
+    # selective_state_update, the conv) land on them, unpriced with the reason
+    "vllm::mamba_mixer2": ScanOp(
+        Opaque("Mamba-2 mixer: projected_states [T, 2 d_inner + 2 G N + H] and output [T, d_inner] do not separate "
+               "the state size N from the groups G and heads H"),
+        "vLLM model_executor/layers/mamba/mamba_mixer2.py @ bb435dbd: mamba_mixer2(projected_states, output!, "
+        "layer_name)"),
+    "vllm::gdn_attention": ScanOp(
+        Opaque("gated DeltaNet layer: its args hold the hidden states [T, d_model], not the heads"),
+        "vLLM qwen3_next.py (earlier builds): gdn_attention(hidden_states, output!, layer_name)"),
 }
 # fmt: on
 
@@ -255,6 +273,8 @@ def scan_price(op: TorchOp, entry: ScanOp, stats: SeqStats | None = None) -> Pri
             return conv1d(op, entry.spec)
         if isinstance(entry.spec, Scan):
             return selective_scan(op, entry.spec)
+        if isinstance(entry.spec, Opaque):
+            return Price(None, f"{op.name}: {entry.spec.why}")
         return gated_deltanet(op, entry.spec, stats)
     except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
         return Price(None, f"{op.name} ({scan_family(entry)}): {exc}")

@@ -104,6 +104,10 @@ def test_gated_deltanet_prefill_and_decode_from_the_step_annotation() -> None:
     # a decode step (one token a sequence): the recurrence alone
     decode = SeqStats(requests=8, sq=8, sk=800, sqsq=8, sqsk=800)
     assert _fb(_gdn(), decode)[0] == recurrent + conv
+    # the same step padded to 16 tokens (a CUDA-graph size): the kernels run the annotation's 8 tokens
+    flops, moved = _fb(_gdn(16), decode)
+    assert flops == recurrent + conv
+    assert moved == 3 * 8 * 128 * 2 + 8 * 4 * 16 * 2 + 2 * 8 * 4 * 2 + 2 * 8 * (4 * 16 * 16 * 2 + 3 * 128 * 2)
 
 
 def test_gated_deltanet_without_annotation_is_a_lower_bound_that_says_so() -> None:

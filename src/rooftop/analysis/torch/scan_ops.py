@@ -16,8 +16,9 @@ state row``). What the shapes say:
 - gated DeltaNet (vLLM's ``gdn_attention_core``, the block's conv, gating and delta rule in one op): qkv
   [T, 2 H_k d_k + H_v d_v], b [T, H_v], out [T, H_v, d_v]; d_k is in no shape and is taken equal to d_v
   (Qwen3-Next, Qwen3.5 and Kimi Linear: 128 and 128), the conv 4 taps (the model's default, Qwen3-Next's
-  ``linear_conv_kernel_dim``); the sequences come from the step annotation (vLLM's ``execute_...``), else one
-  (a lower bound on the state traffic). Tokens beyond one a sequence are prefill tokens, computed in chunks of
+  ``linear_conv_kernel_dim``); the sequences and tokens come from the step annotation (vLLM's ``execute_...``;
+  a T padded to a CUDA-graph size runs the annotation's tokens), else T tokens of one sequence (a lower bound
+  on the state traffic). Tokens beyond one a sequence are prefill tokens, computed in chunks of
   ``FLA_CHUNK`` (flash-linear-attention ``chunk_gated_delta_rule``, chunk_size 64): besides the state terms,
   per value head and token, 2 C (3 d_k + 2 d_v) FLOPs of intra-chunk products (K K^T, Q K^T, the
   triangular system's A K and A V, and (Q K^T) V, each C x C x d) and 2 C^2 / 3 of the triangular solve;
@@ -48,7 +49,7 @@ from rooftop.cost.cost import Cost
 from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
-from rooftop.model.blocks import LinearAttentionConfig, SSMConfig, conv_flops_per_element
+from rooftop.model.blocks import DELTA_RULE_FLOPS, LinearAttentionConfig, SSMConfig, conv_flops_per_element
 
 #: tokens a chunk of flash-linear-attention's chunked gated delta rule (fla chunk.py: chunk_size=64)
 FLA_CHUNK = 64
@@ -177,7 +178,7 @@ def _state_row_bytes(op: TorchOp, i: int | None, channels: int) -> float:
     shape = op.tensor(i) if i is not None else None
     if not shape or len(shape) < 2:
         return 0.0
-    return float(shape[-1]) * channels * dtype_bytes(op.dtype(i)) if i is not None else 0.0
+    return float(shape[-1]) * channels * dtype_bytes(op.dtype(i)) if i is not None else 0.0  # i set: shape
 
 
 def conv1d(op: TorchOp, spec: Conv1d) -> Price:
@@ -215,7 +216,7 @@ def selective_scan(op: TorchOp, spec: Scan) -> Price:
     if not tokens.is_integer() or channels not in u:
         raise InvalidConfigError(f"u {fmt_shape(u)} has no dim of A's {channels} channels")
     offsets = _count(op, spec.offsets)
-    seqs = u[0] if len(u) == 3 else (offsets - 1 if offsets else 1)
+    seqs = u[0] if len(u) == 3 else offsets - 1 if offsets and offsets > 1 else 1
     cfg = SSMConfig(d_inner=channels, d_state=n, version=1, dt_rank=1)
     flops = tokens * cfg.scan_flops_per_token
     gated = spec.z is not None and op.tensor(spec.z) is not None
@@ -246,21 +247,24 @@ def gated_deltanet(op: TorchOp, spec: DeltaNet, stats: SeqStats | None) -> Price
     if odd or key_dim < dv or key_dim % dv:
         raise InvalidConfigError(f"{channels} channels are not 2 H_k d_k + {hv} x {dv} with d_k = d_v = {dv}")
     cfg = LinearAttentionConfig(key_dim // dv, hv, dv, dv, GDN_CONV_TAPS)
-    annotated = stats is not None and stats.sq <= tokens
-    seqs = stats.requests if stats is not None and annotated else 1
-    chunked = max(tokens - seqs, 0) if annotated else 0
-    scan = tokens * cfg.scan_flops_per_token + chunked * hv * chunk_flops_per_token(cfg.key_head_dim, dv)
-    conv = tokens * channels * conv_flops_per_element(cfg.conv_kernel)
+    annotated = stats is not None and stats.sq <= tokens  # the call holds the whole batch (maybe padded)
+    run, seqs = (stats.sq, stats.requests) if stats is not None and annotated else (tokens, 1)
+    chunked = max(run - seqs, 0) if annotated else 0
+    scan = run * cfg.scan_flops_per_token + chunked * hv * chunk_flops_per_token(cfg.key_head_dim, dv)
+    conv = run * channels * conv_flops_per_element(cfg.conv_kernel)
     act, dt = dtype_bytes(op.dtype(spec.qkv)), op.dtype(spec.out)
     state = 2.0 * seqs * (cfg.state_elements * dtype_bytes(dt) + (cfg.conv_kernel - 1) * channels * act)
-    # conv: qkv read, its output written; the delta rule reads it back and writes out; b and a read
-    moved = 3.0 * op.nbytes(spec.qkv) + op.nbytes(spec.out) + op.nbytes(spec.beta) + op.nbytes(spec.gate) + state
+    # a token's bytes: conv reads qkv and writes its output, the delta rule reads it back and writes out; b, a read
+    per_token = (3.0 * op.nbytes(spec.qkv) + op.nbytes(spec.out) + op.nbytes(spec.beta) + op.nbytes(spec.gate)) / tokens
+    moved = per_token * run + state
     cost: Cost = explicit(scan, moved, dt, "matrix") + explicit(conv, 0.0, dt, "vector")
-    how = (f"{seqs} sequences, {chunked} prefill tokens in chunks of {FLA_CHUNK} (step annotation)" if annotated
+    how = (f"{run} tokens of {seqs} sequences, {chunked} prefill tokens in chunks of {FLA_CHUNK} (step annotation)"
+           if annotated
            else "sequences not recorded: one assumed (a lower bound on state traffic), recurrence only")  # fmt: skip
     what = (
         f"gated DeltaNet: T={tokens} tokens, H_k={cfg.n_key_heads} H_v={hv} d_k=d_v={dv} (d_k assumed = d_v), "
-        f"{cfg.conv_kernel}-tap conv over {channels} channels, 7 d_k d_v FLOPs a head and token; {how}"
+        f"{cfg.conv_kernel}-tap conv over {channels} channels, {DELTA_RULE_FLOPS:g} d_k d_v FLOPs a head and token; "
+        f"{how}"
     )
     return Price(cost, what, "annotated lengths" if annotated else "")
 

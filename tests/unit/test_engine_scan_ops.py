@@ -17,6 +17,10 @@ from rooftop.analysis.torch.ops import op_cost
 from rooftop.analysis.torch.scan_ops import GDN_CONV_TAPS
 from rooftop.hardware.catalog import get_chip
 from rooftop.model.blocks import LinearAttentionConfig
+from rooftop.model.hf import load_hf_config
+from rooftop.model.layers import layer_groups
+from rooftop.model.transformer import layer_costs
+from rooftop.model.workload import Dtypes, Workload
 from tests.unit.test_torch_ops import cpu_op, kernel, launch
 
 BF16, F32, I32, B8 = "c10::BFloat16", "float", "int", "bool"
@@ -108,6 +112,20 @@ def test_gated_deltanet_prefill_and_decode_from_the_step_annotation() -> None:
     flops, moved = _fb(_gdn(16), decode)
     assert flops == recurrent + conv
     assert moved == 3 * 8 * 128 * 2 + 8 * 4 * 16 * 2 + 2 * 8 * 4 * 2 + 2 * 8 * (4 * 16 * 16 * 2 + 3 * 128 * 2)
+
+
+def test_gated_deltanet_decode_is_the_models_conv_and_scan() -> None:
+    """One rule per physical fact: a Qwen3-Next decode step of 8 sequences (H_k=16, H_v=32, d_k=d_v=128: 8192
+    conv channels) priced from the op's shapes equals the model's conv and scan leaves, plus the b and a reads."""
+    qn = load_hf_config(Path(__file__).parents[1] / "fixtures" / "hf_configs" / "qwen3-next-80b-a3b.json")
+    tree = layer_costs(qn, Workload("decode", 8, 1, kv_len=4096), Dtypes(), layer_groups(qn)[0])
+    leaves = {path: leaf.cost for path, leaf in tree.leaves()}
+    model = leaves["layer/linear_attention/conv"] + leaves["layer/linear_attention/scan"]
+    op = _op("vllm::gdn_attention_core", ([8, 8192], BF16), ([8, 32], BF16), ([8, 32], BF16),
+             ([8, 32, 128], BF16), ([], "str"))  # fmt: skip
+    flops, moved = _fb(op, SeqStats(requests=8, sq=8, sk=8 * 4096, sqsq=8, sqsk=8 * 4096))
+    assert flops == model.flops
+    assert moved == model.hbm_bytes + 2 * 8 * 32 * 2
 
 
 def test_gated_deltanet_without_annotation_is_a_lower_bound_that_says_so() -> None:

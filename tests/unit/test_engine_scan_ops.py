@@ -141,6 +141,16 @@ def test_gated_deltanet_channels_that_do_not_fit_say_why() -> None:
     assert price.cost is None and "not 2 H_k d_k" in price.what
 
 
+def test_lightning_attention_decode() -> None:
+    # (q [B=2, H=4, 1, D=32], k, v [2, 4, 1, E=16], past_kv [2, 4, 32, 16] fp32, slope [4, 1, 1], output!, new_kv!)
+    q, v, kv = ([2, 4, 1, 32], BF16), ([2, 4, 1, 16], BF16), ([2, 4, 32, 16], F32)
+    op = _op("sgl_kernel::lightning_attention_decode", q, q, v, kv, ([4, 1, 1], F32), v, kv)
+    flops, moved = _fb(op)
+    assert flops == 2 * 4 * 32 * 16 * 5  # decay, k v^T added, q read out
+    assert moved == 2 * (2 * 4 * 32 * 2) + 2 * (2 * 4 * 16 * 2) + 2 * (2 * 4 * 32 * 16 * 4) + 4 * 4
+    assert op_family(op.name) == "scan"
+
+
 def test_mamba2_mixer_op_is_a_scan_that_says_why_it_is_not_priced() -> None:
     op = _op("vllm::mamba_mixer2", ([8, 4 * 64 + 2 * 128 + 4], BF16), ([8, 64], BF16), ([], "str"))
     price = op_cost(op)

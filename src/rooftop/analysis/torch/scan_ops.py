@@ -22,7 +22,9 @@ state row``). What the shapes say:
   ``FLA_CHUNK`` (flash-linear-attention ``chunk_gated_delta_rule``, chunk_size 64): besides the state terms,
   per value head and token, 2 C (3 d_k + 2 d_v) FLOPs of intra-chunk products (K K^T, Q K^T, the
   triangular system's A K and A V, and (Q K^T) V, each C x C x d) and 2 C^2 / 3 of the triangular solve;
-  a decode token (one a sequence) runs the recurrence alone (``fused_recurrent``).
+  a decode token (one a sequence) runs the recurrence alone (``fused_recurrent``);
+- lightning attention decode (MiniMax, SGLang): q [B, H, L, D], the state [B, H, D, E]: ``LIGHTNING_FLOPS``
+  (5) per state element, head and token (no model block of this kind yet).
 
 Triton kernels (the conv, fla's chunk and recurrent kernels, the SSD kernels ``_chunk_scan_fwd_kernel``,
 ``_chunk_state_fwd_kernel``, ``_state_passing_fwd_kernel``, ``_bmm_chunk_fwd_kernel``,
@@ -101,6 +103,19 @@ class DeltaNet:
 
 
 @dataclass(frozen=True)
+class Lightning:
+    """Decayed linear attention decode (MiniMax's lightning attention): q, k [B, H, L, D], v [B, H, L, E], the
+    past state [B, H, D, E] and the new state written."""
+
+    q: int
+    k: int
+    v: int
+    past: int
+    new: int
+    out: int
+
+
+@dataclass(frozen=True)
 class Opaque:
     """A block op whose shapes do not give its sizes: its family (for its category) and why it has no price."""
 
@@ -108,7 +123,7 @@ class Opaque:
 
 
 class ScanOp(NamedTuple):
-    spec: Conv1d | Scan | DeltaNet | Opaque
+    spec: Conv1d | Scan | DeltaNet | Lightning | Opaque
     source: str
 
 
@@ -149,6 +164,10 @@ SCAN_OPS: dict[str, ScanOp] = {
         DeltaNet(qkv=0, beta=1, gate=2, out=3),
         "vLLM model_executor/layers/mamba/gdn_linear_attn.py @ 0218d050: gdn_attention_core(mixed_qkv, b, a, "
         "core_attn_out!, layer_name) (direct_register_custom_op)"),
+    "sgl_kernel::lightning_attention_decode": ScanOp(
+        Lightning(q=0, k=1, v=2, past=3, new=6, out=5),
+        "SGLang sgl-kernel common_extension.cc @ 0063ef14 and csrc/attention/lightning_attention_decode_kernel.cu: "
+        "lightning_attention_decode(q, k, v, past_kv, slope, output!, new_kv!)"),
     # block ops whose args hold the projections, not the heads and state sizes: their Triton kernels (SSD's
     # _chunk_scan_fwd_kernel, _chunk_state_fwd_kernel, _state_passing_fwd_kernel, _bmm_chunk_fwd_kernel,
     # selective_state_update, the conv) land on them, unpriced with the reason
@@ -269,6 +288,26 @@ def gated_deltanet(op: TorchOp, spec: DeltaNet, stats: SeqStats | None) -> Price
     return Price(cost, what, "annotated lengths" if annotated else "")
 
 
+#: FLOPs of a decayed linear-attention step per token and state element: the decay (1), the k v^T outer
+#: product added (2), q read out of the new state (2) (sgl-kernel lightning_attention_decode_kernel.cu:
+#: new_kv = exp(-slope) past_kv + k v^T, output = q new_kv)
+LIGHTNING_FLOPS = 5.0
+
+
+def lightning_decode(op: TorchOp, spec: Lightning) -> Price:
+    """MiniMax lightning attention decode: LIGHTNING_FLOPS x D x E per head and token; q, k, v and the past
+    state read, the new state and the output written."""
+    q, state = op.need(spec.q, spec.past)
+    if len(q) != 4 or len(state) != 4:
+        raise InvalidConfigError(f"q {fmt_shape(q)} / past_kv {fmt_shape(state)} are not [B, H, L, D] / [B, H, D, E]")
+    b, h, steps, d = q
+    e = state[-1]
+    flops = LIGHTNING_FLOPS * b * h * steps * d * e
+    moved = sum(op.nbytes(i) for i in op.reads() if op.tensor(i) is not None)  # every argument moved once
+    what = f"lightning attention decode: B={b} x H={h} x {steps} tokens over a D={d} x E={e} state, 5 D E FLOPs each"
+    return Price(explicit(flops, moved, op.dtype(spec.q), "vector"), what)
+
+
 def scan_price(op: TorchOp, entry: ScanOp, stats: SeqStats | None = None) -> Price:
     """The Price of a linear-attention, SSM-scan or conv1d op by its schema; a shape its rule cannot read
     gives no Cost and says why."""
@@ -277,6 +316,8 @@ def scan_price(op: TorchOp, entry: ScanOp, stats: SeqStats | None = None) -> Pri
             return conv1d(op, entry.spec)
         if isinstance(entry.spec, Scan):
             return selective_scan(op, entry.spec)
+        if isinstance(entry.spec, Lightning):
+            return lightning_decode(op, entry.spec)
         if isinstance(entry.spec, Opaque):
             return Price(None, f"{op.name}: {entry.spec.why}")
         return gated_deltanet(op, entry.spec, stats)

@@ -33,7 +33,13 @@ TORCH_DTYPES: dict[str, str] = {
     "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "fp8",
     "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8", "int": "int32",
     "long int": "int32", "short int": "int32", "signed char": "int8", "unsigned char": "int8", "bool": "int8",
+    "c10::Float4_e2m1fn_x2": "fp4",
 }  # fmt: skip
+#: ``Input type`` spellings whose stored element packs several values: values per recorded element.
+#: PyTorch's ``float4_e2m1fn_x2`` holds "two elements packed into one byte", the e2m1 FP4 of the OCP MX spec
+#: v1.0 section 5.3.3 (PyTorch c10/util/Float4_e2m1fn_x2.h; element size 1): a recorded shape counts bytes,
+#: each holding two fp4 values of DTYPE_BYTES["fp4"].
+TORCH_PACKED: dict[str, int] = {"c10::Float4_e2m1fn_x2": 2}
 #: NCCL kernel ``dtype`` in a PyTorch profile (c10 ScalarType names) -> dtype.
 NCCL_DTYPES: dict[str, str] = {
     "Float": "fp32", "Double": "fp64", "Half": "fp16", "BFloat16": "bf16", "Float8_e4m3fn": "fp8",

@@ -11,6 +11,22 @@ from dataclasses import dataclass
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.limits import MAX_EXPERTS, MAX_LAYERS, MAX_WIDTH, check_positive, flags
 
+#: FLOPs of the gated delta rule per token and element of one value head's dk x dv state: decay S (1), read
+#: k^T S (2), write the rank-one beta (v - k^T S) k^T (2), read q^T S (2) (Yang, Kautz & Hatamizadeh 2024,
+#: "Gated Delta Networks", eq. 10). The chunked form computes the same terms as matmuls.
+DELTA_RULE_FLOPS = 7.0
+#: FLOPs of the selective scan per token and state element (a channel's d_state): decay h (1), add
+#: dt B x (2), C h into the output (2), and the sum (1) (Gu & Dao 2023, section 3.3; Mamba-2's SSD computes
+#: the same recurrence in chunks, Dao & Gu 2024 section 6).
+SCAN_FLOPS = 6.0
+#: a causal depthwise convolution: 2 FLOPs a tap (multiply, add), then SiLU (4)
+CONV_TAP_FLOPS, CONV_SILU_FLOPS = 2.0, 4.0
+
+
+def conv_flops_per_element(kernel: int, silu: bool = True) -> float:
+    """FLOPs per output element of a causal depthwise conv of ``kernel`` taps (then SiLU when ``silu``)."""
+    return CONV_TAP_FLOPS * kernel + (CONV_SILU_FLOPS if silu else 0.0)
+
 
 @dataclass(frozen=True)
 class MoEConfig:
@@ -124,6 +140,11 @@ class LinearAttentionConfig:
         """Recurrent state of one sequence: a dk x dv matrix per value head."""
         return self.n_value_heads * self.key_head_dim * self.value_head_dim
 
+    @property
+    def scan_flops_per_token(self) -> float:
+        """FLOPs of the gated delta rule for one token: ``DELTA_RULE_FLOPS`` per state element."""
+        return DELTA_RULE_FLOPS * self.state_elements
+
 
 SSM_VERSIONS = (1, 2)
 
@@ -179,3 +200,8 @@ class SSMConfig:
     def state_elements(self) -> int:
         """SSM state of one sequence: d_state per channel."""
         return self.d_inner * self.d_state
+
+    @property
+    def scan_flops_per_token(self) -> float:
+        """FLOPs of the selective scan for one token: ``SCAN_FLOPS`` per state element."""
+        return SCAN_FLOPS * self.state_elements

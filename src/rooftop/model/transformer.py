@@ -54,7 +54,7 @@ from rooftop.cost.cost import Cost, CostTree
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.activations import remat_policy
-from rooftop.model.blocks import MLAConfig
+from rooftop.model.blocks import MLAConfig, conv_flops_per_element
 from rooftop.model.config import TransformerConfig
 from rooftop.model.eager import kv_expand_bytes, loss_upcast_bytes, unfused_act, unfused_norm, unfused_rope
 from rooftop.model.layers import LayerGroup, layer_groups
@@ -279,7 +279,7 @@ def _conv(c: _Ctx, channels: int, kernel: int) -> Cost:
     """The causal depthwise conv (2 FLOPs a tap, then SiLU: 4) over ``channels``; it reads and writes
     each sequence's last kernel - 1 inputs per channel (its share of the constant state)."""
     state = _state_io(c, (kernel - 1) * channels)
-    return c.vec(c.tokens * channels, 2.0 * kernel + 4.0) + explicit(0.0, state, kind=_state_kind(c))
+    return c.vec(c.tokens * channels, conv_flops_per_element(kernel)) + explicit(0.0, state, kind=_state_kind(c))
 
 
 def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
@@ -291,7 +291,7 @@ def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     if la is None:
         return []
     act = dtype_bytes(c.dt.activations)
-    flops = c.tokens * la.n_value_heads * la.key_head_dim * la.value_head_dim * 7.0
+    flops = c.tokens * la.scan_flops_per_token
     qkv_o = c.tokens * (la.conv_dim + la.value_dim) * act
     state = _state_io(c, la.state_elements)
     return [
@@ -316,7 +316,7 @@ def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
         return []
     act = dtype_bytes(c.dt.activations)
     unit = "matrix" if m.version == 2 else "vector"
-    flops = c.tokens * m.d_inner * m.d_state * 6.0
+    flops = c.tokens * m.scan_flops_per_token
     xbc_y = c.tokens * (m.conv_dim + m.d_inner) * act
     ops = [
         ("in_proj", c.proj(p["in_proj"])),

@@ -23,6 +23,7 @@ from rooftop.analysis.torch.attention_ops import attention_op, varlen_attention
 from rooftop.analysis.torch.families import RULES, Roles, SeqStats, attention
 from rooftop.analysis.torch.op import Price, TorchOp
 from rooftop.analysis.torch.quant_ops import QUANT_OPS, quant_family, quant_price
+from rooftop.analysis.torch.scan_ops import SCAN_OPS, scan_family, scan_price
 from rooftop.errors import InvalidConfigError
 from rooftop.reasons import Reason, ReasonCode
 
@@ -222,7 +223,8 @@ def family_of(name: str) -> str | None:
 
 
 #: report category of an engine op by its family (the others: by their name, analysis/compare.py)
-FAMILY_CATEGORY = {"attention": "attention", "moe": "mlp", "activation": "mlp"}
+FAMILY_CATEGORY = {"attention": "attention", "moe": "mlp", "activation": "mlp",
+                   "scan": "attention", "conv1d": "attention"}  # fmt: skip
 
 
 def op_family(name: str) -> str | None:
@@ -232,6 +234,8 @@ def op_family(name: str) -> str | None:
         return "attention"
     if name in QUANT_OPS:
         return quant_family(QUANT_OPS[name])
+    if name in SCAN_OPS:  # linear attention, SSM scans, their conv1d (scan_ops.py)
+        return scan_family(SCAN_OPS[name])
     entry = ENGINE_OPS.get(name)
     return entry.family if entry is not None else family_of(name)
 
@@ -291,6 +295,8 @@ def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
             return quant_price(op, quant)
         except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
             return Price(None, f"{op.name} ({quant_family(quant)}): {exc}")
+    if op.name in SCAN_OPS:  # linear attention, SSM scans, their conv1d
+        return scan_price(op, SCAN_OPS[op.name], stats)
     entry = ENGINE_OPS.get(op.name)
     family = entry.family if entry is not None else family_of(op.name)
     if family is None:

@@ -192,15 +192,15 @@ def gemm(op: TorchOp, roles: Roles) -> Price:
     if a is None or b is None:
         raise InvalidConfigError("no operands")
     x, w = op.need(a, b)
-    k = x[-1]
+    k = x[-1] * op.packing(a)  # packed fp4 activations: two values a byte
     m = math.prod(x[:-1])
     if len(w) != 2:
         raise InvalidConfigError(f"weight {fmt_shape(w)} is not 2-D")
-    packed = 2 if op.dtype(b) == "int8" and k == 2 * w[1] and k != w[0] else 1  # fp4: two values a byte
+    packed = 2 if op.dtype(b) in ("int8", "fp4") and k == 2 * w[1] and k != w[0] else 1  # fp4: two values a byte
     n = w[0] if w[1] * packed == k else w[1] if w[0] == k else None
     if n is None:
         raise InvalidConfigError(f"contracting dims differ: {fmt_shape(x)} x {fmt_shape(w)}")
-    out_bytes = float(m * n) * dtype_bytes(op.dtype(a) if op.dtype(a) not in ("fp8", "int8") else "bf16")
+    out_bytes = float(m * n) * dtype_bytes(op.dtype(a) if op.dtype(a) not in ("fp8", "int8", "fp4") else "bf16")
     moved = op.nbytes(a) + op.nbytes(b) + out_bytes + _bytes(op, roles.reads)
     dt = "fp4" if packed == 2 else op.dtype(b) if op.dtype(b) in ("fp8", "int8") else op.dtype(a)
     what = Reason.of(ReasonCode.TORCH_GEMM, m=m, n=n, k=k, fp4=packed == 2)
@@ -220,7 +220,7 @@ def moe(op: TorchOp, roles: Roles) -> Price:
     tokens, hidden, experts, top_k = math.prod(x[:-1]), x[-1], g[0], t[-1]
     if len(g) != 3 or len(d) != 3:
         raise InvalidConfigError(f"expert weights {fmt_shape(g)} and {fmt_shape(d)} are not 3-D [E, a, b]")
-    packed = 2 if op.dtype(w1) == "int8" and hidden not in g[1:] and hidden in (2 * g[1], 2 * g[2]) else 1
+    packed = 2 if op.dtype(w1) in ("int8", "fp4") and hidden not in g[1:] and hidden in (2 * g[1], 2 * g[2]) else 1
     per_expert = packed * (math.prod(g[1:]) + math.prod(d[1:]))  # weight elements of one expert
     inter = per_expert // (3 * hidden)
     flops = 2.0 * tokens * top_k * per_expert

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from rooftop.cost.cost import Cost
 from rooftop.cost.op import explicit
-from rooftop.dtypes import TORCH_DTYPES, compute_dtype, dtype_bytes
+from rooftop.dtypes import TORCH_DTYPES, TORCH_PACKED, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.reasons import Note, Reason, ReasonCode
 
@@ -98,8 +98,12 @@ class TorchOp:
         shapes = self.dims[i] if self.is_list(i) else (self.dims[i],)
         return sum(float(math.prod(s)) for s in shapes)
 
+    def packing(self, i: int) -> int:
+        """Values per recorded element of argument ``i`` (2 for PyTorch's packed fp4, else 1)."""
+        return TORCH_PACKED.get(self.types[i], 1) if i < len(self.types) else 1
+
     def nbytes(self, i: int) -> float:
-        return self.elements(i) * dtype_bytes(self.dtype(i))
+        return self.elements(i) * self.packing(i) * dtype_bytes(self.dtype(i))
 
     def reads(self) -> tuple[int, ...]:
         return tuple(i for i in range(len(self.dims)) if self.tensor(i) is not None or self.is_list(i))

@@ -101,7 +101,9 @@ def _matmul(op: TorchOp, a: int, b: int, bias: int | None = None, weight_nk: boo
     if bx and bw and bx != bw:
         raise InvalidConfigError(f"broadcast batch dims {fmt_shape(bx)} vs {fmt_shape(bw)} are not modelled")
     da, db = op.dtype(a), op.dtype(b)
-    sizes = {"B": math.prod(bx or bw), "M": math.prod(x2[:-1]) if not bw else x2[-2], "K": x2[-1], "N": w2[-1]}
+    pack = op.packing(a) if op.packing(a) == op.packing(b) else 1  # packed fp4 operands: two values a byte along K
+    k = x2[-1] * pack
+    sizes = {"B": math.prod(bx or bw), "M": math.prod(x2[:-1]) if not bw else x2[-2], "K": k, "N": w2[-1]}
     lhs = Operand(("B", "M", "K") if bx and bw else ("M", "K"), da)
     rhs = Operand(("B", "K", "N") if bw else ("K", "N"), db)
     out = Operand(("B", "M", "N") if bw else ("M", "N"), compute_dtype(da, db))

@@ -97,4 +97,5 @@ def annotated_at(ev: EventTable, times: np.ndarray) -> tuple[np.ndarray, list[Se
 
 
 def is_attention(name: str) -> bool:
-    return op_family(name) == "attention"
+    """Whether an op reads its step's lengths: attention, and linear attention / SSM scans (their sequences)."""
+    return op_family(name) in ("attention", "scan")

@@ -67,6 +67,28 @@ class ReasonCode(Enum):
     #: an error's message, kept as data in a result (figures: parts, the error's text and options)
     REFUSED = "refused"
 
+    # plan/: goals and serving sweeps (a Trial figure is a plan.goal.train.Trial: its chips, topology, days, note)
+    #: the smallest valid slice meeting a training goal (figures: found, smaller: Trials, smaller None when none)
+    GOAL_MET = "goal-met"
+    #: no slice of the chip meets a training goal (figures: chip, most: chips of the largest slice, fastest:
+    #: the fastest Trial timed or None, last: the last Trial tried or None)
+    GOAL_UNMET = "goal-unmet"
+    #: the slice meeting the days (or the cheapest) costs more than the goal (figures: max_days or None,
+    #: found: Trial, max_cost_usd)
+    GOAL_OVER_BUDGET = "goal-over-budget"
+    #: a slice tried for a goal on which no layout fits in memory (no figures)
+    NO_LAYOUT_FITS = "no-layout-fits"
+    #: a slice tried for a goal with no valid layout (no figures)
+    NO_VALID_LAYOUT = "no-valid-layout"
+    #: no layout of the chip meets a serving goal at any replica count (figures: chip)
+    SERVE_GOAL_UNMET = "serve-goal-unmet"
+    #: the chip has no price: serving cost is null (figures: chip)
+    NO_PRICE = "no-price"
+    #: prompt + generation is longer than the model's context (figures: tokens, model, max_seq_len)
+    CONTEXT_OVER_MAX = "context-over-max"
+    #: a serving layout the slice cannot hold as a mesh (figures: layout, error)
+    LAYOUT_SKIPPED = "layout-skipped"
+
     #: the mesh was inferred from the replica groups (figures: mesh, how)
     MESH_INFERRED = "mesh-inferred"
     #: the topology is the chip's default for the device count (figures: topology, devices, chip)

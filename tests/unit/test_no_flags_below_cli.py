@@ -21,13 +21,6 @@ BELOW_CLI = ("plan", "analysis")
 #: file -> flags its string literals still name (being converted; the count may only go down)
 ALLOWED = {
     "analysis/compare.py": 1,  # an op's "why" (OpReport.why, a JSON string) names --hlo
-    "plan/goal/serve.py": 3,
-    "plan/goal/train.py": 5,
-    "plan/serve/candidates.py": 1,
-    "plan/serve/layout.py": 3,
-    "plan/serve/percentiles.py": 5,
-    "plan/serve/sweep.py": 2,
-    "plan/train/search.py": 7,
 }
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")

@@ -17,6 +17,8 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.disagg import disaggregate
 from rooftop.plan.serve.sweep import ServingRequest, choose, pareto_frontier, plan_serving
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_texts
 
 V5E = get_chip("tpu-v5e")
 H100 = get_chip("h100")
@@ -103,7 +105,8 @@ def test_no_price_gives_null_cost_and_a_note() -> None:
     h200 = dataclasses.replace(get_chip("h200"), price_usd_per_hour=None)  # a chip with no price
     plan = plan_serving(ServingRequest(get_model("llama-3-8b"), h200, parse_topology(h200, "1"), 512, 128, batch=8))
     assert all(p.cost_input_usd_per_m is None and p.cost_output_usd_per_m is None for p in plan.points)
-    assert any("no catalog price" in n for n in plan.notes)
+    assert Reason.of(ReasonCode.NO_PRICE, chip="h200") in plan.notes  # a reason as data, its sentence in report/
+    assert "chip h200 has no catalog price: cost is null (pass --price-per-chip-hour)" in note_texts(plan.notes)
     priced = plan_serving(
         ServingRequest(
             get_model("llama-3-8b"), h200, parse_topology(h200, "1"), 512, 128, batch=8, price_usd_per_chip_hour=4.0

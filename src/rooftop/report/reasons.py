@@ -6,6 +6,7 @@ notes through :func:`note_text`, so the sentence of a code is written once, here
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
@@ -57,6 +58,53 @@ _SENTENCES: dict[ReasonCode, Callable[[Reason], str]] = {
         f"(--topology {r.figure('topology')} is {r.figure('source_chip')}'s)"
     ),
 }
+
+
+def _where(t: Any) -> str:
+    """A goal's Trial as a slice: "16x20x28 (8,960 chips)", or "64 chips" where the topology is the count (GPUs)."""
+    chips = f"{t.chips:,} chip{'s' if t.chips > 1 else ''}"
+    return chips if t.topology == str(t.chips) else f"{t.topology} ({chips})"
+
+
+def _goal_met(r: Reason) -> str:
+    found: Any = r.figure("found")
+    smaller: Any = r.figure("smaller")
+    why = f"{_where(found)} is the smallest valid slice that meets the goal"
+    if smaller is not None:
+        missed = f"{smaller.days:.3g} days" if smaller.days is not None else note_text(smaller.note)
+        why += f"; the next smaller, {_where(smaller)}, misses it ({missed})"
+    return why
+
+
+def _goal_unmet(r: Reason) -> str:
+    fastest: Any = r.figure("fastest")
+    last: Any = r.figure("last")
+    best = f"; the fastest tried, {_where(fastest)}, takes {fastest.days:.3g} days" if fastest is not None else ""
+    if fastest is None and last is not None:
+        best = f"; {_where(last)}: {note_text(last.note)}"
+    return f"no {r.figure('chip')} slice up to {r.figure('most'):,} chips meets the goal{best}"
+
+
+def _goal_over_budget(r: Reason) -> str:
+    days: Any = r.figure("max_days")
+    found: Any = r.figure("found")
+    what = f"the smallest slice meeting {days:g} days" if days is not None else "the cheapest slice"
+    return f"{what}, {_where(found)}, costs ${found.cost_usd:,.0f} > ${r.figure('max_cost_usd'):,.0f}"
+
+
+_SENTENCES.update({
+    ReasonCode.GOAL_MET: _goal_met,
+    ReasonCode.GOAL_UNMET: _goal_unmet,
+    ReasonCode.GOAL_OVER_BUDGET: _goal_over_budget,
+    ReasonCode.NO_LAYOUT_FITS: lambda r: "no layout fits in memory",
+    ReasonCode.NO_VALID_LAYOUT: lambda r: "no valid layout on so many chips",
+    ReasonCode.SERVE_GOAL_UNMET: lambda r: f"no layout of {r.figure('chip')} meets the targets at any replica count",
+    ReasonCode.NO_PRICE: lambda r: f"chip {r.figure('chip')} has no catalog price: cost is null "
+    "(pass --price-per-chip-hour)",
+    ReasonCode.CONTEXT_OVER_MAX: lambda r: f"prompt + generation = {r.figure('tokens')} tokens exceeds "
+    f"{r.figure('model')}'s max_seq_len {r.figure('max_seq_len')}; priced anyway",
+    ReasonCode.LAYOUT_SKIPPED: lambda r: f"layout {r.figure('layout')} skipped: {r.figure('error')}",
+})  # fmt: skip
 
 
 def _pct(x: object) -> str:

@@ -8,6 +8,7 @@ from rooftop.dtypes import compute_dtype
 from rooftop.plan.fix import pinned_text
 from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
+from rooftop.report.reasons import note_texts
 from rooftop.report.serve_book import book_serving_dict
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_plain, format_rate, plural
@@ -175,7 +176,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         ],
         "large_batch_end": _large_batch_end(plan),
         "min_slice": min_slice_dict(plan.min_slice),
-        "notes": list(plan.notes),
+        "notes": note_texts(plan.notes),
         **book_serving_dict(plan),
     }
     if req.requests_per_s:
@@ -361,7 +362,7 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
         say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
         if plan.batching.chosen is not None and plan.batching.layouts[plan.batching.chosen][1].ttft_stages:
             console.print(_stages_table(plan.batching.layouts[plan.batching.chosen][1]))
-    for note in plan.notes:
+    for note in note_texts(plan.notes):
         say(console, f"note: {note}")
 
 

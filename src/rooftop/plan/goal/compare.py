@@ -17,6 +17,7 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology
 from rooftop.plan.compare import Comparison, Entry, price_of
 from rooftop.plan.energy import serving_energy, training_energy
+from rooftop.reasons import Note, refusal
 from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 if TYPE_CHECKING:  # each comparison imports its own planners when it runs: a serving one never loads training's
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # each comparison imports its own planners when it runs: a se
     from rooftop.plan.train.step import TrainingSetup
 
 
-def _missed(chip: Chip, why: str) -> Entry:
+def _missed(chip: Chip, why: Note) -> Entry:
     price, source = price_of(chip)
     return Entry(chip.name, "-", 0, None, None, None, None, None, None, False, None, None, None, None, price,
                  source, why)  # fmt: skip
@@ -59,7 +60,7 @@ def compare_training_goal(
             goal = train_goal(base.chip, functools.partial(_on, base), tokens, max_days, max_cost_usd,
                               base.chip.price_usd_per_hour, fix)  # fmt: skip
         except RooftopError as exc:
-            out.append(_missed(chip, exc.one_line()))
+            out.append(_missed(chip, refusal(exc)))
             continue
         f = goal.found
         if f is None or f.days is None:
@@ -94,7 +95,7 @@ def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[
         try:
             goal = serve_goal(req, every_layout=False)
         except RooftopError as exc:
-            out.append(_missed(req.chip, exc.one_line()))
+            out.append(_missed(req.chip, refusal(exc)))
             continue
         if goal.best is None:
             out.append(_missed(req.chip, goal.reason))

@@ -40,7 +40,7 @@ from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.model.workload import Dtypes
-from rooftop.plan.fix import pinned_text
+from rooftop.plan.fix import FIX, pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.batching import Batching, continuous_batching
@@ -52,6 +52,7 @@ from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.paging import Engine, engine_efficiency, get_engine
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
+from rooftop.reasons import Note, OptionError, Reason, ReasonCode
 from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
 
 DEFAULT_BATCH_CAP = 4096
@@ -202,7 +203,7 @@ class ServingPlan(Displayed):
     layouts: tuple[LayoutSummary, ...]
     min_slice: MinSlice | None
     critical_batch: CriticalBatch
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
     disaggregation: Disaggregation | None = None  # with ``request.requests_per_s`` (plan/serve/disagg.py)
     batching: Batching | None = None  # with a rate or a concurrency (plan/serve/batching.py)
 
@@ -315,14 +316,14 @@ def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSumm
     return LayoutSummary(layout, fit, cb, weights, "memory_capacity", f"memory capacity: {where}; {cb_txt}")
 
 
-def _mesh(req: ServingRequest, layout: ServingLayout, notes: list[str]) -> Mesh | None:
+def _mesh(req: ServingRequest, layout: ServingLayout, notes: list[Note]) -> Mesh | None:
     """The layout's mesh on the request's slice; None (and a note) when the slice cannot hold it."""
     try:
         return make_mesh(req.topology, layout.mesh_axes())
     except ShardingError as exc:
         if req.pins:
-            raise InvalidConfigError(f"--fix {pinned_text(req.pins)}: layout {layout.label()}: {exc}") from None
-        notes.append(f"layout {layout.label()} skipped: {exc}")
+            raise OptionError(FIX, f" {pinned_text(req.pins)}: layout {layout.label()}: {exc}") from None
+        notes.append(Reason.of(ReasonCode.LAYOUT_SKIPPED, layout=layout.label(), error=str(exc)))
         return None
 
 
@@ -339,7 +340,7 @@ def layout_batches(req: ServingRequest) -> tuple[tuple[ServingLayout, int], ...]
 
 
 def _sweep_layout(
-    req: ServingRequest, layout: ServingLayout, notes: list[str]
+    req: ServingRequest, layout: ServingLayout, notes: list[Note]
 ) -> tuple[list[ServingPoint], LayoutSummary]:
     mesh = _mesh(req, layout, notes)
     if mesh is None:
@@ -437,14 +438,13 @@ def _candidates(req: ServingRequest) -> list[ServingLayout]:
 
 def plan_serving(req: ServingRequest) -> ServingPlan:
     """Sweep every candidate layout and batch, then the frontier and the choice."""
-    notes: list[str] = []
+    notes: list[Note] = []
     if req.max_context_len > req.cfg.max_seq_len:
-        notes.append(
-            f"prompt + generation = {req.max_context_len} tokens exceeds {req.cfg.name}'s max_seq_len "
-            f"{req.cfg.max_seq_len}; priced anyway"
-        )
+        over = Reason.of(ReasonCode.CONTEXT_OVER_MAX, tokens=req.max_context_len, model=req.cfg.name,
+                         max_seq_len=req.cfg.max_seq_len)  # fmt: skip
+        notes.append(over)
     if req.price is None:
-        notes.append(f"chip {req.chip.name} has no catalog price: cost is null (pass --price-per-chip-hour)")
+        notes.append(Reason.of(ReasonCode.NO_PRICE, chip=req.chip.name))
     notes += _dtype_notes(req)
     points: list[ServingPoint] = []
     summaries: list[LayoutSummary] = []

@@ -88,6 +88,45 @@ class ReasonCode(Enum):
     CONTEXT_OVER_MAX = "context-over-max"
     #: a serving layout the slice cannot hold as a mesh (figures: layout, error)
     LAYOUT_SKIPPED = "layout-skipped"
+    #: a chip whose matrix unit has no peak for the matmuls' dtype: priced at a wider one (figures: chip,
+    #: wanted, weights, activations, used, peak in FLOP/s)
+    NO_MATRIX_PEAK = "no-matrix-peak"
+
+    # plan/serve/sweep.py: why each point takes its time, what limits each layout, which point is chosen
+    #: a point whose batch does not fit in memory (figures: memory, a ChipMemory)
+    POINT_NO_FIT = "point-no-fit"
+    #: a decode step bound by HBM reads (figures: weights_bytes, weights_s, kv_cache_bytes, kv_cache_s)
+    MEMORY_BOUND = "memory-bound"
+    #: a decode step bound by the matrix unit (figures: flops, compute_s: per chip per step)
+    COMPUTE_BOUND = "compute-bound"
+    #: a decode step bound by the collectives' latency (figures: collectives, collective_s)
+    COLLECTIVE_BOUND = "collective-bound"
+    #: a decode step bound by its fixed costs (figures: launch_s, scheduling_s)
+    FIXED_COSTS = "fixed-costs"
+    #: the largest batch swept of a layout: the point's reason and the layout's (figures: point, layout)
+    LARGEST_SWEPT = "largest-swept"
+    #: a layout that cannot hold one sequence (figures: memory)
+    LAYOUT_NO_FIT = "layout-no-fit"
+    #: a layout compute-bound from a batch its memory allows (figures: batch, fit, context, memory)
+    LAYOUT_COMPUTE_BOUND = "layout-compute-bound"
+    #: a layout whose batch is capped below what its memory holds (figures: cap, fit)
+    LAYOUT_BATCH_CAP = "layout-batch-cap"
+    #: a layout whose batch is as large as its memory holds (figures: fit, context, memory, compute_bound_batch)
+    LAYOUT_MEMORY_CAPACITY = "layout-memory-capacity"
+    #: no layout and batch fits in memory (no figures)
+    NO_POINT_FITS = "no-point-fits"
+    #: no point meets the latency targets (figures: max_step_s, max_ttft_s, the fastest step_s with its layout
+    #: and batch, the fastest ttft_s)
+    NO_POINT_MEETS = "no-point-meets"
+    #: the point chosen (figures: max_step_s, max_ttft_s, layout, batch, tokens_per_s_per_chip, step_s)
+    CHOSEN = "chosen"
+    #: the static sweep's choice, kept as a note under a load (figures: chosen: bool, reason)
+    STATIC_CHOICE = "static-choice"
+    #: no layout chosen under the load (figures: reason, continuous batching's)
+    UNDER_LOAD = "under-load"
+    #: the layout continuous batching chose under the load (figures: requests_per_s or None, concurrency,
+    #: reason, tpot_s, ttft_s, running sequences per replica, batch shown)
+    UNDER_LOAD_CHOSEN = "under-load-chosen"
 
     #: the mesh was inferred from the replica groups (figures: mesh, how)
     MESH_INFERRED = "mesh-inferred"

@@ -10,7 +10,7 @@ from typing import Any
 
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
-from rooftop.units import format_percent
+from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
 
 def flag(option: Option) -> str:
@@ -90,6 +90,95 @@ def _goal_over_budget(r: Reason) -> str:
     found: Any = r.figure("found")
     what = f"the smallest slice meeting {days:g} days" if days is not None else "the cheapest slice"
     return f"{what}, {_where(found)}, costs ${found.cost_usd:,.0f} > ${r.figure('max_cost_usd'):,.0f}"
+
+
+def memory_text(mem: Any) -> str:
+    """A serving ChipMemory (plan/serve/layout.py) as its sum: weights + KV cache against the usable bytes."""
+    return (
+        f"weights {format_bytes(mem.weights_bytes)} + KV cache {format_bytes(mem.kv_cache_bytes)} = "
+        f"{format_bytes(mem.total_bytes)} of {format_bytes(mem.usable_bytes)} usable per chip"
+    )
+
+
+def _fills(r: Reason) -> str:
+    """The KV cache of a layout's largest batch filling HBM."""
+    return f"KV cache of {plural(_f(r, 'fit'), 'sequence')} at {r.figure('context')} tokens fills HBM " \
+        f"({memory_text(r.figure('memory'))})"  # fmt: skip
+
+
+def _wanted(r: Reason) -> str:
+    step, ttft = _f(r, "max_step_s"), _f(r, "max_ttft_s")
+    targets = [f"step <= {format_duration(step)}" if step else "", f"TTFT <= {format_duration(ttft)}" if ttft else ""]
+    return " and ".join(t for t in targets if t) or "no latency target"
+
+
+def _f(r: Reason, name: str) -> Any:
+    """A figure as its formatter takes it (figures are typed per code, in rooftop.reasons)."""
+    return r.figure(name)
+
+
+def _d(r: Reason, name: str) -> str:
+    return format_duration(_f(r, name))
+
+
+def _b(r: Reason, name: str) -> str:
+    return format_bytes(_f(r, name))
+
+
+def _n(r: Reason, name: str) -> str:
+    """A figure that is itself a note (a reason inside a reason), as its words."""
+    return note_text(_f(r, name))
+
+
+def _under_load(r: Reason) -> str:
+    rate = _f(r, "requests_per_s")
+    load = f"{rate:g} requests/s" if rate is not None else f"{r.figure('concurrency')} concurrent requests"
+    running = _f(r, "running")
+    return (
+        f"under {load}: {_n(r, 'reason')}; TPOT {_d(r, 'tpot_s')}, TTFT {_d(r, 'ttft_s')} with "
+        f"{running:.3g} sequences running per replica (shown at batch {r.figure('batch')})"
+    )
+
+
+def _compute_bound_from(r: Reason) -> str:
+    cb = r.figure("compute_bound_batch")
+    return f"compute-bound only from batch ~{cb}" if cb else "not compute-bound at any batch"
+
+
+_SENTENCES.update({
+    ReasonCode.NO_MATRIX_PEAK: lambda r: f"{r.figure('chip')} has no {r.figure('wanted')} matrix peak: the "
+    f"{r.figure('wanted')} matmuls (weights {r.figure('weights')}, activations {r.figure('activations')}) are priced "
+    f"at its {r.figure('used')} peak, {format_rate(_f(r, 'peak'), 'FLOP/s')}; the bytes stored and read "
+    "stay those of each dtype",
+    ReasonCode.POINT_NO_FIT: lambda r: f"does not fit: {memory_text(r.figure('memory'))}",
+    ReasonCode.MEMORY_BOUND: lambda r: f"memory-bound: weights {_b(r, 'weights_bytes')} ({_d(r, 'weights_s')}) + KV "
+    f"cache {_b(r, 'kv_cache_bytes')} ({_d(r, 'kv_cache_s')}) read per chip each step",
+    ReasonCode.COMPUTE_BOUND: lambda r: f"compute-bound: {r.figure('flops'):.3g} FLOPs per chip per step "
+    f"({_d(r, 'compute_s')})",
+    ReasonCode.COLLECTIVE_BOUND: lambda r: f"collective-latency-bound: {r.figure('collectives'):g} collectives per "
+    f"step take {_d(r, 'collective_s')}",
+    ReasonCode.FIXED_COSTS: lambda r: f"fixed costs dominate: kernel launches {_d(r, 'launch_s')} + scheduling "
+    f"{_d(r, 'scheduling_s')}",
+    ReasonCode.LARGEST_SWEPT: lambda r: f"{_n(r, 'point')}; largest batch swept: {_n(r, 'layout')}",
+    ReasonCode.LAYOUT_NO_FIT: lambda r: "does not fit even one sequence per replica: "
+    f"{memory_text(r.figure('memory'))}",
+    ReasonCode.LAYOUT_COMPUTE_BOUND: lambda r: f"compute-bound from batch ~{r.figure('batch')}: the weight matmuls' "
+    "FLOPs outlast their weight reads, so tokens/s per chip stops growing with batch (memory would allow "
+    f"{r.figure('fit')}: {_fills(r)})",
+    ReasonCode.LAYOUT_BATCH_CAP: lambda r: f"batch capped at {r.figure('cap')} per replica (memory allows "
+    f"{r.figure('fit')}); still memory-bound there",
+    ReasonCode.LAYOUT_MEMORY_CAPACITY: lambda r: f"memory capacity: {_fills(r)}; {_compute_bound_from(r)}",
+    ReasonCode.NO_POINT_FITS: lambda r: "no layout and batch fit in memory",
+    ReasonCode.NO_POINT_MEETS: lambda r: f"no point meets {_wanted(r)}: the fastest step is {_d(r, 'step_s')} "
+    f"({r.figure('layout')}, batch {r.figure('batch')}), the fastest TTFT {_d(r, 'ttft_s')}",
+    ReasonCode.CHOSEN: lambda r: f"highest tokens/s per chip with {_wanted(r)}: {r.figure('layout')}, batch "
+    f"{r.figure('batch')} per replica, {r.figure('tokens_per_s_per_chip'):.4g} tokens/s per chip at "
+    f"{_d(r, 'step_s')} per step",
+    ReasonCode.STATIC_CHOICE: lambda r: ("without the load, the static sweep would choose: " if r.figure("chosen")
+                                         else "without the load: ") + _n(r, "reason"),
+    ReasonCode.UNDER_LOAD: lambda r: f"under the load: {_n(r, 'reason')}",
+    ReasonCode.UNDER_LOAD_CHOSEN: _under_load,
+})  # fmt: skip
 
 
 _SENTENCES.update({

@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.dtypes import compute_dtype
 from rooftop.plan.fix import pinned_text
-from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
-from rooftop.report.reasons import note_texts
+from rooftop.report.reasons import memory_text, note_text, note_texts
 from rooftop.report.serve_book import book_serving_dict
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_plain, format_rate, plural
@@ -72,7 +71,7 @@ def critical_batch_dict(cb: CriticalBatch) -> dict[str, Any]:
 
 
 def min_slice_reason(m: MinSlice) -> str:
-    return f"{plural(m.chips, 'chip')}: {describe_memory(m.memory)}"
+    return f"{plural(m.chips, 'chip')}: {memory_text(m.memory)}"
 
 
 def min_slice_dict(m: MinSlice | None) -> dict[str, Any] | None:
@@ -109,7 +108,7 @@ def point_dict(p: ServingPoint) -> dict[str, Any]:
         },
         "fits": p.fits,
         "bound": p.bound,
-        "reason": p.reason,
+        "reason": note_text(p.reason),
         "cost_per_million_tokens_usd": cost,
         "breakdown": phase_dict(p.decode),
         "prefill_batch_breakdown": phase_dict(p.prefill, terms=False) | {"batch": p.prefill.batch},
@@ -127,7 +126,7 @@ def _large_batch_end(plan: ServingPlan) -> dict[str, Any] | None:
         "parallelism": summary.layout.as_dict(),
         "batch": summary.max_batch,
         "limit": summary.limit,
-        "reason": summary.reason,
+        "reason": note_text(summary.reason),
     }
 
 
@@ -161,7 +160,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "points": [point_dict(p) for p in plan.points],
         "frontier": list(plan.frontier),
         "chosen": plan.chosen,
-        "chosen_reason": plan.chosen_reason,
+        "chosen_reason": note_text(plan.chosen_reason),
         "layouts": [
             {
                 "parallelism": s.layout.as_dict(),
@@ -169,7 +168,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
                 "compute_bound_batch": s.compute_bound_batch,
                 "weights_per_chip_bytes": s.weights_per_chip_bytes,
                 "limit": s.limit,
-                "reason": s.reason,
+                "reason": note_text(s.reason),
                 "scale_out_axes": list(s.scale_out_axes),
             }
             for s in plan.layouts
@@ -337,11 +336,12 @@ def _step_table(plan: ServingPlan, p: ServingPoint) -> Table:
 
 def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> None:
     console.print(_frontier_table(plan))
-    say(console, f"chosen: {plan.chosen_reason}")
+    say(console, f"chosen: {note_text(plan.chosen_reason)}")
     if plan.chosen is not None:
         console.print(_step_table(plan, plan.points[plan.chosen]))
     rows = [
-        (s.layout.label(), s.max_batch, s.compute_bound_batch or "-", words(s.limit), s.reason) for s in plan.layouts
+        (s.layout.label(), s.max_batch, s.compute_bound_batch or "-", words(s.limit), note_text(s.reason))
+        for s in plan.layouts
     ]
     columns = ["layout", "max batch", "compute-bound at", "limit", "reason"]
     console.print(table("layouts: where the large-batch end stops", columns, rows))

@@ -42,7 +42,7 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.fix import FIX, PinSpec, parse_pins, pinned_text
 from rooftop.reasons import OptionError
 from rooftop.sharding import tensor
-from rooftop.units import divisors, format_bytes
+from rooftop.units import divisors
 
 #: the op groups a serving step times one roofline each (``op_group``)
 GROUPS = ("matmul", "attention", "elementwise")
@@ -394,10 +394,3 @@ def max_batch(
         return 0
     b = int(free // mem.kv_cache_bytes)
     return b - b % layout.batch_unit
-
-
-def describe_memory(mem: ChipMemory) -> str:
-    return (
-        f"weights {format_bytes(mem.weights_bytes)} + KV cache {format_bytes(mem.kv_cache_bytes)} = "
-        f"{format_bytes(mem.total_bytes)} of {format_bytes(mem.usable_bytes)} usable per chip"
-    )

@@ -70,6 +70,8 @@ class ReasonCode(Enum):
     # plan/: goals and serving sweeps (a Trial figure is a plan.goal.train.Trial: its chips, topology, days, note)
     #: the smallest valid slice meeting a training goal (figures: found, smaller: Trials, smaller None when none)
     GOAL_MET = "goal-met"
+    #: no layout fits in memory on a slice compared: its smallest layout is shown (no figures)
+    FITS_NOWHERE = "fits-nowhere"
     #: no slice of the chip meets a training goal (figures: chip, most: chips of the largest slice, fastest:
     #: the fastest Trial timed or None, last: the last Trial tried or None)
     GOAL_UNMET = "goal-unmet"
@@ -88,6 +90,30 @@ class ReasonCode(Enum):
     CONTEXT_OVER_MAX = "context-over-max"
     #: a serving layout the slice cannot hold as a mesh (figures: layout, error)
     LAYOUT_SKIPPED = "layout-skipped"
+    # plan/serve/disagg.py: disaggregated prefill/decode pools against colocated serving
+    #: no layout meets the latency targets either way (no figures)
+    DISAGG_NONE = "disagg-none"
+    #: no prefill/decode split meets the targets (no figures)
+    DISAGG_NO_SPLIT = "disagg-no-split"
+    #: colocated serving cannot meet the targets (no figures)
+    COLOCATED_MISSES = "colocated-misses"
+    #: the split takes fewer chips (figures: prefill, decode, colocated: chips of each pool)
+    DISAGG_FEWER_CHIPS = "disagg-fewer-chips"
+    #: colocated serving takes no more chips (figures: prefill, decode, colocated)
+    COLOCATED_FEWER_CHIPS = "colocated-fewer-chips"
+    #: prefill on one chip and decode on another: no split meets the targets (figures: prefill_chip, decode_chip)
+    SPLIT_NONE = "split-none"
+    #: prefill on one chip and decode on another: colocated serving misses (figures: prefill_chip, decode_chip)
+    SPLIT_COLOCATED_MISSES = "split-colocated-misses"
+    #: the two chips' pools against colocated serving in dollars per hour (figures: prefill_chip, decode_chip,
+    #: prefill, decode, colocated, usd_per_hour, colocated_usd_per_hour)
+    SPLIT_DOLLARS = "split-dollars"
+    #: the two chips' pools against colocated serving in chips, with no price (figures: prefill_chip,
+    #: decode_chip, prefill, decode, colocated)
+    SPLIT_CHIPS = "split-chips"
+    #: a recommendation and the KV cache moved per request (figures: reason, bytes, seconds, chip: whose
+    #: data-center links, None for the slower of two chips)
+    KV_TRANSFER = "kv-transfer"
     #: a chip whose matrix unit has no peak for the matmuls' dtype: priced at a wider one (figures: chip,
     #: wanted, weights, activations, used, peak in FLOP/s)
     NO_MATRIX_PEAK = "no-matrix-peak"

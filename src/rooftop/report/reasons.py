@@ -145,7 +145,44 @@ def _compute_bound_from(r: Reason) -> str:
     return f"compute-bound only from batch ~{cb}" if cb else "not compute-bound at any batch"
 
 
+def _pools(r: Reason) -> str:
+    return f"({r.figure('prefill')} prefill + {r.figure('decode')} decode)"
+
+
+def _names(r: Reason) -> str:
+    return f"{r.figure('prefill_chip')} prefill, {r.figure('decode_chip')} decode"
+
+
+def _kv_transfer(r: Reason) -> str:
+    chip = r.figure("chip")
+    over = "(the slower side)" if chip is None else f"over {chip}'s data-center links"
+    return f"{_n(r, 'reason')}; KV transfer {_b(r, 'bytes')} per request in {_d(r, 'seconds')} {over}"
+
+
+def _split_dollars(r: Reason) -> str:
+    pc, dc = r.figure("prefill_chip"), r.figure("decode_chip")
+    return (
+        f"${_f(r, 'usd_per_hour'):.4g}/h ({r.figure('prefill')} {pc} + {r.figure('decode')} {dc}) vs "
+        f"${_f(r, 'colocated_usd_per_hour'):.4g}/h ({r.figure('colocated')} {pc} colocated)"
+    )
+
+
 _SENTENCES.update({
+    ReasonCode.DISAGG_NONE: lambda r: "no layout meets the latency targets either way",
+    ReasonCode.DISAGG_NO_SPLIT: lambda r: "no prefill/decode split meets the targets",
+    ReasonCode.COLOCATED_MISSES: lambda r: "colocated serving cannot meet the targets: prefills interrupting the "
+    "decodes push the time per output token or TTFT over them",
+    ReasonCode.DISAGG_FEWER_CHIPS: lambda r: f"{plural(_f(r, 'prefill') + _f(r, 'decode'), 'chip')} {_pools(r)} vs "
+    f"{r.figure('colocated')}",
+    ReasonCode.COLOCATED_FEWER_CHIPS: lambda r: f"{plural(_f(r, 'colocated'), 'chip')} vs "
+    f"{_f(r, 'prefill') + _f(r, 'decode')} {_pools(r)}",
+    ReasonCode.SPLIT_NONE: lambda r: f"no {_names(r)} split meets the targets",
+    ReasonCode.SPLIT_COLOCATED_MISSES: lambda r: f"{_names(r)}: colocated serving on {r.figure('prefill_chip')} "
+    "cannot meet the targets",
+    ReasonCode.SPLIT_DOLLARS: _split_dollars,
+    ReasonCode.SPLIT_CHIPS: lambda r: f"{r.figure('prefill')} + {r.figure('decode')} chips ({_names(r)}) vs "
+    f"{r.figure('colocated')} colocated (no price to compare dollars)",
+    ReasonCode.KV_TRANSFER: _kv_transfer,
     ReasonCode.NO_MATRIX_PEAK: lambda r: f"{r.figure('chip')} has no {r.figure('wanted')} matrix peak: the "
     f"{r.figure('wanted')} matmuls (weights {r.figure('weights')}, activations {r.figure('activations')}) are priced "
     f"at its {r.figure('used')} peak, {format_rate(_f(r, 'peak'), 'FLOP/s')}; the bytes stored and read "
@@ -186,6 +223,7 @@ _SENTENCES.update({
     ReasonCode.GOAL_UNMET: _goal_unmet,
     ReasonCode.GOAL_OVER_BUDGET: _goal_over_budget,
     ReasonCode.NO_LAYOUT_FITS: lambda r: "no layout fits in memory",
+    ReasonCode.FITS_NOWHERE: lambda r: "fits nowhere: the smallest layout is shown",
     ReasonCode.NO_VALID_LAYOUT: lambda r: "no valid layout on so many chips",
     ReasonCode.SERVE_GOAL_UNMET: lambda r: f"no layout of {r.figure('chip')} meets the targets at any replica count",
     ReasonCode.NO_PRICE: lambda r: f"chip {r.figure('chip')} has no catalog price: cost is null "

@@ -457,6 +457,6 @@ def disaggregation_dict(plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
         "colocated": col,
         "colocated_chips": d.colocated.chips if d.colocated else None,
         "recommendation": d.recommendation,
-        "reason": d.reason,
+        "reason": note_text(d.reason),
         "cost_per_million_tokens_usd": d.cost,
     }

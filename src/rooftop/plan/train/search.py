@@ -42,7 +42,6 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
-from rooftop.plan.fix import FIX
 from rooftop.plan.train.bound import (
     dp_bound_s,
     fsdp_bound_s,
@@ -73,7 +72,7 @@ from rooftop.plan.train.step import (
     step_parts,
     step_result,
 )
-from rooftop.reasons import OptionError
+from rooftop.reasons import Option, OptionError
 from rooftop.units import divisors, parse_int
 
 OBJECTIVES = ("time", "cost", "memory")
@@ -98,6 +97,10 @@ class SearchResult(Displayed):
     explanation: list[str] = field(default_factory=list)
     timed: int = 0  # variants that fit and had their step timed
     pruned: int = 0  # layouts not visited: their bound on the step time (plan/train/bound.py) cannot rank
+
+
+#: the option pins are given by (rooftop.plan.fix.FIX): the CLI spells it --fix
+FIX = Option("fix")
 
 
 def parse_fix(text: str | None) -> dict[str, object]:
@@ -516,8 +519,12 @@ def search(
     if len(rows) > MAX_LAYOUTS:
         raise OptionError(
             f"{setup.cfg.name} on {setup.chips:,} chips has more than {MAX_LAYOUTS:,} layouts to search; pin some "
-            "degrees with ", FIX, " (e.g. ", FIX, " tp=8,pp=8)"
-        )  # fmt: skip
+            "degrees with ",
+            FIX,
+            " (e.g. ",
+            FIX,
+            " tp=8,pp=8)",
+        )
     top = max(top, 1)
     bounds = per_layer = None
     mesh_of: list[int] = []

@@ -150,6 +150,15 @@ class ReasonCode(Enum):
     STATIC_CHOICE = "static-choice"
     #: no layout chosen under the load (figures: reason, continuous batching's)
     UNDER_LOAD = "under-load"
+    #: a layout saturated by the load: the queue grows without bound (figures: requests_per_s, sustained by
+    #: the slice, replicas, per_replica)
+    SATURATED = "saturated"
+    #: a KV pool that cannot hold one request to its last token (no figures)
+    KV_POOL_TOO_SMALL = "kv-pool-too-small"
+    #: a layout's steady state under the load (figures: requests_per_s and share of the sustained rate, or
+    #: clients per replica and the requests/s served; sustained, decode_batch, prefill_tokens per step;
+    #: blocks_used (a share), blocks and preemptions with a KV block pool, else None)
+    UNDER_LOAD_STEADY = "under-load-steady"
     #: the layout continuous batching chose under the load (figures: requests_per_s or None, concurrency,
     #: reason, tpot_s, ttft_s, running sequences per replica, batch shown)
     UNDER_LOAD_CHOSEN = "under-load-chosen"

@@ -53,7 +53,7 @@ def count_why(r: ReplicaCount, g: ServeGoal) -> str:
     """Why ``r`` misses ``g``'s targets, or its TPOT and TTFT when it meets them."""
     s = r.state
     if r.missed == "saturated":
-        return s.reason
+        return note_text(s.reason)
     if r.missed == "tpot":
         return f"TPOT {(s.tpot_s or math.inf) * 1e3:.3g} ms > {(g.max_step_latency_s or 0) * 1e3:.3g} ms"
     if r.missed == "ttft":

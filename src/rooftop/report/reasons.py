@@ -140,6 +140,23 @@ def _under_load(r: Reason) -> str:
     )
 
 
+def _steady(r: Reason) -> str:
+    figures = dict(r.figures)
+    if "clients" in figures:
+        load = f"{figures['clients']} clients per replica, {_f(r, 'served'):.4g} requests/s"
+    else:
+        rate, share, sustained = _f(r, "requests_per_s"), _f(r, "share"), _f(r, "sustained")
+        load = f"{rate:.4g} requests/s, {share:.0%} of the {sustained:.4g} sustained"
+    pool = ""
+    if figures["blocks"] is not None:
+        used = f"{_f(r, 'blocks_used'):.0%} of the {r.figure('blocks')} KV blocks in use"
+        pool = f", {used}, {r.figure('preemptions')} preemptions"
+    return (
+        f"{load}: {_f(r, 'decode_batch'):.3g} sequences decode per step on average, "
+        f"{_f(r, 'prefill_tokens'):.4g} prompt tokens prefilled per step{pool}"
+    )
+
+
 def _compute_bound_from(r: Reason) -> str:
     cb = r.figure("compute_bound_batch")
     return f"compute-bound only from batch ~{cb}" if cb else "not compute-bound at any batch"
@@ -215,6 +232,11 @@ _SENTENCES.update({
                                          else "without the load: ") + _n(r, "reason"),
     ReasonCode.UNDER_LOAD: lambda r: f"under the load: {_n(r, 'reason')}",
     ReasonCode.UNDER_LOAD_CHOSEN: _under_load,
+    ReasonCode.SATURATED: lambda r: f"saturated: {_f(r, 'requests_per_s'):.4g} requests/s exceed the "
+    f"{_f(r, 'sustained'):.4g} this layout sustains ({r.figure('replicas')} x {_f(r, 'per_replica'):.4g}); the queue "
+    "grows without bound, so no TTFT",
+    ReasonCode.KV_POOL_TOO_SMALL: lambda r: "the KV pool cannot hold one request to its last token",
+    ReasonCode.UNDER_LOAD_STEADY: _steady,
 })  # fmt: skip
 
 

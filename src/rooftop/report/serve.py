@@ -210,7 +210,7 @@ def steady_dict(layout_dict: dict[str, Any], chips: int, s: SteadyState) -> dict
         "requests_per_s": s.requests_per_s,
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_per_chip": None if s.tokens_per_s is None else s.tokens_per_s / chips,
-        "reason": s.reason,
+        "reason": note_text(s.reason),
         "ttft_stages": [stage_dict(x) for x in s.ttft_stages],
         "ttft_idle_stages": [stage_dict(x) for x in s.ttft_idle_stages],
         "kv_pool": kv_pool_dict(s.pool),

@@ -90,6 +90,14 @@ class ReasonCode(Enum):
     CONTEXT_OVER_MAX = "context-over-max"
     #: a serving layout the slice cannot hold as a mesh (figures: layout, error)
     LAYOUT_SKIPPED = "layout-skipped"
+    #: TP groups of swept layouts span fast domains (NVLink domains, slices) (figures: layouts: (label,
+    #: domains, chips in each) of those named, more: how many others, split: some under attn_dp or kv_batch,
+    #: all_reduces per layer, switched: GPUs, dcn_bytes_per_s, scaleout_latency_s, ici_bytes_per_s)
+    TP_CROSSES_DOMAINS = "tp-crosses-domains"
+    #: pipeline stages of swept layouts span fast domains (figures: layouts: (label, domains, stages in each),
+    #: more, switched, dcn_bytes_per_s, scaleout_latency_s, ici_bytes_per_s)
+    PP_CROSSES_DOMAINS = "pp-crosses-domains"
+
     # plan/serve/disagg.py: disaggregated prefill/decode pools against colocated serving
     #: no layout meets the latency targets either way (no figures)
     DISAGG_NONE = "disagg-none"

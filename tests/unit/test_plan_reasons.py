@@ -111,3 +111,16 @@ def test_serving_notes_are_reasons_with_their_figures() -> None:
     texts = note_texts(plan.notes)
     assert f"prompt + generation = {L8.max_seq_len + 128} tokens exceeds llama-3-8b's max_seq_len " \
         f"{L8.max_seq_len}; priced anyway" in texts  # fmt: skip
+
+
+def test_a_tp_group_over_the_fabric_is_said_from_its_figures() -> None:
+    """The crossing note's words come from its figures alone: seven layouts named past the six listed."""
+    layouts = tuple((f"tp=16 x{n}", 2, 8) for n in range(1, 7))
+    why = Reason.of(ReasonCode.TP_CROSSES_DOMAINS, layouts=layouts, more=1, split=False, all_reduces=2,
+                    switched=True, dcn_bytes_per_s=50e9, scaleout_latency_s=5e-6, ici_bytes_per_s=450e9)  # fmt: skip
+    listed = ", ".join(f"tp=16 x{n} (over 2 domains, 8 chips in each)" for n in range(1, 7))
+    assert sentence(why) == (
+        f"tp crosses NVLink domains in {listed} and 1 more layout: its 2 all-reduces per layer are priced "
+        "hierarchically: reduce-scatter and all-gather over NVLink inside each, the all-reduce between them over "
+        "the scale-out fabric (50 GB/s per chip and 5 us a hop, against 450 GB/s per chip over NVLink)"
+    )

@@ -162,6 +162,35 @@ def _compute_bound_from(r: Reason) -> str:
     return f"compute-bound only from batch ~{cb}" if cb else "not compute-bound at any batch"
 
 
+def _crosses(r: Reason) -> str:
+    """An axis (tp, pp) of some layouts over the scale-out network, and how its communication is priced."""
+    tp = r.code is ReasonCode.TP_CROSSES_DOMAINS
+    switched = r.figure("switched")
+    domains, net = ("NVLink domains", "scale-out fabric") if switched else ("slices", "data-center network")
+    fast = "NVLink" if switched else "ICI"
+    rates = (
+        f"{format_rate(_f(r, 'dcn_bytes_per_s'))} per chip and {_d(r, 'scaleout_latency_s')} a hop, "
+        f"against {format_rate(_f(r, 'ici_bytes_per_s'))} per chip over {fast}"
+    )
+    if tp:
+        how = (
+            f"its {plural(_f(r, 'all_reduces'), 'all-reduce')} per layer are priced hierarchically: reduce-scatter "
+            f"and all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"
+        )
+        if r.figure("split"):
+            how += (
+                "; under attn_dp the all-gather before and the reduce-scatter after each MLP, and under kv_batch "
+                "the all-to-alls of attention, are staged over the same links"
+            )
+    else:
+        how = f"the activations sent between its stages cross the {net} ({rates})"
+    unit = "chip" if tp else "stage"
+    where = [f"{name} (over {n} domains, {plural(k, unit)} in each)" for name, n, k in _f(r, "layouts")]
+    more = _f(r, "more")
+    listed = ", ".join(where) + (f" and {plural(more, 'more layout')}" if more else "")
+    return f"{'tp' if tp else 'pp'} crosses {domains} in {listed}: {how}"
+
+
 def _pools(r: Reason) -> str:
     return f"({r.figure('prefill')} prefill + {r.figure('decode')} decode)"
 
@@ -185,6 +214,8 @@ def _split_dollars(r: Reason) -> str:
 
 
 _SENTENCES.update({
+    ReasonCode.TP_CROSSES_DOMAINS: _crosses,
+    ReasonCode.PP_CROSSES_DOMAINS: _crosses,
     ReasonCode.DISAGG_NONE: lambda r: "no layout meets the latency targets either way",
     ReasonCode.DISAGG_NO_SPLIT: lambda r: "no prefill/decode split meets the targets",
     ReasonCode.COLOCATED_MISSES: lambda r: "colocated serving cannot meet the targets: prefills interrupting the "

@@ -4,8 +4,8 @@ writing the command line's words.
 - :class:`Option` names a parameter of a library call (``"cluster"``, ``"batch_tokens"``): the library
   spells it as that name, the command line as its flag (``--cluster``, ``--batch-tokens``), so no
   flag is written below the CLI.
-- :class:`Phrased` is an error whose message is a sequence of text and :class:`Option` parts:
-  ``str(err)`` is the library's spelling; the CLI re-spells the options (:meth:`Phrased.said`).
+- :class:`Phrased` is an error whose message is a sequence of text, :class:`Option` and :class:`Reason`
+  parts: ``str(err)`` is the library's spelling; the CLI re-spells the options and reasons (:meth:`Phrased.said`).
 - :class:`Reason` is a note on a result: a :class:`ReasonCode` and the figures it names. ``report/``
   writes its sentence (``rooftop.report.reasons``); a library user reads ``code`` and ``figures``.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeAlias
 
 from rooftop.errors import InvalidConfigError, RooftopError
 
@@ -29,12 +30,19 @@ class Option:
         return self.name
 
 
-Part = str | Option
+#: a part of a message: text, an option, or a reason (a result's note quoted in an error)
+Part: TypeAlias = "str | Option | Reason"
 
 
-def said(parts: Iterable[Part], spell: Callable[[Option], str] = str) -> str:
-    """The parts as one text, each option spelled by ``spell`` (default: its name)."""
-    return "".join(p if isinstance(p, str) else spell(p) for p in parts)
+def said(
+    parts: Iterable[Part], spell: Callable[[Option], str] = str, say: Callable[[Reason], str] | None = None
+) -> str:
+    """The parts as one text, each option spelled by ``spell`` (default: its name) and each reason by
+    ``say`` (default: its code's value; report/ passes its sentence)."""
+    return "".join(
+        p if isinstance(p, str) else spell(p) if isinstance(p, Option) else say(p) if say else p.code.value
+        for p in parts
+    )
 
 
 class Phrased(RooftopError):
@@ -52,9 +60,10 @@ class Phrased(RooftopError):
     def options(self) -> tuple[Option, ...]:
         return tuple(p for p in self.parts if isinstance(p, Option))
 
-    def said(self, spell: Callable[[Option], str]) -> str:
-        """The message with each option spelled by ``spell`` (the CLI passes its flags)."""
-        return said(self.parts, spell)
+    def said(self, spell: Callable[[Option], str], say: Callable[[Reason], str] | None = None) -> str:
+        """The message with each option spelled by ``spell`` (the CLI passes its flags) and each reason by
+        ``say`` (the CLI passes report's sentences)."""
+        return said(self.parts, spell, say)
 
 
 class OptionError(Phrased, InvalidConfigError):
@@ -167,6 +176,16 @@ class ReasonCode(Enum):
     #: clients per replica and the requests/s served; sustained, decode_batch, prefill_tokens per step;
     #: blocks_used (a share), blocks and preemptions with a KV block pool, else None)
     UNDER_LOAD_STEADY = "under-load-steady"
+    #: continuous batching: no layout holds the model and one sequence (no figures)
+    NO_LAYOUT_HOLDS = "no-layout-holds"
+    #: continuous batching: every layout saturated (figures: most: the highest requests/s any sustains, layout)
+    ALL_SATURATED = "all-saturated"
+    #: continuous batching: no unsaturated layout meets the latency targets (no figures)
+    NONE_MEETS_UNDER_LOAD = "none-meets-under-load"
+    #: continuous batching at a rate chose the lowest mean request latency under the targets (figures: layout)
+    LOWEST_LATENCY = "lowest-latency"
+    #: continuous batching at a concurrency chose the most output tokens/s under the targets (figures: layout)
+    MOST_TOKENS = "most-tokens"
     #: the layout continuous batching chose under the load (figures: requests_per_s or None, concurrency,
     #: reason, tpot_s, ttft_s, running sequences per replica, batch shown)
     UNDER_LOAD_CHOSEN = "under-load-chosen"

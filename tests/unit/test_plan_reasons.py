@@ -21,6 +21,7 @@ from rooftop.model.catalog import get_model
 from rooftop.plan.fix import FIX
 from rooftop.plan.goal.serve import serve_goal
 from rooftop.plan.goal.train import TrainGoal, train_goal
+from rooftop.plan.serve.percentiles import latency_percentiles
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 from rooftop.plan.train.search import parse_fix
 from rooftop.plan.train.step import TrainingSetup
@@ -123,4 +124,20 @@ def test_a_tp_group_over_the_fabric_is_said_from_its_figures() -> None:
         f"tp crosses NVLink domains in {listed} and 1 more layout: its 2 all-reduces per layer are priced "
         "hierarchically: reduce-scatter and all-gather over NVLink inside each, the all-reduce between them over "
         "the scale-out fabric (50 GB/s per chip and 5 us a hop, against 450 GB/s per chip over NVLink)"
+    )
+
+
+def test_an_error_quoting_a_reason_says_its_code_below_the_cli_and_its_sentence_through_it() -> None:
+    plan = plan_serving(ServingRequest(L8, H100, parse_topology(H100, "1"), 2048, 256, requests_per_s=5000.0))
+    assert plan.batching is not None and plan.batching.chosen is None
+    saturated = plan.batching.reason
+    assert isinstance(saturated, Reason) and saturated.code is ReasonCode.ALL_SATURATED
+    most = saturated.figure("most")
+    assert isinstance(most, float) and most < 5000.0  # 1 chip sustains far less than the rate asked
+    with pytest.raises(OptionError) as err:
+        latency_percentiles(plan)
+    assert str(err.value) == "percentiles: no layout to simulate (all-saturated)"
+    assert error_line(err.value) == (
+        "--percentiles: no layout to simulate (every layout is saturated: the queue grows without bound; the most "
+        f"any sustains is {most:.4g} requests/s (tp=1 x1))"
     )

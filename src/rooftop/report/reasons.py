@@ -20,7 +20,7 @@ def flag(option: Option) -> str:
 
 def _refused(r: Reason) -> str:
     parts: tuple[Part, ...] = r.figure("parts")  # type: ignore[assignment]  # Reason.of(REFUSED, parts=...)
-    return one_line(visible(said(parts, flag)))
+    return one_line(visible(said(parts, flag, sentence)))
 
 
 #: each code's sentence from its figures (``f`` reads one figure by name)
@@ -268,6 +268,13 @@ _SENTENCES.update({
     "grows without bound, so no TTFT",
     ReasonCode.KV_POOL_TOO_SMALL: lambda r: "the KV pool cannot hold one request to its last token",
     ReasonCode.UNDER_LOAD_STEADY: _steady,
+    ReasonCode.NO_LAYOUT_HOLDS: lambda r: "no layout holds the model and one sequence",
+    ReasonCode.ALL_SATURATED: lambda r: "every layout is saturated: the queue grows without bound; the most any "
+    f"sustains is {_f(r, 'most'):.4g} requests/s ({r.figure('layout')})",
+    ReasonCode.NONE_MEETS_UNDER_LOAD: lambda r: "no unsaturated layout meets the latency targets under this load",
+    ReasonCode.LOWEST_LATENCY: lambda r: "lowest mean request latency (TTFT + (G - 1) x TPOT) under the targets: "
+    f"{r.figure('layout')}",
+    ReasonCode.MOST_TOKENS: lambda r: f"most output tokens/s under the targets: {r.figure('layout')}",
 })  # fmt: skip
 
 

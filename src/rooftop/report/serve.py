@@ -268,7 +268,7 @@ def batching_dict(b: Batching, engine: str = "generic") -> dict[str, Any]:
         "concurrency": t.concurrency,
         "saturated": bool(b.layouts) and all(s.saturated for _, s in b.layouts),
         "chosen": b.chosen,
-        "chosen_reason": b.reason,
+        "chosen_reason": note_text(b.reason),
         **top,
         "layouts": layouts,
     }
@@ -359,7 +359,7 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
         )
     if plan.batching is not None:
         console.print(_batching_table(plan.batching))
-        say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
+        say(console, f"continuous batching: {note_text(plan.batching.reason)} (how: {BATCHING_METHOD})")
         if plan.batching.chosen is not None and plan.batching.layouts[plan.batching.chosen][1].ttft_stages:
             console.print(_stages_table(plan.batching.layouts[plan.batching.chosen][1]))
     for note in note_texts(plan.notes):

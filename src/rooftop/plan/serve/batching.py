@@ -373,7 +373,7 @@ class Batching:
     traffic: Traffic
     layouts: tuple[tuple[ServingLayout, SteadyState], ...]
     chosen: int | None
-    reason: str
+    reason: Note
 
 
 @dataclass(frozen=True)
@@ -448,16 +448,14 @@ def continuous_batching(plan: ServingPlan) -> Batching:
 
 def _choose(
     states: list[tuple[ServingLayout, SteadyState]], t: Traffic, max_tpot: float | None, max_ttft: float | None
-) -> tuple[int | None, str]:
+) -> tuple[int | None, Reason]:
     if not states:
-        return None, "no layout holds the model and one sequence"
+        return None, Reason.of(ReasonCode.NO_LAYOUT_HOLDS)
     live = [i for i, (_, s) in enumerate(states) if not s.saturated]
     if not live:
         best = max(range(len(states)), key=lambda i: states[i][1].capacity_requests_per_s)
-        return None, (
-            f"every layout is saturated: the queue grows without bound; the most any sustains is "
-            f"{states[best][1].capacity_requests_per_s:.4g} requests/s ({states[best][0].label()})"
-        )
+        most = states[best][1].capacity_requests_per_s
+        return None, Reason.of(ReasonCode.ALL_SATURATED, most=most, layout=states[best][0].label())
     ok = [
         i
         for i in live
@@ -465,7 +463,7 @@ def _choose(
         and (max_ttft is None or (states[i][1].ttft_s or math.inf) <= max_ttft)
     ]
     if not ok:
-        return None, "no unsaturated layout meets the latency targets under this load"
+        return None, Reason.of(ReasonCode.NONE_MEETS_UNDER_LOAD)
 
     def latency(i: int) -> float:
         s = states[i][1]
@@ -473,8 +471,8 @@ def _choose(
 
     if t.requests_per_s is not None:
         best = min(ok, key=latency)
-        why = "lowest mean request latency (TTFT + (G - 1) x TPOT)"
+        code = ReasonCode.LOWEST_LATENCY
     else:
         best = max(ok, key=lambda i: states[i][1].tokens_per_s or 0.0)
-        why = "most output tokens/s"
-    return best, f"{why} under the targets: {states[best][0].label()}"
+        code = ReasonCode.MOST_TOKENS
+    return best, Reason.of(code, layout=states[best][0].label())

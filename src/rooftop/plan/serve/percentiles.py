@@ -213,7 +213,7 @@ def latency_percentiles(
     if not 10 <= requests <= MAX_REQUESTS:
         raise OptionError(Option("requests"), f" {requests} must be between 10 and {MAX_REQUESTS}")
     if b.chosen is None:
-        raise OptionError(PERCENTILES, f": no layout to simulate ({b.reason})")
+        raise OptionError(PERCENTILES, ": no layout to simulate (", b.reason, ")")
     layout, state = b.layouts[b.chosen]
     t = b.traffic
     replica = layout_replica(req, layout, state.max_batch, t)

@@ -146,10 +146,10 @@ def _steady(r: Reason) -> str:
         load = f"{figures['clients']} clients per replica, {_f(r, 'served'):.4g} requests/s"
     else:
         rate, share, sustained = _f(r, "requests_per_s"), _f(r, "share"), _f(r, "sustained")
-        load = f"{rate:.4g} requests/s, {share:.0%} of the {sustained:.4g} sustained"
+        load = f"{rate:.4g} requests/s, {format_percent(share)} of the {sustained:.4g} sustained"
     pool = ""
     if figures["blocks"] is not None:
-        used = f"{_f(r, 'blocks_used'):.0%} of the {r.figure('blocks')} KV blocks in use"
+        used = f"{format_percent(_f(r, 'blocks_used'))} of the {r.figure('blocks')} KV blocks in use"
         pool = f", {used}, {r.figure('preemptions')} preemptions"
     return (
         f"{load}: {_f(r, 'decode_batch'):.3g} sequences decode per step on average, "

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from rooftop.dtypes import compute_dtype
 from rooftop.plan.fix import pinned_text
 from rooftop.report.formulas import term_dict
-from rooftop.report.reasons import memory_text, note_text, note_texts
+from rooftop.report.plan_reasons import memory_text
+from rooftop.report.reasons import note_text, note_texts
 from rooftop.report.serve_book import book_serving_dict
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_plain, format_rate, plural

@@ -79,8 +79,6 @@ class ReasonCode(Enum):
     # plan/: goals and serving sweeps (a Trial figure is a plan.goal.train.Trial: its chips, topology, days, note)
     #: the smallest valid slice meeting a training goal (figures: found, smaller: Trials, smaller None when none)
     GOAL_MET = "goal-met"
-    #: no layout fits in memory on a slice compared: its smallest layout is shown (no figures)
-    FITS_NOWHERE = "fits-nowhere"
     #: no slice of the chip meets a training goal (figures: chip, most: chips of the largest slice, fastest:
     #: the fastest Trial timed or None, last: the last Trial tried or None)
     GOAL_UNMET = "goal-unmet"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rooftop.display import Displayed
 from rooftop.errors import RooftopError
 from rooftop.plan.energy import serving_energy, training_energy
-from rooftop.reasons import Note, Reason, ReasonCode, refusal
+from rooftop.reasons import Note, refusal
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -91,7 +91,7 @@ def compare_training(
             out.append(_failed(setup.chip, setup.topology.spec, setup.chips, refusal(exc)))
             continue
         best, totals = plan.ranked[0], plan.totals
-        note: Note = "" if best.fits else Reason.of(ReasonCode.FITS_NOWHERE)
+        note = "" if best.fits else "fits nowhere: the smallest layout is shown"
         energy = training_energy(setup.chip, setup.chips, totals.train_time_s, tokens)
         out.append(Entry(setup.chip.name, setup.topology.spec, setup.chips, best.parallelism.label(), best.step_time_s,
                          best.mfu, None, best.tokens_per_s, best.tokens_per_s / setup.chips, best.fits, best.bound,
@@ -117,7 +117,7 @@ def compare_serving(requests: Sequence[ServingRequest]) -> Comparison:
             out.append(_failed(req.chip, req.topology.spec, chips, refusal(exc)))
             continue
         if plan.chosen is None:
-            out.append(_failed(req.chip, req.topology.spec, chips, plan.chosen_reason))
+            out.append(_failed(req.chip, req.topology.spec, chips, plan.chosen_reason or "no point meets the targets"))
             continue
         p = plan.points[plan.chosen]
         layout = " ".join(f"{k}={v}" for k, v in p.layout.as_dict().items() if v > 1) or "one chip per replica"

@@ -172,7 +172,6 @@ def _split_dollars(r: Reason) -> str:
 _WORDS: dict[ReasonCode, Callable[[Reason], str]] = {
     ReasonCode.GOAL_OVER_BUDGET: _goal_over_budget,
     ReasonCode.NO_LAYOUT_FITS: lambda r: "no layout fits in memory",
-    ReasonCode.FITS_NOWHERE: lambda r: "fits nowhere: the smallest layout is shown",
     ReasonCode.NO_VALID_LAYOUT: lambda r: "no valid layout on so many chips",
     ReasonCode.SERVE_GOAL_UNMET: lambda r: f"no layout of {r.figure('chip')} meets the targets at any replica count",
     ReasonCode.NO_PRICE: lambda r: f"chip {r.figure('chip')} has no catalog price: cost is null "

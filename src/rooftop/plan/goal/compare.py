@@ -17,13 +17,13 @@ from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology
 from rooftop.plan.compare import Comparison, Entry, price_of
 from rooftop.plan.energy import serving_energy, training_energy
-from rooftop.reasons import Note, refusal
 from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 if TYPE_CHECKING:  # each comparison imports its own planners when it runs: a serving one never loads training's
     from rooftop.plan.goal.serve import ServeGoal
     from rooftop.plan.serve.sweep import ServingRequest
     from rooftop.plan.train.step import TrainingSetup
+    from rooftop.reasons import Note
 
 
 def _missed(chip: Chip, why: Note) -> Entry:
@@ -51,6 +51,7 @@ def compare_training_goal(
 ) -> Comparison:
     """Each chip's smallest slice meeting the goal; ranked by the run's dollars, then chips, then kWh."""
     from rooftop.plan.goal.train import SECONDS_PER_DAY, train_goal
+    from rooftop.reasons import refusal  # a chip's refused goal keeps the options it names
 
     out = []
     for chip in chips:
@@ -88,6 +89,7 @@ def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[
     """Each chip's fewest chips serving the rate under the targets; ranked by dollars per hour, then chips,
     then kWh per million output tokens. ``describe`` writes each found goal's note (report/goal.serve_goal_reason)."""
     from rooftop.plan.goal.serve import serve_goal
+    from rooftop.reasons import refusal
 
     out = []
     for req in requests:

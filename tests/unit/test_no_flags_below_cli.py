@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rooftop"
 BELOW_CLI = ("plan", "analysis")
 
 #: file -> flags its string literals still name (being converted; the count may only go down)
-ALLOWED = {
+ALLOWED: dict[str, int] = {
     "analysis/compare.py": 1,  # an op's "why" (OpReport.why, a JSON string) names --hlo
 }
 

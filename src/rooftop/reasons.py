@@ -4,8 +4,8 @@ writing the command line's words.
 - :class:`Option` names a parameter of a library call (``"cluster"``, ``"batch_tokens"``): the library
   spells it as that name, the command line as its flag (``--cluster``, ``--batch-tokens``), so no
   flag is written below the CLI.
-- :class:`Phrased` is an error whose message is a sequence of text and :class:`Option` parts:
-  ``str(err)`` is the library's spelling; the CLI re-spells the options (:meth:`Phrased.said`).
+- :class:`Phrased` is an error whose message is a sequence of text, :class:`Option` and :class:`Reason`
+  parts: ``str(err)`` is the library's spelling; the CLI re-spells the options and reasons (:meth:`Phrased.said`).
 - :class:`Reason` is a note on a result: a :class:`ReasonCode` and the figures it names. ``report/``
   writes its sentence (``rooftop.report.reasons``); a library user reads ``code`` and ``figures``.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeAlias
 
 from rooftop.errors import InvalidConfigError, RooftopError
 
@@ -29,12 +30,19 @@ class Option:
         return self.name
 
 
-Part = str | Option
+#: a part of a message: text, an option, or a reason (a result's note quoted in an error)
+Part: TypeAlias = "str | Option | Reason"
 
 
-def said(parts: Iterable[Part], spell: Callable[[Option], str] = str) -> str:
-    """The parts as one text, each option spelled by ``spell`` (default: its name)."""
-    return "".join(p if isinstance(p, str) else spell(p) for p in parts)
+def said(
+    parts: Iterable[Part], spell: Callable[[Option], str] = str, say: Callable[[Reason], str] | None = None
+) -> str:
+    """The parts as one text, each option spelled by ``spell`` (default: its name) and each reason by
+    ``say`` (default: its code's value; report/ passes its sentence)."""
+    return "".join(
+        p if isinstance(p, str) else spell(p) if isinstance(p, Option) else say(p) if say else p.code.value
+        for p in parts
+    )
 
 
 class Phrased(RooftopError):
@@ -52,9 +60,10 @@ class Phrased(RooftopError):
     def options(self) -> tuple[Option, ...]:
         return tuple(p for p in self.parts if isinstance(p, Option))
 
-    def said(self, spell: Callable[[Option], str]) -> str:
-        """The message with each option spelled by ``spell`` (the CLI passes its flags)."""
-        return said(self.parts, spell)
+    def said(self, spell: Callable[[Option], str], say: Callable[[Reason], str] | None = None) -> str:
+        """The message with each option spelled by ``spell`` (the CLI passes its flags) and each reason by
+        ``say`` (the CLI passes report's sentences)."""
+        return said(self.parts, spell, say)
 
 
 class OptionError(Phrased, InvalidConfigError):
@@ -66,6 +75,118 @@ class ReasonCode(Enum):
 
     #: an error's message, kept as data in a result (figures: parts, the error's text and options)
     REFUSED = "refused"
+
+    # plan/: goals and serving sweeps (a Trial figure is a plan.goal.train.Trial: its chips, topology, days, note)
+    #: the smallest valid slice meeting a training goal (figures: found, smaller: Trials, smaller None when none)
+    GOAL_MET = "goal-met"
+    #: no slice of the chip meets a training goal (figures: chip, most: chips of the largest slice, fastest:
+    #: the fastest Trial timed or None, last: the last Trial tried or None)
+    GOAL_UNMET = "goal-unmet"
+    #: the slice meeting the days (or the cheapest) costs more than the goal (figures: max_days or None,
+    #: found: Trial, max_cost_usd)
+    GOAL_OVER_BUDGET = "goal-over-budget"
+    #: a slice tried for a goal on which no layout fits in memory (no figures)
+    NO_LAYOUT_FITS = "no-layout-fits"
+    #: a slice tried for a goal with no valid layout (no figures)
+    NO_VALID_LAYOUT = "no-valid-layout"
+    #: no layout of the chip meets a serving goal at any replica count (figures: chip)
+    SERVE_GOAL_UNMET = "serve-goal-unmet"
+    #: the chip has no price: serving cost is null (figures: chip)
+    NO_PRICE = "no-price"
+    #: prompt + generation is longer than the model's context (figures: tokens, model, max_seq_len)
+    CONTEXT_OVER_MAX = "context-over-max"
+    #: a serving layout the slice cannot hold as a mesh (figures: layout, error)
+    LAYOUT_SKIPPED = "layout-skipped"
+    #: TP groups of swept layouts span fast domains (NVLink domains, slices) (figures: layouts: (label,
+    #: domains, chips in each) of those named, more: how many others, split: some under attn_dp or kv_batch,
+    #: all_reduces per layer, switched: GPUs, dcn_bytes_per_s, scaleout_latency_s, ici_bytes_per_s)
+    TP_CROSSES_DOMAINS = "tp-crosses-domains"
+    #: pipeline stages of swept layouts span fast domains (figures: layouts: (label, domains, stages in each),
+    #: more, switched, dcn_bytes_per_s, scaleout_latency_s, ici_bytes_per_s)
+    PP_CROSSES_DOMAINS = "pp-crosses-domains"
+
+    # plan/serve/disagg.py: disaggregated prefill/decode pools against colocated serving
+    #: no layout meets the latency targets either way (no figures)
+    DISAGG_NONE = "disagg-none"
+    #: no prefill/decode split meets the targets (no figures)
+    DISAGG_NO_SPLIT = "disagg-no-split"
+    #: colocated serving cannot meet the targets (no figures)
+    COLOCATED_MISSES = "colocated-misses"
+    #: the split takes fewer chips (figures: prefill, decode, colocated: chips of each pool)
+    DISAGG_FEWER_CHIPS = "disagg-fewer-chips"
+    #: colocated serving takes no more chips (figures: prefill, decode, colocated)
+    COLOCATED_FEWER_CHIPS = "colocated-fewer-chips"
+    #: prefill on one chip and decode on another: no split meets the targets (figures: prefill_chip, decode_chip)
+    SPLIT_NONE = "split-none"
+    #: prefill on one chip and decode on another: colocated serving misses (figures: prefill_chip, decode_chip)
+    SPLIT_COLOCATED_MISSES = "split-colocated-misses"
+    #: the two chips' pools against colocated serving in dollars per hour (figures: prefill_chip, decode_chip,
+    #: prefill, decode, colocated, usd_per_hour, colocated_usd_per_hour)
+    SPLIT_DOLLARS = "split-dollars"
+    #: the two chips' pools against colocated serving in chips, with no price (figures: prefill_chip,
+    #: decode_chip, prefill, decode, colocated)
+    SPLIT_CHIPS = "split-chips"
+    #: a recommendation and the KV cache moved per request (figures: reason, bytes, seconds, chip: whose
+    #: data-center links, None for the slower of two chips)
+    KV_TRANSFER = "kv-transfer"
+    #: a chip whose matrix unit has no peak for the matmuls' dtype: priced at a wider one (figures: chip,
+    #: wanted, weights, activations, used, peak in FLOP/s)
+    NO_MATRIX_PEAK = "no-matrix-peak"
+
+    # plan/serve/sweep.py: why each point takes its time, what limits each layout, which point is chosen
+    #: a point whose batch does not fit in memory (figures: memory, a ChipMemory)
+    POINT_NO_FIT = "point-no-fit"
+    #: a decode step bound by HBM reads (figures: weights_bytes, weights_s, kv_cache_bytes, kv_cache_s)
+    MEMORY_BOUND = "memory-bound"
+    #: a decode step bound by the matrix unit (figures: flops, compute_s: per chip per step)
+    COMPUTE_BOUND = "compute-bound"
+    #: a decode step bound by the collectives' latency (figures: collectives, collective_s)
+    COLLECTIVE_BOUND = "collective-bound"
+    #: a decode step bound by its fixed costs (figures: launch_s, scheduling_s)
+    FIXED_COSTS = "fixed-costs"
+    #: the largest batch swept of a layout: the point's reason and the layout's (figures: point, layout)
+    LARGEST_SWEPT = "largest-swept"
+    #: a layout that cannot hold one sequence (figures: memory)
+    LAYOUT_NO_FIT = "layout-no-fit"
+    #: a layout compute-bound from a batch its memory allows (figures: batch, fit, context, memory)
+    LAYOUT_COMPUTE_BOUND = "layout-compute-bound"
+    #: a layout whose batch is capped below what its memory holds (figures: cap, fit)
+    LAYOUT_BATCH_CAP = "layout-batch-cap"
+    #: a layout whose batch is as large as its memory holds (figures: fit, context, memory, compute_bound_batch)
+    LAYOUT_MEMORY_CAPACITY = "layout-memory-capacity"
+    #: no layout and batch fits in memory (no figures)
+    NO_POINT_FITS = "no-point-fits"
+    #: no point meets the latency targets (figures: max_step_s, max_ttft_s, the fastest step_s with its layout
+    #: and batch, the fastest ttft_s)
+    NO_POINT_MEETS = "no-point-meets"
+    #: the point chosen (figures: max_step_s, max_ttft_s, layout, batch, tokens_per_s_per_chip, step_s)
+    CHOSEN = "chosen"
+    #: the static sweep's choice, kept as a note under a load (figures: chosen: bool, reason)
+    STATIC_CHOICE = "static-choice"
+    #: no layout chosen under the load (figures: reason, continuous batching's)
+    UNDER_LOAD = "under-load"
+    #: a layout saturated by the load: the queue grows without bound (figures: requests_per_s, sustained by
+    #: the slice, replicas, per_replica)
+    SATURATED = "saturated"
+    #: a KV pool that cannot hold one request to its last token (no figures)
+    KV_POOL_TOO_SMALL = "kv-pool-too-small"
+    #: a layout's steady state under the load (figures: requests_per_s and share of the sustained rate, or
+    #: clients per replica and the requests/s served; sustained, decode_batch, prefill_tokens per step;
+    #: blocks_used (a share), blocks and preemptions with a KV block pool, else None)
+    UNDER_LOAD_STEADY = "under-load-steady"
+    #: continuous batching: no layout holds the model and one sequence (no figures)
+    NO_LAYOUT_HOLDS = "no-layout-holds"
+    #: continuous batching: every layout saturated (figures: most: the highest requests/s any sustains, layout)
+    ALL_SATURATED = "all-saturated"
+    #: continuous batching: no unsaturated layout meets the latency targets (no figures)
+    NONE_MEETS_UNDER_LOAD = "none-meets-under-load"
+    #: continuous batching at a rate chose the lowest mean request latency under the targets (figures: layout)
+    LOWEST_LATENCY = "lowest-latency"
+    #: continuous batching at a concurrency chose the most output tokens/s under the targets (figures: layout)
+    MOST_TOKENS = "most-tokens"
+    #: the layout continuous batching chose under the load (figures: requests_per_s or None, concurrency,
+    #: reason, tpot_s, ttft_s, running sequences per replica, batch shown)
+    UNDER_LOAD_CHOSEN = "under-load-chosen"
 
     #: the mesh was inferred from the replica groups (figures: mesh, how)
     MESH_INFERRED = "mesh-inferred"

@@ -17,6 +17,8 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.disagg import disaggregate
 from rooftop.plan.serve.sweep import ServingRequest, choose, pareto_frontier, plan_serving
+from rooftop.reasons import Reason, ReasonCode
+from rooftop.report.reasons import note_text, note_texts
 
 V5E = get_chip("tpu-v5e")
 H100 = get_chip("h100")
@@ -54,7 +56,7 @@ def test_done_criterion_large_batch_end_is_memory_capacity(v5e_plan) -> None:
     assert last.layout.kv_batch == 2 and last.batch == summary.max_batch == 2 * 69
     plain = next(s for s in v5e_plan.layouts if s.layout.tp == 16 and s.layout.kv_batch == 1)
     assert plain.max_batch == 69  # (0.95 x 16 GiB - 8.37 GiB of weights) / (2560 x 327,680 / 8) = 69.9
-    assert "memory capacity" in last.reason and "compute-bound only from batch" in last.reason
+    assert "memory capacity" in note_text(last.reason) and "compute-bound only from batch" in note_text(last.reason)
     assert summary.compute_bound_batch > summary.max_batch
     # layouts whose weights alone overflow 16 GiB x 0.95 (TPU serving default) say so
     tp8 = next(s for s in v5e_plan.layouts if s.layout.tp == 8)
@@ -78,16 +80,16 @@ def test_choose_respects_targets(v5e_plan) -> None:
     pts = v5e_plan.points
     best, why = choose(pts, None, None)
     assert best == max((i for i, p in enumerate(pts) if p.fits), key=lambda i: pts[i].tokens_per_s_per_chip)
-    assert "no latency target" in why
+    assert "no latency target" in note_text(why)
     tight, why = choose(pts, 0.020, None)
-    assert pts[tight].step_time_s <= 0.020 and "step <= 20 ms" in why
+    assert pts[tight].step_time_s <= 0.020 and "step <= 20 ms" in note_text(why)
     assert all(
         p.tokens_per_s_per_chip <= pts[tight].tokens_per_s_per_chip for p in pts if p.fits and p.step_time_s <= 0.02
     )
     none, why = choose(pts, 0.001, None)
-    assert none is None and "no point meets step <= 1 ms" in why
+    assert none is None and "no point meets step <= 1 ms" in note_text(why)
     none, why = choose(pts, None, 0.01)
-    assert none is None and "TTFT" in why
+    assert none is None and "TTFT" in note_text(why)
 
 
 def test_cost_per_million_tokens_arithmetic(v5e_plan) -> None:
@@ -103,7 +105,8 @@ def test_no_price_gives_null_cost_and_a_note() -> None:
     h200 = dataclasses.replace(get_chip("h200"), price_usd_per_hour=None)  # a chip with no price
     plan = plan_serving(ServingRequest(get_model("llama-3-8b"), h200, parse_topology(h200, "1"), 512, 128, batch=8))
     assert all(p.cost_input_usd_per_m is None and p.cost_output_usd_per_m is None for p in plan.points)
-    assert any("no catalog price" in n for n in plan.notes)
+    assert Reason.of(ReasonCode.NO_PRICE, chip="h200") in plan.notes  # a reason as data, its sentence in report/
+    assert "chip h200 has no catalog price: cost is null (pass --price-per-chip-hour)" in note_texts(plan.notes)
     priced = plan_serving(
         ServingRequest(
             get_model("llama-3-8b"), h200, parse_topology(h200, "1"), 512, 128, batch=8, price_usd_per_chip_hour=4.0

@@ -16,6 +16,7 @@ from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
+from rooftop.report.reasons import note_texts
 
 L8 = get_model("llama-3-8b")
 L70 = get_model("llama-3-70b")
@@ -76,8 +77,8 @@ def _decode(batch: int) -> Workload:
 def test_fp4_and_fp8_activations_plan_on_b200_and_fall_back_with_a_note_on_h100() -> None:
     for dtypes in (FP4, Dtypes("bf16", "fp8", "bf16"), Dtypes("fp8", "fp8", "fp8")):
         plan = plan_serving(_request(B200, "8", dtypes=dtypes, batch=16))
-        assert plan.chosen is not None and not any("matrix peak" in n for n in plan.notes)
+        assert plan.chosen is not None and not any("matrix peak" in n for n in note_texts(plan.notes))
     plan = plan_serving(_request(H100, "8", dtypes=FP4, batch=16))
     assert plan.chosen is not None
     assert plan.critical_batch.compute_dtype == "fp8"  # H100 has no fp4 tensor-core rate: the next wider, fp8
-    assert any("h100 has no fp4 matrix peak" in n and "fp8 peak" in n for n in plan.notes)
+    assert any("h100 has no fp4 matrix peak" in n and "fp8 peak" in n for n in note_texts(plan.notes))

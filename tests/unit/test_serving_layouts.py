@@ -24,6 +24,7 @@ from rooftop.plan.serve.candidates import candidate_layouts
 from rooftop.plan.serve.crossing import scale_out_axes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
+from rooftop.report.reasons import note_texts
 
 L70 = get_model("llama-3-70b")
 MIXTRAL = get_model("mixtral-8x7b")
@@ -170,7 +171,9 @@ def test_split_tp_group_over_two_nodes_is_priced_on_the_fabric() -> None:
     req = ServingRequest(L70, H100, topo, 2048, 256, fix={"tp": 16, "kv_batch": 2}, batch=8)
     plan = plan_serving(req)
     assert plan.layouts[0].scale_out_axes == ("tp",)
-    assert any(n.startswith("tp crosses NVLink domains in tp=16 kv_batch=2 x1 (over 2 domains") for n in plan.notes)
+    assert any(
+        n.startswith("tp crosses NVLink domains in tp=16 kv_batch=2 x1 (over 2 domains") for n in note_texts(plan.notes)
+    )
     a2a = next(t for t in plan.points[0].decode.terms if t.name == "collective all-to-all kv_batch")
     assert a2a.collective is not None and a2a.collective.devices == 2
 

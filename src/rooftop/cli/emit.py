@@ -75,6 +75,8 @@ def serve_choice(plan: Any) -> tuple[ServingLayout, int]:
         layout, state = batching.layouts[batching.chosen]
         return layout, state.max_batch
     if plan.chosen is None:
-        raise InvalidConfigError(f"--emit: the plan chose no serving point ({plan.chosen_reason})")
+        from rooftop.report.reasons import note_text
+
+        raise InvalidConfigError(f"--emit: the plan chose no serving point ({note_text(plan.chosen_reason)})")
     point = plan.points[plan.chosen]
     return point.layout, point.batch

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from rooftop.errors import RooftopError, one_line, visible
 from rooftop.reasons import Phrased
-from rooftop.report.reasons import flag
+from rooftop.report.reasons import flag, sentence
 
 
 def error_line(err: RooftopError) -> str:
     """The error as the CLI prints it: on one line, any option it names spelled as its flag."""
     if isinstance(err, Phrased):
-        return one_line(visible(err.said(flag)))
+        return one_line(visible(err.said(flag, sentence)))
     return err.one_line()

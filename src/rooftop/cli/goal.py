@@ -93,10 +93,11 @@ def train_goal_output(
     from rooftop.report import train as report
     from rooftop.report.energy import render_energy, train_energy, train_json
     from rooftop.report.goal import render_train_goal, train_goal_dict
+    from rooftop.report.reasons import note_text
 
     goal, setup = train_goal_of(args, setup_from_args, fix, tokens, price)
     if setup is None:
-        raise InvalidConfigError(goal.reason)
+        raise InvalidConfigError(note_text(goal.reason))
     plan = plan_training(setup, fix, args.objective, args.top, tokens, price)
     energy = train_energy(plan)
 
@@ -118,13 +119,14 @@ def serve_goal_output(req: ServingRequest, args: argparse.Namespace | None = Non
     """``rooftop serve`` with a goal: the fewest chips and their layout."""
     from rooftop.plan.goal.serve import serve_goal
     from rooftop.report.goal import render_serve_goal, serve_goal_payload
+    from rooftop.report.reasons import note_text
 
     if req.max_ttft_s is None and req.max_step_latency_s is None:
         raise InvalidConfigError("give --chips or --topology, or a goal: --requests-per-s with --max-ttft and/or "
                                  "--max-step-latency")  # fmt: skip
     goal = serve_goal(req)
     if goal.best is None:
-        raise InvalidConfigError(goal.reason)
+        raise InvalidConfigError(note_text(goal.reason))
     out = Output(serve_goal_payload(req, goal), lambda console: render_serve_goal(console, req, goal))
     if args is not None and getattr(args, "emit", None):
         from rooftop.cli.emit import serve_text, with_emit

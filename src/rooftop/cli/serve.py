@@ -312,9 +312,10 @@ def _prefix(args: argparse.Namespace, plan: Any) -> Any:
             raise InvalidConfigError("--prefix-hit-rate needs --prefix-len")
         return None
     from rooftop.plan.serve.prefix import prefix_cache
+    from rooftop.report.reasons import note_text
 
     if plan.chosen is None:
-        raise InvalidConfigError(f"--prefix-len: no chosen layout to price it on ({plan.chosen_reason})")
+        raise InvalidConfigError(f"--prefix-len: no chosen layout to price it on ({note_text(plan.chosen_reason)})")
     hit = 1.0 if rate is None else float(parse_number(rate))
     return prefix_cache(plan.request, plan.points[plan.chosen].layout, count(length, "--prefix-len", MAX_TOKENS), hit)
 
@@ -335,9 +336,10 @@ def _speculation(args: argparse.Namespace, plan: Any) -> Any:
         raise InvalidConfigError("--draft and --mtp need --accept-rate A (each drafted token's acceptance)")
     from rooftop.model.catalog import get_model
     from rooftop.plan.serve.speculative import MAX_DRAFT, speculation
+    from rooftop.report.reasons import note_text
 
     if plan.chosen is None:
-        raise InvalidConfigError(f"--draft/--mtp: no chosen point to price it at ({plan.chosen_reason})")
+        raise InvalidConfigError(f"--draft/--mtp: no chosen point to price it at ({note_text(plan.chosen_reason)})")
     point = plan.points[plan.chosen]
     k = count(str(k_draft if draft is not None else mtp), "--draft-tokens" if draft is not None else "--mtp", MAX_DRAFT)
     model = get_model(draft) if draft is not None else None

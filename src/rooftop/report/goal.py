@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rooftop.plan.compare import serving_cost
 from rooftop.plan.energy import serving_energy
 from rooftop.report.energy import energy_dict, render_energy
+from rooftop.report.reasons import note_text
 from rooftop.report.serve import stage_dict
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def trial_dict(t: Trial) -> dict[str, Any]:
     return {"chips": t.chips, "topology": t.topology, "layout": t.layout, "days": t.days, "cost_usd": t.cost_usd,
-            "meets": t.meets, "note": t.note, "step_time_s": t.step_time_s, "mfu": t.mfu}  # fmt: skip
+            "meets": t.meets, "note": note_text(t.note), "step_time_s": t.step_time_s, "mfu": t.mfu}  # fmt: skip
 
 
 def train_goal_dict(g: TrainGoal) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def train_goal_dict(g: TrainGoal) -> dict[str, Any]:
         "max_cost_usd": g.max_cost_usd,
         "tokens": g.tokens,
         "met": f is not None,
-        "reason": g.reason,
+        "reason": note_text(g.reason),
         "chips": f.chips if f else None,
         "topology": f.topology if f else None,
         "layout": f.layout if f else None,
@@ -45,14 +46,14 @@ def train_goal_dict(g: TrainGoal) -> dict[str, Any]:
 
 
 def render_train_goal(console: Console, g: TrainGoal) -> None:
-    console.print(f"goal: {g.reason} ({len(g.trials)} slices searched)", markup=False, highlight=False)
+    console.print(f"goal: {note_text(g.reason)} ({len(g.trials)} slices searched)", markup=False, highlight=False)
 
 
 def count_why(r: ReplicaCount, g: ServeGoal) -> str:
     """Why ``r`` misses ``g``'s targets, or its TPOT and TTFT when it meets them."""
     s = r.state
     if r.missed == "saturated":
-        return s.reason
+        return note_text(s.reason)
     if r.missed == "tpot":
         return f"TPOT {(s.tpot_s or math.inf) * 1e3:.3g} ms > {(g.max_step_latency_s or 0) * 1e3:.3g} ms"
     if r.missed == "ttft":
@@ -65,7 +66,7 @@ def serve_goal_reason(g: ServeGoal) -> str:
     meets it."""
     best = g.best
     if best is None:
-        return g.reason
+        return note_text(g.reason)
     chips = best.layout.chips
     why = f"{best.layout.label()} on {chips:,} chip{'s' if chips > 1 else ''}: {count_why(best, g)}"
     if g.fewer is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
+from rooftop.report.plan_reasons import plan_sentences
 from rooftop.units import format_percent
 
 
@@ -20,7 +21,7 @@ def flag(option: Option) -> str:
 
 def _refused(r: Reason) -> str:
     parts: tuple[Part, ...] = r.figure("parts")  # type: ignore[assignment]  # Reason.of(REFUSED, parts=...)
-    return one_line(visible(said(parts, flag)))
+    return one_line(visible(said(parts, flag, sentence)))
 
 
 #: each code's sentence from its figures (``f`` reads one figure by name)
@@ -60,6 +61,11 @@ _SENTENCES: dict[ReasonCode, Callable[[Reason], str]] = {
         f"(--topology {r.figure('topology')} is {r.figure('source_chip')}'s)"
     ),
 }
+
+
+#: plan/'s codes (goals, the serving sweep, continuous batching, disaggregation): their words are in
+#: report/plan_reasons.py, a reason they quote said through note_text
+_SENTENCES.update(plan_sentences(lambda note: note_text(note)))
 
 
 def _pct(x: object) -> str:

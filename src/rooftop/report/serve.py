@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.dtypes import compute_dtype
 from rooftop.plan.fix import pinned_text
-from rooftop.plan.serve.layout import describe_memory
 from rooftop.report.formulas import term_dict
+from rooftop.report.plan_reasons import memory_text
+from rooftop.report.reasons import note_text, note_texts
 from rooftop.report.serve_book import book_serving_dict
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_plain, format_rate, plural
@@ -71,7 +72,7 @@ def critical_batch_dict(cb: CriticalBatch) -> dict[str, Any]:
 
 
 def min_slice_reason(m: MinSlice) -> str:
-    return f"{plural(m.chips, 'chip')}: {describe_memory(m.memory)}"
+    return f"{plural(m.chips, 'chip')}: {memory_text(m.memory)}"
 
 
 def min_slice_dict(m: MinSlice | None) -> dict[str, Any] | None:
@@ -108,7 +109,7 @@ def point_dict(p: ServingPoint) -> dict[str, Any]:
         },
         "fits": p.fits,
         "bound": p.bound,
-        "reason": p.reason,
+        "reason": note_text(p.reason),
         "cost_per_million_tokens_usd": cost,
         "breakdown": phase_dict(p.decode),
         "prefill_batch_breakdown": phase_dict(p.prefill, terms=False) | {"batch": p.prefill.batch},
@@ -126,7 +127,7 @@ def _large_batch_end(plan: ServingPlan) -> dict[str, Any] | None:
         "parallelism": summary.layout.as_dict(),
         "batch": summary.max_batch,
         "limit": summary.limit,
-        "reason": summary.reason,
+        "reason": note_text(summary.reason),
     }
 
 
@@ -161,7 +162,7 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
         "points": [point_dict(p) for p in plan.points],
         "frontier": list(plan.frontier),
         "chosen": plan.chosen,
-        "chosen_reason": plan.chosen_reason,
+        "chosen_reason": note_text(plan.chosen_reason),
         "layouts": [
             {
                 "parallelism": s.layout.as_dict(),
@@ -169,14 +170,14 @@ def serve_payload(plan: ServingPlan) -> dict[str, Any]:
                 "compute_bound_batch": s.compute_bound_batch,
                 "weights_per_chip_bytes": s.weights_per_chip_bytes,
                 "limit": s.limit,
-                "reason": s.reason,
+                "reason": note_text(s.reason),
                 "scale_out_axes": list(s.scale_out_axes),
             }
             for s in plan.layouts
         ],
         "large_batch_end": _large_batch_end(plan),
         "min_slice": min_slice_dict(plan.min_slice),
-        "notes": list(plan.notes),
+        "notes": note_texts(plan.notes),
         **book_serving_dict(plan),
     }
     if req.requests_per_s:
@@ -211,7 +212,7 @@ def steady_dict(layout_dict: dict[str, Any], chips: int, s: SteadyState) -> dict
         "requests_per_s": s.requests_per_s,
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_per_chip": None if s.tokens_per_s is None else s.tokens_per_s / chips,
-        "reason": s.reason,
+        "reason": note_text(s.reason),
         "ttft_stages": [stage_dict(x) for x in s.ttft_stages],
         "ttft_idle_stages": [stage_dict(x) for x in s.ttft_idle_stages],
         "kv_pool": kv_pool_dict(s.pool),
@@ -269,7 +270,7 @@ def batching_dict(b: Batching, engine: str = "generic") -> dict[str, Any]:
         "concurrency": t.concurrency,
         "saturated": bool(b.layouts) and all(s.saturated for _, s in b.layouts),
         "chosen": b.chosen,
-        "chosen_reason": b.reason,
+        "chosen_reason": note_text(b.reason),
         **top,
         "layouts": layouts,
     }
@@ -337,11 +338,12 @@ def _step_table(plan: ServingPlan, p: ServingPoint) -> Table:
 
 def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -> None:
     console.print(_frontier_table(plan))
-    say(console, f"chosen: {plan.chosen_reason}")
+    say(console, f"chosen: {note_text(plan.chosen_reason)}")
     if plan.chosen is not None:
         console.print(_step_table(plan, plan.points[plan.chosen]))
     rows = [
-        (s.layout.label(), s.max_batch, s.compute_bound_batch or "-", words(s.limit), s.reason) for s in plan.layouts
+        (s.layout.label(), s.max_batch, s.compute_bound_batch or "-", words(s.limit), note_text(s.reason))
+        for s in plan.layouts
     ]
     columns = ["layout", "max batch", "compute-bound at", "limit", "reason"]
     console.print(table("layouts: where the large-batch end stops", columns, rows))
@@ -359,10 +361,10 @@ def render_serve(console: Console, plan: ServingPlan, payload: dict[str, Any]) -
         )
     if plan.batching is not None:
         console.print(_batching_table(plan.batching))
-        say(console, f"continuous batching: {plan.batching.reason} (how: {BATCHING_METHOD})")
+        say(console, f"continuous batching: {note_text(plan.batching.reason)} (how: {BATCHING_METHOD})")
         if plan.batching.chosen is not None and plan.batching.layouts[plan.batching.chosen][1].ttft_stages:
             console.print(_stages_table(plan.batching.layouts[plan.batching.chosen][1]))
-    for note in plan.notes:
+    for note in note_texts(plan.notes):
         say(console, f"note: {note}")
 
 
@@ -457,6 +459,6 @@ def disaggregation_dict(plan: ServingPlan, d: Disaggregation) -> dict[str, Any]:
         "colocated": col,
         "colocated_chips": d.colocated.chips if d.colocated else None,
         "recommendation": d.recommendation,
-        "reason": d.reason,
+        "reason": note_text(d.reason),
         "cost_per_million_tokens_usd": d.cost,
     }

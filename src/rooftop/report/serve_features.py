@@ -12,6 +12,7 @@ from rooftop.plan.serve.disagg import Disaggregation
 from rooftop.plan.serve.percentiles import QUANTILES, TARGET_HALF_WIDTH, Percentiles
 from rooftop.plan.serve.prefix import PrefixCache
 from rooftop.plan.serve.speculative import Speculation
+from rooftop.report.reasons import note_text
 from rooftop.report.serve import disaggregation_dict
 from rooftop.report.table import say
 from rooftop.units import format_duration, format_percent
@@ -114,4 +115,7 @@ def split_dict(plan: ServingPlan, decode_plan: ServingPlan, d: Disaggregation) -
 
 
 def render_split(console: Console, d: Disaggregation) -> None:
-    say(console, f"disaggregation with a decode chip at {d.requests_per_s:g} req/s: {d.recommendation} ({d.reason})")
+    say(
+        console,
+        f"disaggregation with a decode chip at {d.requests_per_s:g} req/s: {d.recommendation} ({note_text(d.reason)})",
+    )

@@ -22,9 +22,10 @@ if TYPE_CHECKING:  # each comparison imports its own planners when it runs: a se
     from rooftop.plan.goal.serve import ServeGoal
     from rooftop.plan.serve.sweep import ServingRequest
     from rooftop.plan.train.step import TrainingSetup
+    from rooftop.reasons import Note
 
 
-def _missed(chip: Chip, why: str) -> Entry:
+def _missed(chip: Chip, why: Note) -> Entry:
     price, source = price_of(chip)
     return Entry(chip.name, "-", 0, None, None, None, None, None, None, False, None, None, None, None, price,
                  source, why)  # fmt: skip
@@ -49,6 +50,7 @@ def compare_training_goal(
 ) -> Comparison:
     """Each chip's smallest slice meeting the goal; ranked by the run's dollars, then chips, then kWh."""
     from rooftop.plan.goal.train import SECONDS_PER_DAY, train_goal
+    from rooftop.reasons import refusal  # a chip's refused goal keeps the options it names
 
     out = []
     for chip in chips:
@@ -58,7 +60,7 @@ def compare_training_goal(
             goal = train_goal(base.chip, functools.partial(_on, base), tokens, max_days, max_cost_usd,
                               base.chip.price_usd_per_hour, fix)  # fmt: skip
         except RooftopError as exc:
-            out.append(_missed(chip, exc.one_line()))
+            out.append(_missed(chip, refusal(exc)))
             continue
         f = goal.found
         if f is None or f.days is None:
@@ -86,6 +88,7 @@ def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[
     """Each chip's fewest chips serving the rate under the targets; ranked by dollars per hour, then chips,
     then kWh per million output tokens. ``describe`` writes each found goal's note (report/goal.serve_goal_reason)."""
     from rooftop.plan.goal.serve import serve_goal
+    from rooftop.reasons import refusal
 
     out = []
     for req in requests:
@@ -93,7 +96,7 @@ def compare_serving_goal(requests: Sequence[ServingRequest], describe: Callable[
         try:
             goal = serve_goal(req, every_layout=False)
         except RooftopError as exc:
-            out.append(_missed(req.chip, exc.one_line()))
+            out.append(_missed(req.chip, refusal(exc)))
             continue
         if goal.best is None:
             out.append(_missed(req.chip, goal.reason))

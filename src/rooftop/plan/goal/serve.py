@@ -38,6 +38,7 @@ from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.scheduler import Traffic, simulate
 from rooftop.plan.serve.sweep import ServingRequest, layout_batches
+from rooftop.reasons import Note, Option, OptionError, Reason, ReasonCode
 
 #: requests of the short simulation that corrects the first guess (the figures come from full ones)
 GUESS_REQUESTS = 1500
@@ -77,7 +78,7 @@ class ServeGoal:
     best: ReplicaCount | None
     fewer: ReplicaCount | None
     layouts: tuple[ReplicaCount, ...]
-    reason: str  # why no layout meets the goal ("" when one does: report/goal.py describes ``best``)
+    reason: Note  # why no layout meets the goal ("" when one does: report/goal.py describes ``best``)
 
     @property
     def chips(self) -> int | None:
@@ -233,7 +234,8 @@ def serve_goal(req: ServingRequest, every_layout: bool = True) -> ServeGoal:
     found so far is not searched (branch and bound: the same answer; ``layouts`` holds the ones searched)."""
     rate = req.requests_per_s
     if rate is None:
-        raise InvalidConfigError("a serving goal needs --requests-per-s (and --max-ttft and/or --max-step-latency)")
+        raise OptionError("a serving goal needs ", Option("requests_per_s"), " (and ", Option("max_ttft"), " and/or ",
+                          Option("max_step_latency"), ")")  # fmt: skip
     base = base_request(req)
     traffic = Traffic(req.prompt_len, req.gen_len, rate, None, req.scheduler, req.token_budget)
     counters = [(i, _Counter(base, layout, fit, traffic)) for i, (layout, fit) in enumerate(layout_batches(base))
@@ -251,7 +253,7 @@ def serve_goal(req: ServingRequest, every_layout: bool = True) -> ServeGoal:
     goal = ServeGoal(req.chip.name, rate, req.max_ttft_s, req.max_step_latency_s, base.topology.spec, None, None,
                      tuple(r for r, _, _ in found), "")  # fmt: skip
     if not found:
-        return dataclasses.replace(goal, reason=f"no layout of {req.chip.name} meets the targets at any replica count")
+        return dataclasses.replace(goal, reason=Reason.of(ReasonCode.SERVE_GOAL_UNMET, chip=req.chip.name))
 
     def key(item: tuple[ReplicaCount, int, _Counter]) -> tuple[float, float, int]:
         s = item[0].state

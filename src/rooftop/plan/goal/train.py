@@ -29,9 +29,11 @@ from rooftop.hardware.topology import Topology
 from rooftop.model.per_token import flops_per_token_train
 from rooftop.plan.train.search import search
 from rooftop.plan.train.step import TrainingSetup
+from rooftop.reasons import Note, Option, OptionError, Reason, ReasonCode, refusal
 from rooftop.units import SECONDS_PER_HOUR
 
 SECONDS_PER_DAY = 86_400.0
+CHIPS, MAX_COST = Option("chips"), Option("max_cost")
 #: most slices one goal search tries (each a full layout search); the walk needs ~10 on any chip
 MAX_TRIES = 40
 
@@ -46,7 +48,7 @@ class Trial:
     days: float | None
     cost_usd: float | None
     meets: bool
-    note: str = ""
+    note: Note = ""
     step_time_s: float | None = None
     mfu: float | None = None
 
@@ -64,7 +66,7 @@ class TrainGoal:
     found: Trial | None
     smaller: Trial | None
     trials: tuple[Trial, ...]
-    reason: str
+    reason: Note
 
 
 class _Walk:
@@ -80,7 +82,7 @@ class _Walk:
     def trial(self, i: int) -> Trial:
         if i not in self.tried:
             if len(self.tried) >= MAX_TRIES:
-                raise InvalidConfigError(f"the goal search tried {MAX_TRIES} slices without settling; give --chips")
+                raise OptionError(f"the goal search tried {MAX_TRIES} slices without settling; give ", CHIPS)
             self.tried[i] = self._run(self.options[i])
         return self.tried[i]
 
@@ -89,9 +91,10 @@ class _Walk:
             setup = self.setup_for(option.topology(self.chip))
             result = search(setup, self.fix, "time", 1)
         except InvalidConfigError as exc:
-            return Trial(option.chips, option.spec, None, None, None, False, exc.one_line())
+            return Trial(option.chips, option.spec, None, None, None, False, refusal(exc))
         if not result.ranked:
-            why = "no layout fits in memory" if result.best_unfit is not None else "no valid layout on so many chips"
+            code = ReasonCode.NO_LAYOUT_FITS if result.best_unfit is not None else ReasonCode.NO_VALID_LAYOUT
+            why = Reason.of(code)
             return Trial(option.chips, option.spec, None, None, None, False, why)
         best = result.ranked[0]
         seconds = self.tokens / best.tokens_per_s
@@ -149,9 +152,9 @@ def train_goal(
     """The smallest valid slice of ``chip`` that trains ``tokens`` in ``max_days`` (module docstring);
     ``setup_for`` builds the job's setup on a topology."""
     if max_days is None and max_cost_usd is None:
-        raise InvalidConfigError("a training goal needs --max-days or --max-cost")
+        raise OptionError("a training goal needs ", Option("max_days"), " or ", MAX_COST)
     if max_cost_usd is not None and price is None:
-        raise InvalidConfigError(f"--max-cost needs a price: {chip.name} has none in the catalog; pass --price")
+        raise OptionError(MAX_COST, f" needs a price: {chip.name} has none in the catalog; pass ", Option("price"))
     walk = _Walk(chip, setup_for, fix or {}, tokens, max_days, price)
     start = 0
     if max_days is not None:
@@ -165,27 +168,17 @@ def train_goal(
         most = walk.options[-1]
         timed = [x for x in trials if x.days is not None]
         fastest = min(timed, key=lambda x: x.days or 0.0) if timed else None
-        best = f"; the fastest tried, {_where(fastest)}, takes {fastest.days:.3g} days" if fastest else ""
-        if fastest is None and trials:
-            best = f"; {_where(trials[-1])}: {trials[-1].note}"
-        return _unmet(goal, f"no {chip.name} slice up to {most.chips:,} chips meets the goal{best}")
+        last = trials[-1] if fastest is None and trials else None
+        none = Reason.of(ReasonCode.GOAL_UNMET, chip=chip.name, most=most.chips, fastest=fastest, last=last)
+        return _unmet(goal, none)
     found = walk.tried[hi]
     if max_cost_usd is not None and found.cost_usd is not None and found.cost_usd > max_cost_usd:
-        what = f"the smallest slice meeting {max_days:g} days" if max_days is not None else "the cheapest slice"
-        return _unmet(goal, f"{what}, {_where(found)}, costs ${found.cost_usd:,.0f} > ${max_cost_usd:,.0f}")
-    why = f"{_where(found)} is the smallest valid slice that meets the goal"
-    if smaller is not None:
-        missed = f"{smaller.days:.3g} days" if smaller.days is not None else smaller.note
-        why += f"; the next smaller, {_where(smaller)}, misses it ({missed})"
+        over = Reason.of(ReasonCode.GOAL_OVER_BUDGET, max_days=max_days, found=found, max_cost_usd=max_cost_usd)
+        return _unmet(goal, over)
+    why = Reason.of(ReasonCode.GOAL_MET, found=found, smaller=smaller)
     return TrainGoal(chip.name, max_days, max_cost_usd, tokens, price, found, smaller, trials, why)
 
 
-def _where(t: Trial) -> str:
-    """ "16x20x28 (8,960 chips)", or "64 chips" where the topology is the count (GPUs)."""
-    chips = f"{t.chips:,} chip{'s' if t.chips > 1 else ''}"
-    return chips if t.topology == str(t.chips) else f"{t.topology} ({chips})"
-
-
-def _unmet(goal: TrainGoal, reason: str) -> TrainGoal:
+def _unmet(goal: TrainGoal, reason: Note) -> TrainGoal:
     return TrainGoal(goal.chip, goal.max_days, goal.max_cost_usd, goal.tokens, goal.price_usd_per_chip_hour, None,
                      goal.smaller, goal.trials, reason)  # fmt: skip

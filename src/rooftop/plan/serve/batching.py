@@ -57,6 +57,7 @@ from rooftop.plan.serve.paging import Engine, KVPool, kv_pool
 from rooftop.plan.serve.phase import mixed_step
 from rooftop.plan.serve.scheduler import Paging, StepFn, Traffic, simulate
 from rooftop.plan.serve.ttft import Stage, total, ttft_stages
+from rooftop.reasons import Note, Reason, ReasonCode
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan, ServingRequest
@@ -240,7 +241,7 @@ class SteadyState:
     decode_batch: float | None
     requests_per_s: float | None
     tokens_per_s: float | None
-    reason: str
+    reason: Note
     pool: KVPool | None = None  # the engine's KV block pool (None: a slot per sequence at full length)
     preemptions: int | None = None
     kv_blocks_used: float | None = None  # mean fraction of the pool's blocks in use under the load
@@ -310,27 +311,23 @@ def steady_state(
     if pool is not None and pool.blocks < pool.blocks_for(t.prompt_len + t.gen_len):
         cap = slice_cap = 0.0
     if (t.requests_per_s is not None and t.requests_per_s / replicas >= cap) or not cap:
-        why = (
-            f"saturated: {t.requests_per_s:.4g} requests/s exceed the {slice_cap:.4g} this layout sustains "
-            f"({replicas} x {cap:.4g}); the queue grows without bound, so no TTFT"
-            if cap and t.requests_per_s is not None
-            else "the KV pool cannot hold one request to its last token"
-            if not cap
-            else ""
-        )
+        why: Note = Reason.of(ReasonCode.KV_POOL_TOO_SMALL) if not cap else ""
+        if cap and t.requests_per_s is not None:
+            why = Reason.of(ReasonCode.SATURATED, requests_per_s=t.requests_per_s, sustained=slice_cap,
+                            replicas=replicas, per_replica=cap)  # fmt: skip
         return SteadyState(
             t, replicas, max_batch, slice_cap, True, idle, *(None,) * 7, why, pool, ttft_idle_stages=idle_stages
         )  # fmt: skip
     if t.requests_per_s is not None:
         r = simulate(step, t, max_batch, rate=t.requests_per_s / replicas, paging=paging)
         served = r.requests_per_s * replicas
-        load = f"{t.requests_per_s:.4g} requests/s, {r.requests_per_s / cap:.0%} of the {slice_cap:.4g} sustained"
+        load: dict[str, object] = {"requests_per_s": t.requests_per_s, "share": r.requests_per_s / cap}
     else:
         assert t.concurrency is not None  # Traffic holds one of the two
         clients = max(1, round(t.concurrency / replicas))  # a replica's share, rounded
         r = simulate(step, t, max_batch, clients=clients, paging=paging)
         served = r.requests_per_s / clients * t.concurrency  # one client's rate, every client
-        load = f"{clients} clients per replica, {served:.4g} requests/s"
+        load = {"clients": clients, "served": served}
     stages: tuple[Stage, ...] = ()
     ttft = r.ttft_s
     if engine is not None:
@@ -339,9 +336,9 @@ def steady_state(
     return SteadyState(
         t, replicas, max_batch, slice_cap, False, idle, r.tpot_s, ttft, r.queue_s,
         r.prefill_tokens_per_step, r.decode_batch, served, served * t.gen_len,
-        f"{load}: {r.decode_batch:.3g} sequences decode per step on average, "
-        f"{r.prefill_tokens_per_step:.4g} prompt tokens prefilled per step"
-        + (f", {r.blocks_used:.0%} of the {pool.blocks} KV blocks in use, {r.preemptions} preemptions" if pool else ""),
+        Reason.of(ReasonCode.UNDER_LOAD_STEADY, **load, sustained=slice_cap, decode_batch=r.decode_batch,
+                  prefill_tokens=r.prefill_tokens_per_step, blocks_used=r.blocks_used if pool else None,
+                  blocks=pool.blocks if pool else None, preemptions=r.preemptions),
         pool, r.preemptions if pool else None, r.blocks_used if pool else None, stages, idle_stages,
     )  # fmt: skip
 
@@ -378,7 +375,7 @@ class Batching:
     traffic: Traffic
     layouts: tuple[tuple[ServingLayout, SteadyState], ...]
     chosen: int | None
-    reason: str
+    reason: Note
 
 
 @dataclass(frozen=True)
@@ -453,16 +450,14 @@ def continuous_batching(plan: ServingPlan) -> Batching:
 
 def _choose(
     states: list[tuple[ServingLayout, SteadyState]], t: Traffic, max_tpot: float | None, max_ttft: float | None
-) -> tuple[int | None, str]:
+) -> tuple[int | None, Reason]:
     if not states:
-        return None, "no layout holds the model and one sequence"
+        return None, Reason.of(ReasonCode.NO_LAYOUT_HOLDS)
     live = [i for i, (_, s) in enumerate(states) if not s.saturated]
     if not live:
         best = max(range(len(states)), key=lambda i: states[i][1].capacity_requests_per_s)
-        return None, (
-            f"every layout is saturated: the queue grows without bound; the most any sustains is "
-            f"{states[best][1].capacity_requests_per_s:.4g} requests/s ({states[best][0].label()})"
-        )
+        most = states[best][1].capacity_requests_per_s
+        return None, Reason.of(ReasonCode.ALL_SATURATED, most=most, layout=states[best][0].label())
     ok = [
         i
         for i in live
@@ -470,7 +465,7 @@ def _choose(
         and (max_ttft is None or (states[i][1].ttft_s or math.inf) <= max_ttft)
     ]
     if not ok:
-        return None, "no unsaturated layout meets the latency targets under this load"
+        return None, Reason.of(ReasonCode.NONE_MEETS_UNDER_LOAD)
 
     def latency(i: int) -> float:
         s = states[i][1]
@@ -478,8 +473,8 @@ def _choose(
 
     if t.requests_per_s is not None:
         best = min(ok, key=latency)
-        why = "lowest mean request latency (TTFT + (G - 1) x TPOT)"
+        code = ReasonCode.LOWEST_LATENCY
     else:
         best = max(ok, key=lambda i: states[i][1].tokens_per_s or 0.0)
-        why = "most output tokens/s"
-    return best, f"{why} under the targets: {states[best][0].label()}"
+        code = ReasonCode.MOST_TOKENS
+    return best, Reason.of(code, layout=states[best][0].label())

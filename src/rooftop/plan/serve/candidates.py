@@ -15,9 +15,10 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology
 from rooftop.model.config import TransformerConfig
-from rooftop.plan.fix import pinned_text
+from rooftop.plan.fix import FIX, pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve.layout import ServingLayout
+from rooftop.reasons import OptionError
 from rooftop.units import divisors, plural
 
 if TYPE_CHECKING:
@@ -66,9 +67,10 @@ def candidate_layouts(req: ServingRequest) -> list[ServingLayout]:
                 if valid_layout(cfg, layout):
                     out.append(layout)
     if pins and not out:
-        raise InvalidConfigError(
-            f"--fix {pinned_text(pins)}: no valid layout of {plural(n, 'chip')} for {cfg.name} honours it "
-            "(tp must be a multiple of ep, attn_dp and kv_batch, and tp x pp must divide the chips)"
+        raise OptionError(
+            FIX,
+            f" {pinned_text(pins)}: no valid layout of {plural(n, 'chip')} for {cfg.name} honours it "
+            "(tp must be a multiple of ep, attn_dp and kv_batch, and tp x pp must divide the chips)",
         )
     return out
 

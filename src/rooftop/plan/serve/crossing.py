@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rooftop.hardware.topology import SCALE_OUT_LINKS, Mesh, make_mesh
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.units import format_duration, format_rate, plural
+from rooftop.reasons import Note, Reason, ReasonCode
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import LayoutSummary, ServingRequest
@@ -33,48 +33,34 @@ def scale_out_axes(mesh: Mesh) -> tuple[str, ...]:
 MAX_NAMED_LAYOUTS = 6
 
 
-def crossing_notes(req: ServingRequest, summaries: Sequence[LayoutSummary]) -> list[str]:
+def crossing_notes(req: ServingRequest, summaries: Sequence[LayoutSummary]) -> list[Note]:
     """One note per axis (tp, pp) that spans fast domains in some swept layout: which layouts, over
     how many domains, and how its communication is priced there (cost/collectives.py: a group over
     several link kinds is staged, each stage at its own link's bandwidth and latency)."""
     chip = req.chip
-    switched = chip.topology.kind == "switched"
-    domains, net = ("NVLink domains", "scale-out fabric") if switched else ("slices", "data-center network")
-    fast = "NVLink" if switched else "ICI"
-    rates = (
-        f"{format_rate(chip.dcn_bytes_per_s)} per chip and {format_duration(chip.scaleout_latency_s)} a hop, "
-        f"against {format_rate(chip.ici_bytes_per_s)} per chip over {fast}"
-    )
-    out = []
+    links = {"switched": chip.topology.kind == "switched", "dcn_bytes_per_s": chip.dcn_bytes_per_s,
+             "scaleout_latency_s": chip.scaleout_latency_s, "ici_bytes_per_s": chip.ici_bytes_per_s}  # fmt: skip
+    out: list[Note] = []
     for name in ("tp", "pp"):
         crossing = [s.layout for s in summaries if name in s.scale_out_axes]
         if not crossing:
             continue
-        where = [_spread(req, layout, name) for layout in crossing[:MAX_NAMED_LAYOUTS]]
+        where = tuple(_spread(req, layout, name) for layout in crossing[:MAX_NAMED_LAYOUTS])
         more = len(crossing) - len(where)
         if name == "tp":
-            per_layer = req.cfg.tp_regions_per_layer
-            how = (
-                f"its {plural(per_layer, 'all-reduce')} per layer are priced hierarchically: reduce-scatter and "
-                f"all-gather over {fast} inside each, the all-reduce between them over the {net} ({rates})"
-            )
-            if any(lay.attn_dp > 1 or lay.kv_batch > 1 for lay in crossing):
-                how += (
-                    "; under attn_dp the all-gather before and the reduce-scatter after each MLP, and under kv_batch "
-                    "the all-to-alls of attention, are staged over the same links"
-                )
+            split = any(lay.attn_dp > 1 or lay.kv_batch > 1 for lay in crossing)
+            out.append(Reason.of(ReasonCode.TP_CROSSES_DOMAINS, layouts=where, more=more, split=split,
+                                 all_reduces=req.cfg.tp_regions_per_layer, **links))  # fmt: skip
         else:
-            how = f"the activations sent between its stages cross the {net} ({rates})"
-        listed = ", ".join(where) + (f" and {plural(more, 'more layout')}" if more else "")
-        out.append(f"{name} crosses {domains} in {listed}: {how}")
+            out.append(Reason.of(ReasonCode.PP_CROSSES_DOMAINS, layouts=where, more=more, **links))
     return out
 
 
-def _spread(req: ServingRequest, layout: ServingLayout, name: str) -> str:
-    """ "tp=16 x1 (over 2 domains, 8 chips in each)": how axis ``name`` of ``layout`` lies on the slice."""
+def _spread(req: ServingRequest, layout: ServingLayout, name: str) -> tuple[str, int, int]:
+    """How axis ``name`` of ``layout`` lies on the slice: (its label, the domains it spans, the chips
+    (tp) or stages (pp) in each)."""
     mesh = make_mesh(req.topology, layout.mesh_axes())
     axes = [mesh.axis(a) for a in (layout.tp_axes if name == "tp" else (name,))]
     outer = math.prod(s.size for axis in axes for s in axis.segments if s.link in SCALE_OUT_LINKS)
     size = math.prod(axis.size for axis in axes)
-    inner = plural(size // outer, "chip" if name == "tp" else "stage")
-    return f"{layout.label()} (over {outer} domains, {inner} in each)"
+    return layout.label(), outer, size // outer

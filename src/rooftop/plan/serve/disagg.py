@@ -29,7 +29,8 @@ from rooftop.cost.roofline import collective_term
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, plural
+from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.units import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
@@ -55,7 +56,7 @@ class Disaggregation:
     kv_transfer_s: float | None
     kv_transfer_bytes_per_s: float
     recommendation: str
-    reason: str
+    reason: Note
     cost: dict[str, Any]
 
 
@@ -160,31 +161,21 @@ def disaggregate(plan: ServingPlan, requests_per_s: float) -> Disaggregation:
     col = _decode_pool(plan, requests_per_s, colocated=True)
     transfer = _transfer_s(plan, plan.points[pre.point], nbytes) if pre else None
     disagg_chips = pre.chips + dec.chips if pre and dec else None
+    why: Note
     if disagg_chips is None and col is None:
-        rec, why = "none", "no layout meets the latency targets either way"
+        rec, why = "none", Reason.of(ReasonCode.DISAGG_NONE)
     elif disagg_chips is None:
-        rec, why = "colocated", "no prefill/decode split meets the targets"
+        rec, why = "colocated", Reason.of(ReasonCode.DISAGG_NO_SPLIT)
     elif col is None:
-        rec, why = (
-            "disaggregated",
-            (
-                "colocated serving cannot meet the targets: prefills interrupting the decodes push the time per "
-                "output token or TTFT over them"
-            ),
-        )
+        rec, why = "disaggregated", Reason.of(ReasonCode.COLOCATED_MISSES)
     elif pre is None or dec is None:  # disagg_chips is set only when both pools are
         raise AssertionError("unreachable")
-    elif disagg_chips < col.chips:
-        pools = f"({pre.chips} prefill + {dec.chips} decode)"
-        rec, why = "disaggregated", f"{plural(disagg_chips, 'chip')} {pools} vs {col.chips}"
     else:
-        pools = f"({pre.chips} prefill + {dec.chips} decode)"
-        rec, why = "colocated", f"{plural(col.chips, 'chip')} vs {disagg_chips} {pools}"
+        rec = "disaggregated" if disagg_chips < col.chips else "colocated"
+        code = ReasonCode.DISAGG_FEWER_CHIPS if rec == "disaggregated" else ReasonCode.COLOCATED_FEWER_CHIPS
+        why = Reason.of(code, prefill=pre.chips, decode=dec.chips, colocated=col.chips)
     if transfer is not None:
-        why += (
-            f"; KV transfer {format_bytes(nbytes)} per request in {format_duration(transfer)} "
-            f"over {req.chip.name}'s data-center links"
-        )
+        why = Reason.of(ReasonCode.KV_TRANSFER, reason=why, bytes=nbytes, seconds=transfer, chip=req.chip.name)
     return Disaggregation(
         requests_per_s,
         pre,
@@ -225,19 +216,21 @@ def split_chips(plan: ServingPlan, decode_plan: ServingPlan, requests_per_s: flo
             "input": 1e6 * p_pre / SECONDS_PER_HOUR * pre.chips / (requests_per_s * req.prompt_len),
             "output": 1e6 * p_dec / SECONDS_PER_HOUR * dec.chips / (requests_per_s * req.gen_len),
         }
-    names = f"{req.chip.name} prefill, {decode_plan.request.chip.name} decode"
+    names = {"prefill_chip": req.chip.name, "decode_chip": decode_plan.request.chip.name}
+    why: Note
     if not (pre and dec):
-        rec, why = ("colocated" if col else "none"), f"no {names} split meets the targets"
+        rec, why = ("colocated" if col else "none"), Reason.of(ReasonCode.SPLIT_NONE, **names)
     elif col is None:
-        rec, why = "disaggregated", f"{names}: colocated serving on {req.chip.name} cannot meet the targets"
-    elif p_pre is not None and p_dec is not None:
-        split, alone = pre.chips * p_pre + dec.chips * p_dec, col.chips * p_pre
-        rec = "disaggregated" if split < alone else "colocated"
-        why = f"${split:.4g}/h ({pre.chips} {req.chip.name} + {dec.chips} {decode_plan.request.chip.name}) vs "
-        why += f"${alone:.4g}/h ({col.chips} {req.chip.name} colocated)"
+        rec, why = "disaggregated", Reason.of(ReasonCode.SPLIT_COLOCATED_MISSES, **names)
     else:
-        rec = "disaggregated" if pre.chips + dec.chips < col.chips else "colocated"
-        why = f"{pre.chips} + {dec.chips} chips ({names}) vs {col.chips} colocated (no price to compare dollars)"
-    if transfer is not None:
-        why += f"; KV transfer {format_bytes(nbytes)} per request in {format_duration(transfer)} (the slower side)"
+        pools = {"prefill": pre.chips, "decode": dec.chips, "colocated": col.chips, **names}
+        if p_pre is not None and p_dec is not None:
+            split, alone = pre.chips * p_pre + dec.chips * p_dec, col.chips * p_pre
+            rec = "disaggregated" if split < alone else "colocated"
+            why = Reason.of(ReasonCode.SPLIT_DOLLARS, usd_per_hour=split, colocated_usd_per_hour=alone, **pools)
+        else:
+            rec = "disaggregated" if pre.chips + dec.chips < col.chips else "colocated"
+            why = Reason.of(ReasonCode.SPLIT_CHIPS, **pools)
+    if transfer is not None:  # chip None: the slower of the two sides
+        why = Reason.of(ReasonCode.KV_TRANSFER, reason=why, bytes=nbytes, seconds=transfer, chip=None)
     return Disaggregation(requests_per_s, pre, dec, col, nbytes, transfer, requests_per_s * nbytes, rec, why, cost)

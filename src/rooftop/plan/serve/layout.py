@@ -40,9 +40,10 @@ from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.model.params import param_tree
 from rooftop.model.workload import Dtypes
-from rooftop.plan.fix import PinSpec, parse_pins, pinned_text
+from rooftop.plan.fix import FIX, PinSpec, parse_pins, pinned_text
+from rooftop.reasons import OptionError
 from rooftop.sharding import tensor
-from rooftop.units import divisors, format_bytes
+from rooftop.units import divisors
 
 #: the op groups a serving step times one roofline each (``op_group``)
 GROUPS = ("matmul", "attention", "elementwise")
@@ -220,21 +221,22 @@ def check_pins(cfg: TransformerConfig, chips: int, pins: Mapping[str, int]) -> N
         elif pins.get("attn_dp", 1) > 1 and pins.get("kv_batch", 1) > 1:
             ServingLayout(tp=pins["attn_dp"] * pins["kv_batch"], attn_dp=pins["attn_dp"], kv_batch=pins["kv_batch"])
     except InvalidConfigError as exc:
-        raise InvalidConfigError(f"--fix {text}: {exc}") from None
+        raise OptionError(FIX, f" {text}: {exc}") from None
     splits = {k: pins[k] for k in ("ep", "attn_dp", "kv_batch") if k in pins}
     step = math.lcm(*splits.values()) if splits else 1
     if "tp" not in pins and chips % step:
         what = ", ".join(f"{k}={v}" for k, v in splits.items())
-        raise InvalidConfigError(
-            f"--fix {text}: tp must be a multiple of {what}, and no such tp divides the slice's {chips} chips"
+        raise OptionError(
+            FIX, f" {text}: tp must be a multiple of {what}, and no such tp divides the slice's {chips} chips"
         )
     replica = pins.get("tp", 1) * pins.get("pp", 1)
     if chips % replica:
         what = " x ".join(f"{k}={pins[k]}" for k in ("tp", "pp") if k in pins)
         what += f" = {replica}" if "tp" in pins and "pp" in pins else ""
-        raise InvalidConfigError(
-            f"--fix {text}: {what} chips per replica do not divide the slice's {chips} chips; "
-            f"valid chips per replica: {_listed(divisors(chips))}"
+        raise OptionError(
+            FIX,
+            f" {text}: {what} chips per replica do not divide the slice's {chips} chips; "
+            f"valid chips per replica: {_listed(divisors(chips))}",
         )
 
 
@@ -393,10 +395,3 @@ def max_batch(
         return 0
     b = int(free // mem.kv_cache_bytes)
     return b - b % layout.batch_unit
-
-
-def describe_memory(mem: ChipMemory) -> str:
-    return (
-        f"weights {format_bytes(mem.weights_bytes)} + KV cache {format_bytes(mem.kv_cache_bytes)} = "
-        f"{format_bytes(mem.total_bytes)} of {format_bytes(mem.usable_bytes)} usable per chip"
-    )

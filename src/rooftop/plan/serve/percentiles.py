@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, TypeGuard
 from rooftop.errors import InvalidConfigError, ParseError
 from rooftop.plan.serve.batching import layout_replica, paging_of
 from rooftop.plan.serve.scheduler import SEED, WARMUP_FRACTION, Done, Paging, StepFn, Traffic, _Sim
+from rooftop.reasons import Option, OptionError
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan
@@ -48,6 +49,8 @@ QUANTILES = (0.5, 0.9, 0.99)
 PERCENTILE_REQUESTS = 10_000
 #: most requests one command may simulate
 MAX_REQUESTS = 1_000_000
+#: the parameter that asks for the percentiles
+PERCENTILES = Option("percentiles")
 #: the relative 95% confidence half-width every percentile is simulated to (more requests until it holds)
 TARGET_HALF_WIDTH = 0.04
 #: the most the requests simulated grow past those asked for, for the tail's confidence
@@ -206,17 +209,17 @@ def latency_percentiles(
     layout meets the load, or a request's prompt and output would not fit the KV pool on their own."""
     req, b = plan.request, plan.batching
     if b is None or req.requests_per_s is None:
-        raise InvalidConfigError("--percentiles needs --requests-per-s (a request rate to simulate)")
+        raise OptionError(PERCENTILES, " needs ", Option("requests_per_s"), " (a request rate to simulate)")
     if not 10 <= requests <= MAX_REQUESTS:
-        raise InvalidConfigError(f"--requests {requests} must be between 10 and {MAX_REQUESTS}")
+        raise OptionError(Option("requests"), f" {requests} must be between 10 and {MAX_REQUESTS}")
     if b.chosen is None:
-        raise InvalidConfigError(f"--percentiles: no layout to simulate ({b.reason})")
+        raise OptionError(PERCENTILES, ": no layout to simulate (", b.reason, ")")
     layout, state = b.layouts[b.chosen]
     t = b.traffic
     replica = layout_replica(req, layout, state.max_batch, t)
     paging = paging_of(replica.pool, replica.host_bytes_per_s)
     if not 0 <= range_ratio < 1 or math.isnan(range_ratio):
-        raise InvalidConfigError(f"--random-range-ratio {range_ratio:g} must be at least 0 and below 1")
+        raise OptionError(Option("random_range_ratio"), f" {range_ratio:g} must be at least 0 and below 1")
     longest = max((p + g for p, g in lengths), default=0)
     if range_ratio and not lengths:
         longest = spread(b.traffic.prompt_len, range_ratio)[1] + spread(b.traffic.gen_len, range_ratio)[1]

@@ -41,7 +41,7 @@ from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.model.workload import Dtypes
-from rooftop.plan.fix import pinned_text
+from rooftop.plan.fix import FIX, pinned_text
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.batching import Batching, continuous_batching
@@ -53,7 +53,8 @@ from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.paging import Engine, engine_efficiency, get_engine
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
-from rooftop.units import SECONDS_PER_HOUR, format_bytes, format_duration, format_rate, plural
+from rooftop.reasons import Note, OptionError, Reason, ReasonCode
+from rooftop.units import SECONDS_PER_HOUR, plural
 
 DEFAULT_BATCH_CAP = 4096
 
@@ -178,7 +179,7 @@ class ServingPoint(Displayed):
     memory: ChipMemory
     fits: bool
     bound: str
-    reason: str
+    reason: Note
     cost_input_usd_per_m: float | None
     cost_output_usd_per_m: float | None
     decode: PhaseTime
@@ -192,7 +193,7 @@ class LayoutSummary:
     compute_bound_batch: int | None
     weights_per_chip_bytes: float
     limit: str  # "compute", "memory_capacity", "batch_cap", "weights"
-    reason: str
+    reason: Note
     scale_out_axes: tuple[str, ...] = ()  # the replica's axes (tp, pp) reaching over the scale-out network
 
 
@@ -202,11 +203,11 @@ class ServingPlan(Displayed):
     points: tuple[ServingPoint, ...]
     frontier: tuple[int, ...]
     chosen: int | None
-    chosen_reason: str
+    chosen_reason: Note
     layouts: tuple[LayoutSummary, ...]
     min_slice: MinSlice | None
     critical_batch: CriticalBatch
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
     disaggregation: Disaggregation | None = None  # with ``request.requests_per_s`` (plan/serve/disagg.py)
     batching: Batching | None = None  # with a rate or a concurrency (plan/serve/batching.py)
 
@@ -217,20 +218,18 @@ class ServingPlan(Displayed):
 # ---------------------------------------------------------------- one point
 
 
-def _reason(p: PhaseTime, mem: ChipMemory, fits: bool) -> str:
+def _reason(p: PhaseTime, mem: ChipMemory, fits: bool) -> Reason:
+    """Why a point's step takes its time: the bound that dominates and the figures behind it."""
     if not fits:
-        return f"does not fit: {sl.describe_memory(mem)}"
-    d = format_duration
+        return Reason.of(ReasonCode.POINT_NO_FIT, memory=mem)
     if p.bound == "memory":
-        return (
-            f"memory-bound: weights {format_bytes(p.weights_bytes)} ({d(p.weights_s)}) + KV cache "
-            f"{format_bytes(p.kv_cache_bytes)} ({d(p.kv_cache_s)}) read per chip each step"
-        )
+        return Reason.of(ReasonCode.MEMORY_BOUND, weights_bytes=p.weights_bytes, weights_s=p.weights_s,
+                         kv_cache_bytes=p.kv_cache_bytes, kv_cache_s=p.kv_cache_s)  # fmt: skip
     if p.bound == "compute":
-        return f"compute-bound: {p.flops:.3g} FLOPs per chip per step ({d(p.compute_s)})"
+        return Reason.of(ReasonCode.COMPUTE_BOUND, flops=p.flops, compute_s=p.compute_s)
     if p.bound == "collective":
-        return f"collective-latency-bound: {p.collectives:g} collectives per step take {d(p.collective_s)}"
-    return f"fixed costs dominate: kernel launches {d(p.launch_s)} + scheduling {d(p.scheduling_s)}"
+        return Reason.of(ReasonCode.COLLECTIVE_BOUND, collectives=p.collectives, collective_s=p.collective_s)
+    return Reason.of(ReasonCode.FIXED_COSTS, launch_s=p.launch_s, scheduling_s=p.scheduling_s)
 
 
 def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch: int, ttft: PhaseTime) -> ServingPoint:
@@ -288,45 +287,26 @@ def _summary(req: ServingRequest, layout: ServingLayout, fit: int) -> LayoutSumm
     cb = compute_bound_batch(cfg, req.chip, layout, req.decode_context_len, dt, eff, limit=1 << 14)
     mem = sl.chip_memory(cfg, req.chip, layout, max(fit, 1), req.max_context_len, dt, eff)
     if fit == 0:
-        return LayoutSummary(
-            layout, 0, cb, weights, "weights", f"does not fit even one sequence per replica: {sl.describe_memory(mem)}"
-        )
-    where = (
-        f"KV cache of {plural(fit, 'sequence')} at {req.max_context_len} tokens fills HBM ({sl.describe_memory(mem)})"
-    )
+        return LayoutSummary(layout, 0, cb, weights, "weights", Reason.of(ReasonCode.LAYOUT_NO_FIT, memory=mem))
+    full = {"fit": fit, "context": req.max_context_len, "memory": mem}  # the KV cache of fit sequences fills HBM
     if cb is not None and cb <= min(fit, req.batch_cap):
-        return LayoutSummary(
-            layout,
-            fit,
-            cb,
-            weights,
-            "compute",
-            (
-                f"compute-bound from batch ~{cb}: the weight matmuls' FLOPs outlast their weight reads, so tokens/s "
-                f"per chip stops growing with batch (memory would allow {fit}: {where})"
-            ),
-        )
+        return LayoutSummary(layout, fit, cb, weights, "compute", Reason.of(ReasonCode.LAYOUT_COMPUTE_BOUND, batch=cb,
+                                                                            **full))  # fmt: skip
     if fit > req.batch_cap:
-        return LayoutSummary(
-            layout,
-            fit,
-            cb,
-            weights,
-            "batch_cap",
-            (f"batch capped at {req.batch_cap} per replica (memory allows {fit}); still memory-bound there"),
-        )
-    cb_txt = f"compute-bound only from batch ~{cb}" if cb else "not compute-bound at any batch"
-    return LayoutSummary(layout, fit, cb, weights, "memory_capacity", f"memory capacity: {where}; {cb_txt}")
+        capped = Reason.of(ReasonCode.LAYOUT_BATCH_CAP, cap=req.batch_cap, fit=fit)
+        return LayoutSummary(layout, fit, cb, weights, "batch_cap", capped)
+    filled = Reason.of(ReasonCode.LAYOUT_MEMORY_CAPACITY, compute_bound_batch=cb, **full)
+    return LayoutSummary(layout, fit, cb, weights, "memory_capacity", filled)
 
 
-def _mesh(req: ServingRequest, layout: ServingLayout, notes: list[str]) -> Mesh | None:
+def _mesh(req: ServingRequest, layout: ServingLayout, notes: list[Note]) -> Mesh | None:
     """The layout's mesh on the request's slice; None (and a note) when the slice cannot hold it."""
     try:
         return make_mesh(req.topology, layout.mesh_axes())
     except ShardingError as exc:
         if req.pins:
-            raise InvalidConfigError(f"--fix {pinned_text(req.pins)}: layout {layout.label()}: {exc}") from None
-        notes.append(f"layout {layout.label()} skipped: {exc}")
+            raise OptionError(FIX, f" {pinned_text(req.pins)}: layout {layout.label()}: {exc}") from None
+        notes.append(Reason.of(ReasonCode.LAYOUT_SKIPPED, layout=layout.label(), error=str(exc)))
         return None
 
 
@@ -343,7 +323,7 @@ def layout_batches(req: ServingRequest) -> tuple[tuple[ServingLayout, int], ...]
 
 
 def _sweep_layout(
-    req: ServingRequest, layout: ServingLayout, notes: list[str]
+    req: ServingRequest, layout: ServingLayout, notes: list[Note]
 ) -> tuple[list[ServingPoint], LayoutSummary]:
     mesh = _mesh(req, layout, notes)
     if mesh is None:
@@ -355,7 +335,8 @@ def _sweep_layout(
     last = max((i for i, p in enumerate(points) if p.fits), default=None)
     if last is not None and req.batch is None:
         end = points[last]
-        points[last] = dataclasses.replace(end, reason=f"{end.reason}; largest batch swept: {summary.reason}")
+        points[last] = dataclasses.replace(end, reason=Reason.of(ReasonCode.LARGEST_SWEPT, point=end.reason,
+                                                                 layout=summary.reason))  # fmt: skip
     return points, summary
 
 
@@ -379,42 +360,33 @@ def pareto_frontier(points: tuple[ServingPoint, ...] | list[ServingPoint]) -> tu
 
 def choose(
     points: tuple[ServingPoint, ...] | list[ServingPoint], max_step_s: float | None, max_ttft_s: float | None
-) -> tuple[int | None, str]:
+) -> tuple[int | None, Reason]:
     """The fitting point meeting the targets with the most tokens/s per chip (ties: lower latency)."""
     fitting = [i for i, p in enumerate(points) if p.fits]
     if not fitting:
-        return None, "no layout and batch fit in memory"
+        return None, Reason.of(ReasonCode.NO_POINT_FITS)
     ok = [
         i
         for i in fitting
         if (max_step_s is None or points[i].step_time_s <= max_step_s)
         and (max_ttft_s is None or points[i].ttft_s <= max_ttft_s)
     ]
-    targets = [
-        f"step <= {format_duration(max_step_s)}" if max_step_s else "",
-        f"TTFT <= {format_duration(max_ttft_s)}" if max_ttft_s else "",
-    ]
-    wanted = " and ".join(t for t in targets if t) or "no latency target"
+    targets = {"max_step_s": max_step_s, "max_ttft_s": max_ttft_s}
     if not ok:
-        fast = min(fitting, key=lambda i: points[i].step_time_s)
-        ttft = min(fitting, key=lambda i: points[i].ttft_s)
-        return None, (
-            f"no point meets {wanted}: the fastest step is {format_duration(points[fast].step_time_s)} "
-            f"({points[fast].layout.label()}, batch {points[fast].batch}), the fastest TTFT "
-            f"{format_duration(points[ttft].ttft_s)}"
-        )
+        fast = points[min(fitting, key=lambda i: points[i].step_time_s)]
+        ttft = min(points[i].ttft_s for i in fitting)
+        return None, Reason.of(ReasonCode.NO_POINT_MEETS, step_s=fast.step_time_s, layout=fast.layout.label(),
+                               batch=fast.batch, ttft_s=ttft, **targets)  # fmt: skip
     best = max(ok, key=lambda i: (points[i].tokens_per_s_per_chip, -points[i].step_time_s))
     p = points[best]
-    return best, (
-        f"highest tokens/s per chip with {wanted}: {p.layout.label()}, batch {p.batch} per replica, "
-        f"{p.tokens_per_s_per_chip:.4g} tokens/s per chip at {format_duration(p.step_time_s)} per step"
-    )
+    return best, Reason.of(ReasonCode.CHOSEN, layout=p.layout.label(), batch=p.batch, step_s=p.step_time_s,
+                           tokens_per_s_per_chip=p.tokens_per_s_per_chip, **targets)  # fmt: skip
 
 
 # ---------------------------------------------------------------- the plan
 
 
-def _dtype_notes(req: ServingRequest) -> list[str]:
+def _dtype_notes(req: ServingRequest) -> list[Note]:
     """A note when the chip's matrix unit has no peak for the matmuls' dtype: they are priced at the
     next wider dtype it has (hardware/chip.py, ``Chip.flops_rate``), as a compiler would run them."""
     dt = req.dtypes
@@ -422,11 +394,8 @@ def _dtype_notes(req: ServingRequest) -> list[str]:
     used, peak = req.chip.flops_rate(wanted, "matrix")
     if used == wanted:
         return []
-    return [
-        f"{req.chip.name} has no {wanted} matrix peak: the {wanted} matmuls (weights {dt.weights}, activations "
-        f"{dt.activations}) are priced at its {used} peak, {format_rate(peak, 'FLOP/s')}; the bytes stored and read "
-        "stay those of each dtype"
-    ]
+    return [Reason.of(ReasonCode.NO_MATRIX_PEAK, chip=req.chip.name, wanted=wanted, weights=dt.weights,
+                      activations=dt.activations, used=used, peak=peak)]  # fmt: skip
 
 
 def _candidates(req: ServingRequest) -> list[ServingLayout]:
@@ -441,14 +410,13 @@ def _candidates(req: ServingRequest) -> list[ServingLayout]:
 
 def plan_serving(req: ServingRequest) -> ServingPlan:
     """Sweep every candidate layout and batch, then the frontier and the choice."""
-    notes: list[str] = []
+    notes: list[Note] = []
     if req.max_context_len > req.cfg.max_seq_len:
-        notes.append(
-            f"prompt + generation = {req.max_context_len} tokens exceeds {req.cfg.name}'s max_seq_len "
-            f"{req.cfg.max_seq_len}; priced anyway"
-        )
+        over = Reason.of(ReasonCode.CONTEXT_OVER_MAX, tokens=req.max_context_len, model=req.cfg.name,
+                         max_seq_len=req.cfg.max_seq_len)  # fmt: skip
+        notes.append(over)
     if req.price is None:
-        notes.append(f"chip {req.chip.name} has no catalog price: cost is null (pass --price-per-chip-hour)")
+        notes.append(Reason.of(ReasonCode.NO_PRICE, chip=req.chip.name))
     notes += _dtype_notes(req)
     points: list[ServingPoint] = []
     summaries: list[LayoutSummary] = []
@@ -486,29 +454,19 @@ def _choose_under_load(plan: ServingPlan) -> ServingPlan:
     choice stays in the notes."""
     b = plan.batching
     assert b is not None
-    static = (
-        f"without the load, the static sweep would choose: {plan.chosen_reason}"
-        if plan.chosen is not None
-        else f"without the load: {plan.chosen_reason}"
-    )
+    static = Reason.of(ReasonCode.STATIC_CHOICE, chosen=plan.chosen is not None, reason=plan.chosen_reason)
     notes = (*plan.notes, static)
+    none = Reason.of(ReasonCode.UNDER_LOAD, reason=b.reason)
     if b.chosen is None:
-        return dataclasses.replace(plan, chosen=None, chosen_reason=f"under the load: {b.reason}", notes=notes)
+        return dataclasses.replace(plan, chosen=None, chosen_reason=none, notes=notes)
     layout, state = b.layouts[b.chosen]
     mine = [i for i, p in enumerate(plan.points) if p.layout == layout and p.fits]
     if not mine:
-        return dataclasses.replace(plan, chosen=None, chosen_reason=f"under the load: {b.reason}", notes=notes)
+        return dataclasses.replace(plan, chosen=None, chosen_reason=none, notes=notes)
     running = state.decode_batch or 0.0
     above = [i for i in mine if plan.points[i].batch >= running]
     best = min(above, key=lambda i: plan.points[i].batch) if above else max(mine, key=lambda i: plan.points[i].batch)
-    load = (
-        f"{b.traffic.requests_per_s:g} requests/s"
-        if b.traffic.requests_per_s is not None
-        else f"{b.traffic.concurrency} concurrent requests"
-    )
-    why = (
-        f"under {load}: {b.reason}; TPOT {format_duration(state.tpot_s or 0.0)}, TTFT "
-        f"{format_duration(state.ttft_s or 0.0)} with {running:.3g} sequences running per replica "
-        f"(shown at batch {plan.points[best].batch})"
-    )
+    why = Reason.of(ReasonCode.UNDER_LOAD_CHOSEN, requests_per_s=b.traffic.requests_per_s,
+                    concurrency=b.traffic.concurrency, reason=b.reason, tpot_s=state.tpot_s or 0.0,
+                    ttft_s=state.ttft_s or 0.0, running=running, batch=plan.points[best].batch)  # fmt: skip
     return dataclasses.replace(plan, chosen=best, chosen_reason=why, notes=notes)

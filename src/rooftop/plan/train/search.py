@@ -67,6 +67,7 @@ from rooftop.plan.train.step import (
     step_parts,
     step_result,
 )
+from rooftop.reasons import Option, OptionError
 from rooftop.units import divisors, parse_int
 
 OBJECTIVES = ("time", "cost", "memory")
@@ -93,29 +94,41 @@ class SearchResult(Displayed):
     pruned: int = 0  # layouts not visited: their bound on the step time (plan/train/bound.py) cannot rank
 
 
+#: the option pins are given by (rooftop.plan.fix.FIX): the CLI spells it --fix
+FIX = Option("fix")
+
+
 def parse_fix(text: str | None) -> dict[str, object]:
     """ "tp=8,pp=16,remat=full" -> pinned degrees and choices."""
     out: dict[str, object] = {}
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         if "=" not in part:
-            raise InvalidConfigError(f"cannot read --fix {shown(part)}: expected NAME=VALUE, e.g. tp=8")
+            raise OptionError("cannot read ", FIX, f" {shown(part)}: expected NAME=VALUE, e.g. tp=8")
         k, v = (s.strip() for s in part.split("=", 1))
         alias = {"mb": "microbatches", "v": "virtual_stages", "zero": "zero_stage", "sp": "sequence_parallel"}.get(k, k)
         if alias in FIXABLE_FLAGS:
             flag = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}.get(v.lower())
             if flag is None:
-                raise InvalidConfigError(f"--fix {k}={shown(v)}: expected 0 or 1 (also true/false, on/off)")
+                raise OptionError(FIX, f" {k}={shown(v)}: expected 0 or 1 (also true/false, on/off)")
             out[alias] = flag
         elif alias in FIXABLE:  # ASCII digits ("²" passes str.isdigit()), at most the chips of any topology
-            out[alias] = parse_int(v, f"--fix {k}", 0, MAX_CHIPS)
+            out[alias] = _fix_int(k, v)
         elif alias in FIXABLE_TEXT:
             out[alias] = v
         else:
             valid = ", ".join(FIXABLE + FIXABLE_TEXT + FIXABLE_FLAGS)
-            raise InvalidConfigError(f"--fix cannot pin {shown(k)} (valid: {valid})")
+            raise OptionError(FIX, f" cannot pin {shown(k)} (valid: {valid})")
     if "remat" in out and out["remat"] not in REMAT_POLICIES:
-        raise InvalidConfigError(f"--fix remat={shown(out['remat'])} (valid: {', '.join(REMAT_POLICIES)})")
+        raise OptionError(FIX, f" remat={shown(out['remat'])} (valid: {', '.join(REMAT_POLICIES)})")
     return out
+
+
+def _fix_int(key: str, value: str) -> int:
+    """A pinned degree: ASCII digits, at most the chips of any topology ("--fix tp 'x' is not an integer")."""
+    try:
+        return parse_int(value, key, 0, MAX_CHIPS)
+    except InvalidConfigError as exc:
+        raise OptionError(FIX, f" {exc}") from None
 
 
 #: the most microbatches the search tries per pipeline stage: past it the bubble is under (pp-1)/(16 pp + pp-1)
@@ -430,9 +443,13 @@ def search(
     ctx = _Context(setup, fix or {})
     rows = list(itertools.islice(_rows(setup, ctx.fix), MAX_LAYOUTS + 1))
     if len(rows) > MAX_LAYOUTS:
-        raise InvalidConfigError(
+        raise OptionError(
             f"{setup.cfg.name} on {setup.chips:,} chips has more than {MAX_LAYOUTS:,} layouts to search; pin some "
-            "degrees with --fix (e.g. --fix tp=8,pp=8)"
+            "degrees with ",
+            FIX,
+            " (e.g. ",
+            FIX,
+            " tp=8,pp=8)",
         )
     top = max(top, 1)
     kth: list[float] = []  # the ``top`` fastest fitting steps so far, as a max-heap (negated)

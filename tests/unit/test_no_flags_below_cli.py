@@ -1,4 +1,5 @@
-"""Library code (plan/, analysis/) returns reasons as data and never names a command-line flag: only cli/
+"""Library code (every module outside cli/ and report/: plan/, analysis/, cost/, model/, hardware/,
+sharding/ and the top-level modules) returns reasons as data and never names a command-line flag: only cli/
 and report/ write ``--chip``. A flag of the rooftop CLI inside a string literal (docstrings aside) below
 them fails this test, except in the files of ALLOWED, which may only shrink: a file whose count drops
 must have its entry lowered (or removed) so the flag that left cannot come back unnoticed."""
@@ -16,7 +17,7 @@ from rooftop.reasons import Option, OptionError, Reason, ReasonCode
 from rooftop.report.reasons import _SENTENCES, flag, sentence
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rooftop"
-BELOW_CLI = ("plan", "analysis")
+ABOVE_LIBRARY = ("cli", "report")  # the layers that write the command line's words
 
 #: file -> flags its string literals still name (being converted; the count may only go down)
 ALLOWED: dict[str, int] = {}
@@ -63,7 +64,7 @@ def test_no_cli_flag_is_named_below_the_cli() -> None:
     found = {}
     for path in sorted(SRC.glob("**/*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel.split("/")[0] in BELOW_CLI and (named := flags_named(path.read_text(), flags)):
+        if rel.split("/")[0] not in ABOVE_LIBRARY and (named := flags_named(path.read_text(), flags)):
             found[rel] = len(named)
     assert found == ALLOWED, "a flag below the CLI: name an Option or return a Reason (rooftop.reasons)"
 
@@ -84,3 +85,23 @@ def test_an_option_is_spelled_as_its_flag_and_a_reason_as_its_sentence() -> None
     assert set(_SENTENCES) == set(ReasonCode)  # every code has its words
     again = pickle.loads(pickle.dumps(err))  # raised in a worker process: the options survive
     assert type(again) is OptionError and again.said(flag) == err.said(flag)
+
+
+def test_errors_of_the_lower_layers_spell_their_options_as_flags_only_on_the_command_line() -> None:
+    """cost/, hardware/, model/ and sharding/ errors name their options as data: the library says the
+    parameter, the CLI's error line the flag (an error wrapped with the nearest slices keeps its options)."""
+    import pytest
+
+    from rooftop.cli.flags import error_line
+    from rooftop.hardware.catalog import get_chip
+    from rooftop.hardware.slices import slice_for_chips
+    from rooftop.model.catalog import config_from_dims
+
+    with pytest.raises(OptionError) as pod:
+        slice_for_chips(get_chip("tpu-v5p"), 100_000)  # over one pod: several slices need a topology
+    assert "--" not in str(pod.value) and "give topology, e.g. 2*16x20x28" in str(pod.value)
+    line = error_line(pod.value)
+    assert "give --topology, e.g. 2*16x20x28" in line and line.endswith("(give one with --topology)")
+    with pytest.raises(OptionError) as dims:
+        config_from_dims({"D": 8})
+    assert error_line(dims.value).startswith("--dims gives no F, L, N, V") and str(dims.value).startswith("dims ")

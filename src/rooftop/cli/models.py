@@ -4,6 +4,7 @@ transformer math of one model: parameters, FLOPs per token, KV cache, training m
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rooftop.cli.common import MAX_TOKENS, Output, add_common, count
@@ -88,7 +89,8 @@ def run_model(args: argparse.Namespace) -> Output:
 
         if name:
             raise InvalidConfigError(f"give the model once: --dims or {shown(name)}, not both")
-        cfg, entry = config_from_dims(parse_kv_ints(args.dims, "--dims")), None
+        cfg = config_from_dims(parse_kv_ints(args.dims, "--dims"))
+        cfg, entry = replace(cfg, source=f"--{cfg.source}"), None  # the source as the user wrote it: the flag
         return _model_output(args, cfg, entry)
     if not name:
         raise InvalidConfigError(

@@ -107,6 +107,7 @@ from rooftop.cost.groups import Group, mesh_groups
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
+from rooftop.reasons import Option, OptionError
 
 SHARP_LINKS = ("nvlink", "fabric")
 
@@ -319,9 +320,13 @@ def collective_time(
     if sharp:
         bad = [g for g in groups if g.link not in SHARP_LINKS]
         if bad:
-            raise InvalidConfigError(
-                f"--sharp (in-network reduction) needs switched NVLink or fabric axes; {bad[0].name} runs over "
-                f"{bad[0].link} on {chip.name} (drop --sharp, or use a GPU topology such as 16x8)"
+            raise OptionError(
+                "in-network reduction (",
+                Option("sharp"),
+                ", or ",
+                Option("algorithm"),
+                f" in-network) needs switched NVLink or fabric axes; {bad[0].name} runs over {bad[0].link} on "
+                f"{chip.name} (choose another algorithm, or a GPU topology such as 16x8)",
             )
     devices = math.prod(g.size for g in groups)
     if devices == 1:

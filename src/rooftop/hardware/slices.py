@@ -21,6 +21,7 @@ from functools import lru_cache
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, parse_topology, topology_for_chips
+from rooftop.reasons import Option, OptionError, Phrased
 
 #: most equal slices over DCN a search considers (64 TPU v5p pods: 573,440 chips)
 MAX_SLICES = 64
@@ -117,7 +118,8 @@ def slice_for_chips(chip: Chip, chips: int) -> Topology:
         return topology_for_chips(chip, chips)
     except InvalidConfigError as exc:
         near = ", ".join(f"{o.spec} ({o.chips:,})" for o in nearest_slices(chip, chips))
-        raise InvalidConfigError(f"{exc.one_line()}; nearest valid slices: {near} (give one with --topology)") from None
+        said = exc.parts if isinstance(exc, Phrased) else (exc.one_line(),)  # an option it names stays one
+        raise OptionError(*said, f"; nearest valid slices: {near} (give one with ", Option("topology"), ")") from None
 
 
 def topology_or_nearest(chip: Chip, text: str) -> Topology:

@@ -20,6 +20,7 @@ from functools import cached_property
 
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS, Chip
+from rooftop.reasons import Option, OptionError
 from rooftop.units import divisors, parse_int, plural
 
 #: most named axes of a mesh (real meshes have 1 to 6) and the longest axis name
@@ -167,9 +168,10 @@ def topology_for_chips(chip: Chip, n: int) -> Topology:
         return parse_topology(chip, str(n))
     limit = chip.topology.max_chips or math.prod(chip.topology.max_dims)
     if n > limit:
-        raise InvalidConfigError(
-            f"{n} {chip.name} chips exceed one pod (max {limit}); for several slices over DCN "
-            f"give --topology, e.g. 2*{'x'.join(map(str, chip.topology.max_dims))}"
+        raise OptionError(
+            f"{n} {chip.name} chips exceed one pod (max {limit}); for several slices over DCN give ",
+            Option("topology"),
+            f", e.g. 2*{'x'.join(map(str, chip.topology.max_dims))}",
         )
     ndim = len(chip.topology.max_dims)
     for shape in _factorizations(n, ndim):

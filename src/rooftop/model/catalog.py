@@ -29,6 +29,7 @@ from rooftop.errors import InvalidConfigError, UnknownNameError, shown
 from rooftop.model.blocks import LinearAttentionConfig, MLAConfig, MoEConfig, SSMConfig
 from rooftop.model.config import TransformerConfig
 from rooftop.model.hf import load_hf_config
+from rooftop.reasons import Option, OptionError
 from rooftop.units import MAX_QUANTITY
 
 #: longest model name or alias, and most aliases of a catalog-schema file
@@ -202,21 +203,24 @@ def config_from_dims(dims: Mapping[str, int], max_seq_len: int = 1 << 20) -> Tra
     V vocabulary): a gated MLP (three D x F matrices, as Part 4 counts), untied embeddings, no biases."""
     unknown = sorted(set(dims) - set(DIM_FIELDS))
     if unknown:
-        raise InvalidConfigError(
-            f"--dims names {shown(', '.join(unknown))}; the letters are {', '.join(DIM_FIELDS)} "
-            "(D model width, F MLP width, L layers, N heads, K kv heads, H head dim, V vocabulary)"
+        raise OptionError(
+            Option("dims"),
+            f" names {shown(', '.join(unknown))}; the letters are {', '.join(DIM_FIELDS)} "
+            "(D model width, F MLP width, L layers, N heads, K kv heads, H head dim, V vocabulary)",
         )
     missing = [k for k in _DIMS_REQUIRED if k not in dims]
     if missing:
-        raise InvalidConfigError(
-            f"--dims gives no {', '.join(missing)} (needed: D, F, L, N, V; K and H optional), "
-            "e.g. --dims D=8192,F=28672,L=80,N=64,K=8,H=128,V=128256"
+        raise OptionError(
+            Option("dims"),
+            f" gives no {', '.join(missing)} (needed: D, F, L, N, V; K and H optional), e.g. ",
+            Option("dims"),
+            " D=8192,F=28672,L=80,N=64,K=8,H=128,V=128256",
         )
     text = ",".join(f"{k}={v}" for k, v in dims.items())
     fields = {DIM_FIELDS[k]: v for k, v in dims.items()}
     return TransformerConfig(
         name=f"dims({text})",
-        source=f"--dims {text}",
+        source=f"dims {text}",
         max_seq_len=max_seq_len,
         **fields,  # type: ignore[arg-type]
     )

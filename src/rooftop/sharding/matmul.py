@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.op import Operand, matmul
 from rooftop.cost.roofline import Estimate, Term, collective_term, roofline
-from rooftop.errors import InvalidConfigError, ShardingError, shown
+from rooftop.errors import ShardingError, shown
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
+from rooftop.reasons import Option, OptionError
 from rooftop.sharding.notation import MatmulExpr, Tensor
 from rooftop.sharding.shard import Sharding, check_elements, resolve_sharding
 from rooftop.sharding.strategy import Dtypes, Invalid, Planner, Step, Strategy, joined
@@ -29,13 +30,15 @@ def check_sizes(expr: MatmulExpr, sizes: Mapping[str, int]) -> None:
     missing = [n for n in names if n not in sizes]
     if missing:
         example = ",".join(f"{n}=1024" for n in names)
-        raise InvalidConfigError(  # a 10,000-character dimension name stays one short line (shown cuts it)
-            f"--dims gives no size for {shown(', '.join(missing))} (needed: {shown(', '.join(names))}; e.g. "
-            f"--dims {shown(example)})"
+        raise OptionError(  # a 10,000-character dimension name stays one short line (shown cuts it)
+            Option("dims"),
+            f" gives no size for {shown(', '.join(missing))} (needed: {shown(', '.join(names))}; e.g. ",
+            Option("dims"),
+            f" {shown(example)})",
         )
     extra = [n for n in sizes if n not in names]
     if extra:
-        raise InvalidConfigError(f"--dims names {shown(', '.join(extra))}, which the expression does not use")
+        raise OptionError(Option("dims"), f" names {shown(', '.join(extra))}, which the expression does not use")
     check_elements([sizes[n] for n in names], f"matmul {expr}")
 
 

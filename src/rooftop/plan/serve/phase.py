@@ -1,5 +1,5 @@
 """Prefill and decode of a served transformer, priced from the same layer ops as training
-(``model/transformer.model_costs``), sharded over a serving layout and timed on the roofline
+(``model/passes.model_costs``), sharded over a serving layout and timed on the roofline
 (``cost/roofline.roofline``) plus the fixed costs a bandwidth roofline misses.
 
 Layouts live in plan/serve/layout.py (``ServingLayout``: replicas of tp x pp chips, ep
@@ -62,7 +62,7 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh
 from rooftop.model.config import TransformerConfig
-from rooftop.model.transformer import model_costs
+from rooftop.model.passes import model_costs
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve import routing
 from rooftop.plan.serve.layout import GROUPS, ServingLayout, busiest_fraction, layout_share, op_group, query_head_reads

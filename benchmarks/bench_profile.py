@@ -124,7 +124,8 @@ from typing import IO, Any
 from rooftop.analysis.profile import profile_report
 from rooftop.analysis.trace import jsonstream
 from rooftop.analysis.trace.load import load_trace
-from rooftop.analysis.trace.ops import detect_steps, group_ops
+from rooftop.analysis.trace.ops import group_ops
+from rooftop.analysis.trace.steps import detect_steps
 from rooftop.hardware.catalog import get_chip
 
 GPUS = 8

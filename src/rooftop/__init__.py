@@ -46,7 +46,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "TransformerConfig": ("rooftop.model.config", "TransformerConfig"),
     "Workload": ("rooftop.model.workload", "Workload"),
     "layer_costs": ("rooftop.model.transformer", "layer_costs"),
-    "model_costs": ("rooftop.model.transformer", "model_costs"),
+    "model_costs": ("rooftop.model.passes", "model_costs"),
     "Parallelism": ("rooftop.plan.train.layout", "Parallelism"),
     "search_training": ("rooftop.plan.train.search", "search"),
     "plan_training": ("rooftop.plan.train.plan", "plan_training"),
@@ -81,7 +81,8 @@ if TYPE_CHECKING:
     from rooftop.model.catalog import get_model
     from rooftop.model.config import TransformerConfig
     from rooftop.model.hf import load_hf_config
-    from rooftop.model.transformer import layer_costs, model_costs
+    from rooftop.model.passes import model_costs
+    from rooftop.model.transformer import layer_costs
     from rooftop.model.workload import Dtypes, Workload
     from rooftop.plan.serve.sweep import ServingRequest, plan_serving
     from rooftop.plan.train.layout import Parallelism

@@ -20,7 +20,8 @@ import pytest
 from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.load import load_trace
-from rooftop.analysis.trace.ops import detect_steps, group_ops
+from rooftop.analysis.trace.ops import group_ops
+from rooftop.analysis.trace.steps import detect_steps
 from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.reasons import note_texts, why_text

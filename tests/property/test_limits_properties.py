@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
-from rooftop.plan.limits import JobLimits, job_limits
+from rooftop.plan.limit_values import JobLimits
+from rooftop.plan.limits import job_limits
 
 CFG = get_model("llama-3-8b")
 CASES = [("tpu-v5p", "4x4x8"), ("tpu-v5e", "2*4x4"), ("h100", "4x8"), ("b200", "2x8")]

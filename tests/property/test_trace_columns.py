@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 
 from rooftop.analysis import intervals
 from rooftop.analysis.torch import launches
-from rooftop.analysis.trace.events import COLUMNS, EventArgs, EventTable, OpEvent, RowBuilder, Trace, natural_key
+from rooftop.analysis.trace.events import COLUMNS, EventArgs, EventTable, OpEvent, Trace, natural_key
 from rooftop.analysis.trace.ops import OpExecution, OpGroup, first_codes, group_ops, op_executions
+from rooftop.analysis.trace.rows import RowBuilder
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))  # under -m long

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooftop.analysis.trace import events
-from rooftop.analysis.trace.events import RowBuilder
+from rooftop.analysis.trace import rows as row_builder
+from rooftop.analysis.trace.rows import RowBuilder
 
 TIMES = st.sampled_from([0.0, 1e-6, 2e-6, 2.5e-6, 5e-6, 1e-5]) | st.floats(0, 2e-5, allow_nan=False)
 ROW = st.tuples(
@@ -27,7 +27,7 @@ def _steps(rows: list[tuple[Any, ...]], launches: dict[Any, float], by_row: bool
     builder.launch_s.update(launches)
     for kind, start, dur, step, corr in rows:
         builder.add("/device:GPU:0", "l", kind, None, None, start, dur, step, kind, corr, {})
-    mp.setattr(events, "_row_by_row", lambda n: by_row)
+    mp.setattr(row_builder, "_row_by_row", lambda n: by_row)
     return list(builder.build().column("step"))
 
 

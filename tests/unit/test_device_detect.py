@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rooftop.analysis.device import RecordedDevice, choose_chip, match_chip, recorded_devices
-from rooftop.analysis.trace.events import RowBuilder, Trace
+from rooftop.analysis.trace.events import Trace
+from rooftop.analysis.trace.rows import RowBuilder
 from rooftop.hardware.catalog import get_chip, load_chips
 from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.reasons import sentence

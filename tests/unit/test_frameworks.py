@@ -16,7 +16,7 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.params import params_total
-from rooftop.model.transformer import forward_costs
+from rooftop.model.passes import forward_costs
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.train.framework import default_framework, framework_names, get_framework
 from rooftop.plan.train.layout import Parallelism

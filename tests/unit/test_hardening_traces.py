@@ -20,7 +20,8 @@ from rooftop.analysis.trace import jsonstream
 from rooftop.analysis.trace.classify import step_number
 from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, natural_key
 from rooftop.analysis.trace.load import load_trace
-from rooftop.analysis.trace.ops import detect_steps, op_executions
+from rooftop.analysis.trace.ops import op_executions
+from rooftop.analysis.trace.steps import detect_steps
 from rooftop.errors import InvalidConfigError, ParseError, RooftopError
 from rooftop.report.reasons import note_texts
 from tests.conftest import quick_and_long, run_cli

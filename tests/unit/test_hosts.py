@@ -169,7 +169,7 @@ def _part(host: str, clock_ns: int, starts: list[float], steps: list[tuple[int, 
     """A host of one device running one all-reduce at ``starts`` (one per step) and an op of 1 s per step."""
     from rooftop.analysis.compare import OpPricing, Priced
     from rooftop.analysis.hostpart import CollectiveRuns, HostPart, OpPart
-    from rooftop.analysis.trace.ops import Step
+    from rooftop.analysis.trace.steps import Step
 
     device = f"{host}/device:TPU:0"
     runs = CollectiveRuns(np.array(starts), np.arange(len(starts)))

@@ -18,6 +18,7 @@ from rooftop.plan.serve import critical
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.layout import ServingLayout
+from rooftop.plan.serve.per_chip import chip_cost
 
 L70 = get_model("llama-3-70b")
 L8 = get_model("llama-3-8b")
@@ -207,7 +208,7 @@ def test_max_batch_fills_usable_hbm() -> None:
 
 def test_prefill_attention_is_quadratic_and_causal() -> None:
     layout = ServingLayout(tp=1)
-    cost = inf.chip_cost(L8, Workload("prefill", 1, 2048), BF16, layout)
+    cost = chip_cost(L8, Workload("prefill", 1, 2048), BF16, layout)
     attention_matrix = sum(v for (unit, _), v in cost.groups["attention"].flops_by.items() if unit == "matrix")
     # QK^T and AV: 2 x 2 x N x H FLOPs per causal pair, T(T+1)/2 pairs, 32 layers
     assert attention_matrix == pytest.approx(32 * 2 * 2 * 32 * 128 * 2048 * 2049 / 2)
@@ -240,8 +241,8 @@ def test_pipeline_round_reads_weights_over_tp_and_cache_over_pp() -> None:
 def test_moe_reads_only_touched_experts_at_small_batch() -> None:
     mix = get_model("mixtral-8x7b")
     layout = ServingLayout(tp=1)
-    small = inf.chip_cost(mix, Workload("decode", 1, 1, 512), BF16, layout).weights_bytes
-    large = inf.chip_cost(mix, Workload("decode", 512, 1, 512), BF16, layout).weights_bytes
+    small = chip_cost(mix, Workload("decode", 1, 1, 512), BF16, layout).weights_bytes
+    large = chip_cost(mix, Workload("decode", 512, 1, 512), BF16, layout).weights_bytes
     expert = 3 * 4096 * 14336 * 2  # gate, up, down of one expert, bf16
     # batch 1: top-2 of 8 experts per layer; batch 512: all 8 (and 511 more embedding rows)
     assert large - small == pytest.approx(32 * 6 * expert + 511 * 4096 * 2, rel=1e-9)
@@ -249,8 +250,8 @@ def test_moe_reads_only_touched_experts_at_small_batch() -> None:
 
 def test_expert_parallelism_busiest_chip_reads_a_whole_expert() -> None:
     mix = get_model("mixtral-8x7b")
-    tp_only = inf.chip_cost(mix, Workload("decode", 1, 1, 512), BF16, ServingLayout(tp=8))
-    with_ep = inf.chip_cost(mix, Workload("decode", 1, 1, 512), BF16, ServingLayout(tp=8, ep=8))
+    tp_only = chip_cost(mix, Workload("decode", 1, 1, 512), BF16, ServingLayout(tp=8))
+    with_ep = chip_cost(mix, Workload("decode", 1, 1, 512), BF16, ServingLayout(tp=8, ep=8))
     expert = 3 * 4096 * 14336 * 2
     # TP: 2 touched experts / 8 chips; EP: the busiest chip holds one whole touched expert
     assert with_ep.weights_bytes - tp_only.weights_bytes == pytest.approx(32 * (1 - 2 / 8) * expert, rel=1e-6)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from rooftop.model import per_token
-from rooftop.model import transformer as tf
 from rooftop.model.config import TransformerConfig
+from rooftop.model.passes import model_costs
 from rooftop.model.workload import Workload
 
 jax = pytest.importorskip("jax")
@@ -99,7 +99,7 @@ def xla_flops() -> float:
 
 def rooftop_forward(causal: bool) -> tuple[float, float]:
     """(matrix FLOPs, vector FLOPs without the loss) of rooftop's training forward."""
-    fwd = tf.model_costs(CFG, Workload("train", B, T, causal=causal)).children[0]
+    fwd = model_costs(CFG, Workload("train", B, T, causal=causal)).children[0]
     loss = next(c for c in fwd.children if c.name == "loss").cost.flops
     matrix = per_token.matrix_flops(fwd)
     return matrix, fwd.cost.flops - matrix - loss

@@ -21,7 +21,8 @@ from rooftop.hardware.catalog import get_chip
 from rooftop.hardware.topology import parse_topology
 from rooftop.model.catalog import get_model
 from rooftop.model.params import params_total
-from rooftop.plan.limits import JobLimits, fsdp_tp_split, job_limits, whole_sequences
+from rooftop.plan.limit_values import JobLimits
+from rooftop.plan.limits import fsdp_tp_split, job_limits, whole_sequences
 from rooftop.report.limits import formulas, limits_payload
 
 V5P, H100 = get_chip("tpu-v5p"), get_chip("h100")

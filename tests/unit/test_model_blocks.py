@@ -268,7 +268,7 @@ def test_catalog_has_todays_families_and_unknown_names_point_to_config_json() ->
 def test_decode_reads_the_state_once_whatever_the_context() -> None:
     """A decode step reads (and writes back) each sequence's linear / SSM state once, and the attention
     layers' KV over the context: only the latter grows with the context."""
-    from rooftop.model.transformer import model_costs
+    from rooftop.model.passes import model_costs
 
     for file in ("qwen3-next-80b-a3b.json", "nemotron-h-8b.json", "falcon-h1-7b.json"):
         cfg = load_hf_config(HF / file)

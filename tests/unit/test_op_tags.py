@@ -13,7 +13,8 @@ from rooftop.errors import InvalidConfigError
 from rooftop.model.catalog import get_model, load_models
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.model.params import ParamTree, param_tree
-from rooftop.model.transformer import model_costs, params_matmul_active, train_leaves
+from rooftop.model.passes import model_costs, train_leaves
+from rooftop.model.transformer import params_matmul_active
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.sharding.tensor import kv_shards, share
 

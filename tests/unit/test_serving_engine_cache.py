@@ -14,7 +14,7 @@ from rooftop.model.catalog import get_model
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve.layout import ServingLayout, query_head_reads
-from rooftop.plan.serve.phase import chip_cost
+from rooftop.plan.serve.per_chip import chip_cost
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 
 MISTRAL = get_model("mistral-7b")  # 32 layers, 32 query heads, 8 KV heads of 128

@@ -15,6 +15,7 @@ from rooftop.plan.serve import critical
 from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.layout import ServingLayout
+from rooftop.plan.serve.per_chip import chip_cost
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 from rooftop.report.reasons import note_texts
 
@@ -61,8 +62,8 @@ def test_fp4_matmuls_run_at_b200s_fp4_peak() -> None:
     mesh = make_mesh(parse_topology(B200, "8"), layout.mesh_axes())
     eff = default_efficiency("serving", "gpu")
     # at a compute-bound batch the fp4 matmuls take half the fp8 time: twice the peak, the same FLOPs
-    fp4 = inf.chip_cost(L70, _decode(4096), FP4, layout).groups["matmul"]
-    fp8 = inf.chip_cost(L70, _decode(4096), Dtypes("fp8", "fp8", "int4"), layout).groups["matmul"]
+    fp4 = chip_cost(L70, _decode(4096), FP4, layout).groups["matmul"]
+    fp8 = chip_cost(L70, _decode(4096), Dtypes("fp8", "fp8", "int4"), layout).groups["matmul"]
     assert fp4.flops == pytest.approx(fp8.flops, rel=1e-12)
     step4 = inf.decode_step(L70, B200, mesh, layout, 4096, 2048, FP4, eff)
     step8 = inf.decode_step(L70, B200, mesh, layout, 4096, 2048, Dtypes("fp8", "fp8", "int4"), eff)

@@ -11,7 +11,8 @@ from rooftop.errors import InvalidConfigError
 from rooftop.hardware.topology import make_mesh
 from rooftop.model.catalog import get_model
 from rooftop.model.workload import Workload
-from rooftop.plan.serve.phase import chip_cost, decode_step
+from rooftop.plan.serve.per_chip import chip_cost
+from rooftop.plan.serve.phase import decode_step
 from rooftop.plan.serve.speculative import expected_tokens, mtp_module, speculation
 from rooftop.plan.serve.sweep import plan_serving
 

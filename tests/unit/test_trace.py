@@ -17,7 +17,8 @@ import pytest
 from rooftop.analysis.trace import jsonstream
 from rooftop.analysis.trace.events import EventTable, OpEvent, Trace, correlation_key
 from rooftop.analysis.trace.load import load_trace
-from rooftop.analysis.trace.ops import Step, detect_steps, group_ops, module_executions, op_executions
+from rooftop.analysis.trace.ops import group_ops, op_executions
+from rooftop.analysis.trace.steps import Step, detect_steps, module_executions
 from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.errors import InvalidConfigError, ParseError
 

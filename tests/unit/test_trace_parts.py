@@ -260,7 +260,8 @@ def test_join_of_several_parts_is_their_rows_in_order_and_empties_them() -> None
     rows are those of the parts one after another, and each part's columns are left empty."""
     from array import array
 
-    from rooftop.analysis.trace.events import COLUMNS, RowBuilder, empty_columns
+    from rooftop.analysis.trace.events import COLUMNS
+    from rooftop.analysis.trace.rows import RowBuilder, empty_columns
 
     def part(tag: str, n: int) -> list:
         cols = empty_columns()

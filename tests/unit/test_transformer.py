@@ -9,6 +9,7 @@ from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.blocks import MLAConfig, MoEConfig
 from rooftop.model.config import TransformerConfig
+from rooftop.model.passes import model_costs
 from rooftop.model.workload import Workload
 
 # D=256, N=8 heads of H=32, K=2 KV heads, F=688 SwiGLU, V=1000, L=4, untied.
@@ -128,13 +129,13 @@ def test_int8_kv_cache_halves_decode_kv_reads() -> None:
 
 def test_model_costs_structure_and_train_is_three_forwards() -> None:
     w = Workload("train", 2, 64)
-    tree = tf.model_costs(SMALL, w)
+    tree = model_costs(SMALL, w)
     names = [c.name for c in tree.children]
     assert names == ["forward", "backward", "recompute"]
     fwd, bwd, _ = tree.children
     assert bwd.cost.flops == pytest.approx(2 * fwd.cost.flops)
     assert per_token.matrix_flops(tree) == pytest.approx(3 * per_token.matrix_flops(fwd))
-    pre = tf.model_costs(SMALL, Workload("prefill", 2, 64))
+    pre = model_costs(SMALL, Workload("prefill", 2, 64))
     # prefill computes logits of the last token only
     assert dict(pre.walk())["model/unembedding"].cost.flops == 2 * 2 * 256 * 1000
 
@@ -217,7 +218,7 @@ def test_mla_params_and_kv_cache() -> None:
 
 def test_mla_absorbed_decode_keeps_matmul_flops_and_changes_attention() -> None:
     ctx = 300
-    dec = tf.model_costs(SMALL_MLA, Workload("decode", 1, 1, ctx))
+    dec = model_costs(SMALL_MLA, Workload("decode", 1, 1, ctx))
     attn = sum(t.cost.flops for _, t in dec.walk() if t.name in ("scores", "values"))
     assert attn == 4 * ctx * (2 * 8 * (64 + 16) + 2 * 8 * 64)  # over the latent: R_kv + H_rope, then R_kv
     assert per_token.matrix_flops(dec) - attn == 2 * tf.params_matmul_active(SMALL_MLA)

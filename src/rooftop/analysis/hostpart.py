@@ -13,7 +13,7 @@ import numpy as np
 from rooftop.analysis.compare import OpPricing
 from rooftop.analysis.device import RecordedDevice
 from rooftop.analysis.trace.events import MemorySample
-from rooftop.analysis.trace.ops import Step, StepMark
+from rooftop.analysis.trace.steps import Step, StepMark
 from rooftop.reasons import Note
 
 NS_PER_S = 1e9  # a profile's start time (its Task Environment) is in nanoseconds

@@ -59,7 +59,8 @@ from rooftop.analysis.profile import join_hlo, opening
 from rooftop.analysis.trace.events import Trace, natural_key
 from rooftop.analysis.trace.files import stat_mode
 from rooftop.analysis.trace.load import profile_files
-from rooftop.analysis.trace.ops import Step, executions, module_executions, step_marks, steps_of
+from rooftop.analysis.trace.ops import executions
+from rooftop.analysis.trace.steps import Step, module_executions, step_marks, steps_of
 from rooftop.analysis.trace.xplane import load_xplanes
 from rooftop.errors import InvalidConfigError, RooftopError
 from rooftop.hardware.catalog import load_chips

@@ -15,7 +15,8 @@ import numpy as np
 
 from rooftop.analysis.exact import array_partials
 from rooftop.analysis.trace.events import Trace
-from rooftop.analysis.trace.ops import Executions, OpExecution, Step, detect_steps, groups_of
+from rooftop.analysis.trace.ops import Executions, OpExecution, groups_of
+from rooftop.analysis.trace.steps import Step, detect_steps
 
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute", "send", "recv")
 

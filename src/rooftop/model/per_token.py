@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rooftop.cost.cost import Cost, CostTree, total
 from rooftop.model.config import TransformerConfig
-from rooftop.model.transformer import forward_costs, model_costs
+from rooftop.model.passes import forward_costs, model_costs
 from rooftop.model.workload import Dtypes, Workload
 
 

@@ -1,18 +1,17 @@
 """Transformer math: parameters, and the per-layer ops of a Workload priced through cost/op.py.
 
-This is the one place transformer FLOP and byte formulas live (the weights' shapes and the
-parameter tree are in memory.py, re-exported here). Planners (training, serving) and the CLI call:
+This is the one place a layer's FLOP and byte formulas live (the weights' shapes and the
+parameter tree are in params.py, re-exported here; passes.py assembles these ops, with the
+embedding, head and loss, into the whole model's passes). Planners (training, serving) and the CLI call:
 
 - ``param_tree(cfg) -> ParamTree`` and ``params_total/params_active/params_matmul_active``.
 - ``layer_groups(cfg) -> tuple[LayerGroup, ...]`` (layers.py): runs of identical layers
   (dense vs MoE, global vs sliding-window attention) and how many of each.
 - ``layer_costs(cfg, workload, dtypes, group) -> CostTree``: one layer's forward ops, e.g.
   ``layer/attention/q``, ``layer/attention/scores``, ``layer/mlp/down``, ``layer/moe/experts/up``.
-- ``model_costs(cfg, workload, dtypes, remat) -> CostTree``: the whole model. For prefill and
-  decode: ``model/{embedding, layers/<group>/..., final_norm, unembedding}`` (each group's
-  Cost is already multiplied by its layer count). For train: ``model/{forward, backward,
-  recompute}``, each with that structure (backward = 2 x forward; recompute per remat policy).
-- per-token summaries derived from those trees (``flops_per_token_train``, ...) are in per_token.py.
+- ``op_context(cfg, workload, dtypes)`` and ``leaf``: how an op outside the layers (embedding,
+  unembedding, loss: passes.py) is priced and tagged the same way.
+- per-token summaries derived from the model's trees (``flops_per_token_train``, ...) are in per_token.py.
 
 Conventions (and sources):
 
@@ -47,16 +46,14 @@ Conventions (and sources):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from rooftop.cost.cost import Cost, CostTree
 from rooftop.cost.op import Operand, attended_pairs, elementwise, explicit, matmul
 from rooftop.dtypes import dtype_bytes
-from rooftop.model.activations import remat_policy
 from rooftop.model.blocks import MLAConfig, conv_flops_per_element
 from rooftop.model.config import TransformerConfig
-from rooftop.model.eager import kv_expand_bytes, loss_upcast_bytes, unfused_act, unfused_norm, unfused_rope
+from rooftop.model.eager import kv_expand_bytes, unfused_act, unfused_norm, unfused_rope
 from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import kv_cache_elements_per_token
 from rooftop.model.params import (
@@ -77,29 +74,27 @@ from rooftop.model.workload import Dtypes, Workload
 __all__ = [
     "OP_CATEGORY",
     "OP_TAGS",
-    "TRAIN_PHASES",
     "LayerGroup",
+    "OpContext",
     "ParamTree",
     "attended_pairs",
-    "forward_costs",
     "layer_costs",
     "layer_groups",
-    "model_costs",
+    "leaf",
+    "op_context",
     "param_tree",
     "params_active",
     "params_matmul_active",
     "params_total",
-    "train_leaves",
 ]
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0  # max, subtract, exp, sum, divide
 ROPE_FLOPS_PER_ELEMENT = 3.0  # x cos + rotate(x) sin
 ROUTING_FLOPS_PER_EXPERT = 5.0  # softmax/sigmoid over the router logits, top-k selection
-LOSS_FLOPS_PER_LOGIT = 5.0  # log-softmax over the vocabulary
 MLA_ABSORBED_PHASES = ("decode",)
 
 
-def _leaf(name: str, cost: Cost, expert: bool = False, attention_block: bool = False) -> CostTree:
+def leaf(name: str, cost: Cost, expert: bool = False, attention_block: bool = False) -> CostTree:
     """A leaf of the cost tree with its tag (OP_TAGS; ``expert`` for a routed expert's ops,
     ``attention_block`` for the ops of a layer's attention block)."""
     tag = OP_TAGS[name]
@@ -112,7 +107,7 @@ def _leaf(name: str, cost: Cost, expert: bool = False, attention_block: bool = F
 
 
 @dataclass(frozen=True)
-class _Ctx:
+class OpContext:
     cfg: TransformerConfig
     w: Workload
     dt: Dtypes
@@ -162,7 +157,7 @@ class _Ctx:
         return elementwise(elements, self.dt.activations, flops_per_element, inputs, kind="activations")
 
 
-def _residual(c: _Ctx) -> Cost:
+def _residual(c: OpContext) -> Cost:
     """Residual add (2 reads, 1 write per element); with dropout also the dropout's read,
     write and one-byte mask on the branch output."""
     elements = c.tokens * c.cfg.d_model
@@ -174,7 +169,7 @@ def _residual(c: _Ctx) -> Cost:
 
 
 def _attention_core(
-    c: _Ctx, window: int, qk: float, v: float, k_bytes: float, v_bytes: float, kv_kind: str = "kv_cache"
+    c: OpContext, window: int, qk: float, v: float, k_bytes: float, v_bytes: float, kv_kind: str = "kv_cache"
 ) -> list[tuple[str, Cost]]:
     """scores (QK^T), softmax, values (AV) as one fused kernel: FLOPs over the attended
     pairs; bytes = Q read, K and V read once (``k_bytes``/``v_bytes``, of ``kv_kind``: the
@@ -201,18 +196,18 @@ def _kv_read_tokens(w: Workload, window: int) -> float:
     return float(w.batch * (min(w.kv_len, window + w.seq_len - 1) if window else w.kv_len))
 
 
-def _kv_dtype(c: _Ctx) -> str:
+def _kv_dtype(c: OpContext) -> str:
     return c.dt.activations if c.w.phase == "train" else c.dt.kv_cache
 
 
-def _kv_write(c: _Ctx) -> list[tuple[str, Cost]]:
+def _kv_write(c: OpContext) -> list[tuple[str, Cost]]:
     if c.w.phase == "train":
         return []
     nbytes = c.tokens * kv_cache_elements_per_token(c.cfg) * dtype_bytes(c.dt.kv_cache)
     return [("kv_cache_write", explicit(0.0, nbytes, c.dt.kv_cache, kind="kv_cache"))]
 
 
-def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list[tuple[str, Cost]]:
+def _gqa_ops(c: OpContext, p: dict[str, Part], window: int) -> list[tuple[str, Cost]]:
     cfg = c.cfg
     ops: list[tuple[str, Cost]] = [(name, c.proj(p[name])) for name in ("q", "q_gate", "k", "v") if name in p]
     ops += [
@@ -231,7 +226,7 @@ def _gqa_ops(c: _Ctx, p: dict[str, Part], window: int) -> list[tuple[str, Cost]]
     return ops + _kv_write(c) + _attention_core(c, window, cfg.head_dim, cfg.head_dim, kv, kv)
 
 
-def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list[tuple[str, Cost]]:
+def _mla_ops(c: OpContext, p: dict[str, Part], m: MLAConfig) -> list[tuple[str, Cost]]:
     n = c.cfg.n_heads
     q = ["q_a", "q_a_norm", "q_b"] if m.q_lora_rank else ["q"]
     ops = [(x, c.norm(m.q_lora_rank) if x == "q_a_norm" else c.proj(p[x])) for x in q]
@@ -265,24 +260,24 @@ def _mla_ops(c: _Ctx, p: dict[str, Part], m: MLAConfig) -> list[tuple[str, Cost]
     return ops + _attention_core(c, 0, qk, m.v_head_dim, k_bytes, v_bytes, "activations")
 
 
-def _state_io(c: _Ctx, elements: float) -> float:
+def _state_io(c: OpContext, elements: float) -> float:
     """Bytes of reading and writing each sequence's recurrent state once per call (a decode step,
     a prefill chunk, a training sequence); fused kernels keep it on chip in between."""
     return 2.0 * c.w.batch * elements * dtype_bytes(_kv_dtype(c))
 
 
-def _state_kind(c: _Ctx) -> str:
+def _state_kind(c: OpContext) -> str:
     return "activations" if c.w.phase == "train" else "kv_cache"
 
 
-def _conv(c: _Ctx, channels: int, kernel: int) -> Cost:
+def _conv(c: OpContext, channels: int, kernel: int) -> Cost:
     """The causal depthwise conv (2 FLOPs a tap, then SiLU: 4) over ``channels``; it reads and writes
     each sequence's last kernel - 1 inputs per channel (its share of the constant state)."""
     state = _state_io(c, (kernel - 1) * channels)
     return c.vec(c.tokens * channels, conv_flops_per_element(kernel)) + explicit(0.0, state, kind=_state_kind(c))
 
 
-def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
+def _linear_ops(c: OpContext, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     """Gated DeltaNet: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the gated
     delta rule per token and value head over its dk x dv state S: decay S, read k^T S, write
     beta (v - k^T S) k^T, read q^T S: 7 dk dv FLOPs (Yang et al. 2024, eq. 10; computed in chunks
@@ -306,7 +301,7 @@ def _linear_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     ]
 
 
-def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
+def _ssm_ops(c: OpContext, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     """Mamba / Mamba-2: projections, the depthwise conv (2 FLOPs a tap, then SiLU), and the
     selective scan per token and channel over its d_state state: decay, input B x, output C h:
     6 d_state FLOPs (Gu & Dao 2023, section 3.3; Mamba-2's SSD computes it in chunks as matmuls,
@@ -333,7 +328,7 @@ def _ssm_ops(c: _Ctx, p: dict[str, Part]) -> list[tuple[str, Cost]]:
     return ops
 
 
-def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
+def _attention(c: OpContext, window: int, mixer: str = "global") -> CostTree:
     """The mixer block of one layer: attention (GQA or MLA), gated DeltaNet, a state-space layer, or
     attention and a state-space layer side by side ("hybrid"), each from its pre-norm to its residual add."""
     p = attention_parts(c.cfg, mixer)
@@ -349,11 +344,11 @@ def _attention(c: _Ctx, window: int, mixer: str = "global") -> CostTree:
     ops += [("o", c.proj(p["o"])), ("residual", _residual(c))]
     if "post_norm" in p:
         ops += [("post_norm", c.norm(c.cfg.d_model)), *c.unfused_norm("post_norm")]
-    return CostTree.node(mixer_block(mixer), (_leaf(n, cost, attention_block=True) for n, cost in ops))
+    return CostTree.node(mixer_block(mixer), (leaf(n, cost, attention_block=True) for n, cost in ops))
 
 
 def _ffn(
-    c: _Ctx, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float
+    c: OpContext, p: dict[str, Part], prefix: str, rows: tuple[str, ...], elems: float, touched: float
 ) -> list[tuple[str, Cost]]:
     """gate/up, activation, down of one (possibly expert) MLP over ``elems`` hidden elements."""
     names = [n for n in ("gate", "up") if prefix + n in p]
@@ -364,53 +359,53 @@ def _ffn(
     return [*ops, ("down", c.proj(p[prefix + "down"], rows, touched))]
 
 
-def _mlp(c: _Ctx, moe: bool) -> CostTree:
+def _mlp(c: OpContext, moe: bool) -> CostTree:
     cfg, p = c.cfg, mlp_parts(c.cfg, moe)
-    kids: list[CostTree] = [_leaf(n, x) for n, x in [("norm", c.norm(cfg.d_model)), *c.unfused_norm("norm")]]
+    kids: list[CostTree] = [leaf(n, x) for n, x in [("norm", c.norm(cfg.d_model)), *c.unfused_norm("norm")]]
     kids = kids if "norm" in p else []
     if moe and cfg.moe:
         e = cfg.moe
         assign = {**c.sizes, "A": int(c.tokens * e.top_k)}
         touched = e.touched(c.tokens)
-        cx = _Ctx(cfg, c.w, c.dt, assign, ("A",))
+        cx = OpContext(cfg, c.w, c.dt, assign, ("A",))
         kids += [
-            _leaf("router", c.proj(p["router"])),
-            _leaf("routing", c.vec(c.tokens * e.n_experts, ROUTING_FLOPS_PER_EXPERT)),
+            leaf("router", c.proj(p["router"])),
+            leaf("routing", c.vec(c.tokens * e.n_experts, ROUTING_FLOPS_PER_EXPERT)),
             CostTree.node(
                 "experts",
                 (
-                    _leaf(n, x, expert=True)
+                    leaf(n, x, expert=True)
                     for n, x in _ffn(cx, p, "experts/", ("A",), assign["A"] * e.d_ff_expert, touched)
                 ),
             ),
         ]
         if e.n_shared_experts:
             sh = {**c.sizes, "A": int(c.tokens * e.n_shared_experts)}
-            cs = _Ctx(cfg, c.w, c.dt, sh, ("A",))
+            cs = OpContext(cfg, c.w, c.dt, sh, ("A",))
             kids.append(
                 CostTree.node(
                     "shared",
                     (
-                        _leaf(n, x)
+                        leaf(n, x)
                         for n, x in _ffn(cs, p, "shared/", ("A",), sh["A"] * e.d_ff_shared, e.n_shared_experts)
                     ),
                 )
             )
             if "shared_gate" in p:  # sigmoid(x w) scales the shared experts' output
                 gate = c.proj(p["shared_gate"]) + c.vec(c.tokens * (1 + cfg.d_model), 4.0)
-                kids.append(_leaf("shared_gate", gate))
-        kids.append(_leaf("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
+                kids.append(leaf("shared_gate", gate))
+        kids.append(leaf("combine", c.vec(c.tokens * (e.top_k + e.n_shared_experts) * cfg.d_model, 2.0)))
     else:
-        kids += [_leaf(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
-    kids.append(_leaf("residual", _residual(c)))
+        kids += [leaf(n, x) for n, x in _ffn(c, p, "", c.rows, c.tokens * cfg.d_ff, 1.0)]
+    kids.append(leaf("residual", _residual(c)))
     if "post_norm" in p:
-        kids += [_leaf(n, x) for n, x in [("post_norm", c.norm(cfg.d_model)), *c.unfused_norm("post_norm")]]
+        kids += [leaf(n, x) for n, x in [("post_norm", c.norm(cfg.d_model)), *c.unfused_norm("post_norm")]]
     return CostTree.node("moe" if moe else "mlp", kids)
 
 
-def _ctx(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) -> _Ctx:
+def op_context(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes) -> OpContext:
     sizes = {**dim_sizes(cfg), "B": workload.batch, "T": workload.seq_len, "S": workload.kv_len}
-    return _Ctx(cfg, workload, dtypes, sizes, ("B", "T"))
+    return OpContext(cfg, workload, dtypes, sizes, ("B", "T"))
 
 
 def layer_costs(
@@ -426,81 +421,7 @@ def layer_costs(
     backward pass is 2 x these, and a remat policy re-runs the leaves whose ``OP_CATEGORY``
     is in its ``recompute`` set (model_costs builds both). Planners shard by dividing the
     workload (batch, seq_len) or by pricing the same leaves with sharded dims."""
-    c = _ctx(cfg, workload, dtypes or Dtypes())
+    c = op_context(cfg, workload, dtypes or Dtypes())
     g = group or layer_groups(cfg)[0]
     blocks = [_attention(c, g.window, g.mixer)] if g.mixer != "none" else []
     return CostTree.node("layer", blocks + ([_mlp(c, g.moe)] if g.mlp else []))
-
-
-def _renamed(tree: CostTree, name: str) -> CostTree:
-    return CostTree(name, tree.cost, tree.children)
-
-
-def forward_costs(cfg: TransformerConfig, workload: Workload, dtypes: Dtypes, name: str) -> CostTree:
-    """The forward pass of the whole model, a tree named ``name``: embedding, layers by group, final norm,
-    unembedding (and the loss when training)."""
-    c = _ctx(cfg, workload, dtypes)
-    w_bytes, a_bytes = dtype_bytes(dtypes.weights), dtype_bytes(dtypes.activations)
-    # the lookup reads one row of the table per token (weights) and writes it out (activations)
-    rows = c.tokens * cfg.d_model
-    lookup = explicit(0.0, rows * w_bytes, dtypes.weights, kind="weights")
-    kids = [_leaf("embedding", lookup + explicit(0.0, rows * a_bytes, dtypes.activations, kind="activations"))]
-    if cfg.positions == "learned":
-        kids.append(_leaf("positions", c.vec(c.tokens * cfg.d_model, 1.0, 2)))
-    groups = [_renamed(layer_costs(cfg, workload, dtypes, g).scaled(g.count), g.name) for g in layer_groups(cfg)]
-    kids += [CostTree.node("layers", groups), _leaf("final_norm", c.norm(cfg.d_model))]
-    head_rows = ("B", "T") if workload.phase == "train" else ("B",)  # inference needs only the last logits
-    kids.append(_leaf("unembedding", c.proj(Part("unembedding", ("D",), ("V",)), head_rows)))
-    if workload.phase == "train":
-        kids.append(_leaf("loss", c.vec(c.tokens * cfg.vocab_size, LOSS_FLOPS_PER_LOGIT)))
-        if workload.loss_fp32:  # the logits cast to fp32 before the loss (model/eager.loss_upcast_bytes)
-            upcast = c.tokens * cfg.vocab_size * loss_upcast_bytes(dtype_bytes(c.dt.activations))
-            kids.append(_leaf("loss_upcast", explicit(0.0, upcast, c.dt.activations, "vector", "activations")))
-    return CostTree.node(name, kids)
-
-
-def _select(tree: CostTree, categories: frozenset[str], matmuls: list[int] | None = None) -> CostTree:
-    """The leaves of ``tree`` whose tag's category is in ``categories`` (same structure); with ``matmuls`` (a
-    running count of the weight matmuls met, in forward order), also every second weight matmul."""
-    if not tree.children:
-        keep = tree.tag is not None and tree.tag.category in categories
-        if matmuls is not None and tree.tag is not None and tree.tag.category == "matmul":
-            matmuls[0] += 1
-            keep = keep or matmuls[0] % 2 == 0
-        return tree if keep else CostTree(tree.name, tag=tree.tag)
-    return CostTree.node(tree.name, [_select(ch, categories, matmuls) for ch in tree.children])
-
-
-def model_costs(
-    cfg: TransformerConfig, workload: Workload, dtypes: Dtypes | None = None, remat: str = "none"
-) -> CostTree:
-    """Every op of the model for ``workload`` (see the module docstring for the tree).
-    Train: ``forward``; ``backward`` = 2 x forward (the input- and weight-gradient matmuls,
-    Kaplan 2020 section 2.1); ``recompute`` = the forward ops of every layer that the remat
-    policy runs again (activations.REMAT_POLICIES: none, selective, selective-op, dots, full)."""
-    dtypes = dtypes or Dtypes()
-    if workload.phase != "train":
-        return forward_costs(cfg, workload, dtypes, "model")
-    policy = remat_policy(remat)
-    fwd = forward_costs(cfg, workload, dtypes, "forward")
-    layers = next(ch for ch in fwd.children if ch.name == "layers")
-    if policy.alternate_matmuls:  # the count restarts with each layer (each group's one layer)
-        layers = CostTree.node(layers.name, [_select(g, policy.recompute, [0]) for g in layers.children])
-    recompute = _renamed(layers if policy.alternate_matmuls else _select(layers, policy.recompute), "recompute")
-    return CostTree.node("model", [fwd, _renamed(fwd.scaled(2.0), "backward"), recompute])
-
-
-TRAIN_PHASES = ("forward", "backward", "recompute")
-
-
-def train_leaves(tree: CostTree) -> Iterator[tuple[int, str | None, CostTree]]:
-    """(phase, layer group, leaf) of every op of a train ``model_costs`` tree: phase indexes
-    TRAIN_PHASES; the group is the LayerGroup name of a layer's op, None outside the layers."""
-    for phase, branch in enumerate(tree.children):
-        # forward and backward: model/{embedding, layers/<group>/..., final_norm, ...}; recompute: <group>/...
-        for top in (branch,) if phase == 2 else branch.children:
-            if not top.children:
-                yield phase, None, top
-            for group in top.children:
-                for _, leaf in group.leaves():
-                    yield phase, group.name, leaf

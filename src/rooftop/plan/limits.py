@@ -51,19 +51,18 @@ through, D d_model; weights, gradients and activations in bf16 unless the job sa
   mixed-precision Adam) and the served weights (plan/serve/layout.weights_per_chip_bytes) over the
   usable HBM of a chip, rounded up. Activations, caches and buffers only add to these.
 
-Library code: values only (``JobLimits``, ``Limit``); report/limits.py writes the formulas out.
+Library code: values only (``JobLimits``, ``Limit``: plan/limit_values.py); report/limits.py writes the
+formulas out.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rooftop.cost.algorithms import Algorithm
-from rooftop.cost.collectives import Rate, collective_rate
 from rooftop.cost.efficiency import IDEAL, Efficiency
-from rooftop.cost.groups import Group, mesh_groups
 from rooftop.cost.roofline import flop_rate
 from rooftop.errors import InvalidConfigError, ShardingError
 from rooftop.hardware.chip import Chip
@@ -71,56 +70,13 @@ from rooftop.hardware.topology import Mesh, Topology, make_mesh
 from rooftop.model.config import TransformerConfig
 from rooftop.model.memory import TrainingPrecision, training_state_bytes
 from rooftop.model.params import params_total
+from rooftop.plan.limit_values import JobLimits, Limit, axes_rate, axis_set, axis_sets
 from rooftop.plan.serve.layout import ServingLayout, weights_per_chip_bytes
 from rooftop.plan.train.explain import CriticalTokens, dp_critical_tokens, fsdp_critical_tokens
 from rooftop.plan.train.layout import Parallelism, validate
 from rooftop.plan.train.step import TrainingSetup, layout_mesh
 from rooftop.reasons import Option, OptionError
 from rooftop.units import divisors
-
-
-@dataclass(frozen=True)
-class AxisSet:
-    """Physical dims of the topology that a data or model axis may span: their default mesh axes
-    (one per dim: X, Y, Z or dcn / fabric / nvlink), chips, link groups (cost/collectives.py) and the
-    all-gather bandwidth term per gathered byte (network efficiency applied)."""
-
-    name: str
-    axes: tuple[str, ...]
-    chips: int
-    groups: tuple[Group, ...]
-    gather_s_per_byte: float
-
-    @property
-    def gather_bytes_per_s(self) -> float:
-        """W: bandwidth per chip of an all-gather over the set, (N-1)/N x V / t(V). k wrapped ICI
-        rings give 2 x link x k (the book's bidirectional W_ici x n_axes), a switched level its
-        per-chip bandwidth."""
-        return (self.chips - 1) / self.chips / self.gather_s_per_byte
-
-
-@dataclass(frozen=True)
-class Limit:
-    """One threshold: ``value`` priced through the cost core, ``book_value`` the book's closed form
-    with the same figures (None where the book gives none), ``figures`` every number it used
-    (symbol -> value); ``job`` the job's own figure it is compared with and ``met`` whether the
-    job is on the good side (None without one)."""
-
-    name: str
-    rule: str
-    value: float
-    book_value: float | None
-    unit: str
-    axes: str = ""
-    figures: tuple[tuple[str, float], ...] = ()
-    job: float | None = None
-    met: bool | None = None
-
-    def figure(self, key: str) -> float:
-        for k, v in self.figures:
-            if k == key:
-                return v
-        raise KeyError(key)
 
 
 @dataclass(frozen=True)
@@ -151,68 +107,6 @@ def fsdp_tp_split(
     if disc >= 0:
         x_low, x_high = (tokens * f_active - math.sqrt(disc)) / (2 * a), (tokens * f_active + math.sqrt(disc)) / (2 * a)
     return Split(x_opt, ratio, x_low, x_high, 4 * a * alpha_y / f_active**2)
-
-
-@dataclass(frozen=True)
-class JobLimits:
-    """The thresholds of one job: ``setup`` holds the model, chip, topology, efficiency and
-    precision; ``flops_per_s`` is C (matrix peak x efficiency in the activation dtype);
-    ``f_active`` / ``f_weights`` the MLP widths a token runs through / a layer stores (F and F for a
-    dense model; (k + shared) F_e and (E + shared) F_e for an MoE layer)."""
-
-    setup: TrainingSetup
-    batch_tokens: int | None
-    seq_len: int | None
-    weight_dtype: str
-    flops_per_s: float
-    f_active: float
-    f_weights: float
-    axis_sets: tuple[AxisSet, ...]
-    limits: tuple[Limit, ...] = field(default=())
-    algorithm: Algorithm | None = None  # how the collectives run (cost/algorithms.py; None: hierarchical)
-
-    @property
-    def batch_sequences(self) -> int | None:
-        return None if self.batch_tokens is None else self.setup.global_batch
-
-    @property
-    def tokens_per_chip(self) -> float | None:
-        return None if self.batch_tokens is None else self.batch_tokens / self.setup.chips
-
-    def limit(self, name: str, axes: str = "") -> Limit:
-        """The limit called ``name`` (over ``axes`` for the per-axis ones)."""
-        for lim in self.limits:
-            if lim.name == name and lim.axes == axes:
-                return lim
-        raise KeyError(f"{name} over {axes!r}")
-
-
-def _rate(kind: str, mesh: Mesh, axes: tuple[str, ...], eff: Efficiency, algorithm: Algorithm | None = None) -> Rate:
-    """A ``kind`` collective over ``axes`` under ``algorithm`` in closed form (cost/collectives.Rate:
-    seconds per byte, latency); nothing moves when the axes have 1 chip."""
-    axes = tuple(a for a in axes if a in mesh.shape and mesh.shape[a] > 1)
-    if not axes:
-        return Rate(0.0, 0.0)
-    return collective_rate(kind, axes, mesh, network_efficiency=eff.network, algorithm=algorithm)
-
-
-def _per_byte(kind: str, mesh: Mesh, axes: tuple[str, ...], eff: Efficiency, algorithm: Algorithm | None) -> float:
-    """Bandwidth seconds per byte of a ``kind`` collective over ``axes`` (0 when they have 1 chip)."""
-    return _rate(kind, mesh, axes, eff, algorithm).per_byte_s
-
-
-def axis_set(mesh: Mesh, axes: tuple[str, ...], eff: Efficiency, algorithm: Algorithm | None = None) -> AxisSet:
-    """The AxisSet of ``axes`` of ``mesh`` (its all-gathers run by ``algorithm``, default hierarchical)."""
-    groups = mesh_groups(mesh, axes)
-    w = _per_byte("all-gather", mesh, axes, eff, algorithm)
-    return AxisSet("+".join(axes), axes, mesh.size(axes), groups, w)
-
-
-def axis_sets(mesh: Mesh, eff: Efficiency, algorithm: Algorithm | None = None) -> tuple[AxisSet, ...]:
-    """Each physical dim alone, then the innermost two, three, ... up to all of them together."""
-    names = [a.name for a in mesh.axes if a.size > 1]
-    picks = [(n,) for n in names] + [tuple(names[-k:]) for k in range(2, len(names) + 1)]
-    return tuple(axis_set(mesh, p, eff, algorithm) for p in picks)
 
 
 def mlp_widths(cfg: TransformerConfig) -> tuple[float, float]:
@@ -309,7 +203,7 @@ def _tp_on_topology(lim: JobLimits) -> Limit:
         mesh = _laid(setup, Parallelism(fsdp=n // y, tp=y), n)
         if mesh is not None:
             ag, rs = (
-                _rate(k, mesh, ("tp",), setup.efficiency, lim.algorithm) for k in ("all-gather", "reduce-scatter")
+                axes_rate(k, mesh, ("tp",), setup.efficiency, lim.algorithm) for k in ("all-gather", "reduce-scatter")
             )
             ratio = (ag.per_byte_s + rs.per_byte_s) * a * y * lim.flops_per_s / (4 * lim.f_active)
             if lim.batch_tokens is not None:
@@ -332,7 +226,7 @@ def _ep_on_topology(lim: JobLimits) -> Limit | None:
     for z in divisors(moe.n_experts)[1:]:
         mesh = _laid(setup, Parallelism(fsdp=n, ep=z), n) if n % z == 0 else None
         if mesh is not None:
-            a2a = _rate("all-to-all", mesh, ("ep",), setup.efficiency, lim.algorithm)
+            a2a = axes_rate("all-to-all", mesh, ("ep",), setup.efficiency, lim.algorithm)
             ratio = a2a.per_byte_s * a * lim.flops_per_s / (2 * moe.d_ff_expert)
             if lim.batch_tokens is not None:
                 routed = lim.batch_tokens / n * moe.top_k * d
@@ -411,9 +305,13 @@ def _best_split(lim: JobLimits, tokens: int) -> Limit | None:
         mesh = _laid(setup, Parallelism(fsdp=x, tp=y), sequences)
         if mesh is None:
             continue
-        t_fsdp = _rate("all-gather", mesh, ("fsdp",), eff, lim.algorithm).time_s(2 * d * lim.f_weights * w_bytes / y)
+        t_fsdp = axes_rate("all-gather", mesh, ("fsdp",), eff, lim.algorithm).time_s(
+            2 * d * lim.f_weights * w_bytes / y
+        )
         act = tokens * d * a_bytes / x
-        t_tp = sum(_rate(k, mesh, ("tp",), eff, lim.algorithm).time_s(act) for k in ("all-gather", "reduce-scatter"))
+        t_tp = sum(
+            axes_rate(k, mesh, ("tp",), eff, lim.algorithm).time_s(act) for k in ("all-gather", "reduce-scatter")
+        )
         found.append(((t_fsdp + t_tp) / t_math, y, t_fsdp, t_tp))
     if not found:
         return None

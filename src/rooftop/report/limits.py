@@ -15,7 +15,7 @@ from rooftop.units import format_bytes, format_duration, format_number, format_r
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rooftop.plan.limits import AxisSet, JobLimits, Limit
+    from rooftop.plan.limit_values import AxisSet, JobLimits, Limit
 
 BOOK = "How to Scale Your Model (Austin et al.)"
 

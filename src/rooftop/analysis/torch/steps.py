@@ -20,7 +20,8 @@ import numpy as np
 from rooftop.analysis.torch.engine_ops import op_family
 from rooftop.analysis.torch.families import SeqStats, seq_stats
 from rooftop.analysis.trace.events import EventTable, Trace
-from rooftop.analysis.trace.ops import Executions, Step, column_codes, floats, step_marks, steps_of
+from rooftop.analysis.trace.ops import Executions, column_codes, floats
+from rooftop.analysis.trace.steps import Step, step_marks, steps_of
 from rooftop.reasons import Note, Reason, ReasonCode
 
 #: an engine's step annotation: vLLM's (and profilers' that follow it) and SGLang's

@@ -32,18 +32,9 @@ from rooftop.analysis.trace.chrome_events import (
     EventMapper,
 )
 from rooftop.analysis.trace.classify import MEMCPY_NAMES, PROFILER_STEP, classify, line_role, step_number
-from rooftop.analysis.trace.events import (
-    _EMPTY,
-    _INT64,
-    _MAX_SHARED,
-    _OWN,
-    _PLAIN,
-    COLUMNS,
-    FLUSH_ROWS,
-    EventArgs,
-    correlation_key,
-)
+from rooftop.analysis.trace.events import _EMPTY, _INT64, COLUMNS, EventArgs, correlation_key
 from rooftop.analysis.trace.jsonstream import value_key
+from rooftop.analysis.trace.rows import _MAX_SHARED, _OWN, _PLAIN, FLUSH_ROWS
 
 _FAST_IDS: frozenset[Any] = frozenset({int, str})  # pids and tids mapped here (no NaN among them)
 _HOST = "/host:CPU"

@@ -23,16 +23,9 @@ from types import MappingProxyType
 from typing import Any
 
 from rooftop.analysis.trace.classify import PROFILER_STEP, classify, line_role, step_number
-from rooftop.analysis.trace.events import (
-    FLUSH_ROWS,
-    EventArgs,
-    MemorySample,
-    RowBuilder,
-    Trace,
-    correlation_key,
-    natural_key,
-)
+from rooftop.analysis.trace.events import EventArgs, MemorySample, Trace, correlation_key, natural_key
 from rooftop.analysis.trace.jsonstream import value_key
+from rooftop.analysis.trace.rows import FLUSH_ROWS, RowBuilder
 from rooftop.errors import shown
 
 _US_PER_S = 1e6  # trace-event timestamps are microseconds

@@ -9,7 +9,8 @@
   JAX, and PyTorch profiler (Kineto) JSON traces — streamed, never held as text
   (see :mod:`rooftop.analysis.trace.chrome_json`).
 
-Pure functions of a loaded Trace (op executions, per-op groups, steps) are in :mod:`rooftop.analysis.trace.ops`.
+Pure functions of a loaded Trace (op executions, per-op groups; steps) are in :mod:`rooftop.analysis.trace.ops`
+and :mod:`rooftop.analysis.trace.steps`.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.analysis.trace.classify import MODULE_NAME, classify, line_role
-from rooftop.analysis.trace.events import COLUMNS, EventTable, MemorySample, ProgressFn, RowBuilder, Trace, natural_key
+from rooftop.analysis.trace.events import COLUMNS, EventTable, MemorySample, ProgressFn, Trace, natural_key
 from rooftop.analysis.trace.files import read_regular
+from rooftop.analysis.trace.rows import RowBuilder
 from rooftop.analysis.trace.xspace import SKIPPED, CorruptError, PlaneReader, messages, parse, stat_pair
 from rooftop.errors import InvalidConfigError, ParseError, shown
 from rooftop.units import NS_PER_S, PS_PER_S

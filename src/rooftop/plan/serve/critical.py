@@ -13,7 +13,7 @@ from rooftop.hardware.chip import Chip
 from rooftop.model.config import TransformerConfig
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.phase import chip_cost
+from rooftop.plan.serve.per_chip import chip_cost
 
 
 @dataclass(frozen=True)

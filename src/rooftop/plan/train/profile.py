@@ -30,7 +30,7 @@ from rooftop.model.activations import (
 from rooftop.model.config import TransformerConfig
 from rooftop.model.layers import layer_groups
 from rooftop.model.params import ParamTree, param_tree
-from rooftop.model.transformer import model_costs, train_leaves
+from rooftop.model.passes import model_costs, train_leaves
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.plan.train.layout import Parallelism, stage_split
 from rooftop.sharding.tensor import kv_shards, share, share_columns

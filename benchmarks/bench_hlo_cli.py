@@ -57,13 +57,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 PEER = """
@@ -98,10 +100,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.file
         if path is None:
-            from bench_hlo_parse import generate
-
             path = Path(tmp) / "synthetic.hlo"
-            path.write_text(generate(int(args.mb * 1e6))[0])
+            make = "import sys; from pathlib import Path; from bench_hlo_parse import generate; "
+            make += "Path(sys.argv[1]).write_text(generate(int(float(sys.argv[2]) * 1e6))[0])"
+            # made in a child: a process started from this one reports this one's peak memory if it is higher
+            bench_env = {
+                **env,
+                "PYTHONPATH": os.pathsep.join([str(BENCH), env["PYTHONPATH"]]),
+            }
+            subprocess.run([sys.executable, "-c", make, str(path), str(args.mb)], env=bench_env, check=True)
         cases = {
             "XLA parse + HloCostAnalysis (jaxlib)": ["-c", PEER, str(path)],
             "rooftop hlo --chip h100 --json": ["-m", "rooftop.cli.main", "hlo", str(path), "--chip", "h100", "--json"],
@@ -118,6 +125,8 @@ def main() -> int:
     print(f"{'process':<40} {'CPU s':>7} {'MiB':>7} {'CPU ratio':>9} {'memory':>7}")
     for label, (cpu, mib) in med.items():
         print(f"{label:<40} {cpu:7.2f} {mib:7.0f} {cpu / peer_cpu:8.2f}x {mib / peer_mib:6.2f}x")
+    floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"(this process's own peak, a floor under each figure above: {floor:.0f} MiB)")
     return 0
 
 

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 PEER = """
@@ -75,24 +77,32 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.file
         if path is None:
-            from bench_trace_load import synthetic_xplane
-
             path = Path(tmp) / "synthetic.xplane.pb"
-            synthetic_xplane(path, args.events)
+            make = "import sys; from pathlib import Path; from bench_trace_load import synthetic_xplane as f; "
+            make += "f(Path(sys.argv[1]), int(sys.argv[2]))"
+            # made in a child: a process started from this one reports this one's peak memory if it is higher
+            bench_env = {
+                **env,
+                "PYTHONPATH": os.pathsep.join([str(BENCH), env["PYTHONPATH"]]),
+            }
+            subprocess.run([sys.executable, "-c", make, str(path), str(args.events)], env=bench_env, check=True)
         results: dict[str, list[tuple[float, float, float, int]]] = {"peer": [], "rooftop": []}
         for _ in range(args.runs):
             results["peer"].append(run(PEER, path, env))
             results["rooftop"].append(run(ROOFTOP, path, env))
+        size_mib = path.stat().st_size / 2**20  # read before the temporary file is removed
     med = {k: [statistics.median(r[i] for r in v) for i in range(3)] for k, v in results.items()}
     events = results["peer"][0][3]
-    print(
-        f"{path.name}: {path.stat().st_size / 2**20:.1f} MiB, {events:,} events, median of {args.runs} interleaved runs"
-    )
+    print(f"{path.name}: {size_mib:.1f} MiB, {events:,} events, median of {args.runs} interleaved runs")
     print(f"{'reader':<44} {'CPU s':>7} {'read s':>7} {'MiB':>7} {'speed':>7} {'memory':>7}")
     for label, key in (("jaxlib ProfileData.from_file + one pass", "peer"), ("rooftop load_trace", "rooftop")):
         cpu, read, mib = med[key]
         speed, memory = med["peer"][0] / cpu, mib / med["peer"][2]
         print(f"{label:<44} {cpu:7.2f} {read:7.2f} {mib:7.0f} {speed:6.2f}x {memory:6.2f}x")
+    floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"(this process's own peak, a floor under each figure above: {floor:.0f} MiB)")
+    for key, runs in results.items():
+        print(f"{key} runs (CPU s, MiB): " + ", ".join(f"{r[0]:.2f} {r[2]:.0f}" for r in runs))
     return 0
 
 

@@ -103,6 +103,17 @@ def worked_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     return out
 
 
+@pytest.fixture(scope="session")
+def calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``rooftop calibrate --quick --repeats 1 --out PATH --json`` on the 8 CPU devices, run once per session
+    (the calibrate tests and the JSON key check read it): PATH and the command's stdout."""
+    pytest.importorskip("jax")
+    path = tmp_path_factory.mktemp("cal") / "mychip.toml"
+    code, out, err = run_cli("calibrate", "--quick", "--repeats", "1", "--out", str(path), "--json")
+    assert code == 0, err
+    return path, out
+
+
 def run_cli(*argv: str) -> tuple[int, str, str]:
     """Run the rooftop CLI in-process; returns (exit code, stdout, stderr)."""
     import contextlib

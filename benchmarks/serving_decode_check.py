@@ -30,6 +30,7 @@ Usage: ``python benchmarks/serving_decode_check.py OUTDIR [--chip h100]``, then
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import shutil
@@ -54,6 +55,20 @@ def dims_of(model: str, quick: bool) -> dict[str, int]:
             "kv_heads": c.n_kv_heads, "head_dim": c.head_dim, "ff": c.d_ff}  # fmt: skip
 
 
+@functools.cache
+def random_weights() -> Any:
+    """A jitted ``(key, shape) -> bf16 weights``, normal with a standard deviation of 0.02: one program per
+    shape, made once for every batch's step. The keys are XLA's RngBitGenerator's ("rbg"): threefry's
+    rounds took seconds to lower and compile for each shape, longer than the tiny steps themselves."""
+    import jax
+    import jax.numpy as jnp
+
+    def weights(key: Any, shape: tuple[int, ...]) -> Any:
+        return (jax.random.normal(key, shape, jnp.float32) * 0.02).astype(jnp.bfloat16)
+
+    return jax.jit(weights, static_argnums=1)
+
+
 def decode_step(dims: dict[str, int], batch: int, cache_len: int) -> tuple[Any, tuple[Any, ...]]:
     """The jitted step and its arguments (params, caches, tokens, position)."""
     import jax
@@ -61,10 +76,10 @@ def decode_step(dims: dict[str, int], batch: int, cache_len: int) -> tuple[Any, 
 
     v, d, n, h, kh, hd, ff = (dims[k] for k in ("vocab", "d", "layers", "heads", "kv_heads", "head_dim", "ff"))
     g = h // kh
-    key = jax.random.PRNGKey(0)
+    key = jax.random.key(0, impl="rbg")
 
     def w(i: int, shape: tuple[int, ...]) -> Any:
-        return (jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32) * 0.02).astype(jnp.bfloat16)
+        return random_weights()(jax.random.fold_in(key, i), shape)
 
     layers = [{"wq": w(10 * i, (d, h * hd)), "wk": w(10 * i + 1, (d, kh * hd)), "wv": w(10 * i + 2, (d, kh * hd)),
                "wo": w(10 * i + 3, (h * hd, d)), "wg": w(10 * i + 4, (d, ff)), "wu": w(10 * i + 5, (d, ff)),

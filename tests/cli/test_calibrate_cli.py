@@ -14,10 +14,8 @@ pytest.importorskip("jax")
 
 
 @pytest.fixture(scope="module")
-def chip_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cal") / "mychip.toml"
-    code, out, err = run_cli("calibrate", "--quick", "--repeats", "1", "--out", str(path), "--json")
-    assert code == 0, err
+def chip_file(calibration: tuple[Path, str]) -> Path:
+    path, out = calibration
     d = json.loads(out)
     assert d["matrix_flops_per_s"]["fp32"] > 1e8  # any CPU does more than 0.1 GFLOP/s
     assert d["hbm_bytes_per_s"] > 1e8

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, worked_example
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -115,6 +115,11 @@ def test_every_readme_command_and_snippet_runs(tmp_path: Path, monkeypatch: pyte
     if len(jax.devices()) < 8:
         pytest.skip("the README's examples run on 8 devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
     monkeypatch.chdir(tmp_path)
+    # the snippets make the worked example twice (to write its HLO and profile, then for jaxlink.analyze):
+    # they get the session's one (tests/conftest.py), compiled once for every test that profiles it
+    import rooftop.workloads
+
+    monkeypatch.setattr(rooftop.workloads, "mock_transformer", worked_example)
     namespace: dict[str, object] = {"__name__": "__readme__"}
     outputs: dict[tuple[str, ...], str] = {}
     for n, (lang, text) in enumerate(blocks(), 1):

@@ -50,14 +50,20 @@ _USUAL_VALUE = st.integers(0, 3) | st.sampled_from(["dot.1", "m", "7", [[2, 2]],
 USUAL_ARGS = st.none() | st.fixed_dictionaries({}, optional=dict.fromkeys(ARG_KEYS, _USUAL_VALUE))
 
 
+#: a usual event's fields (made once, not per event drawn)
+USUAL_PID, USUAL_TID, USUAL_DUR = st.integers(0, 2), st.sampled_from([1, 2, "t"]), st.integers(0, 99)
+USUAL_TS = st.floats(0, 1e6) | st.integers(0, 10**6)
+USUAL_NAME, USUAL_CAT = st.sampled_from(USUAL_NAMES), st.sampled_from(USUAL_CATS)
+DELETED = st.lists(st.sampled_from(["ts", "dur", "name", "pid"]), max_size=1)
+
+
 @st.composite
 def complete(draw: st.DrawFn, usual: bool) -> dict[str, Any]:
     """A complete event: with ``usual``, of the types a profiler writes (few odd values), else anything."""
     if usual:
-        ev: dict[str, Any] = {"ph": "X", "pid": draw(st.integers(0, 2)), "tid": draw(st.sampled_from([1, 2, "t"])),
-                              "ts": draw(st.floats(0, 1e6) | st.integers(0, 10**6)), "dur": draw(st.integers(0, 99)),
-                              "name": draw(st.sampled_from(USUAL_NAMES))}  # fmt: skip
-        cat: Any = draw(st.sampled_from(USUAL_CATS))
+        ev: dict[str, Any] = {"ph": "X", "pid": draw(USUAL_PID), "tid": draw(USUAL_TID), "ts": draw(USUAL_TS),
+                              "dur": draw(USUAL_DUR), "name": draw(USUAL_NAME)}  # fmt: skip
+        cat: Any = draw(USUAL_CAT)
         args: Any = draw(USUAL_ARGS)
         if cat is not None:
             ev["cat"] = cat
@@ -66,7 +72,7 @@ def complete(draw: st.DrawFn, usual: bool) -> dict[str, Any]:
         return ev
     ev = {"ph": "X", "pid": draw(IDS), "tid": draw(IDS), "ts": draw(TIMES), "dur": draw(TIMES), "name": draw(NAMES)}
     cat = draw(CATS)
-    for key in draw(st.lists(st.sampled_from(["ts", "dur", "name", "pid"]), max_size=1)):
+    for key in draw(DELETED):
         del ev[key]
     if cat is not None:
         ev["cat"] = cat

@@ -123,24 +123,29 @@ def reference_overlap(lo: float, hi: float, merged: list[tuple[float, float]]) -
 TIMES = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 1e-6, 2.5e-6]) | st.floats(0, 10, allow_nan=False)
 
 
+#: an event's fields (made once: a strategy built inside the draw loop is built and validated per event)
+FIELDS = (
+    st.sampled_from(["/device:GPU:0", "/device:GPU:10", "/device:GPU:2"]),
+    st.sampled_from(["s1", "s2"]),
+    st.sampled_from(["k0", "k1", "k2", "a"]),
+    st.sampled_from([None, "m", "jit_f(3)"]),
+    st.sampled_from([None, None, "a", "b", "k0", ""]),  # the instruction; "k0": also a kernel's name
+    TIMES,
+    st.sampled_from([0.0, 0.25, 1.0]) | st.floats(0, 3, allow_nan=False),
+    st.sampled_from([None, 0, 1]),
+    st.sampled_from(["kernel", "kernel", "op", "other", "memcpy"]),
+)
+DEVICE, STREAM, NAME, MODULE, INSTRUCTION, START, DURATION, STEP, KIND = FIELDS
+
+
 @st.composite
 def tables(draw: st.DrawFn) -> EventTable:
     n = draw(st.integers(0, 40))
     rows = []
     for _ in range(n):
-        inst = draw(st.sampled_from([None, None, "a", "b", "k0", ""]))  # "k0": also a kernel's name
-        rows.append(OpEvent(
-            draw(st.sampled_from(["/device:GPU:0", "/device:GPU:10", "/device:GPU:2"])),
-            draw(st.sampled_from(["s1", "s2"])),
-            draw(st.sampled_from(["k0", "k1", "k2", "a"])),
-            draw(st.sampled_from([None, "m", "jit_f(3)"])),
-            inst,
-            draw(TIMES),
-            draw(st.sampled_from([0.0, 0.25, 1.0]) | st.floats(0, 3, allow_nan=False)),
-            draw(st.sampled_from([None, 0, 1])),
-            draw(st.sampled_from(["kernel", "kernel", "op", "other", "memcpy"])),
-            None,
-        ))  # fmt: skip
+        inst = draw(INSTRUCTION)
+        rows.append(OpEvent(draw(DEVICE), draw(STREAM), draw(NAME), draw(MODULE), inst, draw(START), draw(DURATION),
+                            draw(STEP), draw(KIND), None))  # fmt: skip
     return EventTable.from_events(rows)
 
 

@@ -284,7 +284,7 @@ class _Sim:
         elif self.rate is None or self.issued >= total:
             return
         if self.rate is not None and not self.arrivals and self.issued < total:
-            self.arrivals = [self.now + self._gap(rng)]
+            self.arrivals.append(self.now + self._gap(rng))  # the heap is empty: one entry, in place
         while self.arrivals and self.arrivals[0] <= self.now:
             at = heapq.heappop(self.arrivals)
             p, g = self.lengths.pop() if self.lengths else (self.t.prompt_len, self.t.gen_len)
@@ -391,10 +391,11 @@ class _Sim:
         rng = random.Random(seed)
         if self.clients is not None:
             self._seed_clients()
-        done, admit = self.done, self._admit
+        done, admit, arrivals = self.done, self._admit, self.arrivals
         step = self._chunked_step if self.t.scheduler == "chunked" else self._prefill_first_step
         while len(done) < total:
-            admit(rng, total)
+            if not arrivals or arrivals[0] <= self.now:  # most steps: nothing has arrived since the last one
+                admit(rng, total)
             step()
 
     def _seed_clients(self) -> None:

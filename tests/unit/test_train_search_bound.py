@@ -23,9 +23,17 @@ from rooftop.plan.train.bound import (
     step_lower_bounds,
     variant_bound_s,
 )
+from rooftop.plan.train.candidates import (
+    ROW_FIELDS,
+    candidate_layouts,
+    candidate_rows,
+    layout_template,
+    row_layout,
+    row_table,
+)
 from rooftop.plan.train.layout import stage_split, validate
 from rooftop.plan.train.netbound import network_floor
-from rooftop.plan.train.search import ROW_FIELDS, _Context, _first_fit, _layouts, _par, _rows, _table, _template, search
+from rooftop.plan.train.search import _Context, _first_fit, search
 from rooftop.plan.train.step import StepResult, TrainingSetup, evaluate, layout_mesh
 
 
@@ -37,7 +45,7 @@ def _setup(model: str, chip_name: str, topo: str, batch: int, seq: int) -> Train
 def _straightforward(setup: TrainingSetup, fix: dict[str, object], top: int) -> list[StepResult]:
     ctx = _Context(setup, fix)
     fitting = []
-    for base in _layouts(setup, fix):
+    for base in candidate_layouts(setup, fix):
         try:
             validate(base, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
             pricer = setup.pricer(layout_mesh(setup.topology, base))
@@ -116,11 +124,12 @@ def test_the_mesh_floor_is_below_every_priced_step(model: str, chip: str, topo: 
     result = search(setup, {}, top=10_000)
     ctx = _Context(setup, {})
     prof = ctx.profile(ctx.first_remat)
-    table = _table(list(_rows(setup, {})))
+    table = row_table(list(candidate_rows(setup, {})))
     mesh_of, fewest, holds = least_held_layers(table, prof)
     where = {tuple(row): mesh_of[i] for i, row in enumerate(table.tolist())}
     assert [
-        stage_split(prof.n_layers, _par(tuple(row), _template({})), prof.head_layers).held for row in table.tolist()
+        stage_split(prof.n_layers, row_layout(tuple(row), layout_template({})), prof.head_layers).held
+        for row in table.tolist()
     ] == holds.tolist()
     rows = np.array([[getattr(r.parallelism, f) for f in ROW_FIELDS] for r in result.ranked], dtype=np.int64)
     profiles = [ctx.profile(r) for r in ("none", "selective", "dots", "full")]
@@ -256,13 +265,13 @@ def test_the_network_floor_is_below_each_layouts_priced_bounds(
     setup = replace(base, framework=stack, efficiency=replace(base.efficiency, ep_overlap=0.0))
     ctx = _Context(setup, {})
     prof = ctx.profile(ctx.first_remat)
-    table = _table(list(_rows(setup, {})))
+    table = row_table(list(candidate_rows(setup, {})))
     _, per_layer = step_lower_bounds(table, setup.global_batch, [ctx.profile(r) for r in ("none", "full")])
     held = least_held_layers(table, prof)[2]
     floor = network_floor(table, setup, prof, per_layer, held)
-    template, checked = _template({}), 0
+    template, checked = layout_template({}), 0
     for i, row in enumerate(table.tolist()):
-        par = _par(tuple(row), template)
+        par = row_layout(tuple(row), template)
         try:
             validate(par, setup.cfg, setup.chips, setup.global_batch, setup.seq_len)
             pricer = setup.pricer(layout_mesh(setup.topology, par))
@@ -296,12 +305,12 @@ def test_scale_out_ways_are_the_meshes(model: str, chip_name: str, topo: str, ba
     from rooftop.plan.train.netbound import MESH_ORDER, scale_out_ways
 
     setup = _setup(model, chip_name, topo, batch, 4096)
-    table = _table(list(_rows(setup, {})))
+    table = row_table(list(candidate_rows(setup, {})))
     ways = scale_out_ways(table, setup.topology)
-    template, laid = _template({}), 0
+    template, laid = layout_template({}), 0
     for row, got in zip(table.tolist(), ways.tolist(), strict=True):
         try:
-            mesh = layout_mesh(setup.topology, _par(tuple(row), template))
+            mesh = layout_mesh(setup.topology, row_layout(tuple(row), template))
         except ShardingError:
             continue
         want = [domains_spanned(mesh.axis(a)) if a in mesh.shape else 1 for a in MESH_ORDER]

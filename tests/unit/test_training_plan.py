@@ -108,7 +108,7 @@ def test_any_microbatch_count_the_rules_allow_is_honoured() -> None:
 
 
 def test_the_search_tries_counts_that_divide_the_batch() -> None:
-    from rooftop.plan.train.search import interleave_options, microbatch_options
+    from rooftop.plan.train.candidates import interleave_options, microbatch_options
 
     assert microbatch_options(280, 35) == [35, 40, 56, 64, 70, 128, 140, 256, 280]  # divisors, powers of 2, pp
     assert microbatch_options(24, 1) == [1, 2, 3, 4, 6, 8, 12, 16, 24]
@@ -214,7 +214,7 @@ def test_a_balanced_split_is_never_slower_than_the_even_one(layers: int, pp: int
 def test_the_planner_balances_llama3_and_interleaves_it_8_ways() -> None:
     """With the embedding and head counted as a layer each, 126 layers fill 16 x 8 chunks of one (the
     search tries v = 8 only then); a balanced split that cannot interleave evenly is refused by name."""
-    from rooftop.plan.train.search import interleave_options
+    from rooftop.plan.train.candidates import interleave_options
 
     assert 8 in interleave_options(126, 16, balance=True) and 8 not in interleave_options(126, 16)
     setup = TrainingSetup(get_model("llama-3.1-405b"), H100, parse_topology(H100, "2048x8"), 2048, 8192,

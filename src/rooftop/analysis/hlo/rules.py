@@ -1,6 +1,6 @@
 """The per-instruction counting rules of HLO analysis: opcode tables, the operands each rule reads, and the
 FLOPs of dots, convolutions and fused attention read from an instruction's shapes and attributes through
-cost/op.py. :mod:`rooftop.analysis.hlo.count` applies them to a module; its docstring states the rules."""
+cost/op.py. :mod:`rooftop.analysis.hlo.pricing` applies them to an instruction; its docstring states the rules."""
 
 from __future__ import annotations
 

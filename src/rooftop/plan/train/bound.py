@@ -98,7 +98,7 @@ def step_lower_bounds(
     rows: np.ndarray, global_batch: int, profiles: Sequence[ModelProfile], optimizer_s_per_param: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """The bound (module docstring) of each candidate row (columns dp, fsdp, tp, pp, ep, cp, microbatches,
-    virtual_stages, pipeline_balance: search.ROW_FIELDS), in seconds; and the layers the pacing stage runs per
+    virtual_stages, pipeline_balance: candidates.ROW_FIELDS), in seconds; and the layers the pacing stage runs per
     step at the least, (m + (pp - 1) / v) x its layers (the lesser of the two stages, the least over the
     profiles): what a per-layer time that is never hidden adds to the bound at the least."""
     dp, fsdp, tp, pp, ep, cp, m, v, balanced = (rows[:, i] for i in range(9))

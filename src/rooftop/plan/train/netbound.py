@@ -118,7 +118,7 @@ def network_floor(
     fsdp_reshard: bool = True,
     meshes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Seconds of communication each candidate row (search.ROW_FIELDS) adds to its step at the least, whatever
+    """Seconds of communication each candidate row (candidates.ROW_FIELDS) adds to its step at the least, whatever
     the algorithm (module docstring): ``per_layer`` x the per-layer terms (the layers its pacing stage runs per
     step at the least: bound.step_lower_bounds) plus the pipeline's sends and the data-parallel reduction of a
     stage of ``held`` layers (the row's fullest stage: bound.least_held_layers); ``fsdp_reshard``: the search's

@@ -46,7 +46,7 @@ MARGIN = 1e-9
 
 @dataclass
 class Pruning:
-    """The bounds of a search's candidate rows (search.ROW_FIELDS) and the floors of their meshes found so far;
+    """The bounds of a search's candidate rows (candidates.ROW_FIELDS) and the floors of their meshes found so far;
     ``kth``: the ``top`` fastest fitting steps found, as the search keeps them (a max-heap of negated steps)."""
 
     setup: TrainingSetup

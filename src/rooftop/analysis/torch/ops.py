@@ -16,7 +16,7 @@ positions, as in ATen's native_functions.yaml):
   ``convolution_backward``: the forward cost per gradient in ``output_mask`` (grad input and grad
   weight are each a convolution of the same FLOPs and bytes), plus the bias-gradient reduction;
 - fused attention (SDPA, flash, memory-efficient, cuDNN, forward and backward): 2 B H pairs (D_qk + D_v)
-  FLOPs forward, 2.5x backward (the convention of analysis/hlo/count.py for fused attention
+  FLOPs forward, 2.5x backward (the convention of analysis/hlo/pricing.py for fused attention
   custom-calls; PyTorch's FlopCounterMode counts the same 2 and 5 matmuls), pairs = Sq x Sk, or
   cost/op.py ``attended_pairs`` when ``is_causal`` is known true; bytes = the tensors read + the output
   (forward) or dQ, dK, dV (backward) written: the scores never reach HBM;
@@ -28,7 +28,7 @@ positions, as in ATen's native_functions.yaml):
 - gathers and their gradients (embedding, index_select, gather, nll_loss): :mod:`rooftop.analysis.torch.gathers`.
 
 Any other op: no Cost, and the reason names it. int64 tensors are counted as int32 (rooftop has no
-64-bit integer type), as analysis/hlo/count.py does.
+64-bit integer type), as rooftop/dtypes.py's one table does for HLO's s64.
 
 :func:`nccl_comm` turns an NCCL kernel's args (``Collective name``, ``In msg nelems``, ``Out msg
 nelems``, ``dtype``, ``Group size``; PyTorch >= 2.3) into a cost/cost.py ``Comm``: all-reduce and

@@ -342,6 +342,16 @@ class ReasonCode(Enum):
     #: a list of shapes given for a tensor (no figures)
     DIMS_SHAPES_FOR_TENSOR = "dims-shapes-for-tensor"
 
+    # --- a collective in words: an op's (OpReport.collective) and a profile's sharding lines ---
+    #: how a collective's device groups sit on the mesh (figures: kind, axes: None for irregular groups;
+    #: group_size, num_groups, strides, pairs: a permute's; groups: the first 8 irregular ones, count: of all)
+    COLLECTIVE_GROUPS = "collective-groups"
+    #: a collective on irregular groups, not timed (figures: those of COLLECTIVE_GROUPS)
+    COLLECTIVE_NOT_TIMED = "collective-not-timed"
+    #: a PyTorch collective over a group of ranks (figures: kind, bytes, ranks, topology; world: the group is
+    #: the trace's world)
+    COLLECTIVE_OVER_RANKS = "collective-over-ranks"
+
 
 @dataclass(frozen=True)
 class Reason:

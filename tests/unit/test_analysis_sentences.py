@@ -23,6 +23,7 @@ SAY_NOTHING = (
     "analysis/hlo/chains.py",
     "analysis/hlo/inplace.py",
     "analysis/hlo/liveness.py",
+    "analysis/hlo/mesh.py",
     "analysis/torch/attention_ops.py",
     "analysis/torch/custom.py",
     "analysis/torch/engine_ops.py",

@@ -10,7 +10,7 @@ from typing import Any
 
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
-from rooftop.units import format_percent
+from rooftop.units import format_bytes, format_percent
 
 
 def flag(option: Option) -> str:
@@ -421,6 +421,30 @@ _SENTENCES.update({
 })  # fmt: skip
 
 
+def _groups(r: Reason) -> str:
+    """ "all-reduce over model (groups of 2, stride 1)" or "all-gather: irregular groups {0,3},{1,2}"."""
+    f = _figures(r)
+    kind, axes, strides = f["kind"], f["axes"], f["strides"]
+    if axes is None:
+        shown = ",".join("{" + ",".join(map(str, g)) + "}" for g in f["groups"])
+        more = f",... ({f['count']} groups)" if f["count"] > 8 else ""
+        return f"{kind}: irregular {'pairs' if f['pairs'] else 'groups'} {shown}{more}"
+    what = f"{f['num_groups']} pairs" if f["pairs"] else f"groups of {f['group_size']}"
+    if not axes:
+        return f"{kind} over no axis ({what}): nothing moves"
+    stride = ",".join(map(str, strides))
+    return f"{kind} over {','.join(axes)} ({what}, stride{'s' if len(strides) > 1 else ''} {stride})"
+
+
+# a collective in words (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.COLLECTIVE_GROUPS: _groups,
+    ReasonCode.COLLECTIVE_NOT_TIMED: lambda r: _groups(r) + ": not timed",
+    ReasonCode.COLLECTIVE_OVER_RANKS: lambda r: f"{r.figure('kind')} of {format_bytes(r.figure('bytes'))} over "  # type: ignore[arg-type]
+    f"{r.figure('ranks')} ranks ({r.figure('topology')})" + (", the trace's world" if r.figure("world") else ""),
+})  # fmt: skip
+
+
 def sentence(reason: Reason) -> str:
     """The sentence a report prints for ``reason``."""
     return _SENTENCES[reason.code](reason)
@@ -433,6 +457,25 @@ def note_text(note: Note) -> str:
 
 def note_texts(notes: Iterable[Note]) -> list[str]:
     return [note_text(n) for n in notes]
+
+
+def collective_text(collective: Iterable[Note] | None) -> str | None:
+    """An op's collective (``OpReport.collective``) in words: its parts' sentences joined by "; "."""
+    return None if collective is None else "; ".join(note_text(c) for c in collective)
+
+
+def sharding_texts(sharding: Iterable[Note]) -> list[str]:
+    """A profile's sharding lines: each module's mesh, then its distinct collectives in order of their words."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for note in sharding:
+        if isinstance(note, Reason) and note.code is ReasonCode.SHARDING_MESH:
+            lines += sorted(seen)
+            seen = set()
+            lines.append(sentence(note))
+        else:
+            seen.add(note_text(note))
+    return lines + sorted(seen)
 
 
 def why_text(parts: Iterable[Note]) -> str:

@@ -47,7 +47,6 @@ from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.reasons import Note, Reason, ReasonCode
-from rooftop.units import format_bytes
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 
@@ -101,8 +100,9 @@ class _Nccl:
         except InvalidConfigError as exc:
             return op.label(), Priced(None, unknown=f"{op.name}: {exc}")
         est = roofline(Cost(comms=(comm,)), self.chip, mesh)
-        words = f"{kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec}), the trace's world"
-        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+        words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", kind), ("ranks", size),
+                       ("topology", mesh.topology.spec), ("world", True)))  # fmt: skip
+        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=(words,))
 
     def key(self, args: Any) -> tuple[Any, ...]:
         size = args.get("Group size", self.world)
@@ -122,9 +122,10 @@ class _Nccl:
         if comm is None:
             return name, coll, Priced(None, unknown=why)
         est = roofline(Cost(comms=(comm,)), self.chip, mesh)
-        words = f"{comm.kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec})"
+        words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", comm.kind),
+                       ("ranks", size), ("topology", mesh.topology.spec), ("world", False)))  # fmt: skip
         opcode = "collective-permute" if comm.kind == "permute" else comm.kind
-        return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+        return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=(words,))
 
 
 _NO_GROUP_SIZE = Reason(ReasonCode.NCCL_NO_GROUP_SIZE)

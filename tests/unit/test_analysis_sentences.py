@@ -87,3 +87,26 @@ def test_the_scan_finds_sentences_and_leaves_docstrings_raises_and_names_alone()
 def test_the_modules_that_say_why_write_no_sentence() -> None:
     found = {rel: said for rel in SAY_NOTHING if (said := sentences((SRC / rel).read_text()))}
     assert found == {}, "return a Reason (rooftop.reasons) and write its sentence in report/reasons.py"
+
+
+def unsorted_figures(source: str) -> list[list[str]]:
+    """The figure names of each ``Reason(code, (("name", value), ...))`` built directly in ``source`` that are
+    not in sorted order (``Reason.of`` sorts them; a Reason built without it must match, or equal notes
+    would compare unequal)."""
+    found: list[list[str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Reason":
+            figures = node.args[1] if len(node.args) > 1 else None
+            if isinstance(figures, ast.Tuple):
+                names = [str(e.elts[0].value) for e in figures.elts if isinstance(e, ast.Tuple)
+                         and isinstance(e.elts[0], ast.Constant)]  # fmt: skip
+                if names != sorted(names):
+                    found.append(names)
+    return found
+
+
+def test_the_reasons_built_directly_list_their_figures_sorted() -> None:
+    assert unsorted_figures('Reason(C.X, (("b", 1), ("a", 2)))\nReason(C.Y, (("a", 1), ("b", 2)))') == [["b", "a"]]
+    rels = (*SAY_NOTHING, "analysis/torch/kineto.py")
+    found = {rel: bad for rel in rels if (bad := unsorted_figures((SRC / rel).read_text()))}
+    assert found == {}

@@ -352,6 +352,16 @@ class ReasonCode(Enum):
     #: the trace's world)
     COLLECTIVE_OVER_RANKS = "collective-over-ranks"
 
+    # --- a PyTorch op whose rule raised: the error's text kept as a figure ---
+    #: an engine op's rule refused its arguments (figures: op, family, error)
+    TORCH_RULE_ERROR = "torch-rule-error"
+    #: an aten op's rule refused its arguments (figures: op, args: its shapes and dtypes as labelled, error)
+    TORCH_ARGS_ERROR = "torch-args-error"
+    #: a collective op whose tensor cannot be read (figures: op, error)
+    TORCH_COLLECTIVE_ERROR = "torch-collective-error"
+    #: no topology of an NCCL group's size on the chip (figures: ranks, chip, error)
+    NCCL_NO_TOPOLOGY = "nccl-no-topology"
+
 
 @dataclass(frozen=True)
 class Reason:

@@ -445,6 +445,15 @@ _SENTENCES.update({
 })  # fmt: skip
 
 
+# a PyTorch op whose rule raised (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.TORCH_RULE_ERROR: lambda r: "{op} ({family}): {error}".format(**_figures(r)),
+    ReasonCode.TORCH_ARGS_ERROR: lambda r: "{op} {args}: {error}".format(**_figures(r)),
+    ReasonCode.TORCH_COLLECTIVE_ERROR: lambda r: "{op}: {error}".format(**_figures(r)),
+    ReasonCode.NCCL_NO_TOPOLOGY: lambda r: "no topology of {ranks} {chip}: {error}".format(**_figures(r)),
+})  # fmt: skip
+
+
 def sentence(reason: Reason) -> str:
     """The sentence a report prints for ``reason``."""
     return _SENTENCES[reason.code](reason)

@@ -68,11 +68,11 @@ class _Nccl:
         self.chip, self.topology = chip, topology
         info = trace.metadata.get("distributedInfo") or {}
         self.world = info.get("world_size") if isinstance(info, dict) else None
-        self.meshes: dict[int, Mesh | str] = {}
+        self.meshes: dict[int, Mesh | Reason] = {}
         self.notes: list[Note] = []
         self.continued = 0  # kernels without a launch that took their call from their stream's launched ones
 
-    def mesh(self, n: int) -> Mesh | str:
+    def mesh(self, n: int) -> Mesh | Reason:
         if n not in self.meshes:
             try:
                 topo = parse_topology(self.chip, self.topology) if self.topology else None
@@ -82,7 +82,8 @@ class _Nccl:
                                                 chip=self.chip.name))  # fmt: skip
                 self.meshes[n] = make_mesh(topo)
             except (InvalidConfigError, ShardingError) as exc:
-                self.meshes[n] = f"no topology of {n} {self.chip.name}: {exc}"
+                figures = (("chip", self.chip.name), ("error", str(exc)), ("ranks", n))
+                self.meshes[n] = Reason(ReasonCode.NCCL_NO_TOPOLOGY, figures)
         return self.meshes[n]
 
     def op(self, op: TorchOp) -> tuple[str, Priced]:
@@ -92,13 +93,14 @@ class _Nccl:
         if size.__class__ is not int or size < 1:
             return op.label(), Priced(None, unknown=Reason.of(ReasonCode.COLLECTIVE_NO_WORLD, op=op.name, kind=kind))
         mesh = self.mesh(size)
-        if isinstance(mesh, str):
+        if isinstance(mesh, Reason):
             return op.label(), Priced(None, unknown=mesh)
         axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
         try:
             comm = dataclasses.replace(_collective(op, kind, size), axes=axes)
         except InvalidConfigError as exc:
-            return op.label(), Priced(None, unknown=f"{op.name}: {exc}")
+            why = Reason(ReasonCode.TORCH_COLLECTIVE_ERROR, (("error", str(exc)), ("op", op.name)))
+            return op.label(), Priced(None, unknown=why)
         est = roofline(Cost(comms=(comm,)), self.chip, mesh)
         words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", kind), ("ranks", size),
                        ("topology", mesh.topology.spec), ("world", True)))  # fmt: skip
@@ -115,7 +117,7 @@ class _Nccl:
         if size.__class__ is not int or size < 1:
             return name, None, Priced(None, unknown=_NO_GROUP_SIZE)
         mesh = self.mesh(size)
-        if isinstance(mesh, str):
+        if isinstance(mesh, Reason):
             return name, None, Priced(None, unknown=mesh)
         axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
         comm, why = nccl_comm(args, axes)

@@ -329,7 +329,8 @@ def op_cost(op: TorchOp, stats: SeqStats | None = None) -> Price:
     try:
         return rule(op)
     except (InvalidConfigError, IndexError, ValueError) as exc:
-        return Price(None, f"{op.name} {op.label()[len(op.name) + 1 :]}: {exc}")
+        figures = (("args", op.label()[len(op.name) + 1 :]), ("error", str(exc)), ("op", op.name))
+        return Price(None, Reason(ReasonCode.TORCH_ARGS_ERROR, figures))
 
 
 def nccl_comm(args: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[Comm | None, Note]:

@@ -319,4 +319,5 @@ def scan_price(op: TorchOp, entry: ScanOp, stats: SeqStats | None = None) -> Pri
             return Price(None, Reason(entry.spec.why, (("op", op.name),)))
         return gated_deltanet(op, entry.spec, stats)
     except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
-        return Price(None, f"{op.name} ({scan_family(entry)}): {exc}")
+        figures = (("error", str(exc)), ("family", scan_family(entry)), ("op", op.name))
+        return Price(None, Reason(ReasonCode.TORCH_RULE_ERROR, figures))

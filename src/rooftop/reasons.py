@@ -398,6 +398,91 @@ class ReasonCode(Enum):
     #: a Pallas kernel's block mask read from a constant (figures: mask, dtype, dims, live, blocks)
     BLOCK_MASK = "block-mask"
 
+    # --- what an engine op's schema rule priced, or why not (analysis/torch attention_ops, quant_ops, scan_ops,
+    # gathers: Price.what); shapes are tuples of sizes, window 0 when the op has none ---
+    #: attention over dense [B, S, H, D] q/k/v (figures: backward, b, sq, sk, h, dqk, dv, causal, window)
+    TORCH_DENSE_ATTENTION = "torch-dense-attention"
+    #: attention over packed or paged keys (figures: backward, keys: a Reason saying how the keys are known;
+    #: pairs, heads, dqk, dv, kv_heads, causal)
+    TORCH_PACKED_ATTENTION = "torch-packed-attention"
+    #: the keys and pairs of an attention call from the step's annotation (figures: requests, sq, sk, window)
+    TORCH_KEYS_ANNOTATED = "torch-keys-annotated"
+    #: packed keys, lengths taken as equal (figures: sequences, keys, window)
+    TORCH_KEYS_PACKED = "torch-keys-packed"
+    #: keys through the pages a call uses, lengths taken as equal (figures: sequences, keys, pages, page, window)
+    TORCH_KEYS_PAGED = "torch-keys-paged"
+    #: attention whose number of sequences no argument's shape gives (figures: op, shape, of the queries)
+    TORCH_ATTENTION_NO_SEQUENCES = "torch-attention-no-sequences"
+    #: attention whose keys' lengths are values in a tensor, with no step annotation (figures: op, shape)
+    TORCH_ATTENTION_KEYS_IN_VALUES = "torch-attention-keys-in-values"
+    #: a quantized, packed or grouped GEMM (figures: grouped, m, n, k, experts, reached: experts' weights read;
+    #: fp4, dtype and weight: the weight's dtype and shape)
+    TORCH_QUANT_GEMM = "torch-quant-gemm"
+    #: a fused MoE whose top-k or activations are not recorded (figures: op)
+    TORCH_MOE_NOT_RECORDED = "torch-moe-not-recorded"
+    #: a causal depthwise conv1d (figures: update, tokens, channels, taps, silu, sequences)
+    TORCH_CONV1D = "torch-conv1d"
+    #: a causal conv1d's backward (figures: tokens, channels, taps)
+    TORCH_CONV1D_BACKWARD = "torch-conv1d-backward"
+    #: a selective scan (figures: tokens, channels, states, flops: per state element and token; sequences)
+    TORCH_SELECTIVE_SCAN = "torch-selective-scan"
+    #: a gated DeltaNet core (figures: tokens, key_heads, value_heads, dv, taps, channels, flops: per d_k d_v, a
+    #: head and token; annotated, and when so run, sequences, chunked, chunk)
+    TORCH_GATED_DELTANET = "torch-gated-deltanet"
+    #: a decayed linear-attention decode step (figures: b, h, steps, d, e, flops: per D E)
+    TORCH_LIGHTNING_DECODE = "torch-lightning-decode"
+    #: a Mamba-2 mixer whose args do not separate its state size (figures: op)
+    TORCH_MAMBA2_MIXER_OPAQUE = "torch-mamba2-mixer-opaque"
+    #: a gated DeltaNet layer whose args hold the hidden states, not the heads (figures: op)
+    TORCH_DELTANET_LAYER_OPAQUE = "torch-deltanet-layer-opaque"
+    #: an index_select (figures: shape, of the picked elements)
+    TORCH_INDEX_SELECT = "torch-index-select"
+    #: an embedding lookup (figures: shape, of the rows picked)
+    TORCH_EMBEDDING = "torch-embedding"
+    #: a gather (figures: shape, of the index)
+    TORCH_GATHER = "torch-gather"
+    #: an embedding's dense gradient (figures: out, the gradient written; grad, accumulated into it)
+    TORCH_EMBEDDING_BACKWARD = "torch-embedding-backward"
+    #: a negative log-likelihood, one logit a row (figures: logits)
+    TORCH_NLL_LOSS = "torch-nll-loss"
+    #: a negative log-likelihood's gradient (figures: logits)
+    TORCH_NLL_LOSS_BACKWARD = "torch-nll-loss-backward"
+
+    # --- why a PyTorch op's recorded arguments cannot be read (TorchOp.problem) ---
+    #: an Input Dims entry that cannot be read (figures: op, argument, dims: the entry as shown; why: a Reason,
+    #: one of the DIMS_ codes below)
+    TORCH_INPUT_DIMS = "torch-input-dims"
+    #: sizes that are not integers in [0, 2**63 - 1] (no figures)
+    DIMS_NOT_COUNTS = "dims-not-counts"
+    #: sizes whose product passes 2**63 - 1 elements (no figures)
+    DIMS_TOO_MANY_ELEMENTS = "dims-too-many-elements"
+    #: a TensorList given one shape, not a list of shapes (no figures)
+    DIMS_LIST_NOT_SHAPES = "dims-list-not-shapes"
+    #: sizes and lists of sizes mixed in one entry (no figures)
+    DIMS_MIXED = "dims-mixed"
+    #: a list of shapes given for a tensor (no figures)
+    DIMS_SHAPES_FOR_TENSOR = "dims-shapes-for-tensor"
+
+    # --- a collective in words: an op's (OpReport.collective) and a profile's sharding lines ---
+    #: how a collective's device groups sit on the mesh (figures: kind, axes: None for irregular groups;
+    #: group_size, num_groups, strides, pairs: a permute's; groups: the first 8 irregular ones, count: of all)
+    COLLECTIVE_GROUPS = "collective-groups"
+    #: a collective on irregular groups, not timed (figures: those of COLLECTIVE_GROUPS)
+    COLLECTIVE_NOT_TIMED = "collective-not-timed"
+    #: a PyTorch collective over a group of ranks (figures: kind, bytes, ranks, topology; world: the group is
+    #: the trace's world)
+    COLLECTIVE_OVER_RANKS = "collective-over-ranks"
+
+    # --- a PyTorch op whose rule raised: the error's text kept as a figure ---
+    #: an engine op's rule refused its arguments (figures: op, family, error)
+    TORCH_RULE_ERROR = "torch-rule-error"
+    #: an aten op's rule refused its arguments (figures: op, args: its shapes and dtypes as labelled, error)
+    TORCH_ARGS_ERROR = "torch-args-error"
+    #: a collective op whose tensor cannot be read (figures: op, error)
+    TORCH_COLLECTIVE_ERROR = "torch-collective-error"
+    #: no topology of an NCCL group's size on the chip (figures: ranks, chip, error)
+    NCCL_NO_TOPOLOGY = "nccl-no-topology"
+
 
 @dataclass(frozen=True)
 class Reason:

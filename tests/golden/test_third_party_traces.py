@@ -24,7 +24,7 @@ from rooftop.analysis.trace.ops import group_ops
 from rooftop.analysis.trace.steps import detect_steps
 from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.reasons import Reason, ReasonCode
-from rooftop.report.reasons import note_texts, why_text
+from rooftop.report.reasons import collective_text, note_texts, why_text
 
 
 def _same_program(ours: str | None, derived: str) -> bool:
@@ -191,7 +191,8 @@ def test_v6e_psum_groups_come_from_the_event_text(v6e) -> None:
     """Was: the re-printed HloProto has replica_groups={}, and rooftop said nothing moves."""
     (psum,) = (o for o in v6e.ops if o.name == "all-reduce")
     assert psum.count == 12 and psum.mesh_axes == ("axis_0",)
-    assert psum.collective == "all-reduce over axis_0 (groups of 2, stride 4)"  # [4,2]<=[2,4]T(1,0): 8 devices
+    # [4,2]<=[2,4]T(1,0): 8 devices
+    assert collective_text(psum.collective) == "all-reduce over axis_0 (groups of 2, stride 4)"
     assert any("read from the profile's event text ([4,2]<=[2,4]T(1,0))" in n for n in note_texts(v6e.notes))
 
 

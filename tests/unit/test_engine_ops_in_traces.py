@@ -11,7 +11,7 @@ import pytest
 
 from rooftop.analysis.profile import profile_report
 from rooftop.hardware.catalog import get_chip
-from rooftop.report.reasons import note_texts, why_text
+from rooftop.report.reasons import collective_text, note_texts, why_text
 from tests.unit.test_torch_ops import US, cpu_op, kernel, launch
 
 H100 = get_chip("h100")
@@ -41,6 +41,7 @@ def test_symm_mem_all_reduce_is_communication_over_the_world(tmp_path: Path) -> 
     assert (op.opcode, op.category, op.bytes) == ("all-reduce", "communication", nbytes)
     assert op.lower_bound_s == pytest.approx(lower)
     assert op.efficiency == pytest.approx(0.5)
+    assert collective_text(op.collective) == "all-reduce of 128 MiB over 8 ranks (1x8), the trace's world"
     assert report.overlap()["comm_s"] > 0
 
 

@@ -370,5 +370,5 @@ def test_irregular_groups_are_not_timed_and_say_so() -> None:
     analysis = analyze(module, get_chip("h100"), "data=2,model=2", "4")
     (timed,) = analysis.ops
     assert timed.estimate.network_s == 0 and not timed.matches[0].regular
-    assert "all-reduce: irregular groups {0,3},{1,2}: not timed" in analysis.notes
+    assert "all-reduce: irregular groups {0,3},{1,2}: not timed" in note_texts(analysis.notes)
     assert analysis.collectives_by_axis() == {"irregular": {"count": 1.0, "bytes": 256 * 4, "comm_s": 0.0}}

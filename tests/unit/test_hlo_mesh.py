@@ -18,7 +18,7 @@ from rooftop.analysis.hlo.mesh import (
 )
 from rooftop.analysis.hlo.parse import parse_instruction
 from rooftop.errors import InvalidConfigError, ShardingError
-from rooftop.report.reasons import note_text
+from rooftop.report.reasons import note_text, sentence
 
 DATA_MODEL = given_mesh("data=4,model=2")  # device d = (d // 2, d % 2), as jax.sharding.Mesh numbers it
 
@@ -40,7 +40,7 @@ def test_row_major_coordinates_as_jax_numbers_a_fresh_mesh() -> None:
 def test_model_groups_are_pairs_of_neighbours() -> None:
     match = match_groups([[0, 1], [2, 3], [4, 5], [6, 7]], DATA_MODEL)
     assert match.axes == ("model",)
-    assert match.describe("all-reduce") == "all-reduce over model (groups of 2, stride 1)"
+    assert sentence(match.reason("all-reduce")) == "all-reduce over model (groups of 2, stride 1)"
 
 
 def test_data_groups_stride_two() -> None:
@@ -63,7 +63,7 @@ def test_iota_groups_with_transpose() -> None:
 def test_irregular_groups_are_named_with_their_groups() -> None:
     match = match_groups([[0, 3], [1, 2], [4, 7], [5, 6]], DATA_MODEL)
     assert not match.regular
-    assert match.describe("all-gather") == "all-gather: irregular groups {0,3},{1,2},{4,7},{5,6}"
+    assert sentence(match.reason("all-gather")) == "all-gather: irregular groups {0,3},{1,2},{4,7},{5,6}"
 
 
 def test_partial_groups_are_irregular() -> None:
@@ -74,7 +74,7 @@ def test_permute_pairs_along_data() -> None:
     pairs = [(0, 2), (2, 4), (4, 6), (6, 0), (1, 3), (3, 5), (5, 7), (7, 1)]
     match = match_pairs(pairs, DATA_MODEL)
     assert match.axes == ("data",)
-    assert match.describe("collective-permute") == "collective-permute over data (8 pairs, stride 2)"
+    assert sentence(match.reason("collective-permute")) == "collective-permute over data (8 pairs, stride 2)"
 
 
 @given(st.sampled_from([(4, 2), (2, 4), (2, 2, 2), (8,), (2, 2, 4)]), st.data())

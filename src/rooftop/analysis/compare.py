@@ -118,7 +118,7 @@ class OpReport:
     flops: float | None
     bytes: float | None
     mesh_axes: tuple[str, ...] | None  # the mesh axes a collective runs over (None: not a collective)
-    collective: str | None = None  # in words: "all-reduce over data (groups of 4, stride 2)"
+    collective: tuple[Reason, ...] | None = None  # report/ writes "all-reduce over data (groups of 4, stride 2)"
     framework_op: str = ""  # the framework's name for it: JAX's op_name scope path, the aten op
     source: str = ""  # file:line of the code that made it, when the profile records it
     phase: str = ""  # "forward" / "backward" (JAX: jvp / transpose in the op_name), "" when not said
@@ -133,7 +133,7 @@ class ProfileReport(Displayed):
     ops: tuple[OpReport, ...]
     steps: tuple[StepReport, ...]
     categories: Mapping[str, Mapping[str, float]]
-    sharding: tuple[Note, ...]  # each module's mesh (a Reason) and its collectives in words
+    sharding: tuple[Note, ...]  # each module's mesh (SHARDING_MESH), then its collectives (COLLECTIVE_GROUPS)
     memory: Mapping[str, object]
     notes: tuple[Note, ...] = field(default=())
     #: the device the profile recorded and the catalog chip it is (analysis/device.py), for one profile
@@ -304,7 +304,7 @@ class Priced:
     bytes: float | None = None
     unknown: Note = ""
     mesh_axes: tuple[str, ...] | None = None
-    collective: str | None = None
+    collective: tuple[Reason, ...] | None = None
     executions: float = 1.0
     elsewhere: Note = ""  # why this op's work is priced on another op (the start of an async pair)
     note: Why = ()  # what the cost rule read (a kernel's phase and mask, an update in place or not)
@@ -417,7 +417,7 @@ def _priced(key: tuple[Any, ...], joiner: _Joiner, present: set[tuple[Any, ...]]
         priced = Priced(timed.estimate, elsewhere=Reason.of(ReasonCode.OP_PRICED_ON_DONE, done=done))
         return OpPricing(name, module, op.opcode, category_of(scope, op.opcode), priced)
     axes = tuple(a for m in timed.matches for a in (m.axes or ())) or None
-    words = "; ".join(m.describe(op.opcode) for m in timed.matches) or None
+    words = tuple(m.reason(op.opcode) for m in timed.matches) or None
     nbytes = op.cost.traffic.logical_bytes
     host = next((t.figures for t in timed.estimate.terms if isinstance(t.figures, HostFigures)), None)
     if host is not None:  # an offload copy: the bytes that cross the host link (one side's)
@@ -497,13 +497,12 @@ def price_ops(
 
 
 def analyses_notes(analyses: Mapping[str, HloAnalysis]) -> tuple[list[Note], list[Note]]:
-    """The sharding lines (each module's mesh, then its collectives in words) and the notes the HLO
-    analyses give."""
+    """The sharding lines (each module's mesh, then its distinct collectives, which report/ writes in
+    order of their words) and the notes the HLO analyses give."""
     sharding: list[Note] = []
     for a in analyses.values():
         sharding.append(Reason.of(ReasonCode.SHARDING_MESH, module=a.module, mesh=a.mesh.spec(), how=a.mesh.how))
-        seen = {m.describe(t.op.opcode) for t in a.ops for m in t.matches}
-        sharding += sorted(seen)
+        sharding += dict.fromkeys(m.reason(t.op.opcode) for t in a.ops for m in t.matches)
     notes = [n for a in analyses.values() for n in a.notes]
     if not analyses:
         notes.append(Reason.of(ReasonCode.NO_HLO))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, scope_path, share
-from rooftop.report.reasons import note_text, note_texts, why_text
+from rooftop.report.reasons import note_text, note_texts, sentence, why_text
 from rooftop.report.serialize import Rows
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_duration, format_number, format_percent, format_plain, plural
@@ -86,7 +86,8 @@ def op_dict(
         groups = [[list(g) for g in (u.groups if u.groups is not None else u.pairs or ())] for u in uses]
         row["replica_groups"] = groups[0] if len(groups) == 1 else groups
         row["mesh_axes"] = list(dict.fromkeys(a for m in t.matches for a in m.axes or ()))
-        row["collective"] = "; ".join(m.describe(u.opcode) for m, u in zip(t.matches, uses, strict=True)) or None
+        said = (sentence(m.reason(u.opcode)) for m, u in zip(t.matches, uses, strict=True))
+        row["collective"] = "; ".join(said) or None
         row["comm_bytes"] = sum(u.bytes for u in uses) * k
     return row
 

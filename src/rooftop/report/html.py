@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftop.report.files import check_output_path, replacing
-from rooftop.report.reasons import note_texts
+from rooftop.report.reasons import collective_text, note_texts, sharding_texts
 from rooftop.report.train_explain import explanation_lines
 from rooftop.units import format_bytes, format_duration, format_percent, plural
 
@@ -234,7 +234,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
                 (o.bound or "-", o.bound or ""),
                 (o.verdict, o.verdict),
                 ("?" if o.verdict == UNKNOWN else format_duration(o.lost_s), o.lost_s),
-                (o.collective or "", o.collective or ""),
+                (collective_text(o.collective) or "",) * 2,
                 (o.framework_op, o.framework_op),
             ]
         )
@@ -266,7 +266,7 @@ def profile_html(report: ProfileReport, chip: Chip, top: int = 15, extra: Sequen
         [(k.replace("_", " "), k), _d(v["measured_s"]), _d(v["lower_bound_s"])] for k, v in report.categories.items()
     ]
     body.append(sortable(["part", "measured", "roofline"], cat_rows))
-    body += [f'<p class="note">sharding: {esc(line)}</p>' for line in note_texts(report.sharding)]
+    body += [f'<p class="note">sharding: {esc(line)}</p>' for line in sharding_texts(report.sharding)]
     body += [f'<p class="note">note: {esc(note)}</p>' for note in note_texts(report.notes)]
     body += extra  # more sections (report/hosts.py: the views across hosts)
     return page(f"rooftop profile: {report.source} on {chip.name}", body)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.reasons import Reason, ReasonCode
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
-from rooftop.report.reasons import note_texts, why_text
+from rooftop.report.reasons import collective_text, note_texts, sharding_texts, why_text
 from rooftop.report.table import say, table, words
 from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
@@ -33,7 +33,7 @@ def profile_payload(report: ProfileReport, chip: Chip | None = None) -> dict[str
         "mxu_utilization": report.mxu_utilization(),
         "priced_fraction": report.priced_fraction(),
         "categories": {k: dict(v) for k, v in report.categories.items()},
-        "sharding": note_texts(report.sharding),
+        "sharding": sharding_texts(report.sharding),
         "memory": dict(report.memory),
         "notes": note_texts(report.notes),
         "coverage": coverage(report).payload(),
@@ -45,6 +45,7 @@ def op_payload(op: OpReport) -> dict[str, Any]:
     """One op of ``--json``: its fields (as ``dataclasses.asdict``, none nested) with its "why" written out."""
     row = {f.name: getattr(op, f.name) for f in dataclasses.fields(op)}
     row["why"] = why_text(op.why)
+    row["collective"] = collective_text(op.collective)
     return row
 
 
@@ -116,7 +117,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
                 words(o.bound or "-"),
                 o.verdict,
                 "?" if o.verdict == UNKNOWN else format_duration(o.lost_s),
-                o.collective or "",
+                collective_text(o.collective) or "",
                 _origin(o.framework_op, o.source),
                 mxu_op,
             )
@@ -167,7 +168,7 @@ def render_profile(console: Console, report: ProfileReport, chip: Chip, top: int
         peak, reserved = float(memory["peak_bytes"]), float(memory.get("peak_bytes_with_reserved") or 0)
         extra = f" ({format_bytes(reserved)} with the runtime's reserved stack)" if reserved > peak else ""
         say(console, f"peak memory {format_bytes(peak)}{extra}")
-    for line in note_texts(report.sharding):
+    for line in sharding_texts(report.sharding):
         say(console, f"sharding: {line}")
     for note in notes[len(opening) :]:
         say(console, f"note: {note}", style="dim")

@@ -11,7 +11,7 @@ from typing import Any
 from rooftop.errors import one_line, visible
 from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
 from rooftop.report.plan_reasons import plan_sentences
-from rooftop.units import format_percent
+from rooftop.units import format_bytes, format_percent
 
 
 def flag(option: Option) -> str:
@@ -337,6 +337,129 @@ _SENTENCES.update({
 })  # fmt: skip
 
 
+def _window(f: dict[str, Any], words: str = "") -> str:
+    return f", window {f['window']}{words}" if f["window"] else ""
+
+
+_EQUAL = " (equal lengths assumed: a lower bound)"
+
+
+def _packed_attention(r: Reason) -> str:
+    f = _figures(r)
+    return (f"attention{' backward' if f['backward'] else ''}: {note_text(f['keys'])}, {f['pairs']:g} pairs x "
+            f"H={f['heads']} x (D_qk={f['dqk']} + D_v={f['dv']}), KV heads {f['kv_heads']}, {_causal(r)}")  # fmt: skip
+
+
+def _quant_gemm(r: Reason) -> str:
+    f = _figures(r)
+    return (f"{'grouped ' if f['grouped'] else ''}GEMM: 2 x M={f['m']} x N={f['n']} x K={f['k']}"
+            + (f" over {f['experts']} experts, min(E, M) = {f['reached']} experts' weights read" if f["grouped"]
+               else "")
+            + (" (fp4: two values a byte)" if f["fp4"]
+               else f" (weight {f['dtype']} {_shape(f['weight'])})"))  # fmt: skip
+
+
+def _deltanet(r: Reason) -> str:
+    f = _figures(r)
+    how = ("{run} tokens of {sequences} sequences, {chunked} prefill tokens in chunks of {chunk} (step annotation)"
+           .format(**f) if f["annotated"]
+           else "sequences not recorded: one assumed (a lower bound on state traffic), recurrence only")  # fmt: skip
+    return ("gated DeltaNet: T={tokens} tokens, H_k={key_heads} H_v={value_heads} d_k=d_v={dv} (d_k assumed = d_v), "
+            "{taps}-tap conv over {channels} channels, {flops:g} d_k d_v FLOPs a head and token; "
+            .format(**f) + how)  # fmt: skip
+
+
+def _moved(word: str) -> Callable[[Reason], str]:
+    return lambda r: f"{word}: {_shape(r.figure('shape'))} read and written"
+
+
+# what an engine op's schema rule priced, or why not (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.TORCH_DENSE_ATTENTION: lambda r: "attention{} B={b} S_q={sq} S_k={sk} H={h} D_qk={dqk} D_v={dv}, "
+    .format(" backward" if r.figure("backward") else "", **_figures(r)) + _causal(r) + _window(_figures(r)),
+    ReasonCode.TORCH_PACKED_ATTENTION: _packed_attention,
+    ReasonCode.TORCH_KEYS_ANNOTATED: lambda r: "{requests} requests, {sq} queries over {sk} keys".format(**_figures(r))
+    + _window(_figures(r), " (at most sq x W pairs)") + " (step annotation)",
+    ReasonCode.TORCH_KEYS_PACKED: lambda r: "{sequences} sequences over {keys} packed keys".format(**_figures(r))
+    + _window(_figures(r)) + _EQUAL,
+    ReasonCode.TORCH_KEYS_PAGED: lambda r: "{sequences} sequences over at least {keys:g} keys ({pages} pages of "
+    "{page}, each last page used once)".format(**_figures(r)) + _window(_figures(r)) + _EQUAL,
+    ReasonCode.TORCH_ATTENTION_NO_SEQUENCES: lambda r: f"{r.figure('op')}: attention of {_shape(r.figure('shape'))} "
+    "queries: the number of sequences is in no argument's shape",
+    ReasonCode.TORCH_ATTENTION_KEYS_IN_VALUES: lambda r: f"{r.figure('op')}: attention of {_shape(r.figure('shape'))} "
+    "queries: its keys' lengths are values in a tensor (seq_lens), not shapes, and no step annotation gives them",
+    ReasonCode.TORCH_QUANT_GEMM: _quant_gemm,
+    ReasonCode.TORCH_MOE_NOT_RECORDED: lambda r: f"{r.figure('op')}: a fused MoE whose top-k or activations are not "
+    "recorded",
+    ReasonCode.TORCH_CONV1D: lambda r: "causal conv1d{}: {tokens:g} tokens x D={channels} channels x W={taps} taps{}, "
+    "{sequences} sequences' conv state read and written".format(" update" if r.figure("update") else "",
+                                                                " + SiLU" if r.figure("silu") else "", **_figures(r)),
+    ReasonCode.TORCH_CONV1D_BACKWARD: lambda r: "causal conv1d backward: {tokens:g} tokens x D={channels} x W={taps}, "
+    "2 x the forward FLOPs".format(**_figures(r)),
+    ReasonCode.TORCH_SELECTIVE_SCAN: lambda r: "selective scan (Mamba): {tokens:g} tokens x D={channels} channels x "
+    "N={states} states x {flops:g} FLOPs, {sequences} sequences' state read and written".format(**_figures(r)),
+    ReasonCode.TORCH_GATED_DELTANET: _deltanet,
+    ReasonCode.TORCH_LIGHTNING_DECODE: lambda r: "lightning attention decode: B={b} x H={h} x {steps} tokens over a "
+    "D={d} x E={e} state, {flops:g} D E FLOPs each".format(**_figures(r)),
+    ReasonCode.TORCH_MAMBA2_MIXER_OPAQUE: lambda r: f"{r.figure('op')}: Mamba-2 mixer: projected_states [T, 2 d_inner "
+    "+ 2 G N + H] and output [T, d_inner] do not separate the state size N from the groups G and heads H",
+    ReasonCode.TORCH_DELTANET_LAYER_OPAQUE: lambda r: f"{r.figure('op')}: gated DeltaNet layer: its args hold the "
+    "hidden states [T, d_model], not the heads",
+    ReasonCode.TORCH_INDEX_SELECT: _moved("index_select"),
+    ReasonCode.TORCH_EMBEDDING: _moved("embedding lookup"),
+    ReasonCode.TORCH_GATHER: _moved("gather"),
+    ReasonCode.TORCH_EMBEDDING_BACKWARD: lambda r: f"embedding gradient: {_shape(r.figure('out'))} written, "
+    f"{_shape(r.figure('grad'))} accumulated into it",
+    ReasonCode.TORCH_NLL_LOSS: lambda r: f"nll_loss: one of {_shape(r.figure('logits'))} read per row",
+    ReasonCode.TORCH_NLL_LOSS_BACKWARD: lambda r: f"nll_loss gradient: {_shape(r.figure('logits'))} written",
+})  # fmt: skip
+
+
+# why a PyTorch op's recorded arguments cannot be read (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.TORCH_INPUT_DIMS: lambda r: "{op}: Input Dims argument {argument} {dims}: ".format(**_figures(r))
+    + note_text(r.figure("why")),  # type: ignore[arg-type]
+    ReasonCode.DIMS_NOT_COUNTS: lambda r: "sizes are integers in [0, 2**63 - 1]",
+    ReasonCode.DIMS_TOO_MANY_ELEMENTS: lambda r: "the sizes multiply to more than 2**63 - 1 elements",
+    ReasonCode.DIMS_LIST_NOT_SHAPES: lambda r: "a TensorList has a list of shapes",
+    ReasonCode.DIMS_MIXED: lambda r: "sizes and lists of sizes mixed",
+    ReasonCode.DIMS_SHAPES_FOR_TENSOR: lambda r: "a list of shapes for a tensor",
+})  # fmt: skip
+
+
+def _groups(r: Reason) -> str:
+    """ "all-reduce over model (groups of 2, stride 1)" or "all-gather: irregular groups {0,3},{1,2}"."""
+    f = _figures(r)
+    kind, axes, strides = f["kind"], f["axes"], f["strides"]
+    if axes is None:
+        shown = ",".join("{" + ",".join(map(str, g)) + "}" for g in f["groups"])
+        more = f",... ({f['count']} groups)" if f["count"] > 8 else ""
+        return f"{kind}: irregular {'pairs' if f['pairs'] else 'groups'} {shown}{more}"
+    what = f"{f['num_groups']} pairs" if f["pairs"] else f"groups of {f['group_size']}"
+    if not axes:
+        return f"{kind} over no axis ({what}): nothing moves"
+    stride = ",".join(map(str, strides))
+    return f"{kind} over {','.join(axes)} ({what}, stride{'s' if len(strides) > 1 else ''} {stride})"
+
+
+# a collective in words (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.COLLECTIVE_GROUPS: _groups,
+    ReasonCode.COLLECTIVE_NOT_TIMED: lambda r: _groups(r) + ": not timed",
+    ReasonCode.COLLECTIVE_OVER_RANKS: lambda r: f"{r.figure('kind')} of {format_bytes(r.figure('bytes'))} over "  # type: ignore[arg-type]
+    f"{r.figure('ranks')} ranks ({r.figure('topology')})" + (", the trace's world" if r.figure("world") else ""),
+})  # fmt: skip
+
+
+# a PyTorch op whose rule raised (appended at the end of the table)
+_SENTENCES.update({
+    ReasonCode.TORCH_RULE_ERROR: lambda r: "{op} ({family}): {error}".format(**_figures(r)),
+    ReasonCode.TORCH_ARGS_ERROR: lambda r: "{op} {args}: {error}".format(**_figures(r)),
+    ReasonCode.TORCH_COLLECTIVE_ERROR: lambda r: "{op}: {error}".format(**_figures(r)),
+    ReasonCode.NCCL_NO_TOPOLOGY: lambda r: "no topology of {ranks} {chip}: {error}".format(**_figures(r)),
+})  # fmt: skip
+
+
 def sentence(reason: Reason) -> str:
     """The sentence a report prints for ``reason``."""
     return _SENTENCES[reason.code](reason)
@@ -349,6 +472,25 @@ def note_text(note: Note) -> str:
 
 def note_texts(notes: Iterable[Note]) -> list[str]:
     return [note_text(n) for n in notes]
+
+
+def collective_text(collective: Iterable[Note] | None) -> str | None:
+    """An op's collective (``OpReport.collective``) in words: its parts' sentences joined by "; "."""
+    return None if collective is None else "; ".join(note_text(c) for c in collective)
+
+
+def sharding_texts(sharding: Iterable[Note]) -> list[str]:
+    """A profile's sharding lines: each module's mesh, then its distinct collectives in order of their words."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for note in sharding:
+        if isinstance(note, Reason) and note.code is ReasonCode.SHARDING_MESH:
+            lines += sorted(seen)
+            seen = set()
+            lines.append(sentence(note))
+        else:
+            seen.add(note_text(note))
+    return lines + sorted(seen)
 
 
 def why_text(parts: Iterable[Note]) -> str:

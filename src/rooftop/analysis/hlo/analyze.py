@@ -151,7 +151,8 @@ def analyze(
             for use in op.cost.collectives:
                 if use not in places:
                     places[use] = place(use, logical)
-                    notes += [] if places[use][1].regular else [places[use][1].describe(use.opcode) + ": not timed"]
+                    if not places[use][1].regular:
+                        notes.append(places[use][1].reason(use.opcode, ReasonCode.COLLECTIVE_NOT_TIMED))
             placed = [places[use] for use in op.cost.collectives]
             comms, base = tuple(c for c, _ in placed if c is not None), op.cost.cost
             host = sum(b for space, b in op.cost.traffic.by_space if space == HOST_MEMORY_SPACE)

@@ -104,18 +104,13 @@ class GroupMatch:
     def regular(self) -> bool:
         return self.axes is not None
 
-    def describe(self, kind: str) -> str:
-        """ "all-reduce over model (groups of 2, stride 1)" or "all-gather: irregular groups {0,3},{1,2}"."""
-        if self.axes is None:
-            shown = ",".join("{" + ",".join(map(str, g)) + "}" for g in self.groups[:8])
-            more = f",... ({len(self.groups)} groups)" if len(self.groups) > 8 else ""
-            return f"{kind}: irregular {'pairs' if self.pairs else 'groups'} {shown}{more}"
-        what = f"{self.num_groups} pairs" if self.pairs else f"groups of {self.group_size}"
-        if not self.axes:
-            return f"{kind} over no axis ({what}): nothing moves"
-        stride = ",".join(map(str, self.strides))
-        plural = "s" if len(self.strides) > 1 else ""
-        return f"{kind} over {','.join(self.axes)} ({what}, stride{plural} {stride})"
+    def reason(self, kind: str, code: ReasonCode = ReasonCode.COLLECTIVE_GROUPS) -> Reason:
+        """The match of a ``kind`` collective as a Reason (report/reasons.py writes "all-reduce over model
+        (groups of 2, stride 1)" or "all-gather: irregular groups {0,3},{1,2}"): its figures are what the
+        words show (the first 8 irregular groups and their count), so equal words are equal Reasons."""
+        return Reason(code, (("axes", self.axes), ("count", len(self.groups)), ("group_size", self.group_size),
+                             ("groups", self.groups[:8]), ("kind", kind), ("num_groups", self.num_groups),
+                             ("pairs", self.pairs), ("strides", self.strides)))  # fmt: skip
 
 
 def _irregular(groups: Sequence[Sequence[int]]) -> GroupMatch:

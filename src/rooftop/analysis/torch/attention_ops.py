@@ -42,6 +42,7 @@ from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
 from rooftop.cost.op import ATTENTION_BACKWARD_FACTOR, attended_pairs, explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
+from rooftop.reasons import Reason, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def _window(op: TorchOp, spec: Attn) -> int:
 class _Keys(NamedTuple):
     pairs: float  # attended (query, key) pairs summed over the sequences (per query head)
     keys: float  # keys read (summed over the sequences)
-    how: str
+    how: Reason  # how the keys are known: TORCH_KEYS_ANNOTATED, _PACKED or _PAGED
 
 
 def _cache_axes(op: TorchOp, spec: Attn, cache: tuple[int, ...]) -> tuple[int, int]:
@@ -212,39 +213,40 @@ def _cache_axes(op: TorchOp, spec: Attn, cache: tuple[int, ...]) -> tuple[int, i
     return (1, 2) if hnd else (2, 1)
 
 
-def _keys(op: TorchOp, spec: Attn, q: tuple[int, int], stats: SeqStats | None, causal: bool) -> _Keys | str:
+def _keys(op: TorchOp, spec: Attn, q: tuple[int, int], stats: SeqStats | None, causal: bool) -> _Keys | ReasonCode:
     """The pairs and keys of a packed or paged call of ``q`` = (queries, sequences if the query's shape
-    says so, else 0), or why they are not known."""
+    says so, else 0), or why they are not known (figures in sorted order: a Reason built once per op)."""
     tokens, window = q[0], _window(op, spec)
     if stats is not None and tokens >= stats.sq:  # the call covers the whole annotated batch
         pairs = stats.causal_pairs() if causal or spec.decode else float(stats.sqsk)
-        keys, how = float(stats.sk), f"{stats.requests} requests, {stats.sq} queries over {stats.sk} keys"
+        keys = float(stats.sk)
         if window:  # each query sees at most W keys, each request reads at most its last W - 1 + sq keys
             pairs, keys = (
                 min(pairs, float(stats.sq * window)),
                 min(keys, float(stats.requests * (window - 1) + stats.sq)),
             )
-            how += f", window {window} (at most sq x W pairs)"
-        return _Keys(pairs, keys, how + " (step annotation)")
+        seen = (("requests", stats.requests), ("sk", stats.sk), ("sq", stats.sq), ("window", window))
+        return _Keys(pairs, keys, Reason(ReasonCode.TORCH_KEYS_ANNOTATED, seen))
     offsets = _count(op, spec.cu_q) or _count(op, spec.cu_k)
     seqs = offsets - 1 if offsets else tokens if spec.decode else q[1]
     if not seqs or seqs < 1:
-        return "the number of sequences is in no argument's shape"
+        return ReasonCode.TORCH_ATTENTION_NO_SEQUENCES
     k = op.need(spec.k)[0]
     if not spec.paged and not _paged(op, spec) and len(k) == 3:
         keys = float(k[0])
-        how = f"{seqs} sequences over {k[0]} packed keys"
+        how = Reason(ReasonCode.TORCH_KEYS_PACKED, (("keys", k[0]), ("sequences", seqs), ("window", window)))
     elif (pages := _count(op, spec.pages)) is not None:
         page = k[_cache_axes(op, spec, k)[1]]
         keys = float(max(pages - seqs, 0) * page + seqs)
-        how = f"{seqs} sequences over at least {keys:g} keys ({pages} pages of {page}, each last page used once)"
+        how = Reason(ReasonCode.TORCH_KEYS_PAGED, (("keys", keys), ("page", page), ("pages", pages),
+                                                   ("sequences", seqs), ("window", window)))  # fmt: skip
     else:
-        return "its keys' lengths are values in a tensor (seq_lens), not shapes, and no step annotation gives them"
+        return ReasonCode.TORCH_ATTENTION_KEYS_IN_VALUES
     q_len, kv_len = tokens // seqs, max(int(keys) // seqs, tokens // seqs)
     pairs = seqs * attended_pairs(q_len, kv_len, window, causal)
     if window:
-        keys, how = min(keys, float(seqs * (q_len + window - 1))), how + f", window {window}"
-    return _Keys(pairs, keys, how + " (equal lengths assumed: a lower bound)")
+        keys = min(keys, float(seqs * (q_len + window - 1)))
+    return _Keys(pairs, keys, how)
 
 
 def _paged(op: TorchOp, spec: Attn) -> bool:
@@ -260,8 +262,9 @@ def _dense(op: TorchOp, spec: Attn, causal: bool) -> Price:
     flops = 2.0 * h * pairs * (dqk + dv) * (ATTENTION_BACKWARD_FACTOR if spec.backward else 1.0)
     moved = op.nbytes(spec.q) + sum(op.nbytes(i) for i in (spec.k, spec.v) if i is not None and op.tensor(i))
     moved = (moved + b * sq * h * dv * dtype_bytes(dt)) * (2 if spec.backward else 1)  # and their gradients
-    what = (f"attention{' backward' if spec.backward else ''} B={b} S_q={sq} S_k={k[1]} H={h} D_qk={dqk} D_v={dv}, "
-            f"{'causal' if causal else 'not causal'}" + (f", window {window}" if window else ""))  # fmt: skip
+    what = Reason(ReasonCode.TORCH_DENSE_ATTENTION, (("b", b), ("backward", spec.backward), ("causal", causal),
+                                                     ("dqk", dqk), ("dv", dv), ("h", h), ("sk", k[1]), ("sq", sq),
+                                                     ("window", window)))  # fmt: skip
     return Price(explicit(flops, moved, dt, "matrix"), what, "causal" if causal else "")
 
 
@@ -280,8 +283,8 @@ def varlen_attention(op: TorchOp, spec: Attn, stats: SeqStats | None) -> Price:
     v = op.tensor(spec.v) if spec.v is not None else None
     dv = out[-1] if out and len(out) >= 2 else v[-1] if v and not _paged(op, spec) else dq
     found = _keys(op, spec, (tokens, seqs), stats, causal)
-    if isinstance(found, str):
-        return Price(None, f"{op.name}: attention of {fmt_shape(q)} queries: {found}")
+    if isinstance(found, ReasonCode):
+        return Price(None, Reason(found, (("op", op.name), ("shape", q))))
     if _paged(op, spec):
         kv_heads = _int(op, spec.kv_heads) or (1 if len(k) == 3 else k[_cache_axes(op, spec, k)[0]])
     else:
@@ -293,7 +296,9 @@ def varlen_attention(op: TorchOp, spec: Attn, stats: SeqStats | None) -> Price:
     kv_read = found.keys * kv_heads * width * dtype_bytes(op.dtype(spec.k))
     q_read = op.nbytes(spec.q) + (op.nbytes(spec.q_pe) if pe and spec.q_pe is not None else 0.0)
     moved = q_read + kv_read + tokens * heads * dv * dtype_bytes(dt)
-    what = (f"attention{' backward' if spec.backward else ''}: {found.how}, {found.pairs:g} pairs x H={heads} x "
-            f"(D_qk={dqk} + D_v={dv}), KV heads {kv_heads}, {'causal' if causal else 'not causal'}")  # fmt: skip
-    tag = "annotated lengths" if "annotation" in found.how else ("causal" if causal else "")
+    what = Reason(ReasonCode.TORCH_PACKED_ATTENTION, (("backward", spec.backward), ("causal", causal), ("dqk", dqk),
+                                                      ("dv", dv), ("heads", heads), ("keys", found.how),
+                                                      ("kv_heads", kv_heads), ("pairs", found.pairs)))  # fmt: skip
+    annotated = found.how.code is ReasonCode.TORCH_KEYS_ANNOTATED
+    tag = "annotated lengths" if annotated else ("causal" if causal else "")
     return Price(explicit(flops, moved * (2 if spec.backward else 1), dt, "matrix"), what, tag)

@@ -280,6 +280,11 @@ def generic_roles(op: TorchOp, family: str) -> Roles:
     return Roles(reads=tuple(tensors), add=family == "norm" and "add" in op.name.rsplit("::", 1)[-1].lower())
 
 
+def _failed(op: TorchOp, family: str, exc: Exception) -> Reason:
+    """Why an engine op has no price: its rule refused its arguments (the error's text kept)."""
+    return Reason(ReasonCode.TORCH_RULE_ERROR, (("error", str(exc)), ("family", family), ("op", op.name)))
+
+
 def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
     """The Price of an engine op by its family (None when neither the table nor its name gives one);
     ``stats``: the lengths of the step it ran in, for attention over a paged cache."""
@@ -288,13 +293,13 @@ def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
         try:
             return varlen_attention(op, attn.spec, stats)
         except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
-            return Price(None, f"{op.name} (attention): {exc}")
+            return Price(None, _failed(op, "attention", exc))
     quant = QUANT_OPS.get(op.name)
     if quant is not None:  # packed, fp4 and grouped GEMMs, MoE routed inside the op
         try:
             return quant_price(op, quant)
         except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
-            return Price(None, f"{op.name} ({quant_family(quant)}): {exc}")
+            return Price(None, _failed(op, quant_family(quant), exc))
     if op.name in SCAN_OPS:  # linear attention, SSM scans, their conv1d
         return scan_price(op, SCAN_OPS[op.name], stats)
     entry = ENGINE_OPS.get(op.name)
@@ -305,7 +310,7 @@ def engine_price(op: TorchOp, stats: SeqStats | None = None) -> Price | None:
     try:
         price = attention(op, roles, stats) if family == "attention" else RULES[family](op, roles)
     except (InvalidConfigError, IndexError, KeyError, ValueError, ZeroDivisionError) as exc:
-        return Price(None, f"{op.name} ({family}): {exc}")
+        return Price(None, _failed(op, family, exc))
     if entry is None and price.cost is not None:
         what = Reason.of(ReasonCode.TORCH_BY_FAMILY, what=price.what, family=family, op=op.name)
         price = Price(price.cost, what, price.tag)

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import math
 
-from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
+from rooftop.analysis.torch.op import Price, TorchOp
 from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
+from rooftop.reasons import Reason, ReasonCode
 
 
-def _moved(picked: float, op: TorchOp, source: int, index: int, what: str, shape: tuple[int, ...]) -> Price:
+def _moved(picked: float, op: TorchOp, source: int, index: int, what: ReasonCode, shape: tuple[int, ...]) -> Price:
     """``picked`` elements of argument ``source`` read and written once, argument ``index`` read."""
     nbytes = 2 * picked * dtype_bytes(op.dtype(source)) + op.nbytes(index)
-    return Price(explicit(0.0, nbytes, op.dtype(source), "vector"), f"{what}: {fmt_shape(shape)} read and written")
+    return Price(explicit(0.0, nbytes, op.dtype(source), "vector"), Reason(what, (("shape", shape),)))
 
 
 def _dim(op: TorchOp, i: int, rank: int) -> int:
@@ -46,19 +47,19 @@ def index_select(op: TorchOp) -> Price:
     shape = list(src)
     if shape:
         shape[_dim(op, 1, len(src))] = math.prod(index)
-    return _moved(float(math.prod(shape)), op, 0, 2, "index_select", tuple(shape))
+    return _moved(float(math.prod(shape)), op, 0, 2, ReasonCode.TORCH_INDEX_SELECT, tuple(shape))
 
 
 def embedding(op: TorchOp) -> Price:
     weight, indices = op.need(0, 1)
     shape = (*indices, *weight[1:])
-    return _moved(float(math.prod(shape)), op, 0, 1, "embedding lookup", shape)
+    return _moved(float(math.prod(shape)), op, 0, 1, ReasonCode.TORCH_EMBEDDING, shape)
 
 
 def gather(op: TorchOp) -> Price:
     src, index = op.need(0, 2)
     _dim(op, 1, len(src))
-    return _moved(float(math.prod(index)), op, 0, 2, "gather", index)
+    return _moved(float(math.prod(index)), op, 0, 2, ReasonCode.TORCH_GATHER, index)
 
 
 def embedding_dense_backward(op: TorchOp) -> Price:
@@ -69,7 +70,7 @@ def embedding_dense_backward(op: TorchOp) -> Price:
     out = (rows[0], grad[-1])
     written = math.prod(out) * dtype_bytes(op.dtype(0))
     cost = explicit(op.elements(0), written + op.nbytes(0) + op.nbytes(1), op.dtype(0), "vector")
-    return Price(cost, f"embedding gradient: {fmt_shape(out)} written, {fmt_shape(grad)} accumulated into it")
+    return Price(cost, Reason(ReasonCode.TORCH_EMBEDDING_BACKWARD, (("grad", grad), ("out", out))))
 
 
 def _rows(logits: tuple[int, ...]) -> int:
@@ -82,14 +83,16 @@ def nll_loss_forward(op: TorchOp) -> Price:
     reduction = op.ints(3, 1)
     out = rows if reduction == (0,) else 1  # reduction 0: none, one loss per row
     nbytes = (rows + out + 1) * elt + op.nbytes(1)
-    return Price(explicit(rows, nbytes, op.dtype(0), "vector"), f"nll_loss: one of {fmt_shape(logits)} read per row")
+    what = Reason(ReasonCode.TORCH_NLL_LOSS, (("logits", logits),))
+    return Price(explicit(rows, nbytes, op.dtype(0), "vector"), what)
 
 
 def nll_loss_backward(op: TorchOp) -> Price:
     _, logits, _ = op.need(0, 1, 2)
     rows = _rows(logits)
     nbytes = op.nbytes(1) + op.nbytes(2) + op.nbytes(0)
-    return Price(explicit(rows, nbytes, op.dtype(1), "vector"), f"nll_loss gradient: {fmt_shape(logits)} written")
+    what = Reason(ReasonCode.TORCH_NLL_LOSS_BACKWARD, (("logits", logits),))
+    return Price(explicit(rows, nbytes, op.dtype(1), "vector"), what)
 
 
 #: op name -> rule (module docstring)

@@ -47,7 +47,6 @@ from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.reasons import Note, Reason, ReasonCode
-from rooftop.units import format_bytes
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 
@@ -69,11 +68,11 @@ class _Nccl:
         self.chip, self.topology = chip, topology
         info = trace.metadata.get("distributedInfo") or {}
         self.world = info.get("world_size") if isinstance(info, dict) else None
-        self.meshes: dict[int, Mesh | str] = {}
+        self.meshes: dict[int, Mesh | Reason] = {}
         self.notes: list[Note] = []
         self.continued = 0  # kernels without a launch that took their call from their stream's launched ones
 
-    def mesh(self, n: int) -> Mesh | str:
+    def mesh(self, n: int) -> Mesh | Reason:
         if n not in self.meshes:
             try:
                 topo = parse_topology(self.chip, self.topology) if self.topology else None
@@ -83,7 +82,8 @@ class _Nccl:
                                                 chip=self.chip.name))  # fmt: skip
                 self.meshes[n] = make_mesh(topo)
             except (InvalidConfigError, ShardingError) as exc:
-                self.meshes[n] = f"no topology of {n} {self.chip.name}: {exc}"
+                figures = (("chip", self.chip.name), ("error", str(exc)), ("ranks", n))
+                self.meshes[n] = Reason(ReasonCode.NCCL_NO_TOPOLOGY, figures)
         return self.meshes[n]
 
     def op(self, op: TorchOp) -> tuple[str, Priced]:
@@ -93,16 +93,18 @@ class _Nccl:
         if size.__class__ is not int or size < 1:
             return op.label(), Priced(None, unknown=Reason.of(ReasonCode.COLLECTIVE_NO_WORLD, op=op.name, kind=kind))
         mesh = self.mesh(size)
-        if isinstance(mesh, str):
+        if isinstance(mesh, Reason):
             return op.label(), Priced(None, unknown=mesh)
         axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
         try:
             comm = dataclasses.replace(_collective(op, kind, size), axes=axes)
         except InvalidConfigError as exc:
-            return op.label(), Priced(None, unknown=f"{op.name}: {exc}")
+            why = Reason(ReasonCode.TORCH_COLLECTIVE_ERROR, (("error", str(exc)), ("op", op.name)))
+            return op.label(), Priced(None, unknown=why)
         est = roofline(Cost(comms=(comm,)), self.chip, mesh)
-        words = f"{kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec}), the trace's world"
-        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+        words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", kind), ("ranks", size),
+                       ("topology", mesh.topology.spec), ("world", True)))  # fmt: skip
+        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=(words,))
 
     def key(self, args: Any) -> tuple[Any, ...]:
         size = args.get("Group size", self.world)
@@ -115,16 +117,17 @@ class _Nccl:
         if size.__class__ is not int or size < 1:
             return name, None, Priced(None, unknown=_NO_GROUP_SIZE)
         mesh = self.mesh(size)
-        if isinstance(mesh, str):
+        if isinstance(mesh, Reason):
             return name, None, Priced(None, unknown=mesh)
         axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
         comm, why = nccl_comm(args, axes)
         if comm is None:
             return name, coll, Priced(None, unknown=why)
         est = roofline(Cost(comms=(comm,)), self.chip, mesh)
-        words = f"{comm.kind} of {format_bytes(comm.bytes)} over {size} ranks ({mesh.topology.spec})"
+        words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", comm.kind),
+                       ("ranks", size), ("topology", mesh.topology.spec), ("world", False)))  # fmt: skip
         opcode = "collective-permute" if comm.kind == "permute" else comm.kind
-        return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=words)
+        return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=(words,))
 
 
 _NO_GROUP_SIZE = Reason(ReasonCode.NCCL_NO_GROUP_SIZE)

@@ -48,13 +48,14 @@ class Price(NamedTuple):
 @dataclass(frozen=True)
 class TorchOp:
     """One aten op call as the trace records it. ``problem`` says why the recorded arguments cannot be
-    read (a size that is not a count, Input Dims that do not match Input type); such an op has no Cost."""
+    read (a size that is not a count, Input Dims that do not match Input type), as a Reason
+    (``TORCH_INPUT_DIMS``); such an op has no Cost."""
 
     name: str
     dims: tuple[Any, ...]  # per argument: a shape (tuple of ints), or a tuple of shapes for a TensorList
     types: tuple[str, ...]
     concrete: tuple[str, ...] = ()
-    problem: str = ""
+    problem: Reason | None = None
 
     @staticmethod
     def from_args(name: str, args: Mapping[str, Any]) -> TorchOp:
@@ -62,16 +63,17 @@ class TorchOp:
         types = tuple(map(str, _list(args.get("Input type"))))
         concrete = tuple(map(str, _list(args.get("Concrete Inputs"))))
         dims: list[Any] = []
-        problems: list[str] = []
+        found: Reason | None = None
         for i, raw in enumerate(_list(args.get("Input Dims"))):
             kind = types[i] if i < len(types) else ""
             shape, problem = _shape(raw, kind == "TensorList")
             if kind in TORCH_DTYPES and any(isinstance(d, tuple) for d in shape):
-                shape, problem = (), "a list of shapes for a tensor"
+                shape, problem = (), _SHAPES_FOR_TENSOR
             dims.append(shape)
-            if problem and not problems and (kind == "TensorList" or kind in TORCH_DTYPES):  # an argument rules read
-                problems.append(f"Input Dims argument {i} {shown(raw)}: {problem}")
-        return TorchOp(str(name), tuple(dims), types + ("",) * (len(dims) - len(types)), concrete, "".join(problems))
+            if problem is not None and found is None and (kind == "TensorList" or kind in TORCH_DTYPES):  # read
+                found = Reason(ReasonCode.TORCH_INPUT_DIMS, (("argument", i), ("dims", shown(raw)),
+                                                             ("op", str(name)), ("why", problem)))  # fmt: skip
+        return TorchOp(str(name), tuple(dims), types + ("",) * (len(dims) - len(types)), concrete, found)
 
     def is_list(self, i: int) -> bool:
         return i < len(self.types) and self.types[i] == "TensorList"
@@ -147,29 +149,37 @@ def size_value(value: Any) -> int | None:
     return int(value) if 0 <= value <= MAX_INT else None
 
 
-def _one_shape(dims: list[Any]) -> tuple[tuple[int, ...], str]:
+#: why an Input Dims entry cannot be read (the figure ``why`` of a TORCH_INPUT_DIMS reason)
+_NOT_COUNTS = Reason(ReasonCode.DIMS_NOT_COUNTS)
+_TOO_MANY = Reason(ReasonCode.DIMS_TOO_MANY_ELEMENTS)
+_LIST_NOT_SHAPES = Reason(ReasonCode.DIMS_LIST_NOT_SHAPES)
+_MIXED = Reason(ReasonCode.DIMS_MIXED)
+_SHAPES_FOR_TENSOR = Reason(ReasonCode.DIMS_SHAPES_FOR_TENSOR)
+
+
+def _one_shape(dims: list[Any]) -> tuple[tuple[int, ...], Reason | None]:
     sizes = [size_value(d) for d in dims]
     if None in sizes:
-        return (), "sizes are integers in [0, 2**63 - 1]"
+        return (), _NOT_COUNTS
     shape = tuple(s for s in sizes if s is not None)
     if math.prod(shape) > MAX_INT:
-        return (), "the sizes multiply to more than 2**63 - 1 elements"
-    return shape, ""
+        return (), _TOO_MANY
+    return shape, None
 
 
-def _shape(dims: Any, tensor_list: bool = False) -> tuple[Any, str]:
+def _shape(dims: Any, tensor_list: bool = False) -> tuple[Any, Reason | None]:
     """(shape, problem) of one Input Dims entry: a tuple of ints, or a tuple of shapes when every entry is a
     list (a TensorList); anything unreadable is () and the problem says why (a non-list is () silently)."""
     if not isinstance(dims, list):
-        return (), ""
+        return (), None
     if dims and all(isinstance(d, list) for d in dims):
         shapes = [_one_shape(d) for d in dims]
-        problem = next((p for _, p in shapes if p), "")
-        return (() if problem else tuple(s for s, _ in shapes)), problem
+        problem = next((p for _, p in shapes if p is not None), None)
+        return (() if problem is not None else tuple(s for s, _ in shapes)), problem
     if tensor_list:
-        return (), "a TensorList has a list of shapes"
+        return (), _LIST_NOT_SHAPES
     if any(isinstance(d, list) for d in dims):
-        return (), "sizes and lists of sizes mixed"
+        return (), _MIXED
     return _one_shape(dims)
 
 

@@ -316,8 +316,8 @@ RULES: dict[str, Rule] = {
 def op_cost(op: TorchOp, stats: SeqStats | None = None) -> Price:
     """The Cost of one execution of ``op`` (module docstring), or None and the reason; ``stats``: the
     query and key lengths of the step it ran in (engine attention over a paged cache)."""
-    if op.problem:
-        return Price(None, f"{op.name}: {op.problem}")
+    if op.problem is not None:
+        return Price(None, op.problem)
     rule = RULES.get(op.name)
     if rule is None and op.name.startswith("aten::_foreach_"):
         rule = partial(vector_price, spec=Vec())
@@ -329,7 +329,8 @@ def op_cost(op: TorchOp, stats: SeqStats | None = None) -> Price:
     try:
         return rule(op)
     except (InvalidConfigError, IndexError, ValueError) as exc:
-        return Price(None, f"{op.name} {op.label()[len(op.name) + 1 :]}: {exc}")
+        figures = (("args", op.label()[len(op.name) + 1 :]), ("error", str(exc)), ("op", op.name))
+        return Price(None, Reason(ReasonCode.TORCH_ARGS_ERROR, figures))
 
 
 def nccl_comm(args: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[Comm | None, Note]:

@@ -36,6 +36,7 @@ from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
 from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
+from rooftop.reasons import Reason, ReasonCode
 
 
 @dataclass(frozen=True)
@@ -170,11 +171,9 @@ def quantized_gemm(op: TorchOp, spec: Mm) -> Price:
     scales = sum(op.nbytes(i) for i in spec.reads if op.tensor(i) is not None)
     moved = op.nbytes(spec.a) + weights + scales + out
     dt = "fp4" if spec.fp4 else op.dtype(spec.b) if op.dtype(spec.b) in ("fp8", "int8") else a_dt
-    what = (
-        f"{'grouped ' if spec.grouped else ''}GEMM: 2 x M={m} x N={n} x K={k}"
-        + (f" over {experts} experts, min(E, M) = {min(experts, m)} experts' weights read" if spec.grouped else "")
-        + (" (fp4: two values a byte)" if spec.fp4 else f" (weight {op.dtype(spec.b)} {fmt_shape(b)})")
-    )
+    what = Reason(ReasonCode.TORCH_QUANT_GEMM, (("dtype", op.dtype(spec.b)), ("experts", experts), ("fp4", spec.fp4),
+                                                ("grouped", spec.grouped), ("k", k), ("m", m), ("n", n),
+                                                ("reached", min(experts, m)), ("weight", b)))  # fmt: skip
     return Price(explicit(2.0 * m * n * k, moved, dt, "matrix"), what)
 
 
@@ -183,7 +182,7 @@ def routed_moe(op: TorchOp, spec: Moe) -> Price:
     top_k = op.ints(spec.top_k, 1)
     hidden = op.tensor(spec.hidden)
     if not top_k or top_k[0] < 1 or hidden is None:
-        return Price(None, f"{op.name}: a fused MoE whose top-k or activations are not recorded")
+        return Price(None, Reason(ReasonCode.TORCH_MOE_NOT_RECORDED, (("op", op.name),)))
     tokens = math.prod(hidden[:-1])
     dims = list(op.dims)
     if op.dtype(spec.hidden) == "int8" and op.dtype(spec.w1) == "int8":  # fp4 activations too: two a byte

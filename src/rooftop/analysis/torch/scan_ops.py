@@ -52,6 +52,7 @@ from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.model.blocks import DELTA_RULE_FLOPS, LinearAttentionConfig, SSMConfig, conv_flops_per_element
+from rooftop.reasons import Reason, ReasonCode
 
 #: tokens a chunk of flash-linear-attention's chunked gated delta rule (fla chunk.py: chunk_size=64)
 FLA_CHUNK = 64
@@ -117,9 +118,9 @@ class Lightning:
 
 @dataclass(frozen=True)
 class Opaque:
-    """A block op whose shapes do not give its sizes: its family (for its category) and why it has no price."""
+    """A block op whose shapes do not give its sizes: why it has no price (its figure: the op)."""
 
-    why: str
+    why: ReasonCode
 
 
 class ScanOp(NamedTuple):
@@ -172,12 +173,11 @@ SCAN_OPS: dict[str, ScanOp] = {
     # _chunk_scan_fwd_kernel, _chunk_state_fwd_kernel, _state_passing_fwd_kernel, _bmm_chunk_fwd_kernel,
     # selective_state_update, the conv) land on them, unpriced with the reason
     "vllm::mamba_mixer2": ScanOp(
-        Opaque("Mamba-2 mixer: projected_states [T, 2 d_inner + 2 G N + H] and output [T, d_inner] do not separate "
-               "the state size N from the groups G and heads H"),
+        Opaque(ReasonCode.TORCH_MAMBA2_MIXER_OPAQUE),
         "vLLM model_executor/layers/mamba/mamba_mixer2.py @ bb435dbd: mamba_mixer2(projected_states, output!, "
         "layer_name)"),
     "vllm::gdn_attention": ScanOp(
-        Opaque("gated DeltaNet layer: its args hold the hidden states [T, d_model], not the heads"),
+        Opaque(ReasonCode.TORCH_DELTANET_LAYER_OPAQUE),
         "vLLM qwen3_next.py (earlier builds): gdn_attention(hidden_states, output!, layer_name)"),
 }
 # fmt: on
@@ -217,11 +217,11 @@ def conv1d(op: TorchOp, spec: Conv1d) -> Price:
     weights = sum(op.nbytes(i) for i in (spec.weight, spec.bias) if i is not None and op.tensor(i) is not None)
     act = op.nbytes(spec.x)
     if spec.backward:  # x and dout read, dx written; the weight read and its gradient written
-        what = f"causal conv1d backward: {tokens:g} tokens x D={channels} x W={taps}, 2 x the forward FLOPs"
+        what = Reason(ReasonCode.TORCH_CONV1D_BACKWARD, (("channels", channels), ("taps", taps), ("tokens", tokens)))
         return Price(explicit(2.0 * flops, 3.0 * act + 2.0 * weights, op.dtype(spec.x), "vector"), what)
     moved = 2.0 * act + weights + state
-    what = (f"causal conv1d{' update' if spec.update else ''}: {tokens:g} tokens x D={channels} channels x W={taps} "
-            f"taps{' + SiLU' if silu is not False else ''}, {seqs} sequences' conv state read and written")  # fmt: skip
+    what = Reason(ReasonCode.TORCH_CONV1D, (("channels", channels), ("sequences", seqs), ("silu", silu is not False),
+                                            ("taps", taps), ("tokens", tokens), ("update", spec.update)))  # fmt: skip
     return Price(explicit(flops, moved, op.dtype(spec.x), "vector"), what)
 
 
@@ -243,10 +243,9 @@ def selective_scan(op: TorchOp, spec: Scan) -> Price:
     written = op.nbytes(spec.u) * (2 if gated else 1)  # the output, and its gated copy
     state_row = float(cfg.state_elements) * (dtype_bytes(op.dtype(spec.state)) if spec.state is not None else 4.0)
     moved = reads + written + 2.0 * seqs * state_row
-    what = (
-        f"selective scan (Mamba): {tokens:g} tokens x D={channels} channels x N={n} states x "
-        f"{cfg.scan_flops_per_token / cfg.state_elements:g} FLOPs, {seqs} sequences' state read and written"
-    )
+    per_element = cfg.scan_flops_per_token / cfg.state_elements
+    figures = (("channels", channels), ("flops", per_element), ("sequences", seqs), ("states", n), ("tokens", tokens))
+    what = Reason(ReasonCode.TORCH_SELECTIVE_SCAN, figures)
     return Price(explicit(flops, moved, op.dtype(spec.u), "vector"), what)
 
 
@@ -277,14 +276,11 @@ def gated_deltanet(op: TorchOp, spec: DeltaNet, stats: SeqStats | None) -> Price
     per_token = (3.0 * op.nbytes(spec.qkv) + op.nbytes(spec.out) + op.nbytes(spec.beta) + op.nbytes(spec.gate)) / tokens
     moved = per_token * run + state
     cost: Cost = explicit(scan, moved, dt, "matrix") + explicit(conv, 0.0, dt, "vector")
-    how = (f"{run} tokens of {seqs} sequences, {chunked} prefill tokens in chunks of {FLA_CHUNK} (step annotation)"
-           if annotated
-           else "sequences not recorded: one assumed (a lower bound on state traffic), recurrence only")  # fmt: skip
-    what = (
-        f"gated DeltaNet: T={tokens} tokens, H_k={cfg.n_key_heads} H_v={hv} d_k=d_v={dv} (d_k assumed = d_v), "
-        f"{cfg.conv_kernel}-tap conv over {channels} channels, {DELTA_RULE_FLOPS:g} d_k d_v FLOPs a head and token; "
-        f"{how}"
-    )
+    what = Reason(ReasonCode.TORCH_GATED_DELTANET, (("annotated", annotated), ("channels", channels),
+                                                    ("chunk", FLA_CHUNK), ("chunked", chunked), ("dv", dv),
+                                                    ("flops", DELTA_RULE_FLOPS), ("key_heads", cfg.n_key_heads),
+                                                    ("run", run), ("sequences", seqs), ("taps", cfg.conv_kernel),
+                                                    ("tokens", tokens), ("value_heads", hv)))  # fmt: skip
     return Price(cost, what, "annotated lengths" if annotated else "")
 
 
@@ -304,7 +300,8 @@ def lightning_decode(op: TorchOp, spec: Lightning) -> Price:
     e = state[-1]
     flops = LIGHTNING_FLOPS * b * h * steps * d * e
     moved = sum(op.nbytes(i) for i in op.reads() if op.tensor(i) is not None)  # every argument moved once
-    what = f"lightning attention decode: B={b} x H={h} x {steps} tokens over a D={d} x E={e} state, 5 D E FLOPs each"
+    what = Reason(ReasonCode.TORCH_LIGHTNING_DECODE, (("b", b), ("d", d), ("e", e), ("flops", LIGHTNING_FLOPS),
+                                                      ("h", h), ("steps", steps)))  # fmt: skip
     return Price(explicit(flops, moved, op.dtype(spec.q), "vector"), what)
 
 
@@ -319,7 +316,8 @@ def scan_price(op: TorchOp, entry: ScanOp, stats: SeqStats | None = None) -> Pri
         if isinstance(entry.spec, Lightning):
             return lightning_decode(op, entry.spec)
         if isinstance(entry.spec, Opaque):
-            return Price(None, f"{op.name}: {entry.spec.why}")
+            return Price(None, Reason(entry.spec.why, (("op", op.name),)))
         return gated_deltanet(op, entry.spec, stats)
     except (InvalidConfigError, IndexError, ValueError, ZeroDivisionError) as exc:
-        return Price(None, f"{op.name} ({scan_family(entry)}): {exc}")
+        figures = (("error", str(exc)), ("family", scan_family(entry)), ("op", op.name))
+        return Price(None, Reason(ReasonCode.TORCH_RULE_ERROR, figures))

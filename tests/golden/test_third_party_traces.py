@@ -23,7 +23,8 @@ from rooftop.analysis.trace.load import load_trace
 from rooftop.analysis.trace.ops import group_ops
 from rooftop.analysis.trace.steps import detect_steps
 from rooftop.analysis.trace.xplane import hlo_text
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import collective_text, note_texts, why_text
 
 

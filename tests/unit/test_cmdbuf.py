@@ -15,7 +15,8 @@ import pytest
 from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.analysis.trace.cmdbuf import align, attribute_command_buffers, kernel_name
 from rooftop.analysis.trace.events import COLUMNS, EventTable, OpEvent, Trace
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import note_text, note_texts
 
 H100 = Path(__file__).parents[1] / "fixtures" / "h100"

@@ -11,7 +11,8 @@ from rooftop.analysis.device import RecordedDevice, choose_chip, match_chip, rec
 from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.rows import RowBuilder
 from rooftop.hardware.catalog import get_chip, load_chips
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import sentence
 from tests.conftest import run_cli
 

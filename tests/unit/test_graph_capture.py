@@ -12,7 +12,8 @@ from rooftop.analysis.profile import profile_report
 from rooftop.analysis.torch.capture import capture_files, read_capture
 from rooftop.analysis.torch.families import ACT_AND_MUL_FLOPS, RMS_FLOPS
 from rooftop.hardware.catalog import get_chip
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import note_texts, sentence
 from tests.conftest import run_cli
 from tests.unit.test_torch_ops import cpu_op, kernel

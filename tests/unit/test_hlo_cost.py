@@ -14,7 +14,8 @@ from rooftop.analysis.hlo.parse import parse_hlo
 from rooftop.cost.op import ConvDim, convolution_flops, dot_general
 from rooftop.errors import InvalidConfigError, ParseError
 from rooftop.hardware.catalog import get_chip
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import note_texts, why_text
 
 SUM = "%sum (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n"

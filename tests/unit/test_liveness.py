@@ -10,7 +10,8 @@ import pytest
 
 from rooftop.analysis.hlo.liveness import memory_peak
 from rooftop.analysis.hlo.parse import parse_hlo
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from tests.conftest import run_cli
 
 HLO = "\n".join(

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 from rooftop.cli.main import build_parser
-from rooftop.reasons import Option, OptionError, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Option, OptionError, Reason
 from rooftop.report.reasons import _SENTENCES, flag, sentence
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rooftop"

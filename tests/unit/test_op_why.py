@@ -11,7 +11,8 @@ from rooftop.analysis.compare import Measured, Priced, Verdict, judge
 from rooftop.cost.cost import Cost, Gemm
 from rooftop.cost.roofline import Bound, roofline
 from rooftop.hardware.catalog import get_chip
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.profile import op_payload
 from rooftop.report.reasons import sentence, why_text
 

@@ -25,7 +25,8 @@ from rooftop.plan.serve.percentiles import latency_percentiles
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
 from rooftop.plan.train.search import parse_fix
 from rooftop.plan.train.step import TrainingSetup
-from rooftop.reasons import Option, OptionError, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Option, OptionError, Reason
 from rooftop.report.reasons import note_text, note_texts, sentence
 
 H100 = get_chip("h100")

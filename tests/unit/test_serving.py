@@ -17,7 +17,8 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.disagg import disaggregate
 from rooftop.plan.serve.sweep import ServingRequest, choose, pareto_frontier, plan_serving
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import note_text, note_texts
 
 V5E = get_chip("tpu-v5e")

@@ -16,7 +16,8 @@ from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.torch.ops import nccl_comm, op_cost
 from rooftop.analysis.trace.load import load_trace
 from rooftop.hardware.catalog import get_chip
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.reasons import note_text, note_texts, sentence, why_text
 
 H100 = get_chip("h100")

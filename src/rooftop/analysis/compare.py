@@ -61,7 +61,8 @@ from rooftop.analysis.trace.ops import Executions, executions, op_groups
 from rooftop.cost.figures import HostFigures
 from rooftop.cost.roofline import Bound, Estimate
 from rooftop.display import Displayed
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: an op's "why": notes joined by "; " when written (an empty text where a part starts with none)
 Why = tuple[Note, ...]

@@ -26,7 +26,8 @@ from rooftop.analysis.trace.ops import column_codes, executions
 from rooftop.cost.op import explicit
 from rooftop.cost.roofline import host_term, roofline
 from rooftop.hardware.chip import Chip
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 _SIZE = re.compile(r"\bsize:([0-9]{1,19})\b")
 #: copy directions by words of the event's name

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass
 
 from rooftop.analysis.compare import OpReport, ProfileReport
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 #: the suffix of a report row of replayed kernels attributed from a capture trace (analysis/torch/kineto.py)
 _REPLAYED_ROW = "(graph replay)"

@@ -15,7 +15,8 @@ from typing import Any
 
 from rooftop.analysis.trace.events import Trace
 from rooftop.hardware.chip import Chip
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 #: how far a device's reported memory may sit from a chip file's HBM capacity and still match (the
 #: driver reserves a little; a 40 GB and an 80 GB part of the same SM count stay apart)

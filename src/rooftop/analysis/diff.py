@@ -46,7 +46,8 @@ from rooftop.analysis.trace.load import load_trace
 from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: rows named as the step delta's largest contributors
 CONTRIBUTORS = 10

@@ -28,7 +28,8 @@ import numpy as np
 from rooftop.analysis.exact import total
 from rooftop.analysis.hostpart import HostPart, clock_offsets
 from rooftop.analysis.trace.events import natural_key
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 
 @dataclass(frozen=True)

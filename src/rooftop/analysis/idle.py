@@ -44,7 +44,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rooftop.analysis.trace.events import Trace
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: the gap under which a kernel launched before the previous one ended is a launch delay (HTA's default
 #: consecutive_kernel_delay: 30 trace units, i.e. us in a Kineto trace)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from rooftop.analysis.idle import kernels_of
 from rooftop.analysis.trace.events import Trace
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 PHASES = ("prefill", "decode", "mixed")
 _SGLANG = re.compile(r"\bstep\[(?P<mode>[A-Z_]+)(?:\s+bs=(?P<bs>[0-9]+))?(?:\s+toks=(?P<toks>[0-9]+))?")

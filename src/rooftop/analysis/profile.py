@@ -28,7 +28,8 @@ from rooftop.analysis.trace.xplane import hlo_text
 from rooftop.errors import ParseError
 from rooftop.hardware.catalog import load_chips
 from rooftop.hardware.chip import Chip
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 
 def _op_names(module: HloModule) -> dict[str, str]:

@@ -34,7 +34,8 @@ from rooftop.analysis.trace.events import Trace
 from rooftop.analysis.trace.load import load_trace
 from rooftop.errors import InvalidConfigError
 from rooftop.hardware.chip import Chip
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 from rooftop.units import format_bytes, format_duration, format_percent, format_rate, plural
 
 #: how a note quoted in a reason is said (report.reasons.note_text)

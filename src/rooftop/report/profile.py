@@ -7,7 +7,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 from rooftop.report.opschart import Bar, Mark, OpsChart, finite, percent, scope_path, share
 from rooftop.report.reasons import collective_text, note_texts, sharding_texts, why_text
 from rooftop.report.table import say, table, words

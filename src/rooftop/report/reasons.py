@@ -1,5 +1,5 @@
 """The words of the reasons library code returns as data (``rooftop.reasons``): each
-:class:`~rooftop.reasons.ReasonCode`'s sentence from its figures, and each
+:class:`~rooftop.reason_codes.ReasonCode`'s sentence from its figures, and each
 :class:`~rooftop.reasons.Option` spelled as the command line's flag. The CLI and every report print
 notes through :func:`note_text`, so the sentence of a code is written once, here."""
 
@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rooftop.errors import one_line, visible
-from rooftop.reasons import Note, Option, Part, Reason, ReasonCode, said
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Option, Part, Reason, said
 from rooftop.report.plan_reasons import plan_sentences
 from rooftop.units import format_bytes, format_percent
 

@@ -27,7 +27,8 @@ from rooftop.cost.roofline import Estimate, host_term, matrix_seconds, roofline
 from rooftop.display import Displayed
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Topology, make_mesh, parse_topology, topology_for_chips
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from typing import Any
 from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.analysis.hlo.mesh import CollectiveUse
 from rooftop.analysis.hlo.rules import cut
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: the custom-call targets that open and close a TPU async collective chain
 ASYNC_TARGETS = {"AsyncCollectiveStart": "start", "AsyncCollectiveDone": "done"}

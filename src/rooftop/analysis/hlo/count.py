@@ -25,7 +25,8 @@ from rooftop.analysis.hlo.pricing import MAX_NESTING, InstructionCost, Pricer
 from rooftop.analysis.hlo.rules import COUNT_RE, ZERO_COST, cut
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.errors import ParseError, shown
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: executions of one instruction
 _MAX_EXECUTIONS = float(MAX_INT)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from rooftop.analysis.hlo.ir import Computation, HloModule, Instruction
 from rooftop.analysis.hlo.rules import cut
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 _ALIASING = "output_to_operand_aliasing"
 

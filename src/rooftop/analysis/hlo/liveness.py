@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.display import Displayed
 from rooftop.errors import ParseError
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: instructions that make no buffer of their own: their result is (part of) an operand's
 ALIASES = frozenset({"get-tuple-element", "bitcast", "tuple"})

@@ -34,7 +34,8 @@ from rooftop.analysis.hlo.ir import Instruction
 from rooftop.cost.cost import Comm
 from rooftop.errors import ParseError, ShardingError, shown
 from rooftop.hardware.topology import parse_mesh_spec
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: HLO collective opcode -> the Comm kind (cost/cost.py) that prices it.
 COLLECTIVE_KIND = {

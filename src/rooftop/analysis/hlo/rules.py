@@ -15,7 +15,8 @@ from rooftop.cost.cost import Cost, Gemm
 from rooftop.cost.op import ConvDim, convolution, dot_general, fused_attention_flops
 from rooftop.dtypes import hlo_dtype
 from rooftop.errors import InvalidConfigError, ParseError, shown
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 
 def _words(text: str) -> frozenset[str]:

@@ -41,7 +41,8 @@ from rooftop.analysis.hlo.ir import Instruction, unquote
 from rooftop.analysis.hlo.shapes import MAX_INT, Shape
 from rooftop.cost.op import fused_attention_flops
 from rooftop.dtypes import hlo_dtype
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 
 def _words(rule: str, text: str) -> dict[str, str]:

@@ -42,7 +42,8 @@ from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
 from rooftop.cost.op import ATTENTION_BACKWARD_FACTOR, attended_pairs, explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 
 @dataclass(frozen=True)

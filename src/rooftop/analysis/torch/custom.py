@@ -27,7 +27,8 @@ from rooftop.analysis.torch.op import Price, TorchOp, Vec, vector_price
 from rooftop.cost.op import attended_pairs, explicit, fused_attention_flops
 from rooftop.dtypes import dtype_bytes
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 Rule = Callable[[TorchOp], Price]
 _RMS = NORM_KINDS["rmsnorm"].flops_per_element

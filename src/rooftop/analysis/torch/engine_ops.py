@@ -25,7 +25,8 @@ from rooftop.analysis.torch.op import Price, TorchOp
 from rooftop.analysis.torch.quant_ops import QUANT_OPS, quant_family, quant_price
 from rooftop.analysis.torch.scan_ops import SCAN_OPS, scan_family, scan_price
 from rooftop.errors import InvalidConfigError
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 
 class EngineOp(NamedTuple):

@@ -25,7 +25,8 @@ from rooftop.cost.op import explicit, fused_attention_flops
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 #: FLOPs per element: RMSNorm (model/config.py), SwiGLU's activation and product, rotation, quantization
 RMS_FLOPS = NORM_KINDS["rmsnorm"].flops_per_element

@@ -26,7 +26,8 @@ from rooftop.analysis.torch.op import Price, TorchOp
 from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 
 def _moved(picked: float, op: TorchOp, source: int, index: int, what: ReasonCode, shape: tuple[int, ...]) -> Price:

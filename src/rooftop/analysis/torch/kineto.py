@@ -46,7 +46,8 @@ from rooftop.cost.roofline import roofline
 from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import column_codes, first_codes, floats
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 #: why a kernel replayed from a CUDA/HIP graph (launched by cudaGraphLaunch / hipGraphLaunch) has no op

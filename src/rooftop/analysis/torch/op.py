@@ -16,7 +16,8 @@ from rooftop.cost.cost import Cost
 from rooftop.cost.op import explicit
 from rooftop.dtypes import TORCH_DTYPES, TORCH_PACKED, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: the largest size, element count, stride or padding read from a trace (PyTorch sizes are int64).
 MAX_INT = 2**63 - 1

@@ -73,7 +73,8 @@ from rooftop.dtypes import NCCL_DTYPES, compute_dtype, dtype_bytes
 from rooftop.errors import InvalidConfigError, shown
 from rooftop.model.config import MLP_KINDS, NORM_KINDS
 from rooftop.model.transformer import SOFTMAX_FLOPS_PER_ELEMENT
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 # ---------------------------------------------------------------------------------------------- matmuls
 

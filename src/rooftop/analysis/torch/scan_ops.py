@@ -52,7 +52,8 @@ from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
 from rooftop.model.blocks import DELTA_RULE_FLOPS, LinearAttentionConfig, SSMConfig, conv_flops_per_element
-from rooftop.reasons import Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Reason
 
 #: tokens a chunk of flash-linear-attention's chunked gated delta rule (fla chunk.py: chunk_size=64)
 FLA_CHUNK = 64

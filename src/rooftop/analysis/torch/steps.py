@@ -22,7 +22,8 @@ from rooftop.analysis.torch.families import SeqStats, seq_stats
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, floats
 from rooftop.analysis.trace.steps import Step, step_marks, steps_of
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: an engine's step annotation: vLLM's (and profilers' that follow it) and SGLang's
 ENGINE_STEP = re.compile(r"^(execute_[0-9]+_context_|step\[)")

@@ -38,7 +38,8 @@ from rooftop.analysis.hlo.ir import HloModule, Instruction
 from rooftop.analysis.trace.events import COLUMNS, EventTable, Trace
 from rooftop.analysis.trace.ops import codes, groups_of
 from rooftop.errors import ParseError
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 #: the instruction name the profiler gives kernels replayed from a command buffer
 COMMAND_BUFFER = re.compile(r"^command_buffer(_[0-9]+)?$")

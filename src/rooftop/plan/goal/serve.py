@@ -38,7 +38,8 @@ from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.scheduler import Traffic, simulate
 from rooftop.plan.serve.sweep import ServingRequest, layout_batches
-from rooftop.reasons import Note, Option, OptionError, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Option, OptionError, Reason
 
 #: requests of the short simulation that corrects the first guess (the figures come from full ones)
 GUESS_REQUESTS = 1500

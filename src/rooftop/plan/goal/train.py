@@ -29,7 +29,8 @@ from rooftop.hardware.topology import Topology
 from rooftop.model.per_token import flops_per_token_train
 from rooftop.plan.train.search import search
 from rooftop.plan.train.step import TrainingSetup
-from rooftop.reasons import Note, Option, OptionError, Reason, ReasonCode, refusal
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Option, OptionError, Reason, refusal
 from rooftop.units import SECONDS_PER_HOUR
 
 SECONDS_PER_DAY = 86_400.0

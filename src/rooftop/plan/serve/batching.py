@@ -57,7 +57,8 @@ from rooftop.plan.serve.paging import Engine, KVPool, kv_pool
 from rooftop.plan.serve.phase import mixed_step
 from rooftop.plan.serve.scheduler import Paging, StepFn, Traffic, simulate
 from rooftop.plan.serve.ttft import Stage, total, ttft_stages
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan, ServingRequest

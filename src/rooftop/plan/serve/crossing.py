@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from rooftop.hardware.topology import SCALE_OUT_LINKS, Mesh, make_mesh
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import LayoutSummary, ServingRequest

@@ -29,7 +29,8 @@ from rooftop.cost.roofline import collective_term
 from rooftop.hardware.chip import Chip
 from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.reasons import Note, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, Reason
 from rooftop.units import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:

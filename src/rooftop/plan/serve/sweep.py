@@ -53,7 +53,8 @@ from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.paging import Engine, engine_efficiency, get_engine
 from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
-from rooftop.reasons import Note, OptionError, Reason, ReasonCode
+from rooftop.reason_codes import ReasonCode
+from rooftop.reasons import Note, OptionError, Reason
 from rooftop.units import SECONDS_PER_HOUR, plural
 
 DEFAULT_BATCH_CAP = 4096

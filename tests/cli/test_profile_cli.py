@@ -8,7 +8,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from rooftop.analysis.compare import category_of  # noqa: E402
+from rooftop.analysis.categories import category_of  # noqa: E402
 from rooftop.analysis.intervals import _intersection, _merge  # noqa: E402
 from rooftop.jaxlink import analyze  # noqa: E402
 from rooftop.report.reasons import note_texts  # noqa: E402

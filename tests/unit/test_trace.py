@@ -601,7 +601,7 @@ def test_event_table_behaves_as_a_sequence() -> None:
 
 
 def test_categories_come_from_named_scopes_before_keywords() -> None:
-    from rooftop.analysis.compare import category_of, phase_of, scopes_of
+    from rooftop.analysis.categories import category_of, phase_of, scopes_of
 
     name = "jit(step)/transpose(jvp(layer0/attention))/dot_general"
     assert scopes_of(name) == ["attention", "layer0", "step"]
@@ -644,7 +644,7 @@ def test_kernels_keep_text_correlation_ids(tmp_path: Path) -> None:
 
 
 def test_categories_ignore_the_jitted_functions_name_and_follow_what_the_op_is() -> None:
-    from rooftop.analysis.compare import category_of
+    from rooftop.analysis.categories import category_of
 
     # every op of a function jitted as loss_fn is not "loss": a GEMM is other, a fused attention is attention
     assert category_of("jit(loss_fn)/transpose(jvp(bsd,de->bse))/dot_general", "custom-call") == "other"

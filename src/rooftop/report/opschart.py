@@ -120,7 +120,7 @@ def finite(*values: float) -> bool:
 def scope_path(op_name: str, limit: int = 40) -> str:
     """A JAX op_name as its named scopes and primitive, the innermost kept when cut:
     ``jit(step)/transpose(jvp(layer0/attention))/dot_general`` -> "layer0/attention/dot_general"."""
-    from rooftop.analysis.compare import scopes_of
+    from rooftop.analysis.categories import scopes_of
 
     if not op_name:
         return ""

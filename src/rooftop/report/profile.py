@@ -56,7 +56,7 @@ _ORIGIN_CHARS = 60  # the widest "from" cell: the scope path is cut from the fro
 def _origin(framework_op: str, source: str) -> str:
     """``layer0/attention/dot_general @ model.py:42``: the op's named scopes and primitive (JAX's
     transforms and the jitted function's name left out) and the file:line that made it."""
-    from rooftop.analysis.compare import scopes_of
+    from rooftop.analysis.categories import scopes_of
 
     scopes = scopes_of(framework_op)
     path = "/".join([*reversed(scopes[:-1]), framework_op.rsplit("/", 1)[-1]]) if scopes else framework_op

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from rooftop.analysis.categories import category_of
 from rooftop.analysis.compare import (
     OpReport,
     Priced,
     ProfileReport,
     assemble_parts,
-    category_of,
     judge,
     memory_of,
 )

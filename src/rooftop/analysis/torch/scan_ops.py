@@ -201,17 +201,35 @@ def _state_row_bytes(op: TorchOp, i: int | None, channels: int) -> float:
     return float(shape[-1]) * channels * dtype_bytes(op.dtype(i)) if i is not None else 0.0  # i set: shape
 
 
+def _channels_over_tokens(
+    op: TorchOp,
+    x_at: int,
+    w_at: int,
+    offsets_at: int | None,
+    x_name: str,
+    w_name: str,
+    w_dims: str,
+    one_per_row: bool = False,
+) -> tuple[int, int, float, int]:
+    """A per-channel operand ``w`` [D, K] over an input ``x`` of D channels: (D, K, tokens, sequences). The
+    sequences are x's rows when x is [B, D, L] or a decode update (``one_per_row``), else the offsets' count
+    less one, else one."""
+    x, w = op.need(x_at, w_at)
+    if len(w) != 2:
+        raise InvalidConfigError(f"{w_name} {fmt_shape(w)} is not {w_dims}")
+    channels, k = w
+    tokens = op.elements(x_at) / channels
+    if not tokens.is_integer() or channels not in x:
+        raise InvalidConfigError(f"{x_name} {fmt_shape(x)} has no dim of {w_name}'s {channels} channels")
+    offsets = _count(op, offsets_at)
+    seqs = x[0] if one_per_row or len(x) == 3 else offsets - 1 if offsets and offsets > 1 else 1
+    return channels, k, tokens, seqs
+
+
 def conv1d(op: TorchOp, spec: Conv1d) -> Price:
     """A causal depthwise conv over D channels of W taps (module docstring)."""
-    x, w = op.need(spec.x, spec.weight)
-    if len(w) != 2:
-        raise InvalidConfigError(f"conv weight {fmt_shape(w)} is not [D, W]")
-    channels, taps = w
-    tokens = op.elements(spec.x) / channels
-    if not tokens.is_integer() or channels not in x:
-        raise InvalidConfigError(f"input {fmt_shape(x)} has no dim of the weight's {channels} channels")
-    offsets = _count(op, spec.offsets)
-    seqs = x[0] if spec.update or len(x) == 3 else offsets - 1 if offsets and offsets > 1 else 1
+    channels, taps, tokens, seqs = _channels_over_tokens(op, spec.x, spec.weight, spec.offsets, "input",
+                                                         "conv weight", "[D, W]", spec.update)  # fmt: skip
     silu = op.flag(spec.silu) if spec.silu is not None else None
     flops = tokens * channels * conv_flops_per_element(taps, silu is not False)
     state = 2.0 * seqs * _state_row_bytes(op, spec.state, channels)
@@ -228,15 +246,7 @@ def conv1d(op: TorchOp, spec: Conv1d) -> Price:
 
 def selective_scan(op: TorchOp, spec: Scan) -> Price:
     """Mamba-1's selective scan: the model's SCAN_FLOPS x D x N per token (module docstring)."""
-    u, a = op.need(spec.u, spec.a)
-    if len(a) != 2:
-        raise InvalidConfigError(f"A {fmt_shape(a)} is not [D, N]")
-    channels, n = a
-    tokens = op.elements(spec.u) / channels
-    if not tokens.is_integer() or channels not in u:
-        raise InvalidConfigError(f"u {fmt_shape(u)} has no dim of A's {channels} channels")
-    offsets = _count(op, spec.offsets)
-    seqs = u[0] if len(u) == 3 else offsets - 1 if offsets and offsets > 1 else 1
+    channels, n, tokens, seqs = _channels_over_tokens(op, spec.u, spec.a, spec.offsets, "u", "A", "[D, N]")
     cfg = SSMConfig(d_inner=channels, d_state=n, version=1, dt_rank=1)
     flops = tokens * cfg.scan_flops_per_token
     gated = spec.z is not None and op.tensor(spec.z) is not None

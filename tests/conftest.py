@@ -116,10 +116,32 @@ def calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """``rooftop calibrate --quick --repeats 1 --out PATH --json`` on the 8 CPU devices, run once per session
     (the calibrate tests and the JSON key check read it): PATH and the command's stdout."""
     pytest.importorskip("jax")
+    from rooftop.jaxlink import calibrate as measuring
+
     path = tmp_path_factory.mktemp("cal") / "mychip.toml"
-    code, out, err = run_cli("calibrate", "--quick", "--repeats", "1", "--out", str(path), "--json")
+    measure = measuring.calibrate
+
+    def kept(*args: Any, **kwargs: Any) -> Any:
+        _MEASURED.append(measure(*args, **kwargs))
+        return _MEASURED[-1]
+
+    measuring.calibrate = kept
+    try:
+        code, out, err = run_cli("calibrate", "--quick", "--repeats", "1", "--out", str(path), "--json")
+    finally:
+        measuring.calibrate = measure
     assert code == 0, err
     return path, out
+
+
+#: what the session's calibration measured (``calibration``): the README's `calibrate --quick` takes it
+_MEASURED: list[Any] = []
+
+
+def measured_calibration() -> Any:
+    """The ``rooftop.jaxlink.calibrate.Calibration`` of the session's ``calibration`` (request it first)."""
+    assert len(_MEASURED) == 1
+    return _MEASURED[0]
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:

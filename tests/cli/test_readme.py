@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, worked_example
+from tests.conftest import measured_calibration, run_cli, worked_example
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -110,7 +110,9 @@ def test_shell_parsing() -> None:
 
 @pytest.mark.jax
 @pytest.mark.slow
-def test_every_readme_command_and_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_readme_command_and_snippet_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calibration: tuple[Path, str]
+) -> None:
     jax = pytest.importorskip("jax")
     if len(jax.devices()) < 8:
         pytest.skip("the README's examples run on 8 devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
@@ -120,6 +122,16 @@ def test_every_readme_command_and_snippet_runs(tmp_path: Path, monkeypatch: pyte
     import rooftop.workloads
 
     monkeypatch.setattr(rooftop.workloads, "mock_transformer", worked_example)
+    # `rooftop calibrate --quick --out mychip.toml` writes (and prints) the session's quick measurement
+    # (tests/conftest.py; its measuring is tests/cli/test_calibrate_cli.py's): a second one would measure
+    # the same device for about 1.3 CPU-s more
+    import rooftop.jaxlink.calibrate
+
+    def session_calibration(quick: bool = False, repeats: int = 5, progress: object = None) -> object:
+        assert quick and rooftop.jaxlink.calibrate.check_repeats(repeats) == 5
+        return measured_calibration()
+
+    monkeypatch.setattr(rooftop.jaxlink.calibrate, "calibrate", session_calibration)
     namespace: dict[str, object] = {"__name__": "__readme__"}
     outputs: dict[tuple[str, ...], str] = {}
     for n, (lang, text) in enumerate(blocks(), 1):

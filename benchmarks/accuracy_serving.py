@@ -116,8 +116,8 @@ from rooftop.plan.serve import layout as sl
 from rooftop.plan.serve import phase as inf
 from rooftop.plan.serve.batching import layout_step, steady_state
 from rooftop.plan.serve.paging import get_engine
-from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import ServingRequest, evaluate_point
+from rooftop.plan.serve.traffic import Traffic
 
 #: the engine of the TRT091 rows: its first-token rows add its fitted request_s (catalog/efficiency/engines.toml);
 #: gptSessionBenchmark times the generate call, token ids in and out: no tokenization, detokenization or

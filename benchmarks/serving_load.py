@@ -53,7 +53,7 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.batching import layout_step, steady_state
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.paging import Engine, get_engine, kv_pool
-from rooftop.plan.serve.scheduler import Traffic
+from rooftop.plan.serve.traffic import Traffic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: mean ShareGPT lengths (results/serving-sglang030-vllm060/README.md says where each comes from)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rooftop.cli import serve as cli_serve
-from rooftop.plan.serve import scheduler
+from rooftop.plan.serve import traffic
 from tests.conftest import run_cli
 
 BASE = (
@@ -98,5 +98,5 @@ def test_bad_traffic_is_one_line_exit_2(argv: tuple[str, ...], message: str) -> 
 
 
 def test_cli_constants_match_the_planner() -> None:
-    assert cli_serve.SCHEDULERS == scheduler.SCHEDULERS
-    assert cli_serve.DEFAULT_TOKEN_BUDGET == scheduler.DEFAULT_TOKEN_BUDGET
+    assert cli_serve.SCHEDULERS == traffic.SCHEDULERS
+    assert cli_serve.DEFAULT_TOKEN_BUDGET == traffic.DEFAULT_TOKEN_BUDGET

@@ -20,8 +20,8 @@ from rooftop.hardware.topology import topology_for_chips
 from rooftop.model.catalog import get_model
 from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.batching import SteadyState, StepTable, capacity
-from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import ServingRequest, plan_serving
+from rooftop.plan.serve.traffic import Traffic
 
 NOISE = 1.02
 

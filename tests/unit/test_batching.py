@@ -19,7 +19,8 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import phase
 from rooftop.plan.serve.batching import StepTable, capacity, idle_ttft, layout_step, steady_state
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.scheduler import Traffic, simulate
+from rooftop.plan.serve.scheduler import simulate
+from rooftop.plan.serve.traffic import Traffic
 from rooftop.report.reasons import note_text
 
 

@@ -17,7 +17,7 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve import phase
 from rooftop.plan.serve.batching import capacity, layout_step
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.scheduler import Traffic
+from rooftop.plan.serve.traffic import Traffic
 
 H200 = get_chip("h200")
 DT = Dtypes("fp8", "bf16", "bf16")

@@ -13,7 +13,8 @@ from rooftop.model.catalog import get_model
 from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.paging import get_engine, kv_pool
-from rooftop.plan.serve.scheduler import SEED, Paging, Traffic, _Sim, simulate
+from rooftop.plan.serve.scheduler import SEED, _Sim, simulate
+from rooftop.plan.serve.traffic import Paging, Traffic
 from tests.conftest import run_cli
 
 GIB = 1 << 30

@@ -20,8 +20,8 @@ from rooftop.plan.serve.percentiles import (
     simulate_requests,
     stratified_gaps,
 )
-from rooftop.plan.serve.scheduler import Traffic
 from rooftop.plan.serve.sweep import plan_serving
+from rooftop.plan.serve.traffic import Traffic
 from tests.conftest import quick_and_long
 
 

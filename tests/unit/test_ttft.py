@@ -8,7 +8,7 @@ import pytest
 
 from rooftop.plan.serve.batching import idle_ttft, steady_state
 from rooftop.plan.serve.paging import get_engine
-from rooftop.plan.serve.scheduler import Traffic
+from rooftop.plan.serve.traffic import Traffic
 
 
 def toy_step(n: float, c: float) -> float:

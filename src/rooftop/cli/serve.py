@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 ACT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4")
-SCHEDULERS = ("chunked", "prefill-first")  # plan.serve.scheduler.SCHEDULERS (a test checks)
-DEFAULT_TOKEN_BUDGET = 8192  # plan.serve.scheduler.DEFAULT_TOKEN_BUDGET (a test checks)
+SCHEDULERS = ("chunked", "prefill-first")  # plan.serve.traffic.SCHEDULERS (a test checks)
+DEFAULT_TOKEN_BUDGET = 8192  # plan.serve.traffic.DEFAULT_TOKEN_BUDGET (a test checks)
 #: request lengths when --prompt-len / --gen-len are not given: the defaults of vLLM's serving benchmark
 #: (``vllm bench serve --dataset-name random``: RandomDataset.DEFAULT_INPUT_LEN = 1024, DEFAULT_OUTPUT_LEN = 128)
 DEFAULT_PROMPT_LEN, DEFAULT_GEN_LEN = 1024, 128

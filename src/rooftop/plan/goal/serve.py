@@ -36,8 +36,9 @@ from rooftop.hardware.slices import replica_counts, valid_slices
 from rooftop.plan.serve.batching import SteadyState, idle_first_token, layout_replica, paging_of
 from rooftop.plan.serve.candidates import min_slice
 from rooftop.plan.serve.layout import ServingLayout
-from rooftop.plan.serve.scheduler import Traffic, simulate
+from rooftop.plan.serve.scheduler import simulate
 from rooftop.plan.serve.sweep import ServingRequest, layout_batches
+from rooftop.plan.serve.traffic import Traffic
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, Option, OptionError, Reason
 

@@ -55,7 +55,8 @@ from rooftop.model.workload import Dtypes
 from rooftop.plan.serve.layout import ServingLayout
 from rooftop.plan.serve.paging import Engine, KVPool, kv_pool
 from rooftop.plan.serve.phase import mixed_step
-from rooftop.plan.serve.scheduler import Paging, StepFn, Traffic, simulate
+from rooftop.plan.serve.scheduler import StepFn, simulate
+from rooftop.plan.serve.traffic import Paging, Traffic
 from rooftop.plan.serve.ttft import Stage, total, ttft_stages
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, Reason

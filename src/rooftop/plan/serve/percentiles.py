@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from rooftop.errors import InvalidConfigError, ParseError
 from rooftop.plan.serve.batching import layout_replica, paging_of
-from rooftop.plan.serve.scheduler import SEED, WARMUP_FRACTION, Done, Paging, StepFn, Traffic, _Sim
+from rooftop.plan.serve.scheduler import SEED, WARMUP_FRACTION, Done, StepFn, _Sim
+from rooftop.plan.serve.traffic import Paging, Traffic
 from rooftop.reasons import Option, OptionError
 
 if TYPE_CHECKING:

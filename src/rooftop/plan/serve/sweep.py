@@ -52,7 +52,7 @@ from rooftop.plan.serve.disagg import Disaggregation, disaggregate
 from rooftop.plan.serve.layout import ChipMemory, ServingLayout
 from rooftop.plan.serve.paging import Engine, engine_efficiency, get_engine
 from rooftop.plan.serve.phase import PhaseTime
-from rooftop.plan.serve.scheduler import DEFAULT_TOKEN_BUDGET, Traffic
+from rooftop.plan.serve.traffic import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, OptionError, Reason
 from rooftop.units import SECONDS_PER_HOUR, plural

@@ -1,7 +1,8 @@
 """A PyTorch (Kineto) trace on the roofline. Such a trace has no HLO: each kernel is joined with the aten op
 that launched it (:func:`launching_ops`) and priced from the op's shapes (:mod:`rooftop.analysis.torch.ops`);
 NCCL kernels are priced from their args as collectives on a topology of their group size
-(:func:`kineto_report`). The verdicts per op are those of :mod:`rooftop.analysis.compare`.
+(:mod:`rooftop.analysis.torch.nccl`); :func:`kineto_report` assembles the report. The verdicts per op are
+those of :mod:`rooftop.analysis.compare`.
 
 A trace of a million kernels is read column-wise: the join of kernels and ops
 (:mod:`rooftop.analysis.torch.launches`) and the groupings are numpy sorts over the kernel rows, an op's args
@@ -10,9 +11,7 @@ columns (:class:`~rooftop.analysis.trace.ops.Executions`), not one object per ke
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import json
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -34,134 +33,21 @@ from rooftop.analysis.torch.capture import Capture, replay_executions
 from rooftop.analysis.torch.engine_ops import collective_kind, family_category
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.launches import GRAPH_REPLAY, REASONS, Launches, gathered, launching_ops
+from rooftop.analysis.torch.nccl import Collectives, comm_kernels, nccl_row
 from rooftop.analysis.torch.nested import NestedOps, with_expert_tensors
 from rooftop.analysis.torch.op import TorchOp
-from rooftop.analysis.torch.ops import nccl_comm, op_cost
+from rooftop.analysis.torch.ops import op_cost
 from rooftop.analysis.torch.steps import annotated_at, is_attention, kineto_steps, step_lengths
 from rooftop.analysis.torch.unlaunched import attribute, continued_calls
 from rooftop.analysis.trace.events import EventTable, Trace
 from rooftop.analysis.trace.ops import Executions, column_codes, executions, first_codes, floats, members_of
-from rooftop.cost.cost import Comm, Cost
 from rooftop.cost.roofline import roofline
-from rooftop.errors import InvalidConfigError, RooftopError, ShardingError
+from rooftop.errors import RooftopError
 from rooftop.hardware.chip import Chip
-from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_for_chips
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, Reason
 
 __all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
-
-
-def _hashable(value: Any) -> Any:
-    """An NCCL arg as part of a grouping key: scalars as they are, lists and objects as their JSON text."""
-    if value is None or value.__class__ in (int, float, str, bool):
-        return value
-    try:
-        return json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
-
-
-class _Nccl:
-    """NCCL kernels -> Comms timed on a default topology (or the one given) of their group size."""
-
-    def __init__(self, trace: Trace, chip: Chip, topology: str | None) -> None:
-        self.chip, self.topology = chip, topology
-        info = trace.metadata.get("distributedInfo") or {}
-        self.world = info.get("world_size") if isinstance(info, dict) else None
-        self.meshes: dict[int, Mesh | Reason] = {}
-        self.notes: list[Note] = []
-        self.continued = 0  # kernels without a launch that took their call from their stream's launched ones
-
-    def mesh(self, n: int) -> Mesh | Reason:
-        if n not in self.meshes:
-            try:
-                topo = parse_topology(self.chip, self.topology) if self.topology else None
-                if topo is None or topo.num_chips != n:
-                    topo = topology_for_chips(self.chip, n)
-                    self.notes.append(Reason.of(ReasonCode.NCCL_TOPOLOGY_DEFAULT, ranks=n, topology=topo.spec,
-                                                chip=self.chip.name))  # fmt: skip
-                self.meshes[n] = make_mesh(topo)
-            except (InvalidConfigError, ShardingError) as exc:
-                figures = (("chip", self.chip.name), ("error", str(exc)), ("ranks", n))
-                self.meshes[n] = Reason(ReasonCode.NCCL_NO_TOPOLOGY, figures)
-        return self.meshes[n]
-
-    def op(self, op: TorchOp) -> tuple[str, Priced]:
-        """A collective op (not an NCCL kernel) over the trace's world (distributedInfo), as a Comm."""
-        kind = collective_kind(op.name) or "all-reduce"
-        size = self.world
-        if size.__class__ is not int or size < 1:
-            return op.label(), Priced(None, unknown=Reason.of(ReasonCode.COLLECTIVE_NO_WORLD, op=op.name, kind=kind))
-        mesh = self.mesh(size)
-        if isinstance(mesh, Reason):
-            return op.label(), Priced(None, unknown=mesh)
-        axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
-        try:
-            comm = dataclasses.replace(_collective(op, kind, size), axes=axes)
-        except InvalidConfigError as exc:
-            why = Reason(ReasonCode.TORCH_COLLECTIVE_ERROR, (("error", str(exc)), ("op", op.name)))
-            return op.label(), Priced(None, unknown=why)
-        est = roofline(Cost(comms=(comm,)), self.chip, mesh)
-        words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", kind), ("ranks", size),
-                       ("topology", mesh.topology.spec), ("world", True)))  # fmt: skip
-        return op.label(), Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=(words,))
-
-    def key(self, args: Any) -> tuple[Any, ...]:
-        size = args.get("Group size", self.world)
-        values = (args.get("Collective name"), args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
-        return (*map(_hashable, values), _hashable(size))
-
-    def price(self, key: tuple[Any, ...], args: Any, kernel: str) -> tuple[str, str | None, Priced]:
-        """(row name, opcode, Priced) of the NCCL kernels of ``key``; ``kernel`` names those without args."""
-        coll, size, name = key[0], key[4], _nccl_row(key, kernel)
-        if size.__class__ is not int or size < 1:
-            return name, None, Priced(None, unknown=_NO_GROUP_SIZE)
-        mesh = self.mesh(size)
-        if isinstance(mesh, Reason):
-            return name, None, Priced(None, unknown=mesh)
-        axes = tuple(a.name for a in mesh.axes if a.size > 1) or tuple(a.name for a in mesh.axes)
-        comm, why = nccl_comm(args, axes)
-        if comm is None:
-            return name, coll, Priced(None, unknown=why)
-        est = roofline(Cost(comms=(comm,)), self.chip, mesh)
-        words = Reason(ReasonCode.COLLECTIVE_OVER_RANKS, (("bytes", comm.bytes), ("kind", comm.kind),
-                       ("ranks", size), ("topology", mesh.topology.spec), ("world", False)))  # fmt: skip
-        opcode = "collective-permute" if comm.kind == "permute" else comm.kind
-        return name, opcode, Priced(est, 0.0, comm.bytes, mesh_axes=axes, collective=(words,))
-
-
-_NO_GROUP_SIZE = Reason(ReasonCode.NCCL_NO_GROUP_SIZE)
-
-
-def _nccl_row(key: tuple[Any, ...], kernel: str) -> str:
-    """The report row of an NCCL kernel of call signature ``key`` (``_Nccl.key``): the call, or the kernel's
-    name when its args name no collective."""
-    coll, n_in, n_out, dtype, size = key
-    nelems = n_out if coll and "gather" in str(coll) else n_in
-    return f"nccl {coll} {nelems} x {dtype} (group of {size})" if coll else kernel
-
-
-def _comm_kernels(trace: Trace, launched: Launches) -> frozenset[str]:
-    """Names of the kernels that communicate beyond NCCL's: those a collective op of any implementation
-    launched (symm_mem, functional collectives, custom all-reduces), and those named as collectives."""
-    code, values = column_codes(trace.events, "name")
-    named = {v for v in values if collective_kind(v)}
-    collective = np.array([bool(collective_kind(v)) for v in values], bool)
-    has_op = launched.ops >= 0
-    by_collective = launched.kernels[has_op][collective[code[launched.ops[has_op]]]]
-    launched_by = {values[k] for k in np.unique(code[by_collective]).tolist()}
-    return frozenset(named | launched_by)
-
-
-def _collective(op: TorchOp, kind: str, group: int) -> Comm:
-    """The Comm of a collective op of any implementation (symm_mem, functional collectives, custom
-    all-reduces): its first tensor is each rank's input; an all-gather's output is ``group`` of them."""
-    tensor = next((i for i in op.reads() if op.tensor(i) is not None), None)
-    if tensor is None:
-        raise InvalidConfigError("no tensor argument")
-    size = op.nbytes(tensor) * (group if kind == "all-gather" else 1)
-    return Comm(kind, (), size, label=op.name)
 
 
 def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str, Priced]:
@@ -176,7 +62,7 @@ def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str,
 
 
 def _priced_once(
-    prices: dict[tuple[Any, ...], tuple[str, Priced]], nccl: _Nccl, op: TorchOp, lengths: SeqStats | None
+    prices: dict[tuple[Any, ...], tuple[str, Priced]], nccl: Collectives, op: TorchOp, lengths: SeqStats | None
 ) -> tuple[str, Priced]:
     """The op's label and price, priced once per distinct (name, dims, types, concrete values, lengths)."""
     shapes = (op.name, op.dims, op.types, op.concrete, lengths)
@@ -205,11 +91,11 @@ class _Group:
 
 
 def _kineto_report(trace: Trace, chip: Chip, topology: str | None, capture: Capture | None) -> ProfileReport:
-    nccl = _Nccl(trace, chip, topology)
+    nccl = Collectives(trace, chip, topology)
     launched = launching_ops(trace)
     execs = executions(trace, by_time=False)  # for the steps and the intervals: their order does not matter
     groups, unexplained, by_name = _kernel_groups(trace, chip, nccl, launched, execs, capture)
-    intervals = device_intervals(execs, _comm_kernels(trace, launched))
+    intervals = device_intervals(execs, comm_kernels(trace, launched))
     ops: list[OpReport] = []
     for key, g in groups.items():
         by_family = family_category(g.opcode) if g.opcode else None
@@ -257,7 +143,7 @@ def _replay_notes(groups: dict[tuple[Any, ...], _Group], unexplained: int, captu
 
 
 def _kernel_groups(
-    trace: Trace, chip: Chip, nccl: _Nccl, launched: Launches, execs: Executions, capture: Capture | None = None
+    trace: Trace, chip: Chip, nccl: Collectives, launched: Launches, execs: Executions, capture: Capture | None = None
 ) -> tuple[dict[tuple[Any, ...], _Group], int, int]:
     """The kernels grouped into report rows: per NCCL call signature and per reason for kernels no op
     explains (each kernel one execution), then per priced (aten op, shapes, dtypes) (each op's kernels on
@@ -304,7 +190,7 @@ def _kernel_groups(
 
 def _replays(
     ev: EventTable,
-    nccl: _Nccl,
+    nccl: Collectives,
     rows: np.ndarray,
     graph: np.ndarray,
     capture: Capture,
@@ -371,7 +257,7 @@ def _call_args(args: Any, kernels: np.ndarray, ops: np.ndarray) -> list[Any]:
 
 
 def _alone_groups(
-    ev: EventTable, nccl: _Nccl, rows: np.ndarray, name: np.ndarray, is_nccl: np.ndarray, why: np.ndarray,
+    ev: EventTable, nccl: Collectives, rows: np.ndarray, name: np.ndarray, is_nccl: np.ndarray, why: np.ndarray,
     groups: dict[tuple[Any, ...], _Group], ops: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """The report row of each kernel that is an execution by itself: an NCCL kernel by its call (its args,
@@ -417,7 +303,7 @@ def _alone_groups(
 
 
 def _op_runs(
-    ev: EventTable, nccl: _Nccl, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple[Any, ...], _Group],
+    ev: EventTable, nccl: Collectives, kernels: np.ndarray, op_row: np.ndarray, groups: dict[tuple[Any, ...], _Group],
     run_of: np.ndarray | None = None,
 ) -> tuple[Executions, np.ndarray]:  # fmt: skip
     """The executions of the priced kernels, one per (op, device) (numbered by first kernel), as columns,
@@ -478,11 +364,11 @@ def kernel_labels(trace: Trace, chip: Chip) -> tuple[dict[int, str], dict[int, t
     launched = launching_ops(trace)
     labels: dict[int, str] = {}
     out: dict[int, str] = {}
-    nccl = _Nccl(trace, chip, None)
+    nccl = Collectives(trace, chip, None)
     seen: dict[tuple[int, str], list[int]] = {}  # (op row, kernel name) -> its kernels
     for k, (kernel, op) in enumerate(zip(launched.kernels.tolist(), launched.ops.tolist(), strict=True)):
         if "nccl" in names[kernel].lower():
-            out[kernel] = _nccl_row(nccl.key(args[kernel] or {}), names[kernel])
+            out[kernel] = nccl_row(nccl.key(args[kernel] or {}), names[kernel])
             continue
         if op < 0:
             continue

@@ -11,7 +11,7 @@ import pytest
 
 from rooftop.analysis.compare import OpReport, ProfileReport
 from rooftop.analysis.profile import profile_report
-from rooftop.analysis.torch.kineto import launching_ops
+from rooftop.analysis.torch.launches import launching_ops
 from rooftop.analysis.torch.op import TorchOp
 from rooftop.analysis.torch.ops import nccl_comm, op_cost
 from rooftop.analysis.trace.load import load_trace

@@ -47,7 +47,7 @@ from rooftop.hardware.chip import Chip
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, Reason
 
-__all__ = ["GRAPH_REPLAY", "REASONS", "Launches", "kernel_labels", "kineto_report", "launching_ops"]
+__all__ = ["kernel_labels", "kineto_report"]
 
 
 def _price(op: TorchOp, chip: Chip, stats: SeqStats | None = None) -> tuple[str, Priced]:

@@ -13,8 +13,8 @@ import pytest
 
 from rooftop.model import memory as mem
 from rooftop.model import per_token
-from rooftop.model import transformer as tf
 from rooftop.model.catalog import get_entry, get_model, load_models
+from rooftop.model.params import params_active, params_matmul_active, params_total
 
 # (model, published total, relative tolerance, source)
 TOTALS = [
@@ -35,7 +35,7 @@ TOTALS = [
 
 @pytest.mark.parametrize(("name", "published", "rel", "source"), TOTALS, ids=[t[0] for t in TOTALS])
 def test_params_total_matches_published(name: str, published: float, rel: float, source: str) -> None:
-    assert tf.params_total(get_model(name)) == pytest.approx(published, rel=rel), source
+    assert params_total(get_model(name)) == pytest.approx(published, rel=rel), source
 
 
 def test_catalog_published_figures_agree_with_our_counts() -> None:
@@ -43,17 +43,17 @@ def test_catalog_published_figures_agree_with_our_counts() -> None:
     announced "7.3B" is rounded up from 7.24B: 0.8%)."""
     for e in load_models():
         if "params_total" in e.published:
-            assert tf.params_total(e.config) == pytest.approx(e.published["params_total"].value, rel=0.01), e.name
+            assert params_total(e.config) == pytest.approx(e.published["params_total"].value, rel=0.01), e.name
 
 
 def test_mixtral_8x7b_active() -> None:
     """Mistral AI: 12.9B parameters used per token."""
-    assert tf.params_active(get_model("mixtral-8x7b")) == pytest.approx(12.9e9, rel=0.005)
+    assert params_active(get_model("mixtral-8x7b")) == pytest.approx(12.9e9, rel=0.005)
 
 
 def test_mixtral_8x22b_active() -> None:
     """Mistral AI: 39B active parameters."""
-    assert tf.params_active(get_model("mixtral-8x22b")) == pytest.approx(39e9, rel=0.01)
+    assert params_active(get_model("mixtral-8x22b")) == pytest.approx(39e9, rel=0.01)
 
 
 def test_deepseek_v3_total_and_active() -> None:
@@ -70,21 +70,21 @@ def test_deepseek_v3_total_and_active() -> None:
     dense_layer = attn + 2 * d + 3 * d * 18432
     moe_layer = attn + 2 * d + d * 256 + 256 + 256 * expert + expert
     emb = 2 * 129280 * d + d
-    assert tf.params_total(cfg) == emb + 3 * dense_layer + 58 * moe_layer == 671_026_419_200
-    assert tf.params_active(cfg) == emb + 3 * dense_layer + 58 * (moe_layer - 248 * expert)
-    assert tf.params_active(cfg) == pytest.approx(37e9, rel=0.015)
-    assert tf.params_matmul_active(cfg) == pytest.approx(37e9, rel=0.011)
+    assert params_total(cfg) == emb + 3 * dense_layer + 58 * moe_layer == 671_026_419_200
+    assert params_active(cfg) == emb + 3 * dense_layer + 58 * (moe_layer - 248 * expert)
+    assert params_active(cfg) == pytest.approx(37e9, rel=0.015)
+    assert params_matmul_active(cfg) == pytest.approx(37e9, rel=0.011)
 
 
 def test_gemma_2_27b_non_embedding_exact() -> None:
     """Gemma 2 report Table 2: 26,047,480,320 non-embedding parameters (27B)."""
     cfg = get_model("gemma-2-27b")
-    assert tf.params_total(cfg) - 256000 * 4608 == 26_047_480_320
+    assert params_total(cfg) - 256000 * 4608 == 26_047_480_320
 
 
 def test_qwen_non_embedding() -> None:
     """Qwen2.5-72B model card: 70.0B non-embedding parameters (embedding and unembedding excluded)."""
-    assert tf.params_total(get_model("qwen2.5-72b")) - 2 * 152064 * 8192 == pytest.approx(70.0e9, rel=0.005)
+    assert params_total(get_model("qwen2.5-72b")) - 2 * 152064 * 8192 == pytest.approx(70.0e9, rel=0.005)
 
 
 def test_llama_3_70b_kv_cache_per_token() -> None:
@@ -111,20 +111,20 @@ def test_llama_3_70b_train_flops_6n_plus_attention() -> None:
     """Training FLOPs per token = 6N + 3 x forward attention (N: matmul params, the input
     embedding excluded), attention 2 x 80 layers x 64 heads x (128 + 128) x (T + 1) / 2."""
     cfg, t = get_model("llama-3-70b"), 8192
-    n = tf.params_matmul_active(cfg)
+    n = params_matmul_active(cfg)
     attn = 80 * 2 * 64 * (128 + 128) * (t + 1) / 2
-    assert n == tf.params_total(cfg) - 128256 * 8192 - (2 * 80 + 1) * 8192  # no embedding lookup, no norms
+    assert n == params_total(cfg) - 128256 * 8192 - (2 * 80 + 1) * 8192  # no embedding lookup, no norms
     assert per_token.attention_flops_per_token(cfg, t) == pytest.approx(attn)
     assert per_token.flops_per_token_train(cfg, t) == pytest.approx(6 * n + 3 * attn)
     # and close to the textbook 6 x params_total + attention: within the embedding's 1.5%
-    assert per_token.flops_per_token_train(cfg, t) == pytest.approx(6 * tf.params_total(cfg) + 3 * attn, rel=0.015)
+    assert per_token.flops_per_token_train(cfg, t) == pytest.approx(6 * params_total(cfg) + 3 * attn, rel=0.015)
 
 
 def test_palm_appendix_b_flops_convention() -> None:
     """PaLM appendix B: 6N + 12 L H Q T per token with non-causal attention (H heads, Q head_dim).
     Our causal=False count reproduces it exactly for the matmul part."""
     cfg, t = get_model("palm-540b"), 2048
-    n = tf.params_matmul_active(cfg)
+    n = params_matmul_active(cfg)
     palm = 6 * n + 12 * 118 * 48 * 256 * t
     ours = 3 * per_token.flops_per_token_forward(cfg, t, causal=False)
     assert ours == pytest.approx(palm)

@@ -12,9 +12,8 @@ from rooftop.cost.op import Operand, explicit, matmul
 from rooftop.errors import InvalidConfigError
 from rooftop.model.catalog import get_model, load_models
 from rooftop.model.memory import kv_cache_bytes
-from rooftop.model.params import ParamTree, param_tree
+from rooftop.model.params import ParamTree, param_tree, params_matmul_active
 from rooftop.model.passes import model_costs, train_leaves
-from rooftop.model.transformer import params_matmul_active
 from rooftop.model.workload import Dtypes, Workload
 from rooftop.sharding.tensor import kv_shards, share
 

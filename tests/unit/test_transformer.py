@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from rooftop.cost.op import attended_pairs
 from rooftop.model import activations, per_token
 from rooftop.model import memory as mem
 from rooftop.model import transformer as tf
 from rooftop.model.blocks import MLAConfig, MoEConfig
 from rooftop.model.config import TransformerConfig
+from rooftop.model.layers import layer_groups
+from rooftop.model.params import param_tree, params_matmul_active, params_total
 from rooftop.model.passes import model_costs
 from rooftop.model.workload import Workload
 
@@ -23,7 +26,7 @@ def small_attention_per_token(t: int) -> float:
 
 
 def test_small_params_by_hand() -> None:
-    tree = tf.param_tree(SMALL)
+    tree = param_tree(SMALL)
     assert tree.params == 2 * 1000 * 256 + 4 * (LAYER_MATMUL + 2 * 256) + 256
     assert tree.active == tree.params
     assert tree.matmul == SMALL_N
@@ -35,8 +38,8 @@ def test_tied_embeddings_store_once_but_multiply() -> None:
     tied = TransformerConfig(
         name="t", vocab_size=1000, d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, d_ff=688, tied_embeddings=True
     )
-    assert tf.params_total(tied) == tf.params_total(SMALL) - 1000 * 256
-    assert tf.params_matmul_active(tied) == SMALL_N
+    assert params_total(tied) == params_total(SMALL) - 1000 * 256
+    assert params_matmul_active(tied) == SMALL_N
 
 
 def test_biases_and_learned_positions_and_layernorm() -> None:
@@ -58,17 +61,17 @@ def test_biases_and_learned_positions_and_layernorm() -> None:
         mlp_bias=True,
     )
     layer = (4 * 64 * 64 + 4 * 64) + (2 * 64 * 256 + 256 + 64) + 2 * 2 * 64  # attn+biases, mlp+biases, 2 LNs
-    assert tf.params_total(gpt) == 100 * 64 + 128 * 64 + 2 * layer + 2 * 64
-    assert tf.params_matmul_active(gpt) == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64
+    assert params_total(gpt) == 100 * 64 + 128 * 64 + 2 * layer + 2 * 64
+    assert params_matmul_active(gpt) == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64
 
 
 def test_attended_pairs_closed_forms() -> None:
-    assert tf.attended_pairs(10, 10) == 10 * 11 / 2
-    assert tf.attended_pairs(10, 10, window=4) == 1 + 2 + 3 + 4 * 7
-    assert tf.attended_pairs(1, 100) == 100
-    assert tf.attended_pairs(1, 100, window=4) == 4
-    assert tf.attended_pairs(4, 10) == 7 + 8 + 9 + 10  # a chunk after 6 cached tokens
-    assert tf.attended_pairs(10, 10, causal=False) == 10 * 10
+    assert attended_pairs(10, 10) == 10 * 11 / 2
+    assert attended_pairs(10, 10, window=4) == 1 + 2 + 3 + 4 * 7
+    assert attended_pairs(1, 100) == 100
+    assert attended_pairs(1, 100, window=4) == 4
+    assert attended_pairs(4, 10) == 7 + 8 + 9 + 10  # a chunk after 6 cached tokens
+    assert attended_pairs(10, 10, causal=False) == 10 * 10
 
 
 def test_six_n_plus_attention_rule() -> None:
@@ -152,10 +155,10 @@ def test_sliding_window_groups_and_attention() -> None:
         sliding_window=64,
         attention_pattern=("local", "global"),
     )
-    groups = tf.layer_groups(cfg)
+    groups = layer_groups(cfg)
     assert [(g.name, g.count, g.window) for g in groups] == [("dense-local", 2, 64), ("dense-global", 2, 0)]
     t = 256
-    local = tf.attended_pairs(t, t, 64) / t
+    local = attended_pairs(t, t, 64) / t
     glob = (t + 1) / 2
     assert per_token.attention_flops_per_token(cfg, t) == pytest.approx(2 * 2 * 8 * 64 * (local + glob))
     assert mem.kv_cache_bytes(cfg, 3, 1000) == 3 * (2 * 64 + 2 * 1000) * 2 * 2 * 32 * 2
@@ -179,15 +182,15 @@ def test_moe_params_total_and_active() -> None:
     moe_layer = attn + 256 + 256 * 4 + 4 * expert + expert
     dense_layer = attn + 256 + 3 * 256 * 688
     emb = 2 * 1000 * 256 + 256
-    tree = tf.param_tree(SMALL_MOE)
-    assert [(g.name, g.count) for g in tf.layer_groups(SMALL_MOE)] == [("dense", 1), ("moe", 3)]
+    tree = param_tree(SMALL_MOE)
+    assert [(g.name, g.count) for g in layer_groups(SMALL_MOE)] == [("dense", 1), ("moe", 3)]
     assert tree.params == emb + dense_layer + 3 * moe_layer
     assert tree.active == emb + dense_layer + 3 * (moe_layer - 2 * expert)
     assert tree.find("layers/moe/moe/experts").active == 3 * 2 * expert
 
 
 def test_moe_ops_and_expert_weight_reads() -> None:
-    g = tf.layer_groups(SMALL_MOE)[1]
+    g = layer_groups(SMALL_MOE)[1]
     dec = dict(tf.layer_costs(SMALL_MOE, Workload("decode", 1, 1, 10), group=g).walk())
     assert dec["layer/moe/experts/up"].cost.flops == 2 * 2 * 256 * 128  # 1 token x top-2
     # one token touches exactly its 2 experts: E (1 - (1 - k/E)^1) = k
@@ -210,7 +213,7 @@ MLA_ATTN = 256 * 96 + 96 + 96 * 8 * 48 + 256 * (64 + 16) + 64 + 64 * 8 * (32 + 3
 
 
 def test_mla_params_and_kv_cache() -> None:
-    assert tf.param_tree(SMALL_MLA).find("layers/dense/attention").params == 4 * MLA_ATTN
+    assert param_tree(SMALL_MLA).find("layers/dense/attention").params == 4 * MLA_ATTN
     assert SMALL_MLA.head_dim == 32 + 16
     assert mem.kv_cache_bytes_per_token(SMALL_MLA) == 4 * (64 + 16) * 2
     assert mem.kv_cache_bytes_per_token(SMALL_MLA, "fp8") == 4 * (64 + 16) * 1
@@ -221,12 +224,12 @@ def test_mla_absorbed_decode_keeps_matmul_flops_and_changes_attention() -> None:
     dec = model_costs(SMALL_MLA, Workload("decode", 1, 1, ctx))
     attn = sum(t.cost.flops for _, t in dec.walk() if t.name in ("scores", "values"))
     assert attn == 4 * ctx * (2 * 8 * (64 + 16) + 2 * 8 * 64)  # over the latent: R_kv + H_rope, then R_kv
-    assert per_token.matrix_flops(dec) - attn == 2 * tf.params_matmul_active(SMALL_MLA)
+    assert per_token.matrix_flops(dec) - attn == 2 * params_matmul_active(SMALL_MLA)
     t = 128
     naive = per_token.attention_flops_per_token(SMALL_MLA, t)
     assert naive == pytest.approx(4 * 2 * 8 * (48 + 32) * (t + 1) / 2)
     forward = per_token.flops_per_token_forward(SMALL_MLA, t)
-    assert forward == pytest.approx(2 * tf.params_matmul_active(SMALL_MLA) + naive)
+    assert forward == pytest.approx(2 * params_matmul_active(SMALL_MLA) + naive)
 
 
 def test_kv_cache_gqa() -> None:
@@ -268,5 +271,5 @@ def test_training_bytes_per_param() -> None:
     got = mem.training_memory_bytes(SMALL, batch=2, seq_len=64, remat="full")
     assert got["activations"] == 2 * 64 * 4 * 2 * 256
     assert got["logits"] == 2 * 64 * 1000 * 4
-    assert got["weights"] == 2 * tf.params_total(SMALL)
+    assert got["weights"] == 2 * params_total(SMALL)
     assert got.total == sum(got.as_dict().values())

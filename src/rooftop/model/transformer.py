@@ -57,36 +57,14 @@ from rooftop.model.eager import kv_expand_bytes, unfused_act, unfused_norm, unfu
 from rooftop.model.layers import LayerGroup, layer_groups
 from rooftop.model.memory import kv_cache_elements_per_token
 from rooftop.model.params import (
-    ParamTree,
     Part,
     attention_parts,
     dim_sizes,
     mixer_block,
     mlp_parts,
-    param_tree,
-    params_active,
-    params_matmul_active,
-    params_total,
 )
-from rooftop.model.tags import OP_CATEGORY, OP_TAGS
+from rooftop.model.tags import OP_TAGS
 from rooftop.model.workload import Dtypes, Workload
-
-__all__ = [
-    "OP_CATEGORY",
-    "OP_TAGS",
-    "LayerGroup",
-    "OpContext",
-    "ParamTree",
-    "attended_pairs",
-    "layer_costs",
-    "layer_groups",
-    "leaf",
-    "op_context",
-    "param_tree",
-    "params_active",
-    "params_matmul_active",
-    "params_total",
-]
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0  # max, subtract, exp, sum, divide
 ROPE_FLOPS_PER_ELEMENT = 3.0  # x cos + rotate(x) sin

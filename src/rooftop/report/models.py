@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from rooftop.model import activations as act
 from rooftop.model import memory as mem
 from rooftop.model import per_token
-from rooftop.model import transformer as tf
 from rooftop.model.activations import REMAT_POLICIES, remat_policy
 from rooftop.model.catalog import config_to_dict
+from rooftop.model.layers import layer_groups
+from rooftop.model.params import ParamTree, param_tree
 from rooftop.report.book import BOOK
 from rooftop.report.table import say, styled, table, words
 from rooftop.units import format_bytes, format_number
@@ -29,7 +30,7 @@ def _published(entry: ModelEntry | None) -> dict[str, Any]:
     return {k: {"value": f.value, "source": f.source, "note": f.note} for k, f in entry.published.items()}
 
 
-def _tree_dict(t: tf.ParamTree) -> dict[str, Any]:
+def _tree_dict(t: ParamTree) -> dict[str, Any]:
     return {
         "name": t.name,
         "params": t.params,
@@ -49,7 +50,7 @@ def model_summary(
     use, e.g. PaLM's MFU)."""
     remat_policy(remat)
     causal = attention == "causal"
-    tree = tf.param_tree(cfg)
+    tree = param_tree(cfg)
     per_param = mem.training_bytes_per_param()
     state = mem.training_state_bytes(cfg)
     return {
@@ -81,7 +82,7 @@ def model_summary(
         **_book_flops(cfg, seq_len, remat, causal),
         "layer_groups": [
             {"name": g.name, "count": g.count, "moe": g.moe, "window": g.window, "mixer": g.mixer, "mlp": g.mlp}
-            for g in tf.layer_groups(cfg)
+            for g in layer_groups(cfg)
         ],
         "conventions": {
             "flops": "matrix-unit FLOPs; forward = 2 x params_matmul_active + attention; train = 3 x forward"
@@ -112,7 +113,7 @@ def _book_flops(cfg: TransformerConfig, seq_len: int, remat: str, causal: bool) 
         "book_flops_per_token_train": 3 * forward,
         "book_attention_flops_per_token": attn,
         "book_formula": (
-            f"train = 3 x forward = 3 x (2 x {format_number(tf.param_tree(cfg).matmul)} matmul params + "
+            f"train = 3 x forward = 3 x (2 x {format_number(param_tree(cfg).matmul)} matmul params + "
             f"{format_number(attn)} attention with all T = {seq_len} keys per query) = "
             f"{format_number(3 * forward, 'FLOP')}"
         ),
@@ -222,7 +223,7 @@ def _walk(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dict[st
 
 
 def _entry_dict(e: ModelEntry) -> dict[str, Any]:
-    tree = tf.param_tree(e.config)
+    tree = param_tree(e.config)
     return {
         "name": e.name,
         "aliases": list(e.aliases),

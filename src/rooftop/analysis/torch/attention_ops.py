@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
+from rooftop.analysis.torch.sources import AITER, SGL, VLLM
 from rooftop.cost.op import ATTENTION_BACKWARD_FACTOR, attended_pairs, explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
@@ -84,11 +85,8 @@ class AttnOp(NamedTuple):
     source: str
 
 
-_VLLM = "vLLM csrc/torch_bindings.cpp"
 _VFA = "vllm-project/flash-attention flash_api_torch_lib.cpp"
 _FA = "flash-attn flash_attn_interface.py"
-_AITER = "AITER aiter/ops"
-_SGL = "SGLang sgl-kernel common_extension.cc"
 _FI = "FlashInfer"
 
 # fmt: off
@@ -96,10 +94,10 @@ _FI = "FlashInfer"
 ATTENTION_OPS: dict[str, AttnOp] = {
     # paged_attention_v1(out!, query [B, H, D], key_cache [P, Hk, D/x, page, x], value_cache, num_kv_heads, ...)
     "_C::paged_attention_v1": AttnOp(Attn(q=1, k=2, v=3, out=0, kv_heads=4, cache_kv_axis=1, paged=True, decode=True),
-                                     _VLLM + ": paged_attention_v1(out!, query, key_cache, value_cache, num_kv_heads, "
+                                     VLLM + ": paged_attention_v1(out!, query, key_cache, value_cache, num_kv_heads, "
                                      "scale, block_tables, seq_lens, ...)"),
     "_C::paged_attention_v2": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cache_kv_axis=1, paged=True, decode=True),
-                                     _VLLM + ": paged_attention_v2(out!, exp_sums!, max_logits!, tmp_out!, query, "
+                                     VLLM + ": paged_attention_v2(out!, exp_sums!, max_logits!, tmp_out!, query, "
                                      "key_cache, value_cache, num_kv_heads, ...)"),
     "_rocm_C::paged_attention": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cache_kv_axis=1, cu_q=11, paged=True,
                                             decode=True),
@@ -108,14 +106,14 @@ ATTENTION_OPS: dict[str, AttnOp] = {
                                        "block_tables, seq_lens, query_start_loc?, ...)"),
     "aiter::paged_attention_rocm": AttnOp(Attn(q=4, k=5, v=6, out=0, kv_heads=7, cache_kv_axis=1, paged=True,
                                                decode=True),
-                                          _AITER + "/attention.py: paged_attention_rocm(out, exp_sums, max_logits, "
+                                          AITER + "/attention.py: paged_attention_rocm(out, exp_sums, max_logits, "
                                           "tmp_out, query, key_cache, value_cache, num_kv_heads, ...)"),
     # MLA decode: q_nope [B, H, L], q_pe [B, H, R], latent cache [P, page, L + R] read once as keys and values
     "_C::sm100_cutlass_mla_decode": AttnOp(Attn(q=2, q_pe=3, k=4, out=0, paged=True, decode=True),
-                                           _VLLM + ": sm100_cutlass_mla_decode(out!, lse!, q_nope, q_pe, "
+                                           VLLM + ": sm100_cutlass_mla_decode(out!, lse!, q_nope, q_pe, "
                                            "kv_c_and_k_pe_cache, seq_lens, page_table, workspace, ...)"),
     "sgl_kernel::cutlass_mla_decode": AttnOp(Attn(q=1, q_pe=2, k=3, out=0, paged=True, decode=True),
-                                             _SGL + ": cutlass_mla_decode(out!, q_nope, q_pe, kv_c_and_k_pe_cache, "
+                                             SGL + ": cutlass_mla_decode(out!, q_nope, q_pe, kv_c_and_k_pe_cache, "
                                              "seq_lens, page_table, workspace!, sm_scale, num_kv_splits)"),
     # vLLM's flash-attention builds: packed [T, H, D] queries, a paged [P, page, Hk, D] cache or packed keys
     "_vllm_fa2_C::varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, out=3, cu_q=4, cu_k=5, table=8, causal=15, window=16),
@@ -142,10 +140,10 @@ ATTENTION_OPS: dict[str, AttnOp] = {
         Attn(q=1, k=2, v=3, cu_q=9, cu_k=10, causal=15, window=16, backward=True),
         _FA + ": _flash_attn_varlen_backward(dout, q, k, v, out, softmax_lse, dq!, dk!, dv!, cu_seqlens_q, "
         "cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, ...)"),
-    "aiter::mha_fwd": AttnOp(Attn(q=0, k=1, v=2, causal=5, window=6), _AITER + "/mha.py: mha_fwd(q, k, v, dropout_p, "
+    "aiter::mha_fwd": AttnOp(Attn(q=0, k=1, v=2, causal=5, window=6), AITER + "/mha.py: mha_fwd(q, k, v, dropout_p, "
                              "softmax_scale, is_causal, ...)"),
     "aiter::mha_varlen_fwd": AttnOp(Attn(q=0, k=1, v=2, cu_q=3, cu_k=4, table=19, causal=12, window=13),
-                                    _AITER + "/mha.py: mha_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, "
+                                    AITER + "/mha.py: mha_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, "
                                     "max_seqlen_q, max_seqlen_k, min_seqlen_q, dropout_p, softmax_scale, "
                                     "logits_soft_cap, zero_tensors, is_causal, ...)"),
 }

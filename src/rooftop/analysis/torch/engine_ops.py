@@ -24,6 +24,7 @@ from rooftop.analysis.torch.families import RULES, Roles, SeqStats, attention
 from rooftop.analysis.torch.op import Price, TorchOp
 from rooftop.analysis.torch.quant_ops import QUANT_OPS, quant_family, quant_price
 from rooftop.analysis.torch.scan_ops import SCAN_OPS, scan_family, scan_price
+from rooftop.analysis.torch.sources import AITER, SGL, VLLM
 from rooftop.errors import InvalidConfigError
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Reason
@@ -39,61 +40,58 @@ def _rw(reads: tuple[int, ...], writes: tuple[int, ...], add: bool = False, **na
     return Roles(reads, writes, named, add)
 
 
-_VLLM = "vLLM csrc/torch_bindings.cpp"
 _VLLM_CACHE = "vLLM csrc/torch_bindings.cpp (_C_cache_ops)"
 _VLLM_PY = "vLLM direct_register_custom_op"
-_SGL = "SGLang sgl-kernel common_extension.cc"
 _FI = "FlashInfer norm.py / activation.py"
-_AITER = "AITER aiter/ops"
 
 # fmt: off
 #: op name -> (family, argument roles, source of the schema)
 ENGINE_OPS: dict[str, EngineOp] = {
     # norms: rms_norm(Tensor! out, Tensor input, Tensor weight, float eps)
-    "_C::rms_norm": EngineOp("norm", _rw((1, 2), (0,)), _VLLM + ": rms_norm(out, input, weight, epsilon)"),
+    "_C::rms_norm": EngineOp("norm", _rw((1, 2), (0,)), VLLM + ": rms_norm(out, input, weight, epsilon)"),
     # fused_add_rms_norm(Tensor! input, Tensor! residual, Tensor weight, float eps): both updated in place
     "_C::fused_add_rms_norm": EngineOp("norm", _rw((0, 1, 2), (0, 1), add=True),
-                                       _VLLM + ": fused_add_rms_norm(input!, residual!, weight, epsilon)"),
+                                       VLLM + ": fused_add_rms_norm(input!, residual!, weight, epsilon)"),
     "_C::rms_norm_static_fp8_quant": EngineOp("norm", _rw((1, 2, 3), (0,)),
-                                              _VLLM + ": rms_norm_static_fp8_quant(out, input, weight, scale, eps)"),
+                                              VLLM + ": rms_norm_static_fp8_quant(out, input, weight, scale, eps)"),
     "_C::fused_add_rms_norm_static_fp8_quant": EngineOp(
         "norm", _rw((1, 2, 3, 4), (0, 2), add=True),
-        _VLLM + ": fused_add_rms_norm_static_fp8_quant(out, input, residual!, weight, scale, eps)"),
-    "sgl_kernel::rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), _SGL + ": rmsnorm(output, input, weight, eps, pdl)"),
+        VLLM + ": fused_add_rms_norm_static_fp8_quant(out, input, residual!, weight, scale, eps)"),
+    "sgl_kernel::rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), SGL + ": rmsnorm(output, input, weight, eps, pdl)"),
     "sgl_kernel::fused_add_rmsnorm": EngineOp("norm", _rw((0, 1, 2), (0, 1), add=True),
-                                              _SGL + ": fused_add_rmsnorm(input!, residual!, weight, eps, pdl)"),
-    "sgl_kernel::gemma_rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), _SGL + ": gemma_rmsnorm(output, input, weight)"),
+                                              SGL + ": fused_add_rmsnorm(input!, residual!, weight, eps, pdl)"),
+    "sgl_kernel::gemma_rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), SGL + ": gemma_rmsnorm(output, input, weight)"),
     "flashinfer::rmsnorm": EngineOp("norm", _rw((1, 2), (0,)), _FI + ": rmsnorm(out, input, weight, eps)"),
     "flashinfer::fused_add_rmsnorm": EngineOp("norm", _rw((0, 1, 2), (0, 1), add=True),
                                               _FI + ": fused_add_rmsnorm(input!, residual!, weight, eps)"),
-    "aiter::rms_norm": EngineOp("norm", _rw((0, 1), (0,)), _AITER + ": rms_norm(input, weight, eps) -> out"),
-    "aiter::rmsnorm2d_fwd": EngineOp("norm", _rw((0, 1), (0,)), _AITER + ": rmsnorm2d_fwd(input, weight, eps) -> out"),
+    "aiter::rms_norm": EngineOp("norm", _rw((0, 1), (0,)), AITER + ": rms_norm(input, weight, eps) -> out"),
+    "aiter::rmsnorm2d_fwd": EngineOp("norm", _rw((0, 1), (0,)), AITER + ": rmsnorm2d_fwd(input, weight, eps) -> out"),
     **{n: EngineOp("norm", _rw((1, 2, 4), (0, 3), add=True),
-                   _AITER + f": {n[7:]}(out, input, residual_in, residual_out, weight, eps, ...)")
+                   AITER + f": {n[7:]}(out, input, residual_in, residual_out, weight, eps, ...)")
        for n in ("aiter::rmsnorm2d_fwd_with_add", "aiter::rmsnorm2d_fwd_with_add_ck")},
     # gated activations: (Tensor! out [T, F], Tensor input [T, 2F])
-    **{f"_C::{a}": EngineOp("activation", _rw((1,), (0,)), _VLLM + f": {a}(out, input)")
+    **{f"_C::{a}": EngineOp("activation", _rw((1,), (0,)), VLLM + f": {a}(out, input)")
        for a in ("silu_and_mul", "mul_and_silu", "gelu_and_mul", "gelu_tanh_and_mul", "fatrelu_and_mul",
                  "swigluoai_and_mul")},
-    **{f"sgl_kernel::{a}": EngineOp("activation", _rw((1,), (0,)), _SGL + f": {a}(out, input)")
+    **{f"sgl_kernel::{a}": EngineOp("activation", _rw((1,), (0,)), SGL + f": {a}(out, input)")
        for a in ("gelu_and_mul", "gelu_tanh_and_mul")},  # silu_and_mul: custom.py
     **{f"flashinfer::{a}": EngineOp("activation", _rw((1,), (0,)), _FI + f": {a}(out, input)")
        for a in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
     # rotary: (Tensor positions [T], Tensor! query [T, Hq*D], Tensor!? key, int head_size, Tensor cos_sin_cache, bool)
     "_C::rotary_embedding": EngineOp("rotary", Roles(named={"positions": 0, "q": 1, "k": 2, "cache": 4}),
-                                     _VLLM + ": rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, "
+                                     VLLM + ": rotary_embedding(positions, query!, key!, head_size, cos_sin_cache, "
                                      "is_neox)"),
     # quantization: (Tensor! out, Tensor input, Tensor scale, ...)
     "_C::static_scaled_fp8_quant": EngineOp("quantize", _rw((1, 2), (0,)),
-                                            _VLLM + ": static_scaled_fp8_quant(result, input, scale)"),
+                                            VLLM + ": static_scaled_fp8_quant(result, input, scale)"),
     "_C::dynamic_scaled_fp8_quant": EngineOp("quantize", _rw((1,), (0, 2)),
-                                             _VLLM + ": dynamic_scaled_fp8_quant(result, input, scale!)"),
+                                             VLLM + ": dynamic_scaled_fp8_quant(result, input, scale!)"),
     "_C::dynamic_per_token_scaled_fp8_quant": EngineOp(
-        "quantize", _rw((1,), (0, 2)), _VLLM + ": dynamic_per_token_scaled_fp8_quant(result, input, scale!, scale_ub)"),
+        "quantize", _rw((1,), (0, 2)), VLLM + ": dynamic_per_token_scaled_fp8_quant(result, input, scale!, scale_ub)"),
     "_C::scaled_fp4_quant": EngineOp("quantize", _rw((1, 3), (0, 2)),
-                                     _VLLM + ": scaled_fp4_quant(output, input, output_scale!, input_scale)"),
+                                     VLLM + ": scaled_fp4_quant(output, input, output_scale!, input_scale)"),
     "sgl_kernel::sgl_per_token_group_quant_fp8": EngineOp(
-        "quantize", _rw((0,), (1, 2)), _SGL + ": sgl_per_token_group_quant_fp8(input, output_q, output_s, group, ...)"),
+        "quantize", _rw((0,), (1, 2)), SGL + ": sgl_per_token_group_quant_fp8(input, output_q, output_s, group, ...)"),
     # KV-cache writes: (Tensor key [T, Hk, D], Tensor value, Tensor! key_cache, Tensor! value_cache, Tensor slots, ...)
     **{f"_C_cache_ops::{n}": EngineOp("cache_write", Roles(named={"k": 0, "v": 1, "cache": 2, "slots": 4}),
                                       _VLLM_CACHE + f": {n}(key, value, key_cache!, value_cache!, slot_mapping, "
@@ -112,12 +110,12 @@ ENGINE_OPS: dict[str, EngineOp] = {
     # GEMMs: x [M, K] by a weight [N, K]
     "vllm::rocm_unquantized_gemm": EngineOp("gemm", Roles(reads=(2,), named={"a": 0, "b": 1}),
                                             _VLLM_PY + ": rocm_unquantized_gemm(x, weight, bias)"),
-    "aiter::gemm_a16w16": EngineOp("gemm", Roles(named={"a": 0, "b": 1}), _AITER + ": gemm_a16w16(A, B [N, K], ...)"),
+    "aiter::gemm_a16w16": EngineOp("gemm", Roles(named={"a": 0, "b": 1}), AITER + ": gemm_a16w16(A, B [N, K], ...)"),
     # cutlass_scaled_mm(Tensor! out, Tensor a [M, K], Tensor b [K, N], Tensor a_scales, Tensor b_scales, Tensor? bias)
     "_C::cutlass_scaled_mm": EngineOp("gemm", Roles(reads=(3, 4), named={"a": 1, "b": 2}),
-                                      _VLLM + ": cutlass_scaled_mm(out, a, b, a_scales, b_scales, bias)"),
+                                      VLLM + ": cutlass_scaled_mm(out, a, b, a_scales, b_scales, bias)"),
     "sgl_kernel::fp8_scaled_mm": EngineOp("gemm", Roles(reads=(2, 3), named={"a": 0, "b": 1}),
-                                          _SGL + ": fp8_scaled_mm(mat_a, mat_b, scales_a, scales_b, out_dtype, bias)"),
+                                          SGL + ": fp8_scaled_mm(mat_a, mat_b, scales_a, scales_b, out_dtype, bias)"),
     # fused MoE: (hidden_states [T, H], w1 [E, 2I, H], w2 [E, H, I], topk_weights [T, k], topk_ids [T, k], ...)
     **{n: EngineOp("moe", Roles(named={"hidden": 0, "w1": 1, "w2": 2, "topk_ids": 4}),
                    _VLLM_PY + f": {n[6:]}(hidden_states, w1, w2, topk_weights, topk_ids, ...)")
@@ -125,23 +123,23 @@ ENGINE_OPS: dict[str, EngineOp] = {
     # routing: topk_softmax(Tensor! topk_weights, Tensor! topk_ids, Tensor! token_expert_indices, Tensor gating)
     "_moe_C::topk_softmax": EngineOp("memory", Roles(), "vLLM csrc/moe/torch_bindings.cpp: topk_softmax(...)"),
     "_moe_C::moe_sum": EngineOp("memory", Roles(), "vLLM csrc/moe/torch_bindings.cpp: moe_sum(input, output!)"),
-    "sgl_kernel::topk_softmax": EngineOp("memory", Roles(), _SGL + ": topk_softmax(...)"),
+    "sgl_kernel::topk_softmax": EngineOp("memory", Roles(), SGL + ": topk_softmax(...)"),
     # added from the 2026-11-29 audit (benchmarks/results/engine-op-audit-2026-11-29): schemas read at the
     # commits named there
     **{n: EngineOp("gemm", Roles(reads=(2, 3), named={"a": 0, "b": 1}), src)
-       for n, src in (("aiter::gemm_a8w8", _AITER + "/gemm_op_a8w8.py: gemm_a8w8(XQ, WQ [N, K], x_scale, w_scale, "
+       for n, src in (("aiter::gemm_a8w8", AITER + "/gemm_op_a8w8.py: gemm_a8w8(XQ, WQ [N, K], x_scale, w_scale, "
                        "bias, dtype, splitK)"),
-                      ("aiter::gemm_a8w8_blockscale", _AITER + "/gemm_op_a8w8.py: gemm_a8w8_blockscale(XQ, WQ, "
+                      ("aiter::gemm_a8w8_blockscale", AITER + "/gemm_op_a8w8.py: gemm_a8w8_blockscale(XQ, WQ, "
                        "x_scale, w_scale, dtype, ...)"),
-                      ("sgl_kernel::fp8_blockwise_scaled_mm", _SGL + ": fp8_blockwise_scaled_mm(mat_a, mat_b, "
+                      ("sgl_kernel::fp8_blockwise_scaled_mm", SGL + ": fp8_blockwise_scaled_mm(mat_a, mat_b, "
                        "scales_a, scales_b, out_dtype)"),
-                      ("sgl_kernel::int8_scaled_mm", _SGL + ": int8_scaled_mm(mat_a, mat_b, scales_a, scales_b, "
+                      ("sgl_kernel::int8_scaled_mm", SGL + ": int8_scaled_mm(mat_a, mat_b, scales_a, scales_b, "
                        "out_dtype, bias)"))},
     **{n: EngineOp("gemm", Roles(named={"a": 1, "b": 2}), src + f": {n.split('::')[1]}(output!, mat_a, mat_b)")
-       for n, src in (("_C::dsv3_fused_a_gemm", _VLLM), ("sgl_kernel::dsv3_fused_a_gemm", _SGL),
-                      ("sgl_kernel::dsv3_router_gemm", _SGL), ("_C::fp32_router_gemm", _VLLM))},
+       for n, src in (("_C::dsv3_fused_a_gemm", VLLM), ("sgl_kernel::dsv3_fused_a_gemm", SGL),
+                      ("sgl_kernel::dsv3_router_gemm", SGL), ("_C::fp32_router_gemm", VLLM))},
     "_C::cutlass_scaled_mm_azp": EngineOp("gemm", Roles(reads=(3, 4, 5), named={"a": 1, "b": 2}),
-                                          _VLLM + ": cutlass_scaled_mm_azp(out!, a, b, a_scales, b_scales, azp_adj, "
+                                          VLLM + ": cutlass_scaled_mm_azp(out!, a, b, a_scales, b_scales, azp_adj, "
                                           "azp?, bias?)"),
     "flashinfer::cutlass_fused_moe": EngineOp(
         "moe", Roles(named={"hidden": 1, "w1": 4, "w2": 6, "topk_ids": 2}),
@@ -163,18 +161,18 @@ ENGINE_OPS: dict[str, EngineOp] = {
                               ("wvSplitKrc", (2,), "in_bias?, CuCount"),
                               ("wvSplitKQ", (2, 4, 5), "in_bias?, out_c!, scale_a, scale_b, CuCount"))},
     "aiter::fused_moe_": EngineOp("moe", Roles(named={"hidden": 0, "w1": 1, "w2": 2, "topk_ids": 4}),
-                                  _AITER + " fused_moe.py: fused_moe_(hidden_states, w1, w2, topk_weight, topk_ids, "
+                                  AITER + " fused_moe.py: fused_moe_(hidden_states, w1, w2, topk_weight, topk_ids, "
                                   "expert_mask?, ...)"),
     # memory-bound: merging partial attention results, top-k and sampling over the logits (tensors moved once)
-    "_C::merge_attn_states": EngineOp("memory", Roles(), _VLLM + ": merge_attn_states(output!, output_lse!?, "
+    "_C::merge_attn_states": EngineOp("memory", Roles(), VLLM + ": merge_attn_states(output!, output_lse!?, "
                                       "prefix_output, prefix_lse, suffix_output, suffix_lse, ...)"),
-    "sgl_kernel::merge_state_v2": EngineOp("memory", Roles(), _SGL + ": merge_state_v2(v_a, s_a, v_b, s_b, "
+    "sgl_kernel::merge_state_v2": EngineOp("memory", Roles(), SGL + ": merge_state_v2(v_a, s_a, v_b, s_b, "
                                            "v_merged!, s_merged!)"),
-    **{f"_C::{n}": EngineOp("memory", Roles(), _VLLM + f": {n}(logits, ...)")
+    **{f"_C::{n}": EngineOp("memory", Roles(), VLLM + f": {n}(logits, ...)")
        for n in ("top_k_per_row_prefill", "top_k_per_row_decode", "persistent_topk", "apply_repetition_penalties_")},
     **{f"flashinfer::{n}": EngineOp("memory", Roles(), f"FlashInfer sampling.py: {n}(...)")
        for n in ("top_k_renorm_probs", "top_k_mask_logits", "softmax")},
-    "sgl_kernel::moe_fused_gate": EngineOp("memory", Roles(), _SGL + ": moe_fused_gate(input, bias, ...)"),
+    "sgl_kernel::moe_fused_gate": EngineOp("memory", Roles(), SGL + ": moe_fused_gate(input, bias, ...)"),
 }
 # fmt: on
 

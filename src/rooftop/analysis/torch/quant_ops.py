@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from rooftop.analysis.torch.families import Roles, moe
 from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
+from rooftop.analysis.torch.sources import SGL, VLLM
 from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
 from rooftop.errors import InvalidConfigError
@@ -71,26 +72,24 @@ class QuantOp(NamedTuple):
     source: str
 
 
-_VLLM = "vLLM csrc/torch_bindings.cpp"
-_SGL = "SGLang sgl-kernel common_extension.cc"
 _VLLM_STABLE = "vLLM csrc/libtorch_stable/torch_bindings.cpp @ 0135b6c0 (namespace _C)"
 
 # fmt: off
 #: op name -> (which argument is what, source of the schema)
 QUANT_OPS: dict[str, QuantOp] = {
-    "_C::gptq_gemm": QuantOp(Mm(0, 1, (2, 3), bits=7), _VLLM + ": gptq_gemm(a, b_q_weight, b_gptq_qzeros, "
+    "_C::gptq_gemm": QuantOp(Mm(0, 1, (2, 3), bits=7), VLLM + ": gptq_gemm(a, b_q_weight, b_gptq_qzeros, "
                              "b_gptq_scales, b_g_idx, use_exllama, use_v2_format, bit)"),
-    "sgl_kernel::gptq_gemm": QuantOp(Mm(0, 1, (2, 3), bits=6), _SGL + ": gptq_gemm(a, b_q_weight, b_gptq_qzeros, "
+    "sgl_kernel::gptq_gemm": QuantOp(Mm(0, 1, (2, 3), bits=6), SGL + ": gptq_gemm(a, b_q_weight, b_gptq_qzeros, "
                                      "b_gptq_scales, b_g_idx, use_shuffle, bit)"),
-    "_C::awq_gemm": QuantOp(Mm(0, 1, (2, 3)), _VLLM + ": awq_gemm(_in_feats, _kernel, _scaling_factors, _zeros, "
+    "_C::awq_gemm": QuantOp(Mm(0, 1, (2, 3)), VLLM + ": awq_gemm(_in_feats, _kernel, _scaling_factors, _zeros, "
                             "split_k_iters) (4-bit)"),
-    "_C::marlin_gemm": QuantOp(Mm(0, 2, (4,), n=13), _VLLM + ": marlin_gemm(a, c?, b_q_weight, b_bias?, b_scales, "
+    "_C::marlin_gemm": QuantOp(Mm(0, 2, (4,), n=13), VLLM + ": marlin_gemm(a, c?, b_q_weight, b_bias?, b_scales, "
                                "a_scales?, global_scale?, b_zeros?, g_idx?, perm?, workspace, b_type_id, size_m, "
                                "size_n, size_k, ...)"),
-    "sgl_kernel::gptq_marlin_gemm": QuantOp(Mm(0, 2, (3,), n=11), _SGL + ": gptq_marlin_gemm(a, c?, b_q_weight, "
+    "sgl_kernel::gptq_marlin_gemm": QuantOp(Mm(0, 2, (3,), n=11), SGL + ": gptq_marlin_gemm(a, c?, b_q_weight, "
                                             "b_scales, global_scale?, b_zeros?, g_idx?, perm?, workspace, "
                                             "b_q_type_id, size_m, size_n, size_k, ...)"),
-    "sgl_kernel::cutlass_scaled_fp4_mm": QuantOp(Mm(1, 2, (3, 4), fp4=True), _SGL + ": cutlass_scaled_fp4_mm(out!, "
+    "sgl_kernel::cutlass_scaled_fp4_mm": QuantOp(Mm(1, 2, (3, 4), fp4=True), SGL + ": cutlass_scaled_fp4_mm(out!, "
                                                  "a, b, block_scale_a, block_scale_b, alpha)"),
     "aiter::gemm_a4w4": QuantOp(Mm(0, 1, (2, 3), fp4=True), "AITER aiter/ops/gemm_op_a4w4.py: gemm_a4w4(A [M, K/2], "
                                 "B [N, K/2], A_scale, B_scale, bias, ...)"),
@@ -104,11 +103,11 @@ QUANT_OPS: dict[str, QuantOp] = {
            ("cutlass_moe_mm", Mm(1, 2, (3, 4), grouped=True), "a_scales, b_scales, expert_offsets, problem_sizes, "
             "a_strides, b_strides, c_strides, per_act_token, per_out_ch"))},
     "sgl_kernel::cutlass_fp4_group_mm": QuantOp(Mm(1, 2, (3, 4), fp4=True, grouped=True),
-                                                _SGL + ": cutlass_fp4_group_mm(output!, a, b, a_blockscale, "
+                                                SGL + ": cutlass_fp4_group_mm(output!, a, b, a_blockscale, "
                                                 "b_blockscale, alphas, ab_strides, c_strides, problem_sizes, "
                                                 "expert_offsets, sf_offsets)"),
     "sgl_kernel::fp8_blockwise_scaled_grouped_mm": QuantOp(
-        Mm(6, 7, (8, 9), grouped=True), _SGL + ": fp8_blockwise_scaled_grouped_mm(output, a_ptrs, b_ptrs, out_ptrs, "
+        Mm(6, 7, (8, 9), grouped=True), SGL + ": fp8_blockwise_scaled_grouped_mm(output, a_ptrs, b_ptrs, out_ptrs, "
         "a_scales_ptrs, b_scales_ptrs, a, b, scales_a, scales_b, ...)"),
     "flashinfer::trtllm_bf16_moe": QuantOp(
         Moe(hidden=5, w1=6, w2=7, top_k=10), "FlashInfer fused_moe/core.py: trtllm_bf16_moe(routing_input_mode, "

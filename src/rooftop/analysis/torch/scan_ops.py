@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 from rooftop.analysis.torch.families import SeqStats
 from rooftop.analysis.torch.op import Price, TorchOp, fmt_shape
+from rooftop.analysis.torch.sources import VLLM
 from rooftop.cost.cost import Cost
 from rooftop.cost.op import explicit
 from rooftop.dtypes import dtype_bytes
@@ -129,7 +130,6 @@ class ScanOp(NamedTuple):
     source: str
 
 
-_VLLM = "vLLM csrc/torch_bindings.cpp"
 _FWD = "(x!, weight, bias_?, conv_states!?, query_start_loc?, cache_indices?, has_initial_state?, silu_activation, " \
     "pad_slot_id)"  # fmt: skip
 _UPD = "(x!, conv_state!, weight, bias_?, silu_activation, cache_seqlens_?, conv_state_indices?, pad_slot_id)"
@@ -140,11 +140,11 @@ _DAO = "Dao-AILab/causal-conv1d cpp_functions.py @ 0d2252d1"
 SCAN_OPS: dict[str, ScanOp] = {
     **{f"{ns}::causal_conv1d_fwd": ScanOp(Conv1d(0, 1, bias=2, state=3, offsets=4, silu=7), f"{src}: "
                                           f"causal_conv1d_fwd{_FWD}")
-       for ns, src in (("_C", _VLLM), ("sgl_kernel", "SGLang sgl-kernel causal_conv1d"),
+       for ns, src in (("_C", VLLM), ("sgl_kernel", "SGLang sgl-kernel causal_conv1d"),
                        ("trtllm", "TensorRT-LLM thop causal_conv1d"))},
     **{f"{ns}::causal_conv1d_update": ScanOp(Conv1d(0, 2, bias=3, state=1, silu=4, update=True),
                                              f"{src}: causal_conv1d_update{_UPD}")
-       for ns, src in (("_C", _VLLM), ("sgl_kernel", "SGLang sgl-kernel causal_conv1d"),
+       for ns, src in (("_C", VLLM), ("sgl_kernel", "SGLang sgl-kernel causal_conv1d"),
                        ("trtllm", "TensorRT-LLM thop causal_conv1d"))},
     "DaoAILab::_causal_conv1d_fwd_cpp": ScanOp(
         Conv1d(0, 1, bias=2, state=4, silu=7),
@@ -160,7 +160,7 @@ SCAN_OPS: dict[str, ScanOp] = {
         "dweight!, dbias!?, dinitial_states!?, silu_activation)"),
     "_C::selective_scan_fwd": ScanOp(
         Scan(u=0, delta=1, a=2, b=3, c=4, z=6, offsets=9, state=12),
-        _VLLM + " @ 00256d59: selective_scan_fwd(u!, delta!, A!, B!, C!, D_?, z_!?, delta_bias_?, delta_softplus, "
+        VLLM + " @ 00256d59: selective_scan_fwd(u!, delta!, A!, B!, C!, D_?, z_!?, delta_bias_?, delta_softplus, "
         "query_start_loc?, cache_indices?, has_initial_state?, ssm_states!, ...)"),
     "vllm::gdn_attention_core": ScanOp(
         DeltaNet(qkv=0, beta=1, gate=2, out=3),

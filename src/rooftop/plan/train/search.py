@@ -32,6 +32,7 @@ from rooftop.display import Displayed
 from rooftop.errors import InvalidConfigError, ShardingError, shown
 from rooftop.hardware.chip import MAX_CHIPS
 from rooftop.model.activations import REMAT_POLICIES
+from rooftop.plan.fix import FIX
 from rooftop.plan.train.bound import variant_bound_s
 from rooftop.plan.train.candidates import candidate_rows, layout_template, row_layout, row_table
 from rooftop.plan.train.comm import CommPricer
@@ -55,7 +56,7 @@ from rooftop.plan.train.step import (
     step_parts,
     step_result,
 )
-from rooftop.reasons import Option, OptionError
+from rooftop.reasons import OptionError
 from rooftop.units import parse_int
 
 OBJECTIVES = ("time", "cost", "memory")
@@ -80,10 +81,6 @@ class SearchResult(Displayed):
     explanation: list[str] = field(default_factory=list)
     timed: int = 0  # variants that fit and had their step timed
     pruned: int = 0  # layouts not visited: their bound on the step time (plan/train/bound.py) cannot rank
-
-
-#: the option pins are given by (rooftop.plan.fix.FIX): the CLI spells it --fix
-FIX = Option("fix")
 
 
 def parse_fix(text: str | None) -> dict[str, object]:

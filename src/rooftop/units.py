@@ -267,6 +267,12 @@ def hours(seconds: float) -> float:
     return seconds / SECONDS_PER_HOUR
 
 
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
+    """Dollars per million tokens of hardware costing ``usd_per_hour`` that makes ``tokens_per_s``: the
+    hour's dollars over the hour's tokens, per million (every serving price rooftop gives)."""
+    return usd_per_hour / SECONDS_PER_HOUR / tokens_per_s * TOKENS_PER_MILLION
+
+
 def days(seconds: float) -> float:
     return seconds / SECONDS_PER_DAY
 

@@ -14,7 +14,7 @@ from rooftop.display import Displayed
 from rooftop.errors import RooftopError
 from rooftop.plan.energy import serving_energy, training_energy
 from rooftop.reasons import Note, refusal
-from rooftop.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
+from rooftop.units import usd_per_million_tokens
 
 if TYPE_CHECKING:
     from rooftop.hardware.chip import Chip
@@ -75,7 +75,7 @@ def serving_cost(
     price (or chips); the second also None without tokens. The serving goal's figure, in its JSON and in
     ``rooftop compare``."""
     usd_h = price * chips if chips is not None and price is not None else None
-    per_m = usd_h / SECONDS_PER_HOUR / tokens_per_s * TOKENS_PER_MILLION if usd_h is not None and tokens_per_s else None
+    per_m = usd_per_million_tokens(usd_h, tokens_per_s) if usd_h is not None and tokens_per_s else None
     return usd_h, per_m
 
 

@@ -31,7 +31,7 @@ from rooftop.hardware.topology import Mesh, make_mesh, parse_topology, topology_
 from rooftop.model.memory import kv_cache_bytes
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, Reason
-from rooftop.units import SECONDS_PER_HOUR
+from rooftop.units import usd_per_million_tokens
 
 if TYPE_CHECKING:
     from rooftop.plan.serve.sweep import ServingPlan, ServingPoint
@@ -129,26 +129,30 @@ def _decode_pool(plan: ServingPlan, rate: float, colocated: bool) -> Pool | None
     return best[1] if best else None
 
 
+def _pool_costs(
+    input_price: float, input_chips: float, output_price: float, output_chips: float, rate: float, prompt: int, gen: int
+) -> dict[str, float]:
+    """$ per million input and output tokens: the chips (or chip-shares) serving each kind at its price per
+    chip-hour, over the tokens of ``rate`` requests a second."""
+    return {
+        "input": usd_per_million_tokens(input_price * input_chips, rate * prompt),
+        "output": usd_per_million_tokens(output_price * output_chips, rate * gen),
+    }
+
+
 def _costs(plan: ServingPlan, rate: float, pre: Pool | None, dec: Pool | None, col: Pool | None) -> dict[str, Any]:
     req = plan.request
     price = req.price
     if price is None:
         return {"disaggregated": None, "colocated": None}
-    usd_per_chip_s = price / SECONDS_PER_HOUR
     out: dict[str, Any] = {"disaggregated": None, "colocated": None}
     if pre and dec:
-        out["disaggregated"] = {
-            "input": 1e6 * usd_per_chip_s * pre.chips / (rate * req.prompt_len),
-            "output": 1e6 * usd_per_chip_s * dec.chips / (rate * req.gen_len),
-        }
+        out["disaggregated"] = _pool_costs(price, pre.chips, price, dec.chips, rate, req.prompt_len, req.gen_len)
     if col:
         p = plan.points[col.point]
         share = p.prefill_batch_s / (req.gen_len * p.step_time_s + p.prefill_batch_s)
-        total = usd_per_chip_s * col.chips
-        out["colocated"] = {
-            "input": 1e6 * total * share / (rate * req.prompt_len),
-            "output": 1e6 * total * (1 - share) / (rate * req.gen_len),
-        }
+        out["colocated"] = _pool_costs(price, col.chips * share, price, col.chips * (1 - share), rate,
+                                       req.prompt_len, req.gen_len)  # fmt: skip
     return out
 
 
@@ -213,10 +217,8 @@ def split_chips(plan: ServingPlan, decode_plan: ServingPlan, requests_per_s: flo
         "colocated": _costs(plan, requests_per_s, None, None, col)["colocated"],
     }
     if pre and dec and p_pre is not None and p_dec is not None:
-        cost["disaggregated"] = {
-            "input": 1e6 * p_pre / SECONDS_PER_HOUR * pre.chips / (requests_per_s * req.prompt_len),
-            "output": 1e6 * p_dec / SECONDS_PER_HOUR * dec.chips / (requests_per_s * req.gen_len),
-        }
+        cost["disaggregated"] = _pool_costs(p_pre, pre.chips, p_dec, dec.chips, requests_per_s, req.prompt_len,
+                                            req.gen_len)  # fmt: skip
     names = {"prefill_chip": req.chip.name, "decode_chip": decode_plan.request.chip.name}
     why: Note
     if not (pre and dec):

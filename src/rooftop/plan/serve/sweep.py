@@ -55,7 +55,7 @@ from rooftop.plan.serve.phase import PhaseTime
 from rooftop.plan.serve.traffic import DEFAULT_TOKEN_BUDGET, Traffic
 from rooftop.reason_codes import ReasonCode
 from rooftop.reasons import Note, OptionError, Reason
-from rooftop.units import SECONDS_PER_HOUR, plural
+from rooftop.units import plural, usd_per_million_tokens
 
 DEFAULT_BATCH_CAP = 4096
 
@@ -244,9 +244,9 @@ def evaluate_point(req: ServingRequest, layout: ServingLayout, mesh: Mesh, batch
     tokens_per_s = layout.replicas * batch * req.gen_len / replica_time
     cin = cout = None
     if req.price:
-        usd_per_s = req.price / SECONDS_PER_HOUR * layout.chips_per_replica
-        cin = 1e6 * usd_per_s * prefill_batch_s / (batch * req.prompt_len)
-        cout = 1e6 * usd_per_s * step.time_s / batch
+        usd_per_hour = req.price * layout.chips_per_replica  # one replica: its prompts, then its tokens
+        cin = usd_per_million_tokens(usd_per_hour, batch * req.prompt_len / prefill_batch_s)
+        cout = usd_per_million_tokens(usd_per_hour, batch / step.time_s)
     return ServingPoint(
         batch,
         layout,
